@@ -127,7 +127,7 @@ class Recipe(Strict):
         """The recipe with every default filled in, as written into a bundle."""
         data = self.model_dump(mode="json")
         data["variants"] = [v.model_dump(mode="json") for v in self.resolved_variants()]
-        for bench, raw in zip(self.benchmarks, data["benchmarks"]):
+        for bench, raw in zip(self.benchmarks, data["benchmarks"], strict=True):
             raw["name"] = bench.label
             raw["params"] = bench.resolved_params(smoke=False)
         return data
@@ -269,9 +269,9 @@ def parse_recipe(text: str, source: str) -> Recipe:
             except ValidationError as exc:
                 err = exc.errors()[0]
                 loc = ("benchmarks", i, section, *err["loc"])
-                if err["type"] != "extra_forbidden" and section == "smoke" and err["loc"]:
-                    if err["loc"][0] not in bench.smoke:
-                        loc = ("benchmarks", i, "params", *err["loc"])
+                # a bad value that came from `params` is reported there, even when found with smoke
+                if section == "smoke" and err["loc"] and err["loc"][0] not in bench.smoke:
+                    loc = ("benchmarks", i, "params", *err["loc"])
                 line = _line_for(lines, loc)
                 allowed = ", ".join(f.name for f in _fields(KINDS[bench.kind][0]))
                 detail = _explain(err)
