@@ -55,7 +55,23 @@ def reproduce(
     repeats: Annotated[
         int | None, typer.Option(min=1, help="Override the recipe's repeats.")
     ] = None,
-    runtime: Annotated[str, typer.Option(help="host (docker: see `kit build`).")] = "host",
+    runtime: Annotated[
+        str,
+        typer.Option(
+            help="host | docker | auto (docker: one container per run from the pinned image; "
+            "auto: docker when a daemon answers, host otherwise)."
+        ),
+    ] = "host",
+    env: Annotated[
+        str | None,
+        typer.Option(
+            "--env", help="Docker runtime: environment (docker/NAME) instead of the recipe's."
+        ),
+    ] = None,
+    base_image: Annotated[
+        str | None,
+        typer.Option(help="Docker runtime: base image instead of the Dockerfile's pinned one."),
+    ] = None,
 ) -> None:
     """Run a recipe and write a bundle with results, logs and a report.
 
@@ -66,10 +82,76 @@ def reproduce(
 
     spec = load_recipe(recipe)
     options = Options(device=device, smoke=smoke, repeats=repeats, out=out, runtime=runtime,
-                      command=command_line(sys.argv[1:]))  # fmt: skip
+                      command=command_line(sys.argv[1:]), environment=env,
+                      base_image=base_image)  # fmt: skip
     bundle, code = run_recipe(spec, options)
     print(bundle.path)
     raise typer.Exit(code)
+
+
+def _environment_of(target: str, env: str | None) -> str:
+    """An environment name from `--env`, a recipe file, or the argument itself."""
+    if env:
+        return env
+    path = Path(target)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        from kit.recipe import load_recipe
+
+        return load_recipe(path).environment
+    return target
+
+
+@app.command()
+def build(
+    target: Annotated[str, typer.Argument(help="A recipe YAML file, or an environment name.")],
+    env: Annotated[
+        str | None, typer.Option("--env", help="Environment instead of the recipe's.")
+    ] = None,
+    base_image: Annotated[
+        str | None, typer.Option(help="Base image instead of the Dockerfile's pinned one.")
+    ] = None,
+) -> None:
+    """Build (or reuse) the pinned image of a recipe's environment; print its tag.
+
+    The tag is a hash of the Dockerfile, the lock, the worker source and the build args:
+    an unchanged environment is never rebuilt. Wheels are downloaded on the host first.
+
+    Example: kit build recipes/allreduce.yaml
+    """
+    from kit import environment
+
+    image = environment.build(_environment_of(target, env), base_image_override=base_image)
+    state = "reused (cache hit)" if image.cached else "built"
+    print(f"{image.tag} {image.image_id} {state}", file=sys.stderr)
+    print(image.tag)
+
+
+@app.command("export")
+def export_image(
+    target: Annotated[
+        str, typer.Argument(help="A recipe YAML file, an environment name, or an image tag.")
+    ],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The archive to write (.tar).")],
+    env: Annotated[
+        str | None, typer.Option("--env", help="Environment instead of the recipe's.")
+    ] = None,
+    base_image: Annotated[
+        str | None, typer.Option(help="Base image the environment was built with.")
+    ] = None,
+) -> None:
+    """Save an environment's image as a tar archive for a machine with no registry.
+
+    On the other machine: `docker load -i FILE` (or `kit reproduce` with the same environment
+    finds the loaded tag and does not rebuild).
+
+    Example: kit export recipes/allreduce.yaml -o kit-cuda13.tar
+    """
+    from kit import environment
+
+    tag = target if ":" in target and not Path(target).exists() else None
+    if tag is None:
+        tag = environment.image_tag(environment.load(_environment_of(target, env)), base_image)
+    print(environment.export(tag, output))
 
 
 @app.command()

@@ -430,12 +430,18 @@ def _build_failed(env: Environment, tag: str, err: str, log: list[str]) -> Build
     )
 
 
-def _terminal_echo() -> Callable[[str], None]:
+def console() -> Any:
+    """The terminal (stderr) through rich, as the rest of the driver prints."""
     from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _terminal_echo() -> Callable[[str], None]:
     from rich.markup import escape
 
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
-    return lambda line: console.print(f"[dim]{escape(line)}[/dim]")
+    out = console()
+    return lambda line: out.print(f"[dim]{escape(line)}[/dim]")
 
 
 def export(tag: str, path: Path, client: Any = None) -> Path:

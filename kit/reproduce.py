@@ -37,9 +37,11 @@ class Options:
     smoke: bool | None = None  # None: smoke on the CPU, full size on GPUs
     repeats: int | None = None
     out: Path | None = None
-    runtime: str = "host"
+    runtime: str = "host"  # host | docker | auto (docker when a daemon answers)
     command: str = ""
     cpu_threads: int | None = None
+    environment: str | None = None  # docker runtime: overrides the recipe's environment
+    base_image: str | None = None  # docker runtime: overrides the Dockerfile's BASE_IMAGE
 
 
 def detect_gpus() -> int:
@@ -143,12 +145,31 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise _Terminated()
 
 
-def make_runtime(name: str, recipe: Recipe, options: Options) -> Runtime:
+def make_runtime(name: str, recipe: Recipe, options: Options, device: str = "cpu") -> Runtime:
+    """The runtime the user asked for; docker builds (or reuses) the pinned image first."""
+    if name not in ("host", "docker", "auto"):
+        raise InputError(f"--runtime {name!r}: allowed: host, docker, auto")
+    if name == "auto":
+        from kit.environment import docker_client
+
+        try:
+            docker_client()
+            name = "docker"
+        except KitError:
+            console.print("kit: no Docker daemon answers; using the host runtime (not pinned)")
+            name = "host"
     if name == "host":
         from kit.runtime.host import HostRuntime
 
         return HostRuntime(cpu_threads=options.cpu_threads)
-    raise InputError(f"--runtime {name!r}: allowed: host")
+    from kit.runtime.docker import prepare
+
+    return prepare(
+        options.environment or recipe.environment,
+        device,
+        base_image=options.base_image,
+        cpu_threads=options.cpu_threads,
+    )
 
 
 def host_hardware() -> dict[str, Any]:
@@ -172,7 +193,7 @@ def run_recipe(
     smoke = options.smoke if options.smoke is not None else device == "cpu"
     repeats = options.repeats or (min(recipe.repeats, 2) if smoke else None)
     runs = plan(recipe, device, smoke, repeats)
-    runtime = make_runtime(options.runtime, recipe, options)
+    runtime = make_runtime(options.runtime, recipe, options, device)
     out = options.out or default_bundle_dir(Path("reports"), recipe.name)
     bundle = Bundle.create(
         out,
@@ -195,9 +216,10 @@ def run_recipe(
     bundle.write_json("hardware.json", host_hardware())
     bundle.write_json(
         "environment.json",
-        {"name": recipe.environment, "pinned": runtime.pinned, "runtime": runtime.name,
-         "kit_version": bundle.results["kit_version"], "python_executable": sys.executable,
-         "container": None},
+        getattr(runtime, "environment", None)
+        or {"name": recipe.environment, "pinned": runtime.pinned, "runtime": runtime.name,
+            "kit_version": bundle.results["kit_version"], "python_executable": sys.executable,
+            "container": None},
     )  # fmt: skip
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     status, code = "complete", 0

@@ -1,0 +1,263 @@
+"""The docker runtime: one fresh container per run, from the pinned environment image.
+
+Each run (benchmark x variant x repeat) gets its own container created through the Docker SDK,
+with the run directory mounted at /kit/run, the GPUs requested as device requests, the variant's
+environment, and the limits NCCL needs. The container is always removed, whatever happens
+(success, crash, timeout, Ctrl-C, SIGTERM): every container carries the label `kit.run=<run id>`
+so that `cleanup()` can also remove leftovers of a driver that was killed outright.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kit.errors import KitError
+from kit.runtime.base import RunOutcome
+
+LABEL_RUN = "kit.run"
+LABEL_OWNER = "kit.owner"  # the driver's pid@host: tells apart the containers of one session
+MOUNT = "/kit/run"
+STOP_GRACE_S = 10
+CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
+TOOLKIT_HINT = (
+    "Docker on this host cannot give GPUs to containers: install the NVIDIA Container Toolkit "
+    "(https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html),"
+    " run `nvidia-ctk runtime configure --runtime=docker`, restart dockerd; or use --runtime host"
+)
+
+
+def gpu_support(client: Any) -> str | None:
+    """How the daemon offers GPUs ("nvidia runtime", "cdi"), or None when it does not."""
+    try:
+        info = client.info()
+    except Exception:
+        return None
+    if "nvidia" in (info.get("Runtimes") or {}):
+        return "nvidia runtime"
+    if any(str(d).startswith("cdi") for d in info.get("CDISpecDirs") or []) or any(
+        Path(d).is_dir() and any(Path(d).glob("nvidia*")) for d in CDI_DIRS
+    ):
+        return "cdi"
+    return None
+
+
+class DockerRuntime:
+    """Runs `torchrun -m kit.worker /kit/run/spec.json` in a container of `image`."""
+
+    name = "docker"
+    pinned = True
+
+    def __init__(
+        self,
+        image: str,
+        client: Any = None,
+        shm_size: str = "16g",
+        cpu_threads: int | None = None,
+        echo: Callable[[str], None] | None = None,
+    ) -> None:
+        from kit.environment import docker_client
+
+        self.image = image
+        self.client = client or docker_client()
+        self.shm_size = shm_size
+        self.cpu_threads = cpu_threads
+        self.echo = echo
+        self.owner = f"{os.getpid()}@{os.uname().nodename}"
+        self._gpu_checked = False
+        self.environment: dict[str, Any] | None = None  # environment.json, set by prepare()
+
+    def command(self, nproc: int) -> list[str]:
+        return ["torchrun", "--standalone", f"--nproc-per-node={nproc}", "-m", "kit.worker",
+                f"{MOUNT}/spec.json"]  # fmt: skip
+
+    def check_gpus(self) -> None:
+        """Before the first GPU run: a one-line error when the daemon cannot hand out GPUs."""
+        if not self._gpu_checked:
+            if gpu_support(self.client) is None:
+                raise KitError(TOOLKIT_HINT)
+            self._gpu_checked = True
+
+    def container_options(
+        self, run_dir: Path, nproc: int, env: dict[str, str], gpu_ids: list[int] | None, device: str
+    ) -> dict[str, Any]:
+        """Everything `containers.create` gets for one run (separate so tests can read it)."""
+        import docker
+
+        full_env = {"PYTHONUNBUFFERED": "1", "HOME": "/tmp", **env}
+        if device == "cpu":
+            full_env.setdefault("OMP_NUM_THREADS", str(self.cpu_threads or 1))
+        device_requests = []
+        if device == "cuda":
+            if gpu_ids is not None:
+                ids = [str(i) for i in gpu_ids]
+                device_requests = [docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]  # fmt: skip
+            else:
+                device_requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        stack = 64 * 1024 * 1024
+        ulimits = [docker.types.Ulimit(name="stack", soft=stack, hard=stack)]
+        if device == "cuda":
+            # pinned (page-locked) host buffers of CUDA, NCCL and InfiniBand need memlock; CPU
+            # runs do not, and some daemons (rootless, nested) may not raise it at all
+            ulimits.append(docker.types.Ulimit(name="memlock", soft=-1, hard=-1))
+        run_id = _run_id(run_dir)
+        return {
+            "image": self.image,
+            "command": self.command(nproc),
+            "environment": full_env,
+            "labels": {LABEL_RUN: run_id, LABEL_OWNER: self.owner},
+            "name": None,
+            "working_dir": MOUNT,
+            "volumes": {str(run_dir.resolve()): {"bind": MOUNT, "mode": "rw"}},
+            # the result and log files belong to the user who runs kit, not to root
+            "user": f"{os.getuid()}:{os.getgid()}",
+            "device_requests": device_requests,
+            # NCCL's SHM transport (intra-node path when P2P is off, NCCL_P2P_DISABLE=1) and
+            # its proxy buffers live in /dev/shm; Docker's default 64 MB makes NCCL fail or hang.
+            # A large private shm keeps the container's IPC namespace isolated (ipc_mode="host"
+            # would share the host's); all ranks share it since they run in this one container.
+            "shm_size": self.shm_size,
+            "ulimits": ulimits,
+            # an init process forwards SIGTERM to torchrun and reaps the ranks
+            "init": True,
+            "detach": True,
+        }
+
+    def run(
+        self,
+        run_dir: Path,
+        nproc: int,
+        env: dict[str, str],
+        log_path: Path,
+        timeout_s: float,
+        gpu_ids: list[int] | None,
+        device: str,
+    ) -> RunOutcome:
+        import docker
+
+        cmd = self.command(nproc)
+        shown = ["docker", "run", self.image, *cmd]
+        if device == "cuda":
+            try:
+                self.check_gpus()
+            except KitError as e:
+                return RunOutcome(None, False, False, 0.0, shown, str(e))
+        opts = self.container_options(run_dir, nproc, env, gpu_ids, device)
+        t0 = time.perf_counter()
+        container = None
+        with open(log_path, "ab") as log:
+            log.write(f"$ {' '.join(shown)}\n".encode())
+            log.flush()
+            try:
+                try:
+                    container = self.client.containers.create(**opts)
+                    container.start()
+                except docker.errors.APIError as e:
+                    return RunOutcome(None, False, False, time.perf_counter() - t0, shown,
+                                      _launch_error(e))  # fmt: skip
+                streamer = threading.Thread(target=self._stream, args=(container, log), daemon=True)
+                streamer.start()
+                code, timed_out = self._wait(container, timeout_s)
+                if timed_out:
+                    container.stop(timeout=STOP_GRACE_S)
+                    code = container.wait(timeout=STOP_GRACE_S + 30).get("StatusCode")
+                streamer.join(timeout=10)
+                return RunOutcome(code, timed_out, False, time.perf_counter() - t0, shown)
+            finally:
+                # also on KeyboardInterrupt / SIGTERM (raised in this thread by the driver)
+                if container is not None:
+                    _remove(container)
+
+    def _wait(self, container: Any, timeout_s: float) -> tuple[int | None, bool]:
+        """Poll the container until it exits or the deadline passes; (exit code, timed out)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            container.reload()
+            if container.status in ("exited", "dead"):
+                return container.attrs["State"]["ExitCode"], False
+            if time.monotonic() >= deadline:
+                return None, True
+            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+    def _stream(self, container: Any, log: Any) -> None:
+        """Copy the container's output into the log file (and to the terminal when asked)."""
+        try:
+            for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
+                log.write(chunk)
+                log.flush()
+                if self.echo:
+                    for line in chunk.decode(errors="replace").splitlines():
+                        self.echo(line)
+        except Exception:  # the container went away under us: the log has what there was
+            pass
+
+
+def _run_id(run_dir: Path) -> str:
+    try:
+        return str(json.loads((run_dir / "spec.json").read_text())["run_id"])
+    except (OSError, ValueError, KeyError):
+        return run_dir.name
+
+
+def _launch_error(e: Exception) -> str:
+    text = str(getattr(e, "explanation", None) or e).strip().splitlines()[0]
+    if "could not select device driver" in text or "nvidia-container-cli" in text:
+        return f"{TOOLKIT_HINT} (daemon said: {text})"
+    return f"could not start the container: {text}"
+
+
+def _remove(container: Any) -> None:
+    import docker
+
+    try:
+        container.remove(force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as e:
+        if "already in progress" not in str(e):
+            raise
+
+
+def leftovers(client: Any, owner: str | None = None) -> list[Any]:
+    """Containers kit started that still exist (of one driver when `owner` is given)."""
+    label = f"{LABEL_OWNER}={owner}" if owner else LABEL_RUN
+    return client.containers.list(all=True, filters={"label": label})
+
+
+def cleanup(client: Any, owner: str | None = None) -> int:
+    """Remove kit's leftover containers (e.g. after the driver was killed with SIGKILL)."""
+    found = leftovers(client, owner)
+    for c in found:
+        _remove(c)
+    return len(found)
+
+
+def prepare(
+    environment: str,
+    device: str,
+    base_image: str | None = None,
+    cpu_threads: int | None = None,
+    client: Any = None,
+) -> DockerRuntime:
+    """Build (or reuse) the environment's image, probe it, and return a runtime that runs it.
+
+    The runtime's `environment` attribute is the bundle's environment.json (the fingerprint).
+    """
+    from kit import environment as envmod
+
+    client = client or envmod.docker_client()
+    gpus = gpu_support(client) if device == "cuda" else None
+    if device == "cuda" and gpus is None:
+        raise KitError(TOOLKIT_HINT)
+    image = envmod.build(environment, base_image_override=base_image, client=client)
+    state = "reused" if image.cached else "built"
+    envmod.console().print(f"kit: environment {image.env}: {state} image {image.tag}")
+    container = envmod.probe(image.tag, client=client, gpus=gpus is not None)
+    runtime = DockerRuntime(image.tag, client=client, cpu_threads=cpu_threads)
+    runtime.environment = envmod.fingerprint(image, container, runtime="docker")
+    return runtime
