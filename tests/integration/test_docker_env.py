@@ -1,0 +1,342 @@
+"""Pinned environments and the docker runtime against a real Docker daemon.
+
+Builds the CPU environment from a local debootstrap base image (no registry is reachable in CI)
+through the host-side wheelhouse, then runs the all-reduce worker in containers with two gloo
+processes through the real `kit reproduce` path, and checks that crashes, timeouts and
+interrupts leave no container, network or volume behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kit import environment
+from kit.errors import KitError
+from kit.runtime.docker import LABEL_RUN, DockerRuntime, cleanup, leftovers
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = os.environ.get("KIT_TEST_BASE_IMAGE", "kit-test-base:bookworm")
+PY = sys.executable
+
+
+def _daemon():
+    try:
+        import docker
+
+        client = docker.from_env(timeout=300)
+        client.ping()
+        return client, None
+    except Exception as e:
+        return None, f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+
+
+@pytest.fixture(scope="session")
+def client():
+    c, why = _daemon()
+    if c is None:
+        pytest.skip(f"no Docker daemon answers ({why}); run scripts/ci-docker.sh as root")
+    return c
+
+
+@pytest.fixture(scope="session")
+def base_image(client):
+    """The local base image (debootstrap bookworm + python3), made once per machine."""
+    import docker
+
+    try:
+        client.images.get(BASE)
+    except docker.errors.ImageNotFound:
+        if shutil.which("debootstrap") is None:
+            pytest.skip(
+                f"no image {BASE} and no debootstrap to make it (apt-get install debootstrap)"
+            )
+        subprocess.run([str(ROOT / "tests/docker/make_base_image.sh"), BASE], check=True)
+    return BASE
+
+
+@pytest.fixture(scope="session")
+def daemon_state(client):
+    """Networks and volumes before the tests: the tests must not add any."""
+    return {n.name for n in client.networks.list()}, {v.name for v in client.volumes.list()}
+
+
+@pytest.fixture(scope="session")
+def cpu_image(client, base_image, daemon_state):
+    """The cpu environment, really built: an existing tag is removed first (its layers stay in
+    Docker's cache, so this costs the full pip install only once per machine)."""
+    import docker
+
+    env = environment.load("cpu")
+    tag = environment.image_tag(env, base_image)
+    try:
+        client.images.remove(tag, noprune=True)
+    except docker.errors.ImageNotFound:
+        pass
+    lines: list[str] = []
+    image = environment.build(env, base_image_override=base_image, client=client, echo=lines.append)
+    assert not image.cached
+    assert any("Successfully tagged" in ln for ln in lines), lines[-5:]
+    return image
+
+
+def _assert_nothing_left(client, daemon_state) -> None:
+    assert leftovers(client) == []
+    assert client.containers.list(all=True, filters={"label": "kit.probe"}) == []
+    networks, volumes = daemon_state
+    assert {n.name for n in client.networks.list()} == networks
+    assert {v.name for v in client.volumes.list()} == volumes
+
+
+# --- images -----------------------------------------------------------------------------------
+
+
+def test_second_build_is_a_cache_hit(client, cpu_image, base_image):
+    again = environment.build("cpu", base_image_override=base_image, client=client, echo=print)
+    assert again.cached
+    assert again.tag == cpu_image.tag
+    assert again.image_id == cpu_image.image_id
+    labels = client.images.get(cpu_image.tag).labels
+    assert labels[environment.LABEL_HASH] == cpu_image.content_hash
+
+
+def test_tag_is_a_content_hash(tmp_path, base_image):
+    env_dir = tmp_path / "cpu"
+    shutil.copytree(environment.load("cpu").path, env_dir)
+    env = environment.load(env_dir)
+    tag = environment.image_tag(env, base_image)
+    assert tag == environment.image_tag(environment.load(env_dir), base_image)  # stable
+    assert tag.startswith("kit-cpu:") and len(tag.split(":")[1]) == 12
+    # changing a pin of the lock changes the tag
+    lock = env_dir / "requirements.lock"
+    text = lock.read_text()
+    lock.write_text(text.replace("mdurl==0.1.2", "mdurl==0.1.1"))
+    assert environment.image_tag(env, base_image) != tag
+    lock.write_text(text)
+    assert environment.image_tag(env, base_image) == tag
+    # so do the Dockerfile and the base image
+    assert environment.image_tag(env, "debian:other") != tag
+    (env_dir / "Dockerfile").write_text((env_dir / "Dockerfile").read_text() + "\n# changed\n")
+    assert environment.image_tag(env, base_image) != tag
+
+
+def test_probe_reports_what_the_lock_pins(client, cpu_image):
+    info = environment.probe(cpu_image.tag, client=client)
+    lock = environment.load("cpu").lock.read_text()
+    assert f"torch=={info['torch']} " in lock
+    assert info["python"].startswith("3.11.")
+    assert info["cuda"] is None and info["nccl"] is None and info["gpus"] == 0
+    assert "gloo" in info["distributed_backends"]
+    for pkg in ("transformers", "peft", "accelerate", "nvidia-ml-py"):
+        assert f"{pkg}=={info['packages'][pkg]} " in lock
+    fp = environment.fingerprint(cpu_image, info, runtime="docker")
+    for key in ("name", "pinned", "runtime", "image_id", "image_tag", "base_image",
+                "dockerfile_sha256", "lock_sha256", "kit_version", "container"):  # fmt: skip
+        assert fp[key] not in (None, ""), key
+    assert fp["image_id"] == client.images.get(cpu_image.tag).id
+    assert fp["lock_sha256"] == environment._sha256(environment.load("cpu").lock)
+
+
+def _tiny_env(tmp_path: Path, dockerfile_tail: str = "") -> environment.Environment:
+    """An environment with a one-wheel lock (mdurl) to exercise the build path in seconds."""
+    src = environment.load("cpu")
+    d = tmp_path / "tiny"
+    d.mkdir()
+    lock = src.lock.read_text()
+    i = lock.index("mdurl==")
+    (d / "requirements.lock").write_text(lock[i : lock.index("\n", lock.index("--hash", i))] + "\n")
+    (d / "Dockerfile").write_text(src.dockerfile.read_text() + dockerfile_tail)
+    shutil.copy2(src.path / "env.yaml", d / "env.yaml")
+    (d / "env.yaml").write_text((d / "env.yaml").read_text().replace("name: cpu", "name: tiny"))
+    return environment.load(d)
+
+
+def test_wheelhouse_refuses_a_wheel_that_does_not_match_the_lock(tmp_path):
+    env = _tiny_env(tmp_path)
+    text = env.lock.read_text()
+    digest = text.split("sha256:")[1].strip()
+    env.lock.write_text(text.replace(digest, "0" * 64))
+    with pytest.raises(KitError, match=r"pip could not download .*(hash|HASH)"):
+        environment.wheelhouse(env, cache=tmp_path / "wheels")
+
+
+def test_failed_build_names_the_error_and_keeps_the_log(client, base_image, tmp_path):
+    env = _tiny_env(tmp_path, "RUN echo about to fail && exit 3\n")
+    with pytest.raises(environment.BuildError) as info:
+        environment.build(env, base_image_override=base_image, client=client, echo=lambda _: None)
+    err = info.value
+    assert "building environment 'tiny'" in str(err)
+    assert "returned a non-zero code: 3" in str(err)
+    assert "\n" not in str(err)
+    assert "about to fail" in err.log_tail
+    assert err.log_path is not None and "about to fail" in err.log_path.read_text()
+
+
+def test_export_and_load_round_trip(client, base_image, tmp_path):
+    import docker
+
+    env = _tiny_env(tmp_path)
+    image = environment.build(
+        env, base_image_override=base_image, client=client, echo=lambda _: None
+    )
+    archive = environment.export(image.tag, tmp_path / "tiny.tar")
+    assert archive.stat().st_size > 1_000_000
+    client.images.remove(image.tag, force=True)
+    with pytest.raises(docker.errors.ImageNotFound):
+        client.images.get(image.tag)
+    assert image.tag in environment.load_archive(archive, client=client)
+    assert client.images.get(image.tag).id == image.image_id
+    assert environment.build(env, base_image_override=base_image, client=client).cached
+    client.images.remove(image.tag, force=True)
+
+
+# --- runs in containers -----------------------------------------------------------------------
+
+
+def _recipe(tmp_path: Path, iters: int = 3, timeout_s: float = 300) -> Path:
+    path = tmp_path / "recipe.yaml"
+    path.write_text(
+        f"""kit: 1
+name: docker-smoke
+description: all-reduce in containers, two gloo processes
+environment: cpu
+gpus: 2
+repeats: 1
+timeout_s: {timeout_s}
+variants: [p2p, no-p2p]
+benchmarks:
+  - kind: allreduce
+    params: {{min_bytes: 8, max_bytes: 4096, factor: 8, iters: {iters}, warmup_iters: 1, trials: 1}}
+"""
+    )
+    return path
+
+
+def _reproduce(recipe: Path, out: Path, base_image: str) -> list[str]:
+    return [PY, "-m", "kit.cli", "reproduce", str(recipe), "--device", "cpu", "--smoke",
+            "--runtime", "docker", "--env", "cpu", "--base-image", base_image,
+            "--out", str(out)]  # fmt: skip
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def test_reproduce_runs_each_variant_in_a_container(
+    client, cpu_image, base_image, daemon_state, tmp_path
+):
+    out = tmp_path / "bundle"
+    proc = subprocess.run(_reproduce(_recipe(tmp_path), out, base_image), capture_output=True,
+                          text=True, env=_env(), timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["runtime"] == "docker" and results["pinned"] is True
+    assert results["status"] == "complete"
+    assert [r["status"] for r in results["runs"]] == ["ok", "ok"]
+    for r in results["runs"]:
+        assert r["world_size"] == 2 and r["backend"] == "gloo"
+        assert r["launch"]["command"][:3] == ["docker", "run", cpu_image.tag]
+        assert r["versions"]["torch"] == "2.13.0+cpu"
+        assert r["metrics"]["busbw_peak"]["value"] > 0
+    assert [r["env"].get("NCCL_P2P_DISABLE") for r in results["runs"]] == [None, "1"]
+    env = json.loads((out / "environment.json").read_text())
+    assert env["image_tag"] == cpu_image.tag and env["image_id"] == cpu_image.image_id
+    assert env["runtime"] == "docker" and env["pinned"] is True
+    assert env["container"]["torch"] == "2.13.0+cpu"
+    assert env["base_image"] == base_image and env["lock_sha256"] == cpu_image.lock_sha256
+    log = (out / "logs" / "allreduce.no-p2p.r0.log").read_text()
+    assert f"docker run {cpu_image.tag} torchrun" in log and "busbw" in log
+    verify = subprocess.run([PY, "-m", "kit.cli", "verify", str(out)], capture_output=True,
+                            text=True, env=_env())  # fmt: skip
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    _assert_nothing_left(client, daemon_state)
+
+
+def _write_spec(run_dir: Path, **overrides) -> None:
+    spec = {"schema": 1, "run_id": "t.crash.r0", "benchmark": "allreduce", "kind": "allreduce",
+            "variant": "p2p", "repeat": 0, "device": "cpu", "nproc": 2, "smoke": True,
+            "params": {"min_bytes": 8, "max_bytes": 64, "iters": 1, "warmup_iters": 0,
+                       "trials": 1}, "env": {}, "result_path": "result.json"}  # fmt: skip
+    spec.update(overrides)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "spec.json").write_text(json.dumps(spec))
+
+
+def test_crashing_container_keeps_status_and_log(client, cpu_image, daemon_state, tmp_path):
+    run_dir = tmp_path / "run"
+    _write_spec(run_dir, schema=99)  # the worker refuses a spec it cannot read
+    log = tmp_path / "run.log"
+    rt = DockerRuntime(cpu_image.tag, client=client)
+    outcome = rt.run(run_dir, 2, {}, log, timeout_s=120, gpu_ids=None, device="cpu")
+    assert outcome.exit_code not in (0, None)
+    assert not outcome.timed_out and not outcome.interrupted
+    assert outcome.command[:3] == ["docker", "run", cpu_image.tag]
+    assert "run spec schema 99" in log.read_text()
+    assert not (run_dir / "result.json").exists()
+    _assert_nothing_left(client, daemon_state)
+
+
+def test_timeout_stops_and_removes_the_container(
+    client, cpu_image, base_image, daemon_state, tmp_path
+):
+    out = tmp_path / "bundle"
+    recipe = _recipe(tmp_path, iters=10**9, timeout_s=8)
+    t0 = time.monotonic()
+    proc = subprocess.run(_reproduce(recipe, out, base_image), capture_output=True, text=True,
+                          env=_env(), timeout=300)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    assert [r["status"] for r in results["runs"]] == ["timeout", "timeout"]
+    assert results["status"] == "partial"
+    assert time.monotonic() - t0 < 120  # two 8 s timeouts, a 10 s grace each, start-up
+    _assert_nothing_left(client, daemon_state)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_run_leaves_nothing_behind(
+    client, cpu_image, base_image, daemon_state, tmp_path, sig
+):
+    out = tmp_path / "bundle"
+    recipe = _recipe(tmp_path, iters=10**9, timeout_s=300)
+    proc = subprocess.Popen(_reproduce(recipe, out, base_image), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env())  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not leftovers(client):  # wait until the first run's container exists
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            assert time.monotonic() < deadline, "no container started"
+            time.sleep(0.2)
+        time.sleep(2)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        cleanup(client)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    results = json.loads((out / "results.json").read_text())
+    assert results["status"] == "interrupted"
+    assert len(results["runs"]) == 1 and results["runs"][0]["status"] == "failed"
+    assert (out / "MANIFEST.sha256").is_file()
+    _assert_nothing_left(client, daemon_state)
+
+
+def test_containers_carry_the_run_label(client, cpu_image, tmp_path):
+    run_dir = tmp_path / "run"
+    _write_spec(run_dir, run_id="label.check.r0")
+    opts = DockerRuntime(cpu_image.tag, client=client).container_options(
+        run_dir, 2, {"A": "1"}, None, "cpu"
+    )
+    assert opts["labels"][LABEL_RUN] == "label.check.r0"
+    assert opts["device_requests"] == []
