@@ -839,4 +839,4 @@ def _placement_why(word: str, cross_numa: bool) -> str:
     if word.startswith("NV"):
         return f"every pair joined by {word[2:]} NVLink links"
     where = "across NUMA nodes" if cross_numa else "within one NUMA node"
-    return f"worst pair over {word} ({LEGEND.get(word, word)}), {where}"
+    return f"PCIe ({word}), {where}"
