@@ -107,6 +107,18 @@ class _Recorder:
             return None
 
 
+# nvmlValueType_t -> the member of the nvmlValue_t union that holds it
+_VALUE_MEMBERS = {
+    0: "dVal",
+    1: "uiVal",
+    2: "ulVal",
+    3: "ullVal",
+    4: "sllVal",
+    5: "siVal",
+    6: "usVal",
+}
+
+
 def _field_values(nvml: Any, handle: Any, fields: list[int]) -> dict[int, Any]:
     """Read NVML field values; returns {field_id: value} for those that answered."""
     out: dict[int, Any] = {}
@@ -117,17 +129,9 @@ def _field_values(nvml: Any, handle: Any, fields: list[int]) -> dict[int, Any]:
     for v in values:
         if v.nvmlReturn != 0:
             continue
-        kind = v.valueType
-        raw = {
-            0: v.value.dVal,
-            1: v.value.uiVal,
-            2: v.value.ulVal,
-            3: v.value.ullVal,
-            4: v.value.sllVal,
-        }.get(kind)
-        if raw is None:
-            raw = getattr(v.value, "siVal", None) if kind == 5 else getattr(v.value, "usVal", None)
-        out[int(v.fieldId)] = raw
+        member = _VALUE_MEMBERS.get(int(v.valueType))
+        if member is not None:
+            out[int(v.fieldId)] = getattr(v.value, member)
     return out
 
 
