@@ -144,7 +144,7 @@ def host_table(inv: dict[str, Any]) -> Table:
 def gpu_table(inv: dict[str, Any]) -> Table:
     t = Table(title="GPUs", title_justify="left", padding=(0, 1))
     for col in ("#", "Model", "Memory", "PCIe", "Power limit", "Max SM/mem MHz", "Temp", "NVLink"):
-        t.add_column(col, overflow="fold")
+        t.add_column(col, overflow="fold", no_wrap=col == "Model")
     for g in inv.get("gpus") or []:
         clocks = g.get("clocks_max_mhz") or {}
         t.add_row(

@@ -8,7 +8,7 @@ so the real collection code in kit.inventory runs against it end to end.
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 
 class NVMLError(Exception):
@@ -91,7 +91,7 @@ class FakeNvml:
         return self.g[h]["persistence_mode"]
 
     # clocks, power, pcie
-    _CLOCK = {0: "graphics", 1: "sm", 2: "mem"}
+    _CLOCK: ClassVar[dict[int, str]] = {0: "graphics", 1: "sm", 2: "mem"}
 
     def nvmlDeviceGetMaxClockInfo(self, h: int, t: int) -> int:
         return self.g[h]["clocks_max_mhz"][self._CLOCK[t]]
