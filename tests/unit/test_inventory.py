@@ -60,7 +60,8 @@ def test_dgx_h100_is_nv18_everywhere_with_two_numa_nodes() -> None:
 
 def test_pcie_box_over_two_sockets_reads_pix_node_sys() -> None:
     assert topology_text(inv_of("rtx3090x8_pcie_2socket")) == (
-        "      GPU0  GPU1  GPU2  GPU3  GPU4  GPU5  GPU6  GPU7  CPU Affinity  NUMA Affinity  GPU NUMA ID\n"
+        "      GPU0  GPU1  GPU2  GPU3  GPU4  GPU5  GPU6  GPU7  "
+        "CPU Affinity  NUMA Affinity  GPU NUMA ID\n"
         "GPU0  X     PIX   NODE  NODE  SYS   SYS   SYS   SYS   0-19,40-59    0              N/A\n"
         "GPU1  PIX   X     NODE  NODE  SYS   SYS   SYS   SYS   0-19,40-59    0              N/A\n"
         "GPU2  NODE  NODE  X     PIX   SYS   SYS   SYS   SYS   0-19,40-59    0              N/A\n"
@@ -175,7 +176,10 @@ def test_placement_sets_on_two_socket_pcie_box() -> None:
     ]
     assert sets[2]["variant"] == {"name": "gpus-0-4-sys", "gpu_ids": [0, 4]}
     fours = inventory.suggest_gpu_sets(inv_of("rtx3090x8_pcie_2socket"), 4)
-    assert [(s["gpu_ids"], s["link"]) for s in fours] == [([0, 1, 2, 3], "NODE"), ([0, 1, 2, 4], "SYS")]
+    assert [(s["gpu_ids"], s["link"]) for s in fours] == [
+        ([0, 1, 2, 3], "NODE"),
+        ([0, 1, 2, 4], "SYS"),
+    ]
 
 
 def test_placement_on_nvswitch_offers_one_class() -> None:
@@ -215,7 +219,9 @@ def test_collection_adapter_replays_recorded_answers(name: str) -> None:
     fake = FakeNvml(snap["nvml"])
     with (
         mock.patch("os.cpu_count", return_value=snap["host"]["logical_cpus"]),
-        mock.patch.object(inventory, "_count_numa_nodes", return_value=len(snap["host"]["numa_nodes"])),
+        mock.patch.object(
+            inventory, "_count_numa_nodes", return_value=len(snap["host"]["numa_nodes"])
+        ),
     ):
         got = inventory.collect_nvml_snapshot(fake)
     assert got["error"] is None

@@ -10,8 +10,8 @@ import pytest
 from rich.console import Console
 
 from kit.errors import InputError
-from kit.inventory_cli import inspect_command, topology_text
 from kit.inventory import build_inventory
+from kit.inventory_cli import inspect_command, topology_text
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nvml"
 
@@ -24,7 +24,8 @@ def run(**kw) -> str:
 
 
 @pytest.mark.parametrize(
-    "name", ["h200x2_nvswitch", "h100x8_dgx", "rtx3090x8_pcie_2socket", "rtx3090ti_x2_nvlink_bridge"]
+    "name",
+    ["h200x2_nvswitch", "h100x8_dgx", "rtx3090x8_pcie_2socket", "rtx3090ti_x2_nvlink_bridge"],
 )
 def test_rendering_shows_the_exact_matrix(name: str) -> None:
     path = FIXTURES / f"{name}.json"

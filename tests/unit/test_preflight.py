@@ -31,17 +31,27 @@ def test_healthy_machines_have_no_findings() -> None:
 
 def test_fewer_gpus_than_needed() -> None:
     assert check(snap("h200x2_nvswitch"), gpus_needed=4) == [
-        {"level": "error", "check": "gpu-count", "message": "the recipe needs 4 GPU(s), this machine has 2"}
+        {
+            "level": "error",
+            "check": "gpu-count",
+            "message": "the recipe needs 4 GPU(s), this machine has 2",
+        }
     ]
     found = check(snap("no_gpu"))
     assert found[0]["check"] == "gpu-count"
-    assert found[0]["message"].startswith("the recipe needs 2 GPU(s), this machine has 0 (NVML did not start")
+    assert found[0]["message"].startswith(
+        "the recipe needs 2 GPU(s), this machine has 0 (NVML did not start"
+    )
 
 
 def test_variant_gpu_ids_beyond_the_machine() -> None:
     found = check(snap("h200x2_nvswitch"), gpu_ids=[0, 4])
     assert found == [
-        {"level": "error", "check": "gpu-count", "message": "a variant asks for GPU id(s) [4], this machine has ids 0-1"}
+        {
+            "level": "error",
+            "check": "gpu-count",
+            "message": "a variant asks for GPU id(s) [4], this machine has ids 0-1",
+        }
     ]
 
 
@@ -56,7 +66,8 @@ def test_busy_gpu() -> None:
         {
             "level": "error",
             "check": "gpu-busy",
-            "message": "GPU 1 already runs 1 process(es): pid 4242 (20.0 GiB); a busy GPU slows every rank",
+            "message": "GPU 1 already runs 1 process(es): pid 4242 (20.0 GiB); "
+            "a busy GPU slows every rank",
         }
     ]
     # a busy GPU the recipe does not use is none of our business
@@ -77,8 +88,9 @@ def test_small_shm_for_no_p2p() -> None:
         {
             "level": "error",
             "check": "shm-size",
-            "message": "/dev/shm on this host is 64 MiB; the no-P2P variant sends through NCCL's SHM "
-            "transport, which wants at least 1.0 GiB (docker: --shm-size=1g or --ipc=host)",
+            "message": "/dev/shm on this host is 64 MiB; the no-P2P variant sends through "
+            "NCCL's SHM transport, which wants at least 1.0 GiB "
+            "(docker: --shm-size=1g or --ipc=host)",
         }
     ]
     assert check(s, needs_shm=False) == []
@@ -110,8 +122,16 @@ def test_ecc_errors_and_remapping() -> None:
     s["nvml"]["gpus"][1]["ecc"]["aggregate_uncorrected"] = 1
     found = check(s)
     assert found == [
-        {"level": "error", "check": "ecc", "message": "GPU 0 has 2 uncorrected ECC error(s) since boot"},
-        {"level": "warn", "check": "ecc", "message": "GPU 1 has 1 uncorrected ECC error(s) over its lifetime"},
+        {
+            "level": "error",
+            "check": "ecc",
+            "message": "GPU 0 has 2 uncorrected ECC error(s) since boot",
+        },
+        {
+            "level": "warn",
+            "check": "ecc",
+            "message": "GPU 1 has 1 uncorrected ECC error(s) over its lifetime",
+        },
     ]
     s = snap()
     s["nvml"]["gpus"][0]["remapped_rows"]["pending"] = 1
@@ -131,12 +151,15 @@ def test_ecc_errors_and_remapping() -> None:
 def test_hot_and_throttling_gpu() -> None:
     s = snap()
     s["nvml"]["gpus"][0]["temperature_c"] = 84
-    s["nvml"]["gpus"][1]["throttle_reasons_mask"] = 0x4 | 0x20 | 0x1 | 0x2  # idle/app clocks ignored
+    s["nvml"]["gpus"][1]["throttle_reasons_mask"] = (
+        0x4 | 0x20 | 0x1 | 0x2
+    )  # idle/app clocks ignored
     assert check(s) == [
         {
             "level": "warn",
             "check": "gpu-temperature",
-            "message": "GPU 0 is already at 84 C before the run (limit 80 C, it slows down at 87 C)",
+            "message": "GPU 0 is already at 84 C before the run "
+            "(limit 80 C, it slows down at 87 C)",
         },
         {
             "level": "warn",
@@ -152,7 +175,10 @@ def test_options_strict_and_allow() -> None:
     s["nvml"]["gpus"][0]["pcie"]["width_current"] = 8
     s["nvml"]["gpus"][1]["processes"] = [{"pid": 7, "used_memory_bytes": None}]
     found = check(s)
-    assert [(f["check"], f["level"]) for f in found] == [("pcie-link", "warn"), ("gpu-busy", "error")]
+    assert [(f["check"], f["level"]) for f in found] == [
+        ("pcie-link", "warn"),
+        ("gpu-busy", "error"),
+    ]
     with pytest.raises(PreflightError) as err:
         raise_if_fatal(found)
     assert str(err.value) == (
@@ -163,12 +189,17 @@ def test_options_strict_and_allow() -> None:
     assert {f["level"] for f in allowed} == {"warn"}
     raise_if_fatal(allowed)  # nothing fatal left
     strict = check(s, options=PreflightOptions(strict=True, allow=frozenset({"gpu-busy"})))
-    assert [(f["check"], f["level"]) for f in strict] == [("pcie-link", "error"), ("gpu-busy", "warn")]
+    assert [(f["check"], f["level"]) for f in strict] == [
+        ("pcie-link", "error"),
+        ("gpu-busy", "warn"),
+    ]
     with pytest.raises(PreflightError, match="--allow pcie-link"):
         raise_if_fatal(strict)
 
 
 def test_unknown_allow_name_is_an_input_error() -> None:
-    with pytest.raises(KitError, match=r"unknown check\(s\) in allow: gpu-hot \(allowed: gpu-count,") as err:
+    with pytest.raises(
+        KitError, match=r"unknown check\(s\) in allow: gpu-hot \(allowed: gpu-count,"
+    ) as err:
         PreflightOptions(allow=frozenset({"gpu-hot"}))
     assert err.value.exit_code == 2
