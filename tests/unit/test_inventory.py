@@ -319,3 +319,13 @@ def test_container_detection(tmp_path: Path) -> None:
 def test_bus_id_normalisation() -> None:
     assert inventory._bus_id(b"00000000:1B:00.0") == "0000:1b:00.0"
     assert inventory._bus_id("00000001:C3:00.0") == "0001:c3:00.0"
+
+
+@pytest.mark.slow
+def test_cuda_peer_probe_runs_in_a_child_process() -> None:
+    """Real: a child Python imports torch and asks CUDA (no GPU here: an empty matrix)."""
+    pytest.importorskip("torch", reason="the probe needs torch in this interpreter")
+    got = inventory.collect_cuda_peer_access()
+    assert got["available"] is True, got
+    n = len(got["devices"])
+    assert len(got["matrix"]) == n and all(len(r) == n for r in got["matrix"])
