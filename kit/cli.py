@@ -162,7 +162,7 @@ def recipes_validate(files: Annotated[list[Path], typer.Argument(help="Recipe fi
 def main() -> None:
     """Console entry point: library errors become one line and an exit code, never a traceback."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # returns the exit code of typer.Exit in this mode
     except KitError as exc:
         print(f"kit: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
@@ -178,6 +178,7 @@ def main() -> None:
             exc.show()
             sys.exit(exc.exit_code)
         raise
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

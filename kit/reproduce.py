@@ -8,6 +8,7 @@ bundle is always sealed with its manifest before the command exits.
 from __future__ import annotations
 
 import json
+import re
 import os
 import platform
 import shlex
@@ -75,6 +76,20 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text[-lines:])
 
 
+_EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
+
+
+def worker_error(path: Path) -> str | None:
+    """The first exception a rank raised, from the log (torchrun's own summary comes after it)."""
+    if not path.is_file():
+        return None
+    for line in path.read_text(errors="replace").splitlines():
+        match = _EXCEPTION_LINE.match(line.strip())
+        if match and "ChildFailedError" not in match[1]:
+            return f"{match[1]}: {match[2]}"[:300]
+    return None
+
+
 def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path) -> dict[str, Any]:
     """The run's result: the worker's own file when it wrote one, else a failed/timeout record."""
     file = run_dir / "result.json"
@@ -95,6 +110,9 @@ def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path)
                 outcome.error
                 or f"worker exited with status {outcome.exit_code} and wrote no result"
             )
+            cause = worker_error(log_path)
+            if cause:
+                error += f"; {cause}"
         result = {
             "schema": RESULT_SCHEMA,
             "run_id": spec.run_id,
