@@ -97,7 +97,10 @@ class Ratio:
         if self.ci_available and self.includes_one:
             est, lo, hi = (f"{v:.2f}" for v in (self.estimate, self.ci_low, self.ci_high))
             return f"no measurable difference (ratio {est}, {pct} CI {lo} to {hi})"
-        above = self.estimate >= 1.0
+        if not self.ci_available and self.estimate == 1.0:
+            return "no difference (ratio 1.00, one sample per side, no interval)"
+        # the side of 1 comes from the interval: it lies wholly on one side here
+        above = self.ci_low > 1.0 if self.ci_available else self.estimate > 1.0
         word = better if above == self.higher_is_better else worse
         if above:
             factor, lo, hi = self.estimate, self.ci_low, self.ci_high

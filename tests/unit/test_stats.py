@@ -225,6 +225,12 @@ def test_paired_ratio_single_pair():
     r = paired_ratio([137.0], [100.0])
     assert (r.estimate, r.ci_available, r.ci_method, r.includes_one) == (1.37, False, "none", True)
     assert r.sentence() == "1.37x faster (one sample per side, no interval)"
+    assert paired_ratio([100.0], [137.0]).sentence() == (
+        "1.37x slower (one sample per side, no interval)"
+    )
+    assert paired_ratio([5.0], [5.0]).sentence() == (
+        "no difference (ratio 1.00, one sample per side, no interval)"
+    )
 
 
 def test_paired_ratio_needs_pairs():
