@@ -1,0 +1,185 @@
+"""The `kit` command. Thin: parse arguments, call the library, turn KitError into one line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kit import __version__
+from kit.errors import InputError, KitError
+
+app = typer.Typer(
+    help="Reproducible GPU hardware benchmarks: pinned environments, standard workloads, "
+    "honest reports.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+recipes_app = typer.Typer(help="List and validate recipes.", no_args_is_help=True)
+app.add_typer(recipes_app, name="recipes")
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"kit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    pass
+
+
+@app.command()
+def reproduce(
+    recipe: Annotated[Path, typer.Argument(help="A recipe YAML file.")],
+    device: Annotated[
+        str, typer.Option(help="auto | cuda | cpu (auto: cuda when NVML sees a GPU).")
+    ] = "auto",
+    out: Annotated[
+        Path | None, typer.Option(help="Bundle directory (default reports/NAME-TIME).")
+    ] = None,
+    smoke: Annotated[
+        bool | None,
+        typer.Option(
+            "--smoke/--full", help="Shrink every benchmark to CPU-smoke size (default: on CPU)."
+        ),
+    ] = None,
+    repeats: Annotated[
+        int | None, typer.Option(min=1, help="Override the recipe's repeats.")
+    ] = None,
+    runtime: Annotated[str, typer.Option(help="host (docker: see `kit build`).")] = "host",
+) -> None:
+    """Run a recipe and write a bundle with results, logs and a report.
+
+    Example: kit reproduce recipes/allreduce.yaml --device cpu --smoke
+    """
+    from kit.recipe import load_recipe
+    from kit.reproduce import Options, command_line, run_recipe
+
+    spec = load_recipe(recipe)
+    options = Options(device=device, smoke=smoke, repeats=repeats, out=out, runtime=runtime,
+                      command=command_line(sys.argv[1:]))  # fmt: skip
+    bundle, code = run_recipe(spec, options)
+    print(bundle.path)
+    raise typer.Exit(code)
+
+
+@app.command()
+def report(bundle: Annotated[Path, typer.Argument(help="A bundle directory.")]) -> None:
+    """Re-render a bundle's report from its files, and re-seal its manifest.
+
+    Example: kit report reports/allreduce-20261121-120000
+    """
+    from kit.bundle import Bundle, verify_manifest, write_manifest
+    from kit.report.render import render_bundle
+
+    b = Bundle.load(bundle)
+    check = verify_manifest(b.path)
+    # only the report files may differ: anything else changed means the bundle was edited
+    touched = [n for n in check.changed + check.missing if not n.startswith("report.")]
+    if touched:
+        raise KitError(f"{bundle}: files changed since the bundle was sealed: {', '.join(touched)}")
+    path = render_bundle(b)
+    write_manifest(b.path)
+    print(path)
+
+
+@app.command()
+def verify(bundle: Annotated[Path, typer.Argument(help="A bundle directory.")]) -> None:
+    """Check a bundle's files against its MANIFEST.sha256.
+
+    Example: kit verify reports/examples/allreduce-2xh200
+    """
+    from kit.bundle import verify_manifest
+
+    result = verify_manifest(bundle)
+    for label, names in (("changed", result.changed), ("missing", result.missing),
+                         ("not in manifest", result.extra)):  # fmt: skip
+        for name in names:
+            print(f"{label}: {name}")
+    if not result.ok:
+        raise KitError(f"{bundle}: does not match its manifest ({len(result.changed)} changed, "
+                       f"{len(result.missing)} missing, {len(result.extra)} not listed)")  # fmt: skip
+    print(f"{bundle}: OK, {result.checked} files match MANIFEST.sha256")
+
+
+@recipes_app.command("list")
+def recipes_list(
+    folder: Annotated[
+        Path | None, typer.Argument(help="Folder of recipes (default: recipes/).")
+    ] = None,
+) -> None:
+    """List recipes with their benchmarks and the hardware they were verified on.
+
+    Example: kit recipes list
+    """
+    from kit.recipe import load_recipe, recipe_dir
+
+    folder = folder or recipe_dir()
+    if not folder.is_dir():
+        raise InputError(f"{folder}: not a directory")
+    for path in sorted(folder.glob("*.yaml")):
+        try:
+            r = load_recipe(path)
+        except KitError as exc:
+            print(f"{path.name:28s} INVALID: {exc}")
+            continue
+        benches = ", ".join(b.label for b in r.benchmarks)
+        verified = f"  [verified on {r.verified_on}]" if r.verified_on else ""
+        print(f"{path.name:28s} {r.gpus} GPU  {benches}{verified}")
+
+
+@recipes_app.command("validate")
+def recipes_validate(files: Annotated[list[Path], typer.Argument(help="Recipe files.")]) -> None:
+    """Validate recipes; print one line per file, exit 2 if any is invalid.
+
+    Example: kit recipes validate recipes/*.yaml
+    """
+    from kit.recipe import load_recipe
+
+    bad = 0
+    for path in files:
+        try:
+            r = load_recipe(path)
+            print(
+                f"{path}: OK ({len(r.benchmarks)} benchmarks, {len(r.resolved_variants())} variants)"
+            )
+        except KitError as exc:
+            bad += 1
+            print(f"kit: error: {exc}", file=sys.stderr)
+    if bad:
+        raise typer.Exit(2)
+
+
+def main() -> None:
+    """Console entry point: library errors become one line and an exit code, never a traceback."""
+    try:
+        code = app(standalone_mode=False)  # returns the exit code of typer.Exit in this mode
+    except KitError as exc:
+        print(f"kit: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("kit: aborted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # click's usage errors
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

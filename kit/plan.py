@@ -1,0 +1,73 @@
+"""Turn a recipe into the list of runs: benchmark x repeat x variant, each a fresh launch.
+
+Variants are interleaved inside each repeat (r0: p2p, no-p2p; r1: p2p, no-p2p; ...), so repeat i
+of every variant ran close together in time: the pairs behind the paired P2P ratio, and a slow
+drift of the machine (heat, a neighbour) touches all variants alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kit.recipe import Recipe, Variant
+from kit.runtime.base import SAFE_ENV
+from kit.worker.common import SPEC_SCHEMA
+
+
+@dataclass
+class RunSpec:
+    run_id: str
+    benchmark: str
+    kind: str
+    variant: Variant
+    repeat: int
+    device: str
+    nproc: int
+    smoke: bool
+    params: dict[str, Any]
+    timeout_s: float
+    env: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec file the worker reads (kit/worker/common.py)."""
+        return {
+            "schema": SPEC_SCHEMA,
+            "run_id": self.run_id,
+            "benchmark": self.benchmark,
+            "kind": self.kind,
+            "variant": self.variant.name,
+            "repeat": self.repeat,
+            "device": self.device,
+            "nproc": self.nproc,
+            "smoke": self.smoke,
+            "params": self.params,
+            "env": self.env,
+            "result_path": "result.json",
+        }
+
+
+def plan(recipe: Recipe, device: str, smoke: bool, repeats: int | None = None) -> list[RunSpec]:
+    """Every run of the recipe, in the order they execute."""
+    runs = []
+    for bench in recipe.benchmarks:
+        params = bench.resolved_params(smoke=smoke)
+        for repeat in range(repeats or recipe.repeats):
+            for variant in recipe.resolved_variants():
+                nproc = len(variant.gpu_ids) if variant.gpu_ids else recipe.gpus
+                runs.append(
+                    RunSpec(
+                        run_id=f"{bench.label}.{variant.name}.r{repeat}",
+                        benchmark=bench.label,
+                        kind=bench.kind,
+                        variant=variant,
+                        repeat=repeat,
+                        device=device,
+                        nproc=nproc,
+                        smoke=smoke,
+                        params=params,
+                        timeout_s=recipe.timeout_s,
+                        env={**SAFE_ENV, **variant.env},
+                    )
+                )
+    return runs

@@ -1,0 +1,313 @@
+"""Recipes: YAML files validated into typed models, with errors that point at a line.
+
+A recipe says what to measure (benchmarks and their parameters), how (GPU count, variants,
+repeats, timeout) and in which pinned environment. Loading is strict: unknown keys, YAML tags
+that construct objects, aliases (the billion-laughs bomb) and duplicate keys are all errors, and
+every error is one line naming the file, the line, the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+
+from kit.errors import InputError
+from kit.worker.params import KINDS
+
+RECIPE_VERSION = 1
+MAX_RECIPE_BYTES = 1 << 20
+NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Variant(Strict):
+    """One way of running every benchmark: environment variables and, optionally, which GPUs."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str = ""
+    env: dict[str, str] = {}
+    gpu_ids: list[int] | None = None
+
+
+BUILTIN_VARIANTS = {
+    "p2p": Variant(name="p2p", description="GPU peer-to-peer allowed (NCCL's default transports)"),
+    "no-p2p": Variant(
+        name="no-p2p",
+        description="GPU peer-to-peer disabled (NCCL_P2P_DISABLE=1: traffic goes through host memory)",
+        env={"NCCL_P2P_DISABLE": "1"},
+    ),
+}
+
+
+class Expectation(Strict):
+    """A reference figure for a headline metric, ReFrame style: value, unit and tolerance."""
+
+    value: float
+    unit: str
+    tolerance: float = Field(default=0.1, ge=0, le=1)
+    source: str = ""
+
+
+class Benchmark(Strict):
+    kind: str
+    name: str = Field(default="", pattern=r"^$|" + NAME_PATTERN)
+    params: dict[str, Any] = {}
+    smoke: dict[str, Any] = {}
+    expect: dict[str, Expectation] = {}
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        if kind not in KINDS:
+            raise ValueError(
+                f"unknown benchmark kind {kind!r}; allowed: {', '.join(sorted(KINDS))}"
+            )
+        return kind
+
+    @property
+    def label(self) -> str:
+        return self.name or self.kind
+
+    def resolved_params(self, smoke: bool) -> dict[str, Any]:
+        """The parameters a run gets: defaults, then `params`, then `smoke` when smoke-scaled."""
+        merged = {**self.params, **(self.smoke if smoke else {})}
+        return asdict(TypeAdapter(KINDS[self.kind][0]).validate_python(merged))
+
+
+class Recipe(Strict):
+    kit: int
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str = ""
+    verified_on: str = ""
+    environment: str = Field(default="cuda13", pattern=NAME_PATTERN)
+    gpus: int = Field(default=2, ge=1, le=64)
+    repeats: int = Field(default=3, ge=1, le=100)
+    timeout_s: float = Field(default=1800, gt=0)
+    variants: list[str | Variant] = ["p2p", "no-p2p"]
+    benchmarks: list[Benchmark] = Field(min_length=1)
+
+    @field_validator("kit")
+    @classmethod
+    def _version(cls, v: int) -> int:
+        if v != RECIPE_VERSION:
+            raise ValueError(
+                f"recipe format version {v} is not supported; allowed: {RECIPE_VERSION}"
+            )
+        return v
+
+    @field_validator("variants")
+    @classmethod
+    def _variants(cls, items: list[str | Variant]) -> list[str | Variant]:
+        if not items:
+            raise ValueError("at least one variant is needed")
+        names = []
+        for item in items:
+            if isinstance(item, str) and item not in BUILTIN_VARIANTS:
+                raise ValueError(
+                    f"unknown variant {item!r}; allowed: {', '.join(BUILTIN_VARIANTS)}"
+                    " or a mapping with name, env, gpu_ids"
+                )
+            names.append(item if isinstance(item, str) else item.name)
+        if len(set(names)) != len(names):
+            raise ValueError(f"variant names must be unique, got {names}")
+        return items
+
+    def resolved_variants(self) -> list[Variant]:
+        return [BUILTIN_VARIANTS[v] if isinstance(v, str) else v for v in self.variants]
+
+    def resolved(self, smoke: bool = False) -> dict[str, Any]:
+        """The recipe with every default filled in, as written into a bundle."""
+        data = self.model_dump(mode="json")
+        data["variants"] = [v.model_dump(mode="json") for v in self.resolved_variants()]
+        for bench, raw in zip(self.benchmarks, data["benchmarks"], strict=True):
+            raw["name"] = bench.label
+            raw["params"] = bench.resolved_params(smoke=False)
+        return data
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML loading with line numbers
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that also refuses aliases: a recipe never needs them, and they make bombs."""
+
+    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.MarkedYAMLError(
+                problem="YAML aliases (*name) are not allowed in recipes",
+                problem_mark=event.start_mark,
+            )
+        return super().compose_node(parent, index)
+
+
+def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
+    """Map each value's path (keys and list indices) to its 1-based line; reject duplicate keys."""
+    out = {} if out is None else out
+    out[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        seen: set = set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if key in seen:
+                raise _LocatedError(
+                    key_node.start_mark.line + 1, ".".join(map(str, (*path, key))), "duplicate key"
+                )
+            seen.add(key)
+            out[(*path, key)] = key_node.start_mark.line + 1
+            _line_map(value_node, (*path, key), out)
+            out[(*path, key)] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _line_map(item, (*path, i), out)
+    return out
+
+
+class _LocatedError(Exception):
+    def __init__(self, line: int, field: str, message: str) -> None:
+        self.line, self.field, self.message = line, field, message
+
+
+def _read_text(path: Path) -> str:
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, expected a recipe YAML file")
+    size = path.stat().st_size
+    if size > MAX_RECIPE_BYTES:
+        raise InputError(
+            f"{path}: {size} bytes is too large for a recipe (limit {MAX_RECIPE_BYTES})"
+        )
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputError(f"{path}:{line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
+
+
+def _field_path(loc: tuple) -> str:
+    parts = [str(p) for p in loc if not (isinstance(p, str) and p in {"str", "Variant"})]
+    return ".".join(parts) if parts else "(top level)"
+
+
+def _line_for(lines: dict[tuple, int], loc: tuple) -> int | None:
+    loc = tuple(p for p in loc if not (isinstance(p, str) and p in {"str", "Variant"}))
+    while loc:
+        if loc in lines:
+            return lines[loc]
+        loc = loc[:-1]
+    return lines.get(())
+
+
+def _explain(err: dict) -> str:
+    kind, msg = err["type"], err["msg"]
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "value_error":
+        return msg.removeprefix("Value error, ")
+    if kind == "checked":
+        return msg
+    return msg[0].lower() + msg[1:]
+
+
+def parse_recipe(text: str, source: str) -> Recipe:
+    """Parse and validate recipe text; `source` names it in errors (usually the path)."""
+    if not text.strip():
+        raise InputError(
+            f"{source}: the recipe is empty; it needs at least `kit: 1`, a name and benchmarks"
+        )
+    try:
+        loader = _StrictLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                raise InputError(f"{source}: the recipe is empty")
+            lines = _line_map(node)
+            data = loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except _LocatedError as exc:
+        raise InputError(f"{source}:{exc.line}: {exc.field}: {exc.message}") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source}:{mark.line + 1}" if mark else source
+        problem = (exc.problem or exc.context or "invalid YAML").strip()
+        if "could not determine a constructor" in problem:
+            problem = (
+                "YAML tags that construct objects are not allowed ("
+                + problem.split("tag ")[-1]
+                + ")"
+            )
+        raise InputError(f"{where}: invalid YAML: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"{source}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise InputError(
+            f"{source}:1: the recipe must be a mapping of keys (kit, name, benchmarks, ...)"
+        )
+    try:
+        recipe = Recipe.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        line = _line_for(lines, err["loc"])
+        where = f"{source}:{line}" if line else source
+        raise InputError(f"{where}: {_field_path(err['loc'])}: {_explain(err)}") from None
+    for i, bench in enumerate(recipe.benchmarks):
+        for section, smoke in (("params", False), ("smoke", True)):
+            try:
+                bench.resolved_params(smoke=smoke)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                named = re.match(r"^Value error, (\w+): (.*)$", err["msg"])
+                if named:  # a check in __post_init__ names its field first: point at that field
+                    err = {**err, "loc": (named[1],), "msg": named[2], "type": "checked"}
+                loc = ("benchmarks", i, section, *err["loc"])
+                # a bad value that came from `params` is reported there, even when found with smoke
+                if section == "smoke" and err["loc"] and err["loc"][0] not in bench.smoke:
+                    loc = ("benchmarks", i, "params", *err["loc"])
+                line = _line_for(lines, loc)
+                allowed = ", ".join(f.name for f in _fields(KINDS[bench.kind][0]))
+                detail = _explain(err)
+                if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+                    detail = f"unknown parameter for {bench.kind}; allowed: {allowed}"
+                raise InputError(f"{source}:{line}: {_field_path(loc)}: {detail}") from None
+            except ValueError as exc:
+                line = _line_for(lines, ("benchmarks", i, section))
+                raise InputError(f"{source}:{line}: benchmarks.{i}.{section}: {exc}") from None
+    labels = [b.label for b in recipe.benchmarks]
+    if len(set(labels)) != len(labels):
+        raise InputError(f"{source}: benchmarks: names must be unique, got {labels}; set `name:`")
+    return recipe
+
+
+def _fields(cls: type) -> list:
+    import dataclasses
+
+    return [f for f in dataclasses.fields(cls) if not f.name.startswith("_")]
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    """Read and validate a recipe file; raises InputError with file:line on any problem."""
+    path = Path(path)
+    return parse_recipe(_read_text(path), str(path))
+
+
+def recipe_dir() -> Path:
+    """Where the recipes that come with the kit live (the checkout's recipes/ folder)."""
+    return Path(__file__).resolve().parent.parent / "recipes"
+
+
+def is_valid_name(name: str) -> bool:
+    return re.match(NAME_PATTERN, name) is not None

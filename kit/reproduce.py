@@ -1,0 +1,287 @@
+"""`kit reproduce`: plan the runs, launch each in a fresh process, keep every result, seal the bundle.
+
+Whatever happens after a run finished (a later crash, a timeout, Ctrl-C, SIGTERM, a report that
+fails to render), its result is already on disk: results.json is rewritten after each run and the
+bundle is always sealed with its manifest before the command exits.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import os
+import platform
+import shlex
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from kit.bundle import Bundle, default_bundle_dir, now_iso, write_manifest
+from kit.errors import InputError, KitError
+from kit.plan import RunSpec, plan
+from kit.recipe import Recipe
+from kit.runtime.base import RunOutcome, Runtime
+from kit.worker.common import RESULT_SCHEMA, write_json
+
+LOG_TAIL_LINES = 40
+console = Console(stderr=True, highlight=False)
+
+
+@dataclass
+class Options:
+    device: str = "auto"  # auto | cuda | cpu
+    smoke: bool | None = None  # None: smoke on the CPU, full size on GPUs
+    repeats: int | None = None
+    out: Path | None = None
+    runtime: str = "host"
+    command: str = ""
+    cpu_threads: int | None = None
+
+
+def detect_gpus() -> int:
+    """How many NVIDIA GPUs the driver sees (NVML), 0 when there is no driver or no GPU."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return 0
+
+
+def resolve_device(requested: str) -> str:
+    if requested not in ("auto", "cuda", "cpu"):
+        raise InputError(f"--device {requested!r}: allowed: auto, cuda, cpu")
+    if requested == "auto":
+        return "cuda" if detect_gpus() > 0 else "cpu"
+    if requested == "cuda" and detect_gpus() == 0:
+        raise InputError(
+            "--device cuda: no NVIDIA GPU is visible (NVML found none); use --device cpu"
+        )
+    return requested
+
+
+def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    if not path.is_file():
+        return ""
+    text = path.read_text(errors="replace").splitlines()
+    return "\n".join(text[-lines:])
+
+
+_EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
+
+
+def worker_error(path: Path) -> str | None:
+    """The first exception a rank raised, from the log (torchrun's own summary comes after it)."""
+    if not path.is_file():
+        return None
+    for line in path.read_text(errors="replace").splitlines():
+        match = _EXCEPTION_LINE.match(line.strip())
+        if match and "ChildFailedError" not in match[1]:
+            return f"{match[1]}: {match[2]}"[:300]
+    return None
+
+
+def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path) -> dict[str, Any]:
+    """The run's result: the worker's own file when it wrote one, else a failed/timeout record."""
+    file = run_dir / "result.json"
+    result: dict[str, Any] | None = None
+    if file.is_file():
+        try:
+            result = json.loads(file.read_text())
+        except json.JSONDecodeError:
+            result = None
+    if result is None:
+        if outcome.interrupted:
+            status, error = "failed", "interrupted before it finished"
+        elif outcome.timed_out:
+            status, error = "timeout", f"no result after the {spec.timeout_s:g} s timeout; stopped"
+        else:
+            status = "failed"
+            error = (
+                outcome.error
+                or f"worker exited with status {outcome.exit_code} and wrote no result"
+            )
+            cause = worker_error(log_path)
+            if cause:
+                error += f"; {cause}"
+        result = {
+            "schema": RESULT_SCHEMA,
+            "run_id": spec.run_id,
+            "benchmark": spec.benchmark,
+            "kind": spec.kind,
+            "variant": spec.variant.name,
+            "repeat": spec.repeat,
+            "status": status,
+            "error": error,
+            "world_size": spec.nproc,
+            "device": spec.device,
+            "env": spec.env,
+            "metrics": {},
+            "data": {},
+        }
+    elif outcome.timed_out and result.get("status") == "ok":
+        result["status"], result["error"] = (
+            "timeout",
+            "the worker finished but did not exit in time",
+        )
+    elif outcome.exit_code not in (0, None) and result.get("status") == "ok":
+        result["status"] = "failed"
+        result["error"] = f"worker exited with status {outcome.exit_code} after writing its result"
+    result["exit_code"] = outcome.exit_code
+    result["launch"] = {"command": outcome.command, "wall_s": outcome.wall_s}
+    result.setdefault("wall_s", outcome.wall_s)
+    if result["status"] != "ok":
+        result["log_tail"] = tail(log_path)
+    return result
+
+
+def _headline(result: dict[str, Any]) -> str:
+    metrics = result.get("metrics") or {}
+    for name in ("throughput", "busbw_peak"):
+        if name in metrics:
+            m = metrics[name]
+            return f"{name} {m['value']:.4g} {m['unit']}"
+    return ""
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def make_runtime(name: str, recipe: Recipe, options: Options) -> Runtime:
+    if name == "host":
+        from kit.runtime.host import HostRuntime
+
+        return HostRuntime(cpu_threads=options.cpu_threads)
+    raise InputError(f"--runtime {name!r}: allowed: host")
+
+
+def host_hardware() -> dict[str, Any]:
+    """Hardware record for the bundle; the full inventory replaces this when it is available."""
+    try:
+        from kit.inventory import collect
+
+        return collect()
+    except ImportError:
+        return {"schema": 1, "host": {"hostname": platform.node(), "os": platform.platform(),
+                                      "cpu_count": os.cpu_count()}, "gpus": []}  # fmt: skip
+
+
+def run_recipe(
+    recipe: Recipe,
+    options: Options,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[Bundle, int]:
+    """Run every planned run and write the bundle. Returns the bundle and the exit code."""
+    device = resolve_device(options.device)
+    smoke = options.smoke if options.smoke is not None else device == "cpu"
+    repeats = options.repeats or (min(recipe.repeats, 2) if smoke else None)
+    runs = plan(recipe, device, smoke, repeats)
+    runtime = make_runtime(options.runtime, recipe, options)
+    out = options.out or default_bundle_dir(Path("reports"), recipe.name)
+    bundle = Bundle.create(
+        out,
+        recipe.resolved(),
+        {
+            "recipe": recipe.name,
+            "device": device,
+            "runtime": runtime.name,
+            "pinned": runtime.pinned,
+            "smoke": smoke,
+            "repeats": repeats or recipe.repeats,
+            "command": options.command or "kit reproduce",
+            "planned_runs": len(runs),
+        },
+    )
+    console.print(
+        f"kit: {recipe.name}: {len(runs)} runs on {device} ({runtime.name} runtime"
+        f"{', smoke scale' if smoke else ''}) -> {bundle.path}"
+    )
+    bundle.write_json("hardware.json", host_hardware())
+    bundle.write_json(
+        "environment.json",
+        {"name": recipe.environment, "pinned": runtime.pinned, "runtime": runtime.name,
+         "kit_version": bundle.results["kit_version"], "python_executable": sys.executable,
+         "container": None},
+    )  # fmt: skip
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    status, code = "complete", 0
+    try:
+        for i, spec in enumerate(runs, 1):
+            run_dir = bundle.run_dir(spec.run_id)
+            write_json(run_dir / "spec.json", spec.to_json())
+            log_path = bundle.log_path(spec.run_id)
+            console.print(f"[{i}/{len(runs)}] {spec.run_id} ...", end=" ")
+            interrupted = False
+            try:
+                outcome = runtime.run(
+                    run_dir,
+                    spec.nproc,
+                    spec.env,
+                    log_path,
+                    spec.timeout_s,
+                    spec.variant.gpu_ids,
+                    device,
+                )
+            except (KeyboardInterrupt, _Terminated):
+                interrupted = True
+                outcome = RunOutcome(None, False, True, 0.0, [], "interrupted")
+            result = result_of(spec, run_dir, outcome, log_path)
+            bundle.add_run(result)
+            if on_result:
+                on_result(result)
+            if result["status"] == "ok":
+                console.print(f"ok {result.get('wall_s', 0):.1f} s {_headline(result)}")
+            else:
+                code = 1
+                console.print(f"{result['status'].upper()}: {result.get('error')}")
+            if interrupted:
+                raise KeyboardInterrupt
+    except (KeyboardInterrupt, _Terminated):
+        status, code = "interrupted", 130
+        console.print("kit: interrupted; writing the bundle with what finished")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if status == "complete" and code != 0:
+            status = "partial"
+        ok = [r for r in bundle.results["runs"] if r.get("status") == "ok"]
+        env = bundle.read_json("environment.json") or {}
+        if ok and not env.get("container"):
+            env["container"] = ok[0].get("versions")
+            bundle.write_json("environment.json", env)
+        bundle.finish(status)
+        seal(bundle)
+    return bundle, code
+
+
+def seal(bundle: Bundle) -> None:
+    """Render the report (a failure there never costs the measurements) and write the manifest."""
+    try:
+        from kit.report.render import render_bundle
+
+        render_bundle(bundle)
+    except KitError as exc:
+        console.print(f"kit: warning: report not rendered: {exc}")
+    except Exception as exc:  # the measurements matter more than the page
+        console.print(f"kit: warning: report not rendered: {type(exc).__name__}: {exc}")
+    write_manifest(bundle.path)
+
+
+def command_line(argv: list[str]) -> str:
+    return "kit " + " ".join(shlex.quote(a) for a in argv)
+
+
+__all__ = ["Options", "now_iso", "run_recipe", "seal"]

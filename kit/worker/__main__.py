@@ -1,0 +1,74 @@
+"""Worker entry point: `torchrun --nproc-per-node N -m kit.worker RUN_DIR/spec.json`.
+
+Every rank runs the benchmark named in the spec; rank 0 writes result.json. A failure on rank 0
+is written as a failed result with the error before the process exits non-zero; a failure on
+another rank makes torchrun stop the group, and the driver records it from the exit status.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from kit.worker.common import RESULT_SCHEMA, init, now_iso, versions, write_json
+
+MODULES = {
+    "allreduce": "kit.worker.allreduce",
+}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m kit.worker RUN_DIR/spec.json", file=sys.stderr)
+        return 2
+    spec_path = Path(argv[0])
+    started, t0 = now_iso(), time.perf_counter()
+    ctx = init(spec_path)
+    spec = ctx.spec
+    result = {
+        "schema": RESULT_SCHEMA,
+        "run_id": spec["run_id"],
+        "benchmark": spec["benchmark"],
+        "kind": spec["kind"],
+        "variant": spec["variant"],
+        "repeat": spec["repeat"],
+        "status": "ok",
+        "error": None,
+        "started_at": started,
+        "world_size": ctx.world_size,
+        "device": ctx.device.type,
+        "backend": ctx.backend,
+        "env": spec.get("env", {}),
+        "versions": {},
+        "metrics": {},
+        "data": {},
+        "notes": ctx.notes,
+    }
+    code = 0
+    try:
+        module = importlib.import_module(MODULES[spec["kind"]])
+        outcome = module.run(ctx, spec["params"])
+        result["metrics"], result["data"] = outcome["metrics"], outcome["data"]
+    except Exception as exc:  # recorded in the result, then the process fails
+        code = 1
+        result["status"] = "failed"
+        result["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        traceback.print_exc()
+    result["versions"] = versions()
+    result["finished_at"] = now_iso()
+    result["wall_s"] = time.perf_counter() - t0
+    if ctx.rank == 0:
+        write_json(ctx.run_dir / spec.get("result_path", "result.json"), result)
+    import torch.distributed as dist
+
+    if code == 0:
+        dist.barrier()
+    dist.destroy_process_group()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

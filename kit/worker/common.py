@@ -1,0 +1,139 @@
+"""What every worker shares: the run spec and result files, the process group, versions, clocks.
+
+The worker talks to the driver only through files in the run directory: it reads spec.json and
+rank 0 writes result.json. Standard library and torch only: this runs inside the container.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+SPEC_SCHEMA = 1
+RESULT_SCHEMA = 1
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically (write a temporary file, then rename), so a reader never sees half."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, path)
+
+
+@dataclass
+class Context:
+    """One rank's view of the run: the spec, the process group and the device it drives."""
+
+    spec: dict[str, Any]
+    run_dir: Path
+    rank: int
+    local_rank: int
+    world_size: int
+    device: Any  # torch.device
+    backend: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def log(self, message: str) -> None:
+        """Print from rank 0 only, flushed, so the log reads like one program."""
+        if self.rank == 0:
+            print(f"[kit.worker] {message}", flush=True)
+
+    def synchronize(self) -> None:
+        import torch
+
+        if self.is_cuda:
+            torch.cuda.synchronize(self.device)
+
+
+def init(spec_path: Path) -> Context:
+    """Read the spec, start the process group (nccl on CUDA, gloo on CPU) and pick the device."""
+    import torch
+    import torch.distributed as dist
+
+    spec = json.loads(spec_path.read_text())
+    if spec.get("schema") != SPEC_SCHEMA:
+        raise RuntimeError(
+            f"run spec schema {spec.get('schema')!r}; this worker reads {SPEC_SCHEMA}"
+        )
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if spec["device"] == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("the run asks for CUDA but torch sees no GPU in this process")
+        torch.cuda.set_device(local_rank)
+        device, backend = torch.device("cuda", local_rank), "nccl"
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+        threads = spec.get("cpu_threads")
+        if threads:
+            torch.set_num_threads(int(threads))
+    kwargs: dict[str, Any] = {"backend": backend}
+    if backend == "nccl":
+        kwargs["device_id"] = (
+            device  # binds the communicator eagerly: init cost stays out of timings
+        )
+    dist.init_process_group(**kwargs)
+    return Context(spec, spec_path.parent, rank, local_rank, world_size, device, backend)
+
+
+def versions() -> dict[str, str | None]:
+    """What this process runs on, read from inside (the container), not assumed."""
+    import torch
+
+    out: dict[str, str | None] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": None,
+        "nccl": None,
+        "gpu": None,
+    }
+    if torch.cuda.is_available():
+        out["cudnn"] = str(torch.backends.cudnn.version())
+        nccl = torch.cuda.nccl.version()
+        out["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
+        out["gpu"] = torch.cuda.get_device_name()
+    for name in ("transformers", "peft", "accelerate", "torchvision"):
+        module = sys.modules.get(name)
+        if module is not None:
+            out[name] = getattr(module, "__version__", None)
+    return out
+
+
+class StepTimer:
+    """Wall time per step with a device synchronize before each clock read (nanoGPT's habit)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.times: list[float] = []
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self.ctx.synchronize()
+        self._t0 = time.perf_counter()
+
+    def stop(self) -> float:
+        self.ctx.synchronize()
+        elapsed = time.perf_counter() - self._t0
+        self.times.append(elapsed)
+        return elapsed
+
+
+def metric(value: float, unit: str, higher_is_better: bool = True) -> dict[str, Any]:
+    return {"value": value, "unit": unit, "higher_is_better": higher_is_better}
