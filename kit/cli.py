@@ -72,6 +72,10 @@ def reproduce(
         str | None,
         typer.Option(help="Docker runtime: base image instead of the Dockerfile's pinned one."),
     ] = None,
+    strict: Annotated[bool, typer.Option(help="Treat preflight warnings as fatal.")] = False,
+    allow: Annotated[
+        str | None, typer.Option(help="Preflight checks allowed to fail, comma-separated.")
+    ] = None,
 ) -> None:
     """Run a recipe and write a bundle with results, logs and a report.
 
@@ -82,8 +86,9 @@ def reproduce(
 
     spec = load_recipe(recipe)
     options = Options(device=device, smoke=smoke, repeats=repeats, out=out, runtime=runtime,
-                      command=command_line(sys.argv[1:]), environment=env,
-                      base_image=base_image)  # fmt: skip
+                      command=command_line(sys.argv[1:]), strict=strict,
+                      allow=tuple(a.strip() for a in (allow or "").split(",") if a.strip()),
+                      environment=env, base_image=base_image)  # fmt: skip
     bundle, code = run_recipe(spec, options)
     print(bundle.path)
     raise typer.Exit(code)
@@ -152,6 +157,25 @@ def export_image(
     if tag is None:
         tag = environment.image_tag(environment.load(_environment_of(target, env)), base_image)
     print(environment.export(tag, output))
+
+
+@app.command()
+def inspect(
+    json_out: Annotated[bool, typer.Option("--json", help="Print the inventory as JSON.")] = False,
+    snapshot: Annotated[
+        Path | None, typer.Option(help="Also save the raw NVML/OS answers (a test fixture).")
+    ] = None,
+    from_snapshot: Annotated[
+        Path | None, typer.Option(help="Render a saved snapshot instead of this machine.")
+    ] = None,
+) -> None:
+    """Show this machine: GPUs, topology matrix (nvidia-smi topo -m words), links, CPU, NUMA.
+
+    Example: kit inspect --json > hardware.json
+    """
+    from kit.inventory_cli import inspect_command
+
+    raise typer.Exit(inspect_command(json_out, snapshot, from_snapshot))
 
 
 @app.command()
@@ -244,7 +268,7 @@ def recipes_validate(files: Annotated[list[Path], typer.Argument(help="Recipe fi
 def main() -> None:
     """Console entry point: library errors become one line and an exit code, never a traceback."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # returns the exit code of typer.Exit in this mode
     except KitError as exc:
         print(f"kit: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
@@ -260,6 +284,7 @@ def main() -> None:
             exc.show()
             sys.exit(exc.exit_code)
         raise
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

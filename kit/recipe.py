@@ -217,6 +217,8 @@ def _explain(err: dict) -> str:
         return "required field is missing"
     if kind == "value_error":
         return msg.removeprefix("Value error, ")
+    if kind == "checked":
+        return msg
     return msg[0].lower() + msg[1:]
 
 
@@ -268,6 +270,9 @@ def parse_recipe(text: str, source: str) -> Recipe:
                 bench.resolved_params(smoke=smoke)
             except ValidationError as exc:
                 err = exc.errors()[0]
+                named = re.match(r"^Value error, (\w+): (.*)$", err["msg"])
+                if named:  # a check in __post_init__ names its field first: point at that field
+                    err = {**err, "loc": (named[1],), "msg": named[2], "type": "checked"}
                 loc = ("benchmarks", i, section, *err["loc"])
                 # a bad value that came from `params` is reported there, even when found with smoke
                 if section == "smoke" and err["loc"] and err["loc"][0] not in bench.smoke:
@@ -275,7 +280,7 @@ def parse_recipe(text: str, source: str) -> Recipe:
                 line = _line_for(lines, loc)
                 allowed = ", ".join(f.name for f in _fields(KINDS[bench.kind][0]))
                 detail = _explain(err)
-                if err["type"] == "extra_forbidden":
+                if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
                     detail = f"unknown parameter for {bench.kind}; allowed: {allowed}"
                 raise InputError(f"{source}:{line}: {_field_path(loc)}: {detail}") from None
             except ValueError as exc:

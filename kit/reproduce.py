@@ -8,8 +8,7 @@ bundle is always sealed with its manifest before the command exits.
 from __future__ import annotations
 
 import json
-import os
-import platform
+import re
 import shlex
 import signal
 import sys
@@ -22,10 +21,13 @@ from rich.console import Console
 
 from kit.bundle import Bundle, default_bundle_dir, now_iso, write_manifest
 from kit.errors import InputError, KitError
+from kit.inventory import collect
 from kit.plan import RunSpec, plan
+from kit.preflight import PreflightOptions, raise_if_fatal, run_checks
 from kit.recipe import Recipe
 from kit.runtime.base import RunOutcome, Runtime
 from kit.worker.common import RESULT_SCHEMA, write_json
+from kit.worker.nccl_log import parse_nccl_log, verdict
 
 LOG_TAIL_LINES = 40
 console = Console(stderr=True, highlight=False)
@@ -42,6 +44,8 @@ class Options:
     cpu_threads: int | None = None
     environment: str | None = None  # docker runtime: overrides the recipe's environment
     base_image: str | None = None  # docker runtime: overrides the Dockerfile's BASE_IMAGE
+    strict: bool = False  # preflight warnings are fatal too
+    allow: tuple[str, ...] = ()  # preflight checks that may fail without stopping the run
 
 
 def detect_gpus() -> int:
@@ -77,6 +81,20 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text[-lines:])
 
 
+_EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
+
+
+def worker_error(path: Path) -> str | None:
+    """The first exception a rank raised, from the log (torchrun's own summary comes after it)."""
+    if not path.is_file():
+        return None
+    for line in path.read_text(errors="replace").splitlines():
+        match = _EXCEPTION_LINE.match(line.strip())
+        if match and "ChildFailedError" not in match[1]:
+            return f"{match[1]}: {match[2]}"[:300]
+    return None
+
+
 def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path) -> dict[str, Any]:
     """The run's result: the worker's own file when it wrote one, else a failed/timeout record."""
     file = run_dir / "result.json"
@@ -97,6 +115,9 @@ def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path)
                 outcome.error
                 or f"worker exited with status {outcome.exit_code} and wrote no result"
             )
+            cause = worker_error(log_path)
+            if cause:
+                error += f"; {cause}"
         result = {
             "schema": RESULT_SCHEMA,
             "run_id": spec.run_id,
@@ -120,6 +141,10 @@ def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path)
     elif outcome.exit_code not in (0, None) and result.get("status") == "ok":
         result["status"] = "failed"
         result["error"] = f"worker exited with status {outcome.exit_code} after writing its result"
+    if spec.device == "cuda" and log_path.is_file():
+        nccl = parse_nccl_log(log_path.read_text(errors="replace"))
+        nccl["verdict"] = verdict(nccl, p2p_disabled=spec.env.get("NCCL_P2P_DISABLE") == "1")
+        result["nccl"] = nccl
     result["exit_code"] = outcome.exit_code
     result["launch"] = {"command": outcome.command, "wall_s": outcome.wall_s}
     result.setdefault("wall_s", outcome.wall_s)
@@ -172,15 +197,24 @@ def make_runtime(name: str, recipe: Recipe, options: Options, device: str = "cpu
     )
 
 
-def host_hardware() -> dict[str, Any]:
-    """Hardware record for the bundle; the full inventory replaces this when it is available."""
-    try:
-        from kit.inventory import collect
-
-        return collect()
-    except ImportError:
-        return {"schema": 1, "host": {"hostname": platform.node(), "os": platform.platform(),
-                                      "cpu_count": os.cpu_count()}, "gpus": []}  # fmt: skip
+def preflight(recipe: Recipe, device: str, hardware: dict[str, Any], options: Options) -> list:
+    """Check the machine is fit to measure before any run; refuse on fatal findings."""
+    variants = recipe.resolved_variants()
+    ids = {i for v in variants for i in (v.gpu_ids or [])}
+    if any(not v.gpu_ids for v in variants):
+        ids |= set(range(recipe.gpus))
+    findings = run_checks(
+        hardware,
+        gpus_needed=recipe.gpus,
+        gpu_ids=sorted(ids),
+        needs_shm=any(v.env.get("NCCL_P2P_DISABLE") == "1" for v in variants),
+        device=device,
+        options=PreflightOptions(strict=options.strict, allow=frozenset(options.allow)),
+    )
+    for f in findings:
+        console.print(f"kit: preflight {f['level']}: {f['check']}: {f['message']}")
+    raise_if_fatal(findings)
+    return findings
 
 
 def run_recipe(
@@ -193,6 +227,8 @@ def run_recipe(
     smoke = options.smoke if options.smoke is not None else device == "cpu"
     repeats = options.repeats or (min(recipe.repeats, 2) if smoke else None)
     runs = plan(recipe, device, smoke, repeats)
+    hardware = collect()
+    findings = preflight(recipe, device, hardware, options)
     runtime = make_runtime(options.runtime, recipe, options, device)
     out = options.out or default_bundle_dir(Path("reports"), recipe.name)
     bundle = Bundle.create(
@@ -213,7 +249,8 @@ def run_recipe(
         f"kit: {recipe.name}: {len(runs)} runs on {device} ({runtime.name} runtime"
         f"{', smoke scale' if smoke else ''}) -> {bundle.path}"
     )
-    bundle.write_json("hardware.json", host_hardware())
+    bundle.write_json("hardware.json", hardware)
+    bundle.results["preflight"] = findings
     bundle.write_json(
         "environment.json",
         getattr(runtime, "environment", None)

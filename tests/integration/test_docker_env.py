@@ -8,6 +8,7 @@ interrupts leave no container, network or volume behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -79,10 +80,8 @@ def cpu_image(client, base_image, daemon_state):
 
     env = environment.load("cpu")
     tag = environment.image_tag(env, base_image)
-    try:
+    with contextlib.suppress(docker.errors.ImageNotFound):
         client.images.remove(tag, noprune=True)
-    except docker.errors.ImageNotFound:
-        pass
     lines: list[str] = []
     image = environment.build(env, base_image_override=base_image, client=client, echo=lines.append)
     assert not image.cached

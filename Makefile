@@ -1,0 +1,34 @@
+# Two commands do everything: `make run` (a recipe, default below) and `make test`.
+# Each sets up what it needs: a virtual environment in .venv with the kit and its pinned deps.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+RECIPE ?= recipes/fsdp_llama.yaml
+ARGS ?=
+
+.PHONY: run test lint format setup clean
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt -e ".[worker,dev]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(VENV)/bin/kit reproduce $(RECIPE) $(ARGS)
+
+test: $(VENV)/.installed
+	$(PY) -m pytest $(ARGS)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(VENV)/.installed
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

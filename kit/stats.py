@@ -1,0 +1,346 @@
+"""Statistics for repeated benchmark runs: medians, bootstrap intervals, ratios, adaptive repeats.
+
+Why these choices:
+- The median, not the mean: a benchmark repeat that hit a slow node or a noisy neighbour should
+  not move the headline number much.
+- 95% bootstrap intervals (scipy.stats.bootstrap): no normality assumption, and the same method
+  works for a median and for a ratio. BCa where it can be computed; the percentile method where
+  BCa breaks down (tiny or tied samples, which are common with 3 to 5 repeats).
+- A fixed random seed: the same bundle always renders the same report.
+
+Small samples give wide intervals: with 5 repeats or fewer, the 95% interval of a median is the
+whole range of the samples. That is the honest answer; adaptive repeats are how to narrow it.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats as _st
+
+from kit.errors import KitError
+
+CONFIDENCE = 0.95
+N_RESAMPLES = 9999
+SEED = 20240607
+"""Seed for every bootstrap: reports are reproducible from the same samples."""
+
+
+class StatsError(KitError, ValueError):
+    """Samples the statistics cannot use (empty, NaN, inf, unequal pairs, non-positive ratio)."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One metric over repeats. `ci_low`/`ci_high` bound the median with `confidence`.
+
+    `ci_method` is "BCa", "percentile" or "none" (n == 1: the interval is (x, x) and
+    `ci_available` is False). `stdev` is the sample standard deviation (ddof=1); `stdev` and
+    `cv` are None where undefined (n == 1, or a mean of 0 for `cv`).
+    """
+
+    n: int
+    median: float
+    ci_low: float
+    ci_high: float
+    ci_available: bool
+    ci_method: str
+    confidence: float
+    mean: float
+    stdev: float | None
+    cv: float | None
+    min: float
+    max: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A ratio a / b with a bootstrap interval, and how to say it in words.
+
+    `higher_is_better` is about the metric (True for throughput, False for times); it decides
+    whether a ratio above 1 reads as "faster" or "slower". `includes_one` is True when the
+    interval includes 1.0 or there is no interval (one pair): the data cannot show a difference.
+    """
+
+    estimate: float
+    ci_low: float
+    ci_high: float
+    ci_available: bool
+    ci_method: str
+    confidence: float
+    n_a: int
+    n_b: int
+    paired: bool
+    higher_is_better: bool
+    includes_one: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["sentence"] = self.sentence()
+        return d
+
+    def sentence(self, better: str = "faster", worse: str = "slower") -> str:
+        """E.g. "1.37x faster (95% CI 1.34 to 1.40)", or "no measurable difference (...)".
+
+        A ratio below 1 is stated as its inverse ("0.80" of the throughput is "1.25x slower"),
+        so the factor is always >= 1 and the interval is inverted with it.
+        """
+        pct = f"{self.confidence * 100:g}%"
+        if self.ci_available and self.includes_one:
+            est, lo, hi = (f"{v:.2f}" for v in (self.estimate, self.ci_low, self.ci_high))
+            return f"no measurable difference (ratio {est}, {pct} CI {lo} to {hi})"
+        if not self.ci_available and self.estimate == 1.0:
+            return "no difference (ratio 1.00, one sample per side, no interval)"
+        # the side of 1 comes from the interval: it lies wholly on one side here
+        above = self.ci_low > 1.0 if self.ci_available else self.estimate > 1.0
+        word = better if above == self.higher_is_better else worse
+        if above:
+            factor, lo, hi = self.estimate, self.ci_low, self.ci_high
+        else:
+            factor, lo, hi = 1.0 / self.estimate, 1.0 / self.ci_high, 1.0 / self.ci_low
+        factor_s, lo_s, hi_s = _fmt(factor, lo, hi)
+        if not self.ci_available:
+            return f"{factor_s}x {word} (one sample per side, no interval)"
+        return f"{factor_s}x {word} ({pct} CI {lo_s} to {hi_s})"
+
+
+def summarize(
+    samples: Sequence[float], confidence: float = CONFIDENCE, n_resamples: int = N_RESAMPLES
+) -> Summary:
+    """Median with a bootstrap interval, plus mean, stdev, coefficient of variation, range."""
+    x = _clean(samples, "samples")
+    n = len(x)
+    median = float(np.median(x))
+    mean = float(np.mean(x))
+    stdev = float(np.std(x, ddof=1)) if n > 1 else None
+    cv = stdev / abs(mean) if stdev is not None and mean != 0 else None
+    if n == 1:
+        lo, hi, method = median, median, "none"
+    else:
+        lo, hi, method = _bootstrap((x,), _median, confidence, n_resamples)
+    return Summary(
+        n=n,
+        median=median,
+        ci_low=lo,
+        ci_high=hi,
+        ci_available=n > 1,
+        ci_method=method,
+        confidence=confidence,
+        mean=mean,
+        stdev=stdev,
+        cv=cv,
+        min=float(np.min(x)),
+        max=float(np.max(x)),
+    )
+
+
+def paired_ratio(
+    a: Sequence[float],
+    b: Sequence[float],
+    higher_is_better: bool = True,
+    confidence: float = CONFIDENCE,
+    n_resamples: int = N_RESAMPLES,
+) -> Ratio:
+    """Ratio of a over b from paired samples: repeat i of a goes with repeat i of b.
+
+    The estimate is the median of the per-pair ratios a[i] / b[i], and the interval resamples
+    whole pairs. Why per-pair ratios and not the ratio of medians: repeats i of both variants run
+    back to back, so drift that hits both (clocks, temperature, a neighbour's job) cancels inside
+    each pair; the ratio of medians would throw that pairing away.
+    """
+    x, y = _clean(a, "a"), _clean(b, "b")
+    if len(x) != len(y):
+        raise StatsError(
+            f"paired ratio needs the same number of samples on both sides, got {len(x)} and "
+            f"{len(y)}; use unpaired_ratio for samples that are not paired"
+        )
+    _positive(x, "a")
+    _positive(y, "b")
+    r = x / y
+    estimate = float(np.median(r))
+    if len(r) == 1:
+        lo, hi, method = estimate, estimate, "none"
+    else:
+        lo, hi, method = _bootstrap((r,), _median, confidence, n_resamples)
+    return _ratio(estimate, lo, hi, method, confidence, len(x), len(y), True, higher_is_better)
+
+
+def unpaired_ratio(
+    a: Sequence[float],
+    b: Sequence[float],
+    higher_is_better: bool = True,
+    confidence: float = CONFIDENCE,
+    n_resamples: int = N_RESAMPLES,
+) -> Ratio:
+    """Ratio of medians, median(a) / median(b), for samples that are not paired.
+
+    For machine against machine: the repeats on two machines have nothing in common, so each
+    side is resampled on its own (scipy's multi-sample bootstrap with paired=False). With a
+    single sample on either side there is no interval: its spread is unknown.
+    """
+    x, y = _clean(a, "a"), _clean(b, "b")
+    _positive(x, "a")
+    _positive(y, "b")
+    estimate = float(np.median(x) / np.median(y))
+    if min(len(x), len(y)) == 1:
+        lo, hi, method = estimate, estimate, "none"
+    else:
+        lo, hi, method = _bootstrap((x, y), _ratio_of_medians, confidence, n_resamples)
+    return _ratio(estimate, lo, hi, method, confidence, len(x), len(y), False, higher_is_better)
+
+
+def is_noisy(samples: Sequence[float], cv_threshold: float = 0.03) -> bool:
+    """True when the coefficient of variation (stdev / |mean|) is above the threshold.
+
+    One sample has no spread to judge, so it is not noisy (the repeat policy asks for more by
+    its minimum instead). Samples that vary around a mean of 0 count as noisy.
+    """
+    x = _clean(samples, "samples")
+    if len(x) < 2:
+        return False
+    stdev, mean = float(np.std(x, ddof=1)), float(np.mean(x))
+    if mean == 0:
+        return stdev > 0
+    return stdev / abs(mean) > cv_threshold
+
+
+@dataclass(frozen=True)
+class AdaptiveRepeats:
+    """When to run one more repeat of a variant: the driver asks after each repeat.
+
+    Run at least `min_repeats`; go on while the coefficient of variation is above
+    `cv_threshold`, up to `max_repeats`. `cap_reached` says that the loop stopped only because of
+    the cap, with the samples still noisy: the report flags that metric.
+    """
+
+    min_repeats: int
+    max_repeats: int
+    cv_threshold: float = 0.03
+
+    def __post_init__(self) -> None:
+        if self.min_repeats < 1:
+            raise StatsError(f"min_repeats must be >= 1, got {self.min_repeats}", exit_code=2)
+        if self.max_repeats < self.min_repeats:
+            raise StatsError(
+                f"max_repeats ({self.max_repeats}) must be >= min_repeats ({self.min_repeats})",
+                exit_code=2,
+            )
+        if not self.cv_threshold > 0:
+            raise StatsError(f"cv_threshold must be > 0, got {self.cv_threshold}", exit_code=2)
+
+    def needs_more(self, samples: Sequence[float]) -> bool:
+        n = len(samples)
+        if n < self.min_repeats:
+            return True
+        if n >= self.max_repeats:
+            return False
+        return is_noisy(samples, self.cv_threshold)
+
+    def cap_reached(self, samples: Sequence[float]) -> bool:
+        return len(samples) >= self.max_repeats and is_noisy(samples, self.cv_threshold)
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _median(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.median(x, axis=axis)
+
+
+def _ratio_of_medians(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.median(x, axis=axis) / np.median(y, axis=axis)
+
+
+def _bootstrap(
+    data: tuple[np.ndarray, ...],
+    statistic: Callable[..., np.ndarray],
+    confidence: float,
+    n_resamples: int,
+) -> tuple[float, float, str]:
+    """(low, high, method): BCa, or percentile where BCa gives no finite interval.
+
+    BCa fails on tied data (its jackknife acceleration divides by zero) and scipy then warns and
+    returns NaN; percentile is the standard fallback. Both use a generator seeded with SEED.
+    """
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # scipy's DegenerateDataWarning; we fall back below
+            res = _st.bootstrap(
+                data,
+                statistic,
+                n_resamples=n_resamples,
+                vectorized=True,
+                paired=False,  # paired data arrives as one sample of per-pair ratios
+                confidence_level=confidence,
+                method=method,
+                rng=np.random.default_rng(SEED),
+            )
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if math.isfinite(lo) and math.isfinite(hi):
+            return lo, hi, method
+    raise StatsError(f"bootstrap gave no finite interval for samples {[d.tolist() for d in data]}")
+
+
+def _ratio(
+    estimate: float,
+    lo: float,
+    hi: float,
+    method: str,
+    confidence: float,
+    n_a: int,
+    n_b: int,
+    paired: bool,
+    higher_is_better: bool,
+) -> Ratio:
+    available = method != "none"
+    return Ratio(
+        estimate=estimate,
+        ci_low=lo,
+        ci_high=hi,
+        ci_available=available,
+        ci_method=method,
+        confidence=confidence,
+        n_a=n_a,
+        n_b=n_b,
+        paired=paired,
+        higher_is_better=higher_is_better,
+        includes_one=(not available) or lo <= 1.0 <= hi,
+    )
+
+
+def _clean(samples: Sequence[float], name: str) -> np.ndarray:
+    """A 1-D float array of finite values, or a StatsError that names what is wrong."""
+    try:
+        x = np.asarray(samples, dtype=float)
+    except (TypeError, ValueError) as e:
+        raise StatsError(f"{name}: values must be numbers ({e})") from None
+    if x.ndim != 1:
+        raise StatsError(f"{name}: values must be a flat list of numbers, got shape {x.shape}")
+    if len(x) == 0:
+        raise StatsError(f"{name}: no values (did every repeat fail?)")
+    bad = ~np.isfinite(x)
+    if bad.any():
+        raise StatsError(
+            f"{name}: values must be finite, got {x[bad].tolist()} at positions "
+            f"{np.flatnonzero(bad).tolist()}"
+        )
+    return x
+
+
+def _positive(x: np.ndarray, name: str) -> None:
+    if (x <= 0).any():
+        raise StatsError(f"{name}: a ratio needs positive values, got {x.tolist()}")
+
+
+def _fmt(*values: float) -> list[str]:
+    """Two decimals; three for all when two would round a real difference to "1.00"."""
+    digits = 3 if any(f"{v:.2f}" == "1.00" and v != 1.0 for v in values) else 2
+    return [f"{v:.{digits}f}" for v in values]

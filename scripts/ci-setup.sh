@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# System packages the tests need on a fresh Debian machine: WeasyPrint's Pango, poppler-utils
+# (pdftotext/pdftoppm to look at the PDF), Chromium (to open the HTML), Docker and debootstrap.
+# Idempotent: installs only what is missing. Needs root (CI runs as root).
+set -euo pipefail
+need=()
+command -v pdftoppm >/dev/null || need+=(poppler-utils)
+ldconfig -p | grep -q libpango-1.0 || need+=(libpango-1.0-0 libpangoft2-1.0-0)
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+command -v chromium >/dev/null || need+=(chromium)
+command -v dockerd >/dev/null || need+=(docker.io)
+command -v debootstrap >/dev/null || need+=(debootstrap)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "ci-setup: installing ${need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi

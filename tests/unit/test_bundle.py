@@ -1,0 +1,51 @@
+"""The manifest: every file hashed, and any edit, removal or addition found."""
+
+import hashlib
+
+import pytest
+
+from kit.bundle import MANIFEST, Bundle, verify_manifest, write_manifest
+from kit.errors import InputError
+
+
+def make(tmp_path):
+    bundle = Bundle.create(tmp_path / "b", {"kit": 1, "name": "x"}, {"recipe": "x"})
+    (bundle.path / "logs" / "a.log").write_text("hello\n")
+    write_manifest(bundle.path)
+    return bundle
+
+
+def test_manifest_is_sha256sum_format(tmp_path):
+    bundle = make(tmp_path)
+    lines = (bundle.path / MANIFEST).read_text().splitlines()
+    names = [line.split("  ", 1)[1] for line in lines]
+    assert names == ["logs/a.log", "recipe.yaml", "results.json"]
+    assert lines[0].split("  ")[0] == hashlib.sha256(b"hello\n").hexdigest()
+    assert verify_manifest(bundle.path).ok
+
+
+def test_verify_finds_changed_missing_and_extra(tmp_path):
+    bundle = make(tmp_path)
+    (bundle.path / "logs" / "a.log").write_text("edited\n")
+    (bundle.path / "recipe.yaml").unlink()
+    (bundle.path / "new.txt").write_text("x")
+    check = verify_manifest(bundle.path)
+    assert not check.ok
+    assert (check.changed, check.missing, check.extra) == (
+        ["logs/a.log"],
+        ["recipe.yaml"],
+        ["new.txt"],
+    )
+
+
+def test_unsealed_bundle(tmp_path):
+    bundle = Bundle.create(tmp_path / "b", {}, {})
+    with pytest.raises(InputError, match="never sealed"):
+        verify_manifest(bundle.path)
+
+
+def test_create_refuses_non_empty_dir(tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "f").write_text("x")
+    with pytest.raises(InputError, match="already exists and is not empty"):
+        Bundle.create(tmp_path / "b", {}, {})
