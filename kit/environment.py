@@ -308,6 +308,8 @@ def docker_client() -> Any:
     """A Docker SDK client, or a one-line KitError naming what to do."""
     import docker  # the driver's dependency; imported late so that `kit --help` stays fast
 
+    if not hasattr(docker, "from_env"):  # only the repo's docker/ folder was found
+        raise KitError("the Docker SDK for Python is not installed: pip install 'docker>=7'")
     try:
         client = docker.from_env(timeout=600)
         client.ping()
