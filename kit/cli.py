@@ -72,6 +72,12 @@ def reproduce(
         str | None,
         typer.Option(help="Docker runtime: base image instead of the Dockerfile's pinned one."),
     ] = None,
+    image_archive: Annotated[
+        Path | None,
+        typer.Option(
+            help="Docker runtime: load this `kit export` archive and run its image (no build)."
+        ),
+    ] = None,
     strict: Annotated[bool, typer.Option(help="Treat preflight warnings as fatal.")] = False,
     allow: Annotated[
         str | None, typer.Option(help="Preflight checks allowed to fail, comma-separated.")
@@ -88,7 +94,8 @@ def reproduce(
     options = Options(device=device, smoke=smoke, repeats=repeats, out=out, runtime=runtime,
                       command=command_line(sys.argv[1:]), strict=strict,
                       allow=tuple(a.strip() for a in (allow or "").split(",") if a.strip()),
-                      environment=env, base_image=base_image)  # fmt: skip
+                      environment=env, base_image=base_image,
+                      image_archive=image_archive)  # fmt: skip
     bundle, code = run_recipe(spec, options)
     print(bundle.path)
     raise typer.Exit(code)

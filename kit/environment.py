@@ -35,6 +35,9 @@ WHEEL_CACHE = Path(os.environ.get("KIT_CACHE", Path.home() / ".cache" / "kit")) 
 BUILD_LOGS = WHEEL_CACHE.parent / "build-logs"
 LABEL_ENV = "kit.env"
 LABEL_HASH = "kit.content-hash"
+LABEL_DOCKERFILE = "kit.dockerfile-sha256"
+LABEL_LOCK = "kit.lock-sha256"
+LABEL_BASE = "kit.base-image"
 # Worker files copied into every image (the worker imports only `kit` and `kit.worker.*`).
 WORKER_FILES = ("kit/__init__.py", "kit/worker")
 
@@ -397,7 +400,9 @@ def build(
         try:
             stream = client.api.build(
                 path=ctx, tag=tag, buildargs=args, decode=True, rm=True, forcerm=True,
-                pull=False, labels={LABEL_ENV: env.name, LABEL_HASH: digest},
+                pull=False, labels={LABEL_ENV: env.name, LABEL_HASH: digest, LABEL_BASE: base,
+                                    LABEL_DOCKERFILE: _sha256(env.dockerfile),
+                                    LABEL_LOCK: _sha256(env.lock)},
             )  # fmt: skip
             for chunk in stream:
                 text = chunk.get("stream") or chunk.get("status") or ""
@@ -462,6 +467,30 @@ def export(tag: str, path: Path, client: Any = None) -> Path:
             f.write(chunk)
     tmp.replace(path)
     return path
+
+
+def from_archive(path: Path, env_name: str, client: Any = None) -> Image:
+    """Load an archive made by `kit export` and describe its image from the labels it carries.
+
+    For a rerun on a machine with no registry (and maybe no network): the image is used as it
+    is, not rebuilt, so the fingerprint is the one of the machine that built it.
+    """
+    client = client or docker_client()
+    tags = [t for t in load_archive(path, client) if t.startswith(f"kit-{env_name}:")]
+    if not tags:
+        raise InputError(f"{path}: holds no image of environment {env_name!r} (kit-{env_name}:*)")
+    img = client.images.get(tags[0])
+    labels = img.labels or {}
+    base = labels.get(LABEL_BASE, "unknown")
+    base_id, base_digest = _base_identity(client, base)
+    if base_digest is None and "@sha256:" in base:
+        base_digest = base.split("@", 1)[1]
+    return Image(
+        env=env_name, tag=tags[0], image_id=img.id, cached=True, base_image=base,
+        base_image_id=base_id, base_image_digest=base_digest,
+        dockerfile_sha256=labels.get(LABEL_DOCKERFILE, ""), lock_sha256=labels.get(LABEL_LOCK, ""),
+        content_hash=labels.get(LABEL_HASH, ""), build_args={"BASE_IMAGE": base},
+    )  # fmt: skip
 
 
 def load_archive(path: Path, client: Any = None) -> list[str]:

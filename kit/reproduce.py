@@ -44,6 +44,7 @@ class Options:
     cpu_threads: int | None = None
     environment: str | None = None  # docker runtime: overrides the recipe's environment
     base_image: str | None = None  # docker runtime: overrides the Dockerfile's BASE_IMAGE
+    image_archive: Path | None = None  # docker runtime: run the image of a `kit export` archive
     strict: bool = False  # preflight warnings are fatal too
     allow: tuple[str, ...] = ()  # preflight checks that may fail without stopping the run
 
@@ -183,6 +184,8 @@ def make_runtime(name: str, recipe: Recipe, options: Options, device: str = "cpu
         except KitError:
             console.print("kit: no Docker daemon answers; using the host runtime (not pinned)")
             name = "host"
+    if name == "host" and options.image_archive is not None:
+        raise InputError("--image-archive: needs the docker runtime (--runtime docker)")
     if name == "host":
         from kit.runtime.host import HostRuntime
 
@@ -194,6 +197,7 @@ def make_runtime(name: str, recipe: Recipe, options: Options, device: str = "cpu
         device,
         base_image=options.base_image,
         cpu_threads=options.cpu_threads,
+        image_archive=options.image_archive,
     )
 
 

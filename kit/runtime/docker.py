@@ -243,6 +243,7 @@ def prepare(
     base_image: str | None = None,
     cpu_threads: int | None = None,
     client: Any = None,
+    image_archive: Path | None = None,
 ) -> DockerRuntime:
     """Build (or reuse) the environment's image, probe it, and return a runtime that runs it.
 
@@ -254,10 +255,16 @@ def prepare(
     gpus = gpu_support(client) if device == "cuda" else None
     if device == "cuda" and gpus is None:
         raise KitError(TOOLKIT_HINT)
-    image = envmod.build(environment, base_image_override=base_image, client=client)
-    state = "reused" if image.cached else "built"
+    if image_archive is not None:
+        image = envmod.from_archive(image_archive, environment, client=client)
+        state = f"loaded from {image_archive}:"
+    else:
+        image = envmod.build(environment, base_image_override=base_image, client=client)
+        state = "reused" if image.cached else "built"
     envmod.console().print(f"kit: environment {image.env}: {state} image {image.tag}")
     container = envmod.probe(image.tag, client=client, gpus=gpus is not None)
     runtime = DockerRuntime(image.tag, client=client, cpu_threads=cpu_threads)
     runtime.environment = envmod.fingerprint(image, container, runtime="docker")
+    if image_archive is not None:
+        runtime.environment["loaded_from"] = str(image_archive)
     return runtime

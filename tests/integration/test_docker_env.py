@@ -197,6 +197,7 @@ def test_export_and_load_round_trip(client, base_image, tmp_path):
     assert client.images.get(image.tag).id == image.image_id
     assert environment.build(env, base_image_override=base_image, client=client).cached
     client.images.remove(image.tag, force=True)
+    archive.unlink()
 
 
 # --- runs in containers -----------------------------------------------------------------------
@@ -339,3 +340,35 @@ def test_containers_carry_the_run_label(client, cpu_image, tmp_path):
     )
     assert opts["labels"][LABEL_RUN] == "label.check.r0"
     assert opts["device_requests"] == []
+
+
+def test_rerun_from_an_exported_archive(client, cpu_image, daemon_state, tmp_path):
+    archive = tmp_path / "kit-cpu.tar"
+    export = subprocess.run([PY, "-m", "kit.cli", "export", cpu_image.tag, "-o", str(archive)],
+                            capture_output=True, text=True, env=_env())  # fmt: skip
+    assert export.returncode == 0, export.stderr
+    out = tmp_path / "bundle"
+    cmd = [PY, "-m", "kit.cli", "reproduce", str(_recipe(tmp_path)), "--device", "cpu", "--smoke",
+           "--repeats", "1", "--runtime", "docker", "--env", "cpu", "--image-archive",
+           str(archive), "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    env = json.loads((out / "environment.json").read_text())
+    assert env["loaded_from"] == str(archive)
+    assert env["image_id"] == cpu_image.image_id and env["image_tag"] == cpu_image.tag
+    assert env["lock_sha256"] == cpu_image.lock_sha256
+    assert env["dockerfile_sha256"] == cpu_image.dockerfile_sha256
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    assert [r["status"] for r in runs] == ["ok", "ok"]
+    archive.unlink()  # about a gigabyte
+    _assert_nothing_left(client, daemon_state)
+
+
+def test_image_archive_needs_the_docker_runtime(tmp_path):
+    cmd = [PY, "-m", "kit.cli", "reproduce", str(_recipe(tmp_path)), "--device", "cpu",
+           "--runtime", "host", "--image-archive", str(tmp_path / "x.tar")]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env())
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "kit: error: --image-archive: needs the docker runtime (--runtime docker)"
+    )
