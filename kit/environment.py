@@ -356,6 +356,26 @@ def _base_identity(client: Any, ref: str) -> tuple[str | None, str | None]:
     return img.id, digest
 
 
+def ensure_base(client: Any, ref: str, echo: Callable[[str], None]) -> None:
+    """Make sure the daemon has the base image: present, or pulled now (by its digest)."""
+    import docker
+
+    try:
+        client.images.get(ref)
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    echo(f"pulling base image {ref}")
+    try:
+        client.images.pull(ref)
+    except docker.errors.APIError as e:
+        first = str(e.explanation or e).strip().splitlines()[0][:200]
+        raise KitError(
+            f"base image {ref} is not on this machine and cannot be pulled ({first}); "
+            "`docker load` it, or pass --base-image with a local image"
+        ) from e
+
+
 def build(
     env: Environment | str,
     base_image_override: str | None = None,
@@ -392,6 +412,7 @@ def build(
         pass
 
     echo(f"building {tag} (environment {env.name}, base {base})")
+    ensure_base(client, base, echo)  # before downloading gigabytes of wheels for nothing
     wheels = wheelhouse(env)
     log: list[str] = []
     image_id = None

@@ -372,3 +372,13 @@ def test_image_archive_needs_the_docker_runtime(tmp_path):
     assert proc.stderr.strip().splitlines()[-1] == (
         "kit: error: --image-archive: needs the docker runtime (--runtime docker)"
     )
+
+
+def test_missing_base_image_fails_before_any_download(client, tmp_path, monkeypatch):
+    env = _tiny_env(tmp_path)
+    downloads: list[str] = []
+    monkeypatch.setattr(environment, "wheelhouse", lambda e, cache=None: downloads.append(e.name))
+    with pytest.raises(KitError, match=r"base image kit-test-absent:none is not on this machine"):
+        environment.build(env, base_image_override="kit-test-absent:none", client=client,
+                          echo=lambda _: None)  # fmt: skip
+    assert downloads == []
