@@ -144,8 +144,8 @@ def compare(
     baseline: Annotated[
         str,
         typer.Option(
-            help="The bundle the others are compared with: its position (1-based) or its path."
-        ),  # fmt: skip
+            help="The bundle the others are compared with: its position (1-based) or path."
+        ),
     ] = "1",
     out: Annotated[
         Path | None, typer.Option(help="Output directory (default reports/compare-TIME).")

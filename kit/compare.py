@@ -143,9 +143,12 @@ def samples_of(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]
         for name, m in (run.get("metrics") or {}).items():
             entry = metrics.setdefault(
                 name,
-                {"unit": m.get("unit", ""), "higher_is_better": m.get("higher_is_better", True),
-                 "by_repeat": {}},
-            )  # fmt: skip
+                {
+                    "unit": m.get("unit", ""),
+                    "higher_is_better": m.get("higher_is_better", True),
+                    "by_repeat": {},
+                },
+            )
             entry["by_repeat"][run.get("repeat", len(entry["by_repeat"]))] = float(m["value"])
     return out
 
@@ -195,8 +198,12 @@ def workload_rows(machines: list[Machine], base: int) -> list[MetricRow]:
         for i, data in enumerate(per):
             values = _values(data, bench, variant, name)
             failed = data.get(bench, {}).get(variant, {}).get("__failed__", {}).get("count", 0)
-            cell: dict[str, Any] = {"summary": _summary_dict(values) if values else None,
-                                    "failed": failed, "baseline": i == base, "ratio": None}  # fmt: skip
+            cell: dict[str, Any] = {
+                "summary": _summary_dict(values) if values else None,
+                "failed": failed,
+                "baseline": i == base,
+                "ratio": None,
+            }
             if i != base and values and base_values:
                 try:
                     cell["ratio"] = _ratio_dict(unpaired_ratio(values, base_values, hib), name)
@@ -225,9 +232,15 @@ def p2p_effects(machines: list[Machine]) -> list[dict[str, Any]]:
                 continue
             a, b = on[metric]["by_repeat"], off[metric]["by_repeat"]
             pairs = sorted(set(a) & set(b))
-            entry: dict[str, Any] = {"machine": m.label, "index": m.index, "benchmark": bench,
-                                     "metric": metric, "unit": on[metric]["unit"],
-                                     "pairs": len(pairs), "ratio": None}  # fmt: skip
+            entry: dict[str, Any] = {
+                "machine": m.label,
+                "index": m.index,
+                "benchmark": bench,
+                "metric": metric,
+                "unit": on[metric]["unit"],
+                "pairs": len(pairs),
+                "ratio": None,
+            }
             if pairs:
                 try:
                     r = paired_ratio(
@@ -289,8 +302,14 @@ def environment_rows(machines: list[Machine], base: int) -> list[dict[str, Any]]
             continue
         ref = values[base]
         differs = [v is not None and ref is not None and v != ref for v in values]
-        rows.append({"name": key, "values": [v or "-" for v in values], "differs": differs,
-                     "any": any(differs)})  # fmt: skip
+        rows.append(
+            {
+                "name": key,
+                "values": [v or "-" for v in values],
+                "differs": differs,
+                "any": any(differs),
+            }
+        )
     return rows
 
 
@@ -308,41 +327,76 @@ def warnings_for(machines: list[Machine], base: int) -> list[dict[str, str]]:
         diffs = environment_diff(ref.environment, m.environment, ref.hardware, m.hardware)
         if diffs:
             what = "; ".join(f"{d.field} {d.new} vs {d.old}" for d in diffs)
-            out.append({"level": "env", "text": (
-                f"Different environments: {m.label} differs from the baseline {ref.label} in "
-                f"{what}. These results compare software as well as hardware.")})  # fmt: skip
+            out.append(
+                {
+                    "level": "env",
+                    "text": (
+                        f"Different environments: {m.label} differs from the baseline {ref.label} in "
+                        f"{what}. These results compare software as well as hardware."
+                    ),
+                }
+            )
     recipes = [_recipe_core(m.bundle.recipe) for m in machines]
     for m, r in zip(machines, recipes, strict=True):
         if m is not ref and r != recipes[base]:
             keys = sorted(
                 k for k in set(r) | set(recipes[base]) if r.get(k) != recipes[base].get(k)
             )
-            out.append({"level": "recipe", "text": (
-                f"Different recipes: {m.label} ran a recipe that differs from the baseline's in "
-                f"{', '.join(keys)}; its numbers are not like for like.")})  # fmt: skip
+            out.append(
+                {
+                    "level": "recipe",
+                    "text": (
+                        f"Different recipes: {m.label} ran a recipe that differs from the baseline's in "
+                        f"{', '.join(keys)}; its numbers are not like for like."
+                    ),
+                }
+            )
     for key, word in (("smoke", "smoke scale"), ("device", "device")):
         values = {str(m.results.get(key)) for m in machines}
         if len(values) > 1:
-            out.append({"level": "recipe", "text": f"The bundles differ in {word}: " + ", ".join(
-                f"{m.label} {m.results.get(key)}" for m in machines)})  # fmt: skip
+            out.append(
+                {
+                    "level": "recipe",
+                    "text": f"The bundles differ in {word}: "
+                    + ", ".join(f"{m.label} {m.results.get(key)}" for m in machines),
+                }
+            )
     if any(m.results.get("smoke") for m in machines):
-        out.append({"level": "note", "text": (
-            "Smoke scale: sizes were shrunk to check the method; these numbers do not measure "
-            "the hardware.")})  # fmt: skip
+        out.append(
+            {
+                "level": "note",
+                "text": (
+                    "Smoke scale: sizes were shrunk to check the method; these numbers do not measure "
+                    "the hardware."
+                ),
+            }
+        )
     for m in machines:
         if not m.results.get("pinned"):
-            out.append({"level": "note", "text": (
-                f"{m.label} ran on the {m.results.get('runtime', 'host')} runtime: its software "
-                "environment was not pinned.")})  # fmt: skip
+            out.append(
+                {
+                    "level": "note",
+                    "text": (
+                        f"{m.label} ran on the {m.results.get('runtime', 'host')} runtime: its software "
+                        "environment was not pinned."
+                    ),
+                }
+            )
         if m.results.get("status") != "complete":
             out.append(
                 {"level": "note", "text": f"{m.label}: bundle status {m.results.get('status')!r}."}
             )
         for bench, rec in (m.results.get("adaptive") or {}).items():
             if rec.get("cap_reached"):
-                out.append({"level": "note", "text": (
-                    f"{m.label}: {bench} stayed noisy ({rec.get('reason')}) after "
-                    f"{rec.get('repeats')} repeats, the cap.")})  # fmt: skip
+                out.append(
+                    {
+                        "level": "note",
+                        "text": (
+                            f"{m.label}: {bench} stayed noisy ({rec.get('reason')}) after "
+                            f"{rec.get('repeats')} repeats, the cap."
+                        ),
+                    }
+                )
     return out
 
 
@@ -469,7 +523,7 @@ def comparison(machines: list[Machine], base: int) -> dict[str, Any]:
                 "manifest_sha256": sha256_file(m.path / MANIFEST),
             }
             for m in machines
-        ],  # fmt: skip
+        ],
         "warnings": warnings_for(machines, base),
         "reproductions": reproductions(machines),
         "hardware": hardware_rows(machines),
@@ -491,8 +545,10 @@ def render_html(data: dict[str, Any], figures: list[dict[str, str]]) -> str:
 
     env = Environment(
         loader=FileSystemLoader(Path(__file__).parent / "report" / "templates"),
-        autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True,
-    )  # fmt: skip
+        autoescape=select_autoescape(["html", "j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["num"] = _fmt
     return env.get_template(TEMPLATE).render(c=data, figures=figures)
 
