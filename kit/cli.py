@@ -69,6 +69,10 @@ def reproduce(
             "--strict-env", help="Rerunning a bundle: refuse (exit 2) if the environment differs."
         ),
     ] = False,
+    strict: Annotated[bool, typer.Option(help="Treat preflight warnings as fatal.")] = False,
+    allow: Annotated[
+        str | None, typer.Option(help="Preflight checks allowed to fail, comma-separated.")
+    ] = None,
 ) -> None:
     """Run a recipe, or rerun a bundle, and write a bundle with results, logs and a report.
 
@@ -83,7 +87,8 @@ def reproduce(
     from kit.reproduce import Options, command_line, run_recipe
 
     options = Options(device=device, smoke=smoke, repeats=repeats, out=out, runtime=runtime,
-                      command=command_line(sys.argv[1:]))  # fmt: skip
+                      command=command_line(sys.argv[1:]), strict=strict,
+                      allow=tuple(a.strip() for a in (allow or "").split(",") if a.strip()))  # fmt: skip
     if recipe.is_dir():
         from kit.rerun import rerun_bundle
 
@@ -95,6 +100,25 @@ def reproduce(
         bundle, code = run_recipe(load_recipe(recipe), options)
     print(bundle.path)
     raise typer.Exit(code)
+
+
+@app.command()
+def inspect(
+    json_out: Annotated[bool, typer.Option("--json", help="Print the inventory as JSON.")] = False,
+    snapshot: Annotated[
+        Path | None, typer.Option(help="Also save the raw NVML/OS answers (a test fixture).")
+    ] = None,
+    from_snapshot: Annotated[
+        Path | None, typer.Option(help="Render a saved snapshot instead of this machine.")
+    ] = None,
+) -> None:
+    """Show this machine: GPUs, topology matrix (nvidia-smi topo -m words), links, CPU, NUMA.
+
+    Example: kit inspect --json > hardware.json
+    """
+    from kit.inventory_cli import inspect_command
+
+    raise typer.Exit(inspect_command(json_out, snapshot, from_snapshot))
 
 
 @app.command()

@@ -152,9 +152,7 @@ def rerun_bundle(path: Path, options: Options, strict_env: bool = False) -> tupl
         options.repeats = recorded.get("repeats")
     console.print(f"kit: rerunning {path} (recipe {recipe.name}, {recorded.get('created_at')})")
     if target.fingerprint is not None:
-        from kit.reproduce import host_hardware
-
-        diffs = environment_diff(old_env, target.fingerprint, old_hw, host_hardware())
+        diffs = environment_diff(old_env, target.fingerprint, old_hw)
         print_differences(diffs, "before running")
         if diffs and strict_env:
             raise InputError(
