@@ -135,15 +135,25 @@ def build_benchmarks(results: dict[str, Any], recipe: dict[str, Any]) -> list[Be
         kind = decl.get("kind") or (mine[0].get("kind") if mine else "?")
         blocks = []
         for vname, desc in _variant_info(recipe, mine):
-            vr = sorted((r for r in mine if r.get("variant") == vname),
-                        key=lambda r: r.get("repeat", 0))  # fmt: skip
+            vr = sorted(
+                (r for r in mine if r.get("variant") == vname), key=lambda r: r.get("repeat", 0)
+            )
             ok = [r for r in vr if is_ok(r)]
-            blocks.append(VariantBlock(vname, desc, vr, ok, [r for r in vr if not is_ok(r)],
-                                       missing=max(0, repeats - len(vr))))  # fmt: skip
+            blocks.append(
+                VariantBlock(
+                    vname,
+                    desc,
+                    vr,
+                    ok,
+                    [r for r in vr if not is_ok(r)],
+                    missing=max(0, repeats - len(vr)),
+                )
+            )
         same_kind = sum(1 for b in declared if b.get("kind") == kind) > 1
         label = benchmark_label(name, kind) if same_kind else KIND_LABELS.get(kind, name)
-        bench = Benchmark(name, kind, label, decl.get("params") or {},
-                          blocks, expect=decl.get("expect") or {})  # fmt: skip
+        bench = Benchmark(
+            name, kind, label, decl.get("params") or {}, blocks, expect=decl.get("expect") or {}
+        )
         _summarize_metrics(bench)
         bench.wrong_total = sum(_wrong(r) for r in mine if is_ok(r))
         bench.verdicts = verdicts(bench)
@@ -174,10 +184,12 @@ def _summarize_metrics(bench: Benchmark) -> None:
         unit, hib = info[name].get("unit", ""), bool(info[name].get("higher_is_better", True))
         per_variant = {}
         for v in bench.variants:
-            values = [float(r["metrics"][name]["value"]) for r in v.ok
-                      if name in (r.get("metrics") or {})]  # fmt: skip
-            row = MetricRow(name, METRIC_LABELS.get(name, name.replace("_", " ")), unit, hib,
-                            values)  # fmt: skip
+            values = [
+                float(r["metrics"][name]["value"]) for r in v.ok if name in (r.get("metrics") or {})
+            ]
+            row = MetricRow(
+                name, METRIC_LABELS.get(name, name.replace("_", " ")), unit, hib, values
+            )
             if values:
                 try:
                     row.summary = summarize(values)
@@ -208,14 +220,22 @@ def compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> 
     p2p_pair = a.name == "p2p" and b.name == "no-p2p"
     missing = [v.name for v in (a, b) if not v.ok]
     if missing:
-        return Verdict(bench.name, metric, f"{bench.label}: no comparison of {a.name} and "
-                       f"{b.name}: every run of {' and '.join(missing)} failed.",
-                       failed=True)  # fmt: skip
+        return Verdict(
+            bench.name,
+            metric,
+            f"{bench.label}: no comparison of {a.name} and "
+            f"{b.name}: every run of {' and '.join(missing)} failed.",
+            failed=True,
+        )
     xs, ys = _pairs(a, b, metric)
     if not xs:
-        return Verdict(bench.name, metric, f"{bench.label}: no repeat finished for both "
-                       f"{a.name} and {b.name}, so there is no paired comparison.",
-                       failed=True)  # fmt: skip
+        return Verdict(
+            bench.name,
+            metric,
+            f"{bench.label}: no repeat finished for both "
+            f"{a.name} and {b.name}, so there is no paired comparison.",
+            failed=True,
+        )
     try:
         ratio = paired_ratio(xs, ys, higher_is_better=hib)
     except StatsError as exc:
@@ -232,8 +252,11 @@ def compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> 
     else:
         sentence = f"{bench.label} is {text} with {a.name} than with {b.name}, in {label} ({n})."
     if all(r.get("backend") == "gloo" for r in a.ok + b.ok):
-        sentence += (" On the CPU (gloo) NCCL settings have no effect: both variants ran the"
-                     " same code, so this difference is noise.")
+        sentence = (
+            f"{bench.label} on the CPU (gloo, where NCCL settings have no effect), "
+            f"{a.name} against {b.name}: {text} in {label} ({n}); both variants ran "
+            "the same code, so this difference is noise."
+        )
     return Verdict(bench.name, metric, sentence, ratio, len(xs))
 
 
@@ -267,9 +290,16 @@ def headline(bench: Benchmark) -> list[dict[str, Any]]:
     out = []
     for v in bench.variants:
         row = rows.get(v.name)
-        out.append({"variant": v.name, "row": row, "metric": metric,
-                    "failed": row is None or row.summary is None,
-                    "n_ok": len(v.ok), "n": len(v.runs) + v.missing})  # fmt: skip
+        out.append(
+            {
+                "variant": v.name,
+                "row": row,
+                "metric": metric,
+                "failed": row is None or row.summary is None,
+                "n_ok": len(v.ok),
+                "n": len(v.runs) + v.missing,
+            }
+        )
     return out
 
 
@@ -323,9 +353,15 @@ def step_traces(bench: Benchmark) -> list[dict[str, Any]]:
             steps = data.get("step_times_s") or data.get("step_times")
             if not steps:
                 continue
-            out.append({"variant": v.name, "repeat": r.get("repeat", 0), "run_id": r["run_id"],
-                        "steps": [float(s) for s in steps],
-                        "warmup": int(data.get("warmup_steps") or 0)})  # fmt: skip
+            out.append(
+                {
+                    "variant": v.name,
+                    "repeat": r.get("repeat", 0),
+                    "run_id": r["run_id"],
+                    "steps": [float(s) for s in steps],
+                    "warmup": int(data.get("warmup_steps") or 0),
+                }
+            )
     return out
 
 
@@ -340,8 +376,14 @@ def telemetry_series(bench: Benchmark) -> list[dict[str, Any]]:
             for g in tel.get("gpus") or []:
                 s = g.get("samples") or {}
                 if s.get("t_s"):
-                    out.append({"variant": v.name, "run_id": r["run_id"], "gpu": g.get("index"),
-                                "samples": s})  # fmt: skip
+                    out.append(
+                        {
+                            "variant": v.name,
+                            "run_id": r["run_id"],
+                            "gpu": g.get("index"),
+                            "samples": s,
+                        }
+                    )
     return out
 
 
@@ -388,34 +430,66 @@ def findings(results: dict[str, Any], benches: list[Benchmark]) -> list[Finding]
     failed = [r for r in runs if not is_ok(r)]
     if failed:
         names = ", ".join(f"{r.get('run_id')} ({r.get('status')})" for r in failed)
-        out.append(Finding("error", f"{len(failed)} of {len(runs)} runs did not finish; they "
-                            "contribute no number", names))  # fmt: skip
+        out.append(
+            Finding(
+                "error",
+                f"{len(failed)} of {len(runs)} runs did not finish; they contribute no number",
+                names,
+            )
+        )
     planned = results.get("planned_runs")
     if isinstance(planned, int) and planned > len(runs):
         gone = planned - len(runs)
-        out.append(Finding("error", f"{gone} planned run{'s' if gone > 1 else ''} never ran",
-                            f"the bundle's status is {results.get('status')!r}"))  # fmt: skip
+        out.append(
+            Finding(
+                "error",
+                f"{gone} planned run{'s' if gone > 1 else ''} never ran",
+                f"the bundle's status is {results.get('status')!r}",
+            )
+        )
     elif results.get("status") not in (None, "complete"):
         out.append(Finding("error", f"the bundle is {results.get('status')}, not complete"))
     wrong = [(b.label, b.wrong_total) for b in benches if b.wrong_total]
     for label, n in wrong:
-        out.append(Finding("error", f"{label}: {n} wrong elements (#wrong > 0)",
-                            "the all-reduce returned wrong sums: its bandwidth is not "
-                            "trustworthy"))  # fmt: skip
+        out.append(
+            Finding(
+                "error",
+                f"{label}: {n} wrong elements (#wrong > 0)",
+                "the all-reduce returned wrong sums: its bandwidth is not trustworthy",
+            )
+        )
     contradictions = [c for r in runs if is_ok(r) and (c := nccl_contradiction(r))]
     if contradictions:
-        out.append(Finding("error", "the NCCL transport contradicts the variant",
-                            "; ".join(contradictions)))  # fmt: skip
+        out.append(
+            Finding(
+                "error", "the NCCL transport contradicts the variant", "; ".join(contradictions)
+            )
+        )
     if results.get("smoke"):
-        out.append(Finding("warn", "smoke scale: sizes were shrunk to check the method",
-                            "these numbers do not measure the hardware"))  # fmt: skip
+        out.append(
+            Finding(
+                "warn",
+                "smoke scale: sizes were shrunk to check the method",
+                "these numbers do not measure the hardware",
+            )
+        )
     if results.get("device") == "cpu":
-        out.append(Finding("warn", "ran on the CPU (gloo), not on GPUs",
-                            "nothing here describes GPU or NVLink performance"))  # fmt: skip
+        out.append(
+            Finding(
+                "warn",
+                "ran on the CPU (gloo), not on GPUs",
+                "nothing here describes GPU or NVLink performance",
+            )
+        )
     if not results.get("pinned"):
-        out.append(Finding("warn", "unpinned environment: the host's own Python packages",
-                            "another machine may not have the same versions; use the docker "
-                            "runtime for a pinned image"))  # fmt: skip
+        out.append(
+            Finding(
+                "warn",
+                "unpinned environment: the host's own Python packages",
+                "another machine may not have the same versions; use the docker "
+                "runtime for a pinned image",
+            )
+        )
     throttled = []
     for r in runs:
         tel = r.get("telemetry") or {}
@@ -424,14 +498,24 @@ def findings(results: dict[str, Any], benches: list[Benchmark]) -> list[Finding]
             throttled.append(f"{r['run_id']} ({seen})")
     if throttled:
         were = "run was" if len(throttled) == 1 else "runs were"
-        out.append(Finding("warn", f"{len(throttled)} {were} throttled while busy",
-                            ", ".join(throttled)))  # fmt: skip
-    noisy = [f"{b.label} {v} {row.label} (CV {row.summary.cv:.1%})"
-             for b in benches for rows in b.metrics.values() for v, row in rows.items()
-             if row.noisy and row.summary is not None and row.summary.cv is not None]  # fmt: skip
+        out.append(
+            Finding("warn", f"{len(throttled)} {were} throttled while busy", ", ".join(throttled))
+        )
+    noisy = [
+        f"{b.label} {v} {row.label} (CV {row.summary.cv:.1%})"
+        for b in benches
+        for rows in b.metrics.values()
+        for v, row in rows.items()
+        if row.noisy and row.summary is not None and row.summary.cv is not None
+    ]
     if noisy:
-        out.append(Finding("warn", f"noisy results: coefficient of variation over "
-                            f"{CV_THRESHOLD:.0%}", "; ".join(noisy)))  # fmt: skip
+        out.append(
+            Finding(
+                "warn",
+                f"noisy results: coefficient of variation over {CV_THRESHOLD:.0%}",
+                "; ".join(noisy),
+            )
+        )
     for f in results.get("preflight") or []:
         level = "error" if f.get("level") == "error" else "warn"
         out.append(Finding(level, f"preflight {f.get('check')}: {f.get('message')}"))
@@ -457,12 +541,25 @@ def expectations(bench: Benchmark) -> list[dict[str, Any]]:
             hib = row.higher_is_better
             low_ok = measured >= value * (1 - tol)
             high_ok = measured <= value * (1 + tol)
-            verdict = "within tolerance" if low_ok and high_ok else (
-                "better than the reference" if (hib and not high_ok) or (not hib and not low_ok)
-                else "WORSE than the reference"
+            verdict = (
+                "within tolerance"
+                if low_ok and high_ok
+                else (
+                    "better than the reference"
+                    if (hib and not high_ok) or (not hib and not low_ok)
+                    else "WORSE than the reference"
+                )
             )
-        out.append({"metric": metric, "label": METRIC_LABELS.get(metric, metric), "value": value,
-                    "unit": exp.get("unit") or (row.unit if row else ""), "tolerance": tol,
-                    "variant": ref.name if ref else "-", "measured": measured,
-                    "verdict": verdict})  # fmt: skip
+        out.append(
+            {
+                "metric": metric,
+                "label": METRIC_LABELS.get(metric, metric),
+                "value": value,
+                "unit": exp.get("unit") or (row.unit if row else ""),
+                "tolerance": tol,
+                "variant": ref.name if ref else "-",
+                "measured": measured,
+                "verdict": verdict,
+            }
+        )
     return out

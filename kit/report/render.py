@@ -8,6 +8,7 @@ as failed, never as a number.
 
 from __future__ import annotations
 
+import base64
 import platform
 import statistics
 from dataclasses import dataclass, field
@@ -29,20 +30,7 @@ STYLE = HERE / "style.css"
 # --- formatting ----------------------------------------------------------------------------
 
 
-def fmt_num(x: Any) -> str:
-    """Numbers as a reader wants them: 14,230 / 343.2 / 28.82 / 0.0288."""
-    if x is None:
-        return "-"
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return str(x)
-    if x == 0:
-        return "0"
-    a = abs(x)
-    if a >= 1000:
-        return f"{x:,.0f}"
-    if a >= 1:
-        return f"{x:.4g}"
-    return f"{x:.3g}"
+fmt_num = plots.fmt_num
 
 
 def display(value: float | None, unit: str) -> tuple[str, str]:
@@ -54,19 +42,31 @@ def display(value: float | None, unit: str) -> tuple[str, str]:
     return fmt_num(value), unit
 
 
+def when(iso: Any) -> str:
+    """ "2026-11-20T12:00:05+00:00" -> "2026-11-20 12:00:05 UTC"; anything else as it is."""
+    s = str(iso or "")
+    if len(s) >= 19 and s[10] == "T":
+        zone = s[19:]
+        return f"{s[:10]} {s[11:19]}" + (" UTC" if zone in ("+00:00", "Z") else f" {zone}")
+    return s or "-"
+
+
 def human_bytes(n: Any) -> str:
     return plots.human_bytes(float(n)) if isinstance(n, (int, float)) else str(n)
 
 
 def _env() -> Environment:
     env = Environment(
-        loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]),
-        trim_blocks=True, lstrip_blocks=True,
-    )  # fmt: skip
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=select_autoescape(["html", "j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["num"] = fmt_num
     env.filters["bytes"] = human_bytes
     env.filters["pct"] = lambda x: "-" if x is None else f"{x * 100:.1f}%"
     env.globals["display"] = display
+    env.filters["when"] = when
     return env
 
 
@@ -86,14 +86,15 @@ def machine_line(hardware: dict[str, Any], results: dict[str, Any]) -> str:
         return str(hardware["summary"])
     gpus = hardware.get("gpus") or []
     host = hardware.get("host") or {}
-    cpu = host.get("cpu_model") or host.get("os") or "unknown host"
     if gpus:
         names: dict[str, int] = {}
         for g in gpus:
             names[g.get("name") or "GPU"] = names.get(g.get("name") or "GPU", 0) + 1
         return ", ".join(f"{n}x {name}" for name, n in names.items())
     cores = host.get("logical_cpus") or host.get("cpu_count")
-    return f"no GPU; {cpu}" + (f", {cores} CPUs" if cores else "")
+    system = str(host.get("os") or "").split("-with-")[0]
+    parts = [f"{cores} CPUs" if cores else None, host.get("cpu_model"), system or None]
+    return "No GPU: " + ", ".join(p for p in parts if p) if any(parts) else "No GPU recorded"
 
 
 def hardware_view(hw: dict[str, Any]) -> dict[str, Any]:
@@ -114,30 +115,44 @@ def hardware_view(hw: dict[str, Any]) -> dict[str, Any]:
             nvlink = f"{len(links)} active" + (f", NVLink {version}" if version else "")
             nvlink += f", {speed:g} GB/s each" if speed else ""
             nvlink += " to " + ", ".join(f"{k} ({v})" for k, v in remotes.items())
-        gen = (f"Gen{pcie.get('gen_current')} x{pcie.get('width_current')}"
-               if pcie.get("gen_current") else "-")  # fmt: skip
-        gen_max = (f"Gen{pcie.get('gen_max')} x{pcie.get('width_max')}"
-                   if pcie.get("gen_max") else "-")  # fmt: skip
-        rows.append({
-            "index": g.get("index"), "name": g.get("name"),
-            "memory": f"{g['memory_total_gib']:g} GiB" if g.get("memory_total_gib") else "-",
-            "cc": g.get("compute_capability") or "-", "pcie": gen, "pcie_max": gen_max,
-            "numa": g.get("numa_node") if g.get("numa_node") is not None else "-",
-            "cpus": g.get("cpu_affinity") or "-", "nvlink": nvlink,
-            "power": f"{g['power_limit_w']:g} W" if g.get("power_limit_w") else "-",
-            "clocks": (g.get("clocks_max_mhz") or {}).get("sm"),
-            "bus": g.get("pci_bus_id") or "-", "vbios": g.get("vbios_version") or "-",
-            "persistence": g.get("persistence_mode"),
-        })  # fmt: skip
+        gen = (
+            f"Gen{pcie.get('gen_current')} x{pcie.get('width_current')}"
+            if pcie.get("gen_current")
+            else "-"
+        )
+        gen_max = (
+            f"Gen{pcie.get('gen_max')} x{pcie.get('width_max')}" if pcie.get("gen_max") else "-"
+        )
+        rows.append(
+            {
+                "index": g.get("index"),
+                "name": g.get("name"),
+                "memory": f"{g['memory_total_gib']:g} GiB" if g.get("memory_total_gib") else "-",
+                "cc": g.get("compute_capability") or "-",
+                "pcie": gen,
+                "pcie_max": gen_max,
+                "numa": g.get("numa_node") if g.get("numa_node") is not None else "-",
+                "cpus": g.get("cpu_affinity") or "-",
+                "nvlink": nvlink,
+                "power": f"{g['power_limit_w']:g} W" if g.get("power_limit_w") else "-",
+                "clocks": (g.get("clocks_max_mhz") or {}).get("sm"),
+                "bus": g.get("pci_bus_id") or "-",
+                "vbios": g.get("vbios_version") or "-",
+                "persistence": g.get("persistence_mode"),
+            }
+        )
     gpus_of = {}
     for g in rows:
         gpus_of.setdefault(g["numa"], []).append(f"GPU{g['index']}")
     numa = [
-        {"id": n.get("id"), "cpus": n.get("cpus") or "-",
-         "mem": human_bytes(n["mem_total_bytes"]) if n.get("mem_total_bytes") else "-",
-         "gpus": ", ".join(gpus_of.get(n.get("id"), [])) or "-"}
+        {
+            "id": n.get("id"),
+            "cpus": n.get("cpus") or "-",
+            "mem": human_bytes(n["mem_total_bytes"]) if n.get("mem_total_bytes") else "-",
+            "gpus": ", ".join(gpus_of.get(n.get("id"), [])) or "-",
+        }
         for n in host.get("numa_nodes") or []
-    ]  # fmt: skip
+    ]
     container = host.get("container") or {}
     topo = hw.get("topology") or {}
     peer = hw.get("peer_access") or {}
@@ -158,19 +173,25 @@ def hardware_view(hw: dict[str, Any]) -> dict[str, Any]:
                 ("physical cores", host.get("physical_cores")),
                 ("logical CPUs", host.get("logical_cpus") or host.get("cpu_count")),
                 ("CPUs this process may use", host.get("allowed_cpus")),
-                ("memory", human_bytes(host["mem_total_bytes"])
-                 if host.get("mem_total_bytes") else None),
+                (
+                    "memory",
+                    human_bytes(host["mem_total_bytes"]) if host.get("mem_total_bytes") else None,
+                ),
                 ("/dev/shm", human_bytes(host["shm_bytes"]) if host.get("shm_bytes") else None),
                 ("OS", host.get("os")),
                 ("kernel", host.get("kernel")),
                 ("architecture", host.get("arch")),
                 ("hostname", host.get("hostname")),
-                ("inventory taken in a container", (container.get("runtime") or "yes")
-                 if container.get("detected") else ("no" if container else None)),
+                (
+                    "inventory taken in a container",
+                    (container.get("runtime") or "yes")
+                    if container.get("detected")
+                    else ("no" if container else None),
+                ),
                 ("collected at", hw.get("collected_at")),
             )
             if v not in (None, "")
-        ],  # fmt: skip
+        ],
         "numa": numa,
     }
 
@@ -178,8 +199,11 @@ def hardware_view(hw: dict[str, Any]) -> dict[str, Any]:
 def environment_view(env: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
     container = env.get("container") or {}
     packages = container.get("packages") if isinstance(container, dict) else None
-    versions = [(k, v) for k, v in container.items() if k != "packages" and v not in (None, "")] \
-        if isinstance(container, dict) else []  # fmt: skip
+    versions = (
+        [(k, v) for k, v in container.items() if k != "packages" and v not in (None, "")]
+        if isinstance(container, dict)
+        else []
+    )
     fingerprint = [(k, v) for k, v in env.items() if k != "container" and v not in (None, "")]
     runtime = env.get("runtime") or results.get("runtime")
     # versions seen by the runs themselves: they must agree with each other
@@ -220,6 +244,11 @@ class Figure:
     caption: str
     svg: str
 
+    @property
+    def uri(self) -> str:
+        """The SVG as a data: URI: WeasyPrint draws it as one image, much faster than inline."""
+        return "data:image/svg+xml;base64," + base64.b64encode(self.svg.encode()).decode()
+
 
 @dataclass
 class BenchView:
@@ -237,8 +266,14 @@ def _bar_rows(bench: analysis.Benchmark, metric: str) -> list[dict[str, Any]]:
     for v in bench.variants:
         row = (bench.metrics.get(metric) or {}).get(v.name)
         s = row.summary if row else None
-        rows.append({"variant": v.name, "median": s.median if s else None,
-                     "low": s.ci_low if s else None, "high": s.ci_high if s else None})  # fmt: skip
+        rows.append(
+            {
+                "variant": v.name,
+                "median": s.median if s else None,
+                "low": s.ci_low if s else None,
+                "high": s.ci_high if s else None,
+            }
+        )
     return rows
 
 
@@ -265,40 +300,73 @@ def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
         view.curves = analysis.allreduce_curves(bench)
         view.raw = raw_sizes(bench)
         if view.curves["sizes"]:
-            svg = plots.allreduce_busbw(view.curves, f"{bench.label}: bus bandwidth",
-                                        f"{salt}-busbw")  # fmt: skip
+            svg = plots.allreduce_busbw(
+                view.curves, f"{bench.label}: bus bandwidth", f"{salt}-busbw"
+            )
             if svg:
-                view.figures.append(Figure("busbw", f"{bench.label}: bus bandwidth against "
-                    "message size (line: median over repeats; band: min to max of the repeats)",
-                    svg))  # fmt: skip
-            svg = plots.allreduce_time(view.curves, f"{bench.label}: time per operation",
-                                       f"{salt}-time")  # fmt: skip
+                view.figures.append(
+                    Figure(
+                        "busbw",
+                        f"{bench.label}: bus bandwidth against "
+                        "message size (line: median over repeats; band: min to max of the repeats)",
+                        svg,
+                    )
+                )
+            svg = plots.allreduce_time(
+                view.curves, f"{bench.label}: time per operation", f"{salt}-time"
+            )
             if svg:
-                view.figures.append(Figure("time", f"{bench.label}: time per all-reduce against "
-                                           "message size, log-log", svg))  # fmt: skip
+                view.figures.append(
+                    Figure(
+                        "time",
+                        f"{bench.label}: time per all-reduce against message size, log-log",
+                        svg,
+                    )
+                )
     else:
         metric = "throughput" if "throughput" in bench.metrics else next(iter(bench.metrics), "")
         rows = next(iter((bench.metrics.get(metric) or {}).values()), None)
         if rows is not None:
             unit = rows.unit
-            svg = plots.metric_bars(_bar_rows(bench, metric), f"{rows.label} ({unit})",
-                                    f"{bench.label}: {rows.label}", f"{salt}-bars")  # fmt: skip
+            svg = plots.metric_bars(
+                _bar_rows(bench, metric),
+                f"{rows.label} ({unit})",
+                f"{bench.label}: {rows.label}",
+                f"{salt}-bars",
+            )
             if svg:
-                view.figures.append(Figure("bars", f"{bench.label}: {rows.label}, median with "
-                                           "its 95% bootstrap interval", svg))  # fmt: skip
+                view.figures.append(
+                    Figure(
+                        "bars",
+                        f"{bench.label}: {rows.label}, median with its 95% bootstrap interval",
+                        svg,
+                    )
+                )
         traces = analysis.step_traces(bench)
         view.traces = len(traces)
-        svg = plots.step_traces(traces, f"{bench.label}: every step of every repeat",
-                                f"{salt}-steps")  # fmt: skip
+        svg = plots.step_traces(
+            traces, f"{bench.label}: every step of every repeat", f"{salt}-steps"
+        )
         if svg:
-            view.figures.append(Figure("steps", f"{bench.label}: step times of every repeat; "
-                                       "the shaded warm-up steps are not measured", svg))  # fmt: skip
+            view.figures.append(
+                Figure(
+                    "steps",
+                    f"{bench.label}: step times of every repeat; "
+                    "the shaded warm-up steps are not measured",
+                    svg,
+                )
+            )
     series = analysis.telemetry_series(bench)
     view.telemetry = len(series)
     svg = plots.telemetry(series, f"{bench.label}: GPU telemetry", f"{salt}-telemetry")
     if svg:
-        view.figures.append(Figure("telemetry", f"{bench.label}: NVML telemetry during every "
-                                   "finished run, every GPU", svg))  # fmt: skip
+        view.figures.append(
+            Figure(
+                "telemetry",
+                f"{bench.label}: NVML telemetry during every finished run, every GPU",
+                svg,
+            )
+        )
     return view
 
 
@@ -313,24 +381,40 @@ def method_view(benches: list[analysis.Benchmark], results: dict[str, Any]) -> d
         data = (ok[0].get("data") or {}) if ok else {}
         params = data.get("params") or b.params
         if b.kind == "allreduce":
-            timing = sorted({row.get("timing") for r in ok
-                             for row in (r.get("data") or {}).get("sizes") or []
-                             if row.get("timing")})  # fmt: skip
-            out["allreduce"].append({
-                "label": b.label, "params": params, "timing": timing,
-                "world": sorted({r.get("world_size") for r in ok if r.get("world_size")}),
-                "bus_factor": data.get("bus_factor"), "backend": sorted(
-                    {r.get("backend") for r in ok if r.get("backend")}),
-            })  # fmt: skip
+            timing = sorted(
+                {
+                    row.get("timing")
+                    for r in ok
+                    for row in (r.get("data") or {}).get("sizes") or []
+                    if row.get("timing")
+                }
+            )
+            out["allreduce"].append(
+                {
+                    "label": b.label,
+                    "params": params,
+                    "timing": timing,
+                    "world": sorted({r.get("world_size") for r in ok if r.get("world_size")}),
+                    "bus_factor": data.get("bus_factor"),
+                    "backend": sorted({r.get("backend") for r in ok if r.get("backend")}),
+                }
+            )
         else:
-            out["training"].append({
-                "label": b.label, "params": params,
-                "warmup": sorted({(r.get("data") or {}).get("warmup_steps") for r in ok} - {None}),
-                "steps": sorted({len((r.get("data") or {}).get("step_times_s") or [])
-                                 for r in ok} - {0}),
-                "flops_formula": data.get("flops_formula"),
-                "weights": data.get("weights"), "data": data.get("data"),
-            })  # fmt: skip
+            out["training"].append(
+                {
+                    "label": b.label,
+                    "params": params,
+                    "warmup": sorted(
+                        {(r.get("data") or {}).get("warmup_steps") for r in ok} - {None}
+                    ),
+                    "steps": sorted(
+                        {len((r.get("data") or {}).get("step_times_s") or []) for r in ok} - {0}
+                    ),
+                    "flops_formula": data.get("flops_formula"),
+                    "weights": data.get("weights"),
+                    "data": data.get("data"),
+                }
+            )
     out["repeats"] = results.get("repeats")
     out["cv"] = analysis.CV_THRESHOLD
     return out
@@ -377,8 +461,10 @@ def context(bundle: Bundle) -> dict[str, Any]:
     }
 
 
-def render_html(bundle: Bundle) -> str:
-    return _env().get_template("report.html.j2").render(**context(bundle))
+def render_html(bundle: Bundle, ctx: dict[str, Any] | None = None, pdf: bool = False) -> str:
+    """The page. pdf=True: the same page with each figure as a data: URI image (for WeasyPrint)."""
+    ctx = ctx if ctx is not None else context(bundle)
+    return _env().get_template("report.html.j2").render(**ctx, pdf=pdf)
 
 
 def offline_fetcher() -> Any:
@@ -414,11 +500,12 @@ def write_pdf(html: str, out: Path, fetcher: Any = None) -> Any:
 
 def render_bundle(bundle: Bundle) -> Path:
     """Write report.html and report.pdf into the bundle; returns the HTML's path."""
-    html = render_html(bundle)
+    ctx = context(bundle)
     out = bundle.path / "report.html"
-    out.write_text(html, encoding="utf-8")
+    out.write_text(render_html(bundle, ctx), encoding="utf-8")
+    pdf = bundle.path / "report.pdf"
     try:
-        write_pdf(html, bundle.path / "report.pdf")
+        write_pdf(render_html(bundle, ctx, pdf=True), pdf)
     except OSError as exc:  # WeasyPrint's system libraries (Pango) missing or broken
-        raise KitError(f"{bundle.path / 'report.pdf'}: not written ({exc}); report.html is") from None
+        raise KitError(f"{pdf}: not written ({exc}); report.html is") from None
     return out
