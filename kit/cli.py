@@ -56,6 +56,10 @@ def reproduce(
         int | None, typer.Option(min=1, help="Override the recipe's repeats.")
     ] = None,
     runtime: Annotated[str, typer.Option(help="host (docker: see `kit build`).")] = "host",
+    strict: Annotated[bool, typer.Option(help="Treat preflight warnings as fatal.")] = False,
+    allow: Annotated[
+        str | None, typer.Option(help="Preflight checks allowed to fail, comma-separated.")
+    ] = None,
 ) -> None:
     """Run a recipe and write a bundle with results, logs and a report.
 
@@ -66,10 +70,30 @@ def reproduce(
 
     spec = load_recipe(recipe)
     options = Options(device=device, smoke=smoke, repeats=repeats, out=out, runtime=runtime,
-                      command=command_line(sys.argv[1:]))  # fmt: skip
+                      command=command_line(sys.argv[1:]), strict=strict,
+                      allow=tuple(a.strip() for a in (allow or "").split(",") if a.strip()))  # fmt: skip
     bundle, code = run_recipe(spec, options)
     print(bundle.path)
     raise typer.Exit(code)
+
+
+@app.command()
+def inspect(
+    json_out: Annotated[bool, typer.Option("--json", help="Print the inventory as JSON.")] = False,
+    snapshot: Annotated[
+        Path | None, typer.Option(help="Also save the raw NVML/OS answers (a test fixture).")
+    ] = None,
+    from_snapshot: Annotated[
+        Path | None, typer.Option(help="Render a saved snapshot instead of this machine.")
+    ] = None,
+) -> None:
+    """Show this machine: GPUs, topology matrix (nvidia-smi topo -m words), links, CPU, NUMA.
+
+    Example: kit inspect --json > hardware.json
+    """
+    from kit.inventory_cli import inspect_command
+
+    raise typer.Exit(inspect_command(json_out, snapshot, from_snapshot))
 
 
 @app.command()

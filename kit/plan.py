@@ -14,6 +14,11 @@ from kit.recipe import Recipe, Variant
 from kit.runtime.base import SAFE_ENV
 from kit.worker.common import SPEC_SCHEMA
 
+# NCCL_DEBUG=INFO makes NCCL name the transport of every channel (P2P, SHM, NET): the report's
+# proof that a variant did what it claims. PCI bus order makes CUDA's GPU numbers match NVML's
+# (telemetry, inventory, gpu_ids in recipes).
+CUDA_ENV = {"NCCL_DEBUG": "INFO", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
 
 @dataclass
 class RunSpec:
@@ -55,6 +60,7 @@ def plan(recipe: Recipe, device: str, smoke: bool, repeats: int | None = None) -
         for repeat in range(repeats or recipe.repeats):
             for variant in recipe.resolved_variants():
                 nproc = len(variant.gpu_ids) if variant.gpu_ids else recipe.gpus
+                env = {**SAFE_ENV, **(CUDA_ENV if device == "cuda" else {}), **variant.env}
                 runs.append(
                     RunSpec(
                         run_id=f"{bench.label}.{variant.name}.r{repeat}",
@@ -67,7 +73,7 @@ def plan(recipe: Recipe, device: str, smoke: bool, repeats: int | None = None) -
                         smoke=smoke,
                         params=params,
                         timeout_s=recipe.timeout_s,
-                        env={**SAFE_ENV, **variant.env},
+                        env=env,
                     )
                 )
     return runs

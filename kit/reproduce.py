@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import os
-import platform
 import shlex
 import signal
 import sys
@@ -23,10 +21,13 @@ from rich.console import Console
 
 from kit.bundle import Bundle, default_bundle_dir, now_iso, write_manifest
 from kit.errors import InputError, KitError
+from kit.inventory import collect
 from kit.plan import RunSpec, plan
+from kit.preflight import PreflightOptions, raise_if_fatal, run_checks
 from kit.recipe import Recipe
 from kit.runtime.base import RunOutcome, Runtime
 from kit.worker.common import RESULT_SCHEMA, write_json
+from kit.worker.nccl_log import parse_nccl_log, verdict
 
 LOG_TAIL_LINES = 40
 console = Console(stderr=True, highlight=False)
@@ -41,6 +42,8 @@ class Options:
     runtime: str = "host"
     command: str = ""
     cpu_threads: int | None = None
+    strict: bool = False  # preflight warnings are fatal too
+    allow: tuple[str, ...] = ()  # preflight checks that may fail without stopping the run
 
 
 def detect_gpus() -> int:
@@ -136,6 +139,10 @@ def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path)
     elif outcome.exit_code not in (0, None) and result.get("status") == "ok":
         result["status"] = "failed"
         result["error"] = f"worker exited with status {outcome.exit_code} after writing its result"
+    if spec.device == "cuda" and log_path.is_file():
+        nccl = parse_nccl_log(log_path.read_text(errors="replace"))
+        nccl["verdict"] = verdict(nccl, p2p_disabled=spec.env.get("NCCL_P2P_DISABLE") == "1")
+        result["nccl"] = nccl
     result["exit_code"] = outcome.exit_code
     result["launch"] = {"command": outcome.command, "wall_s": outcome.wall_s}
     result.setdefault("wall_s", outcome.wall_s)
@@ -169,15 +176,24 @@ def make_runtime(name: str, recipe: Recipe, options: Options) -> Runtime:
     raise InputError(f"--runtime {name!r}: allowed: host")
 
 
-def host_hardware() -> dict[str, Any]:
-    """Hardware record for the bundle; the full inventory replaces this when it is available."""
-    try:
-        from kit.inventory import collect
-
-        return collect()
-    except ImportError:
-        return {"schema": 1, "host": {"hostname": platform.node(), "os": platform.platform(),
-                                      "cpu_count": os.cpu_count()}, "gpus": []}  # fmt: skip
+def preflight(recipe: Recipe, device: str, hardware: dict[str, Any], options: Options) -> list:
+    """Check the machine is fit to measure before any run; refuse on fatal findings."""
+    variants = recipe.resolved_variants()
+    ids = {i for v in variants for i in (v.gpu_ids or [])}
+    if any(not v.gpu_ids for v in variants):
+        ids |= set(range(recipe.gpus))
+    findings = run_checks(
+        hardware,
+        gpus_needed=recipe.gpus,
+        gpu_ids=sorted(ids),
+        needs_shm=any(v.env.get("NCCL_P2P_DISABLE") == "1" for v in variants),
+        device=device,
+        options=PreflightOptions(strict=options.strict, allow=frozenset(options.allow)),
+    )
+    for f in findings:
+        console.print(f"kit: preflight {f['level']}: {f['check']}: {f['message']}")
+    raise_if_fatal(findings)
+    return findings
 
 
 def run_recipe(
@@ -191,6 +207,8 @@ def run_recipe(
     repeats = options.repeats or (min(recipe.repeats, 2) if smoke else None)
     runs = plan(recipe, device, smoke, repeats)
     runtime = make_runtime(options.runtime, recipe, options)
+    hardware = collect()
+    findings = preflight(recipe, device, hardware, options)
     out = options.out or default_bundle_dir(Path("reports"), recipe.name)
     bundle = Bundle.create(
         out,
@@ -210,7 +228,8 @@ def run_recipe(
         f"kit: {recipe.name}: {len(runs)} runs on {device} ({runtime.name} runtime"
         f"{', smoke scale' if smoke else ''}) -> {bundle.path}"
     )
-    bundle.write_json("hardware.json", host_hardware())
+    bundle.write_json("hardware.json", hardware)
+    bundle.results["preflight"] = findings
     bundle.write_json(
         "environment.json",
         {"name": recipe.environment, "pinned": runtime.pinned, "runtime": runtime.name,
