@@ -416,6 +416,19 @@ def nccl_contradiction(run: dict[str, Any]) -> str | None:
     return None
 
 
+def transports(bench: Benchmark) -> dict[str, list[str]]:
+    """Per variant: the NCCL transports its finished runs used, from NCCL's own log."""
+    out: dict[str, list[str]] = {}
+    for v in bench.variants:
+        seen: set[str] = set()
+        for r in v.ok:
+            t = (r.get("nccl") or {}).get("transports")
+            seen.update(t if isinstance(t, (dict, list)) else [])
+        if seen:
+            out[v.name] = sorted(str(x) for x in seen)
+    return out
+
+
 @dataclass
 class Finding:
     level: str  # "error" (a number is missing or wrong) | "warn" (a number is less sure)
@@ -463,6 +476,21 @@ def findings(results: dict[str, Any], benches: list[Benchmark]) -> list[Finding]
         out.append(
             Finding(
                 "error", "the NCCL transport contradicts the variant", "; ".join(contradictions)
+            )
+        )
+    unproven = [
+        r["run_id"]
+        for r in runs
+        if is_ok(r)
+        and isinstance(r.get("nccl"), dict)
+        and str(r["nccl"].get("verdict") or "").startswith("NCCL printed no connection lines")
+    ]
+    if unproven:
+        out.append(
+            Finding(
+                "warn",
+                "the NCCL transport was not recorded: NCCL printed no connection lines",
+                ", ".join(unproven),
             )
         )
     if results.get("smoke"):

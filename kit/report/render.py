@@ -448,6 +448,7 @@ def context(bundle: Bundle) -> dict[str, Any]:
         "benches": views,
         "headlines": {b.name: analysis.headline(b) for b in benches},
         "expectations": {b.name: analysis.expectations(b) for b in benches},
+        "transports": {b.name: analysis.transports(b) for b in benches},
         "findings": analysis.findings(results, benches),
         "hardware": hardware_view(hardware),
         "has_hardware": bool(hardware),

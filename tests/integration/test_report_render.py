@@ -23,18 +23,21 @@ from tests.conftest import run_kit
 
 pytestmark = pytest.mark.slow
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "bundles"
+ROOT = Path(__file__).resolve().parent.parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "bundles"
+H200 = ROOT / "reports" / "examples" / "allreduce-h200x2-first"  # a real 2x H200 run
 # fixture -> (min pages, max pages, figure keys that must be there)
 EXPECTED = {
     "synthetic-2gpu": (8, 20, ["busbw", "time", "bars", "steps", "telemetry"]),
     "synthetic-failures": (8, 22, ["busbw", "time", "bars", "steps", "telemetry"]),
     "cpu-smoke": (3, 10, ["busbw", "time"]),
+    "h200": (4, 14, ["busbw", "time", "telemetry"]),
 }
 
 
 def rendered(tmp_path: Path, name: str) -> Path:
     dst = tmp_path / name
-    shutil.copytree(FIXTURES / name, dst)
+    shutil.copytree(H200 if name == "h200" else FIXTURES / name, dst)
     render_bundle(Bundle.load(dst))
     return dst
 
@@ -136,6 +139,16 @@ def test_failed_runs_show_as_failed_never_as_numbers(once):
     assert "failed: none of 3 runs finished" in text
     assert "FAILED, no line: no-p2p" in text  # inside the all-reduce plots
     assert "timeout" in text and "CUDA out of memory" in text
+
+
+@pytest.mark.skipif(not H200.is_dir(), reason="the real 2x H200 example bundle is not here")
+def test_real_h200_bundle_proves_the_transport(once):
+    text = pdf_text(once("h200")[0] / "report.pdf")
+    first = text.split("\f")[0]
+    assert "2x NVIDIA H200, NV18" in first
+    assert re.search(r"Peer-to-peer makes all-reduce \d+\.\d\dx faster \(95% CI", first)
+    assert "p2p: P2P/CUMEM; no-p2p: SHM" in " ".join(text.split())
+    assert "the NCCL transport contradicts" not in text
 
 
 def test_cpu_bundle_says_smoke_and_cpu(once):
