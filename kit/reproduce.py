@@ -216,7 +216,8 @@ def run_recipe(
     runtime = make_runtime(options.runtime, recipe, options)
     hardware = collect()
     findings = preflight(recipe, device, hardware, options)
-    out = options.out or default_bundle_dir(Path("reports"), recipe.name)
+    # absolute: the workers run with the run directory as their working directory
+    out = (options.out or default_bundle_dir(Path("reports"), recipe.name)).resolve()
     bundle = Bundle.create(
         out,
         recipe.resolved(),

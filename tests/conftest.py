@@ -11,7 +11,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_kit(*args: str, cwd: Path | None = None, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
+def run_kit(
+    *args: str, cwd: Path | None = None, timeout: float = 600, **kw
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "kit", *args],
         cwd=cwd or ROOT,
