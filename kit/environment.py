@@ -579,3 +579,26 @@ def fingerprint(image: Image, container: dict[str, Any] | None, runtime: str) ->
 
 def image_record(image: Image) -> dict[str, Any]:
     return asdict(image)
+
+
+def rerun_environment(old_env: dict[str, Any]) -> Any:
+    """The docker side of `kit reproduce BUNDLE` (kit.rerun): the recorded environment, rebuilt.
+
+    Builds (or reuses) the environment the bundle names with the base image it recorded, and
+    probes it, so that every difference from the recorded fingerprint (lock, Dockerfile, base
+    digest, versions) is known before the first run.
+    """
+    from kit.rerun import RerunEnvironment
+    from kit.runtime.docker import gpu_support
+
+    name = old_env.get("name") or "cuda13"
+    base = (old_env.get("build_args") or {}).get("BASE_IMAGE") or old_env.get("base_image")
+    env = load(name)
+    client = docker_client()
+    image = build(env, base_image_override=base, client=client)
+    container = probe(image.tag, client=client, gpus=gpu_support(client) is not None)
+    return RerunEnvironment(
+        runtime="docker",
+        fingerprint=fingerprint(image, container, runtime="docker"),
+        options={"environment": name, "base_image": base},
+    )

@@ -54,26 +54,36 @@ class RunSpec:
 
 def plan(recipe: Recipe, device: str, smoke: bool, repeats: int | None = None) -> list[RunSpec]:
     """Every run of the recipe, in the order they execute."""
+    return [
+        spec
+        for bench in recipe.benchmarks
+        for repeat in range(repeats or recipe.repeats)
+        for spec in plan_repeat(recipe, bench.label, repeat, device, smoke)
+    ]
+
+
+def plan_repeat(
+    recipe: Recipe, benchmark: str, repeat: int, device: str, smoke: bool
+) -> list[RunSpec]:
+    """Repeat `repeat` of one benchmark: one run per variant (the unit adaptive repeats add)."""
+    bench = next(b for b in recipe.benchmarks if b.label == benchmark)
+    params = bench.resolved_params(smoke=smoke)
     runs = []
-    for bench in recipe.benchmarks:
-        params = bench.resolved_params(smoke=smoke)
-        for repeat in range(repeats or recipe.repeats):
-            for variant in recipe.resolved_variants():
-                nproc = len(variant.gpu_ids) if variant.gpu_ids else recipe.gpus
-                env = {**SAFE_ENV, **(CUDA_ENV if device == "cuda" else {}), **variant.env}
-                runs.append(
-                    RunSpec(
-                        run_id=f"{bench.label}.{variant.name}.r{repeat}",
-                        benchmark=bench.label,
-                        kind=bench.kind,
-                        variant=variant,
-                        repeat=repeat,
-                        device=device,
-                        nproc=nproc,
-                        smoke=smoke,
-                        params=params,
-                        timeout_s=recipe.timeout_s,
-                        env=env,
-                    )
-                )
+    for variant in recipe.resolved_variants():
+        nproc = len(variant.gpu_ids) if variant.gpu_ids else recipe.gpus
+        runs.append(
+            RunSpec(
+                run_id=f"{bench.label}.{variant.name}.r{repeat}",
+                benchmark=bench.label,
+                kind=bench.kind,
+                variant=variant,
+                repeat=repeat,
+                device=device,
+                nproc=nproc,
+                smoke=smoke,
+                params=params,
+                timeout_s=recipe.timeout_s,
+                env={**SAFE_ENV, **(CUDA_ENV if device == "cuda" else {}), **variant.env},
+            )
+        )
     return runs

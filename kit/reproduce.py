@@ -11,7 +11,9 @@ import json
 import re
 import shlex
 import signal
+import statistics
 import sys
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +24,11 @@ from rich.console import Console
 from kit.bundle import Bundle, default_bundle_dir, now_iso, write_manifest
 from kit.errors import InputError, KitError
 from kit.inventory import collect
-from kit.plan import RunSpec, plan
+from kit.plan import RunSpec, plan, plan_repeat
 from kit.preflight import PreflightOptions, raise_if_fatal, run_checks
 from kit.recipe import Recipe
 from kit.runtime.base import RunOutcome, Runtime
+from kit.stats import AdaptiveRepeats, is_noisy
 from kit.worker.common import RESULT_SCHEMA, write_json
 from kit.worker.nccl_log import parse_nccl_log, verdict
 
@@ -47,6 +50,10 @@ class Options:
     image_archive: Path | None = None  # docker runtime: run the image of a `kit export` archive
     strict: bool = False  # preflight warnings are fatal too
     allow: tuple[str, ...] = ()  # preflight checks that may fail without stopping the run
+    # set by `kit reproduce BUNDLE` (kit/rerun.py): what is rerun, and its recorded environment
+    reproduces: dict[str, Any] | None = None
+    expected_environment: dict[str, Any] | None = None
+    expected_hardware: dict[str, Any] | None = None
 
 
 def detect_gpus() -> int:
@@ -234,7 +241,8 @@ def run_recipe(
     hardware = collect()
     findings = preflight(recipe, device, hardware, options)
     runtime = make_runtime(options.runtime, recipe, options, device)
-    out = options.out or default_bundle_dir(Path("reports"), recipe.name)
+    # absolute: the workers run with the run directory as their working directory
+    out = (options.out or default_bundle_dir(Path("reports"), recipe.name)).resolve()
     bundle = Bundle.create(
         out,
         recipe.resolved(),
@@ -247,8 +255,13 @@ def run_recipe(
             "repeats": repeats or recipe.repeats,
             "command": options.command or "kit reproduce",
             "planned_runs": len(runs),
+            "reproduces": options.reproduces,
         },
     )
+    planned = repeats or recipe.repeats
+    adaptive = (recipe.max_repeats or 0) > recipe.repeats  # off unless the recipe asks
+    cap = max(planned, recipe.max_repeats or 0) if adaptive else planned
+    policy = AdaptiveRepeats(planned, cap, recipe.cv_threshold)
     console.print(
         f"kit: {recipe.name}: {len(runs)} runs on {device} ({runtime.name} runtime"
         f"{', smoke scale' if smoke else ''}) -> {bundle.path}"
@@ -265,11 +278,14 @@ def run_recipe(
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     status, code = "complete", 0
     try:
-        for i, spec in enumerate(runs, 1):
+        queue, i = deque(runs), 0
+        while queue:
+            spec = queue.popleft()
+            i += 1
             run_dir = bundle.run_dir(spec.run_id)
             write_json(run_dir / "spec.json", spec.to_json())
             log_path = bundle.log_path(spec.run_id)
-            console.print(f"[{i}/{len(runs)}] {spec.run_id} ...", end=" ")
+            console.print(f"[{i}/{i + len(queue)}] {spec.run_id} ...", end=" ")
             interrupted = False
             try:
                 outcome = runtime.run(
@@ -295,6 +311,14 @@ def run_recipe(
                 console.print(f"{result['status'].upper()}: {result.get('error')}")
             if interrupted:
                 raise KeyboardInterrupt
+            if not queue or queue[0].benchmark != spec.benchmark:  # its last planned repeat
+                record = adaptive_record(bundle.results["runs"], spec.benchmark, policy)
+                bundle.results.setdefault("adaptive", {})[spec.benchmark] = record
+                bundle.save()
+                if record["more"]:
+                    extra = plan_repeat(recipe, spec.benchmark, record["repeats"], device, smoke)
+                    console.print(f"kit: {spec.benchmark}: {record['reason']}; one more repeat")
+                    queue.extendleft(reversed(extra))
     except (KeyboardInterrupt, _Terminated):
         status, code = "interrupted", 130
         console.print("kit: interrupted; writing the bundle with what finished")
@@ -307,9 +331,63 @@ def run_recipe(
         if ok and not env.get("container"):
             env["container"] = ok[0].get("versions")
             bundle.write_json("environment.json", env)
+        if options.expected_environment is not None:
+            from kit.rerun import check_after_run
+
+            check_after_run(bundle, options.expected_environment, options.expected_hardware)
         bundle.finish(status)
         seal(bundle)
     return bundle, code
+
+
+HEADLINE_METRICS = ("throughput", "busbw_peak")
+
+
+def headline_name(runs: list[dict[str, Any]]) -> str | None:
+    """The metric that adaptive repeats watch: throughput for training, peak busbw otherwise."""
+    names = {n for r in runs if r.get("status") == "ok" for n in r.get("metrics") or {}}
+    return next((n for n in HEADLINE_METRICS if n in names), min(names) if names else None)
+
+
+def adaptive_record(
+    runs: list[dict[str, Any]], benchmark: str, policy: AdaptiveRepeats
+) -> dict[str, Any]:
+    """Whether a benchmark needs another repeat (all variants together), and why.
+
+    Repeats are counted whether they succeeded or not, so a failing benchmark never loops;
+    only the spread of the successful samples asks for more.
+    """
+    mine = [r for r in runs if r.get("benchmark") == benchmark]
+    done = 1 + max((r.get("repeat", 0) for r in mine), default=-1)
+    metric = headline_name(mine)
+    cvs: dict[str, float | None] = {}
+    noisy: list[str] = []
+    for variant in dict.fromkeys(r["variant"] for r in mine):
+        samples = [
+            r["metrics"][metric]["value"]
+            for r in mine
+            if r["variant"] == variant and r.get("status") == "ok" and metric in r["metrics"]
+        ]
+        mean = statistics.fmean(samples) if samples else 0.0
+        cvs[variant] = statistics.stdev(samples) / abs(mean) if len(samples) > 1 and mean else None
+        if samples and is_noisy(samples, policy.cv_threshold):
+            noisy.append(variant)
+    more = bool(noisy) and done < policy.max_repeats
+    reason = (
+        ", ".join(f"{v} CV {cvs[v]:.1%}" for v in noisy) + f" > {policy.cv_threshold * 100:.3g}%"
+    )
+    return {
+        "metric": metric,
+        "planned": policy.min_repeats,
+        "max_repeats": policy.max_repeats,
+        "cv_threshold": policy.cv_threshold,
+        "repeats": done,
+        "cv": cvs,
+        "noisy": noisy,
+        "more": more,
+        "cap_reached": bool(noisy) and done >= policy.max_repeats,
+        "reason": reason if noisy else "",
+    }
 
 
 def seal(bundle: Bundle) -> None:

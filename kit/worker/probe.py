@@ -69,6 +69,9 @@ def collect() -> dict[str, Any]:
             info["packages"][name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
+    # flat, under the same names kit.worker.common.versions() records in every run result
+    for name in ("torchvision", "transformers", "peft", "accelerate"):
+        info[name] = info["packages"].get(name)
     try:
         import torch
     except ImportError as e:
@@ -77,9 +80,8 @@ def collect() -> dict[str, Any]:
     info["torch"] = torch.__version__
     info["cuda"] = torch.version.cuda
     try:
-        info["cudnn"] = (
-            torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-        )
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        info["cudnn"] = str(cudnn) if cudnn is not None else None
     except Exception:
         info["cudnn"] = None
     try:

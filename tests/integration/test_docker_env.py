@@ -261,6 +261,18 @@ def test_reproduce_runs_each_variant_in_a_container(
     assert verify.returncode == 0, verify.stdout + verify.stderr
     _assert_nothing_left(client, daemon_state)
 
+    # rerun the bundle: same image (rebuilt from the recorded base: a cache hit), no difference
+    again = tmp_path / "rerun"
+    proc = subprocess.run([PY, "-m", "kit.cli", "reproduce", str(out), "--strict-env", "--out",
+                           str(again)], capture_output=True, text=True, env=_env(), timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rerun = json.loads((again / "results.json").read_text())
+    assert rerun["runtime"] == "docker" and rerun["reproduces"]["bundle"] == str(out)
+    assert rerun["environment_diff"] == []
+    assert [r["status"] for r in rerun["runs"]] == ["ok", "ok"]
+    assert json.loads((again / "environment.json").read_text())["image_id"] == env["image_id"]
+    _assert_nothing_left(client, daemon_state)
+
 
 def _write_spec(run_dir: Path, **overrides) -> None:
     spec = {"schema": 1, "run_id": "t.crash.r0", "benchmark": "allreduce", "kind": "allreduce",

@@ -146,3 +146,20 @@ def test_bad_recipe_is_one_line_exit_2(tmp_path):
     proc = run_kit("reproduce", str(path), "--device", "cpu")
     assert proc.returncode == 2
     assert proc.stderr == f"kit: error: {path}:5: benchmarks.0.params.iters: must be at least 1\n"
+
+
+def test_relative_out_dir(tmp_path):
+    proc = run_kit(
+        "reproduce",
+        str(recipe(tmp_path, repeats=1, variants="[p2p]")),
+        "--device",
+        "cpu",
+        "--out",
+        "rel-bundle",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        json.loads((tmp_path / "rel-bundle" / "results.json").read_text())["runs"][0]["status"]
+        == "ok"
+    )
