@@ -118,7 +118,7 @@ def reproduce(
     else:
         if strict_env:
             raise InputError("--strict-env: only for rerunning a bundle directory")
-        options.device, options.runtime = device or "auto", runtime or "host"
+        options.device, options.runtime = device or "auto", runtime or "auto"
         bundle, code = run_recipe(load_recipe(recipe), options)
     print(bundle.path)
     raise typer.Exit(code)

@@ -42,7 +42,7 @@ class Options:
     smoke: bool | None = None  # None: smoke on the CPU, full size on GPUs
     repeats: int | None = None
     out: Path | None = None
-    runtime: str = "host"  # host | docker | auto (docker when a daemon answers)
+    runtime: str = "auto"  # host | docker | auto (docker for GPU runs when a daemon answers)
     command: str = ""
     cpu_threads: int | None = None
     environment: str | None = None  # docker runtime: overrides the recipe's environment
@@ -178,19 +178,38 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise _Terminated()
 
 
+def _auto_runtime(device: str) -> str:
+    """docker for GPU runs when a daemon answers and can hand out GPUs; host otherwise, said aloud.
+
+    CPU runs check the method, not the hardware: they stay on the host unless asked
+    (--runtime docker runs them in the pinned cpu image).
+    """
+    if device == "cpu":
+        console.print("kit: CPU run: host runtime (not pinned); --runtime docker pins it")
+        return "host"
+    from kit.environment import docker_client
+    from kit.runtime.docker import gpu_support
+
+    try:
+        client = docker_client()
+    except KitError:
+        console.print("kit: no Docker daemon answers: host runtime (not pinned)")
+        return "host"
+    if gpu_support(client) is None:
+        console.print(
+            "kit: Docker cannot give GPUs to containers (no NVIDIA Container Toolkit or CDI):"
+            " host runtime (not pinned)"
+        )
+        return "host"
+    return "docker"
+
+
 def make_runtime(name: str, recipe: Recipe, options: Options, device: str = "cpu") -> Runtime:
     """The runtime the user asked for; docker builds (or reuses) the pinned image first."""
     if name not in ("host", "docker", "auto"):
         raise InputError(f"--runtime {name!r}: allowed: host, docker, auto")
     if name == "auto":
-        from kit.environment import docker_client
-
-        try:
-            docker_client()
-            name = "docker"
-        except KitError:
-            console.print("kit: no Docker daemon answers; using the host runtime (not pinned)")
-            name = "host"
+        name = _auto_runtime(device)
     if name == "host" and options.image_archive is not None:
         raise InputError("--image-archive: needs the docker runtime (--runtime docker)")
     if name == "host":
