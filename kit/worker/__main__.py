@@ -17,6 +17,9 @@ from kit.worker.common import RESULT_SCHEMA, init, now_iso, versions, write_json
 
 MODULES = {
     "allreduce": "kit.worker.allreduce",
+    "gpt2_ddp": "kit.worker.gpt2_ddp",
+    "llama_lora_fsdp": "kit.worker.llama_lora_fsdp",
+    "resnet_ddp": "kit.worker.resnet_ddp",
 }
 
 
