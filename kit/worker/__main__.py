@@ -7,6 +7,7 @@ another rank makes torchrun stop the group, and the driver records it from the e
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 import time
@@ -60,6 +61,10 @@ def main(argv: list[str]) -> int:
         result["status"] = "failed"
         result["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         traceback.print_exc()
+    # Free the benchmark's objects now: a DDP/FSDP model sits in reference cycles that would
+    # otherwise outlive destroy_process_group and be torn down during interpreter exit, where
+    # gloo's threads abort the process ("terminate called without an active exception").
+    gc.collect()
     result["versions"] = versions()
     result["finished_at"] = now_iso()
     result["wall_s"] = time.perf_counter() - t0
