@@ -39,10 +39,15 @@ def _main(
 
 @app.command()
 def reproduce(
-    recipe: Annotated[Path, typer.Argument(help="A recipe YAML file.")],
+    recipe: Annotated[
+        Path, typer.Argument(help="A recipe YAML file, or a bundle directory to rerun.")
+    ],
     device: Annotated[
-        str, typer.Option(help="auto | cuda | cpu (auto: cuda when NVML sees a GPU).")
-    ] = "auto",
+        str | None,
+        typer.Option(
+            help="auto | cuda | cpu (auto: cuda when NVML sees a GPU; a bundle: its device)."
+        ),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option(help="Bundle directory (default reports/NAME-TIME).")
     ] = None,
@@ -55,21 +60,65 @@ def reproduce(
     repeats: Annotated[
         int | None, typer.Option(min=1, help="Override the recipe's repeats.")
     ] = None,
-    runtime: Annotated[str, typer.Option(help="host (docker: see `kit build`).")] = "host",
+    runtime: Annotated[
+        str | None, typer.Option(help="host (docker: see `kit build`); a bundle: its runtime.")
+    ] = None,
+    strict_env: Annotated[
+        bool,
+        typer.Option(
+            "--strict-env", help="Rerunning a bundle: refuse (exit 2) if the environment differs."
+        ),
+    ] = False,
+    strict: Annotated[bool, typer.Option(help="Treat preflight warnings as fatal.")] = False,
+    allow: Annotated[
+        str | None, typer.Option(help="Preflight checks allowed to fail, comma-separated.")
+    ] = None,
 ) -> None:
-    """Run a recipe and write a bundle with results, logs and a report.
+    """Run a recipe, or rerun a bundle, and write a bundle with results, logs and a report.
+
+    A bundle directory is rerun with its resolved recipe and its recorded device, scale and
+    repeats (options given here override them); the environment is compared with the recorded one.
 
     Example: kit reproduce recipes/allreduce.yaml --device cpu --smoke
+
+    Example: kit reproduce reports/allreduce-20261121-120000 --strict-env
     """
     from kit.recipe import load_recipe
     from kit.reproduce import Options, command_line, run_recipe
 
-    spec = load_recipe(recipe)
     options = Options(device=device, smoke=smoke, repeats=repeats, out=out, runtime=runtime,
-                      command=command_line(sys.argv[1:]))  # fmt: skip
-    bundle, code = run_recipe(spec, options)
+                      command=command_line(sys.argv[1:]), strict=strict,
+                      allow=tuple(a.strip() for a in (allow or "").split(",") if a.strip()))  # fmt: skip
+    if recipe.is_dir():
+        from kit.rerun import rerun_bundle
+
+        bundle, code = rerun_bundle(recipe, options, strict_env=strict_env)
+    else:
+        if strict_env:
+            raise InputError("--strict-env: only for rerunning a bundle directory")
+        options.device, options.runtime = device or "auto", runtime or "host"
+        bundle, code = run_recipe(load_recipe(recipe), options)
     print(bundle.path)
     raise typer.Exit(code)
+
+
+@app.command()
+def inspect(
+    json_out: Annotated[bool, typer.Option("--json", help="Print the inventory as JSON.")] = False,
+    snapshot: Annotated[
+        Path | None, typer.Option(help="Also save the raw NVML/OS answers (a test fixture).")
+    ] = None,
+    from_snapshot: Annotated[
+        Path | None, typer.Option(help="Render a saved snapshot instead of this machine.")
+    ] = None,
+) -> None:
+    """Show this machine: GPUs, topology matrix (nvidia-smi topo -m words), links, CPU, NUMA.
+
+    Example: kit inspect --json > hardware.json
+    """
+    from kit.inventory_cli import inspect_command
+
+    raise typer.Exit(inspect_command(json_out, snapshot, from_snapshot))
 
 
 @app.command()
@@ -84,7 +133,9 @@ def report(bundle: Annotated[Path, typer.Argument(help="A bundle directory.")]) 
     b = Bundle.load(bundle)
     check = verify_manifest(b.path)
     # only the report files may differ: anything else changed means the bundle was edited
-    touched = [n for n in check.changed + check.missing if not n.startswith("report.")]
+    touched = [
+        n for n in check.changed + check.missing + check.extra if not n.startswith("report.")
+    ]
     if touched:
         raise KitError(f"{bundle}: files changed since the bundle was sealed: {', '.join(touched)}")
     path = render_bundle(b)
@@ -109,6 +160,33 @@ def verify(bundle: Annotated[Path, typer.Argument(help="A bundle directory.")]) 
         raise KitError(f"{bundle}: does not match its manifest ({len(result.changed)} changed, "
                        f"{len(result.missing)} missing, {len(result.extra)} not listed)")  # fmt: skip
     print(f"{bundle}: OK, {result.checked} files match MANIFEST.sha256")
+
+
+@app.command()
+def compare(
+    bundles: Annotated[list[Path], typer.Argument(help="Two or more bundle directories.")],
+    baseline: Annotated[
+        str,
+        typer.Option(
+            help="The bundle the others are compared with: its position (1-based) or path."
+        ),
+    ] = "1",
+    out: Annotated[
+        Path | None, typer.Option(help="Output directory (default reports/compare-TIME).")
+    ] = None,
+) -> None:
+    """Compare bundles side by side: hardware, environments, results with ratios and intervals.
+
+    Writes compare.html, compare.pdf and compare.json. Bundles from different environments are
+    compared, and the first page says so.
+
+    Example: kit compare reports/examples/allreduce-h100 reports/examples/allreduce-h200 --baseline 2
+    """
+    from kit.compare import write_comparison
+
+    paths = write_comparison(bundles, baseline, out)
+    for path in paths:
+        print(path)
 
 
 @recipes_app.command("list")

@@ -14,6 +14,11 @@ from kit.recipe import Recipe, Variant
 from kit.runtime.base import SAFE_ENV
 from kit.worker.common import SPEC_SCHEMA
 
+# NCCL_DEBUG=INFO makes NCCL name the transport of every channel (P2P, SHM, NET): the report's
+# proof that a variant did what it claims. PCI bus order makes CUDA's GPU numbers match NVML's
+# (telemetry, inventory, gpu_ids in recipes).
+CUDA_ENV = {"NCCL_DEBUG": "INFO", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
 
 @dataclass
 class RunSpec:
@@ -49,25 +54,36 @@ class RunSpec:
 
 def plan(recipe: Recipe, device: str, smoke: bool, repeats: int | None = None) -> list[RunSpec]:
     """Every run of the recipe, in the order they execute."""
+    return [
+        spec
+        for bench in recipe.benchmarks
+        for repeat in range(repeats or recipe.repeats)
+        for spec in plan_repeat(recipe, bench.label, repeat, device, smoke)
+    ]
+
+
+def plan_repeat(
+    recipe: Recipe, benchmark: str, repeat: int, device: str, smoke: bool
+) -> list[RunSpec]:
+    """Repeat `repeat` of one benchmark: one run per variant (the unit adaptive repeats add)."""
+    bench = next(b for b in recipe.benchmarks if b.label == benchmark)
+    params = bench.resolved_params(smoke=smoke)
     runs = []
-    for bench in recipe.benchmarks:
-        params = bench.resolved_params(smoke=smoke)
-        for repeat in range(repeats or recipe.repeats):
-            for variant in recipe.resolved_variants():
-                nproc = len(variant.gpu_ids) if variant.gpu_ids else recipe.gpus
-                runs.append(
-                    RunSpec(
-                        run_id=f"{bench.label}.{variant.name}.r{repeat}",
-                        benchmark=bench.label,
-                        kind=bench.kind,
-                        variant=variant,
-                        repeat=repeat,
-                        device=device,
-                        nproc=nproc,
-                        smoke=smoke,
-                        params=params,
-                        timeout_s=recipe.timeout_s,
-                        env={**SAFE_ENV, **variant.env},
-                    )
-                )
+    for variant in recipe.resolved_variants():
+        nproc = len(variant.gpu_ids) if variant.gpu_ids else recipe.gpus
+        runs.append(
+            RunSpec(
+                run_id=f"{bench.label}.{variant.name}.r{repeat}",
+                benchmark=bench.label,
+                kind=bench.kind,
+                variant=variant,
+                repeat=repeat,
+                device=device,
+                nproc=nproc,
+                smoke=smoke,
+                params=params,
+                timeout_s=recipe.timeout_s,
+                env={**SAFE_ENV, **(CUDA_ENV if device == "cuda" else {}), **variant.env},
+            )
+        )
     return runs

@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from kit.errors import InputError
 from kit.worker.params import KINDS
@@ -90,6 +98,10 @@ class Recipe(Strict):
     environment: str = Field(default="cuda13", pattern=NAME_PATTERN)
     gpus: int = Field(default=2, ge=1, le=64)
     repeats: int = Field(default=3, ge=1, le=100)
+    # adaptive repeats: after `repeats`, add repeats while a headline metric's CV is above
+    # cv_threshold, up to max_repeats (default: repeats, i.e. no adaptive repeats)
+    max_repeats: int | None = Field(default=None, ge=1, le=100)
+    cv_threshold: float = Field(default=0.03, gt=0, lt=1)
     timeout_s: float = Field(default=1800, gt=0)
     variants: list[str | Variant] = ["p2p", "no-p2p"]
     benchmarks: list[Benchmark] = Field(min_length=1)
@@ -101,6 +113,14 @@ class Recipe(Strict):
             raise ValueError(
                 f"recipe format version {v} is not supported; allowed: {RECIPE_VERSION}"
             )
+        return v
+
+    @field_validator("max_repeats")
+    @classmethod
+    def _cap(cls, v: int | None, info: ValidationInfo) -> int | None:
+        repeats = info.data.get("repeats")
+        if v is not None and repeats is not None and v < repeats:
+            raise ValueError(f"must be at least repeats ({repeats}), got {v}")
         return v
 
     @field_validator("variants")
@@ -127,6 +147,7 @@ class Recipe(Strict):
         """The recipe with every default filled in, as written into a bundle."""
         data = self.model_dump(mode="json")
         data["variants"] = [v.model_dump(mode="json") for v in self.resolved_variants()]
+        data["max_repeats"] = self.max_repeats or self.repeats
         for bench, raw in zip(self.benchmarks, data["benchmarks"], strict=True):
             raw["name"] = bench.label
             raw["params"] = bench.resolved_params(smoke=False)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-import os
-import platform
 import shlex
 import signal
+import statistics
 import sys
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +23,14 @@ from rich.console import Console
 
 from kit.bundle import Bundle, default_bundle_dir, now_iso, write_manifest
 from kit.errors import InputError, KitError
-from kit.plan import RunSpec, plan
+from kit.inventory import collect
+from kit.plan import RunSpec, plan, plan_repeat
+from kit.preflight import PreflightOptions, raise_if_fatal, run_checks
 from kit.recipe import Recipe
 from kit.runtime.base import RunOutcome, Runtime
+from kit.stats import AdaptiveRepeats, is_noisy
 from kit.worker.common import RESULT_SCHEMA, write_json
+from kit.worker.nccl_log import parse_nccl_log, verdict
 
 LOG_TAIL_LINES = 40
 console = Console(stderr=True, highlight=False)
@@ -41,6 +45,12 @@ class Options:
     runtime: str = "host"
     command: str = ""
     cpu_threads: int | None = None
+    strict: bool = False  # preflight warnings are fatal too
+    allow: tuple[str, ...] = ()  # preflight checks that may fail without stopping the run
+    # set by `kit reproduce BUNDLE` (kit/rerun.py): what is rerun, and its recorded environment
+    reproduces: dict[str, Any] | None = None
+    expected_environment: dict[str, Any] | None = None
+    expected_hardware: dict[str, Any] | None = None
 
 
 def detect_gpus() -> int:
@@ -136,6 +146,10 @@ def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path)
     elif outcome.exit_code not in (0, None) and result.get("status") == "ok":
         result["status"] = "failed"
         result["error"] = f"worker exited with status {outcome.exit_code} after writing its result"
+    if spec.device == "cuda" and log_path.is_file():
+        nccl = parse_nccl_log(log_path.read_text(errors="replace"))
+        nccl["verdict"] = verdict(nccl, p2p_disabled=spec.env.get("NCCL_P2P_DISABLE") == "1")
+        result["nccl"] = nccl
     result["exit_code"] = outcome.exit_code
     result["launch"] = {"command": outcome.command, "wall_s": outcome.wall_s}
     result.setdefault("wall_s", outcome.wall_s)
@@ -169,15 +183,24 @@ def make_runtime(name: str, recipe: Recipe, options: Options) -> Runtime:
     raise InputError(f"--runtime {name!r}: allowed: host")
 
 
-def host_hardware() -> dict[str, Any]:
-    """Hardware record for the bundle; the full inventory replaces this when it is available."""
-    try:
-        from kit.inventory import collect
-
-        return collect()
-    except ImportError:
-        return {"schema": 1, "host": {"hostname": platform.node(), "os": platform.platform(),
-                                      "cpu_count": os.cpu_count()}, "gpus": []}  # fmt: skip
+def preflight(recipe: Recipe, device: str, hardware: dict[str, Any], options: Options) -> list:
+    """Check the machine is fit to measure before any run; refuse on fatal findings."""
+    variants = recipe.resolved_variants()
+    ids = {i for v in variants for i in (v.gpu_ids or [])}
+    if any(not v.gpu_ids for v in variants):
+        ids |= set(range(recipe.gpus))
+    findings = run_checks(
+        hardware,
+        gpus_needed=recipe.gpus,
+        gpu_ids=sorted(ids),
+        needs_shm=any(v.env.get("NCCL_P2P_DISABLE") == "1" for v in variants),
+        device=device,
+        options=PreflightOptions(strict=options.strict, allow=frozenset(options.allow)),
+    )
+    for f in findings:
+        console.print(f"kit: preflight {f['level']}: {f['check']}: {f['message']}")
+    raise_if_fatal(findings)
+    return findings
 
 
 def run_recipe(
@@ -191,7 +214,10 @@ def run_recipe(
     repeats = options.repeats or (min(recipe.repeats, 2) if smoke else None)
     runs = plan(recipe, device, smoke, repeats)
     runtime = make_runtime(options.runtime, recipe, options)
-    out = options.out or default_bundle_dir(Path("reports"), recipe.name)
+    hardware = collect()
+    findings = preflight(recipe, device, hardware, options)
+    # absolute: the workers run with the run directory as their working directory
+    out = (options.out or default_bundle_dir(Path("reports"), recipe.name)).resolve()
     bundle = Bundle.create(
         out,
         recipe.resolved(),
@@ -204,13 +230,19 @@ def run_recipe(
             "repeats": repeats or recipe.repeats,
             "command": options.command or "kit reproduce",
             "planned_runs": len(runs),
+            "reproduces": options.reproduces,
         },
     )
+    planned = repeats or recipe.repeats
+    adaptive = (recipe.max_repeats or 0) > recipe.repeats  # off unless the recipe asks
+    cap = max(planned, recipe.max_repeats or 0) if adaptive else planned
+    policy = AdaptiveRepeats(planned, cap, recipe.cv_threshold)
     console.print(
         f"kit: {recipe.name}: {len(runs)} runs on {device} ({runtime.name} runtime"
         f"{', smoke scale' if smoke else ''}) -> {bundle.path}"
     )
-    bundle.write_json("hardware.json", host_hardware())
+    bundle.write_json("hardware.json", hardware)
+    bundle.results["preflight"] = findings
     bundle.write_json(
         "environment.json",
         {"name": recipe.environment, "pinned": runtime.pinned, "runtime": runtime.name,
@@ -220,11 +252,14 @@ def run_recipe(
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     status, code = "complete", 0
     try:
-        for i, spec in enumerate(runs, 1):
+        queue, i = deque(runs), 0
+        while queue:
+            spec = queue.popleft()
+            i += 1
             run_dir = bundle.run_dir(spec.run_id)
             write_json(run_dir / "spec.json", spec.to_json())
             log_path = bundle.log_path(spec.run_id)
-            console.print(f"[{i}/{len(runs)}] {spec.run_id} ...", end=" ")
+            console.print(f"[{i}/{i + len(queue)}] {spec.run_id} ...", end=" ")
             interrupted = False
             try:
                 outcome = runtime.run(
@@ -250,6 +285,14 @@ def run_recipe(
                 console.print(f"{result['status'].upper()}: {result.get('error')}")
             if interrupted:
                 raise KeyboardInterrupt
+            if not queue or queue[0].benchmark != spec.benchmark:  # its last planned repeat
+                record = adaptive_record(bundle.results["runs"], spec.benchmark, policy)
+                bundle.results.setdefault("adaptive", {})[spec.benchmark] = record
+                bundle.save()
+                if record["more"]:
+                    extra = plan_repeat(recipe, spec.benchmark, record["repeats"], device, smoke)
+                    console.print(f"kit: {spec.benchmark}: {record['reason']}; one more repeat")
+                    queue.extendleft(reversed(extra))
     except (KeyboardInterrupt, _Terminated):
         status, code = "interrupted", 130
         console.print("kit: interrupted; writing the bundle with what finished")
@@ -262,9 +305,63 @@ def run_recipe(
         if ok and not env.get("container"):
             env["container"] = ok[0].get("versions")
             bundle.write_json("environment.json", env)
+        if options.expected_environment is not None:
+            from kit.rerun import check_after_run
+
+            check_after_run(bundle, options.expected_environment, options.expected_hardware)
         bundle.finish(status)
         seal(bundle)
     return bundle, code
+
+
+HEADLINE_METRICS = ("throughput", "busbw_peak")
+
+
+def headline_name(runs: list[dict[str, Any]]) -> str | None:
+    """The metric that adaptive repeats watch: throughput for training, peak busbw otherwise."""
+    names = {n for r in runs if r.get("status") == "ok" for n in r.get("metrics") or {}}
+    return next((n for n in HEADLINE_METRICS if n in names), min(names) if names else None)
+
+
+def adaptive_record(
+    runs: list[dict[str, Any]], benchmark: str, policy: AdaptiveRepeats
+) -> dict[str, Any]:
+    """Whether a benchmark needs another repeat (all variants together), and why.
+
+    Repeats are counted whether they succeeded or not, so a failing benchmark never loops;
+    only the spread of the successful samples asks for more.
+    """
+    mine = [r for r in runs if r.get("benchmark") == benchmark]
+    done = 1 + max((r.get("repeat", 0) for r in mine), default=-1)
+    metric = headline_name(mine)
+    cvs: dict[str, float | None] = {}
+    noisy: list[str] = []
+    for variant in dict.fromkeys(r["variant"] for r in mine):
+        samples = [
+            r["metrics"][metric]["value"]
+            for r in mine
+            if r["variant"] == variant and r.get("status") == "ok" and metric in r["metrics"]
+        ]
+        mean = statistics.fmean(samples) if samples else 0.0
+        cvs[variant] = statistics.stdev(samples) / abs(mean) if len(samples) > 1 and mean else None
+        if samples and is_noisy(samples, policy.cv_threshold):
+            noisy.append(variant)
+    more = bool(noisy) and done < policy.max_repeats
+    reason = (
+        ", ".join(f"{v} CV {cvs[v]:.1%}" for v in noisy) + f" > {policy.cv_threshold * 100:.3g}%"
+    )
+    return {
+        "metric": metric,
+        "planned": policy.min_repeats,
+        "max_repeats": policy.max_repeats,
+        "cv_threshold": policy.cv_threshold,
+        "repeats": done,
+        "cv": cvs,
+        "noisy": noisy,
+        "more": more,
+        "cap_reached": bool(noisy) and done >= policy.max_repeats,
+        "reason": reason if noisy else "",
+    }
 
 
 def seal(bundle: Bundle) -> None:

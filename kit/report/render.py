@@ -1,107 +1,512 @@
-"""Render a bundle into report.html (and, with the report issue, report.pdf).
+"""Render a bundle into report.html (one self-contained file) and report.pdf (WeasyPrint).
 
-The page reads only the bundle's own files; a failed or missing run shows as failed, never as a
-number.
+The renderer reads only the bundle's own files and fetches nothing: the stylesheet and the plots
+are inlined, Jinja2 escapes every string from the bundle, and WeasyPrint gets a URL fetcher that
+refuses everything but data: URIs (and records what it refused). A failed or missing run shows
+as failed, never as a number.
 """
 
 from __future__ import annotations
 
+import base64
+import platform
 import statistics
-from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from kit.bundle import Bundle
+from kit import __version__
+from kit.bundle import MANIFEST, Bundle, sha256_file
+from kit.errors import KitError
+from kit.report import analysis, plots
 
-TEMPLATES = Path(__file__).parent / "templates"
+HERE = Path(__file__).parent
+TEMPLATES = HERE / "templates"
+STYLE = HERE / "style.css"
+
+
+# --- formatting ----------------------------------------------------------------------------
+
+
+fmt_num = plots.fmt_num
+
+
+def display(value: float | None, unit: str) -> tuple[str, str]:
+    """(number, unit) for a table: fractions as percent."""
+    if value is None:
+        return "-", unit
+    if unit == "fraction":
+        return f"{value * 100:.1f}", "%"
+    return fmt_num(value), unit
+
+
+def when(iso: Any) -> str:
+    """ "2026-11-20T12:00:05+00:00" -> "2026-11-20 12:00:05 UTC"; anything else as it is."""
+    s = str(iso or "")
+    if len(s) >= 19 and s[10] == "T":
+        zone = s[19:]
+        return f"{s[:10]} {s[11:19]}" + (" UTC" if zone in ("+00:00", "Z") else f" {zone}")
+    return s or "-"
+
+
+def human_bytes(n: Any) -> str:
+    return plots.human_bytes(float(n)) if isinstance(n, (int, float)) else str(n)
 
 
 def _env() -> Environment:
-    return Environment(
-        loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]),
-        trim_blocks=True, lstrip_blocks=True,
-    )  # fmt: skip
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=select_autoescape(["html", "j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = fmt_num
+    env.filters["bytes"] = human_bytes
+    env.filters["pct"] = lambda x: "-" if x is None else f"{x * 100:.1f}%"
+    env.globals["display"] = display
+    env.filters["when"] = when
+    return env
 
 
-def summarize_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per benchmark and variant: each headline metric's median over the ok repeats."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for run in runs:
-        groups[(run["benchmark"], run["variant"])].append(run)
+# --- sections ------------------------------------------------------------------------------
+
+
+def machine_line(hardware: dict[str, Any], results: dict[str, Any]) -> str:
+    """The machine in one line: the inventory's summary_line when the kit has it."""
+    try:
+        from kit.inventory import summary_line  # type: ignore[attr-defined]
+
+        if hardware.get("gpus") is not None and "topology" in hardware:
+            return summary_line(hardware)
+    except ImportError:
+        pass
+    if hardware.get("summary"):
+        return str(hardware["summary"])
+    gpus = hardware.get("gpus") or []
+    host = hardware.get("host") or {}
+    if gpus:
+        names: dict[str, int] = {}
+        for g in gpus:
+            names[g.get("name") or "GPU"] = names.get(g.get("name") or "GPU", 0) + 1
+        return ", ".join(f"{n}x {name}" for name, n in names.items())
+    cores = host.get("logical_cpus") or host.get("cpu_count")
+    system = str(host.get("os") or "").split("-with-")[0]
+    parts = [f"{cores} CPUs" if cores else None, host.get("cpu_model"), system or None]
+    return "No GPU: " + ", ".join(p for p in parts if p) if any(parts) else "No GPU recorded"
+
+
+def hardware_view(hw: dict[str, Any]) -> dict[str, Any]:
+    """What the Hardware section shows; every field optional (a CPU-only bundle has few)."""
+    host = hw.get("host") or {}
+    gpus = hw.get("gpus") or []
     rows = []
-    for (bench, variant), items in groups.items():
-        ok = [r for r in items if r.get("status") == "ok"]
-        metrics: dict[str, dict[str, Any]] = {}
-        for r in ok:
-            for name, m in r.get("metrics", {}).items():
-                entry = metrics.setdefault(name, {"unit": m["unit"], "values": []})
-                entry["values"].append(m["value"])
-        for entry in metrics.values():
-            entry["median"] = statistics.median(entry["values"])
+    for g in gpus:
+        pcie = g.get("pcie") or {}
+        links = [n for n in g.get("nvlinks") or [] if n.get("active")]
+        remotes: dict[str, int] = {}
+        for n in links:
+            remotes[str(n.get("remote"))] = remotes.get(str(n.get("remote")), 0) + 1
+        speed = next((n.get("speed_gbs") for n in links if n.get("speed_gbs")), None)
+        version = next((n.get("version") for n in links if n.get("version")), None)
+        nvlink = "none"
+        if links:
+            nvlink = f"{len(links)} active" + (f", NVLink {version}" if version else "")
+            nvlink += f", {speed:g} GB/s each" if speed else ""
+            nvlink += " to " + ", ".join(f"{k} ({v})" for k, v in remotes.items())
+        gen = (
+            f"Gen{pcie.get('gen_current')} x{pcie.get('width_current')}"
+            if pcie.get("gen_current")
+            else "-"
+        )
+        gen_max = (
+            f"Gen{pcie.get('gen_max')} x{pcie.get('width_max')}" if pcie.get("gen_max") else "-"
+        )
         rows.append(
-            {"benchmark": bench, "variant": variant, "ok": len(ok), "runs": len(items),
-             "failed": [r for r in items if r.get("status") != "ok"], "metrics": metrics}
-        )  # fmt: skip
+            {
+                "index": g.get("index"),
+                "name": g.get("name"),
+                "memory": f"{g['memory_total_gib']:g} GiB" if g.get("memory_total_gib") else "-",
+                "cc": g.get("compute_capability") or "-",
+                "pcie": gen,
+                "pcie_max": gen_max,
+                "numa": g.get("numa_node") if g.get("numa_node") is not None else "-",
+                "cpus": g.get("cpu_affinity") or "-",
+                "nvlink": nvlink,
+                "power": f"{g['power_limit_w']:g} W" if g.get("power_limit_w") else "-",
+                "clocks": (g.get("clocks_max_mhz") or {}).get("sm"),
+                "bus": g.get("pci_bus_id") or "-",
+                "vbios": g.get("vbios_version") or "-",
+                "persistence": g.get("persistence_mode"),
+            }
+        )
+    gpus_of = {}
+    for g in rows:
+        gpus_of.setdefault(g["numa"], []).append(f"GPU{g['index']}")
+    numa = [
+        {
+            "id": n.get("id"),
+            "cpus": n.get("cpus") or "-",
+            "mem": human_bytes(n["mem_total_bytes"]) if n.get("mem_total_bytes") else "-",
+            "gpus": ", ".join(gpus_of.get(n.get("id"), [])) or "-",
+        }
+        for n in host.get("numa_nodes") or []
+    ]
+    container = host.get("container") or {}
+    topo = hw.get("topology") or {}
+    peer = hw.get("peer_access") or {}
+    return {
+        "gpus": rows,
+        "driver": hw.get("driver") or {},
+        "nvml_error": hw.get("nvml_error"),
+        "topology": topo if topo.get("matrix") and len(topo.get("matrix")) > 1 else None,
+        "p2p_status": (hw.get("nvml_p2p_status") or {}).get("read"),
+        "peer_access": peer if peer.get("matrix") else None,
+        "peer_access_note": hw.get("peer_access_note"),
+        "labels": topo.get("labels") or [f"GPU{g.get('index')}" for g in gpus],
+        "host": [
+            (k, v)
+            for k, v in (
+                ("CPU", host.get("cpu_model")),
+                ("sockets", host.get("sockets")),
+                ("physical cores", host.get("physical_cores")),
+                ("logical CPUs", host.get("logical_cpus") or host.get("cpu_count")),
+                ("CPUs this process may use", host.get("allowed_cpus")),
+                (
+                    "memory",
+                    human_bytes(host["mem_total_bytes"]) if host.get("mem_total_bytes") else None,
+                ),
+                ("/dev/shm", human_bytes(host["shm_bytes"]) if host.get("shm_bytes") else None),
+                ("OS", host.get("os")),
+                ("kernel", host.get("kernel")),
+                ("architecture", host.get("arch")),
+                ("hostname", host.get("hostname")),
+                (
+                    "inventory taken in a container",
+                    (container.get("runtime") or "yes")
+                    if container.get("detected")
+                    else ("no" if container else None),
+                ),
+                ("collected at", hw.get("collected_at")),
+            )
+            if v not in (None, "")
+        ],
+        "numa": numa,
+    }
+
+
+def environment_view(env: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+    container = env.get("container") or {}
+    packages = container.get("packages") if isinstance(container, dict) else None
+    versions = (
+        [(k, v) for k, v in container.items() if k != "packages" and v not in (None, "")]
+        if isinstance(container, dict)
+        else []
+    )
+    fingerprint = [(k, v) for k, v in env.items() if k != "container" and v not in (None, "")]
+    runtime = env.get("runtime") or results.get("runtime")
+    # versions seen by the runs themselves: they must agree with each other
+    seen: dict[str, set[str]] = {}
+    for r in results.get("runs") or []:
+        for k, v in (r.get("versions") or {}).items():
+            if v is not None:
+                seen.setdefault(k, set()).add(str(v))
+    disagree = {k: sorted(v) for k, v in seen.items() if len(v) > 1}
+    return {
+        "fingerprint": fingerprint,
+        "versions": versions,
+        "packages": sorted((packages or {}).items()),
+        "in_container": runtime == "docker",
+        "runtime": runtime,
+        "pinned": bool(env.get("pinned", results.get("pinned"))),
+        "disagree": disagree,
+    }
+
+
+def manifest_view(root: Path) -> list[tuple[str, str, int]]:
+    """(path, sha256, bytes) of every bundle file the report does not itself produce."""
+    out = []
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if not p.is_file() or rel == MANIFEST or rel.startswith("report.") or rel.endswith(".tmp"):
+            continue
+        out.append((rel, sha256_file(p), p.stat().st_size))
+    return out
+
+
+# --- figures -------------------------------------------------------------------------------
+
+
+@dataclass
+class Figure:
+    key: str
+    caption: str
+    svg: str
+
+    @property
+    def uri(self) -> str:
+        """The SVG as a data: URI: WeasyPrint draws it as one image, much faster than inline."""
+        return "data:image/svg+xml;base64," + base64.b64encode(self.svg.encode()).decode()
+
+
+@dataclass
+class BenchView:
+    bench: analysis.Benchmark
+    figures: list[Figure] = field(default_factory=list)
+    curves: dict[str, Any] | None = None
+    traces: int = 0
+    telemetry: int = 0
+    raw: dict[str, Any] | None = None
+    index: int = 0
+
+
+def _bar_rows(bench: analysis.Benchmark, metric: str) -> list[dict[str, Any]]:
+    rows = []
+    for v in bench.variants:
+        row = (bench.metrics.get(metric) or {}).get(v.name)
+        s = row.summary if row else None
+        rows.append(
+            {
+                "variant": v.name,
+                "median": s.median if s else None,
+                "low": s.ci_low if s else None,
+                "high": s.ci_high if s else None,
+            }
+        )
     return rows
 
 
-def allreduce_table(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Median busbw per size and variant over the ok repeats of each all-reduce benchmark."""
-    tables: dict[str, Any] = {}
-    for run in runs:
-        if run.get("kind") != "allreduce" or run.get("status") != "ok":
-            continue
-        table = tables.setdefault(run["benchmark"], {"variants": [], "sizes": {}})
-        if run["variant"] not in table["variants"]:
-            table["variants"].append(run["variant"])
-        for row in run["data"]["sizes"]:
-            cell = (
-                table["sizes"]
-                .setdefault(row["bytes"], {})
-                .setdefault(run["variant"], {"busbw": [], "time": [], "wrong": 0})
+def raw_sizes(bench: analysis.Benchmark) -> dict[str, Any] | None:
+    """busbw of every finished all-reduce run per size (median of its trials), for the appendix."""
+    ok = [r for r in bench.runs if analysis.is_ok(r) and (r.get("data") or {}).get("sizes")]
+    if not ok:
+        return None
+    sizes = sorted({int(row["bytes"]) for r in ok for row in r["data"]["sizes"]})
+    cells = []
+    for size in sizes:
+        line = []
+        for r in ok:
+            row = next((x for x in r["data"]["sizes"] if int(x["bytes"]) == size), None)
+            line.append(statistics.median(row["busbw_gbps"]) if row else None)
+        cells.append((size, line))
+    return {"columns": [f"{r['variant']} r{r.get('repeat', '?')}" for r in ok], "rows": cells}
+
+
+def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
+    view = BenchView(bench, index=index + 1)
+    salt = f"{index}-{bench.name}"
+    if bench.kind == "allreduce":
+        view.curves = analysis.allreduce_curves(bench)
+        view.raw = raw_sizes(bench)
+        if view.curves["sizes"]:
+            svg = plots.allreduce_busbw(
+                view.curves, f"{bench.label}: bus bandwidth", f"{salt}-busbw"
             )
-            cell["busbw"].append(statistics.median(row["busbw_gbps"]))
-            cell["time"].append(statistics.median(row["time_us"]))
-            cell["wrong"] += row["wrong"]
-    for table in tables.values():
-        for cells in table["sizes"].values():
-            for cell in cells.values():
-                cell["busbw_median"] = statistics.median(cell["busbw"])
-                cell["time_median"] = statistics.median(cell["time"])
-    return tables
-
-
-def human_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return (
-                f"{n:g} {unit}"
-                if unit == "B"
-                else f"{n:.0f} {unit}"
-                if n == int(n)
-                else f"{n:.1f} {unit}"
+            if svg:
+                view.figures.append(
+                    Figure(
+                        "busbw",
+                        f"{bench.label}: bus bandwidth against "
+                        "message size (line: median over repeats; band: min to max of the repeats)",
+                        svg,
+                    )
+                )
+            svg = plots.allreduce_time(
+                view.curves, f"{bench.label}: time per operation", f"{salt}-time"
             )
-        n /= 1024
-    return str(n)
+            if svg:
+                view.figures.append(
+                    Figure(
+                        "time",
+                        f"{bench.label}: time per all-reduce against message size, log-log",
+                        svg,
+                    )
+                )
+    else:
+        metric = "throughput" if "throughput" in bench.metrics else next(iter(bench.metrics), "")
+        rows = next(iter((bench.metrics.get(metric) or {}).values()), None)
+        if rows is not None:
+            unit = rows.unit
+            svg = plots.metric_bars(
+                _bar_rows(bench, metric),
+                f"{rows.label} ({unit})",
+                f"{bench.label}: {rows.label}",
+                f"{salt}-bars",
+            )
+            if svg:
+                view.figures.append(
+                    Figure(
+                        "bars",
+                        f"{bench.label}: {rows.label}, median with its 95% bootstrap interval",
+                        svg,
+                    )
+                )
+        traces = analysis.step_traces(bench)
+        view.traces = len(traces)
+        svg = plots.step_traces(
+            traces, f"{bench.label}: every step of every repeat", f"{salt}-steps"
+        )
+        if svg:
+            view.figures.append(
+                Figure(
+                    "steps",
+                    f"{bench.label}: step times of every repeat; "
+                    "the shaded warm-up steps are not measured",
+                    svg,
+                )
+            )
+    series = analysis.telemetry_series(bench)
+    view.telemetry = len(series)
+    svg = plots.telemetry(series, f"{bench.label}: GPU telemetry", f"{salt}-telemetry")
+    if svg:
+        view.figures.append(
+            Figure(
+                "telemetry",
+                f"{bench.label}: NVML telemetry during every finished run, every GPU",
+                svg,
+            )
+        )
+    return view
 
 
-def render_html(bundle: Bundle) -> str:
-    env = _env()
-    env.filters["bytes"] = human_bytes
+# --- method --------------------------------------------------------------------------------
+
+
+def method_view(benches: list[analysis.Benchmark], results: dict[str, Any]) -> dict[str, Any]:
+    """Facts the Method section states, read from the runs (never assumed)."""
+    out: dict[str, Any] = {"allreduce": [], "training": []}
+    for b in benches:
+        ok = [r for v in b.variants for r in v.ok]
+        data = (ok[0].get("data") or {}) if ok else {}
+        params = data.get("params") or b.params
+        if b.kind == "allreduce":
+            timing = sorted(
+                {
+                    row.get("timing")
+                    for r in ok
+                    for row in (r.get("data") or {}).get("sizes") or []
+                    if row.get("timing")
+                }
+            )
+            out["allreduce"].append(
+                {
+                    "label": b.label,
+                    "params": params,
+                    "timing": timing,
+                    "world": sorted({r.get("world_size") for r in ok if r.get("world_size")}),
+                    "bus_factor": data.get("bus_factor"),
+                    "backend": sorted({r.get("backend") for r in ok if r.get("backend")}),
+                }
+            )
+        else:
+            out["training"].append(
+                {
+                    "label": b.label,
+                    "params": params,
+                    "warmup": sorted(
+                        {(r.get("data") or {}).get("warmup_steps") for r in ok} - {None}
+                    ),
+                    "steps": sorted(
+                        {len((r.get("data") or {}).get("step_times_s") or []) for r in ok} - {0}
+                    ),
+                    "flops_formula": data.get("flops_formula"),
+                    "weights": data.get("weights"),
+                    "data": data.get("data"),
+                }
+            )
+    out["repeats"] = results.get("repeats")
+    out["cv"] = analysis.CV_THRESHOLD
+    return out
+
+
+# --- rendering -----------------------------------------------------------------------------
+
+
+def context(bundle: Bundle) -> dict[str, Any]:
     results = bundle.results
-    return env.get_template("report.html.j2").render(
-        results=results,
-        recipe=bundle.recipe,
-        hardware=bundle.read_json("hardware.json") or {},
-        environment=bundle.read_json("environment.json") or {},
-        summary=summarize_runs(results["runs"]),
-        allreduce=allreduce_table(results["runs"]),
-    )
+    try:
+        recipe = bundle.recipe or {}
+    except Exception:  # a missing or broken recipe.yaml must not stop the report
+        recipe = {}
+    if not isinstance(recipe, dict):
+        recipe = {}
+    hardware = bundle.read_json("hardware.json") or {}
+    environment = bundle.read_json("environment.json") or {}
+    benches = analysis.build_benchmarks(results, recipe)
+    views = [bench_view(b, i) for i, b in enumerate(benches)]
+    n = 0
+    for v in views:
+        for f in v.figures:
+            n += 1
+            f.caption = f"Figure {n}. {f.caption}"
+    return {
+        "results": results,
+        "recipe": recipe,
+        "bundle_name": bundle.path.name,
+        "machine": machine_line(hardware, results),
+        "benches": views,
+        "headlines": {b.name: analysis.headline(b) for b in benches},
+        "expectations": {b.name: analysis.expectations(b) for b in benches},
+        "transports": {b.name: analysis.transports(b) for b in benches},
+        "findings": analysis.findings(results, benches),
+        "hardware": hardware_view(hardware),
+        "has_hardware": bool(hardware),
+        "environment": environment_view(environment, results),
+        "method": method_view(benches, results),
+        "manifest": manifest_view(bundle.path),
+        "runs": results.get("runs") or [],
+        "kit_version": __version__,
+        "renderer": f"kit {__version__}, Python {platform.python_version()}",
+        "style": STYLE.read_text(),
+    }
+
+
+def render_html(bundle: Bundle, ctx: dict[str, Any] | None = None, pdf: bool = False) -> str:
+    """The page. pdf=True: the same page with each figure as a data: URI image (for WeasyPrint)."""
+    ctx = ctx if ctx is not None else context(bundle)
+    return _env().get_template("report.html.j2").render(**ctx, pdf=pdf)
+
+
+def offline_fetcher() -> Any:
+    """A WeasyPrint URL fetcher that serves data: URIs only and records every other request."""
+    from weasyprint.urls import URLFetcher
+
+    class OfflineFetcher(URLFetcher):
+        def __init__(self) -> None:
+            super().__init__(allowed_protocols={"data"}, allow_redirects=False)
+            self.refused: list[str] = []
+
+        def fetch(self, url: str, headers: Any = None) -> Any:
+            if not url.lower().startswith("data:"):
+                self.refused.append(url)
+                raise ValueError(f"kit report fetches nothing: refused {url[:100]}")
+            return super().fetch(url, headers)
+
+    return OfflineFetcher()
+
+
+def write_pdf(html: str, out: Path, fetcher: Any = None) -> Any:
+    """The PDF from the same HTML and stylesheet. Returns the fetcher (its `refused` list)."""
+    import logging
+
+    from weasyprint import HTML
+
+    fetcher = fetcher or offline_fetcher()
+    logging.getLogger("weasyprint").setLevel(logging.ERROR)
+    logging.getLogger("fontTools").setLevel(logging.ERROR)
+    HTML(string=html, base_url=None, url_fetcher=fetcher).write_pdf(out)
+    return fetcher
 
 
 def render_bundle(bundle: Bundle) -> Path:
+    """Write report.html and report.pdf into the bundle; returns the HTML's path."""
+    ctx = context(bundle)
     out = bundle.path / "report.html"
-    out.write_text(render_html(bundle))
+    out.write_text(render_html(bundle, ctx), encoding="utf-8")
+    pdf = bundle.path / "report.pdf"
+    try:
+        write_pdf(render_html(bundle, ctx, pdf=True), pdf)
+    except OSError as exc:  # WeasyPrint's system libraries (Pango) missing or broken
+        raise KitError(f"{pdf}: not written ({exc}); report.html is") from None
     return out

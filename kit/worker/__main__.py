@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 
 from kit.worker.common import RESULT_SCHEMA, init, now_iso, versions, write_json
+from kit.worker.telemetry import GpuTelemetry
 
 MODULES = {
     "allreduce": "kit.worker.allreduce",
@@ -50,11 +51,21 @@ def main(argv: list[str]) -> int:
         "metrics": {},
         "data": {},
         "notes": ctx.notes,
+        "telemetry": None,
     }
     code = 0
     try:
         module = importlib.import_module(MODULES[spec["kind"]])
-        outcome = module.run(ctx, spec["params"])
+        telemetry = GpuTelemetry(interval_s=0.25, max_samples=1200)
+        sample = ctx.is_cuda and ctx.local_rank == 0
+        if sample:
+            telemetry.start()
+        try:
+            outcome = module.run(ctx, spec["params"])
+        finally:
+            if sample:
+                telemetry.stop()
+                result["telemetry"] = telemetry.result()
         result["metrics"], result["data"] = outcome["metrics"], outcome["data"]
     except Exception as exc:  # recorded in the result, then the process fails
         code = 1

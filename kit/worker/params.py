@@ -33,9 +33,11 @@ class AllreduceParams:
     iters: int = 20
     trials: int = 3
     # CUDA graphs remove launch gaps for small messages, as nccl-tests' -G does; "auto" uses them
-    # up to graph_max_bytes and falls back to plain launches timed by CUDA events above that.
+    # up to graph_max_bytes and times plain launches with CUDA events above that. On 2x H200 the
+    # graphs replayed 1 MiB messages 13% slower than nccl-tests while events matched it within 1%
+    # from 2 MiB up (reports/measurements/2026-11-21-h200x2), so graphs stop at 512 KiB.
     timing: Literal["auto", "events", "graph"] = "auto"
-    graph_max_bytes: int = 1 << 20
+    graph_max_bytes: int = 512 << 10
 
     def __post_init__(self) -> None:
         _check(self.min_bytes >= 1, "min_bytes", "at least 1")

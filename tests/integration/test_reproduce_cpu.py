@@ -43,7 +43,12 @@ def test_smoke_bundle_is_complete_and_correct(tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert results["status"] == "complete" and results["device"] == "cpu"
     runs = results["runs"]
-    assert sorted((r["variant"], r["repeat"]) for r in runs) == [("no-p2p", 0), ("no-p2p", 1), ("p2p", 0), ("p2p", 1)]
+    assert sorted((r["variant"], r["repeat"]) for r in runs) == [
+        ("no-p2p", 0),
+        ("no-p2p", 1),
+        ("p2p", 0),
+        ("p2p", 1),
+    ]
     sizes = AllreduceParams(max_bytes=4096, factor=4).sizes()
     for run in runs:
         assert run["status"] == "ok" and run["world_size"] == 2 and run["backend"] == "gloo"
@@ -62,13 +67,22 @@ def test_smoke_bundle_is_complete_and_correct(tmp_path):
 def test_failed_and_timed_out_runs_are_recorded_and_the_rest_completes(tmp_path):
     variants = "[p2p, {name: bad-iface, env: {GLOO_SOCKET_IFNAME: nosuchif0}}]"
     out = tmp_path / "bundle"
-    proc = run_kit("reproduce", str(recipe(tmp_path, repeats=1, variants=variants)), "--device", "cpu", "--out", str(out))
+    proc = run_kit(
+        "reproduce",
+        str(recipe(tmp_path, repeats=1, variants=variants)),
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 1
     runs = {r["variant"]: r for r in json.loads((out / "results.json").read_text())["runs"]}
     assert runs["p2p"]["status"] == "ok"
     bad = runs["bad-iface"]
     assert bad["status"] == "failed" and bad["exit_code"] != 0
-    assert bad["error"].startswith("worker exited with status 1 and wrote no result; RuntimeError: ")
+    assert bad["error"].startswith(
+        "worker exited with status 1 and wrote no result; RuntimeError: "
+    )
     assert "Unable to find address for: nosuchif0" in bad["error"]
     assert "ChildFailedError" in bad["log_tail"]
     html = (out / "report.html").read_text()
@@ -76,7 +90,14 @@ def test_failed_and_timed_out_runs_are_recorded_and_the_rest_completes(tmp_path)
     assert verify_manifest(out).ok
 
     out2 = tmp_path / "bundle2"
-    proc = run_kit("reproduce", str(recipe(tmp_path, repeats=1, timeout=1, variants="[p2p]")), "--device", "cpu", "--out", str(out2))
+    proc = run_kit(
+        "reproduce",
+        str(recipe(tmp_path, repeats=1, timeout=1, variants="[p2p]")),
+        "--device",
+        "cpu",
+        "--out",
+        str(out2),
+    )
     assert proc.returncode == 1
     (run,) = json.loads((out2 / "results.json").read_text())["runs"]
     assert run["status"] == "timeout" and "1 s timeout" in run["error"]
@@ -85,8 +106,21 @@ def test_failed_and_timed_out_runs_are_recorded_and_the_rest_completes(tmp_path)
 def test_interrupt_keeps_what_finished(tmp_path):
     out = tmp_path / "bundle"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kit", "reproduce", str(recipe(tmp_path, repeats=3)), "--device", "cpu", "--out", str(out)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "kit",
+            "reproduce",
+            str(recipe(tmp_path, repeats=3)),
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -112,3 +146,20 @@ def test_bad_recipe_is_one_line_exit_2(tmp_path):
     proc = run_kit("reproduce", str(path), "--device", "cpu")
     assert proc.returncode == 2
     assert proc.stderr == f"kit: error: {path}:5: benchmarks.0.params.iters: must be at least 1\n"
+
+
+def test_relative_out_dir(tmp_path):
+    proc = run_kit(
+        "reproduce",
+        str(recipe(tmp_path, repeats=1, variants="[p2p]")),
+        "--device",
+        "cpu",
+        "--out",
+        "rel-bundle",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        json.loads((tmp_path / "rel-bundle" / "results.json").read_text())["runs"][0]["status"]
+        == "ok"
+    )

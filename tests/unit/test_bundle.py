@@ -31,7 +31,11 @@ def test_verify_finds_changed_missing_and_extra(tmp_path):
     (bundle.path / "new.txt").write_text("x")
     check = verify_manifest(bundle.path)
     assert not check.ok
-    assert (check.changed, check.missing, check.extra) == (["logs/a.log"], ["recipe.yaml"], ["new.txt"])
+    assert (check.changed, check.missing, check.extra) == (
+        ["logs/a.log"],
+        ["recipe.yaml"],
+        ["new.txt"],
+    )
 
 
 def test_unsealed_bundle(tmp_path):

@@ -48,22 +48,64 @@ def test_good_recipe_fills_defaults(tmp_path):
     ("text", "expected"),
     [
         (GOOD.replace("gpus: 2", "gpus: 2\ncolour: red"), "r.yaml:4: colour: unknown key"),
-        (GOOD.replace("gpus: 2", "gpus: two"), "r.yaml:3: gpus: input should be a valid integer, unable to parse string as an integer"),
-        (GOOD.replace("gpus: 2", "gpus: 0"), "r.yaml:3: gpus: input should be greater than or equal to 1"),
-        (GOOD.replace("kind: allreduce", "kind: allgather"), "r.yaml:5: benchmarks.0.kind: unknown benchmark kind 'allgather'; allowed: allreduce"),
-        (GOOD.replace("max_bytes: 4096", "max_bytes: 4096\n      sizes: 3"), "r.yaml:8: benchmarks.0.params.sizes: unknown parameter for allreduce; allowed: min_bytes, max_bytes, factor, dtype, warmup_iters, iters, trials, timing, graph_max_bytes"),
-        (GOOD.replace("max_bytes: 4096", "max_bytes: 4"), "r.yaml:7: benchmarks.0.params.max_bytes: must be at least min_bytes"),
-        (GOOD.replace("max_bytes: 4096", "dtype: int8"), "r.yaml:7: benchmarks.0.params.dtype: input should be 'float32', 'bfloat16' or 'float16'"),
-        (GOOD.replace("kit: 1", "kit: 2"), "r.yaml:1: kit: recipe format version 2 is not supported; allowed: 1"),
-        (GOOD.replace("gpus: 2", "variants: [p2p, nvlink]"), "r.yaml:3: variants: unknown variant 'nvlink'; allowed: p2p, no-p2p or a mapping with name, env, gpu_ids"),
-        (GOOD.replace("name: demo", "name: Demo Recipe"), "r.yaml:2: name: string should match pattern '^[a-z0-9][a-z0-9._-]*$'"),
+        (
+            GOOD.replace("gpus: 2", "gpus: two"),
+            "r.yaml:3: gpus: input should be a valid integer, unable to parse string as an integer",
+        ),
+        (
+            GOOD.replace("gpus: 2", "gpus: 0"),
+            "r.yaml:3: gpus: input should be greater than or equal to 1",
+        ),
+        (
+            GOOD.replace("kind: allreduce", "kind: allgather"),
+            "r.yaml:5: benchmarks.0.kind: unknown benchmark kind 'allgather'; allowed: allreduce",
+        ),
+        (
+            GOOD.replace("max_bytes: 4096", "max_bytes: 4096\n      sizes: 3"),
+            "r.yaml:8: benchmarks.0.params.sizes: unknown parameter for allreduce; allowed: min_bytes, max_bytes, factor, dtype, warmup_iters, iters, trials, timing, graph_max_bytes",
+        ),
+        (
+            GOOD.replace("max_bytes: 4096", "max_bytes: 4"),
+            "r.yaml:7: benchmarks.0.params.max_bytes: must be at least min_bytes",
+        ),
+        (
+            GOOD.replace("max_bytes: 4096", "dtype: int8"),
+            "r.yaml:7: benchmarks.0.params.dtype: input should be 'float32', 'bfloat16' or 'float16'",
+        ),
+        (
+            GOOD.replace("kit: 1", "kit: 2"),
+            "r.yaml:1: kit: recipe format version 2 is not supported; allowed: 1",
+        ),
+        (
+            GOOD.replace("gpus: 2", "variants: [p2p, nvlink]"),
+            "r.yaml:3: variants: unknown variant 'nvlink'; allowed: p2p, no-p2p or a mapping with name, env, gpu_ids",
+        ),
+        (
+            GOOD.replace("name: demo", "name: Demo Recipe"),
+            "r.yaml:2: name: string should match pattern '^[a-z0-9][a-z0-9._-]*$'",
+        ),
         (GOOD.replace("name: demo\n", ""), "r.yaml:1: name: required field is missing"),
-        ("kit: 1\nname: x\nbenchmarks: []\n", "r.yaml:3: benchmarks: list should have at least 1 item after validation, not 0"),
+        (
+            "kit: 1\nname: x\nbenchmarks: []\n",
+            "r.yaml:3: benchmarks: list should have at least 1 item after validation, not 0",
+        ),
         (GOOD + "gpus: 4\n", "r.yaml:8: gpus: duplicate key"),
-        ("kit: 1\nname: [unclosed\n", "r.yaml:3: invalid YAML: expected ',' or ']', but got '<stream end>'"),
-        ("- just\n- a list\n", "r.yaml:1: the recipe must be a mapping of keys (kit, name, benchmarks, ...)"),
-        ("kit: !!python/object/apply:os.system ['echo hi']\n", "r.yaml:1: invalid YAML: YAML tags that construct objects are not allowed ('tag:yaml.org,2002:python/object/apply:os.system')"),
-        ("a: &a [1, 2]\nb: *a\n", "r.yaml:2: invalid YAML: YAML aliases (*name) are not allowed in recipes"),
+        (
+            "kit: 1\nname: [unclosed\n",
+            "r.yaml:3: invalid YAML: expected ',' or ']', but got '<stream end>'",
+        ),
+        (
+            "- just\n- a list\n",
+            "r.yaml:1: the recipe must be a mapping of keys (kit, name, benchmarks, ...)",
+        ),
+        (
+            "kit: !!python/object/apply:os.system ['echo hi']\n",
+            "r.yaml:1: invalid YAML: YAML tags that construct objects are not allowed ('tag:yaml.org,2002:python/object/apply:os.system')",
+        ),
+        (
+            "a: &a [1, 2]\nb: *a\n",
+            "r.yaml:2: invalid YAML: YAML aliases (*name) are not allowed in recipes",
+        ),
     ],
 )
 def test_bad_recipes_have_exact_errors(tmp_path, text, expected):
@@ -72,7 +114,10 @@ def test_bad_recipes_have_exact_errors(tmp_path, text, expected):
 
 
 def test_empty_file(tmp_path):
-    assert error_of(write(tmp_path, "  \n")) == f"{tmp_path}/r.yaml: the recipe is empty; it needs at least `kit: 1`, a name and benchmarks"
+    assert (
+        error_of(write(tmp_path, "  \n"))
+        == f"{tmp_path}/r.yaml: the recipe is empty; it needs at least `kit: 1`, a name and benchmarks"
+    )
 
 
 def test_missing_and_directory(tmp_path):
@@ -88,13 +133,19 @@ def test_non_utf8(tmp_path):
 
 def test_billion_laughs_is_refused_fast(tmp_path):
     lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-    lines += [f"a{i}: &a{i} [*a{i - 1},*a{i - 1},*a{i - 1},*a{i - 1},*a{i - 1},*a{i - 1}]" for i in range(1, 10)]
+    lines += [
+        f"a{i}: &a{i} [*a{i - 1},*a{i - 1},*a{i - 1},*a{i - 1},*a{i - 1},*a{i - 1}]"
+        for i in range(1, 10)
+    ]
     path = write(tmp_path, "\n".join(lines) + "\n")
     assert "YAML aliases (*name) are not allowed in recipes" in error_of(path)
 
 
 def test_custom_variant_and_smoke_overrides(tmp_path):
-    text = GOOD.replace("gpus: 2", "gpus: 2\nvariants:\n  - p2p\n  - {name: cross, env: {NCCL_P2P_LEVEL: LOC}, gpu_ids: [0, 4]}")
+    text = GOOD.replace(
+        "gpus: 2",
+        "gpus: 2\nvariants:\n  - p2p\n  - {name: cross, env: {NCCL_P2P_LEVEL: LOC}, gpu_ids: [0, 4]}",
+    )
     text += "    smoke:\n      max_bytes: 64\n"
     recipe = load_recipe(write(tmp_path, text))
     assert recipe.resolved_variants()[1].gpu_ids == [0, 4]

@@ -1,0 +1,94 @@
+"""Environment fingerprints side by side: which software versions differ between two bundles.
+
+Why this matters: a comparison of two machines is a comparison of hardware only when the
+software is the same. A rerun or a comparison shows every difference here, one line each.
+
+A value that one side does not know (None, or absent) is not a difference: a CPU run reports no
+NCCL version, the host runtime reads no image id. Only values known on both sides are compared;
+`unknown` lists the rest so the page can say what could not be checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+VERSION_KEYS = (
+    "python",
+    "torch",
+    "cuda",
+    "cudnn",
+    "nccl",
+    "driver",
+    "torchvision",
+    "transformers",
+    "peft",
+    "accelerate",
+)
+"""Versions read inside the environment (environment.json `container`)."""
+
+PINNED_KEYS = ("image_id", "base_image_digest", "dockerfile_sha256", "lock_sha256")
+"""How a pinned image was made: compared when both environments are pinned."""
+
+RUNTIME_KEYS = ("runtime", "pinned", "name")
+
+
+@dataclass(frozen=True)
+class Difference:
+    field: str  # e.g. "torch", "lock_sha256", "runtime"
+    old: str
+    new: str
+
+    def line(self, old_label: str = "recorded", new_label: str = "here") -> str:
+        return f"{self.field}: {self.old} ({old_label}) -> {self.new} ({new_label})"
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def _text(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    return str(value)
+
+
+def environment_versions(
+    environment: dict[str, Any] | None, hardware: dict[str, Any] | None = None
+) -> dict[str, str | None]:
+    """The comparable fields of a fingerprint, flat: versions, runtime, and pinned hashes.
+
+    The host runtime records no driver inside `container`; the hardware inventory does, so it
+    fills that gap when given.
+    """
+    env = environment or {}
+    container = env.get("container") or {}
+    flat: dict[str, str | None] = {k: _text(container.get(k)) for k in VERSION_KEYS}
+    if flat["driver"] is None and hardware:
+        flat["driver"] = _text((hardware.get("driver") or {}).get("version"))
+    for key in RUNTIME_KEYS:
+        flat[key] = _text(env.get(key))
+    for key in PINNED_KEYS:
+        flat[key] = _text(env.get(key)) if env.get("pinned") else None
+    return flat
+
+
+def environment_diff(
+    old: dict[str, Any] | None,
+    new: dict[str, Any] | None,
+    old_hardware: dict[str, Any] | None = None,
+    new_hardware: dict[str, Any] | None = None,
+) -> list[Difference]:
+    """Every field known on both sides whose values differ, in a fixed order."""
+    a = environment_versions(old, old_hardware)
+    b = environment_versions(new, new_hardware)
+    return [
+        Difference(key, a[key], b[key])  # type: ignore[arg-type]
+        for key in a
+        if a[key] is not None and b[key] is not None and a[key] != b[key]
+    ]
+
+
+def unknown_fields(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[str]:
+    """Version fields that one side knows and the other does not (so they went unchecked)."""
+    a, b = environment_versions(old), environment_versions(new)
+    return [k for k in VERSION_KEYS if (a[k] is None) != (b[k] is None)]

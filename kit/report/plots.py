@@ -1,0 +1,336 @@
+"""The report's figures: matplotlib (Agg) to SVG strings, inlined into the HTML and the PDF.
+
+Deterministic: a fixed hash salt per figure (so ids differ between figures in one page but not
+between renders), no date in the metadata, text drawn as paths (no font needed to view it).
+Labels that come from a bundle (benchmark and variant names) are escaped for mathtext.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
+
+RC = {
+    "svg.fonttype": "none",
+    "font.family": "DejaVu Sans",
+    "font.size": 8.5,
+    "axes.titlesize": 9.5,
+    "axes.labelsize": 8.5,
+    "legend.fontsize": 8,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.color": "#dddddd",
+    "grid.linewidth": 0.6,
+    "figure.dpi": 100,
+}
+FIXED_COLORS = {"p2p": "#1f5fa8", "no-p2p": "#d9822b"}
+OTHER_COLORS = ["#3a923a", "#8c4fb0", "#c03d3d", "#6b6b6b", "#b59b00", "#1b9e9e"]
+WIDTH_IN = 7.0
+
+
+def colors(variants: list[str]) -> dict[str, str]:
+    out, spare = {}, iter(OTHER_COLORS * 4)
+    for v in variants:
+        out[v] = FIXED_COLORS.get(v) or next(spare)
+    return out
+
+
+def text(label: Any) -> str:
+    """A bundle's string, safe for matplotlib: no mathtext, bounded length."""
+    s = str(label).replace("\\", "\\\\").replace("$", r"\$")
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def fmt_num(x: Any) -> str:
+    """Numbers as a reader wants them: 14,230 / 343.2 / 28.82 / 0.0288."""
+    if x is None:
+        return "-"
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return str(x)
+    if x == 0:
+        return "0"
+    a = abs(x)
+    if a >= 1000:
+        return f"{x:,.0f}"
+    if a >= 1:
+        return f"{x:.4g}"
+    return f"{x:.3g}"
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if n == int(n) else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def to_svg(fig: Any, salt: str) -> str:
+    """The figure as an <svg> element (no XML prolog), then closed."""
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": f"kit-{salt}"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    plt.close(fig)
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg") :]
+    # fixed pt sizes out, the viewBox stays: the page's CSS sets the width
+    svg = re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r"<svg\1", svg, count=1)
+    return svg
+
+
+def _figure(height_in: float, ncols: int = 1, nrows: int = 1, **kw: Any) -> tuple[Any, Any]:
+    with matplotlib.rc_context(RC):
+        fig, ax = plt.subplots(nrows, ncols, figsize=(WIDTH_IN, height_in), **kw)
+    return fig, ax
+
+
+def _size_axis(ax: Any, sizes: list[int]) -> None:
+    ax.set_xscale("log", base=2)
+    lo, hi = min(sizes), max(sizes)
+    exps = range(int(math.log2(lo)), int(math.log2(hi)) + 1)
+    step = max(1, math.ceil(len(exps) / 10))
+    ticks = [2**e for e in exps if (e - exps[0]) % step == 0]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([human_bytes(t) for t in ticks])
+    ax.set_xlim(lo / 1.3, hi * 1.3)
+    ax.set_xlabel("message size (bytes, log2 scale)")
+
+
+def _failed_note(ax: Any, curves: dict[str, Any]) -> None:
+    """Say in the plot which variants have no line because none of their runs finished."""
+    failed = [v for v, c in curves["curves"].items() if not c]
+    if failed:
+        ax.text(
+            0.99,
+            0.02,
+            "FAILED, no line: " + ", ".join(text(v) for v in failed),
+            transform=ax.transAxes,
+            ha="right",
+            va="bottom",
+            color="#b00020",
+            fontweight="bold",
+        )
+
+
+def allreduce_busbw(curves: dict[str, Any], title: str, salt: str) -> str | None:
+    """Bus bandwidth against size, one line per variant, the min..max band of the repeats."""
+    with matplotlib.rc_context(RC):
+        variants = [v for v, c in curves["curves"].items() if c]
+        if not variants:
+            return None
+        fig, ax = _figure(2.9)
+        col = colors(list(curves["curves"]))
+        for v in variants:
+            c = curves["curves"][v]
+            xs = sorted(c)
+            ax.plot(
+                xs,
+                [c[x]["busbw"] for x in xs],
+                marker="o",
+                markersize=2.5,
+                linewidth=1.4,
+                color=col[v],
+                label=f"{text(v)} (median)",
+            )
+            ax.fill_between(
+                xs,
+                [c[x]["busbw_min"] for x in xs],
+                [c[x]["busbw_max"] for x in xs],
+                color=col[v],
+                alpha=0.2,
+                linewidth=0,
+            )
+        _size_axis(ax, curves["sizes"])
+        _failed_note(ax, curves)
+        ax.set_ylabel("busbw (GB/s)")
+        ax.set_ylim(bottom=0)
+        ax.set_title(text(title))
+        ax.legend(loc="upper left", frameon=False)
+        return to_svg(fig, salt)
+
+
+def allreduce_time(curves: dict[str, Any], title: str, salt: str) -> str | None:
+    """Time per all-reduce against size, log-log (where small messages are read)."""
+    with matplotlib.rc_context(RC):
+        variants = [v for v, c in curves["curves"].items() if c]
+        if not variants:
+            return None
+        fig, ax = _figure(2.4)
+        col = colors(list(curves["curves"]))
+        for v in variants:
+            c = curves["curves"][v]
+            xs = sorted(c)
+            ax.plot(
+                xs,
+                [c[x]["time"] for x in xs],
+                marker="o",
+                markersize=2.5,
+                linewidth=1.4,
+                color=col[v],
+                label=text(v),
+            )
+            ax.fill_between(
+                xs,
+                [c[x]["time_min"] for x in xs],
+                [c[x]["time_max"] for x in xs],
+                color=col[v],
+                alpha=0.2,
+                linewidth=0,
+            )
+        _size_axis(ax, curves["sizes"])
+        _failed_note(ax, curves)
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: fmt_num(y)))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylabel("time per all-reduce (us, log)")
+        ax.set_title(text(title))
+        ax.legend(loc="upper left", frameon=False)
+        return to_svg(fig, salt)
+
+
+def metric_bars(rows: list[dict[str, Any]], ylabel: str, title: str, salt: str) -> str | None:
+    """One bar per variant: the median, with its 95% interval; a failed variant says so.
+
+    rows: [{"variant", "median" | None, "low", "high"}]
+    """
+    if not rows:
+        return None
+    with matplotlib.rc_context(RC):
+        fig, ax = _figure(0.45 * len(rows) + 1.0)
+        col = colors([r["variant"] for r in rows])
+        ys = list(range(len(rows)))[::-1]
+        top = max((r["high"] for r in rows if r.get("median") is not None), default=1.0)
+        for y, r in zip(ys, rows, strict=True):
+            if r.get("median") is None:
+                ax.text(
+                    0,
+                    y,
+                    "  FAILED: no finished run",
+                    va="center",
+                    color="#b00020",
+                    fontweight="bold",
+                )
+                continue
+            err = [[r["median"] - r["low"]], [r["high"] - r["median"]]]
+            ax.barh(
+                y,
+                r["median"],
+                color=col[r["variant"]],
+                height=0.6,
+                xerr=err,
+                error_kw={"ecolor": "#222", "capsize": 3, "linewidth": 1},
+            )
+            ax.text(r["high"] + top * 0.01, y, f" {fmt_num(r['median'])}", va="center")
+        ax.set_yticks(ys)
+        ax.set_yticklabels([text(r["variant"]) for r in rows])
+        ax.set_xlim(0, top * 1.18)
+        ax.set_xlabel(text(ylabel))
+        ax.grid(axis="y", visible=False)
+        ax.set_title(text(title))
+        return to_svg(fig, salt)
+
+
+def step_traces(traces: list[dict[str, Any]], title: str, salt: str) -> str | None:
+    """Every step time of every repeat; warm-up steps shaded and drawn hollow."""
+    if not traces:
+        return None
+    with matplotlib.rc_context(RC):
+        fig, ax = _figure(3.0)
+        col = colors(list(dict.fromkeys(t["variant"] for t in traces)))
+        styles = ["-", "--", ":", "-."]
+        warm = max(t["warmup"] for t in traces)
+        if warm:
+            ax.axvspan(-0.5, warm - 0.5, color="#eeeeee", zorder=0)
+            ax.text(
+                warm - 0.5,
+                0.03,
+                "warm-up (dropped) | measured",
+                ha="center",
+                va="bottom",
+                transform=ax.get_xaxis_transform(),
+                fontsize=7,
+                color="#555",
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
+            )
+        measured = []
+        seen = set()
+        for t in traces:
+            steps = t["steps"]
+            measured += steps[t["warmup"] :]
+            label = text(t["variant"]) if t["variant"] not in seen else None
+            seen.add(t["variant"])
+            ax.plot(
+                range(len(steps)),
+                steps,
+                color=col[t["variant"]],
+                linewidth=0.9,
+                linestyle=styles[t["repeat"] % len(styles)],
+                label=label,
+            )
+        if measured:  # the warm-up's first step can be 10x the rest: keep the measured readable
+            lo, hi = min(measured), max(measured)
+            pad = (hi - lo) * 0.25 or hi * 0.05
+            ax.set_ylim(max(0, lo - pad), hi + pad * 3)
+        ax.set_xlabel("step (line style: repeat)")
+        ax.set_ylabel("step time (s)")
+        ax.set_title(text(title))
+        ax.legend(loc="upper right", frameon=False)
+        return to_svg(fig, salt)
+
+
+TELEMETRY_PANELS = [
+    ("sm_clock_mhz", "SM clock (MHz)"),
+    ("power_w", "power (W)"),
+    ("temp_c", "temperature (C)"),
+    ("util_gpu", "GPU util. (%)"),
+]
+
+
+def telemetry(series: list[dict[str, Any]], title: str, salt: str) -> str | None:
+    """NVML samples over each run's time: clocks, power, temperature, utilisation."""
+    panels = [
+        (k, lab)
+        for k, lab in TELEMETRY_PANELS
+        if any(any(x is not None for x in s["samples"].get(k) or []) for s in series)
+    ]
+    if not series or not panels:
+        return None
+    with matplotlib.rc_context(RC):
+        fig, axes = _figure(0.95 * len(panels) + 0.7, nrows=len(panels), sharex=True)
+        axes = axes if len(panels) > 1 else [axes]
+        col = colors(list(dict.fromkeys(s["variant"] for s in series)))
+        seen = set()
+        for ax, (key, label) in zip(axes, panels, strict=True):
+            for s in series:
+                t, ys = s["samples"]["t_s"], s["samples"].get(key) or []
+                pts = [(a, b) for a, b in zip(t, ys, strict=False) if b is not None]
+                pts = pts[:: max(1, len(pts) // 400)]  # a long run: every n-th sample suffices
+                if not pts:
+                    continue
+                lab = text(s["variant"]) if s["variant"] not in seen else None
+                seen.add(s["variant"])
+                ax.plot(
+                    *zip(*pts, strict=True),
+                    color=col[s["variant"]],
+                    linewidth=0.7,
+                    alpha=0.8,
+                    label=lab,
+                )
+            ax.set_ylabel(label, fontsize=7.5)
+        axes[0].set_title(text(title), pad=16)
+        axes[0].legend(
+            loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False, ncol=4, borderaxespad=0.1
+        )
+        axes[-1].set_xlabel("seconds since the run's telemetry started (every run, every GPU)")
+        return to_svg(fig, salt)

@@ -1,0 +1,184 @@
+"""`kit reproduce BUNDLE`: rerun a bundle's resolved recipe here, in the environment it recorded.
+
+The old bundle must match its manifest: a rerun of an edited recipe would not reproduce anything.
+The new environment is checked against the recorded one before the first run where it can be
+known beforehand (a probe of the host Python, or the docker runtime's rebuilt image), and again
+from what the runs themselves recorded. Every difference is printed, one line each, and stored in
+the new bundle's results.json (`environment_diff`); `--strict-env` makes one fatal before any run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit.bundle import MANIFEST, Bundle, sha256_file, verify_manifest
+from kit.envdiff import Difference, environment_diff
+from kit.errors import InputError
+from kit.recipe import Recipe, parse_recipe
+from kit.reproduce import Options, console, run_recipe
+
+PROBE_TIMEOUT_S = 120
+
+
+@dataclass
+class RerunEnvironment:
+    """Where a rerun runs: the runtime, extra Options fields, and the fingerprint if known now."""
+
+    runtime: str
+    fingerprint: dict[str, Any] | None = None  # environment.json-shaped, or None: known later
+    options: dict[str, Any] = field(default_factory=dict)  # e.g. environment, base_image
+
+
+def probe_host(python: str | None = None) -> dict[str, Any] | None:
+    """The versions the host runtime's workers will report, read by a short Python subprocess.
+
+    The same function the worker uses (kit.worker.common.versions), so the keys match what the
+    runs record; the driver version comes from NVML here. None when the probe fails (then the
+    check waits for the first run's own record).
+    """
+    code = (
+        "import json, torch; from kit.worker.common import versions; print(json.dumps(versions()))"
+    )
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+    }
+    try:
+        proc = subprocess.run(
+            [python or sys.executable, "-c", code], capture_output=True, text=True,
+            timeout=PROBE_TIMEOUT_S, env=env,
+        )  # fmt: skip
+        versions = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
+        return None
+    versions["driver"] = _nvml_driver()
+    return {"runtime": "host", "pinned": False, "container": versions}
+
+
+def _nvml_driver() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            v = pynvml.nvmlSystemGetDriverVersion()
+            return v.decode() if isinstance(v, bytes) else str(v)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None
+
+
+def environment_for(old_env: dict[str, Any], runtime: str | None = None) -> RerunEnvironment:
+    """The environment to rerun a bundle in, given its recorded environment.json.
+
+    `runtime` is the user's --runtime (None: the bundle's own). The host runtime runs in this
+    machine's Python and probes it. The docker runtime is the hook for kit.environment: it
+    rebuilds the image from the recorded Dockerfile, lock and base digest (or loads an exported
+    archive) and returns its fingerprint (kit.environment.rerun_environment(old_env)).
+    """
+    name = runtime or old_env.get("runtime") or "host"
+    if name == "host":
+        return RerunEnvironment("host", probe_host())
+    try:
+        from kit.environment import rerun_environment  # type: ignore[attr-defined]
+    except ImportError:
+        raise InputError(
+            f"--runtime {name}: rerunning in a rebuilt image is not available in this kit; "
+            "use --runtime host"
+        ) from None
+    return rerun_environment(old_env)
+
+
+def print_differences(diffs: list[Difference], when: str) -> None:
+    if not diffs:
+        console.print(f"kit: environment matches the bundle's ({when})", style="green")
+        return
+    for d in diffs:
+        console.print(f"[bold red]ENVIRONMENT DIFFERS[/] {d.line('bundle', 'here')}")
+    console.print(
+        "[bold red]kit: results of this rerun differ in software, not only in hardware[/]"
+    )
+
+
+def source_record(path: Path, bundle: Bundle) -> dict[str, Any]:
+    return {
+        "bundle": str(path),
+        "recipe": bundle.results.get("recipe"),
+        "created_at": bundle.results.get("created_at"),
+        "manifest_sha256": sha256_file(path / MANIFEST),
+    }
+
+
+def load_for_rerun(path: Path) -> tuple[Bundle, Recipe]:
+    """The old bundle, checked against its manifest, and its resolved recipe."""
+    old = Bundle.load(path)
+    check = verify_manifest(old.path)
+    if not check.ok:
+        names = ", ".join(check.changed + check.missing + check.extra)
+        raise InputError(
+            f"{path}: does not match its {MANIFEST} ({names}); `kit verify {path}` shows "
+            "what changed; a rerun needs an untouched bundle"
+        )
+    recipe_file = old.path / "recipe.yaml"
+    return old, parse_recipe(recipe_file.read_text(), str(recipe_file))
+
+
+def rerun_bundle(path: Path, options: Options, strict_env: bool = False) -> tuple[Bundle, int]:
+    """Rerun `path` with its recorded device, smoke scale and repeats unless `options` override.
+
+    `options.device`/`smoke`/`repeats`/`runtime` left as None mean "as recorded".
+    """
+    old, recipe = load_for_rerun(path)
+    recorded = old.results
+    old_env = old.read_json("environment.json") or {}
+    old_hw = old.read_json("hardware.json")
+    target = environment_for(old_env, options.runtime)
+    options.runtime = target.runtime
+    for key, value in target.options.items():
+        setattr(options, key, value)
+    if options.device is None:
+        options.device = recorded.get("device") or "auto"
+    if options.smoke is None:
+        options.smoke = recorded.get("smoke")
+    if options.repeats is None:
+        options.repeats = recorded.get("repeats")
+    console.print(f"kit: rerunning {path} (recipe {recipe.name}, {recorded.get('created_at')})")
+    if target.fingerprint is not None:
+        diffs = environment_diff(old_env, target.fingerprint, old_hw)
+        print_differences(diffs, "before running")
+        if diffs and strict_env:
+            raise InputError(
+                f"--strict-env: the environment differs from {path}: "
+                + "; ".join(d.line("bundle", "here") for d in diffs)
+            )
+    elif strict_env:
+        raise InputError(
+            f"--strict-env: this machine's environment could not be probed before running "
+            f"({target.runtime} runtime); rerun without --strict-env to compare after the runs"
+        )
+    else:
+        console.print("kit: the environment could not be probed; it is checked after the runs")
+    options.reproduces = source_record(path, old)
+    options.expected_environment = old_env
+    options.expected_hardware = old_hw
+    return run_recipe(recipe, options)
+
+
+def check_after_run(
+    bundle: Bundle, expected: dict[str, Any], expected_hardware: dict[str, Any] | None
+) -> list[Difference]:
+    """Compare what the runs recorded with the reproduced bundle; store it in results.json."""
+    env = bundle.read_json("environment.json") or {}
+    diffs = environment_diff(expected, env, expected_hardware, bundle.read_json("hardware.json"))
+    bundle.results["environment_diff"] = [d.to_dict() for d in diffs]
+    if env.get("container"):
+        print_differences(diffs, "as the runs recorded it")
+    return diffs

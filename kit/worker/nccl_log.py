@@ -1,0 +1,106 @@
+"""Which transport did NCCL really use? Parsed from its NCCL_DEBUG=INFO output.
+
+NCCL prints one line per connection it sets up, e.g.
+
+    host:1234:1290 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
+    host:1234:1291 [1] NCCL INFO Channel 00 : 1[1] -> 0[0] via SHM/direct/direct
+    host:1234:1292 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0
+    (older NCCL: "Ring 00 : 0[18000] -> 1[3b000] via P2P/IPC")
+
+so a run's log proves that "no-p2p" avoided P2P and "p2p" used it. Worker side: stdlib only.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_CONNECTION = re.compile(
+    r"NCCL INFO (?:Channel|Ring) (?P<channel>\d+)(?:/\d+)? : "
+    r"(?P<src>\d+)(?:\[[0-9a-fA-Fx]+\])? -> (?P<dst>\d+)(?:\[[0-9a-fA-Fx]+\])?"
+    r"(?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*$"
+)
+_VERSION = re.compile(r"NCCL INFO NCCL version (?P<version>\S+)")
+_ENV = re.compile(
+    r"NCCL INFO (?P<key>NCCL_[A-Z0-9_]+) set by environment to (?P<value>\S+?)\.?\s*$"
+)
+
+CATEGORIES = ("P2P", "SHM", "NET", "COLLNET", "NVLS")
+
+
+def transport_key(via: str) -> tuple[str, list[str]]:
+    """ "P2P/CUMEM/read" -> ("P2P/CUMEM", ["read"]); "SHM/direct/direct" -> ("SHM", [...]);
+    "NET/IB/0/GDRDMA" -> ("NET/IB", ["0", "GDRDMA"])."""
+    parts = via.split("/")
+    kind = parts[0].upper()
+    if kind == "SHM":
+        return "SHM", parts[1:]
+    if len(parts) > 1 and kind in ("P2P", "NET", "COLLNET"):
+        return f"{kind}/{parts[1]}", parts[2:]
+    return parts[0], parts[1:]
+
+
+def parse_nccl_log(text: str) -> dict[str, Any]:
+    """{"version", "transports": {key: connections}, "peers": {"0->1": {key: n}}, "summary",
+    "rings_connected", "env"}. summary: "P2P" | "SHM" | "NET" | ... | "mixed" | None (no lines:
+    NCCL_DEBUG was not INFO, or no NCCL communicator was made)."""
+    version = None
+    transports: dict[str, int] = {}
+    peers: dict[str, dict[str, int]] = {}
+    details: set[str] = set()
+    env: dict[str, str] = {}
+    rings = False
+    for line in text.splitlines():
+        if "NCCL INFO" not in line:
+            continue
+        m = _CONNECTION.search(line)
+        if m:
+            key, extra = transport_key(m["via"])
+            transports[key] = transports.get(key, 0) + 1
+            pair = f"{m['src']}->{m['dst']}"
+            peers.setdefault(pair, {})
+            peers[pair][key] = peers[pair].get(key, 0) + 1
+            details.update(x for x in extra if not x.isdigit())
+            continue
+        m = _VERSION.search(line)
+        if m and version is None:
+            version = m["version"]
+            continue
+        m = _ENV.search(line)
+        if m:
+            env[m["key"]] = m["value"]
+            continue
+        if "Connected all rings" in line:
+            rings = True
+    categories = {k.split("/")[0].upper() for k in transports}
+    summary = None
+    if len(categories) == 1:
+        summary = categories.pop()
+    elif categories:
+        summary = "mixed"
+    return {
+        "version": version,
+        "transports": dict(sorted(transports.items())),
+        "peers": dict(sorted(peers.items())),
+        "details": sorted(details),
+        "summary": summary,
+        "rings_connected": rings,
+        "env": env,
+    }
+
+
+def verdict(parsed: dict[str, Any], p2p_disabled: bool) -> str | None:
+    """One line when the transport contradicts the variant, else None.
+
+    With NCCL_P2P_DISABLE=1 no P2P connection may appear; with P2P allowed, a single-node run
+    that shows no P2P connection at all did not use NVLink/PCIe peer access.
+    """
+    if parsed.get("summary") is None:
+        return "NCCL printed no connection lines (was NCCL_DEBUG=INFO set?)"
+    p2p = sum(n for k, n in parsed["transports"].items() if k.startswith("P2P"))
+    if p2p_disabled and p2p:
+        return f"P2P was disabled but NCCL made {p2p} P2P connection(s)"
+    if not p2p_disabled and not p2p:
+        used = ", ".join(parsed["transports"])
+        return f"P2P was allowed but NCCL used only {used}"
+    return None

@@ -1,0 +1,287 @@
+"""Render the fixture bundles to real HTML and PDF files and read them back as a reader would:
+the PDF's text and pages (pypdf, pdftotext), the HTML in headless Chromium, and that nothing is
+fetched whatever a bundle's strings contain."""
+
+from __future__ import annotations
+
+import http.server
+import re
+import shutil
+import subprocess
+import threading
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+from pypdf import PdfReader
+
+from kit.bundle import Bundle, verify_manifest, write_manifest
+from kit.report.render import offline_fetcher, render_bundle, write_pdf
+from tests.conftest import run_kit
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "bundles"
+H200 = ROOT / "reports" / "examples" / "allreduce-h200x2-first"  # a real 2x H200 run
+# fixture -> (min pages, max pages, figure keys that must be there)
+EXPECTED = {
+    "synthetic-2gpu": (8, 20, ["busbw", "time", "bars", "steps", "telemetry"]),
+    "synthetic-failures": (8, 22, ["busbw", "time", "bars", "steps", "telemetry"]),
+    "cpu-smoke": (3, 10, ["busbw", "time"]),
+    "h200": (4, 14, ["busbw", "time", "telemetry"]),
+}
+
+
+def rendered(tmp_path: Path, name: str) -> Path:
+    dst = tmp_path / name
+    shutil.copytree(H200 if name == "h200" else FIXTURES / name, dst)
+    render_bundle(Bundle.load(dst))
+    return dst
+
+
+@pytest.fixture(scope="module")
+def once(tmp_path_factory):
+    """Each fixture bundle rendered once for the tests that only read the result (CI has 2 cores)."""
+    cache: dict[str, tuple[Path, float]] = {}
+
+    def get(name: str) -> tuple[Path, float]:
+        if name not in cache:
+            t0 = time.perf_counter()
+            path = rendered(tmp_path_factory.mktemp("once"), name)
+            cache[name] = (path, time.perf_counter() - t0)
+        return cache[name]
+
+    return get
+
+
+def pdf_text(path: Path) -> str:
+    out = subprocess.run(
+        ["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True
+    )
+    return out.stdout
+
+
+class Cells(HTMLParser):
+    """The text of every <tr> with a class, by class."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[str, str]] = []
+        self._cls: str | None = None
+        self._buf: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self._cls, self._buf = dict(attrs).get("class") or "", []
+
+    def handle_endtag(self, tag):
+        if tag == "tr" and self._cls is not None:
+            self.rows.append((self._cls, " ".join("".join(self._buf).split())))
+            self._cls = None
+
+    def handle_data(self, data):
+        if self._cls is not None:
+            self._buf.append(data)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_renders_to_html_and_pdf(once, name):
+    low, high, keys = EXPECTED[name]
+    b, took = once(name)
+    assert took < 20, f"rendering took {took:.1f} s"
+    html = (b / "report.html").read_text()
+    pdf = b / "report.pdf"
+    pages = len(PdfReader(pdf).pages)
+    assert low <= pages <= high, pages
+    text = pdf_text(pdf)
+    assert "Verdict" in text and "Before you trust these numbers" in text
+    for section in ("Hardware", "Environment", "Method", "Reproduce", "Appendix: manifest"):
+        assert section in text
+    # every figure: in the HTML as inline SVG, in the PDF by its caption and the plot's own title
+    figures = re.findall(r'<figure class="plot" id="fig-([^"]+)">', html)
+    assert html.count("<svg") == len(figures) >= len(keys)
+    for key in keys:
+        assert any(f.endswith("-" + key) for f in figures), (key, figures)
+    for n in range(1, len(figures) + 1):
+        assert f"Figure {n}." in text
+    assert "bus bandwidth" in text and "busbw (GB/s)" in text  # the all-reduce plot's axis label
+    assert "kit reproduce " + b.name in text.replace("\n", " ")
+    # the manifest appendix lists the bundle's files with their hashes, but not the report
+    assert "results.json" in text and "report.pdf" not in re.findall(r"^\s*(\S+)", text, re.M)
+    assert not re.search(r"\bnan\b|\bNone\b|Undefined", text)
+
+
+def test_failed_runs_show_as_failed_never_as_numbers(once):
+    b, _ = once("synthetic-failures")
+    html = (b / "report.html").read_text()
+    parser = Cells()
+    parser.feed(html)
+    failed_rows = [t for c, t in parser.rows if "failed-row" in c]
+    assert len(failed_rows) == 4  # the appendix: one row per run that did not finish
+    for row in failed_rows:
+        metrics = row.split("failed: no numbers", 1)
+        assert len(metrics) == 2, row
+        assert "busbw" not in row and "throughput" not in row
+    text = pdf_text(b / "report.pdf")
+    # the first page: the failed variant's cell says failed and 0 of 3 runs
+    first = text.split("\f")[0]
+    assert re.search(
+        r"all-reduce: no comparison of p2p and no-p2p: every run of no-p2p\s+failed", first
+    )
+    line = next(
+        ln for ln in first.splitlines() if ln.strip().startswith("all-reduce") and "GB/s" in ln
+    )
+    assert line.rstrip().endswith("failed"), line
+    assert "0 of 3 runs" in first
+    assert "failed: none of 3 runs finished" in text
+    assert "FAILED, no line: no-p2p" in text  # inside the all-reduce plots
+    assert "timeout" in text and "CUDA out of memory" in text
+
+
+@pytest.mark.skipif(not H200.is_dir(), reason="the real 2x H200 example bundle is not here")
+def test_real_h200_bundle_proves_the_transport(once):
+    text = pdf_text(once("h200")[0] / "report.pdf")
+    first = text.split("\f")[0]
+    assert "2x NVIDIA H200, NV18" in first
+    assert re.search(r"Peer-to-peer makes all-reduce \d+\.\d\dx faster \(95% CI", first)
+    assert "p2p: P2P/CUMEM; no-p2p: SHM" in " ".join(text.split())
+    assert "the NCCL transport contradicts" not in text
+
+
+def test_cpu_bundle_says_smoke_and_cpu(once):
+    text = pdf_text(once("cpu-smoke")[0] / "report.pdf")
+    assert "smoke scale" in text and "ran on the CPU (gloo)" in text
+    assert "No GPU" in text and "host environment, not pinned" in text
+
+
+def test_rendering_is_deterministic(tmp_path, once):
+    a, _ = once("synthetic-2gpu")
+    b = rendered(tmp_path / "b", "synthetic-2gpu")
+    assert (a / "report.html").read_bytes() == (b / "report.html").read_bytes()
+
+
+class _Counter(http.server.BaseHTTPRequestHandler):
+    hits: ClassVar[list[str]] = []
+
+    def do_GET(self):
+        _Counter.hits.append(self.path)
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def web():
+    """A local web server that counts requests: the report must make none."""
+    _Counter.hits = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Counter)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", _Counter.hits
+    server.shutdown()
+
+
+def test_hostile_strings_are_escaped_and_nothing_is_fetched(tmp_path, web):
+    url, hits = web
+    b = tmp_path / "b"
+    shutil.copytree(FIXTURES / "cpu-smoke", b)
+    evil = (
+        f'<img src="{url}/img.png"><script>alert(1)</script>'
+        f'<link rel=stylesheet href="{url}/x.css"><style>@import url({url}/y.css);</style>'
+    )
+    recipe = (b / "recipe.yaml").read_text()
+    import yaml
+
+    data = yaml.safe_load(recipe)
+    data["description"] = evil
+    (b / "recipe.yaml").write_text(yaml.safe_dump(data))
+    results = (
+        (b / "results.json")
+        .read_text()
+        .replace('"command": "kit reproduce', f'"command": "{evil.replace(chr(34), "")} kit')
+    )
+    (b / "results.json").write_text(results)
+    render_bundle(Bundle.load(b))
+    html = (b / "report.html").read_text()
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<img src=" not in html and "<link" not in html
+    fetcher = offline_fetcher()
+    write_pdf(html, tmp_path / "x.pdf", fetcher)
+    assert fetcher.refused == []
+    # Chromium opens the page offline (it exists only where CI installs it)
+    if shutil.which("chromium"):
+        dom, _ = chromium(b / "report.html", tmp_path)
+        assert "Verdict" in dom
+    assert hits == []
+
+
+def test_the_pdf_fetcher_refuses_the_network(tmp_path, web):
+    """The control for the test above: raw HTML that asks for resources gets none of them."""
+    url, hits = web
+    fetcher = offline_fetcher()
+    write_pdf(
+        f'<link rel=stylesheet href="{url}/x.css"><img src="{url}/a.png">'
+        '<img src="file:///etc/passwd"><p>x</p>',
+        tmp_path / "x.pdf",
+        fetcher,
+    )
+    assert f"{url}/x.css" in fetcher.refused and f"{url}/a.png" in fetcher.refused
+    assert "file:///etc/passwd" in fetcher.refused
+    assert hits == []
+
+
+def chromium(page: Path, tmp: Path) -> tuple[str, str]:
+    proc = subprocess.run(
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={tmp / 'chromium-profile'}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+            page.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    console = [ln for ln in proc.stderr.splitlines() if ":CONSOLE" in ln]
+    return proc.stdout, "\n".join(console)
+
+
+@pytest.mark.skipif(
+    not shutil.which("chromium"),
+    reason="Debian's chromium is not installed (scripts/ci-setup.sh installs it)",
+)
+def test_html_opens_in_headless_chromium(tmp_path, once):
+    bad = tmp_path / "bad.html"
+    bad.write_text("<html><body><script>undefined_function()</script></body></html>")
+    _, console = chromium(bad, tmp_path)
+    assert "Uncaught" in console  # the check below would see an error
+    b, _ = once("synthetic-failures")
+    dom, console = chromium(b / "report.html", tmp_path)
+    assert console == "", console
+    assert dom.count("<svg") == dom.count('<figure class="plot"') >= 5
+    assert "Peer-to-peer makes Llama-3.1-8B LoRA FSDP" in dom
+
+
+def test_kit_report_cli_rerenders_and_reseals(tmp_path):
+    b = tmp_path / "b"
+    shutil.copytree(FIXTURES / "synthetic-2gpu", b)
+    write_manifest(b)
+    proc = run_kit("report", str(b))
+    assert proc.returncode == 0, proc.stderr
+    assert (b / "report.pdf").stat().st_size > 10_000
+    assert verify_manifest(b).ok

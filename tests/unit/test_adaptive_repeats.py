@@ -1,0 +1,120 @@
+"""Adaptive repeats in the run loop: whole repeats (all variants) are added while a headline
+metric is noisy, up to the cap, and the bundle records whether the cap was reached.
+
+The runtime is a stand-in that writes the result file a worker would write (no torchrun here:
+the loop is what is tested; tests/integration runs real workers).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import kit.reproduce as reproduce
+from kit.errors import InputError
+from kit.recipe import parse_recipe
+from kit.reproduce import Options, adaptive_record, run_recipe
+from kit.runtime.base import RunOutcome
+from kit.stats import AdaptiveRepeats
+
+RECIPE = """\
+kit: 1
+name: adaptive
+gpus: 2
+repeats: 2
+{extra}
+benchmarks:
+  - kind: allreduce
+    params: {{max_bytes: 64}}
+  - kind: allreduce
+    name: second
+    params: {{max_bytes: 64}}
+"""
+
+
+class ScriptedRuntime:
+    """Writes a worker-shaped result whose busbw comes from a per-benchmark script of values."""
+
+    name, pinned = "scripted", False
+
+    def __init__(self, values: dict[str, list[float]]) -> None:
+        self.values = {k: list(v) for k, v in values.items()}
+        self.launched: list[str] = []
+
+    def run(self, run_dir: Path, nproc, env, log_path, timeout_s, gpu_ids, device) -> RunOutcome:
+        spec = json.loads((run_dir / "spec.json").read_text())
+        self.launched.append(spec["run_id"])
+        value = self.values[spec["benchmark"]].pop(0)
+        result = {**{k: spec[k] for k in ("run_id", "benchmark", "kind", "variant", "repeat")},
+                  "schema": 1, "status": "ok", "error": None, "world_size": nproc,
+                  "device": device, "env": env, "versions": {"torch": "x"},
+                  "metrics": {"busbw_peak": {"value": value, "unit": "GB/s", "higher_is_better": True}},
+                  "data": {"sizes": []}}  # fmt: skip
+        (run_dir / "result.json").write_text(json.dumps(result))
+        log_path.write_text("scripted\n")
+        return RunOutcome(0, False, False, 0.01, ["scripted"], None)
+
+
+def go(tmp_path, monkeypatch, extra: str, values: dict[str, list[float]]):
+    runtime = ScriptedRuntime(values)
+    monkeypatch.setattr(reproduce, "make_runtime", lambda *a, **k: runtime)
+    recipe = parse_recipe(RECIPE.format(extra=extra), "r.yaml")
+    bundle, code = run_recipe(recipe, Options(device="cpu", out=tmp_path / "b"))
+    assert code == 0
+    return bundle, runtime.launched
+
+
+# values in launch order: p2p r0, no-p2p r0, p2p r1, no-p2p r1, ...
+QUIET = [10.0, 5.0, 10.01, 5.01, 10.0, 5.0, 10.0, 5.0]
+NOISY_P2P = [10.0, 5.0, 20.0, 5.0, 10.0, 5.0, 20.0, 5.0, 10.0, 5.0]
+
+
+def test_noisy_benchmark_gets_whole_repeats_until_the_cap(tmp_path, monkeypatch):
+    bundle, launched = go(tmp_path, monkeypatch, "max_repeats: 4\ncv_threshold: 0.05",
+                          {"allreduce": NOISY_P2P, "second": QUIET})  # fmt: skip
+    assert launched == [
+        "allreduce.p2p.r0", "allreduce.no-p2p.r0", "allreduce.p2p.r1", "allreduce.no-p2p.r1",
+        "allreduce.p2p.r2", "allreduce.no-p2p.r2", "allreduce.p2p.r3", "allreduce.no-p2p.r3",
+        "second.p2p.r0", "second.no-p2p.r0", "second.p2p.r1", "second.no-p2p.r1",
+    ]  # fmt: skip
+    results = json.loads((bundle.path / "results.json").read_text())
+    noisy, quiet = results["adaptive"]["allreduce"], results["adaptive"]["second"]
+    assert (noisy["repeats"], noisy["cap_reached"], noisy["noisy"]) == (4, True, ["p2p"])
+    assert noisy["metric"] == "busbw_peak" and noisy["cv"]["no-p2p"] == 0.0
+    assert (quiet["repeats"], quiet["cap_reached"], quiet["noisy"]) == (2, False, [])
+    assert results["recipe"] == "adaptive" and len(results["runs"]) == 12
+
+
+def test_adding_stops_when_the_spread_settles(tmp_path, monkeypatch):
+    # r0/r1: CV 4.1%; a third repeat in the middle brings it to 2.9%, under the 3% default
+    settles = [10.0, 5.0, 10.6, 5.0, 10.3, 5.0]
+    bundle, launched = go(tmp_path, monkeypatch, "max_repeats: 5",
+                          {"allreduce": settles, "second": QUIET})  # fmt: skip
+    assert sum(r.startswith("allreduce.") for r in launched) == 6
+    record = bundle.results["adaptive"]["allreduce"]
+    assert (record["repeats"], record["cap_reached"], record["noisy"]) == (3, False, [])
+
+
+def test_off_by_default(tmp_path, monkeypatch):
+    bundle, launched = go(tmp_path, monkeypatch, "", {"allreduce": NOISY_P2P, "second": QUIET})
+    assert len(launched) == 8
+    record = bundle.results["adaptive"]["allreduce"]
+    assert record["max_repeats"] == 2 and record["noisy"] == ["p2p"] and record["cap_reached"]
+    assert bundle.recipe["max_repeats"] == 2 and bundle.recipe["cv_threshold"] == 0.03
+
+
+def test_failed_repeats_count_and_never_loop():
+    runs = [{"benchmark": "b", "variant": "p2p", "repeat": r, "status": "failed", "metrics": {}}
+            for r in range(3)]  # fmt: skip
+    record = adaptive_record(runs, "b", AdaptiveRepeats(3, 10, 0.03))
+    assert record["repeats"] == 3 and not record["more"] and record["metric"] is None
+
+
+def test_max_repeats_below_repeats_is_a_located_error():
+    text = RECIPE.format(extra="max_repeats: 1")
+    with pytest.raises(
+        InputError, match=r"^r.yaml:5: max_repeats: must be at least repeats \(2\), got 1$"
+    ):
+        parse_recipe(text, "r.yaml")

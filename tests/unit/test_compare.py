@@ -1,0 +1,200 @@
+"""The comparison's logic on bundles with known samples: medians, ratios, P2P effect, flags."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from pypdf import PdfReader
+
+from kit.bundle import Bundle, write_manifest
+from kit.compare import (
+    comparison,
+    hardware_summary,
+    load_machines,
+    p2p_effects,
+    pick_baseline,
+    warnings_for,
+    workload_rows,
+    write_comparison,
+)
+from kit.errors import InputError, KitError
+
+RECIPE = {"kit": 1, "name": "known", "description": "", "repeats": 5, "benchmarks": []}
+A_P2P = [10.0, 10.5, 9.5, 10.2, 9.8]
+A_OFF = [5.0, 5.5, 4.5, 5.2, 4.8]
+B_P2P = [20.0, 21.0, 19.0, 20.5, 19.5]
+B_OFF = [5.1, 5.4, 4.6, 5.0, 4.9]
+
+
+def run(variant: str, repeat: int, busbw: float | None, time_us: float = 10.0) -> dict:
+    if busbw is None:
+        return {"run_id": f"ar.{variant}.r{repeat}", "benchmark": "ar", "kind": "allreduce",
+                "variant": variant, "repeat": repeat, "status": "failed", "error": "x",
+                "metrics": {}, "data": {}}  # fmt: skip
+    return {
+        "run_id": f"ar.{variant}.r{repeat}", "benchmark": "ar", "kind": "allreduce",
+        "variant": variant, "repeat": repeat, "status": "ok",
+        "metrics": {
+            "busbw_peak": {"value": busbw, "unit": "GB/s", "higher_is_better": True},
+            "time_small_us": {"value": time_us, "unit": "us", "higher_is_better": False},
+        },
+        "data": {"sizes": [{"bytes": 8, "busbw_gbps": [busbw / 10], "time_us": [time_us], "wrong": 0},
+                           {"bytes": 1024, "busbw_gbps": [busbw], "time_us": [time_us], "wrong": 0}]},
+    }  # fmt: skip
+
+
+def make_bundle(
+    root: Path,
+    name: str,
+    p2p: list[float | None],
+    off: list[float | None],
+    host: str = "box",
+    torch: str = "2.11.0+cu130",
+    times: list[float] | None = None,
+) -> Path:
+    bundle = Bundle.create(
+        root / name,
+        RECIPE,
+        {"recipe": "known", "device": "cuda", "runtime": "host", "pinned": False, "smoke": False},
+    )
+    times = times or [10.0] * len(p2p)
+    for i, (a, b) in enumerate(zip(p2p, off, strict=True)):
+        bundle.add_run(run("p2p", i, a, times[i]))
+        bundle.add_run(run("no-p2p", i, b, times[i]))
+    bundle.finish("complete")
+    bundle.write_json("hardware.json", {"host": {"hostname": host}, "gpus": [
+        {"name": "NVIDIA H200", "memory_total_gib": 139.8}] * 2, "driver": {"version": "580.95.05"}})  # fmt: skip
+    bundle.write_json("environment.json", {"name": "cuda13", "runtime": "host", "pinned": False,
+                      "container": {"python": "3.11.7", "torch": torch, "nccl": "2.28.9"}})  # fmt: skip
+    write_manifest(bundle.path)
+    return bundle.path
+
+
+@pytest.fixture
+def two(tmp_path):
+    a = make_bundle(tmp_path, "a", A_P2P, A_OFF, host="alpha", times=[10, 11, 9, 10.5, 9.5])
+    b = make_bundle(tmp_path, "b", B_P2P, [*B_OFF[:4], None], host="beta",
+                    times=[20, 21, 19, 20.5, 19.5])  # fmt: skip
+    return a, b
+
+
+def cell(rows, variant, metric, machine):
+    row = next(r for r in rows if r.variant == variant and r.metric == metric)
+    return row.cells[machine]
+
+
+def test_medians_intervals_and_counts_per_machine(two):
+    rows = workload_rows(load_machines(list(two)), 0)
+    a = cell(rows, "p2p", "busbw_peak", 0)["summary"]
+    assert (a["median"], a["n"]) == (10.0, 5)
+    assert a["ci_low"] <= 10.0 <= a["ci_high"] and a["ci_low"] >= 9.5 and a["ci_high"] <= 10.5
+    b_off = cell(rows, "no-p2p", "busbw_peak", 1)
+    assert b_off["summary"]["n"] == 4 and b_off["failed"] == 1
+
+
+def test_ratio_against_the_baseline_with_words_and_intervals(two):
+    rows = workload_rows(load_machines(list(two)), 0)
+    assert (
+        cell(rows, "p2p", "busbw_peak", 0)["baseline"]
+        and cell(rows, "p2p", "busbw_peak", 0)["ratio"] is None
+    )
+    faster = cell(rows, "p2p", "busbw_peak", 1)["ratio"]
+    assert faster["estimate"] == pytest.approx(2.0) and faster["ci_low"] > 1
+    assert faster["sentence"].startswith("2.00x faster (95% CI ")
+    same = cell(rows, "no-p2p", "busbw_peak", 1)["ratio"]
+    assert same["includes_one"] and same["sentence"].startswith(
+        "no measurable difference (ratio 1.0"
+    )
+    slower = cell(rows, "p2p", "time_small_us", 1)["ratio"]  # lower is better: twice the time
+    assert slower["estimate"] == pytest.approx(2.0) and slower["sentence"].startswith(
+        "2.00x slower"
+    )
+
+
+def test_baseline_choice_flips_the_ratio(two):
+    rows = workload_rows(load_machines(list(two)), 1)
+    assert cell(rows, "p2p", "busbw_peak", 1)["baseline"]
+    assert cell(rows, "p2p", "busbw_peak", 0)["ratio"]["sentence"].startswith("2.00x slower")
+
+
+def test_p2p_effect_is_paired_per_machine(two):
+    effects = {e["index"]: e for e in p2p_effects(load_machines(list(two)))}
+    a = effects[1]
+    assert a["pairs"] == 5 and a["ratio"]["paired"]
+    per_pair = sorted(x / y for x, y in zip(A_P2P, A_OFF, strict=True))
+    assert a["ratio"]["estimate"] == pytest.approx(per_pair[2])
+    assert a["ratio"]["sentence"].startswith(f"{per_pair[2]:.2f}x faster")
+    assert effects[2]["pairs"] == 4  # the failed no-p2p repeat has no pair
+
+
+def test_pick_baseline(two):
+    machines = load_machines(list(two))
+    assert pick_baseline("2", machines) == 1
+    assert pick_baseline(str(two[1]), machines) == 1
+    assert pick_baseline(None, machines) == 0
+    with pytest.raises(InputError, match=r"--baseline 3: allowed: 1 to 2"):
+        pick_baseline("3", machines)
+    with pytest.raises(InputError, match="not one of the compared bundles"):
+        pick_baseline("/nowhere", machines)
+
+
+def test_a_different_environment_is_flagged(tmp_path):
+    a = make_bundle(tmp_path, "a", A_P2P, A_OFF)
+    b = make_bundle(tmp_path, "b", B_P2P, B_OFF, torch="2.14.1+cu130")
+    machines = load_machines([a, b])
+    env = [w for w in warnings_for(machines, 0) if w["level"] == "env"]
+    assert len(env) == 1 and "torch 2.14.1+cu130 vs 2.11.0+cu130" in env[0]["text"]
+    same = make_bundle(tmp_path, "c", B_P2P, B_OFF)
+    assert not [w for w in warnings_for(load_machines([a, same]), 0) if w["level"] == "env"]
+    data = comparison(machines, 0)
+    torch_row = next(r for r in data["environment"] if r["name"] == "torch")
+    assert torch_row["differs"] == [False, True]
+
+
+def test_a_different_recipe_is_flagged(tmp_path):
+    a = make_bundle(tmp_path, "a", A_P2P, A_OFF)
+    b = make_bundle(tmp_path, "b", B_P2P, B_OFF)
+    shutil.copytree(b, tmp_path / "b2")
+    (tmp_path / "b2" / "recipe.yaml").write_text(
+        "kit: 1\nname: known\nrepeats: 9\nbenchmarks: []\n"
+    )
+    write_manifest(tmp_path / "b2")
+    texts = [w["text"] for w in warnings_for(load_machines([a, tmp_path / "b2"]), 0)]
+    assert any(t.startswith("Different recipes:") and "repeats" in t for t in texts)
+
+
+def test_edited_or_unsealed_bundles_are_refused(two):
+    a, b = two
+    data = json.loads((b / "results.json").read_text())
+    data["runs"][0]["metrics"]["busbw_peak"]["value"] = 999.0
+    (b / "results.json").write_text(json.dumps(data))
+    with pytest.raises(KitError, match=r"b: does not match its MANIFEST.sha256 \(results.json\)"):
+        load_machines([a, b])
+    with pytest.raises(InputError, match="at least two bundles"):
+        load_machines([a])
+
+
+def test_hardware_summary_fallback():
+    assert hardware_summary({"summary": "2x H200, NV18"}) == "2x H200, NV18"
+    line = hardware_summary({"gpus": [{"name": "H100"}] * 2, "driver": {"version": "1.2"}})
+    assert line.startswith("2x H100")
+
+
+@pytest.mark.slow
+def test_html_and_pdf_say_it_on_the_first_page(tmp_path):
+    a = make_bundle(tmp_path, "a", A_P2P, A_OFF, host="alpha")
+    b = make_bundle(tmp_path, "b", B_P2P, B_OFF, host="beta", torch="2.14.1+cu130")
+    html, pdf, js = write_comparison([a, b], "1", tmp_path / "out")
+    assert html.is_file() and pdf.is_file() and json.loads(js.read_text())["baseline"] == 1
+    pages = PdfReader(pdf).pages
+    first = re.sub(r"\s+", " ", pages[0].extract_text())
+    assert "DIFFERENT ENVIRONMENTS" in first and "torch 2.14.1+cu130 vs 2.11.0+cu130" in first
+    assert "#1 alpha" in first and "#2 beta" in first
+    assert "2.00x faster" in first and "no measurable difference" in first
+    # the comparison never writes into a bundle
+    with pytest.raises(InputError, match="inside a bundle"):
+        write_comparison([a, b], "1", a / "cmp")

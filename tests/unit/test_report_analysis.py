@@ -1,0 +1,174 @@
+"""What the report says, from the fixture bundles: verdicts, failures, warnings, plots."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from kit.bundle import Bundle
+from kit.report import analysis, plots
+from kit.report.render import context, machine_line
+from kit.stats import paired_ratio
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "bundles"
+
+
+def load(name: str) -> tuple[Bundle, list[analysis.Benchmark]]:
+    b = Bundle.load(FIXTURES / name)
+    return b, analysis.build_benchmarks(b.results, b.recipe)
+
+
+def by_name(benches, name):
+    return next(b for b in benches if b.name == name)
+
+
+def test_p2p_verdict_is_the_paired_ratio_of_the_runs():
+    b, benches = load("synthetic-2gpu")
+    runs = b.results["runs"]
+
+    def values(bench, variant, metric):
+        rs = sorted(
+            (r for r in runs if r["benchmark"] == bench and r["variant"] == variant),
+            key=lambda r: r["repeat"],
+        )
+        return [r["metrics"][metric]["value"] for r in rs]
+
+    expected = paired_ratio(
+        values("llama-lora-fsdp", "p2p", "throughput"),
+        values("llama-lora-fsdp", "no-p2p", "throughput"),
+    )
+    verdict = by_name(benches, "llama-lora-fsdp").verdicts[0]
+    assert verdict.sentence.startswith("Peer-to-peer makes Llama-3.1-8B LoRA FSDP ")
+    assert expected.sentence() in verdict.sentence
+    assert "in throughput (3 paired repeats)" in verdict.sentence
+    # all-reduce: busbw at the largest size, the per-repeat metric busbw_largest
+    ar = by_name(benches, "allreduce").verdicts[0]
+    assert ar.metric == "busbw_largest"
+    exp = paired_ratio(
+        values("allreduce", "p2p", "busbw_largest"), values("allreduce", "no-p2p", "busbw_largest")
+    )
+    assert f"{exp.estimate:.2f}x faster" in ar.sentence
+
+
+def test_clean_bundle_has_no_findings():
+    b, benches = load("synthetic-2gpu")
+    assert analysis.findings(b.results, benches) == []
+
+
+def test_failures_are_named_and_never_numbers():
+    _, benches = load("synthetic-failures")
+    ar = by_name(benches, "allreduce")
+    no = next(v for v in ar.variants if v.name == "no-p2p")
+    assert no.ok == [] and len(no.failed) == 3
+    assert ar.verdicts[0].failed and "every run of no-p2p failed" in ar.verdicts[0].sentence
+    cell = next(h for h in analysis.headline(ar) if h["variant"] == "no-p2p")
+    assert cell["failed"] and cell["row"].summary is None and cell["row"].values == []
+    assert all(row.summary is None for row in (r["no-p2p"] for r in ar.metrics.values()))
+    # the all-reduce curve has no point for the failed variant
+    assert analysis.allreduce_curves(ar)["curves"]["no-p2p"] == {}
+    # gpt2 p2p: 2 of 3 repeats finished; only those two numbers count
+    gpt2 = by_name(benches, "gpt2-ddp")
+    p2p = next(v for v in gpt2.variants if v.name == "p2p")
+    assert len(p2p.ok) == 2 and gpt2.metrics["throughput"]["p2p"].summary.n == 2
+    # llama no-p2p: one run never ran
+    llama = by_name(benches, "llama-lora-fsdp")
+    assert next(v for v in llama.variants if v.name == "no-p2p").missing == 1
+
+
+def test_failures_bundle_findings_cover_every_trust_problem():
+    b, benches = load("synthetic-failures")
+    text = "\n".join(
+        f"{f.level} {f.title} {f.detail}" for f in analysis.findings(b.results, benches)
+    )
+    assert "error 4 of 17 runs did not finish" in text
+    assert "allreduce.no-p2p.r0 (timeout)" in text and "gpt2-ddp.p2p.r1 (failed)" in text
+    assert "1 planned run never ran" in text
+    assert "12 wrong elements (#wrong > 0)" in text
+    assert "llama-lora-fsdp.no-p2p.r0: P2P was disabled but NCCL made 16 P2P connection(s)" in text
+    assert "1 run was throttled" in text and "SwThermalSlowdown" in text
+    assert re.search(r"noisy results.*GPT-2 124M DDP no-p2p throughput \(CV 1\d\.\d%\)", text)
+    assert "preflight shm-size" in text
+
+
+def test_cpu_smoke_findings_and_gloo_verdict():
+    b, benches = load("cpu-smoke")
+    titles = [f.title for f in analysis.findings(b.results, benches)]
+    assert any(t.startswith("smoke scale") for t in titles)
+    assert any("CPU (gloo)" in t for t in titles)
+    assert any(t.startswith("unpinned environment") for t in titles)
+    sentence = benches[0].verdicts[0].sentence
+    assert "on the CPU (gloo, where NCCL settings have no effect)" in sentence
+    assert "noise" in sentence
+
+
+@pytest.mark.parametrize(
+    ("transports", "env", "expected"),
+    [
+        ({"P2P/CUMEM": 8}, {}, None),
+        ({"SHM": 8}, {"NCCL_P2P_DISABLE": "1"}, None),
+        ({"P2P/CUMEM": 2, "SHM": 6}, {"NCCL_P2P_DISABLE": "1"}, "P2P was disabled"),
+        ({"SHM": 8}, {}, "P2P was allowed but NCCL used only SHM"),
+        (["P2P/IPC", "SHM"], {"NCCL_P2P_DISABLE": "1"}, "1 P2P connection"),
+    ],
+)
+def test_nccl_contradiction(transports, env, expected):
+    run = {"run_id": "x", "env": env, "world_size": 2, "nccl": {"transports": transports}}
+    got = analysis.nccl_contradiction(run)
+    assert (got is None) if expected is None else (expected in got)
+
+
+def test_machine_line_from_the_inventory_and_for_a_cpu_bundle():
+    hw = json.loads((FIXTURES / "synthetic-2gpu" / "hardware.json").read_text())
+    assert machine_line(hw, {}) == "2x NVIDIA H200, NV18, driver 580.95.05"
+    cpu = json.loads((FIXTURES / "cpu-smoke" / "hardware.json").read_text())
+    line = machine_line(cpu, {})
+    assert "GPU" in line and "2 CPUs" in line
+
+
+def test_context_degrades_without_hardware_and_environment(tmp_path):
+    import shutil
+
+    shutil.copytree(FIXTURES / "cpu-smoke", tmp_path / "b")
+    (tmp_path / "b" / "hardware.json").unlink()
+    (tmp_path / "b" / "environment.json").unlink()
+    ctx = context(Bundle.load(tmp_path / "b"))
+    assert ctx["hardware"]["gpus"] == [] and ctx["environment"]["fingerprint"] == []
+    assert [p for p, _, _ in ctx["manifest"]] == sorted(p for p, _, _ in ctx["manifest"])
+    assert not any(p.startswith("report.") or p == "MANIFEST.sha256" for p, _, _ in ctx["manifest"])
+
+
+def test_plots_are_deterministic_and_escape_names():
+    evil = "<script>alert(1)</script>$x$--><img src=http://example.com/a.png>"
+    curves = {
+        "sizes": [8, 16],
+        "curves": {
+            "p2p": {
+                8: {
+                    "busbw": 1.0,
+                    "busbw_min": 0.9,
+                    "busbw_max": 1.1,
+                    "time": 5.0,
+                    "time_min": 4.0,
+                    "time_max": 6.0,
+                },
+                16: {
+                    "busbw": 2.0,
+                    "busbw_min": 1.9,
+                    "busbw_max": 2.1,
+                    "time": 6.0,
+                    "time_min": 5.0,
+                    "time_max": 7.0,
+                },
+            },
+            evil: {},
+        },
+    }
+    one = plots.allreduce_busbw(curves, evil, "t")
+    two = plots.allreduce_busbw(curves, evil, "t")
+    assert one == two
+    assert one.startswith("<svg") and "<script" not in one and "<img" not in one
+    assert "FAILED, no line" in one and "Date" not in one
+    assert plots.allreduce_busbw(curves, "x", "other-salt") != one  # ids differ between figures
