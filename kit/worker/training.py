@@ -1,7 +1,8 @@
 """What the three training workers share: batches, the timed loop, and how its numbers are made.
 
-Method (DESIGN.md): warm-up steps run untimed and are dropped; every timed step is bracketed by a
-device synchronize before each clock read (StepTimer); every step time and every loss is kept.
+Method (DESIGN.md): every step is bracketed by a device synchronize before each clock read
+(StepTimer); every step time and every loss is kept, warm-up steps included, and the warm-up
+steps are left out of every figure.
 A step's time is the slowest rank's (a step is done when its last rank is). Throughput is
 reported two ways: global units per step over the median step time (robust to a stray slow step)
 and total units over the whole timed window (what the HF Trainer's *_per_second reports).
@@ -110,13 +111,13 @@ def token_batches(
 
 @dataclass
 class Measured:
-    """The raw record of one timed training run on this rank (reduced across ranks later)."""
+    """The raw record of one training run on this rank (reduced across ranks later)."""
 
+    warmup_times: list[float]
     step_times: list[float]
     window_s: float
-    losses: list[torch.Tensor]
     warmup_losses: list[torch.Tensor]
-    warmup_s: float
+    losses: list[torch.Tensor]
     mem_before_gib: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -128,23 +129,23 @@ def measure(
     warmup_steps: int,
     steps: int,
 ) -> Measured:
-    """Run warm-up steps, then `steps` timed ones; `step(batch)` returns the detached loss.
+    """Run warm-up steps, then `steps` measured ones; `step(batch)` returns the detached loss.
 
-    Losses stay on the device during the loop and are read after it, so the loop adds no sync
-    beyond the timer's own. Peak memory counts from the first warm-up step (model build excluded).
+    Warm-up steps are timed too (kept in the record, left out of every figure). Losses stay on
+    the device during the loop and are read after it, so the loop adds no sync beyond the
+    timer's own. Peak memory counts from the first warm-up step (the model build excluded).
     """
     mem_before = None
     if ctx.is_cuda:
         torch.cuda.synchronize(ctx.device)
         mem_before = torch.cuda.memory_allocated(ctx.device) / GIB
         torch.cuda.reset_peak_memory_stats(ctx.device)
-    warmup_losses = []
-    t0 = time.perf_counter()
+    warm_timer, warmup_losses = StepTimer(ctx), []
     for i in range(warmup_steps):
+        warm_timer.start()
         warmup_losses.append(step(batches[i % len(batches)]))
-    ctx.synchronize()
-    warmup_s = time.perf_counter() - t0
-    dist.barrier()  # every rank starts the timed window together
+        warm_timer.stop()
+    dist.barrier()  # every rank starts the measured window together
     timer, losses = StepTimer(ctx), []
     ctx.synchronize()
     window_t0 = time.perf_counter()
@@ -153,7 +154,7 @@ def measure(
         losses.append(step(batches[i % len(batches)]))
         timer.stop()
     window_s = time.perf_counter() - window_t0
-    return Measured(timer.times, window_s, losses, warmup_losses, warmup_s, mem_before)
+    return Measured(warm_timer.times, timer.times, window_s, warmup_losses, losses, mem_before)
 
 
 def _reduce(
@@ -182,7 +183,9 @@ def summarize(
     whole job's per optimizer step). precision picks the peak for MFU ("bf16" or "fp32").
     """
     n = ctx.world_size
-    step_times = _reduce(ctx, m.step_times, dist.ReduceOp.MAX)  # slowest rank per step
+    # the slowest rank's time of each step: a step is done when its last rank is
+    all_times = _reduce(ctx, m.warmup_times + m.step_times, dist.ReduceOp.MAX)
+    warmup_times, step_times = all_times[: len(m.warmup_times)], all_times[len(m.warmup_times) :]
     window_s = _reduce(ctx, [m.window_s], dist.ReduceOp.MAX)[0]
     losses = _reduce(ctx, m.losses, dist.ReduceOp.SUM)
     warm = _reduce(ctx, m.warmup_losses, dist.ReduceOp.SUM) if m.warmup_losses else []
@@ -212,15 +215,18 @@ def summarize(
     if peak_mem is not None:
         metrics["peak_mem_gib"] = metric(peak_mem, "GiB", higher_is_better=False)
     if mfu is not None:
-        metrics["mfu"] = metric(100 * mfu, "%")
+        metrics["mfu"] = metric(mfu, "fraction")
     data = {
         "unit": unit,
         f"{unit}_per_step": units_per_step,
-        "warmup_steps": len(m.warmup_losses),
-        "warmup_s": m.warmup_s,
+        "warmup_steps": len(warmup_times),
         "steps": len(step_times),
-        "step_times_s": step_times,
-        "step_time_reduction": "max over ranks of each step (synchronize before each clock read)",
+        "step_times_s": warmup_times + step_times,
+        "step_times_note": (
+            "every step, the warmup_steps leading ones included (dropped from every figure); "
+            "each the max over ranks, the device synchronized before each clock read"
+        ),
+        "warmup_s": sum(warmup_times),
         "window_s": window_s,
         "throughput_median": units_per_step / median,
         "throughput_window": units_per_step * len(step_times) / window_s,

@@ -30,18 +30,20 @@ def check_training_run(run: dict, unit: str, steps: int) -> None:
     assert run["status"] == "ok", run.get("error")
     assert run["world_size"] == 2 and run["backend"] == "gloo" and run["device"] == "cpu"
     d, m = run["data"], run["metrics"]
-    assert d["steps"] == steps and len(d["step_times_s"]) == steps and len(d["loss"]) == steps
+    warm = d["warmup_steps"]
+    assert d["steps"] == steps and len(d["loss"]) == steps and warm == len(d["warmup_loss"]) >= 1
+    assert (
+        len(d["step_times_s"]) == warm + steps
+    )  # every step, warm-up first (the report's contract)
     assert all(t > 0 for t in d["step_times_s"])
-    assert d["warmup_steps"] == len(d["warmup_loss"]) >= 1
+    measured = d["step_times_s"][warm:]
     losses = d["warmup_loss"] + d["loss"]
     assert all(math.isfinite(x) for x in losses)
     assert d["loss_first"] == losses[0] and d["loss_last"] == losses[-1]
     assert d["loss_last"] < d["loss_first"], "the loss did not fall: did the model train?"
     assert m["throughput"]["unit"] == f"{unit}/s" and m["throughput"]["value"] > 0
     assert m["throughput_window"]["value"] > 0 and m["step_time_s"]["value"] > 0
-    median = sorted(d["step_times_s"])[steps // 2] if steps % 2 else None
-    if median is not None:
-        assert m["step_time_s"]["value"] == pytest.approx(median)
+    assert m["step_time_s"]["value"] == pytest.approx(sorted(measured)[steps // 2])  # odd count
     assert m["throughput"]["value"] == pytest.approx(
         d[f"{unit}_per_step"] / m["step_time_s"]["value"]
     )

@@ -51,12 +51,13 @@ def reproduce_full(tmp_path: Path, recipe_name: str) -> dict:
 def check_gpu_run(run: dict, transformer: bool) -> None:
     d, m = run["data"], run["metrics"]
     assert run["status"] == "ok" and run["device"] == "cuda" and run["backend"] == "nccl"
-    assert d["steps"] == len(d["step_times_s"]) and all(t > 0 for t in d["step_times_s"])
+    assert d["warmup_steps"] + d["steps"] == len(d["step_times_s"])
+    assert all(t > 0 for t in d["step_times_s"])
     losses = d["warmup_loss"] + d["loss"]
     assert all(math.isfinite(x) for x in losses) and d["loss_first"] != d["loss_last"]
     assert m["throughput"]["value"] > 0 and m["peak_mem_gib"]["value"] > 0
     if transformer and d["peak_flops_per_gpu"] is not None:
-        assert 0 < m["mfu"]["value"] < 100
+        assert m["mfu"]["unit"] == "fraction" and 0 < m["mfu"]["value"] < 1
 
 
 def check_expectations(results: dict) -> None:
