@@ -32,12 +32,12 @@ class AllreduceParams:
     warmup_iters: int = 5
     iters: int = 20
     trials: int = 3
-    # CUDA graphs remove launch gaps for small messages, as nccl-tests' -G does; "auto" uses them
-    # up to graph_max_bytes and times plain launches with CUDA events above that. On 2x H200 the
-    # graphs replayed 1 MiB messages 13% slower than nccl-tests while events matched it within 1%
-    # from 2 MiB up (reports/measurements/2026-11-21-h200x2), so graphs stop at 512 KiB.
+    # CUDA graphs remove the host's launch gaps for small messages, as nccl-tests' -G does; "auto"
+    # uses them up to graph_max_bytes and times eager launches with CUDA events above that. On
+    # 2x H200 (reports/measurements/2026-11-21-h200x2) graphs were faster up to 1 MiB (17.6 against
+    # 20.3 us) and eager launches from 2 MiB (28.4 against 32.0 us): the threshold sits between.
     timing: Literal["auto", "events", "graph"] = "auto"
-    graph_max_bytes: int = 512 << 10
+    graph_max_bytes: int = 1 << 20
 
     def __post_init__(self) -> None:
         _check(self.min_bytes >= 1, "min_bytes", "at least 1")

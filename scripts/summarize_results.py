@@ -1,0 +1,148 @@
+"""Print the markdown tables of reports/RESULTS.md from the committed bundles and measurements.
+
+Every figure in RESULTS.md comes from this script's output, so a reader can recompute it:
+
+    python scripts/summarize_results.py > /tmp/tables.md
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kit.stats import paired_ratio, summarize  # noqa: E402
+
+EXAMPLES = ROOT / "reports" / "examples"
+MEASURED = ROOT / "reports" / "measurements"
+
+
+def nccl_tests(path: Path) -> dict[int, tuple[float, float]]:
+    """all_reduce_perf output -> {bytes: (out-of-place time us, busbw GB/s)}."""
+    rows = {}
+    for line in path.read_text().splitlines():
+        p = line.split()
+        if len(p) > 12 and p[0].isdigit() and p[2] == "float":
+            rows[int(p[0])] = (float(p[5]), float(p[7]))
+    return rows
+
+
+def kit_allreduce(bundle: Path, variant: str, bench: str | None) -> dict[int, tuple[float, float]]:
+    """Median over repeats of each size's median trial: {bytes: (time us, busbw GB/s)}."""
+    runs = [r for r in json.loads((bundle / "results.json").read_text())["runs"]
+            if r["variant"] == variant and r["status"] == "ok"
+            and (bench is None or r["benchmark"] == bench)]  # fmt: skip
+    out = {}
+    for i, row in enumerate(runs[0]["data"]["sizes"]):
+        t = statistics.median(statistics.median(r["data"]["sizes"][i]["time_us"]) for r in runs)
+        b = statistics.median(statistics.median(r["data"]["sizes"][i]["busbw_gbps"]) for r in runs)
+        out[row["bytes"]] = (t, b)
+    return out
+
+
+def human(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n} B"
+
+
+def allreduce_table(
+    bundle: str, measured: str, gpus: int, bench: str | None = None, ref: str = "nccl-tests"
+) -> None:
+    label = f"`{bundle}`" + (f", benchmark `{bench}`" if bench else "")
+    print(f"\n### All-reduce, kit vs {ref}, {gpus}x H200 ({label})\n")
+    print(
+        "| size | variant | kit time (us) | nccl-tests time (us) | kit busbw (GB/s) | nccl-tests busbw (GB/s) | busbw ratio |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    worst = {}
+    for variant in ("p2p", "no-p2p"):
+        kit = kit_allreduce(EXAMPLES / bundle, variant, bench)
+        reference = nccl_tests(MEASURED / measured / f"{ref}-{variant}-{gpus}gpu.txt")
+        for size in sorted(kit):
+            if size not in reference:
+                continue
+            (kt, kb), (rt, rb) = kit[size], reference[size]
+            ratio = kb / rb if rb else float("nan")
+            if size >= 1 << 20:
+                worst[variant] = min(worst.get(variant, 9.0), ratio)
+            if size in (8, 1 << 10, 1 << 20, 1 << 25, 1 << 28, 1 << 30) or (
+                size >= 1 << 20 and abs(ratio - 1) > 0.03
+            ):
+                print(
+                    f"| {human(size)} | {variant} | {kt:.2f} | {rt:.2f} | {kb:.2f} | {rb:.2f} | "
+                    f"{ratio:.3f} (time x{kt / rt:.2f}) |"
+                )
+    print("\nLowest busbw ratio kit/nccl-tests at 1 MiB and up: "
+          + ", ".join(f"{v} {r:.3f}" for v, r in worst.items()))  # fmt: skip
+
+
+def training_table(bundles: list[str]) -> None:
+    print("\n### Training workloads (median over repeats, 95% bootstrap CI)\n")
+    print("| bundle | benchmark | variant | metric | median | 95% CI | n | P2P effect (paired) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in bundles:
+        results = json.loads((EXAMPLES / name / "results.json").read_text())
+        benches = sorted({r["benchmark"] for r in results["runs"]})
+        for bench in benches:
+            by_variant: dict[str, list[float]] = {}
+            unit = ""
+            for r in results["runs"]:
+                if r["benchmark"] == bench and r["status"] == "ok":
+                    m = r["metrics"]["throughput"]
+                    by_variant.setdefault(r["variant"], []).append(m["value"])
+                    unit = m["unit"]
+            effect = ""
+            if len(by_variant.get("p2p", [])) == len(by_variant.get("no-p2p", [])) > 1:
+                effect = paired_ratio(by_variant["p2p"], by_variant["no-p2p"]).sentence()
+            for variant, values in by_variant.items():
+                s = summarize(values)
+                print(f"| {name} | {bench} | {variant} | throughput ({unit}) | {s.median:,.1f} | "
+                      f"{s.ci_low:,.1f} to {s.ci_high:,.1f} | {s.n} | {effect if variant == 'p2p' else ''} |")  # fmt: skip
+
+
+def mfu_table(bundles: list[str]) -> None:
+    print("\n### Model FLOPs utilisation (P2P on)\n")
+    print("| bundle | benchmark | tokens/s | MFU | formula |")
+    print("|---|---|---|---|---|")
+    for name in bundles:
+        for r in json.loads((EXAMPLES / name / "results.json").read_text())["runs"]:
+            if r["variant"] == "p2p" and r["status"] == "ok" and r["metrics"].get("mfu"):
+                print(f"| {name} | {r['run_id']} | {r['metrics']['throughput']['value']:,.0f} | "
+                      f"{r['metrics']['mfu']['value'] * 100:.1f}% | {r['data'].get('flops_formula', '')} |")  # fmt: skip
+
+
+def overhead_table(bundles: list[str]) -> None:
+    print("\n### Kit overhead: bundle wall time against what the workers measured\n")
+    print(
+        "| bundle | runs | kit reproduce wall (s) | sum of run launches (s) | sum of timed windows (s) |"
+    )
+    print("|---|---|---|---|---|")
+    for name in bundles:
+        res = json.loads((EXAMPLES / name / "results.json").read_text())
+        wall = (
+            datetime.fromisoformat(res["finished_at"]) - datetime.fromisoformat(res["created_at"])
+        ).total_seconds()
+        launches = sum(r.get("launch", {}).get("wall_s", 0) for r in res["runs"])
+        windows = sum(r["data"].get("window_s", 0) or 0 for r in res["runs"])
+        print(f"| {name} | {len(res['runs'])} | {wall:.0f} | {launches:.0f} | {windows:.1f} |")
+
+
+if __name__ == "__main__":
+    # same session as each bundle: nccl-tests one process per GPU (MPI), except the first session's
+    # single-process -g 2 run (threads)
+    allreduce_table("h200x2-allreduce-timing", "2026-11-21-h200x2", 2, bench="auto")
+    allreduce_table("h200x2-allreduce-timing", "2026-11-21-h200x2", 2, bench="graph")
+    allreduce_table("allreduce-h200x2-first", "2026-11-21-h200x2", 2, ref="nccl-tests-threads")
+    allreduce_table("h200x4-allreduce", "2026-11-21-h200x4", 4)
+    training = ["h200x2-gpt2-ddp", "h200x2-fsdp-llama", "h200x2-resnet-ddp", "h200x4-fsdp-llama"]
+    training_table(training)
+    mfu_table(["h200x2-fsdp-llama", "h200x2-fsdp-llama-tuned", "h200x4-fsdp-llama"])
+    overhead_table(["h200x2-allreduce", "h200x2-gpt2-ddp", "h200x2-fsdp-llama", "h200x2-resnet-ddp",
+                    "h200x4-allreduce", "h200x4-fsdp-llama"])  # fmt: skip
