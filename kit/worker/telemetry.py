@@ -313,6 +313,20 @@ def _rate(values: list[Any], times: list[float], scale: float) -> float | None:
     return round((v1 - v0) * scale / (t1 - t0), 3)
 
 
+def _counter_rate(values: list[Any], times: list[float]) -> float | None:
+    """GB/s from NVML's PCIe byte counter, or None when the counter cannot be trusted.
+
+    Seen on 2x H200 (driver 580.159): the counter is 32 bits wide and, at the ~28 GB/s an
+    all-reduce without P2P moves, wraps more than once between 0.25 s samples, so neither the
+    end-to-end difference nor the per-interval differences mean anything. Only a counter that
+    is wider than 32 bits is used.
+    """
+    known = [v for v in values if v is not None]
+    if not known or max(known) < 2**32:
+        return None
+    return _rate(values, times, 1e-9)
+
+
 def _mean_gbs(kbs: list[Any]) -> float | None:
     xs = _nums(kbs)
     return round(sum(xs) / len(xs) * 1e-6, 3) if xs else None
@@ -346,8 +360,8 @@ def summarize(cols: dict[str, list[Any]]) -> dict[str, Any]:
         "throttled": bool(reasons),
         "thermal_or_hw_slowdown": thermal,
         "throttle_reasons_busy": {k: round(v / len(busy), 3) for k, v in reasons.items()},
-        "pcie_tx_gbs": _rate(cols["pcie_tx_bytes"], t, 1e-9),
-        "pcie_rx_gbs": _rate(cols["pcie_rx_bytes"], t, 1e-9),
+        "pcie_tx_gbs": _counter_rate(cols["pcie_tx_bytes"], t),
+        "pcie_rx_gbs": _counter_rate(cols["pcie_rx_bytes"], t),
         "pcie_tx_gbs_sampled": _mean_gbs(cols["pcie_tx_kbs"]),
         "pcie_rx_gbs_sampled": _mean_gbs(cols["pcie_rx_kbs"]),
         "nvlink_tx_gbs": _rate(cols["nvlink_tx_kib"], t, 1024e-9),

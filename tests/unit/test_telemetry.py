@@ -66,7 +66,7 @@ class ScriptedNvml:
                 SimpleNamespace(
                     nvmlReturn=0 if ok else 3,
                     valueType=3,
-                    value=SimpleNamespace(ullVal=n * 1_000_000),
+                    value=SimpleNamespace(ullVal=5 * 2**32 + n * 1_000_000),  # a 64-bit counter
                 )
             )
         return out
@@ -181,3 +181,14 @@ def test_summary_of_thermal_slowdown() -> None:
     assert s["sm_clock_mhz_busy"] == {"min": 1400, "mean": 1450.0, "max": 1500}
     assert s["nvlink_tx_gbs"] == 1.024
     assert decode_reasons(0x1 | 0x40) == ["GpuIdle", "HwThermalSlowdown"]
+
+
+def test_pcie_rate_refuses_a_32_bit_counter() -> None:
+    from kit.worker.telemetry import _counter_rate
+
+    times = [0.0, 0.25, 0.5, 0.75]
+    # recorded on 2x H200 with P2P off: a 32-bit counter wrapping between samples
+    wrapped = [1621023776, 2020791908, 1991652584, 2882826596]
+    assert _counter_rate(wrapped, times) is None
+    wide = [2**40, 2**40 + 10**9, 2**40 + 2 * 10**9, 2**40 + 3 * 10**9]
+    assert _counter_rate(wide, times) == 4.0
