@@ -89,6 +89,14 @@ def reproduce(
             "--strict-env", help="Rerunning a bundle: refuse (exit 2) if the environment differs."
         ),
     ] = False,
+    nodes: Annotated[
+        str | None,
+        typer.Option(
+            help="Multi-node: Docker daemon URLs of the nodes, comma-separated (the first hosts "
+            "the rendezvous), e.g. unix:///var/run/docker.sock,ssh://node2; replaces the "
+            "recipe's nodes.hosts."
+        ),
+    ] = None,
     strict: Annotated[bool, typer.Option(help="Treat preflight warnings as fatal.")] = False,
     allow: Annotated[
         str | None, typer.Option(help="Preflight checks allowed to fail, comma-separated.")
@@ -102,6 +110,8 @@ def reproduce(
     Example: kit reproduce recipes/allreduce.yaml --device cpu --smoke
 
     Example: kit reproduce reports/allreduce-20261121-120000 --strict-env
+
+    Example: kit reproduce recipes/allreduce.yaml --nodes unix:///var/run/docker.sock,ssh://node2
     """
     from kit.recipe import load_recipe
     from kit.reproduce import Options, command_line, run_recipe
@@ -110,7 +120,8 @@ def reproduce(
                       command=command_line(sys.argv[1:]), strict=strict,
                       allow=tuple(a.strip() for a in (allow or "").split(",") if a.strip()),
                       environment=env, base_image=base_image,
-                      image_archive=image_archive)  # fmt: skip
+                      image_archive=image_archive,
+                      nodes=tuple(n.strip() for n in (nodes or "").split(",") if n.strip()))  # fmt: skip
     if recipe.is_dir():
         from kit.rerun import rerun_bundle
 
