@@ -287,6 +287,83 @@ def compare(
         print(path)
 
 
+@app.command()
+def slurm(
+    target: Annotated[
+        str, typer.Argument(help="A recipe YAML file, or `collect` to gather a finished job.")
+    ],
+    bundle: Annotated[
+        Path | None, typer.Argument(help="With `collect`: the bundle the job wrote into.")
+    ] = None,
+    nodes: Annotated[
+        int | None, typer.Option(help="Nodes (default: the recipe's nodes.hosts count, or 1).")
+    ] = None,
+    gpus_per_node: Annotated[
+        int | None, typer.Option(help="Processes per node (default: the recipe's).")
+    ] = None,
+    partition: Annotated[str | None, typer.Option(help="sbatch --partition.")] = None,
+    time: Annotated[str | None, typer.Option(help="sbatch --time, e.g. 01:00:00.")] = None,
+    container_image: Annotated[
+        str | None,
+        typer.Option(help="enroot/pyxis: srun --container-image (a .sqsh file or docker://...)."),
+    ] = None,
+    apptainer: Annotated[
+        Path | None, typer.Option(help="Apptainer: the .sif image (apptainer exec --nv).")
+    ] = None,
+    host_python: Annotated[
+        str | None,
+        typer.Option(help="No container: run the worker with this Python on the nodes."),
+    ] = None,
+    device: Annotated[str, typer.Option(help="cuda | cpu (gloo).")] = "cuda",
+    smoke: Annotated[
+        bool | None, typer.Option("--smoke/--full", help="Smoke scale (default: on CPU).")
+    ] = None,
+    repeats: Annotated[int | None, typer.Option(min=1, help="Override the recipe's.")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Bundle directory, on a filesystem the nodes share.")
+    ] = None,
+    sbatch_arg: Annotated[
+        list[str] | None,
+        typer.Option(help="Another #SBATCH option, e.g. --sbatch-arg=--account=lab (repeatable)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the sbatch script; write and submit nothing.")
+    ] = False,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="sbatch --wait, then collect the results at once.")
+    ] = False,
+) -> None:
+    """Run a recipe on a Slurm cluster (enroot/pyxis or Apptainer), or collect a finished job.
+
+    Writes the bundle's run specs and slurm/job.sbatch, submits it with sbatch when sbatch is on
+    PATH, and `kit slurm collect BUNDLE` gathers results, logs and each node's inventory into the
+    bundle and renders its report.
+
+    Example: kit slurm recipes/allreduce.yaml --nodes 2 --gpus-per-node 8 --container-image ~/kit-cuda13.sqsh --dry-run
+
+    Example: kit slurm collect reports/allreduce-20261121-120000
+    """
+    from kit import slurm as slurm_mod
+
+    if target == "collect":
+        if bundle is None:
+            raise InputError("kit slurm collect BUNDLE: name the bundle the job wrote into")
+        b, code = slurm_mod.collect(bundle)
+        print(b.path)
+        raise typer.Exit(code)
+    if bundle is not None:
+        raise InputError(f"kit slurm {target}: unexpected argument {str(bundle)!r}")
+    opts = slurm_mod.SlurmOptions(
+        nodes=nodes, gpus_per_node=gpus_per_node, partition=partition, time=time,
+        container_image=container_image, apptainer=str(apptainer) if apptainer else None,
+        host_python=host_python, device=device, smoke=smoke, repeats=repeats, out=out,
+        command=slurm_mod.command_line(), extra=list(sbatch_arg or []),
+    )  # fmt: skip
+    print(slurm_mod.launch(slurm_mod.load(Path(target)), opts, dry_run=dry_run, wait=wait), end="")
+    if not dry_run:
+        print()
+
+
 @recipes_app.command("list")
 def recipes_list(
     folder: Annotated[
