@@ -269,7 +269,9 @@ def run_recipe(
 ) -> tuple[Bundle, int]:
     """Run every planned run and write the bundle. Returns the bundle and the exit code."""
     nodes = node_config(recipe.nodes, options.nodes)
-    device = resolve_device(options.device) if nodes is None else nodes_device(options.device, nodes)
+    device = (
+        resolve_device(options.device) if nodes is None else nodes_device(options.device, nodes)
+    )
     smoke = options.smoke if options.smoke is not None else device == "cpu"
     repeats = options.repeats or (min(recipe.repeats, 2) if smoke else None)
     runs = plan(recipe, device, smoke, repeats)

@@ -178,8 +178,10 @@ def render_script(job: Job) -> str:
     if host:
         lines.append(f"export PYTHONPATH={_q(KIT_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}}")
     if o.launcher == "pyxis":
-        info = [f"--container-image={_q(o.container_image or '')}",
-                f"--container-name=kit-{job.recipe.name}"]
+        info = [
+            f"--container-image={_q(o.container_image or '')}",
+            f"--container-name=kit-{job.recipe.name}",
+        ]
     elif o.launcher == "apptainer":
         info = ["apptainer", "exec", *(["--nv"] if o.device == "cuda" else []), _q(o.apptainer or "")]  # fmt: skip
     else:
@@ -187,8 +189,8 @@ def render_script(job: Job) -> str:
     lines += [
         "",
         "# each node's inventory: name, CPUs, memory, GPUs, network interfaces and link speeds",
-        "srun --ntasks-per-node=1 --output=\"$BUNDLE/slurm/nodes/node%n.json\" \\",
-        "    --error=\"$BUNDLE/slurm/nodes/node%n.err\" "
+        'srun --ntasks-per-node=1 --output="$BUNDLE/slurm/nodes/node%n.json" \\',
+        '    --error="$BUNDLE/slurm/nodes/node%n.err" '
         + " ".join([*info, *python, "-m", "kit.worker.nodeinfo"]),
         "",
         "# run RUN_ID TIMEOUT_S [VAR=VALUE...]: one run on every node; its status goes to",
@@ -201,8 +203,8 @@ def render_script(job: Job) -> str:
     ]
     flags, spec, prefix = _launch(job, "$BUNDLE/runs/$run_id")
     cmd = [
-        "    timeout --signal=TERM --kill-after=30 \"$timeout_s\" srun --ntasks-per-node=1",
-        "        --kill-on-bad-exit=1 --output=\"$BUNDLE/logs/$run_id.node%n.log\"",
+        '    timeout --signal=TERM --kill-after=30 "$timeout_s" srun --ntasks-per-node=1',
+        '        --kill-on-bad-exit=1 --output="$BUNDLE/logs/$run_id.node%n.log"',
     ]
     if flags:
         cmd.append("        " + " ".join(flags))

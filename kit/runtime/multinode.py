@@ -23,6 +23,7 @@ all of them, prefixed with the node, to logs/<run_id>.log.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -180,10 +181,8 @@ def _ensure_network(client: Any, name: str, owner: str) -> Any | None:
 def _remove_network(network: Any) -> None:
     import docker
 
-    try:
+    with contextlib.suppress(docker.errors.NotFound):
         network.remove()
-    except docker.errors.NotFound:
-        pass
 
 
 def _first_line(exc: Exception) -> str:
