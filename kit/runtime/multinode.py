@@ -437,8 +437,11 @@ class MultiNodeRuntime:
                 for log in logs:
                     log.close()
                 records = self._records(states, failed, timed_out, log_path, per_node)
+                extra = {k: v for k, v in self.node_env({}, device).items()
+                         if k in self.config.env or k.endswith("_SOCKET_IFNAME")}  # fmt: skip
                 for record, address in zip(records, addresses, strict=True):
                     record["address"] = address
+                    record["env"] = extra
                 return self._outcome(records, failed, timed_out, time.perf_counter() - t0, shown)
             finally:
                 # also on KeyboardInterrupt / SIGTERM (raised in this thread by the driver)
@@ -612,6 +615,8 @@ def network_transport(result: dict[str, Any]) -> list[str]:
 def annotate_result(result: dict[str, Any], outcome: RunOutcome) -> None:
     """Add the nodes to a run result: each node's status, which one failed, how they talked."""
     result["nodes"] = outcome.nodes
+    for record in outcome.nodes or []:  # what every node added: nodes.env, socket interface
+        result["env"] = {**record.get("env", {}), **(result.get("env") or {})}
     if outcome.error and result.get("status") != "ok":
         previous = result.get("error") or ""
         if outcome.error not in previous:
