@@ -295,9 +295,10 @@ def launch(recipe: Recipe, opts: SlurmOptions, dry_run: bool = False, wait: bool
         return render_script(job)
     script = write_bundle(job)
     if shutil.which("sbatch") is None:
-        console.print(
+        print(  # one line, unwrapped: it holds paths to copy
             f"kit: sbatch is not on PATH: wrote {script}; submit it where Slurm runs "
-            f"(sbatch {script}), then: kit slurm collect {job.bundle}"
+            f"(sbatch {script}), then: kit slurm collect {job.bundle}",
+            file=sys.stderr,
         )
         return str(script)
     job_id = submit(script, wait=wait)
