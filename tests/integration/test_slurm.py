@@ -168,7 +168,7 @@ def test_cli_dry_run_prints_the_script_and_writes_nothing(tmp_path):
                 "--out", str(out), "--dry-run")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     expected = EXPECTED.replace("/shared/kit/allreduce-2node", str(out))
-    header, _, rest = proc.stdout.partition("\n")
+    _header, _, rest = proc.stdout.partition("\n")
     assert rest == expected.partition("\n")[2].replace(
         "written by `kit slurm recipes/allreduce-2node.yaml`",
         f"written by `kit slurm {recipe} --container-image /shared/images/kit-cuda13.sqsh "

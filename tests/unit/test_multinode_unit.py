@@ -75,12 +75,12 @@ def test_recipe_nodes_section(tmp_path):
             "rdzv_port: 29500",
             "rdzv_port: 70000",
             "r.yaml:9: nodes.rdzv_port: input should be less than or equal to 65535",
-        ),  # fmt: skip
+        ),
         (
             "  gpus_per_node: 8",
             "  gpus_per_node: 8\n  colour: red",
             "r.yaml:9: nodes.colour: unknown key",
-        ),  # fmt: skip
+        ),
         (
             "  gpus_per_node: 8",
             "  gpus_per_node: 8\n  network: kit-net",
@@ -91,7 +91,7 @@ def test_recipe_nodes_section(tmp_path):
             'hosts: ["unix:///var/run/docker.sock", "ssh://kit@node2"]',
             "hosts: []",
             "r.yaml:7: nodes.hosts: list should have at least 1 item after validation, not 0",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_recipe_nodes_errors_name_file_line_and_field(tmp_path, old, new, expected):
