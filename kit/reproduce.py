@@ -348,7 +348,8 @@ def run_recipe(
                 console.print(f"ok {result.get('wall_s', 0):.1f} s {_headline(result)}")
             else:
                 code = 1
-                console.print(f"{result['status'].upper()}: {result.get('error')}")
+                # an error may hold [brackets] (gloo's "[/path/pair.cc:553]"): not rich markup
+                console.print(f"{result['status'].upper()}: {result.get('error')}", markup=False)
             if interrupted:
                 raise KeyboardInterrupt
             if not queue or queue[0].benchmark != spec.benchmark:  # its last planned repeat

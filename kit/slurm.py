@@ -387,7 +387,8 @@ def collect(path: Path) -> tuple[Bundle, int]:
             code = 1
         bundle.add_run(result)
         console.print(f"kit: {spec.run_id}: {result['status']}"
-                      + (f" ({result.get('error')})" if result.get("error") else ""))  # fmt: skip
+                      + (f" ({result.get('error')})" if result.get("error") else ""),
+                      markup=False)  # fmt: skip
     node_files = sorted((bundle.path / "slurm" / "nodes").glob("node*.json"))
     inventory = []
     for f in node_files:
