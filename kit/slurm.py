@@ -34,7 +34,6 @@ from kit.errors import InputError, KitError
 from kit.plan import RunSpec, plan
 from kit.recipe import Recipe, parse_recipe
 from kit.runtime.base import RunOutcome
-from kit.runtime.multinode import network_transport
 from kit.worker.common import write_json
 
 TIMEOUT_EXIT = 124  # timeout(1)'s status when the limit passed
@@ -375,13 +374,13 @@ def collect(path: Path) -> tuple[Bundle, int]:
         if outcome.timed_out:
             # timeout(1)'s 124 is the script's, not the worker's: no status of the worker
             outcome = RunOutcome(None, True, False, outcome.wall_s, outcome.command)
-        result = result_of(spec, bundle.run_dir(spec.run_id), outcome, log_path)
         for n in nodes:
             n["nproc"] = info["gpus_per_node"]
-            if result["status"] != "ok":
+        outcome.nodes = nodes  # result_of adds them, the world size and the network transport
+        result = result_of(spec, bundle.run_dir(spec.run_id), outcome, log_path)
+        if result["status"] != "ok":
+            for n in nodes:
                 n["log_tail"] = tail(bundle.path / n["log"])
-        result["nodes"] = nodes
-        result["network"] = {"transport": network_transport(result)}
         result["launch"]["launcher"] = info.get("launcher")
         if result["status"] != "ok":
             code = 1

@@ -235,3 +235,31 @@ def test_node_lost_before_the_rendezvous_is_stopped_by_the_driver(client, image,
     assert not (run_dir / "result.json").exists()
     assert (tmp_path / "mn.kill.r0.node0.log").is_file()
     _nothing_left(client)
+
+
+def test_ctrl_c_removes_every_node(client, image, tmp_path):
+    import signal
+
+    out = tmp_path / "bundle"
+    proc = subprocess.Popen(_reproduce(_recipe(tmp_path, iters=10**9, max_bytes=8), out),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env())  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while len(client.containers.list(filters={"label": LABEL_NODE})) < 2:
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the nodes never started"
+            time.sleep(0.2)
+        time.sleep(2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err
+    results = json.loads((out / "results.json").read_text())
+    assert results["status"] == "interrupted"
+    assert [r["status"] for r in results["runs"]] == ["failed"]
+    assert (out / "MANIFEST.sha256").is_file()
+    _nothing_left(client)
