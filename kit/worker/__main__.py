@@ -7,6 +7,7 @@ another rank makes torchrun stop the group, and the driver records it from the e
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 import time
@@ -18,6 +19,9 @@ from kit.worker.telemetry import GpuTelemetry
 
 MODULES = {
     "allreduce": "kit.worker.allreduce",
+    "gpt2_ddp": "kit.worker.gpt2_ddp",
+    "llama_lora_fsdp": "kit.worker.llama_lora_fsdp",
+    "resnet_ddp": "kit.worker.resnet_ddp",
 }
 
 
@@ -68,6 +72,10 @@ def main(argv: list[str]) -> int:
         result["status"] = "failed"
         result["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         traceback.print_exc()
+    # Free the benchmark's objects now: a DDP/FSDP model sits in reference cycles that would
+    # otherwise outlive destroy_process_group and be torn down during interpreter exit, where
+    # gloo's threads abort the process ("terminate called without an active exception").
+    gc.collect()
     result["versions"] = versions()
     result["finished_at"] = now_iso()
     result["wall_s"] = time.perf_counter() - t0

@@ -1,0 +1,123 @@
+"""GPT-2 with DistributedDataParallel: the shape people time with the HF Trainer and run_clm.py.
+
+transformers' GPT2LMHeadModel from GPT2Config() (124M) with random weights, DDP, AdamW (fused
+on CUDA, the HF Trainer's default "adamw_torch_fused"), gradient clipping at 1.0 as the Trainer
+does, batch_per_gpu sequences of seq_len tokens per rank and step. fp32 runs with torch's default
+matmul precision ("highest": no TF32), as the HF Trainer does without --tf32; bf16 is autocast.
+
+MFU (kit.worker.flops.gpt2_flops_per_token), every weight trained:
+    FLOPs per token = 6 N_mm + 12 L T d,  N_mm = 12 L d^2 + V d
+    mfu = tokens/s/GPU x FLOPs per token / peak FLOP/s per GPU (fp32 or bf16 dense, by precision)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from kit.worker.common import Context
+from kit.worker.flops import gpt2_flops_per_token, gpt2_param_count
+from kit.worker.params import Gpt2DdpParams
+from kit.worker.training import measure, seed_all, summarize, token_batches
+
+
+def build_model(ctx: Context, p: Gpt2DdpParams) -> tuple[torch.nn.Module, str]:
+    """GPT-2 on the device: from GPT2Config (random weights) or from a local directory."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    if p.model_path:
+        path = Path(p.model_path)
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"model_path {p.model_path}: no config.json there")
+        if any(path.glob("*.safetensors")) or any(path.glob("pytorch_model*.bin")):
+            model = GPT2LMHeadModel.from_pretrained(
+                path, local_files_only=True, attn_implementation="sdpa"
+            )
+            return model.to(ctx.device), f"pretrained weights from {p.model_path}"
+        config = GPT2Config.from_pretrained(path, local_files_only=True)
+        config._attn_implementation = "sdpa"
+        weights = f"random (from config at {p.model_path})"
+    else:
+        config = GPT2Config(
+            n_layer=p.n_layer, n_embd=p.n_embd, n_head=p.n_head, vocab_size=p.vocab_size,
+            n_positions=max(1024, p.seq_len), attn_implementation="sdpa",
+            bos_token_id=min(50256, p.vocab_size - 1), eos_token_id=min(50256, p.vocab_size - 1),
+        )  # fmt: skip
+        weights = "random (from config)"
+    with torch.device(ctx.device):
+        model = GPT2LMHeadModel(config)
+    return model, weights
+
+
+def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+    import transformers
+
+    p = Gpt2DdpParams(**params)
+    seed_all(p.seed)
+    t0 = time.perf_counter()
+    model, weights = build_model(ctx, p)
+    cfg = model.config
+    model.train()
+    ddp = DDP(
+        model,
+        device_ids=[ctx.device.index] if ctx.is_cuda else None,
+        gradient_as_bucket_view=True,
+    )
+    fused = ctx.is_cuda
+    opt = torch.optim.AdamW(model.parameters(), lr=p.lr, fused=fused)
+    batches, data_source = token_batches(
+        ctx, cfg.vocab_size, p.batch_per_gpu, p.seq_len, p.data_batches, p.data_path, p.seed
+    )
+    ctx.synchronize()
+    init_s = time.perf_counter() - t0
+    bf16 = p.precision == "bf16"
+
+    def step(batch: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = ddp(input_ids=batch, labels=batch, use_cache=False).loss
+        loss.backward()
+        if p.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), p.max_grad_norm)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    ctx.log(
+        f"gpt2: {sum(x.numel() for x in model.parameters()) / 1e6:.1f}M params, "
+        f"{p.batch_per_gpu} x {p.seq_len} tokens per rank, {p.precision}, init {init_s:.1f} s"
+    )
+    m = measure(ctx, step, batches, p.warmup_steps, p.steps)
+    samples = p.batch_per_gpu * ctx.world_size
+    tokens = samples * p.seq_len
+    per_token = gpt2_flops_per_token(cfg.n_layer, cfg.n_embd, cfg.vocab_size, p.seq_len)
+    m.extra.update(
+        {
+            "params": asdict(p),
+            "model": "GPT2LMHeadModel",
+            "weights": weights,
+            "data": data_source,
+            "param_count": sum(x.numel() for x in model.parameters()),
+            "param_count_formula": gpt2_param_count(
+                cfg.n_layer, cfg.n_embd, cfg.vocab_size, cfg.n_positions
+            ),
+            "attn_implementation": cfg._attn_implementation,
+            "parallelism": "DistributedDataParallel (gradient_as_bucket_view)",
+            "optimizer": f"AdamW lr {p.lr}{' fused' if fused else ''}",
+            "init_s": init_s,
+            "tokens_per_step": tokens,
+            "flops_per_token": per_token,
+            "flops_formula": "6 N_mm + 12 L T d, N_mm = 12 L d^2 + V d (all weights trained)",
+            "transformers": transformers.__version__,
+        }
+    )
+    precision = "bf16" if bf16 else "fp32"
+    metrics, data = summarize(ctx, m, "samples", samples, per_token * tokens, precision)
+    tps = data["throughput_median"] * p.seq_len
+    metrics["tokens_per_s"] = {"value": tps, "unit": "tokens/s", "higher_is_better": True}
+    data["tokens_per_s"] = tps
+    return {"metrics": metrics, "data": data}

@@ -1,0 +1,195 @@
+"""Llama LoRA fine-tuning with FSDP2: the shape of the forum post's 40% NVLink result.
+
+transformers' LlamaForCausalLM built from a LlamaConfig of the Llama-3.1-8B architecture with
+random weights (or loaded from a local `model_path`), bf16 weights, LoRA through peft on the
+linear layers, FSDP2 `fully_shard` on every decoder layer and then the root (full shard,
+MixedPrecisionPolicy: bf16 compute, fp32 gradient reduction; peft keeps the LoRA weights fp32),
+gradient checkpointing through transformers (non-reentrant), AdamW on the LoRA parameters.
+
+The model is built directly on the GPU in bf16 (~16 GB per rank before sharding at 8B, seconds
+rather than the minutes a CPU init takes); the build is timed apart from the measured window
+(`init_s` in the result).
+
+MFU (kit.worker.flops.llama_lora_flops_per_token), the frozen base needing no weight gradients:
+    FLOPs per token = 4 N_mm + 6 N_lora + 12 L T d
+    mfu = tokens/s/GPU x FLOPs per token / peak bf16 dense FLOP/s per GPU
+Recomputation under checkpointing is not model work; it is reported as `hfu` (hardware FLOPs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kit.worker.common import Context
+from kit.worker.flops import llama_lora_flops_per_token, llama_param_count
+from kit.worker.params import LlamaLoraFsdpParams
+from kit.worker.training import measure, seed_all, summarize, token_batches
+
+
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """Create parameters in `dtype` (transformers' rotary inv_freq stays fp32: it asks for it)."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def _dtype_kwarg() -> str:
+    """transformers 5 names the load dtype `dtype`; 4.x named it `torch_dtype`."""
+    import transformers
+
+    return "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+
+
+def build_base(ctx: Context, p: LlamaLoraFsdpParams) -> tuple[torch.nn.Module, str]:
+    """The bf16 base model on the device, and a sentence saying where its weights came from."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    if p.model_path:
+        path = Path(p.model_path)
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"model_path {p.model_path}: no config.json there")
+        if any(path.glob("*.safetensors")) or any(path.glob("pytorch_model*.bin")):
+            model = LlamaForCausalLM.from_pretrained(
+                path, local_files_only=True, attn_implementation="sdpa",
+                **{_dtype_kwarg(): torch.bfloat16},
+            )  # fmt: skip
+            return model.to(ctx.device), f"pretrained weights from {p.model_path}"
+        config = LlamaConfig.from_pretrained(path, local_files_only=True)
+        config._attn_implementation = "sdpa"
+        weights = f"random (from config at {p.model_path})"
+    else:
+        config = LlamaConfig(
+            vocab_size=p.vocab_size, hidden_size=p.hidden_size,
+            intermediate_size=p.intermediate_size, num_hidden_layers=p.num_layers,
+            num_attention_heads=p.num_heads, num_key_value_heads=p.num_kv_heads,
+            rope_theta=p.rope_theta, max_position_embeddings=p.max_position, rms_norm_eps=1e-5,
+            tie_word_embeddings=False, use_cache=False, attn_implementation="sdpa",
+            bos_token_id=min(128000, p.vocab_size - 1), eos_token_id=min(128001, p.vocab_size - 1),
+        )  # fmt: skip
+        weights = "random (from config)"
+    with torch.device(ctx.device), default_dtype(torch.bfloat16):
+        model = LlamaForCausalLM(config)
+    return model, weights
+
+
+def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+    import peft
+    import transformers
+    from peft import LoraConfig, get_peft_model
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    p = LlamaLoraFsdpParams(**params)
+    seed_all(p.seed)
+    t0 = time.perf_counter()
+    model, weights = build_base(ctx, p)
+    ctx.synchronize()
+    build_s = time.perf_counter() - t0
+    cfg = model.config
+    if p.gradient_checkpointing:
+        kwargs = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.2x names it so
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        model.enable_input_require_grads()
+    lora = LoraConfig(
+        r=p.lora_r, lora_alpha=p.lora_alpha, lora_dropout=p.lora_dropout,
+        target_modules=list(p.lora_targets), bias="none", task_type="CAUSAL_LM",
+    )  # fmt: skip
+    model = get_peft_model(model, lora)
+    model.train()
+    layers = model.base_model.model.model.layers
+    mesh = init_device_mesh(ctx.device.type, (ctx.world_size,))
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for i, layer in enumerate(layers):
+        if p.compile:  # compile the block, then shard the compiled module (torchtitan's order)
+            layer = torch.compile(layer)
+            layers[i] = layer
+        fully_shard(layer, mesh=mesh, mp_policy=mp, reshard_after_forward=p.reshard_after_forward)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
+    trainable = [x for x in model.parameters() if x.requires_grad]
+    opt = torch.optim.AdamW(trainable, lr=p.lr)
+    batches, data_source = token_batches(
+        ctx, cfg.vocab_size, p.micro_batch, p.seq_len, p.data_batches, p.data_path, p.seed
+    )
+    ctx.synchronize()
+    init_s = time.perf_counter() - t0
+    n_trainable = sum(x.numel() for x in trainable)  # DTensors: numel is the global size
+    n_total = sum(x.numel() for x in model.parameters()) - n_trainable  # the base model
+    ctx.log(
+        f"llama: {n_total / 1e9:.3f}B base params ({n_trainable / 1e6:.2f}M LoRA), "
+        f"{p.micro_batch} x {p.seq_len} tokens per rank, checkpointing "
+        f"{'on' if p.gradient_checkpointing else 'off'}, compile {'on' if p.compile else 'off'}, "
+        f"init {init_s:.1f} s (model build {build_s:.1f} s)"
+    )
+
+    def step(batch: torch.Tensor) -> torch.Tensor:
+        loss = model(input_ids=batch, labels=batch, use_cache=False).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    m = measure(ctx, step, batches, p.warmup_steps, p.steps)
+    tokens = p.micro_batch * p.seq_len * ctx.world_size
+    shape = (
+        cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size,
+        cfg.num_attention_heads, cfg.num_key_value_heads,
+    )  # fmt: skip
+    fl = llama_lora_flops_per_token(
+        *shape, cfg.vocab_size, p.seq_len, p.lora_r, list(p.lora_targets)
+    )
+    hw_per_token = fl["model"] + (fl["recompute"] if p.gradient_checkpointing else 0)
+    m.extra.update(
+        {
+            "params": asdict(p),
+            "model": "LlamaForCausalLM + peft LoRA",
+            "weights": weights,
+            "data": data_source,
+            "config": {
+                "num_layers": cfg.num_hidden_layers,
+                "hidden_size": cfg.hidden_size,
+                "intermediate_size": cfg.intermediate_size,
+                "num_heads": cfg.num_attention_heads,
+                "num_kv_heads": cfg.num_key_value_heads,
+                "vocab_size": cfg.vocab_size,
+                "rope": getattr(cfg, "rope_parameters", None) or {"rope_theta": cfg.rope_theta},
+                "attn_implementation": cfg._attn_implementation,
+            },
+            "param_count": n_total,
+            "param_count_formula": llama_param_count(
+                *shape, cfg.vocab_size, cfg.tie_word_embeddings
+            ),
+            "lora_param_count": n_trainable,
+            "lora_param_count_formula": fl["lora_params"],
+            "parallelism": (
+                "FSDP2 fully_shard per decoder layer + root, full shard "
+                f"(reshard_after_forward={p.reshard_after_forward}), "
+                "MixedPrecisionPolicy(param bf16, reduce fp32)"
+            ),
+            "optimizer": f"AdamW lr {p.lr} on the LoRA parameters",
+            "build_s": build_s,
+            "init_s": init_s,
+            "tokens_per_step": tokens,
+            "flops_per_token": fl["model"],
+            "flops_formula": fl["formula"],
+            "recompute_flops_per_token": fl["recompute"] if p.gradient_checkpointing else 0,
+            "transformers": transformers.__version__,
+            "peft": peft.__version__,
+        }
+    )
+    metrics, data = summarize(ctx, m, "tokens", tokens, fl["model"] * tokens, "bf16")
+    data["hfu"] = data["mfu"] * hw_per_token / fl["model"] if data["mfu"] is not None else None
+    return {"metrics": metrics, "data": data}

@@ -1,0 +1,122 @@
+"""ResNet with DistributedDataParallel on synthetic images made on the device.
+
+torchvision's model by name with random weights, channels_last memory format and bf16 autocast
+by default (weights and the optimizer stay fp32), SGD with momentum and weight decay, cuDNN
+autotuning on (its first-step search falls in the warm-up). The two shapes people measured:
+ResNet-50 at 224 px with 256 images per GPU, and ResNet-18 at 32 px with 64 per GPU (CIFAR-10).
+
+MFU: conv and matmul FLOPs of one training step counted by torch.utils.flop_counter on two
+images before the run (what autograd executes: no input gradient for the first conv), per image;
+    mfu = images/s/GPU x FLOPs per image / peak FLOP/s per GPU (bf16 or fp32 dense, by precision)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from kit.worker.common import Context
+from kit.worker.params import ResnetDdpParams
+from kit.worker.training import measure, seed_all, summarize
+
+
+def count_flops_per_image(
+    model: torch.nn.Module, p: ResnetDdpParams, device: torch.device
+) -> float:
+    """Forward + backward FLOPs of one image, counted on a step of two (batch norm needs two).
+
+    Runs before DDP wraps the model; gradients are dropped and the batch-norm running
+    statistics are restored, so the counted step leaves no trace in the measured run.
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    x = torch.randn(2, 3, p.image_size, p.image_size, device=device)
+    y = torch.randint(0, p.num_classes, (2,), device=device)
+    if p.channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+    model.zero_grad(set_to_none=True)
+    model.load_state_dict(state)
+    return counter.get_total_flops() / 2
+
+
+def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+    import torchvision
+
+    p = ResnetDdpParams(**params)
+    seed_all(p.seed)
+    t0 = time.perf_counter()
+    if ctx.is_cuda:
+        torch.backends.cudnn.benchmark = True
+    memory_format = torch.channels_last if p.channels_last else torch.contiguous_format
+    model = torchvision.models.get_model(p.arch, weights=None, num_classes=p.num_classes)
+    model = model.to(ctx.device, memory_format=memory_format)
+    model.train()
+    flops_per_image = count_flops_per_image(model, p, ctx.device)
+    ddp = DDP(
+        model,
+        device_ids=[ctx.device.index] if ctx.is_cuda else None,
+        gradient_as_bucket_view=True,
+    )
+    opt = torch.optim.SGD(
+        model.parameters(), lr=p.lr, momentum=p.momentum, weight_decay=p.weight_decay
+    )
+    gen = torch.Generator(device=ctx.device).manual_seed(p.seed * 1000 + ctx.rank)
+    shape = (p.batch_per_gpu, 3, p.image_size, p.image_size)
+    batches = []
+    for _ in range(p.data_batches):
+        images = torch.randn(shape, device=ctx.device, generator=gen)
+        labels = torch.randint(
+            0, p.num_classes, (p.batch_per_gpu,), device=ctx.device, generator=gen
+        )
+        batches.append((images.contiguous(memory_format=memory_format), labels))
+    ctx.synchronize()
+    init_s = time.perf_counter() - t0
+    bf16 = p.precision == "bf16"
+
+    def step(batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        images, labels = batch
+        with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = torch.nn.functional.cross_entropy(ddp(images), labels)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    ctx.log(
+        f"{p.arch}: {sum(x.numel() for x in model.parameters()) / 1e6:.1f}M params, "
+        f"{p.batch_per_gpu} x {p.image_size}px images per rank, {p.precision}, "
+        f"{'channels_last' if p.channels_last else 'NCHW'}, init {init_s:.1f} s"
+    )
+    m = measure(ctx, step, batches, p.warmup_steps, p.steps)
+    images = p.batch_per_gpu * ctx.world_size
+    m.extra.update(
+        {
+            "params": asdict(p),
+            "model": f"torchvision.models.{p.arch}",
+            "weights": "random (from torchvision's architecture)",
+            "data": "synthetic (normal random images, uniform random labels)",
+            "param_count": sum(x.numel() for x in model.parameters()),
+            "parallelism": "DistributedDataParallel (gradient_as_bucket_view)",
+            "optimizer": f"SGD lr {p.lr} momentum {p.momentum} weight decay {p.weight_decay}",
+            "cudnn_benchmark": torch.backends.cudnn.benchmark,
+            "init_s": init_s,
+            "flops_per_image": flops_per_image,
+            "flops_formula": (
+                "torch.utils.flop_counter.FlopCounterMode over one forward + backward "
+                "(conv and matmul FLOPs), per image"
+            ),
+            "torchvision": torchvision.__version__,
+        }
+    )
+    precision = "bf16" if bf16 else "fp32"
+    metrics, data = summarize(ctx, m, "images", images, flops_per_image * images, precision)
+    return {"metrics": metrics, "data": data}

@@ -1,0 +1,268 @@
+"""What the three training workers share: batches, the timed loop, and how its numbers are made.
+
+Method (DESIGN.md): every step is bracketed by a device synchronize before each clock read
+(StepTimer); every step time and every loss is kept, warm-up steps included, and the warm-up
+steps are left out of every figure.
+A step's time is the slowest rank's (a step is done when its last rank is). Throughput is
+reported two ways: global units per step over the median step time (robust to a stray slow step)
+and total units over the whole timed window (what the HF Trainer's *_per_second reports).
+
+Model FLOPs utilisation (MFU) = achieved model FLOPs per second per GPU / the GPU's peak:
+
+    mfu = flops_per_step / median_step_time / (peak_flops_per_gpu * world_size)
+
+where flops_per_step is the whole job's model FLOPs for one optimizer step (each worker documents
+its formula). Recomputation (activation checkpointing) is not model work and is not counted.
+The peak is the datasheet's dense figure for the precision the matmuls run in (PEAK_FLOPS);
+MFU is null on the CPU and on a GPU this table does not know.
+
+Standard library and torch only: this runs inside the container.
+"""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from kit.worker.common import Context, StepTimer, metric
+
+GIB = 1 << 30
+
+# Dense (no sparsity) peak tensor FLOP/s per GPU from NVIDIA's datasheets, by precision of the
+# matmuls: "bf16" = BF16 tensor cores, "fp32" = plain FP32 (no TF32; torch's default "highest"
+# matmul precision). First match wins, so specific names come before the family name.
+PEAK_FLOPS: list[tuple[str, dict[str, float]]] = [
+    ("H200 NVL", {"bf16": 835e12, "fp32": 60e12}),
+    ("H200", {"bf16": 989e12, "fp32": 67e12}),  # H200 SXM
+    ("H100 NVL", {"bf16": 835e12, "fp32": 60e12}),
+    ("H100 PCIe", {"bf16": 756e12, "fp32": 51e12}),
+    ("H100", {"bf16": 989e12, "fp32": 67e12}),  # H100 SXM ("NVIDIA H100 80GB HBM3")
+    ("H800", {"bf16": 989e12, "fp32": 67e12}),
+    ("GH200", {"bf16": 989e12, "fp32": 67e12}),
+    ("B200", {"bf16": 2250e12, "fp32": 80e12}),
+    ("A100", {"bf16": 312e12, "fp32": 19.5e12}),
+    ("A800", {"bf16": 312e12, "fp32": 19.5e12}),
+    ("L40S", {"bf16": 362e12, "fp32": 91.6e12}),
+    ("A10G", {"bf16": 70e12, "fp32": 31.2e12}),
+    ("RTX 4090", {"bf16": 165e12, "fp32": 82.6e12}),
+    ("RTX 3090", {"bf16": 71e12, "fp32": 35.6e12}),
+]
+
+
+def peak_flops(device_name: str | None, precision: str) -> tuple[float, str] | None:
+    """(peak FLOP/s per GPU, the table row used) for a CUDA device name, or None if unknown."""
+    if not device_name:
+        return None
+    for key, peaks in PEAK_FLOPS:
+        if key in device_name and precision in peaks:
+            return peaks[precision], f"{key} {precision} dense {peaks[precision] / 1e12:g} TFLOP/s"
+    return None
+
+
+def seed_all(seed: int) -> None:
+    """Same seed on every rank: every rank builds the same random model (as a broadcast would)."""
+    torch.manual_seed(seed)
+
+
+def token_batches(
+    ctx: Context, vocab: int, batch: int, seq: int, count: int, data_path: str, seed: int
+) -> tuple[list[torch.Tensor], str]:
+    """`count` batches of token ids on the device: random, or cut from a local token file.
+
+    Synthetic tokens are uniform over the vocabulary, different on every rank; a small pool is
+    cycled, so the loss falls as the model memorises it (a sign that training happened). A
+    `data_path` is a torch file holding an integer tensor of token ids (any shape, flattened);
+    rank r takes blocks r, r + world, ... of `seq` tokens.
+    """
+    if not data_path:
+        gen = torch.Generator(device=ctx.device).manual_seed(seed * 1000 + ctx.rank)
+        batches = [
+            torch.randint(0, vocab, (batch, seq), device=ctx.device, generator=gen)
+            for _ in range(count)
+        ]
+        return batches, "synthetic (uniform random token ids)"
+    path = Path(data_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"data_path {data_path}: no such file on this machine")
+    tokens = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(tokens, torch.Tensor) or tokens.is_floating_point():
+        raise ValueError(f"data_path {data_path}: expected a tensor of integer token ids")
+    tokens = tokens.flatten().long()
+    need = count * batch * ctx.world_size * seq
+    if tokens.numel() < need:
+        raise ValueError(
+            f"data_path {data_path}: {tokens.numel()} tokens; this run needs {need}"
+            f" ({count} batches x {batch} x {seq} tokens x {ctx.world_size} ranks)"
+        )
+    if int(tokens.max()) >= vocab or int(tokens.min()) < 0:
+        raise ValueError(f"data_path {data_path}: token ids outside [0, {vocab})")
+    blocks = tokens[:need].view(-1, seq)[ctx.rank :: ctx.world_size]
+    batches = [blocks[i * batch : (i + 1) * batch].to(ctx.device) for i in range(count)]
+    return batches, f"local file {data_path}"
+
+
+@dataclass
+class Measured:
+    """The raw record of one training run on this rank (reduced across ranks later)."""
+
+    warmup_times: list[float]
+    step_times: list[float]
+    window_s: float
+    warmup_losses: list[torch.Tensor]
+    losses: list[torch.Tensor]
+    mem_before_gib: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def measure(
+    ctx: Context,
+    step: Callable[[Any], torch.Tensor],
+    batches: list[Any],
+    warmup_steps: int,
+    steps: int,
+) -> Measured:
+    """Run warm-up steps, then `steps` measured ones; `step(batch)` returns the detached loss.
+
+    Warm-up steps are timed too (kept in the record, left out of every figure). Losses stay on
+    the device during the loop and are read after it, so the loop adds no sync beyond the
+    timer's own. Peak memory counts from the first warm-up step (the model build excluded).
+    """
+    mem_before = None
+    if ctx.is_cuda:
+        torch.cuda.synchronize(ctx.device)
+        mem_before = torch.cuda.memory_allocated(ctx.device) / GIB
+        torch.cuda.reset_peak_memory_stats(ctx.device)
+    warm_timer, warmup_losses = StepTimer(ctx), []
+    for i in range(warmup_steps):
+        warm_timer.start()
+        warmup_losses.append(step(batches[i % len(batches)]))
+        warm_timer.stop()
+    dist.barrier()  # every rank starts the measured window together
+    timer, losses = StepTimer(ctx), []
+    ctx.synchronize()
+    window_t0 = time.perf_counter()
+    for i in range(warmup_steps, warmup_steps + steps):
+        timer.start()
+        losses.append(step(batches[i % len(batches)]))
+        timer.stop()
+    window_s = time.perf_counter() - window_t0
+    return Measured(warm_timer.times, timer.times, window_s, warmup_losses, losses, mem_before)
+
+
+def _reduce(
+    ctx: Context, values: list[float] | list[torch.Tensor], op: dist.ReduceOp
+) -> list[float]:
+    """Reduce a list of numbers (or of 0-d tensors on the device) across ranks, element-wise."""
+    if values and isinstance(values[0], torch.Tensor):
+        t = torch.stack([v.detach().to(ctx.device, torch.float64) for v in values])
+    else:
+        t = torch.tensor(values, dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(t, op=op)
+    return t.tolist()
+
+
+def summarize(
+    ctx: Context,
+    m: Measured,
+    unit: str,
+    units_per_step: float,
+    flops_per_step: float | None,
+    precision: str,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Metrics and raw data for a result, from every rank's record.
+
+    unit: "samples", "tokens" or "images"; units_per_step and flops_per_step are global (the
+    whole job's per optimizer step). precision picks the peak for MFU ("bf16" or "fp32").
+    """
+    n = ctx.world_size
+    # the slowest rank's time of each step: a step is done when its last rank is
+    all_times = _reduce(ctx, m.warmup_times + m.step_times, dist.ReduceOp.MAX)
+    warmup_times, step_times = all_times[: len(m.warmup_times)], all_times[len(m.warmup_times) :]
+    window_s = _reduce(ctx, [m.window_s], dist.ReduceOp.MAX)[0]
+    losses = _reduce(ctx, m.losses, dist.ReduceOp.SUM)
+    warm = _reduce(ctx, m.warmup_losses, dist.ReduceOp.SUM) if m.warmup_losses else []
+    losses, warm = [x / n for x in losses], [x / n for x in warm]
+    median = statistics.median(step_times)
+    rss_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB  # Linux: KiB
+    host_rss = _reduce(ctx, [rss_gib], dist.ReduceOp.MAX)[0]
+    peak_mem = reserved = None
+    if ctx.is_cuda:
+        peak_mem, reserved = _reduce(
+            ctx,
+            [torch.cuda.max_memory_allocated(ctx.device) / GIB,
+             torch.cuda.max_memory_reserved(ctx.device) / GIB],
+            dist.ReduceOp.MAX,
+        )  # fmt: skip
+    gpu = torch.cuda.get_device_name(ctx.device) if ctx.is_cuda else None
+    peak = peak_flops(gpu, precision) if ctx.is_cuda else None
+    mfu = mfu_window = None
+    if peak is not None and flops_per_step:
+        mfu = flops_per_step / median / (peak[0] * n)
+        mfu_window = flops_per_step * len(step_times) / window_s / (peak[0] * n)
+    metrics: dict[str, Any] = {
+        "throughput": metric(units_per_step / median, f"{unit}/s"),
+        "throughput_window": metric(units_per_step * len(step_times) / window_s, f"{unit}/s"),
+        "step_time_s": metric(median, "s", higher_is_better=False),
+    }
+    if peak_mem is not None:
+        metrics["peak_mem_gib"] = metric(peak_mem, "GiB", higher_is_better=False)
+    if mfu is not None:
+        metrics["mfu"] = metric(mfu, "fraction")
+    data = {
+        "unit": unit,
+        f"{unit}_per_step": units_per_step,
+        "warmup_steps": len(warmup_times),
+        "steps": len(step_times),
+        "step_times_s": warmup_times + step_times,
+        "step_times_note": (
+            "every step, the warmup_steps leading ones included (dropped from every figure); "
+            "each the max over ranks, the device synchronized before each clock read"
+        ),
+        "warmup_s": sum(warmup_times),
+        "window_s": window_s,
+        "throughput_median": units_per_step / median,
+        "throughput_window": units_per_step * len(step_times) / window_s,
+        "loss": losses,
+        "warmup_loss": warm,
+        "loss_first": (warm or losses)[0],
+        "loss_last": losses[-1],
+        "loss_reduction": "mean over ranks",
+        "peak_mem_gib": peak_mem,
+        "peak_mem_reserved_gib": reserved,
+        "mem_before_steps_gib": m.mem_before_gib,
+        "peak_mem_note": (
+            "torch.cuda.max_memory_allocated over warm-up and timed steps, max over ranks"
+            if ctx.is_cuda
+            else "no device memory on the CPU; host_peak_rss_gib is the process's peak RSS"
+        ),
+        "host_peak_rss_gib": host_rss,
+        "gpu": gpu,
+        "precision": precision,
+        "flops_per_step": flops_per_step,
+        "peak_flops_per_gpu": peak[0] if peak else None,
+        "peak_flops_source": peak[1] if peak else None,
+        "mfu": mfu,
+        "mfu_window": mfu_window,
+        "mfu_note": (
+            "flops_per_step / median step time / (peak_flops_per_gpu x world_size)"
+            if mfu is not None
+            else "null: "
+            + ("not on a GPU" if not ctx.is_cuda else f"no peak FLOP/s known for {gpu!r}")
+        ),
+        "matmul_precision": torch.get_float32_matmul_precision(),
+        **m.extra,
+    }
+    ctx.log(
+        f"{len(step_times)} steps, median {median * 1e3:.1f} ms, "
+        f"{units_per_step / median:,.1f} {unit}/s, loss {data['loss_first']:.4f} -> "
+        f"{data['loss_last']:.4f}" + (f", MFU {100 * mfu:.1f}%" if mfu is not None else "")
+    )
+    return metrics, data
