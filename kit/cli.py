@@ -89,6 +89,14 @@ def reproduce(
             "--strict-env", help="Rerunning a bundle: refuse (exit 2) if the environment differs."
         ),
     ] = False,
+    nodes: Annotated[
+        str | None,
+        typer.Option(
+            help="Multi-node: Docker daemon URLs of the nodes, comma-separated (the first hosts "
+            "the rendezvous), e.g. unix:///var/run/docker.sock,ssh://node2; replaces the "
+            "recipe's nodes.hosts."
+        ),
+    ] = None,
     strict: Annotated[bool, typer.Option(help="Treat preflight warnings as fatal.")] = False,
     allow: Annotated[
         str | None, typer.Option(help="Preflight checks allowed to fail, comma-separated.")
@@ -102,6 +110,8 @@ def reproduce(
     Example: kit reproduce recipes/allreduce.yaml --device cpu --smoke
 
     Example: kit reproduce reports/allreduce-20261121-120000 --strict-env
+
+    Example: kit reproduce recipes/allreduce.yaml --nodes unix:///var/run/docker.sock,ssh://node2
     """
     from kit.recipe import load_recipe
     from kit.reproduce import Options, command_line, run_recipe
@@ -110,7 +120,8 @@ def reproduce(
                       command=command_line(sys.argv[1:]), strict=strict,
                       allow=tuple(a.strip() for a in (allow or "").split(",") if a.strip()),
                       environment=env, base_image=base_image,
-                      image_archive=image_archive)  # fmt: skip
+                      image_archive=image_archive,
+                      nodes=tuple(n.strip() for n in (nodes or "").split(",") if n.strip()))  # fmt: skip
     if recipe.is_dir():
         from kit.rerun import rerun_bundle
 
@@ -274,6 +285,83 @@ def compare(
     paths = write_comparison(bundles, baseline, out)
     for path in paths:
         print(path)
+
+
+@app.command()
+def slurm(
+    target: Annotated[
+        str, typer.Argument(help="A recipe YAML file, or `collect` to gather a finished job.")
+    ],
+    bundle: Annotated[
+        Path | None, typer.Argument(help="With `collect`: the bundle the job wrote into.")
+    ] = None,
+    nodes: Annotated[
+        int | None, typer.Option(help="Nodes (default: the recipe's nodes.hosts count, or 1).")
+    ] = None,
+    gpus_per_node: Annotated[
+        int | None, typer.Option(help="Processes per node (default: the recipe's).")
+    ] = None,
+    partition: Annotated[str | None, typer.Option(help="sbatch --partition.")] = None,
+    time: Annotated[str | None, typer.Option(help="sbatch --time, e.g. 01:00:00.")] = None,
+    container_image: Annotated[
+        str | None,
+        typer.Option(help="enroot/pyxis: srun --container-image (a .sqsh file or docker://...)."),
+    ] = None,
+    apptainer: Annotated[
+        Path | None, typer.Option(help="Apptainer: the .sif image (apptainer exec --nv).")
+    ] = None,
+    host_python: Annotated[
+        str | None,
+        typer.Option(help="No container: run the worker with this Python on the nodes."),
+    ] = None,
+    device: Annotated[str, typer.Option(help="cuda | cpu (gloo).")] = "cuda",
+    smoke: Annotated[
+        bool | None, typer.Option("--smoke/--full", help="Smoke scale (default: on CPU).")
+    ] = None,
+    repeats: Annotated[int | None, typer.Option(min=1, help="Override the recipe's.")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Bundle directory, on a filesystem the nodes share.")
+    ] = None,
+    sbatch_arg: Annotated[
+        list[str] | None,
+        typer.Option(help="Another #SBATCH option, e.g. --sbatch-arg=--account=lab (repeatable)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the sbatch script; write and submit nothing.")
+    ] = False,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="sbatch --wait, then collect the results at once.")
+    ] = False,
+) -> None:
+    """Run a recipe on a Slurm cluster (enroot/pyxis or Apptainer), or collect a finished job.
+
+    Writes the bundle's run specs and slurm/job.sbatch, submits it with sbatch when sbatch is on
+    PATH, and `kit slurm collect BUNDLE` gathers results, logs and each node's inventory into the
+    bundle and renders its report.
+
+    Example: kit slurm recipes/allreduce.yaml --nodes 2 --gpus-per-node 8 --container-image ~/kit-cuda13.sqsh --dry-run
+
+    Example: kit slurm collect reports/allreduce-20261121-120000
+    """
+    from kit import slurm as slurm_mod
+
+    if target == "collect":
+        if bundle is None:
+            raise InputError("kit slurm collect BUNDLE: name the bundle the job wrote into")
+        b, code = slurm_mod.collect(bundle)
+        print(b.path)
+        raise typer.Exit(code)
+    if bundle is not None:
+        raise InputError(f"kit slurm {target}: unexpected argument {str(bundle)!r}")
+    opts = slurm_mod.SlurmOptions(
+        nodes=nodes, gpus_per_node=gpus_per_node, partition=partition, time=time,
+        container_image=container_image, apptainer=str(apptainer) if apptainer else None,
+        host_python=host_python, device=device, smoke=smoke, repeats=repeats, out=out,
+        command=slurm_mod.command_line(), extra=list(sbatch_arg or []),
+    )  # fmt: skip
+    print(slurm_mod.launch(slurm_mod.load(Path(target)), opts, dry_run=dry_run, wait=wait), end="")
+    if not dry_run:
+        print()
 
 
 @recipes_app.command("list")

@@ -90,6 +90,45 @@ class Benchmark(Strict):
         return asdict(TypeAdapter(KINDS[self.kind][0]).validate_python(merged))
 
 
+DAEMON_URL = r"^(unix|ssh|tcp|http|https|npipe)://\S+$"
+
+
+class Nodes(Strict):
+    """Several machines for one run: one worker container per node, joined by torchrun's c10d
+    rendezvous on the first node. `hosts` are Docker daemon URLs, one per node."""
+
+    hosts: list[str] = Field(min_length=1, max_length=1024)
+    gpus_per_node: int | None = Field(default=None, ge=1, le=64)  # default: the recipe's gpus
+    rdzv_port: int = Field(default=29400, ge=1, le=65535)
+    # the address the other nodes reach the first one at (default: the first host's name)
+    rdzv_host: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9.:_-]*$")
+    network: str = Field(default="host", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    nccl_socket_ifname: str | None = Field(default=None, pattern=r"^\^?=?[A-Za-z0-9_.,:-]+$")
+    env: dict[str, str] = {}
+
+    @field_validator("hosts")
+    @classmethod
+    def _urls(cls, hosts: list[str]) -> list[str]:
+        for url in hosts:
+            if not re.match(DAEMON_URL, url):
+                raise ValueError(
+                    f"{url!r} is not a Docker daemon URL; allowed: unix://PATH, ssh://[USER@]HOST,"
+                    " tcp://HOST:PORT"
+                )
+        return hosts
+
+    @field_validator("network")
+    @classmethod
+    def _network(cls, network: str, info: ValidationInfo) -> str:
+        hosts = info.data.get("hosts") or []
+        if network != "host" and len(set(hosts)) > 1:
+            raise ValueError(
+                f"{network!r}: a bridge network joins the containers of one daemon only;"
+                " nodes on several daemons need `network: host`"
+            )
+        return network
+
+
 class Recipe(Strict):
     kit: int
     name: str = Field(pattern=NAME_PATTERN)
@@ -105,6 +144,7 @@ class Recipe(Strict):
     timeout_s: float = Field(default=1800, gt=0)
     variants: list[str | Variant] = ["p2p", "no-p2p"]
     benchmarks: list[Benchmark] = Field(min_length=1)
+    nodes: Nodes | None = None  # several machines (kit/runtime/multinode.py); None: this one
 
     @field_validator("kit")
     @classmethod

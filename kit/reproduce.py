@@ -28,6 +28,7 @@ from kit.plan import RunSpec, plan, plan_repeat
 from kit.preflight import PreflightOptions, raise_if_fatal, run_checks
 from kit.recipe import Recipe
 from kit.runtime.base import RunOutcome, Runtime
+from kit.runtime.multinode import node_config, nodes_device
 from kit.stats import AdaptiveRepeats, is_noisy
 from kit.worker.common import RESULT_SCHEMA, write_json
 from kit.worker.nccl_log import parse_nccl_log, verdict
@@ -54,6 +55,7 @@ class Options:
     reproduces: dict[str, Any] | None = None
     expected_environment: dict[str, Any] | None = None
     expected_hardware: dict[str, Any] | None = None
+    nodes: tuple[str, ...] = ()  # --nodes: Docker daemon URLs, one per node (multi-node runs)
 
 
 def detect_gpus() -> int:
@@ -158,6 +160,10 @@ def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path)
     result.setdefault("wall_s", outcome.wall_s)
     if result["status"] != "ok":
         result["log_tail"] = tail(log_path)
+    if outcome.nodes is not None:
+        from kit.runtime.multinode import annotate_result
+
+        annotate_result(result, outcome)
     return result
 
 
@@ -208,6 +214,15 @@ def make_runtime(name: str, recipe: Recipe, options: Options, device: str = "cpu
     """The runtime the user asked for; docker builds (or reuses) the pinned image first."""
     if name not in ("host", "docker", "auto"):
         raise InputError(f"--runtime {name!r}: allowed: host, docker, auto")
+    nodes = node_config(recipe.nodes, options.nodes)
+    if nodes is not None:  # several machines: containers on each node's daemon
+        if name == "host":
+            raise InputError("multi-node runs (nodes:, --nodes) need the docker runtime")
+        from kit.runtime import multinode
+
+        return multinode.prepare(nodes, options.environment or recipe.environment, device,
+                                 base_image=options.base_image, cpu_threads=options.cpu_threads,
+                                 image_archive=options.image_archive, gpus=recipe.gpus)  # fmt: skip
     if name == "auto":
         name = _auto_runtime(device)
     if name == "host" and options.image_archive is not None:
@@ -253,12 +268,16 @@ def run_recipe(
     on_result: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[Bundle, int]:
     """Run every planned run and write the bundle. Returns the bundle and the exit code."""
-    device = resolve_device(options.device)
+    nodes = node_config(recipe.nodes, options.nodes)
+    device = (
+        resolve_device(options.device) if nodes is None else nodes_device(options.device, nodes)
+    )
     smoke = options.smoke if options.smoke is not None else device == "cpu"
     repeats = options.repeats or (min(recipe.repeats, 2) if smoke else None)
     runs = plan(recipe, device, smoke, repeats)
     hardware = collect()
-    findings = preflight(recipe, device, hardware, options)
+    # the driver's machine is not one of the nodes: each node's inventory goes to hardware.json
+    findings = preflight(recipe, device, hardware, options) if nodes is None else []
     runtime = make_runtime(options.runtime, recipe, options, device)
     # absolute: the workers run with the run directory as their working directory
     out = (options.out or default_bundle_dir(Path("reports"), recipe.name)).resolve()
@@ -285,6 +304,8 @@ def run_recipe(
         f"kit: {recipe.name}: {len(runs)} runs on {device} ({runtime.name} runtime"
         f"{', smoke scale' if smoke else ''}) -> {bundle.path}"
     )
+    if getattr(runtime, "inventory", None):
+        hardware["nodes"] = runtime.inventory
     bundle.write_json("hardware.json", hardware)
     bundle.results["preflight"] = findings
     bundle.write_json(
@@ -327,7 +348,8 @@ def run_recipe(
                 console.print(f"ok {result.get('wall_s', 0):.1f} s {_headline(result)}")
             else:
                 code = 1
-                console.print(f"{result['status'].upper()}: {result.get('error')}")
+                # an error may hold [brackets] (gloo's "[/path/pair.cc:553]"): not rich markup
+                console.print(f"{result['status'].upper()}: {result.get('error')}", markup=False)
             if interrupted:
                 raise KeyboardInterrupt
             if not queue or queue[0].benchmark != spec.benchmark:  # its last planned repeat

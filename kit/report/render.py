@@ -196,6 +196,52 @@ def hardware_view(hw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _speed(mbps: Any) -> str:
+    if not isinstance(mbps, int):
+        return "speed unknown"
+    return f"{mbps / 1000:g} Gb/s" if mbps >= 1000 else f"{mbps} Mb/s"
+
+
+def nodes_view(hw: dict[str, Any], results: dict[str, Any]) -> dict[str, Any] | None:
+    """Multi-node bundles: each node (daemon, name, GPUs, network) and how the nodes talked."""
+    nodes = hw.get("nodes")
+    if not nodes:
+        return None
+    rows = []
+    for n in nodes:
+        gpus = n.get("gpus") or []
+        names = sorted({str(g.get("name")) for g in gpus})
+        links = [
+            f"{i.get('name')} {i.get('address') or ''} {_speed(i.get('speed_mbps'))}"
+            f" MTU {i.get('mtu') or '?'} ({i.get('state') or '?'})".replace("  ", " ")
+            for i in n.get("interfaces") or []
+            if i.get("kind") != "bridge" and (i.get("address") or i.get("state") == "up")
+        ]
+        links += [
+            f"{p.get('device')} port {p.get('port')}: {p.get('rate') or '?'}"
+            f" ({p.get('state') or '?'}, {p.get('link_layer') or '?'})"
+            for p in n.get("infiniband") or []
+        ]
+        rows.append(
+            {
+                "node": n.get("node"),
+                "host": n.get("host") or "-",
+                "hostname": n.get("hostname") or "-",
+                "gpus": f"{len(gpus)} x {', '.join(names)}" if gpus else "none",
+                "cpus": n.get("cpus") or "-",
+                "memory": human_bytes(n["mem_total_bytes"]) if n.get("mem_total_bytes") else "-",
+                "network": links or ["no interface recorded"],
+            }
+        )
+    transports: dict[str, list[str]] = {}
+    for r in results.get("runs") or []:
+        used = (r.get("network") or {}).get("transport") or []
+        if used:
+            transports.setdefault(r.get("variant") or "?", [])
+            transports[r.get("variant") or "?"] += [t for t in used if t not in transports[r.get("variant") or "?"]]  # fmt: skip
+    return {"rows": rows, "transports": transports}
+
+
 def environment_view(env: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
     container = env.get("container") or {}
     packages = container.get("packages") if isinstance(container, dict) else None
@@ -455,6 +501,7 @@ def context(bundle: Bundle) -> dict[str, Any]:
         "findings": analysis.findings(results, benches),
         "hardware": hardware_view(hardware),
         "has_hardware": bool(hardware),
+        "nodes": nodes_view(hardware, results),
         "environment": environment_view(environment, results),
         "method": method_view(benches, results),
         "manifest": manifest_view(bundle.path),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass
@@ -22,6 +22,7 @@ class RunOutcome:
     wall_s: float
     command: list[str]
     error: str | None = None  # one line, when the launch itself failed (e.g. no torchrun)
+    nodes: list[dict[str, Any]] | None = None  # multi-node runs: each node's status and log
 
 
 class Runtime(Protocol):

@@ -1,0 +1,424 @@
+"""`kit slurm`: run a recipe on a Slurm cluster whose nodes have no Docker, then collect it.
+
+The driver plans the runs as `kit reproduce` does and writes the bundle's run directories (each
+with its spec.json) on a filesystem the nodes share. An sbatch script then runs, one after the
+other, each run on every node of the allocation, one task per node:
+
+    srun --ntasks-per-node=1 <container> torchrun --nnodes N --nproc-per-node G
+         --rdzv-backend c10d --rdzv-endpoint $HEAD_NODE:PORT --rdzv-id $SLURM_JOB_ID-RUN
+         -m kit.worker /kit/run/spec.json
+
+where <container> is enroot/pyxis (`--container-image=IMG --container-mounts=RUN_DIR:/kit/run`),
+Apptainer (`apptainer exec --nv --bind RUN_DIR:/kit/run SIF`), or nothing (`--host-python`:
+the nodes' own Python, for clusters with a shared environment and for testing). HEAD_NODE is the
+first host of $SLURM_JOB_NODELIST (`scontrol show hostnames`). Every node's output goes to
+logs/<run>.node<i>.log, each run's exit status to slurm/exit_codes.tsv, each node's inventory to
+slurm/nodes/. `kit slurm collect BUNDLE` turns them into results.json, hardware.json and the
+report through the same code as `kit reproduce` (or `--wait` submits with `sbatch --wait` and
+collects at once). Planned repeats only: adaptive repeats need the driver between runs.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit.bundle import Bundle, default_bundle_dir
+from kit.errors import InputError, KitError
+from kit.plan import RunSpec, plan
+from kit.recipe import Recipe, parse_recipe
+from kit.runtime.base import RunOutcome
+from kit.worker.common import write_json
+
+TIMEOUT_EXIT = 124  # timeout(1)'s status when the limit passed
+TIME_PATTERN = r"^(\d+-)?\d+(:\d{2}){0,2}$"
+KIT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class SlurmOptions:
+    nodes: int | None = None  # default: len(recipe nodes.hosts), else 1
+    gpus_per_node: int | None = None  # default: recipe nodes.gpus_per_node, else recipe gpus
+    partition: str | None = None
+    time: str | None = None  # sbatch --time (e.g. 01:00:00); default: the cluster's
+    container_image: str | None = None  # enroot/pyxis
+    apptainer: str | None = None  # a SIF file
+    host_python: str | None = None  # no container: this Python on the nodes
+    device: str = "cuda"
+    smoke: bool | None = None
+    repeats: int | None = None
+    out: Path | None = None
+    command: str = "kit slurm"
+    extra: list[str] = field(default_factory=list)  # more #SBATCH lines, e.g. --account=X
+
+    @property
+    def launcher(self) -> str:
+        return "pyxis" if self.container_image else "apptainer" if self.apptainer else "host"
+
+
+def check_options(opts: SlurmOptions) -> None:
+    import re
+
+    chosen = [o for o in (opts.container_image, opts.apptainer, opts.host_python) if o]
+    if len(chosen) != 1:
+        raise InputError(
+            "kit slurm: name exactly one of --container-image IMG (enroot/pyxis), --apptainer SIF,"
+            " --host-python PY (no container)"
+        )
+    if opts.device not in ("cuda", "cpu"):
+        raise InputError(f"--device {opts.device!r}: allowed: cuda, cpu")
+    if opts.time is not None and not re.match(TIME_PATTERN, opts.time):
+        raise InputError(f"--time {opts.time!r}: expected MINUTES, HH:MM:SS or D-HH:MM:SS")
+    for name, value in (("--nodes", opts.nodes), ("--gpus-per-node", opts.gpus_per_node)):
+        if value is not None and value < 1:
+            raise InputError(f"{name} {value}: must be at least 1")
+
+
+def _q(text: str | Path) -> str:
+    return shlex.quote(str(text))
+
+
+@dataclass
+class Job:
+    """What the script is made of: the recipe, its runs, and the launch settings."""
+
+    recipe: Recipe
+    runs: list[RunSpec]
+    bundle: Path
+    nodes: int
+    gpus_per_node: int
+    rdzv_port: int
+    env: dict[str, str]
+    opts: SlurmOptions
+
+
+def make_job(recipe: Recipe, opts: SlurmOptions) -> Job:
+    check_options(opts)
+    smoke = opts.smoke if opts.smoke is not None else opts.device == "cpu"
+    repeats = opts.repeats or (min(recipe.repeats, 2) if smoke else None)
+    section = recipe.nodes
+    nodes = opts.nodes or (len(section.hosts) if section else 1)
+    per_node = opts.gpus_per_node or (section.gpus_per_node if section else None) or recipe.gpus
+    env = dict(section.env) if section else {}
+    if section and section.nccl_socket_ifname:
+        env.setdefault("NCCL_SOCKET_IFNAME", section.nccl_socket_ifname)
+        env.setdefault("GLOO_SOCKET_IFNAME", section.nccl_socket_ifname)
+    bundle = (opts.out or default_bundle_dir(Path("reports"), recipe.name)).resolve()
+    return Job(
+        recipe=recipe,
+        runs=plan(recipe, opts.device, smoke, repeats),
+        bundle=bundle,
+        nodes=nodes,
+        gpus_per_node=per_node,
+        rdzv_port=section.rdzv_port if section else 29400,
+        env=env,
+        opts=opts,
+    )
+
+
+def _launch(job: Job, run_dir: str) -> tuple[list[str], str, list[str]]:
+    """(srun flags, path of the spec as the task sees it, command prefix) for one run dir."""
+    o = job.opts
+    if o.launcher == "pyxis":
+        # a named container is imported once per job and reused by the later steps
+        flags = [f"--container-image={_q(o.container_image or '')}",
+                 f"--container-name=kit-{job.recipe.name}",
+                 f'--container-mounts="{run_dir}:/kit/run"', "--container-workdir=/kit/run"]  # fmt: skip
+        return flags, "/kit/run/spec.json", []
+    if o.launcher == "apptainer":
+        nv = ["--nv"] if o.device == "cuda" else []
+        prefix = ["apptainer", "exec", *nv, "--bind", f'"{run_dir}:/kit/run"', "--pwd",
+                  "/kit/run", _q(o.apptainer or "")]  # fmt: skip
+        return [], "/kit/run/spec.json", prefix
+    return [f'--chdir="{run_dir}"'], f'"{run_dir}/spec.json"', []
+
+
+def render_script(job: Job) -> str:
+    """The sbatch script: a pure function of the job (the tests check its exact text)."""
+    o = job.opts
+    name = job.recipe.name
+    host = o.launcher == "host"
+    torchrun = [_q(o.host_python or ""), "-m", "torch.distributed.run"] if host else ["torchrun"]
+    python = [_q(o.host_python or "")] if host else ["python"]
+    lines = [
+        "#!/bin/bash",
+        f"# kit: Slurm job for recipe {name}, written by `{o.command}`.",
+        f"# {len(job.runs)} runs, each on {job.nodes} node(s) x {job.gpus_per_node} processes, "
+        "one after the other,",
+        "# through torchrun's c10d rendezvous on the first node of the allocation.",
+        f"# The bundle must be on a filesystem every node sees: {job.bundle}",
+        f"# After the job: kit slurm collect {job.bundle}",
+        f"#SBATCH --job-name=kit-{name}",
+        f"#SBATCH --nodes={job.nodes}",
+        "#SBATCH --ntasks-per-node=1",
+    ]
+    if o.device == "cuda":
+        lines.append(f"#SBATCH --gpus-per-node={job.gpus_per_node}")
+    if o.partition:
+        lines.append(f"#SBATCH --partition={o.partition}")
+    if o.time:
+        lines.append(f"#SBATCH --time={o.time}")
+    lines += [f"#SBATCH {x}" for x in o.extra]
+    lines += [
+        f"#SBATCH --output={job.bundle}/slurm/job-%j.out",
+        "set -uo pipefail",
+        "",
+        f"BUNDLE={_q(job.bundle)}",
+        'HEAD_NODE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        f"RDZV_PORT={job.rdzv_port}",
+        'echo "kit: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, rendezvous on $HEAD_NODE:$RDZV_PORT"',
+    ]
+    if host:
+        lines.append(f"export PYTHONPATH={_q(KIT_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}}")
+    if o.launcher == "pyxis":
+        info = [
+            f"--container-image={_q(o.container_image or '')}",
+            f"--container-name=kit-{job.recipe.name}",
+        ]
+    elif o.launcher == "apptainer":
+        info = ["apptainer", "exec", *(["--nv"] if o.device == "cuda" else []), _q(o.apptainer or "")]  # fmt: skip
+    else:
+        info = []
+    lines += [
+        "",
+        "# each node's inventory: name, CPUs, memory, GPUs, network interfaces and link speeds",
+        'srun --ntasks-per-node=1 --output="$BUNDLE/slurm/nodes/node%n.json" \\',
+        '    --error="$BUNDLE/slurm/nodes/node%n.err" '
+        + " ".join([*info, *python, "-m", "kit.worker.nodeinfo"]),
+        "",
+        "# run RUN_ID TIMEOUT_S [VAR=VALUE...]: one run on every node; its status goes to",
+        "# slurm/exit_codes.tsv (124: the timeout passed), each node's output to",
+        "# logs/RUN_ID.node<i>.log",
+        "run() {",
+        "    local run_id=$1 timeout_s=$2 start code",
+        "    shift 2",
+        "    start=$(date +%s.%N)",
+    ]
+    flags, spec, prefix = _launch(job, "$BUNDLE/runs/$run_id")
+    cmd = [
+        '    timeout --signal=TERM --kill-after=30 "$timeout_s" srun --ntasks-per-node=1',
+        '        --kill-on-bad-exit=1 --output="$BUNDLE/logs/$run_id.node%n.log"',
+    ]
+    if flags:
+        cmd.append("        " + " ".join(flags))
+    cmd += [
+        "        " + " ".join([*prefix, "env", '"$@"', *torchrun]),
+        f"        --nnodes={job.nodes} --nproc-per-node={job.gpus_per_node} --rdzv-backend=c10d",
+        '        --rdzv-endpoint="$HEAD_NODE:$RDZV_PORT" --rdzv-id="$SLURM_JOB_ID-$run_id"',
+        f"        --max-restarts=0 -m kit.worker {spec}",
+    ]
+    lines += [" \\\n".join(cmd)]
+    lines += [
+        "    code=$?",
+        '    printf "%s\\t%s\\t%s\\t%s\\n" "$run_id" "$code" "$start" "$(date +%s.%N)" \\',
+        '        >>"$BUNDLE/slurm/exit_codes.tsv"',
+        '    echo "kit: $run_id: exit status $code"',
+        "}",
+        "",
+    ]
+    for spec_ in job.runs:
+        env = {**spec_.env, **job.env}
+        if o.device == "cpu":
+            env.setdefault("OMP_NUM_THREADS", "1")
+        assigns = " ".join(_q(f"{k}={v}") for k, v in env.items())
+        lines.append(f"run {_q(spec_.run_id)} {spec_.timeout_s:g} {assigns}".rstrip())
+    lines.append('echo "kit: done; collect with: kit slurm collect $BUNDLE"')
+    return "\n".join(lines) + "\n"
+
+
+def write_bundle(job: Job) -> Path:
+    """The bundle before the job: recipe, results.json header, run specs, the script."""
+    o = job.opts
+    bundle = Bundle.create(
+        job.bundle,
+        job.recipe.resolved(),
+        {
+            "recipe": job.recipe.name,
+            "device": o.device,
+            "runtime": "slurm",
+            "pinned": o.launcher != "host",
+            "smoke": job.runs[0].smoke if job.runs else False,
+            "repeats": 1 + max((r.repeat for r in job.runs), default=0),
+            "command": o.command,
+            "planned_runs": len(job.runs),
+            "reproduces": None,
+        },
+    )
+    bundle.results["status"] = "submitted"
+    bundle.results["slurm"] = {
+        "nodes": job.nodes,
+        "gpus_per_node": job.gpus_per_node,
+        "launcher": o.launcher,
+        "image": o.container_image or o.apptainer or None,
+        "python": o.host_python,
+        "partition": o.partition,
+        "time": o.time,
+        "job_id": None,
+    }
+    bundle.save()
+    for spec in job.runs:
+        write_json(bundle.run_dir(spec.run_id) / "spec.json", spec.to_json())
+    (bundle.path / "slurm" / "nodes").mkdir(parents=True)
+    script = bundle.path / "slurm" / "job.sbatch"
+    script.write_text(render_script(job))
+    return script
+
+
+def submit(script: Path, wait: bool = False) -> str:
+    """sbatch the script; the job id. With `wait`, returns when the job has ended."""
+    cmd = ["sbatch", "--parsable", *(["--wait"] if wait else []), str(script)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    out = proc.stdout.strip().splitlines()
+    job_id = out[0].split(";")[0] if out else ""
+    if proc.returncode != 0 and not (wait and job_id):
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise KitError(f"sbatch failed (exit {proc.returncode}): {last}")
+    return job_id
+
+
+def launch(recipe: Recipe, opts: SlurmOptions, dry_run: bool = False, wait: bool = False) -> str:
+    """`kit slurm RECIPE`: the script (dry run), or the written bundle, submitted when possible.
+
+    Returns what the command prints on stdout.
+    """
+    from kit.reproduce import console
+
+    job = make_job(recipe, opts)
+    if dry_run:
+        return render_script(job)
+    script = write_bundle(job)
+    if shutil.which("sbatch") is None:
+        print(  # one line, unwrapped: it holds paths to copy
+            f"kit: sbatch is not on PATH: wrote {script}; submit it where Slurm runs "
+            f"(sbatch {script}), then: kit slurm collect {job.bundle}",
+            file=sys.stderr,
+        )
+        return str(script)
+    job_id = submit(script, wait=wait)
+    bundle = Bundle.load(job.bundle)
+    bundle.results["slurm"]["job_id"] = job_id
+    bundle.save()
+    console.print(f"kit: submitted Slurm job {job_id}: {script}")
+    if wait:
+        collect(job.bundle)
+    else:
+        console.print(f"kit: when it has ended: kit slurm collect {job.bundle}")
+    return str(job.bundle)
+
+
+# --- after the job ----------------------------------------------------------------------------
+
+
+def read_exit_codes(path: Path) -> dict[str, tuple[int, float]]:
+    """slurm/exit_codes.tsv -> {run_id: (exit status, wall seconds)}."""
+    out: dict[str, tuple[int, float]] = {}
+    if not path.is_file():
+        return out
+    for line in path.read_text().splitlines():
+        parts = line.split("\t")
+        if len(parts) == 4 and parts[1].lstrip("-").isdigit():
+            try:
+                wall = float(parts[3]) - float(parts[2])
+            except ValueError:
+                wall = 0.0
+            out[parts[0]] = (int(parts[1]), wall)
+    return out
+
+
+def _merge_logs(bundle: Bundle, run_id: str, nodes: int) -> list[dict[str, Any]]:
+    """logs/<run>.log from the nodes' logs, each line prefixed with its node (as docker does)."""
+    records = []
+    with open(bundle.log_path(run_id), "w") as combined:
+        for i in range(nodes):
+            path = bundle.path / "logs" / f"{run_id}.node{i}.log"
+            text = path.read_text(errors="replace") if path.is_file() else ""
+            for line in text.splitlines():
+                combined.write(f"[node{i}] {line}\n")
+            records.append({"node": i, "log": f"logs/{path.name}", "found": path.is_file()})
+    return records
+
+
+def collect(path: Path) -> tuple[Bundle, int]:
+    """`kit slurm collect BUNDLE`: results, inventory and report from what the job wrote."""
+    from kit.bundle import write_manifest
+    from kit.reproduce import console, result_of, seal, tail
+
+    bundle = Bundle.load(path)
+    info = bundle.results.get("slurm")
+    if not isinstance(info, dict):
+        raise InputError(f"{path}: not a bundle made by `kit slurm` (no slurm section)")
+    recipe_file = bundle.path / "recipe.yaml"
+    recipe = parse_recipe(recipe_file.read_text(), str(recipe_file))
+    r = bundle.results
+    runs = plan(recipe, r["device"], bool(r.get("smoke")), r.get("repeats"))
+    codes = read_exit_codes(bundle.path / "slurm" / "exit_codes.tsv")
+    job_out = f"slurm/job-{info.get('job_id') or '<id>'}.out"
+    bundle.results["runs"] = []
+    code = 0
+    for spec in runs:
+        nodes = _merge_logs(bundle, spec.run_id, info["nodes"])
+        log_path = bundle.log_path(spec.run_id)
+        if spec.run_id in codes:
+            status, wall = codes[spec.run_id]
+            command = ["sbatch", "slurm/job.sbatch", "run", spec.run_id]
+            outcome = RunOutcome(status, status == TIMEOUT_EXIT, False, wall, command)
+        else:
+            outcome = RunOutcome(None, False, False, 0.0, [],
+                                 f"the Slurm job did not run it (ended or was cancelled before; see {job_out})")  # fmt: skip
+        if outcome.timed_out:
+            # timeout(1)'s 124 is the script's, not the worker's: no status of the worker
+            outcome = RunOutcome(None, True, False, outcome.wall_s, outcome.command)
+        for n in nodes:
+            n["nproc"] = info["gpus_per_node"]
+        outcome.nodes = nodes  # result_of adds them, the world size and the network transport
+        result = result_of(spec, bundle.run_dir(spec.run_id), outcome, log_path)
+        if result["status"] != "ok":
+            for n in nodes:
+                n["log_tail"] = tail(bundle.path / n["log"])
+        result["launch"]["launcher"] = info.get("launcher")
+        if result["status"] != "ok":
+            code = 1
+        bundle.add_run(result)
+        console.print(f"kit: {spec.run_id}: {result['status']}"
+                      + (f" ({result.get('error')})" if result.get("error") else ""),
+                      markup=False)  # fmt: skip
+    node_files = sorted((bundle.path / "slurm" / "nodes").glob("node*.json"))
+    inventory = []
+    for f in node_files:
+        try:
+            last = [ln for ln in f.read_text().splitlines() if ln.startswith("{")][-1]
+            inventory.append({"node": int(f.stem.removeprefix("node")), **json.loads(last)})
+        except (ValueError, IndexError, json.JSONDecodeError):
+            inventory.append({"node": f.stem, "error": f"unreadable: {f.name}"})
+    bundle.write_json("hardware.json", {"nodes": sorted(inventory, key=lambda n: str(n["node"])),
+                                        "source": "kit slurm: each node's kit.worker.nodeinfo"})  # fmt: skip
+    ok = [x for x in bundle.results["runs"] if x.get("status") == "ok"]
+    bundle.write_json(
+        "environment.json",
+        {"name": recipe.environment, "pinned": info.get("launcher") != "host", "runtime": "slurm",
+         "launcher": info.get("launcher"), "image": info.get("image"),
+         "python_executable": info.get("python"), "kit_version": r.get("kit_version"),
+         "container": ok[0].get("versions") if ok else None},
+    )  # fmt: skip
+    bundle.finish("complete" if code == 0 else "partial")
+    seal(bundle)
+    write_manifest(bundle.path)
+    return bundle, code
+
+
+def load(path: Path) -> Recipe:
+    from kit.recipe import load_recipe
+
+    if path.is_dir():
+        raise InputError(f"{path}: a bundle; `kit slurm collect {path}` gathers a finished job")
+    return load_recipe(path)
+
+
+def command_line() -> str:
+    return "kit " + " ".join(shlex.quote(a) for a in sys.argv[1:])
