@@ -27,6 +27,8 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from kit.worker.telemetry import THROTTLE_REASONS  # NVML's throttle reason bits: one table
+
 SCHEMA = 1
 SNAPSHOT_SCHEMA = 1
 
@@ -49,20 +51,6 @@ LEGEND = {
 NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
 NVLINK_DEVICE_TYPES = {0: "GPU", 1: "IBMNPU", 2: "NVSwitch", 0xFF: "unknown"}
 
-# nvmlClocksEventReasons bits (a.k.a. throttle reasons), NVML's own names.
-THROTTLE_REASONS = {
-    0x1: "GpuIdle",
-    0x2: "ApplicationsClocksSetting",
-    0x4: "SwPowerCap",
-    0x8: "HwSlowdown",
-    0x10: "SyncBoost",
-    0x20: "SwThermalSlowdown",
-    0x40: "HwThermalSlowdown",
-    0x80: "HwPowerBrakeSlowdown",
-    0x100: "DisplayClockSetting",
-    0x200: "BoardLimit",
-    0x400: "Reliability",
-}
 
 # NVML constants used below (numeric, so older nvidia-ml-py builds work too).
 _FI_NVLINK_SPEED_MBPS_COMMON = 90

@@ -22,6 +22,7 @@ from kit.envdiff import Difference, environment_diff
 from kit.errors import InputError
 from kit.recipe import Recipe, parse_recipe
 from kit.reproduce import Options, console, run_recipe
+from kit.worker.probe import driver_version
 
 PROBE_TIMEOUT_S = 120
 
@@ -58,22 +59,8 @@ def probe_host(python: str | None = None) -> dict[str, Any] | None:
         versions = json.loads(proc.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
         return None
-    versions["driver"] = _nvml_driver()
+    versions["driver"] = driver_version()
     return {"runtime": "host", "pinned": False, "container": versions}
-
-
-def _nvml_driver() -> str | None:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            v = pynvml.nvmlSystemGetDriverVersion()
-            return v.decode() if isinstance(v, bytes) else str(v)
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return None
 
 
 def environment_for(old_env: dict[str, Any], runtime: str | None = None) -> RerunEnvironment:

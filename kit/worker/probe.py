@@ -27,7 +27,7 @@ PACKAGES = (
 )
 
 
-def _driver() -> str | None:
+def driver_version() -> str | None:
     """The NVIDIA driver version if the container can see one (NVML, else /proc)."""
     try:
         import pynvml
@@ -60,7 +60,7 @@ def collect() -> dict[str, Any]:
         "cuda": None,
         "cudnn": None,
         "nccl": None,
-        "driver": _driver(),
+        "driver": driver_version(),
         "gpus": 0,
         "packages": {},
     }
