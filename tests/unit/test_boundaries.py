@@ -1,0 +1,45 @@
+"""The hard line between the halves: the worker runs where the driver's packages are absent."""
+
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+WORKER_MODULES = [
+    "kit.worker.__main__", "kit.worker.allreduce", "kit.worker.gpt2_ddp",
+    "kit.worker.llama_lora_fsdp", "kit.worker.resnet_ddp", "kit.worker.telemetry",
+    "kit.worker.nccl_log", "kit.worker.probe", "kit.worker.nodeinfo", "kit.worker.params",
+]  # fmt: skip
+DRIVER_ONLY = [
+    "pydantic",
+    "docker",
+    "jinja2",
+    "weasyprint",
+    "matplotlib",
+    "scipy",
+    "rich",
+    "typer",
+    "yaml",
+]
+
+
+def _import_blocking(blocked: list[str], modules: list[str]) -> subprocess.CompletedProcess:
+    code = (
+        "import sys\n"
+        + "".join(f"sys.modules[{m!r}] = None\n" for m in blocked)
+        + "".join(f"import {m}\n" for m in modules)
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_worker_imports_no_driver_package():
+    proc = _import_blocking(DRIVER_ONLY, WORKER_MODULES)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_driver_runs_without_docker_and_weasyprint():
+    # the lent GPU machines have neither: reproduce must still import (reports render elsewhere)
+    proc = _import_blocking(["docker", "weasyprint"], ["kit.cli", "kit.reproduce", "kit.rerun"])
+    assert proc.returncode == 0, proc.stderr
