@@ -770,9 +770,10 @@ def summary_line(inv: dict[str, Any]) -> str:
     """One line for a report's first page: "2x NVIDIA H200, NV18, driver 580.95.05"."""
     gpus = inv.get("gpus") or []
     if not gpus:
-        why = inv.get("nvml_error") or "NVML found none"
-        cpu = (inv.get("host") or {}).get("cpu_model") or "unknown CPU"
-        return f"no GPU ({why}); host {cpu}"
+        host = inv.get("host") or {}
+        cpu = host.get("cpu_model") or "unknown CPU"
+        cores = host.get("logical_cpus")
+        return f"CPU only, no NVIDIA GPU: {cpu}" + (f", {cores} CPUs" if cores else "")
     names: dict[str, int] = {}
     for g in gpus:
         names[g.get("name") or "unknown GPU"] = names.get(g.get("name") or "unknown GPU", 0) + 1

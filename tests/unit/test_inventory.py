@@ -94,7 +94,10 @@ def test_no_gpu_recording_reports_the_host() -> None:
     assert inv["nvml_error"].startswith("NVML did not start")
     assert inv["host"]["logical_cpus"] >= 1
     assert topology_text(inv) == "No GPUs: no topology to show."
-    assert inv["summary"].startswith("no GPU (NVML did not start")
+    assert (
+        inv["summary"]
+        == f"CPU only, no NVIDIA GPU: {inv['host']['cpu_model']}, {inv['host']['logical_cpus']} CPUs"
+    )
 
 
 @pytest.mark.parametrize(
