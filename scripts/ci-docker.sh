@@ -15,12 +15,26 @@ if ((${#need[@]})); then
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-if ! docker info >/dev/null 2>&1; then
-    nohup dockerd >/tmp/dockerd.log 2>&1 &
-    for _ in $(seq 1 60); do
-        docker info >/dev/null 2>&1 && break
+start_dockerd() {
+    # A dockerd that died (a session that ended, a killed CI run) leaves its pid files behind. If
+    # the pid in /var/run/docker/containerd/containerd.pid now belongs to another live process,
+    # dockerd takes it for its containerd, dials a socket nobody serves and gives up with "timeout
+    # waiting for containerd to start". Nothing of docker runs yet here, so the files are stale.
+    if ! pgrep -x dockerd >/dev/null && ! pgrep -f 'containerd --config /var/run/docker' >/dev/null; then
+        rm -f /var/run/docker.pid /var/run/docker/containerd/containerd.pid \
+            /var/run/docker/containerd/containerd.sock
+    fi
+    nohup dockerd >>/tmp/dockerd.log 2>&1 &
+    for _ in $(seq 1 90); do
+        docker info >/dev/null 2>&1 && return 0
         sleep 1
     done
+    return 1
+}
+
+if ! docker info >/dev/null 2>&1; then
+    # a second try after stopping what the first left, for a daemon slow to start on a busy machine
+    start_dockerd || { pkill -x dockerd || true; sleep 3; start_dockerd; } || true
 fi
 if ! docker info >/dev/null 2>&1; then
     echo "dockerd did not come up; last lines of /tmp/dockerd.log:" >&2
