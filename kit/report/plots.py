@@ -123,36 +123,42 @@ def _failed_note(ax: Any, curves: dict[str, Any]) -> None:
         )
 
 
+def _sweep_lines(ax: Any, curves: dict[str, Any], key: str, median_label: bool) -> None:
+    """One line per variant (the median of `key` at each size) over the min..max band of repeats."""
+    col = colors(list(curves["curves"]))
+    for v, c in curves["curves"].items():
+        if not c:
+            continue
+        xs = sorted(c)
+        label = f"{text(v)} (median)" if median_label else text(v)
+        ax.plot(
+            xs,
+            [c[x][key] for x in xs],
+            marker="o",
+            markersize=2.5,
+            linewidth=1.4,
+            color=col[v],
+            label=label,
+        )
+        ax.fill_between(
+            xs,
+            [c[x][f"{key}_min"] for x in xs],
+            [c[x][f"{key}_max"] for x in xs],
+            color=col[v],
+            alpha=0.2,
+            linewidth=0,
+        )
+    _size_axis(ax, curves["sizes"])
+    _failed_note(ax, curves)
+
+
 def allreduce_busbw(curves: dict[str, Any], title: str, salt: str) -> str | None:
     """Bus bandwidth against size, one line per variant, the min..max band of the repeats."""
+    if not any(curves["curves"].values()):
+        return None
     with matplotlib.rc_context(RC):
-        variants = [v for v, c in curves["curves"].items() if c]
-        if not variants:
-            return None
         fig, ax = _figure(2.9)
-        col = colors(list(curves["curves"]))
-        for v in variants:
-            c = curves["curves"][v]
-            xs = sorted(c)
-            ax.plot(
-                xs,
-                [c[x]["busbw"] for x in xs],
-                marker="o",
-                markersize=2.5,
-                linewidth=1.4,
-                color=col[v],
-                label=f"{text(v)} (median)",
-            )
-            ax.fill_between(
-                xs,
-                [c[x]["busbw_min"] for x in xs],
-                [c[x]["busbw_max"] for x in xs],
-                color=col[v],
-                alpha=0.2,
-                linewidth=0,
-            )
-        _size_axis(ax, curves["sizes"])
-        _failed_note(ax, curves)
+        _sweep_lines(ax, curves, "busbw", median_label=True)
         ax.set_ylabel("busbw (GB/s)")
         ax.set_ylim(bottom=0)
         ax.set_title(text(title))
@@ -162,34 +168,11 @@ def allreduce_busbw(curves: dict[str, Any], title: str, salt: str) -> str | None
 
 def allreduce_time(curves: dict[str, Any], title: str, salt: str) -> str | None:
     """Time per all-reduce against size, log-log (where small messages are read)."""
+    if not any(curves["curves"].values()):
+        return None
     with matplotlib.rc_context(RC):
-        variants = [v for v, c in curves["curves"].items() if c]
-        if not variants:
-            return None
         fig, ax = _figure(2.4)
-        col = colors(list(curves["curves"]))
-        for v in variants:
-            c = curves["curves"][v]
-            xs = sorted(c)
-            ax.plot(
-                xs,
-                [c[x]["time"] for x in xs],
-                marker="o",
-                markersize=2.5,
-                linewidth=1.4,
-                color=col[v],
-                label=text(v),
-            )
-            ax.fill_between(
-                xs,
-                [c[x]["time_min"] for x in xs],
-                [c[x]["time_max"] for x in xs],
-                color=col[v],
-                alpha=0.2,
-                linewidth=0,
-            )
-        _size_axis(ax, curves["sizes"])
-        _failed_note(ax, curves)
+        _sweep_lines(ax, curves, "time", median_label=False)
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: fmt_num(y)))
         ax.yaxis.set_minor_formatter(NullFormatter())
