@@ -19,6 +19,10 @@ from typing import Any
 from kit.stats import StatsError, is_noisy, paired_ratio, summarize
 
 CV_THRESHOLD = 0.03
+# A training run whose median step time differs this much between the first and second half
+# of its timed window had not settled (on 2x H200 every steady run stayed within 2%).
+DRIFT_THRESHOLD = 0.05
+DRIFT_MIN_STEPS = 8
 # Metrics whose "median over repeats" means nothing; shown elsewhere (#wrong as a count).
 NOT_SUMMARIZED = {"wrong_total"}
 # The verdict metric per kind: all-reduce busbw at the largest size, training throughput.
@@ -365,6 +369,45 @@ def step_traces(bench: Benchmark) -> list[dict[str, Any]]:
     return out
 
 
+def window_drift(run: dict[str, Any]) -> tuple[float, float] | None:
+    """Median step time (s) of the first and of the second half of a run's timed window.
+
+    None when the run recorded fewer than DRIFT_MIN_STEPS timed steps (halves too short to say).
+    """
+    data = run.get("data") or {}
+    steps = data.get("step_times_s") or data.get("step_times")
+    if not steps:
+        return None
+    timed = [float(s) for s in steps[int(data.get("warmup_steps") or 0) :]]
+    if len(timed) < DRIFT_MIN_STEPS:
+        return None
+    half = len(timed) // 2
+    return statistics.median(timed[:half]), statistics.median(timed[half:])
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:.3g}" if ms < 100 else f"{ms:,.0f}"
+
+
+def drifting(bench: Benchmark) -> list[str]:
+    """The finished runs whose step time moved more than DRIFT_THRESHOLD inside the window."""
+    out = []
+    for v in bench.variants:
+        for r in v.ok:
+            halves = window_drift(r)
+            if halves is None or halves[0] <= 0:
+                continue
+            change = halves[1] / halves[0] - 1
+            if abs(change) > DRIFT_THRESHOLD:
+                first, second = (_ms(t) for t in halves)
+                out.append(
+                    f"{bench.label} {v.name} r{r.get('repeat', 0)}: "
+                    f"{first} → {second} ms ({change:+.0%})"
+                )
+    return out
+
+
 def telemetry_series(bench: Benchmark) -> list[dict[str, Any]]:
     """Telemetry samples of every finished run that has them, per GPU."""
     out = []
@@ -542,6 +585,17 @@ def findings(results: dict[str, Any], benches: list[Benchmark]) -> list[Finding]
                 "warn",
                 f"noisy results: coefficient of variation over {CV_THRESHOLD:.0%}",
                 "; ".join(noisy),
+            )
+        )
+    drift = [d for b in benches for d in drifting(b)]
+    if drift:
+        out.append(
+            Finding(
+                "warn",
+                "not at steady state: the step time changed by more than "
+                f"{DRIFT_THRESHOLD:.0%} between the two halves of the timed window",
+                "; ".join(drift) + ". More warm-up steps or a longer window would measure "
+                "the settled pace.",
             )
         )
     for f in results.get("preflight") or []:

@@ -463,6 +463,7 @@ def method_view(benches: list[analysis.Benchmark], results: dict[str, Any]) -> d
             )
     out["repeats"] = results.get("repeats")
     out["cv"] = analysis.CV_THRESHOLD
+    out["drift"] = analysis.DRIFT_THRESHOLD
     return out
 
 

@@ -172,3 +172,48 @@ def test_plots_are_deterministic_and_escape_names():
     assert one.startswith("<svg") and "<script" not in one and "<img" not in one
     assert "FAILED, no line" in one and "Date" not in one
     assert plots.allreduce_busbw(curves, "x", "other-salt") != one  # ids differ between figures
+
+
+def _training_run(steps: list[float], warmup: int, repeat: int = 0) -> dict:
+    return {
+        "run_id": f"t.p2p.r{repeat}",
+        "repeat": repeat,
+        "status": "ok",
+        "data": {"warmup_steps": warmup, "step_times_s": steps},
+    }
+
+
+def test_window_drift_compares_the_halves_of_the_timed_window():
+    # the slow warm-up steps are not part of either half
+    run = _training_run([5.0, 5.0] + [0.010] * 10 + [0.008] * 10, warmup=2)
+    assert analysis.window_drift(run) == (0.010, 0.008)
+    # too few timed steps to split: no verdict either way
+    assert analysis.window_drift(_training_run([1.0] + [0.01] * 7, warmup=1)) is None
+    assert analysis.window_drift({"data": {}}) is None
+
+
+def test_drifting_runs_are_a_finding_and_steady_ones_are_not():
+    b, benches = load("synthetic-2gpu")
+    llama = by_name(benches, "llama-lora-fsdp")
+    assert analysis.drifting(llama) == []  # the fixture's runs are steady
+    run = llama.variants[0].ok[0]
+    warm = run["data"]["warmup_steps"]
+    timed = len(run["data"]["step_times_s"]) - warm
+    half = timed // 2
+    run["data"]["step_times_s"] = [9.0] * warm + [1.0] * half + [0.8] * (timed - half)
+    assert analysis.drifting(llama) == [
+        f"{llama.label} {llama.variants[0].name} r{run['repeat']}: 1,000 → 800 ms (-20%)"
+    ]
+    found = [f for f in analysis.findings(b.results, benches) if "steady state" in f.title]
+    assert len(found) == 1 and found[0].level == "warn"
+    assert "more than 5% between the two halves" in found[0].title
+
+
+def test_real_h200_resnet18_runs_had_not_settled():
+    """The 2x H200 ResNet bundle: ResNet-18 at 32 px sped up inside its 30-step window."""
+    real = Path(__file__).resolve().parents[2] / "reports" / "examples" / "h200x2-resnet-ddp"
+    b = Bundle.load(real)
+    benches = analysis.build_benchmarks(b.results, b.recipe)
+    flagged = [d for bench in benches for d in analysis.drifting(bench)]
+    assert flagged and all(d.startswith("resnet18-32") for d in flagged)
+    assert any("p2p r1: 7.87 → 6.05 ms (-23%)" in d for d in flagged)
