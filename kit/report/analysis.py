@@ -369,16 +369,12 @@ def step_traces(bench: Benchmark) -> list[dict[str, Any]]:
     return out
 
 
-def window_drift(run: dict[str, Any]) -> tuple[float, float] | None:
+def window_drift(steps: list[float], warmup: int) -> tuple[float, float] | None:
     """Median step time (s) of the first and of the second half of a run's timed window.
 
-    None when the run recorded fewer than DRIFT_MIN_STEPS timed steps (halves too short to say).
+    None when there are fewer than DRIFT_MIN_STEPS timed steps (halves too short to say).
     """
-    data = run.get("data") or {}
-    steps = data.get("step_times_s") or data.get("step_times")
-    if not steps:
-        return None
-    timed = [float(s) for s in steps[int(data.get("warmup_steps") or 0) :]]
+    timed = steps[warmup:]
     if len(timed) < DRIFT_MIN_STEPS:
         return None
     half = len(timed) // 2
@@ -393,18 +389,17 @@ def _ms(seconds: float) -> str:
 def drifting(bench: Benchmark) -> list[str]:
     """The finished runs whose step time moved more than DRIFT_THRESHOLD inside the window."""
     out = []
-    for v in bench.variants:
-        for r in v.ok:
-            halves = window_drift(r)
-            if halves is None or halves[0] <= 0:
-                continue
-            change = halves[1] / halves[0] - 1
-            if abs(change) > DRIFT_THRESHOLD:
-                first, second = (_ms(t) for t in halves)
-                out.append(
-                    f"{bench.label} {v.name} r{r.get('repeat', 0)}: "
-                    f"{first} → {second} ms ({change:+.0%})"
-                )
+    for trace in step_traces(bench):
+        halves = window_drift(trace["steps"], trace["warmup"])
+        if halves is None or halves[0] <= 0:
+            continue
+        change = halves[1] / halves[0] - 1
+        if abs(change) > DRIFT_THRESHOLD:
+            first, second = (_ms(t) for t in halves)
+            out.append(
+                f"{bench.label} {trace['variant']} r{trace['repeat']}: "
+                f"{first} → {second} ms ({change:+.0%})"
+            )
     return out
 
 
