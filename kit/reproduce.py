@@ -153,7 +153,11 @@ def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path)
         result["error"] = f"worker exited with status {outcome.exit_code} after writing its result"
     if spec.device == "cuda" and log_path.is_file():
         nccl = parse_nccl_log(log_path.read_text(errors="replace"))
-        nccl["verdict"] = verdict(nccl, p2p_disabled=spec.env.get("NCCL_P2P_DISABLE") == "1")
+        nccl["verdict"] = verdict(
+            nccl,
+            p2p_disabled=spec.env.get("NCCL_P2P_DISABLE") == "1",
+            single_node=outcome.nodes is None or len(outcome.nodes) < 2,
+        )
         result["nccl"] = nccl
     result["exit_code"] = outcome.exit_code
     result["launch"] = {"command": outcome.command, "wall_s": outcome.wall_s}

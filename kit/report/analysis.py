@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.stats import StatsError, is_noisy, paired_ratio, summarize
+from kit.worker.nccl_log import contradiction
 
 CV_THRESHOLD = 0.03
 # A training run whose median step time differs this much between the first and second half
@@ -429,29 +430,18 @@ def telemetry_series(bench: Benchmark) -> list[dict[str, Any]]:
 
 
 def nccl_contradiction(run: dict[str, Any]) -> str | None:
-    """One line when the NCCL transport recorded for the run contradicts its variant."""
+    """One line when the NCCL transport recorded for the run contradicts its variant.
+
+    Judged again from the recorded transports by the same rule the run was judged by, so a
+    bundle edited by hand or made by an older kit cannot carry a stale verdict into the report.
+    """
     nccl = run.get("nccl")
-    if not isinstance(nccl, dict):
+    counts = nccl.get("transports") if isinstance(nccl, dict) else None
+    if not isinstance(counts, dict) or not counts:
         return None
-    transports = nccl.get("transports")
-    if isinstance(transports, dict):
-        counts = {str(k): int(v or 0) for k, v in transports.items()}
-    elif isinstance(transports, list):
-        counts = {}
-        for t in transports:
-            key = t if isinstance(t, str) else str((t or {}).get("transport") or t)
-            counts[key] = counts.get(key, 0) + 1
-    else:
-        return None
-    if not counts:
-        return None
-    p2p = sum(n for k, n in counts.items() if k.upper().startswith("P2P"))
-    used = ", ".join(sorted(counts))
-    if p2p_disabled(run) and p2p:
-        return f"{run['run_id']}: P2P was disabled but NCCL made {p2p} P2P connection(s) ({used})"
-    if not p2p_disabled(run) and not p2p and run.get("world_size", 2) > 1:
-        return f"{run['run_id']}: P2P was allowed but NCCL used only {used}"
-    return None
+    single_node = len(run.get("nodes") or []) < 2
+    why = contradiction(counts, p2p_disabled(run), single_node)
+    return f"{run['run_id']}: {why}" if why else None
 
 
 def transports(bench: Benchmark) -> dict[str, list[str]]:

@@ -627,12 +627,6 @@ def annotate_result(result: dict[str, Any], outcome: RunOutcome) -> None:
     if "started_at" not in result and outcome.nodes:  # the driver's record: no worker wrote one
         result["world_size"] = sum(r["nproc"] for r in outcome.nodes)
     result["network"] = {"transport": network_transport(result)}
-    nccl = result.get("nccl")
-    if nccl and nccl.get("verdict", "") and nccl["verdict"].startswith("P2P was allowed"):
-        # across nodes NET is the only way: P2P can only appear between GPUs of one node
-        transports = nccl.get("transports") or {}
-        if all(k.startswith("NET") for k in transports):
-            nccl["verdict"] = None
 
 
 # --- preparing the nodes ----------------------------------------------------------------------

@@ -89,18 +89,25 @@ def parse_nccl_log(text: str) -> dict[str, Any]:
     }
 
 
-def verdict(parsed: dict[str, Any], p2p_disabled: bool) -> str | None:
-    """One line when the transport contradicts the variant, else None.
+def contradiction(transports: dict[str, int], p2p_disabled: bool, single_node: bool) -> str | None:
+    """One line when the transports NCCL used contradict the variant, else None.
 
-    With NCCL_P2P_DISABLE=1 no P2P connection may appear; with P2P allowed, a single-node run
-    that shows no P2P connection at all did not use NVLink/PCIe peer access.
+    With NCCL_P2P_DISABLE=1 no P2P connection may appear. With P2P allowed, a single-node run
+    that shows no P2P connection at all did not use NVLink/PCIe peer access; across nodes, NET
+    alone is expected (P2P can only join GPUs of one node).
     """
-    if parsed.get("summary") is None:
-        return "NCCL printed no connection lines (was NCCL_DEBUG=INFO set?)"
-    p2p = sum(n for k, n in parsed["transports"].items() if k.startswith("P2P"))
+    p2p = sum(n for k, n in transports.items() if k.startswith("P2P"))
     if p2p_disabled and p2p:
         return f"P2P was disabled but NCCL made {p2p} P2P connection(s)"
     if not p2p_disabled and not p2p:
-        used = ", ".join(parsed["transports"])
-        return f"P2P was allowed but NCCL used only {used}"
+        if not single_node and all(k.startswith("NET") for k in transports):
+            return None
+        return f"P2P was allowed but NCCL used only {', '.join(transports)}"
     return None
+
+
+def verdict(parsed: dict[str, Any], p2p_disabled: bool, single_node: bool = True) -> str | None:
+    """The run's transport verdict: no connection lines at all, or a contradiction, or None."""
+    if parsed.get("summary") is None:
+        return "NCCL printed no connection lines (was NCCL_DEBUG=INFO set?)"
+    return contradiction(parsed["transports"], p2p_disabled, single_node)

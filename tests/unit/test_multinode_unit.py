@@ -12,6 +12,7 @@ import pytest
 
 from kit.errors import InputError
 from kit.recipe import load_recipe
+from kit.report import analysis
 from kit.report.render import nodes_view
 from kit.runtime.base import RunOutcome
 from kit.runtime.multinode import (
@@ -25,6 +26,7 @@ from kit.runtime.multinode import (
     node_log_path,
 )
 from kit.worker import nodeinfo
+from kit.worker.nccl_log import contradiction
 
 RECIPE = """\
 kit: 1
@@ -192,17 +194,24 @@ def test_failed_node_is_named_in_the_result():
 def test_network_transport_from_nccl_and_no_false_p2p_verdict():
     result = {
         "status": "ok", "started_at": "x", "world_size": 2, "device": "cuda", "env": {},
-        "nccl": {"transports": {"NET/IB": 8}, "verdict": "P2P was allowed but NCCL used only NET/IB"},
+        "nccl": {"transports": {"NET/IB": 8}},
     }  # fmt: skip
     annotate_result(result, RunOutcome(0, False, False, 1.0, [], nodes=_nodes("ok")))
     assert result["network"] == {"transport": ["NET/IB"]}
-    assert result["nccl"]["verdict"] is None  # across nodes NET is the only way
     assert result["world_size"] == 2  # the worker's own record stays
-    mixed = {"status": "ok", "started_at": "x", "device": "cuda",
-             "nccl": {"transports": {"NET/Socket": 4, "SHM": 4}, "verdict": "P2P was allowed but NCCL used only NET/Socket, SHM"}}  # fmt: skip
+    # across nodes NET is the only way: no contradiction, at the run and in the report
+    assert contradiction({"NET/IB": 8}, p2p_disabled=False, single_node=False) is None
+    assert analysis.nccl_contradiction({**result, "run_id": "r"}) is None
+    # the same transports on one node did avoid P2P
+    assert contradiction({"NET/IB": 8}, p2p_disabled=False, single_node=True).startswith(
+        "P2P was allowed"
+    )
+    mixed = {"status": "ok", "started_at": "x", "device": "cuda", "run_id": "m", "env": {},
+             "nccl": {"transports": {"NET/Socket": 4, "SHM": 4}}}  # fmt: skip
     annotate_result(mixed, RunOutcome(0, False, False, 1.0, [], nodes=_nodes("ok")))
     assert mixed["network"] == {"transport": ["NET/Socket"]}
-    assert mixed["nccl"]["verdict"].startswith("P2P was allowed")  # SHM inside a node: kept
+    # SHM inside a node: still a contradiction
+    assert analysis.nccl_contradiction(mixed).startswith("m: P2P was allowed")
 
 
 def _fake_sysfs(root: Path) -> tuple[Path, Path]:

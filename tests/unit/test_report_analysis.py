@@ -111,7 +111,7 @@ def test_cpu_smoke_findings_and_gloo_verdict():
         ({"SHM": 8}, {"NCCL_P2P_DISABLE": "1"}, None),
         ({"P2P/CUMEM": 2, "SHM": 6}, {"NCCL_P2P_DISABLE": "1"}, "P2P was disabled"),
         ({"SHM": 8}, {}, "P2P was allowed but NCCL used only SHM"),
-        (["P2P/IPC", "SHM"], {"NCCL_P2P_DISABLE": "1"}, "1 P2P connection"),
+        ({"P2P/IPC": 1, "SHM": 1}, {"NCCL_P2P_DISABLE": "1"}, "1 P2P connection"),
     ],
 )
 def test_nccl_contradiction(transports, env, expected):
