@@ -34,7 +34,7 @@ class AllreduceParams:
     trials: int = 3
     # CUDA graphs remove the host's launch gaps for small messages, as nccl-tests' -G does; "auto"
     # uses them up to graph_max_bytes and times eager launches with CUDA events above that. On
-    # 2x H200 (reports/measurements/2026-11-21-h200x2) graphs were faster up to 1 MiB (17.6 against
+    # 2x H200 (reports/examples/h200x2-allreduce-timing) graphs were faster up to 1 MiB (17.6 against
     # 20.3 us) and eager launches from 2 MiB (28.4 against 32.0 us): the threshold sits between.
     timing: Literal["auto", "events", "graph"] = "auto"
     graph_max_bytes: int = 1 << 20
