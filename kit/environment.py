@@ -581,12 +581,13 @@ def image_record(image: Image) -> dict[str, Any]:
     return asdict(image)
 
 
-def rerun_environment(old_env: dict[str, Any]) -> Any:
+def rerun_environment(old_env: dict[str, Any], image_archive: Path | None = None) -> Any:
     """The docker side of `kit reproduce BUNDLE` (kit.rerun): the recorded environment, rebuilt.
 
-    Builds (or reuses) the environment the bundle names with the base image it recorded, and
-    probes it, so that every difference from the recorded fingerprint (lock, Dockerfile, base
-    digest, versions) is known before the first run.
+    Builds (or reuses) the environment the bundle names with the base image it recorded, or
+    loads `image_archive` (a `kit export`) without building, and probes it, so that every
+    difference from the recorded fingerprint (lock, Dockerfile, base digest, versions) is known
+    before the first run.
     """
     from kit.rerun import RerunEnvironment
     from kit.runtime.docker import gpu_support
@@ -595,7 +596,10 @@ def rerun_environment(old_env: dict[str, Any]) -> Any:
     base = (old_env.get("build_args") or {}).get("BASE_IMAGE") or old_env.get("base_image")
     env = load(name)
     client = docker_client()
-    image = build(env, base_image_override=base, client=client)
+    if image_archive is not None:
+        image = from_archive(image_archive, name, client=client)
+    else:
+        image = build(env, base_image_override=base, client=client)
     container = probe(image.tag, client=client, gpus=gpu_support(client) is not None)
     return RerunEnvironment(
         runtime="docker",

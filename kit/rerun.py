@@ -63,25 +63,22 @@ def probe_host(python: str | None = None) -> dict[str, Any] | None:
     return {"runtime": "host", "pinned": False, "container": versions}
 
 
-def environment_for(old_env: dict[str, Any], runtime: str | None = None) -> RerunEnvironment:
+def environment_for(
+    old_env: dict[str, Any], runtime: str | None = None, image_archive: Path | None = None
+) -> RerunEnvironment:
     """The environment to rerun a bundle in, given its recorded environment.json.
 
     `runtime` is the user's --runtime (None: the bundle's own). The host runtime runs in this
     machine's Python and probes it. The docker runtime is the hook for kit.environment: it
-    rebuilds the image from the recorded Dockerfile, lock and base digest (or loads an exported
-    archive) and returns its fingerprint (kit.environment.rerun_environment(old_env)).
+    rebuilds the image from the recorded Dockerfile, lock and base digest (or loads the exported
+    archive `image_archive`) and returns its fingerprint (kit.environment.rerun_environment).
     """
     name = runtime or old_env.get("runtime") or "host"
     if name == "host":
         return RerunEnvironment("host", probe_host())
-    try:
-        from kit.environment import rerun_environment  # type: ignore[attr-defined]
-    except ImportError:
-        raise InputError(
-            f"--runtime {name}: rerunning in a rebuilt image is not available in this kit; "
-            "use --runtime host"
-        ) from None
-    return rerun_environment(old_env)
+    from kit.environment import rerun_environment
+
+    return rerun_environment(old_env, image_archive)
 
 
 def print_differences(diffs: list[Difference], when: str) -> None:
@@ -127,7 +124,7 @@ def rerun_bundle(path: Path, options: Options, strict_env: bool = False) -> tupl
     recorded = old.results
     old_env = old.read_json("environment.json") or {}
     old_hw = old.read_json("hardware.json")
-    target = environment_for(old_env, options.runtime)
+    target = environment_for(old_env, options.runtime, options.image_archive)
     options.runtime = target.runtime
     for key, value in target.options.items():
         setattr(options, key, value)

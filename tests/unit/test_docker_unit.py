@@ -7,6 +7,7 @@ The real builds and runs are tested against a real daemon in tests/integration/t
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import docker
 import pytest
@@ -124,3 +125,31 @@ def test_pip_target_selects_the_image_not_the_host():
     assert args[args.index("--abi") + 1] == "cp312"
     plats = [args[i + 1] for i, a in enumerate(args) if a == "--platform"]
     assert plats[0] == "manylinux_2_39_x86_64" and "manylinux2014_x86_64" in plats
+
+
+def test_bundle_rerun_with_an_archive_loads_it_and_never_builds(monkeypatch, tmp_path):
+    """`kit reproduce BUNDLE --image-archive A` on a machine that cannot build: A is loaded.
+
+    The daemon parts are stand-ins here; test_docker_env runs the same path against dockerd.
+    """
+    archive = tmp_path / "kit-cpu.tar"
+    calls = []
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("built although an archive was given")
+
+    def load(path, env_name, client=None):
+        calls.append((path, env_name))
+        return SimpleNamespace(tag="kit-env-cpu:loaded")
+
+    monkeypatch.setattr(environment, "build", no_build)
+    monkeypatch.setattr(environment, "from_archive", load)
+    monkeypatch.setattr(environment, "docker_client", lambda: "client")
+    monkeypatch.setattr(rt, "gpu_support", lambda client: None)
+    monkeypatch.setattr(environment, "probe", lambda tag, client=None, gpus=False: {})
+    monkeypatch.setattr(
+        environment, "fingerprint", lambda image, container, runtime: {"tag": image.tag}
+    )
+    target = environment.rerun_environment({"name": "cpu"}, image_archive=archive)
+    assert calls == [(archive, "cpu")]
+    assert target.runtime == "docker" and target.fingerprint == {"tag": "kit-env-cpu:loaded"}
