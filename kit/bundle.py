@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +20,10 @@ import yaml
 
 from kit import __version__
 from kit.errors import InputError
-from kit.worker.common import write_json
+from kit.worker.common import now_iso, write_json
 
 BUNDLE_SCHEMA = 1
 MANIFEST = "MANIFEST.sha256"
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def default_bundle_dir(root: Path, recipe_name: str) -> Path:

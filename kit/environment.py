@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 import kit
+from kit.bundle import sha256_file
 from kit.errors import InputError, KitError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -201,14 +202,6 @@ def _run_pip(cmd: list[str], what: str) -> None:
         )
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def wheelhouse(env: Environment, cache: Path | None = None) -> dict[str, Path]:
     """Download the locked wheels on the host into a shared cache; return {sha256: path}.
 
@@ -242,7 +235,7 @@ def _index_wheels(cache: Path, wanted: set[str]) -> dict[str, Path]:
         if memo.is_file() and memo.stat().st_mtime >= whl.stat().st_mtime:
             digest = memo.read_text().strip()
         else:
-            digest = _sha256(whl)
+            digest = sha256_file(whl)
             memo.write_text(digest)
         if digest in wanted:
             found[digest] = whl
@@ -402,7 +395,7 @@ def build(
         return Image(
             env=env.name, tag=tag, image_id=image_id, cached=cached, base_image=base,
             base_image_id=base_id, base_image_digest=base_digest,
-            dockerfile_sha256=_sha256(env.dockerfile), lock_sha256=_sha256(env.lock),
+            dockerfile_sha256=sha256_file(env.dockerfile), lock_sha256=sha256_file(env.lock),
             content_hash=digest, build_args=args,
         )  # fmt: skip
 
@@ -422,8 +415,8 @@ def build(
             stream = client.api.build(
                 path=ctx, tag=tag, buildargs=args, decode=True, rm=True, forcerm=True,
                 pull=False, labels={LABEL_ENV: env.name, LABEL_HASH: digest, LABEL_BASE: base,
-                                    LABEL_DOCKERFILE: _sha256(env.dockerfile),
-                                    LABEL_LOCK: _sha256(env.lock)},
+                                    LABEL_DOCKERFILE: sha256_file(env.dockerfile),
+                                    LABEL_LOCK: sha256_file(env.lock)},
             )  # fmt: skip
             for chunk in stream:
                 text = chunk.get("stream") or chunk.get("status") or ""
@@ -575,10 +568,6 @@ def fingerprint(image: Image, container: dict[str, Any] | None, runtime: str) ->
         "container": container or {},
     }
     return fp
-
-
-def image_record(image: Image) -> dict[str, Any]:
-    return asdict(image)
 
 
 def rerun_environment(old_env: dict[str, Any], image_archive: Path | None = None) -> Any:

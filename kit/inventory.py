@@ -27,7 +27,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from kit.worker.telemetry import THROTTLE_REASONS  # NVML's throttle reason bits: one table
+from kit.worker.telemetry import decode_reasons  # NVML's throttle reason bits: one table
 
 SCHEMA = 1
 SNAPSHOT_SCHEMA = 1
@@ -672,7 +672,7 @@ def _gpu_inventory(g: dict[str, Any], links_to: dict[str, str]) -> dict[str, Any
         "nvlink_active": sum(1 for n in nvlinks if n["active"]),
         "temperature_c": g.get("temperature_c"),
         "temperature_slowdown_c": g.get("temperature_slowdown_c"),
-        "throttle_reasons": decode_throttle_reasons(mask) if mask is not None else None,
+        "throttle_reasons": decode_reasons(mask) if mask is not None else None,
         "throttle_reasons_mask": mask,
         "utilization": g.get("utilization"),
         "memory_used_bytes": g.get("memory_used_bytes"),
@@ -686,10 +686,6 @@ def _gpu_inventory(g: dict[str, Any], links_to: dict[str, str]) -> dict[str, Any
 
 def _watts(mw: int | None) -> float | None:
     return round(mw / 1000, 1) if mw else None
-
-
-def decode_throttle_reasons(mask: int) -> list[str]:
-    return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
 
 
 def _p2p_words(p2p: dict[str, Any] | None, n: int) -> dict[str, list[list[str]]] | None:

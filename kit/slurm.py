@@ -346,7 +346,6 @@ def _merge_logs(bundle: Bundle, run_id: str, nodes: int) -> list[dict[str, Any]]
 
 def collect(path: Path) -> tuple[Bundle, int]:
     """`kit slurm collect BUNDLE`: results, inventory and report from what the job wrote."""
-    from kit.bundle import write_manifest
     from kit.reproduce import console, result_of, seal, tail
 
     bundle = Bundle.load(path)
@@ -407,8 +406,7 @@ def collect(path: Path) -> tuple[Bundle, int]:
          "container": ok[0].get("versions") if ok else None},
     )  # fmt: skip
     bundle.finish("complete" if code == 0 else "partial")
-    seal(bundle)
-    write_manifest(bundle.path)
+    seal(bundle)  # renders the report and writes the manifest
     return bundle, code
 
 
