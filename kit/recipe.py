@@ -368,7 +368,3 @@ def load_recipe(path: str | Path) -> Recipe:
 def recipe_dir() -> Path:
     """Where the recipes that come with the kit live (the checkout's recipes/ folder)."""
     return Path(__file__).resolve().parent.parent / "recipes"
-
-
-def is_valid_name(name: str) -> bool:
-    return re.match(NAME_PATTERN, name) is not None

@@ -20,7 +20,7 @@ from typing import Any
 from kit.bundle import MANIFEST, Bundle, sha256_file, verify_manifest
 from kit.envdiff import Difference, environment_diff
 from kit.errors import InputError
-from kit.recipe import Recipe, parse_recipe
+from kit.recipe import Recipe, load_recipe
 from kit.reproduce import Options, console, run_recipe
 from kit.worker.probe import driver_version
 
@@ -111,8 +111,7 @@ def load_for_rerun(path: Path) -> tuple[Bundle, Recipe]:
             f"{path}: does not match its {MANIFEST} ({names}); `kit verify {path}` shows "
             "what changed; a rerun needs an untouched bundle"
         )
-    recipe_file = old.path / "recipe.yaml"
-    return old, parse_recipe(recipe_file.read_text(), str(recipe_file))
+    return old, load_recipe(old.path / "recipe.yaml")
 
 
 def rerun_bundle(path: Path, options: Options, strict_env: bool = False) -> tuple[Bundle, int]:

@@ -32,7 +32,7 @@ from typing import Any
 from kit.bundle import Bundle, default_bundle_dir
 from kit.errors import InputError, KitError
 from kit.plan import RunSpec, plan
-from kit.recipe import Recipe, parse_recipe
+from kit.recipe import Recipe, load_recipe
 from kit.runtime.base import RunOutcome
 from kit.worker.common import write_json
 
@@ -352,8 +352,7 @@ def collect(path: Path) -> tuple[Bundle, int]:
     info = bundle.results.get("slurm")
     if not isinstance(info, dict):
         raise InputError(f"{path}: not a bundle made by `kit slurm` (no slurm section)")
-    recipe_file = bundle.path / "recipe.yaml"
-    recipe = parse_recipe(recipe_file.read_text(), str(recipe_file))
+    recipe = load_recipe(bundle.path / "recipe.yaml")
     r = bundle.results
     runs = plan(recipe, r["device"], bool(r.get("smoke")), r.get("repeats"))
     codes = read_exit_codes(bundle.path / "slurm" / "exit_codes.tsv")
@@ -411,8 +410,6 @@ def collect(path: Path) -> tuple[Bundle, int]:
 
 
 def load(path: Path) -> Recipe:
-    from kit.recipe import load_recipe
-
     if path.is_dir():
         raise InputError(f"{path}: a bundle; `kit slurm collect {path}` gathers a finished job")
     return load_recipe(path)
