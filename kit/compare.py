@@ -22,6 +22,7 @@ from typing import Any
 from kit.bundle import MANIFEST, Bundle, now_iso, sha256_file, verify_manifest
 from kit.envdiff import VERSION_KEYS, environment_diff, environment_versions
 from kit.errors import InputError, KitError
+from kit.report.render import jinja_env, machine_line, write_pdf
 from kit.stats import Ratio, StatsError, paired_ratio, summarize, unpaired_ratio
 
 TEMPLATE = "compare.html.j2"
@@ -53,30 +54,7 @@ class Machine:
 
     @property
     def summary(self) -> str:
-        return hardware_summary(self.hardware)
-
-
-def hardware_summary(hardware: dict[str, Any]) -> str:
-    """One line: the inventory's own summary when it wrote one, else a plain fallback."""
-    if hardware.get("summary"):
-        return str(hardware["summary"])
-    try:
-        from kit.inventory import summary_line  # type: ignore[attr-defined]
-
-        return summary_line(hardware)
-    except (ImportError, AttributeError, KeyError, TypeError):
-        pass
-    gpus = hardware.get("gpus") or []
-    host = hardware.get("host") or {}
-    if not gpus:
-        cpu = host.get("cpu_model") or f"{host.get('cpu_count') or '?'} CPUs"
-        return f"no GPU; host {cpu}"
-    names: dict[str, int] = {}
-    for g in gpus:
-        names[g.get("name") or "unknown GPU"] = names.get(g.get("name") or "unknown GPU", 0) + 1
-    driver = (hardware.get("driver") or {}).get("version")
-    line = ", ".join(f"{n}x {name}" for name, n in names.items())
-    return f"{line}, driver {driver}" if driver else line
+        return machine_line(self.hardware, {})
 
 
 def load_machines(paths: list[Path]) -> list[Machine]:
@@ -275,7 +253,7 @@ def hardware_rows(machines: list[Machine]) -> list[dict[str, Any]]:
         return next((str(hh[k]) for k in keys if hh.get(k)), "-")
 
     getters = [
-        ("summary", hardware_summary),
+        ("summary", lambda h: machine_line(h, {})),
         ("host", lambda h: host(h, "hostname")),
         ("GPUs", gpus),
         ("GPU memory", gpu_mem),
@@ -534,48 +512,9 @@ def comparison(machines: list[Machine], base: int) -> dict[str, Any]:
     }
 
 
-def _fmt(value: float | None) -> str:
-    """The report's number format (14,230 / 343.2 / 0.0288), so both documents read alike."""
-    from kit.report.plots import fmt_num
-
-    return fmt_num(value)
-
-
 def render_html(data: dict[str, Any], figures: list[dict[str, str]]) -> str:
-    from jinja2 import Environment, FileSystemLoader, select_autoescape
-
-    env = Environment(
-        loader=FileSystemLoader(Path(__file__).parent / "report" / "templates"),
-        autoescape=select_autoescape(["html", "j2"]),
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["num"] = _fmt
-    return env.get_template(TEMPLATE).render(c=data, figures=figures)
-
-
-def _url_fetcher() -> Any:
-    """WeasyPrint may read only data: URLs (the page embeds everything): never the network."""
-    try:
-        from weasyprint.urls import URLFetcher
-
-        return URLFetcher(allowed_protocols={"data"})
-    except ImportError:  # WeasyPrint < 67
-        from weasyprint import default_url_fetcher  # type: ignore[attr-defined]
-
-        def fetch(url: str, *args: Any, **kwargs: Any) -> Any:
-            if not url.startswith("data:"):
-                raise ValueError(f"kit compare fetches nothing from outside the page: {url}")
-            return default_url_fetcher(url, *args, **kwargs)
-
-        return fetch
-
-
-def write_pdf(html: str, out: Path) -> Path:
-    from weasyprint import HTML
-
-    HTML(string=html, url_fetcher=_url_fetcher()).write_pdf(out)
-    return out
+    """The comparison page, with the report's templates, filters and stylesheet."""
+    return jinja_env().get_template(TEMPLATE).render(c=data, figures=figures)
 
 
 def write_comparison(
@@ -599,5 +538,6 @@ def write_comparison(
     html_path.write_text(html)
     json_path = out / "compare.json"
     json_path.write_text(json.dumps(data, indent=1) + "\n")
-    pdf_path = write_pdf(html, out / "compare.pdf")
+    pdf_path = out / "compare.pdf"
+    write_pdf(html, pdf_path)
     return [html_path, pdf_path, json_path]

@@ -55,7 +55,8 @@ def human_bytes(n: Any) -> str:
     return plots.human_bytes(float(n)) if isinstance(n, (int, float)) else str(n)
 
 
-def _env() -> Environment:
+def jinja_env() -> Environment:
+    """The templates, autoescaping on, with the number and size filters both documents use."""
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=select_autoescape(["html", "j2"]),
@@ -74,14 +75,11 @@ def _env() -> Environment:
 
 
 def machine_line(hardware: dict[str, Any], results: dict[str, Any]) -> str:
-    """The machine in one line: the inventory's summary_line when the kit has it."""
-    try:
-        from kit.inventory import summary_line  # type: ignore[attr-defined]
+    """The machine in one line: the inventory's summary_line for a full inventory."""
+    from kit.inventory import summary_line
 
-        if hardware.get("gpus") is not None and "topology" in hardware:
-            return summary_line(hardware)
-    except ImportError:
-        pass
+    if hardware.get("gpus") is not None and "topology" in hardware:
+        return summary_line(hardware)
     if hardware.get("summary"):
         return str(hardware["summary"])
     gpus = hardware.get("gpus") or []
@@ -516,7 +514,7 @@ def context(bundle: Bundle) -> dict[str, Any]:
 def render_html(bundle: Bundle, ctx: dict[str, Any] | None = None, pdf: bool = False) -> str:
     """The page. pdf=True: the same page with each figure as a data: URI image (for WeasyPrint)."""
     ctx = ctx if ctx is not None else context(bundle)
-    return _env().get_template("report.html.j2").render(**ctx, pdf=pdf)
+    return jinja_env().get_template("report.html.j2").render(**ctx, pdf=pdf)
 
 
 def offline_fetcher() -> Any:

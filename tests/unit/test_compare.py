@@ -13,7 +13,6 @@ from pypdf import PdfReader
 from kit.bundle import Bundle, write_manifest
 from kit.compare import (
     comparison,
-    hardware_summary,
     load_machines,
     p2p_effects,
     pick_baseline,
@@ -22,6 +21,7 @@ from kit.compare import (
     write_comparison,
 )
 from kit.errors import InputError, KitError
+from kit.report.render import machine_line
 
 RECIPE = {"kit": 1, "name": "known", "description": "", "repeats": 5, "benchmarks": []}
 A_P2P = [10.0, 10.5, 9.5, 10.2, 9.8]
@@ -179,8 +179,8 @@ def test_edited_or_unsealed_bundles_are_refused(two):
 
 
 def test_hardware_summary_fallback():
-    assert hardware_summary({"summary": "2x H200, NV18"}) == "2x H200, NV18"
-    line = hardware_summary({"gpus": [{"name": "H100"}] * 2, "driver": {"version": "1.2"}})
+    assert machine_line({"summary": "2x H200, NV18"}, {}) == "2x H200, NV18"
+    line = machine_line({"gpus": [{"name": "H100"}] * 2, "driver": {"version": "1.2"}}, {})
     assert line.startswith("2x H100")
 
 
