@@ -407,6 +407,7 @@ def adaptive_record(
     metric = headline_name(mine)
     cvs: dict[str, float | None] = {}
     noisy: list[str] = []
+    more = cap_reached = False
     for variant in dict.fromkeys(r["variant"] for r in mine):
         samples = [
             r["metrics"][metric]["value"]
@@ -417,7 +418,8 @@ def adaptive_record(
         cvs[variant] = statistics.stdev(samples) / abs(mean) if len(samples) > 1 and mean else None
         if samples and is_noisy(samples, policy.cv_threshold):
             noisy.append(variant)
-    more = bool(noisy) and done < policy.max_repeats
+            more = more or policy.needs_more(samples, done)
+            cap_reached = cap_reached or policy.cap_reached(samples, done)
     reason = (
         ", ".join(f"{v} CV {cvs[v]:.1%}" for v in noisy) + f" > {policy.cv_threshold * 100:.3g}%"
     )
@@ -430,7 +432,7 @@ def adaptive_record(
         "cv": cvs,
         "noisy": noisy,
         "more": more,
-        "cap_reached": bool(noisy) and done >= policy.max_repeats,
+        "cap_reached": cap_reached,
         "reason": reason if noisy else "",
     }
 

@@ -236,16 +236,19 @@ class AdaptiveRepeats:
         if not self.cv_threshold > 0:
             raise StatsError(f"cv_threshold must be > 0, got {self.cv_threshold}", exit_code=2)
 
-    def needs_more(self, samples: Sequence[float]) -> bool:
-        n = len(samples)
+    def needs_more(self, samples: Sequence[float], repeats: int | None = None) -> bool:
+        """Whether to run another repeat. `repeats` counts every repeat run so far, failed ones
+        too (so a failing benchmark never loops); by default one per sample."""
+        n = len(samples) if repeats is None else repeats
         if n < self.min_repeats:
             return True
         if n >= self.max_repeats:
             return False
         return is_noisy(samples, self.cv_threshold)
 
-    def cap_reached(self, samples: Sequence[float]) -> bool:
-        return len(samples) >= self.max_repeats and is_noisy(samples, self.cv_threshold)
+    def cap_reached(self, samples: Sequence[float], repeats: int | None = None) -> bool:
+        n = len(samples) if repeats is None else repeats
+        return n >= self.max_repeats and is_noisy(samples, self.cv_threshold)
 
 
 # --- helpers -----------------------------------------------------------------------------------
