@@ -265,11 +265,15 @@ def compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> 
     return Verdict(bench.name, metric, sentence, ratio, len(xs))
 
 
+def verdict_metric(bench: Benchmark) -> str:
+    """The metric a benchmark is judged by (busbw for all-reduce, throughput for training)."""
+    metric = VERDICT_METRIC.get(bench.kind, DEFAULT_VERDICT_METRIC)
+    return metric if metric in bench.metrics else next(iter(bench.metrics), metric)
+
+
 def verdicts(bench: Benchmark) -> list[Verdict]:
     """The headline comparison: p2p (or the first variant) against each other variant."""
-    metric = VERDICT_METRIC.get(bench.kind, DEFAULT_VERDICT_METRIC)
-    if metric not in bench.metrics:
-        metric = next(iter(bench.metrics), metric)
+    metric = verdict_metric(bench)
     if len(bench.variants) < 2:
         return []
     ref = next((v for v in bench.variants if v.name == "p2p"), bench.variants[0])
@@ -288,9 +292,7 @@ def verdicts(bench: Benchmark) -> list[Verdict]:
 
 def headline(bench: Benchmark) -> list[dict[str, Any]]:
     """Per variant: the verdict metric's median with its interval, or failed."""
-    metric = VERDICT_METRIC.get(bench.kind, DEFAULT_VERDICT_METRIC)
-    if metric not in bench.metrics:
-        metric = next(iter(bench.metrics), metric)
+    metric = verdict_metric(bench)
     rows = bench.metrics.get(metric) or {}
     out = []
     for v in bench.variants:
@@ -355,7 +357,7 @@ def step_traces(bench: Benchmark) -> list[dict[str, Any]]:
     for v in bench.variants:
         for r in v.ok:
             data = r.get("data") or {}
-            steps = data.get("step_times_s") or data.get("step_times")
+            steps = data.get("step_times_s")
             if not steps:
                 continue
             out.append(

@@ -368,7 +368,7 @@ def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
                     )
                 )
     else:
-        metric = "throughput" if "throughput" in bench.metrics else next(iter(bench.metrics), "")
+        metric = analysis.verdict_metric(bench)
         rows = next(iter((bench.metrics.get(metric) or {}).values()), None)
         if rows is not None:
             unit = rows.unit
