@@ -183,7 +183,7 @@ class Recipe(Strict):
     def resolved_variants(self) -> list[Variant]:
         return [BUILTIN_VARIANTS[v] if isinstance(v, str) else v for v in self.variants]
 
-    def resolved(self, smoke: bool = False) -> dict[str, Any]:
+    def resolved(self) -> dict[str, Any]:
         """The recipe with every default filled in, as written into a bundle."""
         data = self.model_dump(mode="json")
         data["variants"] = [v.model_dump(mode="json") for v in self.resolved_variants()]

@@ -45,7 +45,6 @@ class Options:
     out: Path | None = None
     runtime: str = "auto"  # host | docker | auto (docker for GPU runs when a daemon answers)
     command: str = ""
-    cpu_threads: int | None = None
     environment: str | None = None  # docker runtime: overrides the recipe's environment
     base_image: str | None = None  # docker runtime: overrides the Dockerfile's BASE_IMAGE
     image_archive: Path | None = None  # docker runtime: run the image of a `kit export` archive
@@ -225,7 +224,7 @@ def make_runtime(name: str, recipe: Recipe, options: Options, device: str = "cpu
         from kit.runtime import multinode
 
         return multinode.prepare(nodes, options.environment or recipe.environment, device,
-                                 base_image=options.base_image, cpu_threads=options.cpu_threads,
+                                 base_image=options.base_image,
                                  image_archive=options.image_archive, gpus=recipe.gpus)  # fmt: skip
     if name == "auto":
         name = _auto_runtime(device)
@@ -234,14 +233,13 @@ def make_runtime(name: str, recipe: Recipe, options: Options, device: str = "cpu
     if name == "host":
         from kit.runtime.host import HostRuntime
 
-        return HostRuntime(cpu_threads=options.cpu_threads)
+        return HostRuntime()
     from kit.runtime.docker import prepare
 
     return prepare(
         options.environment or recipe.environment,
         device,
         base_image=options.base_image,
-        cpu_threads=options.cpu_threads,
         image_archive=options.image_archive,
     )
 

@@ -58,7 +58,6 @@ class DockerRuntime:
         image: str,
         client: Any = None,
         shm_size: str = "16g",
-        cpu_threads: int | None = None,
         echo: Callable[[str], None] | None = None,
     ) -> None:
         from kit.environment import docker_client
@@ -66,7 +65,6 @@ class DockerRuntime:
         self.image = image
         self.client = client or docker_client()
         self.shm_size = shm_size
-        self.cpu_threads = cpu_threads
         self.echo = echo
         self.owner = f"{os.getpid()}@{os.uname().nodename}"
         self._gpu_checked = False
@@ -91,7 +89,7 @@ class DockerRuntime:
 
         full_env = {"PYTHONUNBUFFERED": "1", "HOME": "/tmp", **env}
         if device == "cpu":
-            full_env.setdefault("OMP_NUM_THREADS", str(self.cpu_threads or 1))
+            full_env.setdefault("OMP_NUM_THREADS", "1")
         device_requests = []
         if device == "cuda":
             if gpu_ids is not None:
@@ -241,7 +239,6 @@ def prepare(
     environment: str,
     device: str,
     base_image: str | None = None,
-    cpu_threads: int | None = None,
     client: Any = None,
     image_archive: Path | None = None,
 ) -> DockerRuntime:
@@ -263,7 +260,7 @@ def prepare(
         state = "reused" if image.cached else "built"
     envmod.console().print(f"kit: environment {image.env}: {state} image {image.tag}")
     container = envmod.probe(image.tag, client=client, gpus=gpus is not None)
-    runtime = DockerRuntime(image.tag, client=client, cpu_threads=cpu_threads)
+    runtime = DockerRuntime(image.tag, client=client)
     runtime.environment = envmod.fingerprint(image, container, runtime="docker")
     if image_archive is not None:
         runtime.environment["loaded_from"] = str(image_archive)

@@ -36,9 +36,8 @@ class HostRuntime:
     name = "host"
     pinned = False
 
-    def __init__(self, python: str | None = None, cpu_threads: int | None = None) -> None:
+    def __init__(self, python: str | None = None) -> None:
         self.python = python or sys.executable
-        self.cpu_threads = cpu_threads
 
     def command(self, run_dir: Path, nproc: int) -> list[str]:
         return [
@@ -66,7 +65,7 @@ class HostRuntime:
         if gpu_ids is not None:
             full_env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpu_ids))
         if device == "cpu":
-            full_env.setdefault("OMP_NUM_THREADS", str(self.cpu_threads or 1))
+            full_env.setdefault("OMP_NUM_THREADS", "1")
         t0 = time.perf_counter()
         with open(log_path, "ab") as log:
             log.write(f"$ {' '.join(cmd)}\n".encode())

@@ -71,10 +71,6 @@ class NodeConfig:
     nccl_socket_ifname: str | None = None
     env: dict[str, str] = field(default_factory=dict)
 
-    @property
-    def shared_daemon(self) -> bool:
-        return len(set(self.hosts)) == 1
-
 
 def node_config(recipe_nodes: Any, cli_hosts: tuple[str, ...] = ()) -> NodeConfig | None:
     """The multi-node settings of a run: the recipe's section, with --nodes replacing its hosts.
@@ -268,13 +264,11 @@ class MultiNodeRuntime:
         nodes: list[Node],
         config: NodeConfig,
         shm_size: str = "16g",
-        cpu_threads: int | None = None,
     ) -> None:
         self.image = image
         self.nodes = nodes
         self.config = config
         self.shm_size = shm_size
-        self.cpu_threads = cpu_threads
         self.owner = f"{os.getpid()}@{os.uname().nodename}"
         self.environment: dict[str, Any] | None = None  # environment.json, set by prepare()
         self.inventory: list[dict[str, Any]] | None = None  # hardware.json's `nodes`
@@ -308,7 +302,7 @@ class MultiNodeRuntime:
             full.setdefault("NCCL_SOCKET_IFNAME", self.config.nccl_socket_ifname)
             full.setdefault("GLOO_SOCKET_IFNAME", self.config.nccl_socket_ifname)
         if device == "cpu":
-            full.setdefault("OMP_NUM_THREADS", str(self.cpu_threads or 1))
+            full.setdefault("OMP_NUM_THREADS", "1")
         return full
 
     def container_options(
@@ -714,7 +708,6 @@ def prepare(
     environment: str,
     device: str,
     base_image: str | None = None,
-    cpu_threads: int | None = None,
     image_archive: Path | None = None,
     gpus: int | None = None,
 ) -> MultiNodeRuntime:
@@ -737,7 +730,7 @@ def prepare(
     out.print(f"kit: environment {image.env}: {state} image {image.tag} (node 0)")
     placed = ensure_image(nodes, image.tag, echo=out.print)
     container = envmod.probe(image.tag, client=first, gpus=device == "cuda")
-    runtime = MultiNodeRuntime(image.tag, nodes, config, cpu_threads=cpu_threads)
+    runtime = MultiNodeRuntime(image.tag, nodes, config)
     runtime.environment = envmod.fingerprint(image, container, runtime="docker")
     runtime.environment["nodes"] = placed
     if image_archive is not None:

@@ -80,9 +80,6 @@ def init(spec_path: Path) -> Context:
         device, backend = torch.device("cuda", local_rank), "nccl"
     else:
         device, backend = torch.device("cpu"), "gloo"
-        threads = spec.get("cpu_threads")
-        if threads:
-            torch.set_num_threads(int(threads))
     kwargs: dict[str, Any] = {"backend": backend}
     if backend == "nccl":
         kwargs["device_id"] = (
