@@ -47,6 +47,26 @@ def gpu_support(client: Any) -> str | None:
     return None
 
 
+def gpu_requests_and_ulimits(gpu_ids: list[int] | None, device: str) -> tuple[list, list]:
+    """The device requests (the listed GPUs, or all) and ulimits of one worker container."""
+    import docker
+
+    requests = []
+    if device == "cuda":
+        if gpu_ids is not None:
+            ids = [str(i) for i in gpu_ids]
+            requests = [docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
+        else:
+            requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    stack = 64 * 1024 * 1024
+    ulimits = [docker.types.Ulimit(name="stack", soft=stack, hard=stack)]
+    if device == "cuda":
+        # pinned (page-locked) host buffers of CUDA, NCCL and InfiniBand need memlock; CPU
+        # runs do not, and some daemons (rootless, nested) may not raise it at all
+        ulimits.append(docker.types.Ulimit(name="memlock", soft=-1, hard=-1))
+    return requests, ulimits
+
+
 class DockerRuntime:
     """Runs `torchrun -m kit.worker /kit/run/spec.json` in a container of `image`."""
 
@@ -85,24 +105,11 @@ class DockerRuntime:
         self, run_dir: Path, nproc: int, env: dict[str, str], gpu_ids: list[int] | None, device: str
     ) -> dict[str, Any]:
         """Everything `containers.create` gets for one run (separate so tests can read it)."""
-        import docker
 
         full_env = {"PYTHONUNBUFFERED": "1", "HOME": "/tmp", **env}
         if device == "cpu":
             full_env.setdefault("OMP_NUM_THREADS", "1")
-        device_requests = []
-        if device == "cuda":
-            if gpu_ids is not None:
-                ids = [str(i) for i in gpu_ids]
-                device_requests = [docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]  # fmt: skip
-            else:
-                device_requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-        stack = 64 * 1024 * 1024
-        ulimits = [docker.types.Ulimit(name="stack", soft=stack, hard=stack)]
-        if device == "cuda":
-            # pinned (page-locked) host buffers of CUDA, NCCL and InfiniBand need memlock; CPU
-            # runs do not, and some daemons (rootless, nested) may not raise it at all
-            ulimits.append(docker.types.Ulimit(name="memlock", soft=-1, hard=-1))
+        device_requests, ulimits = gpu_requests_and_ulimits(gpu_ids, device)
         run_id = _run_id(run_dir)
         return {
             "image": self.image,

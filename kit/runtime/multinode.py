@@ -49,6 +49,7 @@ from kit.runtime.docker import (
     _launch_error,
     _remove,
     _run_id,
+    gpu_requests_and_ulimits,
     gpu_support,
 )
 
@@ -316,19 +317,7 @@ class MultiNodeRuntime:
         device: str,
     ) -> dict[str, Any]:
         """What `containers.create` gets on one node (separate so tests can read it)."""
-        import docker
-
-        requests = []
-        if device == "cuda":
-            if gpu_ids is not None:
-                ids = [str(i) for i in gpu_ids]
-                requests = [docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
-            else:
-                requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-        stack = 64 * 1024 * 1024
-        ulimits = [docker.types.Ulimit(name="stack", soft=stack, hard=stack)]
-        if device == "cuda":  # pinned host buffers of CUDA, NCCL and InfiniBand
-            ulimits.append(docker.types.Ulimit(name="memlock", soft=-1, hard=-1))
+        requests, ulimits = gpu_requests_and_ulimits(gpu_ids, device)
         name = self.container_name(launch, node.index)
         opts: dict[str, Any] = {
             "image": self.image,
