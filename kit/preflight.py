@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.errors import KitError
+from kit.worker.telemetry import SLOWDOWN_MASK, decode_reasons
 
 CHECKS = (
     "gpu-count",
@@ -25,13 +26,7 @@ CHECKS = (
 
 # Throttle reasons that slow a benchmark down. GpuIdle, application/display clock settings and
 # SyncBoost are normal states, not faults.
-SLOWDOWN_REASONS = {
-    "SwPowerCap",
-    "HwSlowdown",
-    "SwThermalSlowdown",
-    "HwThermalSlowdown",
-    "HwPowerBrakeSlowdown",
-}
+SLOWDOWN_REASONS = set(decode_reasons(SLOWDOWN_MASK))
 
 GIB = 2**30
 MIB = 2**20

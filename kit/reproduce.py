@@ -27,13 +27,12 @@ from kit.inventory import collect
 from kit.plan import RunSpec, plan, plan_repeat
 from kit.preflight import PreflightOptions, raise_if_fatal, run_checks
 from kit.recipe import Recipe
-from kit.runtime.base import RunOutcome, Runtime
+from kit.runtime.base import RunOutcome, Runtime, tail
 from kit.runtime.multinode import node_config, nodes_device
 from kit.stats import AdaptiveRepeats, is_noisy
 from kit.worker.common import RESULT_SCHEMA, write_json
 from kit.worker.nccl_log import parse_nccl_log, verdict
 
-LOG_TAIL_LINES = 40
 console = Console(stderr=True, highlight=False)
 
 
@@ -81,13 +80,6 @@ def resolve_device(requested: str) -> str:
             "--device cuda: no NVIDIA GPU is visible (NVML found none); use --device cpu"
         )
     return requested
-
-
-def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    if not path.is_file():
-        return ""
-    text = path.read_text(errors="replace").splitlines()
-    return "\n".join(text[-lines:])
 
 
 _EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")

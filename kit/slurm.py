@@ -346,7 +346,8 @@ def _merge_logs(bundle: Bundle, run_id: str, nodes: int) -> list[dict[str, Any]]
 
 def collect(path: Path) -> tuple[Bundle, int]:
     """`kit slurm collect BUNDLE`: results, inventory and report from what the job wrote."""
-    from kit.reproduce import console, result_of, seal, tail
+    from kit.reproduce import console, result_of, seal
+    from kit.runtime.base import tail
 
     bundle = Bundle.load(path)
     info = bundle.results.get("slurm")

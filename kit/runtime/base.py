@@ -11,6 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+LOG_TAIL_LINES = 40
+
+
+def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last lines of a run's log, kept with a failed run's result."""
+    if not path.is_file():
+        return ""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
 
 @dataclass
 class RunOutcome:

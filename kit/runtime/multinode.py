@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from kit.errors import InputError, KitError
-from kit.runtime.base import RunOutcome
+from kit.runtime.base import RunOutcome, tail
 from kit.runtime.docker import (
     LABEL_OWNER,
     LABEL_RUN,
@@ -56,7 +56,6 @@ from kit.runtime.docker import (
 LABEL_NODE = "kit.node"
 LABEL_NETWORK = "kit.network"
 LABEL_PROBE = "kit.probe"
-LOG_TAIL_LINES = 40
 POLL_S = 0.5
 
 
@@ -524,7 +523,7 @@ class MultiNodeRuntime:
                 "log": f"logs/{path.name}",
             }
             if status != "ok":
-                record["log_tail"] = _tail(path)
+                record["log_tail"] = tail(path)
             records.append(record)
         return records
 
@@ -565,12 +564,6 @@ def _address(container: Any, config: NodeConfig) -> str | None:
 def node_log_path(log_path: Path, index: int) -> Path:
     """logs/<run_id>.node<i>.log next to the run's combined logs/<run_id>.log."""
     return log_path.with_name(f"{log_path.name.removesuffix('.log')}.node{index}.log")
-
-
-def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    if not path.is_file():
-        return ""
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
 def _stream(container: Any, log: _NodeLog) -> None:
