@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from kit import environment
+from kit.bundle import sha256_file
 from kit.errors import KitError
 from kit.runtime.docker import LABEL_RUN, DockerRuntime, cleanup, leftovers
 
@@ -143,7 +144,7 @@ def test_probe_reports_what_the_lock_pins(client, cpu_image):
                 "dockerfile_sha256", "lock_sha256", "kit_version", "container"):  # fmt: skip
         assert fp[key] not in (None, ""), key
     assert fp["image_id"] == client.images.get(cpu_image.tag).id
-    assert fp["lock_sha256"] == environment._sha256(environment.load("cpu").lock)
+    assert fp["lock_sha256"] == sha256_file(environment.load("cpu").lock)
 
 
 def _tiny_env(tmp_path: Path, dockerfile_tail: str = "") -> environment.Environment:
