@@ -18,7 +18,8 @@ import pytest
 from kit.bundle import verify_manifest
 from kit.errors import InputError
 from kit.recipe import parse_recipe
-from kit.slurm import SlurmOptions, check_options, make_job, read_exit_codes, render_script
+from kit.runtime.slurm.runtime import read_exit_codes
+from kit.runtime.slurm.script import SlurmOptions, check_options, make_job, render_script
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-import kit.reproduce as reproduce
+import kit.run.engine as engine
 from kit.errors import InputError
 from kit.recipe import parse_recipe
-from kit.reproduce import Options, adaptive_record, run_recipe
+from kit.run.engine import Options, adaptive_record, run_recipe
 from kit.runtime.base import RunOutcome
 from kit.stats import AdaptiveRepeats
 
@@ -59,7 +59,7 @@ class ScriptedRuntime:
 
 def go(tmp_path, monkeypatch, extra: str, values: dict[str, list[float]]):
     runtime = ScriptedRuntime(values)
-    monkeypatch.setattr(reproduce, "make_runtime", lambda *a, **k: runtime)
+    monkeypatch.setattr(engine, "make_runtime", lambda *a, **k: runtime)
     recipe = parse_recipe(RECIPE.format(extra=extra), "r.yaml")
     bundle, code = run_recipe(recipe, Options(device="cpu", out=tmp_path / "b"))
     assert code == 0

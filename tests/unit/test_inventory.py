@@ -224,9 +224,7 @@ def test_collection_adapter_replays_recorded_answers(name: str) -> None:
     fake = FakeNvml(snap["nvml"])
     with (
         mock.patch("os.cpu_count", return_value=snap["host"]["logical_cpus"]),
-        mock.patch.object(
-            nvml, "count_numa_nodes", return_value=len(snap["host"]["numa_nodes"])
-        ),
+        mock.patch.object(nvml, "count_numa_nodes", return_value=len(snap["host"]["numa_nodes"])),
     ):
         got = nvml.collect_nvml_snapshot(fake)
     assert got["error"] is None

@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import KitError
-from kit.runtime.base import RunOutcome
+from kit.runtime.base import RunOutcome, RuntimeRequest
 from kit.runtime.docker import fingerprint as fp
 from kit.runtime.docker import image as images
 from kit.runtime.docker.client import (
     LABEL_OWNER,
     LABEL_RUN,
     TOOLKIT_HINT,
+    cleanup,
     docker_client,
     gpu_requests_and_ulimits,
     gpu_support,
@@ -55,7 +56,31 @@ class DockerRuntime:
         self.echo = echo
         self.owner = f"{os.getpid()}@{os.uname().nodename}"
         self._gpu_checked = False
+        self.inventory: list[dict[str, Any]] | None = None  # one machine: hardware.json as is
         self.environment: dict[str, Any] | None = None  # environment.json, set by prepare()
+
+    @classmethod
+    def prepare(cls, request: RuntimeRequest) -> DockerRuntime:
+        """Build (or reuse, or load) the pinned image and probe it: environment.json."""
+        return prepare_runtime(
+            request.environment, request.device, base_image=request.base_image,
+            image_archive=request.image_archive,
+        )  # fmt: skip
+
+    @staticmethod
+    def unavailable(device: str) -> str | None:
+        """Why this machine cannot run GPU containers (for --runtime auto), or None."""
+        try:
+            client = docker_client()
+        except KitError:
+            return "no Docker daemon answers"
+        if device == "cuda" and gpu_support(client) is None:
+            return "Docker cannot give GPUs to containers (no NVIDIA Container Toolkit or CDI)"
+        return None
+
+    def close(self) -> None:
+        """Remove any container of this driver still there (each run removes its own)."""
+        cleanup(self.client, self.owner)
 
     def command(self, nproc: int) -> list[str]:
         return ["torchrun", "--standalone", f"--nproc-per-node={nproc}", "-m", "kit.worker",
@@ -169,7 +194,7 @@ class DockerRuntime:
             pass
 
 
-def prepare(
+def prepare_runtime(
     environment: str,
     device: str,
     base_image: str | None = None,

@@ -27,25 +27,25 @@ import os
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from kit.errors import KitError
-from kit.runtime.base import RunOutcome, tail
+from kit.runtime.base import RunOutcome, RuntimeRequest, tail
 from kit.runtime.docker import fingerprint as fp
 from kit.runtime.docker import image as images
 from kit.runtime.docker.client import (
     LABEL_OWNER,
     LABEL_RUN,
     TOOLKIT_HINT,
+    cleanup,
     gpu_requests_and_ulimits,
     gpu_support,
     launch_error,
     remove_container,
     run_id_of,
 )
-from kit.runtime.docker.runtime import MOUNT, STOP_GRACE_S
+from kit.runtime.docker.runtime import MOUNT
 from kit.runtime.multinode.config import NodeConfig, host_of
 from kit.runtime.multinode.transport import (
     LABEL_NODE,
@@ -58,12 +58,11 @@ from kit.runtime.multinode.transport import (
     node_log_path,
     probe_nodes,
     remove_network,
+    stop_all,
     stream_logs,
     tar_of,
+    watch,
 )
-
-POLL_S = 0.5
-
 
 # --- the runtime ------------------------------------------------------------------------------
 
@@ -88,6 +87,19 @@ class MultiNodeRuntime:
         self.owner = f"{os.getpid()}@{os.uname().nodename}"
         self.environment: dict[str, Any] | None = None  # environment.json, set by prepare()
         self.inventory: list[dict[str, Any]] | None = None  # hardware.json's `nodes`
+
+    @classmethod
+    def prepare(cls, request: RuntimeRequest) -> MultiNodeRuntime:
+        """Reach every node, put the pinned image on each, take each node's inventory."""
+        return prepare_runtime(
+            request.nodes, request.environment, request.device, base_image=request.base_image,
+            image_archive=request.image_archive, gpus=request.gpus,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        """Remove any container of this driver still on a node (each run removes its own)."""
+        for client in {id(n.client): n.client for n in self.nodes}.values():
+            cleanup(client, self.owner)
 
     @property
     def host_network(self) -> bool:
@@ -224,9 +236,9 @@ class MultiNodeRuntime:
                 ]
                 for s in streamers:
                     s.start()
-                states, failed, timed_out = self._watch(containers, timeout_s)
+                states, failed, timed_out = watch(containers, timeout_s)
                 if failed is not None or timed_out:
-                    self._stop(containers, states)
+                    stop_all(containers, states)
                 for s in streamers:
                     s.join(timeout=10)
                 for c in containers:
@@ -251,65 +263,6 @@ class MultiNodeRuntime:
                 for log in logs:
                     if not log.file.closed:
                         log.file.close()
-
-    def _watch(
-        self, containers: list[Any], timeout_s: float
-    ) -> tuple[list[dict[str, Any]], int | None, bool]:
-        """Poll every container until all ended, one failed, or the deadline passed.
-
-        Returns each node's state ({"status", "exit_code", "finished_at"}), the node that failed
-        first (by its container's finish time) or None, and whether the deadline passed.
-        """
-        import docker
-
-        deadline = time.monotonic() + timeout_s
-        states: list[dict[str, Any]] = [{"status": "running"} for _ in containers]
-        while True:
-            for i, c in enumerate(containers):
-                if states[i]["status"] in ("exited", "vanished"):
-                    continue
-                try:
-                    c.reload()
-                except docker.errors.NotFound:
-                    states[i] = {"status": "vanished", "exit_code": None,
-                                 "finished_at": f"~{time.time():.3f}"}  # fmt: skip
-                    continue
-                if c.status in ("exited", "dead"):
-                    st = c.attrs["State"]
-                    states[i] = {"status": "exited", "exit_code": st.get("ExitCode"),
-                                 "finished_at": st.get("FinishedAt") or ""}  # fmt: skip
-            bad = [
-                (s["finished_at"], i)
-                for i, s in enumerate(states)
-                if s["status"] == "vanished" or (s["status"] == "exited" and s["exit_code"] != 0)
-            ]
-            if bad:
-                return states, min(bad)[1], False
-            if all(s["status"] == "exited" for s in states):
-                return states, None, False
-            if time.monotonic() >= deadline:
-                return states, None, True
-            time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
-
-    def _stop(self, containers: list[Any], states: list[dict[str, Any]]) -> None:
-        """Stop every node still running (in parallel: each may take the grace period)."""
-
-        def stop(i: int) -> None:
-            import docker
-
-            try:
-                containers[i].stop(timeout=STOP_GRACE_S)
-                containers[i].reload()
-                st = containers[i].attrs["State"]
-                states[i] = {"status": "stopped", "exit_code": st.get("ExitCode"),
-                             "finished_at": st.get("FinishedAt") or ""}  # fmt: skip
-            except docker.errors.NotFound:
-                states[i] = {"status": "vanished", "exit_code": None, "finished_at": ""}
-
-        running = [i for i, s in enumerate(states) if s["status"] == "running"]
-        if running:
-            with ThreadPoolExecutor(max_workers=min(16, len(running))) as pool:
-                list(pool.map(stop, running))
 
     def _records(
         self,
@@ -377,7 +330,7 @@ def _address(container: Any, config: NodeConfig) -> str | None:
     return (nets.get(config.network) or {}).get("IPAddress") or None
 
 
-def prepare(
+def prepare_runtime(
     config: NodeConfig,
     environment: str,
     device: str,

@@ -11,6 +11,7 @@ import os
 import tarfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,12 +22,13 @@ from kit.runtime.docker.client import (
     gpu_support,
     remove_container,
 )
-from kit.runtime.docker.runtime import MOUNT
+from kit.runtime.docker.runtime import MOUNT, STOP_GRACE_S
 from kit.runtime.multinode.config import NodeConfig
 
 LABEL_NODE = "kit.node"
 LABEL_NETWORK = "kit.network"
 LABEL_PROBE = "kit.probe"
+POLL_S = 0.5
 
 
 def connect(url: str, index: int) -> Any:
@@ -270,3 +272,65 @@ def probe_nodes(nodes: list[Node], image: str, config: NodeConfig) -> list[dict[
         for network in made:
             remove_network(network)
     return found
+
+
+# --- watching a run ---------------------------------------------------------------------------
+
+
+def watch(containers: list[Any], timeout_s: float) -> tuple[list[dict[str, Any]], int | None, bool]:
+    """Poll every container until all ended, one failed, or the deadline passed.
+
+    Returns each node's state ({"status", "exit_code", "finished_at"}), the node that failed
+    first (by its container's finish time) or None, and whether the deadline passed.
+    """
+    import docker
+
+    deadline = time.monotonic() + timeout_s
+    states: list[dict[str, Any]] = [{"status": "running"} for _ in containers]
+    while True:
+        for i, c in enumerate(containers):
+            if states[i]["status"] in ("exited", "vanished"):
+                continue
+            try:
+                c.reload()
+            except docker.errors.NotFound:
+                states[i] = {"status": "vanished", "exit_code": None,
+                             "finished_at": f"~{time.time():.3f}"}  # fmt: skip
+                continue
+            if c.status in ("exited", "dead"):
+                st = c.attrs["State"]
+                states[i] = {"status": "exited", "exit_code": st.get("ExitCode"),
+                             "finished_at": st.get("FinishedAt") or ""}  # fmt: skip
+        bad = [
+            (s["finished_at"], i)
+            for i, s in enumerate(states)
+            if s["status"] == "vanished" or (s["status"] == "exited" and s["exit_code"] != 0)
+        ]
+        if bad:
+            return states, min(bad)[1], False
+        if all(s["status"] == "exited" for s in states):
+            return states, None, False
+        if time.monotonic() >= deadline:
+            return states, None, True
+        time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+
+
+def stop_all(containers: list[Any], states: list[dict[str, Any]]) -> None:
+    """Stop every node still running (in parallel: each may take the grace period)."""
+
+    def stop(i: int) -> None:
+        import docker
+
+        try:
+            containers[i].stop(timeout=STOP_GRACE_S)
+            containers[i].reload()
+            st = containers[i].attrs["State"]
+            states[i] = {"status": "stopped", "exit_code": st.get("ExitCode"),
+                         "finished_at": st.get("FinishedAt") or ""}  # fmt: skip
+        except docker.errors.NotFound:
+            states[i] = {"status": "vanished", "exit_code": None, "finished_at": ""}
+
+    running = [i for i, s in enumerate(states) if s["status"] == "running"]
+    if running:
+        with ThreadPoolExecutor(max_workers=min(16, len(running))) as pool:
+            list(pool.map(stop, running))
