@@ -223,8 +223,10 @@ def run_recipe(
         if after_runs is not None:
             after_runs(bundle)
         bundle.finish(status)
-        seal(bundle)
-        runtime.close()
+        try:
+            seal(bundle)
+        finally:
+            runtime.close()
     return bundle, code
 
 
