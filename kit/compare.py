@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import MANIFEST, Bundle, now_iso, sha256_file, verify_manifest
-from kit.envdiff import VERSION_KEYS, environment_diff, environment_versions
 from kit.errors import InputError, KitError
 from kit.report.render import jinja_env, machine_line, write_pdf
 from kit.run.engine import HEADLINE_METRICS
+from kit.run.envdiff import VERSION_KEYS, environment_diff, environment_versions
 from kit.stats import Ratio, StatsError, paired_ratio, summarize, unpaired_ratio
 
 TEMPLATE = "compare.html.j2"

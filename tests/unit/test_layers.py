@@ -228,6 +228,13 @@ def test_no_kit_import_inside_a_function():
     assert not bad, "kit imports inside functions (import at the top instead):\n" + "\n".join(bad)
 
 
+def test_every_kit_import_names_a_module_of_this_tree():
+    """A moved module leaves no stale path behind (an installed older kit could still answer it)."""
+    modules = kit_modules()
+    bad = [i.where() for i in all_imports() if is_kit(i.imported) and i.imported not in modules]
+    assert not bad, "imports of kit modules that do not exist here:\n" + "\n".join(bad)
+
+
 def test_the_checker_sees_what_it_checks():
     """The rules hold because the walker reads real imports, not because it reads none."""
     imports = all_imports()
