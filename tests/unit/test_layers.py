@@ -181,9 +181,7 @@ def test_worker_side_imports_nothing_from_the_driver():
     worker = {i.importer for i in imports if matches(i.importer, WORKER_SIDE)}
     # importing kit.workloads.x.worker runs kit/workloads/__init__.py and kit/workloads/x/
     # __init__.py first: those packages are on the worker side too
-    worker |= {
-        ".".join(m.split(".")[:n]) for m in worker for n in range(1, len(m.split(".")))
-    }
+    worker |= {".".join(m.split(".")[:n]) for m in worker for n in range(1, len(m.split(".")))}
     bad = []
     for i in imports:
         if i.importer not in worker:
