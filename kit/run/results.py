@@ -126,7 +126,7 @@ def annotate_result(result: dict[str, Any], outcome: RunOutcome) -> None:
         previous = result.get("error") or ""
         if outcome.error not in previous:
             result["error"] = f"{outcome.error}; {previous}" if previous else outcome.error
-        failed = next((r for r in outcome.nodes or [] if r["status"] in ("failed", "vanished")), None)  # fmt: skip
+        failed = next((r for r in outcome.nodes or [] if r.get("status") in ("failed", "vanished")), None)  # fmt: skip
         if failed and failed.get("log_tail"):
             result["log_tail"] = f"[node {failed['node']}]\n{failed['log_tail']}"
     if "started_at" not in result and outcome.nodes:  # the driver's record: no worker wrote one
