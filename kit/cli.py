@@ -114,7 +114,7 @@ def reproduce(
     Example: kit reproduce recipes/allreduce.yaml --nodes unix:///var/run/docker.sock,ssh://node2
     """
     from kit.recipe import load_recipe
-    from kit.reproduce import Options, command_line, run_recipe
+    from kit.run.engine import Options, command_line, run_recipe
 
     options = Options(device=device, smoke=smoke, repeats=repeats, out=out, runtime=runtime,
                       command=command_line(sys.argv[1:]), strict=strict,
@@ -123,7 +123,7 @@ def reproduce(
                       image_archive=image_archive,
                       nodes=tuple(n.strip() for n in (nodes or "").split(",") if n.strip()))  # fmt: skip
     if recipe.is_dir():
-        from kit.rerun import rerun_bundle
+        from kit.run.rerun import rerun_bundle
 
         bundle, code = rerun_bundle(recipe, options, strict_env=strict_env)
     else:
@@ -164,9 +164,9 @@ def build(
 
     Example: kit build recipes/allreduce.yaml
     """
-    from kit import environment
+    from kit.runtime.docker import image as images
 
-    image = environment.build(_environment_of(target, env), base_image_override=base_image)
+    image = images.build(_environment_of(target, env), base_image_override=base_image)
     state = "reused (cache hit)" if image.cached else "built"
     print(f"{image.tag} {image.image_id} {state}", file=sys.stderr)
     print(image.tag)
@@ -192,12 +192,12 @@ def export_image(
 
     Example: kit export recipes/allreduce.yaml -o kit-cuda13.tar
     """
-    from kit import environment
+    from kit.runtime.docker import environments, image
 
     tag = target if ":" in target and not Path(target).exists() else None
     if tag is None:
-        tag = environment.image_tag(environment.load(_environment_of(target, env)), base_image)
-    print(environment.export(tag, output))
+        tag = image.image_tag(environments.load(_environment_of(target, env)), base_image)
+    print(image.export(tag, output))
 
 
 @app.command()
@@ -343,12 +343,14 @@ def slurm(
 
     Example: kit slurm collect reports/allreduce-20261121-120000
     """
-    from kit import slurm as slurm_mod
+    from kit.runtime import registry
+    from kit.runtime.slurm import runtime as slurm_mod
 
+    batch = registry.batch("slurm")  # a batch runtime: the scheduler runs the plan later
     if target == "collect":
         if bundle is None:
             raise InputError("kit slurm collect BUNDLE: name the bundle the job wrote into")
-        b, code = slurm_mod.collect(bundle)
+        b, code = batch.collect(bundle)
         print(b.path)
         raise typer.Exit(code)
     if bundle is not None:
@@ -359,7 +361,7 @@ def slurm(
         host_python=host_python, device=device, smoke=smoke, repeats=repeats, out=out,
         command=slurm_mod.command_line(), extra=list(sbatch_arg or []),
     )  # fmt: skip
-    print(slurm_mod.launch(slurm_mod.load(Path(target)), opts, dry_run=dry_run, wait=wait), end="")
+    print(batch(opts).submit(slurm_mod.load(Path(target)), dry_run=dry_run, wait=wait), end="")
     if not dry_run:
         print()
 

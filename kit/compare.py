@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import MANIFEST, Bundle, now_iso, sha256_file, verify_manifest
-from kit.envdiff import VERSION_KEYS, environment_diff, environment_versions
 from kit.errors import InputError, KitError
 from kit.report.render import jinja_env, machine_line, write_pdf
+from kit.run.engine import HEADLINE_METRICS
+from kit.run.envdiff import VERSION_KEYS, environment_diff, environment_versions
 from kit.stats import Ratio, StatsError, paired_ratio, summarize, unpaired_ratio
 
 TEMPLATE = "compare.html.j2"
@@ -199,8 +200,6 @@ def _values(data: dict[str, Any], bench: str, variant: str, metric: str) -> list
 
 def p2p_effects(machines: list[Machine]) -> list[dict[str, Any]]:
     """Per machine and benchmark: the headline metric with P2P over without, from paired repeats."""
-    from kit.reproduce import HEADLINE_METRICS
-
     out = []
     for m in machines:
         for bench, variants in samples_of(m.results.get("runs") or []).items():
@@ -410,8 +409,6 @@ def headline_figures(rows: list[MetricRow], machines: list[Machine]) -> list[dic
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from kit.reproduce import HEADLINE_METRICS
 
     figures = []
     benches = list(dict.fromkeys(r.benchmark for r in rows))

@@ -12,18 +12,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kit import environment
+from kit.runtime.docker import environments
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    env = environment.load(argv[0])
+    env = environments.load(argv[0])
     running = f"{sys.version_info.major}.{sys.version_info.minor}"
     if running != env.python:
         print(f"warning: running Python {running}, image Python {env.python}", file=sys.stderr)
-    env.lock.write_text(environment.compile_lock(env))
+    env.lock.write_text(environments.compile_lock(env))
     print(f"wrote {env.lock}")
     return 0
 

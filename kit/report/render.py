@@ -20,6 +20,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from kit import __version__
 from kit.bundle import MANIFEST, Bundle, sha256_file
 from kit.errors import KitError
+from kit.inventory import summary_line
 from kit.report import analysis, plots
 
 HERE = Path(__file__).parent
@@ -76,8 +77,6 @@ def jinja_env() -> Environment:
 
 def machine_line(hardware: dict[str, Any], results: dict[str, Any]) -> str:
     """The machine in one line: the inventory's summary_line for a full inventory."""
-    from kit.inventory import summary_line
-
     if hardware.get("gpus") is not None and "topology" in hardware:
         return summary_line(hardware)
     if hardware.get("summary"):

@@ -1,8 +1,16 @@
-"""What every runtime (host, docker, later slurm) offers the driver.
+"""What every runtime offers the run engine: the protocol, and what a launch reports.
 
 A runtime launches one run: `torchrun -m kit.worker RUN_DIR/spec.json` with N processes, in
 some environment, and reports how the launch ended. The worker writes RUN_DIR/result.json; the
 driver reads it (the runtime does not interpret results).
+
+Two kinds, both registered by name in kit.runtime.registry:
+
+- an interactive `Runtime` (host, docker, multinode) is prepared once, then the engine calls
+  `run` for each planned launch and waits for it, and `close` at the end;
+- a `BatchRuntime` (slurm) hands the whole plan to a scheduler that runs it later: it has no
+  `run`; `submit` writes the plan where the job reads it, and `collect`, after the job, turns
+  what the job left into results through the same code as the engine (kit.run.results).
 """
 
 from __future__ import annotations
@@ -34,9 +42,32 @@ class RunOutcome:
     nodes: list[dict[str, Any]] | None = None  # multi-node runs: each node's status and log
 
 
+@dataclass
+class RuntimeRequest:
+    """What the engine asks a runtime to prepare, from the recipe and the command line."""
+
+    environment: str  # the environment's name (docker/<name>): the recipe's, or --env
+    device: str  # "cuda" | "cpu", already resolved
+    gpus: int = 1  # processes per launch the recipe plans (multinode: per node by default)
+    base_image: str | None = None  # --base-image: overrides the Dockerfile's BASE_IMAGE
+    image_archive: Path | None = None  # --image-archive: run the image of a `kit export`
+    nodes: Any = None  # kit.runtime.multinode.config.NodeConfig when several nodes are asked
+
+
 class Runtime(Protocol):
-    name: str  # "host" | "docker"
+    """An interactive runtime: prepare, describe the environment, run each launch, clean up."""
+
+    name: str  # what environment.json and results.json record: "host" | "docker"
     pinned: bool  # True when the environment is a pinned image
+    # environment.json: the fingerprint of what the runs will find (set by prepare)
+    environment: dict[str, Any]
+    # hardware.json's `nodes` (multi-node runtimes: each node's inventory), else None
+    inventory: list[dict[str, Any]] | None
+
+    @classmethod
+    def prepare(cls, request: RuntimeRequest) -> Runtime:
+        """Make the environment ready (build or load an image, reach the nodes) and describe it."""
+        ...
 
     def run(
         self,
@@ -54,6 +85,24 @@ class Runtime(Protocol):
         `gpu_ids` restricts the visible GPUs (CUDA_VISIBLE_DEVICES, or docker device requests);
         stdout and stderr of all ranks go to `log_path` (and are echoed when verbose).
         """
+        ...
+
+    def close(self) -> None:
+        """Remove what this runtime left (containers, networks); called once, after the runs."""
+        ...
+
+
+class BatchRuntime(Protocol):
+    """A runtime whose scheduler runs the planned launches later (no `run`, no waiting)."""
+
+    name: str
+
+    def submit(self, recipe: Any, dry_run: bool = False, wait: bool = False) -> str:
+        """Write the plan where the job reads it and submit it; what the command prints."""
+        ...
+
+    def collect(self, bundle: Path) -> tuple[Any, int]:
+        """After the job: results, inventory, environment and report; (bundle, exit code)."""
         ...
 
 

@@ -13,7 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from kit.runtime.base import RunOutcome
+import kit
+from kit.runtime.base import RunOutcome, RuntimeRequest
 
 GRACE_S = 10
 
@@ -36,8 +37,22 @@ class HostRuntime:
     name = "host"
     pinned = False
 
-    def __init__(self, python: str | None = None) -> None:
+    def __init__(self, python: str | None = None, environment_name: str | None = None) -> None:
         self.python = python or sys.executable
+        self.inventory = None
+        # not pinned: the versions come from the runs themselves (`container`, filled after)
+        self.environment = {
+            "name": environment_name, "pinned": False, "runtime": self.name,
+            "kit_version": kit.__version__, "python_executable": self.python, "container": None,
+        }  # fmt: skip
+
+    @classmethod
+    def prepare(cls, request: RuntimeRequest) -> HostRuntime:
+        """Nothing to build: this Python, as it is."""
+        return cls(environment_name=request.environment)
+
+    def close(self) -> None:
+        """Nothing outlives a run: each launch's process group is stopped when it ends."""
 
     def command(self, run_dir: Path, nproc: int) -> list[str]:
         return [

@@ -20,10 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from kit import environment
 from kit.bundle import sha256_file
 from kit.errors import KitError
-from kit.runtime.docker import LABEL_RUN, DockerRuntime, cleanup, leftovers
+from kit.runtime.docker import environments
+from kit.runtime.docker import fingerprint as fingerprints
+from kit.runtime.docker import image as images
+from kit.runtime.docker.client import LABEL_RUN, cleanup, leftovers
+from kit.runtime.docker.runtime import DockerRuntime
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -79,12 +82,12 @@ def cpu_image(client, base_image, daemon_state):
     Docker's cache, so this costs the full pip install only once per machine)."""
     import docker
 
-    env = environment.load("cpu")
-    tag = environment.image_tag(env, base_image)
+    env = environments.load("cpu")
+    tag = images.image_tag(env, base_image)
     with contextlib.suppress(docker.errors.ImageNotFound):
         client.images.remove(tag, noprune=True)
     lines: list[str] = []
-    image = environment.build(env, base_image_override=base_image, client=client, echo=lines.append)
+    image = images.build(env, base_image_override=base_image, client=client, echo=lines.append)
     assert not image.cached
     assert any("Successfully tagged" in ln for ln in lines), lines[-5:]
     return image
@@ -102,54 +105,54 @@ def _assert_nothing_left(client, daemon_state) -> None:
 
 
 def test_second_build_is_a_cache_hit(client, cpu_image, base_image):
-    again = environment.build("cpu", base_image_override=base_image, client=client, echo=print)
+    again = images.build("cpu", base_image_override=base_image, client=client, echo=print)
     assert again.cached
     assert again.tag == cpu_image.tag
     assert again.image_id == cpu_image.image_id
     labels = client.images.get(cpu_image.tag).labels
-    assert labels[environment.LABEL_HASH] == cpu_image.content_hash
+    assert labels[images.LABEL_HASH] == cpu_image.content_hash
 
 
 def test_tag_is_a_content_hash(tmp_path, base_image):
     env_dir = tmp_path / "cpu"
-    shutil.copytree(environment.load("cpu").path, env_dir)
-    env = environment.load(env_dir)
-    tag = environment.image_tag(env, base_image)
-    assert tag == environment.image_tag(environment.load(env_dir), base_image)  # stable
+    shutil.copytree(environments.load("cpu").path, env_dir)
+    env = environments.load(env_dir)
+    tag = images.image_tag(env, base_image)
+    assert tag == images.image_tag(environments.load(env_dir), base_image)  # stable
     assert tag.startswith("kit-cpu:") and len(tag.split(":")[1]) == 12
     # changing a pin of the lock changes the tag
     lock = env_dir / "requirements.lock"
     text = lock.read_text()
     lock.write_text(text.replace("mdurl==0.1.2", "mdurl==0.1.1"))
-    assert environment.image_tag(env, base_image) != tag
+    assert images.image_tag(env, base_image) != tag
     lock.write_text(text)
-    assert environment.image_tag(env, base_image) == tag
+    assert images.image_tag(env, base_image) == tag
     # so do the Dockerfile and the base image
-    assert environment.image_tag(env, "debian:other") != tag
+    assert images.image_tag(env, "debian:other") != tag
     (env_dir / "Dockerfile").write_text((env_dir / "Dockerfile").read_text() + "\n# changed\n")
-    assert environment.image_tag(env, base_image) != tag
+    assert images.image_tag(env, base_image) != tag
 
 
 def test_probe_reports_what_the_lock_pins(client, cpu_image):
-    info = environment.probe(cpu_image.tag, client=client)
-    lock = environment.load("cpu").lock.read_text()
+    info = fingerprints.probe(cpu_image.tag, client=client)
+    lock = environments.load("cpu").lock.read_text()
     assert f"torch=={info['torch']} " in lock
     assert info["python"].startswith("3.11.")
     assert info["cuda"] is None and info["nccl"] is None and info["gpus"] == 0
     assert "gloo" in info["distributed_backends"]
     for pkg in ("transformers", "peft", "accelerate", "nvidia-ml-py"):
         assert f"{pkg}=={info['packages'][pkg]} " in lock
-    fp = environment.fingerprint(cpu_image, info, runtime="docker")
+    fp = fingerprints.fingerprint(cpu_image, info, runtime="docker")
     for key in ("name", "pinned", "runtime", "image_id", "image_tag", "base_image",
                 "dockerfile_sha256", "lock_sha256", "kit_version", "container"):  # fmt: skip
         assert fp[key] not in (None, ""), key
     assert fp["image_id"] == client.images.get(cpu_image.tag).id
-    assert fp["lock_sha256"] == sha256_file(environment.load("cpu").lock)
+    assert fp["lock_sha256"] == sha256_file(environments.load("cpu").lock)
 
 
-def _tiny_env(tmp_path: Path, dockerfile_tail: str = "") -> environment.Environment:
+def _tiny_env(tmp_path: Path, dockerfile_tail: str = "") -> environments.Environment:
     """An environment with a one-wheel lock (mdurl) to exercise the build path in seconds."""
-    src = environment.load("cpu")
+    src = environments.load("cpu")
     d = tmp_path / "tiny"
     d.mkdir()
     lock = src.lock.read_text()
@@ -158,7 +161,7 @@ def _tiny_env(tmp_path: Path, dockerfile_tail: str = "") -> environment.Environm
     (d / "Dockerfile").write_text(src.dockerfile.read_text() + dockerfile_tail)
     shutil.copy2(src.path / "env.yaml", d / "env.yaml")
     (d / "env.yaml").write_text((d / "env.yaml").read_text().replace("name: cpu", "name: tiny"))
-    return environment.load(d)
+    return environments.load(d)
 
 
 def test_wheelhouse_refuses_a_wheel_that_does_not_match_the_lock(tmp_path):
@@ -167,13 +170,13 @@ def test_wheelhouse_refuses_a_wheel_that_does_not_match_the_lock(tmp_path):
     digest = text.split("sha256:")[1].strip()
     env.lock.write_text(text.replace(digest, "0" * 64))
     with pytest.raises(KitError, match=r"pip could not download .*(hash|HASH)"):
-        environment.wheelhouse(env, cache=tmp_path / "wheels")
+        environments.wheelhouse(env, cache=tmp_path / "wheels")
 
 
 def test_failed_build_names_the_error_and_keeps_the_log(client, base_image, tmp_path):
     env = _tiny_env(tmp_path, "RUN echo about to fail && exit 3\n")
-    with pytest.raises(environment.BuildError) as info:
-        environment.build(env, base_image_override=base_image, client=client, echo=lambda _: None)
+    with pytest.raises(images.BuildError) as info:
+        images.build(env, base_image_override=base_image, client=client, echo=lambda _: None)
     err = info.value
     assert "building environment 'tiny'" in str(err)
     assert "returned a non-zero code: 3" in str(err)
@@ -186,17 +189,15 @@ def test_export_and_load_round_trip(client, base_image, tmp_path):
     import docker
 
     env = _tiny_env(tmp_path)
-    image = environment.build(
-        env, base_image_override=base_image, client=client, echo=lambda _: None
-    )
-    archive = environment.export(image.tag, tmp_path / "tiny.tar")
+    image = images.build(env, base_image_override=base_image, client=client, echo=lambda _: None)
+    archive = images.export(image.tag, tmp_path / "tiny.tar")
     assert archive.stat().st_size > 1_000_000
     client.images.remove(image.tag, force=True)
     with pytest.raises(docker.errors.ImageNotFound):
         client.images.get(image.tag)
-    assert image.tag in environment.load_archive(archive, client=client)
+    assert image.tag in images.load_archive(archive, client=client)
     assert client.images.get(image.tag).id == image.image_id
-    assert environment.build(env, base_image_override=base_image, client=client).cached
+    assert images.build(env, base_image_override=base_image, client=client).cached
     client.images.remove(image.tag, force=True)
     archive.unlink()
 
@@ -400,8 +401,8 @@ def test_image_archive_needs_the_docker_runtime(tmp_path):
 def test_missing_base_image_fails_before_any_download(client, tmp_path, monkeypatch):
     env = _tiny_env(tmp_path)
     downloads: list[str] = []
-    monkeypatch.setattr(environment, "wheelhouse", lambda e, cache=None: downloads.append(e.name))
+    monkeypatch.setattr(images, "wheelhouse", lambda e, cache=None: downloads.append(e.name))
     with pytest.raises(KitError, match=r"base image kit-test-absent:none is not on this machine"):
-        environment.build(env, base_image_override="kit-test-absent:none", client=client,
+        images.build(env, base_image_override="kit-test-absent:none", client=client,
                           echo=lambda _: None)  # fmt: skip
     assert downloads == []

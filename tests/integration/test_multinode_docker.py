@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from kit import environment
-from kit.runtime.multinode import LABEL_NODE, MultiNodeRuntime, Node, NodeConfig
+from kit.runtime.docker import image as images
+from kit.runtime.multinode.config import NodeConfig
+from kit.runtime.multinode.runtime import MultiNodeRuntime
+from kit.runtime.multinode.transport import LABEL_NODE, Node
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -50,7 +52,7 @@ def image(client):
         pytest.skip(
             f"no base image {BASE}: run scripts/ci-docker.sh (tests/docker/make_base_image.sh)"
         )
-    return environment.build("cpu", base_image_override=BASE, client=client, echo=lambda _: None)
+    return images.build("cpu", base_image_override=BASE, client=client, echo=lambda _: None)
 
 
 def _kit_things(client) -> dict[str, list[str]]:

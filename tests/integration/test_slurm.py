@@ -18,7 +18,9 @@ import pytest
 from kit.bundle import verify_manifest
 from kit.errors import InputError
 from kit.recipe import parse_recipe
-from kit.slurm import SlurmOptions, check_options, make_job, read_exit_codes, render_script
+from kit.runtime import registry
+from kit.runtime.slurm.runtime import read_exit_codes, write_bundle
+from kit.runtime.slurm.script import SlurmOptions, check_options, make_job, render_script
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -224,6 +226,20 @@ def _slurm_up() -> str | None:
     if proc.returncode != 0 or "idle" not in proc.stdout:
         return f"no idle Slurm node ({(proc.stderr or proc.stdout).strip()[:100]}); run scripts/ci-slurm.sh"
     return None
+
+
+def test_collect_of_a_job_that_never_ran_seals_every_run_as_failed(tmp_path):
+    """A cancelled job left no exit codes: each planned run is failed with the reason, and the
+    bundle is sealed (through the batch runtime the registry names)."""
+    recipe = parse_recipe(RECIPE.replace("gpus: 8", "gpus: 2"), "allreduce-2node.yaml")
+    opts = SlurmOptions(host_python=PY, device="cpu", out=tmp_path / "b")
+    write_bundle(make_job(recipe, opts))
+    bundle, code = registry.batch("slurm").collect(tmp_path / "b")
+    assert code == 1 and bundle.results["status"] == "partial"
+    runs = bundle.results["runs"]
+    assert len(runs) == 2 and {r["status"] for r in runs} == {"failed"}
+    assert all("the Slurm job did not run it" in r["error"] for r in runs)
+    assert verify_manifest(tmp_path / "b").ok
 
 
 @pytest.mark.slurm

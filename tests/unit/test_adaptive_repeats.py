@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-import kit.reproduce as reproduce
+import kit.run.engine as engine
 from kit.errors import InputError
 from kit.recipe import parse_recipe
-from kit.reproduce import Options, adaptive_record, run_recipe
+from kit.run.engine import Options, adaptive_record, run_recipe
 from kit.runtime.base import RunOutcome
 from kit.stats import AdaptiveRepeats
 
@@ -38,10 +38,16 @@ class ScriptedRuntime:
     """Writes a worker-shaped result whose busbw comes from a per-benchmark script of values."""
 
     name, pinned = "scripted", False
+    inventory = None
 
     def __init__(self, values: dict[str, list[float]]) -> None:
         self.values = {k: list(v) for k, v in values.items()}
         self.launched: list[str] = []
+        self.environment = {"name": "scripted", "pinned": False, "container": None}
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
 
     def run(self, run_dir: Path, nproc, env, log_path, timeout_s, gpu_ids, device) -> RunOutcome:
         spec = json.loads((run_dir / "spec.json").read_text())
@@ -59,10 +65,10 @@ class ScriptedRuntime:
 
 def go(tmp_path, monkeypatch, extra: str, values: dict[str, list[float]]):
     runtime = ScriptedRuntime(values)
-    monkeypatch.setattr(reproduce, "make_runtime", lambda *a, **k: runtime)
+    monkeypatch.setattr(engine, "make_runtime", lambda *a, **k: runtime)
     recipe = parse_recipe(RECIPE.format(extra=extra), "r.yaml")
     bundle, code = run_recipe(recipe, Options(device="cpu", out=tmp_path / "b"))
-    assert code == 0
+    assert code == 0 and runtime.closed  # the engine cleans up after the runs
     return bundle, runtime.launched
 
 

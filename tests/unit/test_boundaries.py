@@ -41,5 +41,7 @@ def test_worker_imports_no_driver_package():
 
 def test_driver_runs_without_docker_and_weasyprint():
     # the lent GPU machines have neither: reproduce must still import (reports render elsewhere)
-    proc = _import_blocking(["docker", "weasyprint"], ["kit.cli", "kit.reproduce", "kit.rerun"])
+    proc = _import_blocking(
+        ["docker", "weasyprint"], ["kit.cli", "kit.run.engine", "kit.run.rerun"]
+    )
     assert proc.returncode == 0, proc.stderr

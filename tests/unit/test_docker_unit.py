@@ -12,9 +12,11 @@ from types import SimpleNamespace
 import docker
 import pytest
 
-from kit import environment
 from kit.errors import InputError, KitError
-from kit.runtime import docker as rt
+from kit.run import rerun
+from kit.runtime.docker import client as dclient
+from kit.runtime.docker import environments
+from kit.runtime.docker import runtime as rt
 
 
 class FakeClient:
@@ -33,22 +35,25 @@ class FakeClient:
 
 
 def test_gpu_support_reads_the_daemon_runtimes(monkeypatch):
-    monkeypatch.setattr(rt, "CDI_DIRS", ())
-    assert rt.gpu_support(FakeClient({"Runtimes": {"runc": {}, "nvidia": {}}})) == "nvidia runtime"
-    assert rt.gpu_support(FakeClient({"Runtimes": {"runc": {}}})) is None
+    monkeypatch.setattr(dclient, "CDI_DIRS", ())
+    assert (
+        dclient.gpu_support(FakeClient({"Runtimes": {"runc": {}, "nvidia": {}}}))
+        == "nvidia runtime"
+    )
+    assert dclient.gpu_support(FakeClient({"Runtimes": {"runc": {}}})) is None
 
 
 def test_gpu_support_sees_cdi_specs(monkeypatch, tmp_path):
     (tmp_path / "nvidia.yaml").write_text("cdiVersion: 0.5.0\n")
-    monkeypatch.setattr(rt, "CDI_DIRS", (str(tmp_path),))
-    assert rt.gpu_support(FakeClient({"Runtimes": {"runc": {}}})) == "cdi"
+    monkeypatch.setattr(dclient, "CDI_DIRS", (str(tmp_path),))
+    assert dclient.gpu_support(FakeClient({"Runtimes": {"runc": {}}})) == "cdi"
 
 
 def test_gpu_run_without_toolkit_is_one_line_naming_the_toolkit(monkeypatch, tmp_path):
-    monkeypatch.setattr(rt, "CDI_DIRS", ())
+    monkeypatch.setattr(dclient, "CDI_DIRS", ())
     client = FakeClient({"Runtimes": {"runc": {}}})
     with pytest.raises(KitError) as info:
-        rt.prepare("cpu", "cuda", client=client)
+        rt.prepare_runtime("cpu", "cuda", client=client)
     assert "NVIDIA Container Toolkit" in str(info.value) and "\n" not in str(info.value)
     runtime = rt.DockerRuntime("kit-x:1", client=client)
     (tmp_path / "spec.json").write_text('{"run_id": "a.p2p.r0"}')
@@ -58,7 +63,7 @@ def test_gpu_run_without_toolkit_is_one_line_naming_the_toolkit(monkeypatch, tmp
 
 
 def test_daemon_refusing_gpus_becomes_the_toolkit_hint(monkeypatch, tmp_path):
-    monkeypatch.setattr(rt, "CDI_DIRS", ())
+    monkeypatch.setattr(dclient, "CDI_DIRS", ())
     err = docker.errors.APIError(
         "500", explanation='could not select device driver "" with capabilities: [[gpu]]'
     )
@@ -79,7 +84,7 @@ def test_gpu_container_options(tmp_path):
     assert req["DeviceIDs"] == ["0", "4"] and req["Capabilities"] == [["gpu"]]
     assert {u["Name"]: u["Soft"] for u in opts["ulimits"]} == {"stack": 64 << 20, "memlock": -1}
     assert opts["environment"]["NCCL_P2P_DISABLE"] == "1"
-    assert opts["labels"][rt.LABEL_RUN] == "allreduce.cross.r1"
+    assert opts["labels"][dclient.LABEL_RUN] == "allreduce.cross.r1"
     assert opts["volumes"] == {str(tmp_path.resolve()): {"bind": "/kit/run", "mode": "rw"}}
     assert opts["command"] == ["torchrun", "--standalone", "--nproc-per-node=2", "-m",
                                "kit.worker", "/kit/run/spec.json"]  # fmt: skip
@@ -90,37 +95,37 @@ def test_gpu_container_options(tmp_path):
 
 def test_unknown_environment_lists_the_available_ones():
     with pytest.raises(InputError, match=r"environment 'nope': .* available: cpu, cuda13"):
-        environment.load("nope")
+        environments.load("nope")
 
 
 def test_bad_env_yaml_names_file_and_field(tmp_path: Path):
-    src = environment.load("cpu")
+    src = environments.load("cpu")
     d = tmp_path / "bad"
     d.mkdir()
     for name in ("Dockerfile", "requirements.lock"):
         (d / name).write_bytes((src.path / name).read_bytes())
     (d / "env.yaml").write_text("name: bad\npyhton: '3.11'\n")
     with pytest.raises(InputError, match=r"bad/env.yaml: field 'pyhton': Extra inputs"):
-        environment.load(d)
+        environments.load(d)
     (d / "env.yaml").write_text("device: tpu\n")
     with pytest.raises(InputError, match=r"field 'device': 'tpu'; allowed: cuda, cpu"):
-        environment.load(d)
+        environments.load(d)
 
 
 def test_locks_pin_every_package_with_a_hash():
-    for name in environment.available():
-        env = environment.load(name)
+    for name in environments.available():
+        env = environments.load(name)
         entries = [ln for ln in env.lock.read_text().splitlines() if "==" in ln]
-        assert entries and len(environment.lock_hashes(env.lock)) == len(entries)
+        assert entries and len(environments.lock_hashes(env.lock)) == len(entries)
         assert env.default_base_image().split("@")[1].startswith("sha256:")
-    cuda = environment.load("cuda13").lock.read_text()
+    cuda = environments.load("cuda13").lock.read_text()
     for pin in ("torch==2.11.0 ", "nvidia-nccl-cu13==2.28.9 ", "torchvision==", "transformers==",
                 "peft==", "accelerate==", "nvidia-ml-py=="):  # fmt: skip
         assert pin in cuda, pin
 
 
 def test_pip_target_selects_the_image_not_the_host():
-    args = environment.pip_target_args(environment.load("cuda13"))
+    args = environments.pip_target_args(environments.load("cuda13"))
     assert args[args.index("--python-version") + 1] == "3.12"
     assert args[args.index("--abi") + 1] == "cp312"
     plats = [args[i + 1] for i, a in enumerate(args) if a == "--platform"]
@@ -142,14 +147,12 @@ def test_bundle_rerun_with_an_archive_loads_it_and_never_builds(monkeypatch, tmp
         calls.append((path, env_name))
         return SimpleNamespace(tag="kit-env-cpu:loaded")
 
-    monkeypatch.setattr(environment, "build", no_build)
-    monkeypatch.setattr(environment, "from_archive", load)
-    monkeypatch.setattr(environment, "docker_client", lambda: "client")
-    monkeypatch.setattr(rt, "gpu_support", lambda client: None)
-    monkeypatch.setattr(environment, "probe", lambda tag, client=None, gpus=False: {})
-    monkeypatch.setattr(
-        environment, "fingerprint", lambda image, container, runtime: {"tag": image.tag}
-    )
-    target = environment.rerun_environment({"name": "cpu"}, image_archive=archive)
+    monkeypatch.setattr(rerun, "build", no_build)
+    monkeypatch.setattr(rerun, "from_archive", load)
+    monkeypatch.setattr(rerun, "docker_client", lambda: "client")
+    monkeypatch.setattr(rerun, "gpu_support", lambda client: None)
+    monkeypatch.setattr(rerun, "probe", lambda tag, client=None, gpus=False: {})
+    monkeypatch.setattr(rerun, "fingerprint", lambda image, container, runtime: {"tag": image.tag})
+    target = rerun.rerun_environment({"name": "cpu"}, image_archive=archive)
     assert calls == [(archive, "cpu")]
     assert target.runtime == "docker" and target.fingerprint == {"tag": "kit-env-cpu:loaded"}

@@ -9,6 +9,8 @@ from unittest import mock
 import pytest
 
 from kit import inventory
+from kit.inventory import host as host_info
+from kit.inventory import nvml, topology
 from kit.inventory_cli import topology_text
 from tests.unit.fake_nvml import FakeNvml
 
@@ -211,7 +213,7 @@ def test_mixed_nvlink_and_pcie_prefers_nvlink_word() -> None:
     assert inv["topology"]["matrix"][0][4] == "NV4"
     assert inv["topology"]["matrix"][0][5] == "SYS"
     assert inv["gpus"][0]["nvlink_active"] == 3
-    assert inventory.interconnect_words(inv) == ["NV4", "PIX", "NODE", "SYS"]
+    assert topology.interconnect_words(inv) == ["NV4", "PIX", "NODE", "SYS"]
 
 
 @pytest.mark.parametrize("name", GPU_FIXTURES)
@@ -222,11 +224,9 @@ def test_collection_adapter_replays_recorded_answers(name: str) -> None:
     fake = FakeNvml(snap["nvml"])
     with (
         mock.patch("os.cpu_count", return_value=snap["host"]["logical_cpus"]),
-        mock.patch.object(
-            inventory, "_count_numa_nodes", return_value=len(snap["host"]["numa_nodes"])
-        ),
+        mock.patch.object(nvml, "count_numa_nodes", return_value=len(snap["host"]["numa_nodes"])),
     ):
-        got = inventory.collect_nvml_snapshot(fake)
+        got = nvml.collect_nvml_snapshot(fake)
     assert got["error"] is None
     assert fake.shutdowns == 1
 
@@ -239,7 +239,7 @@ def test_collection_adapter_replays_recorded_answers(name: str) -> None:
         return s
 
     assert comparable(got) == comparable(snap["nvml"])
-    assert inventory.topology_matrix(got) == inventory.topology_matrix(snap["nvml"])
+    assert topology.topology_matrix(got) == topology.topology_matrix(snap["nvml"])
 
 
 def test_nvml_failure_mid_way_is_reported_not_raised() -> None:
@@ -248,7 +248,7 @@ def test_nvml_failure_mid_way_is_reported_not_raised() -> None:
             raise RuntimeError("GPU is lost")
 
     snap = load("h200x2_nvswitch")
-    got = inventory.collect_nvml_snapshot(Broken(snap["nvml"]))
+    got = nvml.collect_nvml_snapshot(Broken(snap["nvml"]))
     # the count query failed: recorded, and no GPU is invented
     assert got["gpus"] == []
     assert "GPU is lost" in got["errors"]["count"]
@@ -266,14 +266,14 @@ def test_collect_on_this_machine_is_a_valid_host_only_inventory() -> None:
     host = inv["host"]
     assert host["logical_cpus"] >= 1 and host["mem_total_bytes"] > 0
     assert host["cpu_model"] and host["kernel"] and host["os"]
-    assert inventory.parse_cpulist(host["allowed_cpus"])
+    assert host_info.parse_cpulist(host["allowed_cpus"])
     assert json.loads(json.dumps(inv)) == inv
 
 
 def test_cpulist_round_trip_and_masks() -> None:
-    assert inventory.parse_cpulist("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11]
-    assert inventory.format_cpulist([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11"
-    assert inventory.mask_words_to_list([0b101, 1]) == [0, 2, 64]
+    assert host_info.parse_cpulist("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11]
+    assert host_info.format_cpulist([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11"
+    assert host_info.mask_words_to_list([0b101, 1]) == [0, 2, 64]
 
 
 def test_parse_cpuinfo_counts_sockets_and_cores() -> None:
@@ -283,7 +283,7 @@ def test_parse_cpuinfo_counts_sockets_and_cores() -> None:
             f"processor\t: {cpu}\nmodel name\t: Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz\n"
             f"physical id\t: {phys}\ncore id\t\t: {core}\n\n"
         )
-    info = inventory.parse_cpuinfo(text)
+    info = host_info.parse_cpuinfo(text)
     assert info == {
         "model": "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz",
         "sockets": 2,
@@ -292,43 +292,43 @@ def test_parse_cpuinfo_counts_sockets_and_cores() -> None:
 
 
 def test_parse_meminfo_and_os_release() -> None:
-    assert inventory.parse_meminfo("MemTotal:       32768 kB\nHugePages_Total:       0\n") == {
+    assert host_info.parse_meminfo("MemTotal:       32768 kB\nHugePages_Total:       0\n") == {
         "MemTotal": 32768 * 1024,
         "HugePages_Total": 0,
     }
-    assert inventory.parse_meminfo("Node 1 MemTotal:  1024 kB") == {"MemTotal": 1024 * 1024}
-    assert inventory.parse_os_release('PRETTY_NAME="Ubuntu 24.04.2 LTS"\nID=ubuntu\n') == {
+    assert host_info.parse_meminfo("Node 1 MemTotal:  1024 kB") == {"MemTotal": 1024 * 1024}
+    assert host_info.parse_os_release('PRETTY_NAME="Ubuntu 24.04.2 LTS"\nID=ubuntu\n') == {
         "PRETTY_NAME": "Ubuntu 24.04.2 LTS",
         "ID": "ubuntu",
     }
 
 
 def test_container_detection(tmp_path: Path) -> None:
-    assert inventory.detect_container(tmp_path, {}) == {
+    assert host_info.detect_container(tmp_path, {}) == {
         "detected": False,
         "runtime": None,
         "evidence": [],
     }
     (tmp_path / ".dockerenv").touch()
-    assert inventory.detect_container(tmp_path, {})["runtime"] == "docker"
+    assert host_info.detect_container(tmp_path, {})["runtime"] == "docker"
     (tmp_path / ".dockerenv").unlink()
     (tmp_path / "proc/1").mkdir(parents=True)
     (tmp_path / "proc/1/cgroup").write_text("0::/kubepods/besteffort/pod1234/abcd\n")
-    found = inventory.detect_container(tmp_path, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"})
+    found = host_info.detect_container(tmp_path, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"})
     assert found["runtime"] == "kubernetes"
     assert "KUBERNETES_SERVICE_HOST" in found["evidence"]
 
 
 def test_bus_id_normalisation() -> None:
-    assert inventory._bus_id(b"00000000:1B:00.0") == "0000:1b:00.0"
-    assert inventory._bus_id("00000001:C3:00.0") == "0001:c3:00.0"
+    assert nvml._bus_id(b"00000000:1B:00.0") == "0000:1b:00.0"
+    assert nvml._bus_id("00000001:C3:00.0") == "0001:c3:00.0"
 
 
 @pytest.mark.slow
 def test_cuda_peer_probe_runs_in_a_child_process() -> None:
     """Real: a child Python imports torch and asks CUDA (no GPU here: an empty matrix)."""
     pytest.importorskip("torch", reason="the probe needs torch in this interpreter")
-    got = inventory.collect_cuda_peer_access()
+    got = host_info.collect_cuda_peer_access()
     assert got["available"] is True, got
     n = len(got["devices"])
     assert len(got["matrix"]) == n and all(len(r) == n for r in got["matrix"])

@@ -14,17 +14,11 @@ from kit.errors import InputError
 from kit.recipe import load_recipe
 from kit.report import analysis
 from kit.report.render import nodes_view
+from kit.run.results import annotate_result
 from kit.runtime.base import RunOutcome
-from kit.runtime.multinode import (
-    LABEL_NODE,
-    MultiNodeRuntime,
-    Node,
-    NodeConfig,
-    annotate_result,
-    host_of,
-    node_config,
-    node_log_path,
-)
+from kit.runtime.multinode.config import NodeConfig, host_of, node_config
+from kit.runtime.multinode.runtime import MultiNodeRuntime
+from kit.runtime.multinode.transport import LABEL_NODE, Node, node_log_path
 from kit.worker import nodeinfo
 from kit.worker.nccl_log import contradiction
 

@@ -9,7 +9,7 @@ import pytest
 
 from kit.errors import KitError
 from kit.inventory import build_inventory
-from kit.preflight import PreflightError, PreflightOptions, raise_if_fatal, run_checks
+from kit.run.preflight import PreflightError, PreflightOptions, raise_if_fatal, run_checks
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nvml"
 GIB = 2**30

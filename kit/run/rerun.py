@@ -18,10 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import MANIFEST, Bundle, sha256_file, verify_manifest
-from kit.envdiff import Difference, environment_diff
 from kit.errors import InputError
 from kit.recipe import Recipe, load_recipe
-from kit.reproduce import Options, console, run_recipe
+from kit.run.engine import Options, run_recipe
+from kit.run.envdiff import Difference, environment_diff
+from kit.run.results import console
+from kit.runtime.docker.client import docker_client, gpu_support
+from kit.runtime.docker.environments import load
+from kit.runtime.docker.fingerprint import fingerprint, probe
+from kit.runtime.docker.image import build, from_archive
 from kit.worker.probe import driver_version
 
 PROBE_TIMEOUT_S = 120
@@ -46,7 +51,7 @@ def probe_host(python: str | None = None) -> dict[str, Any] | None:
     code = (
         "import json, torch; from kit.worker.common import versions; print(json.dumps(versions()))"
     )
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
@@ -69,16 +74,40 @@ def environment_for(
     """The environment to rerun a bundle in, given its recorded environment.json.
 
     `runtime` is the user's --runtime (None: the bundle's own). The host runtime runs in this
-    machine's Python and probes it. The docker runtime is the hook for kit.environment: it
-    rebuilds the image from the recorded Dockerfile, lock and base digest (or loads the exported
-    archive `image_archive`) and returns its fingerprint (kit.environment.rerun_environment).
+    machine's Python and probes it. The docker runtime rebuilds the image from the recorded
+    Dockerfile, lock and base digest (or loads the exported archive `image_archive`) and
+    returns its fingerprint (rerun_environment).
     """
     name = runtime or old_env.get("runtime") or "host"
     if name == "host":
         return RerunEnvironment("host", probe_host())
-    from kit.environment import rerun_environment
-
     return rerun_environment(old_env, image_archive)
+
+
+def rerun_environment(
+    old_env: dict[str, Any], image_archive: Path | None = None
+) -> RerunEnvironment:
+    """The docker side of a rerun: the recorded environment, rebuilt (or loaded) and probed.
+
+    Builds (or reuses) the environment the bundle names with the base image it recorded, or
+    loads `image_archive` (a `kit export`) without building, and probes it, so that every
+    difference from the recorded fingerprint (lock, Dockerfile, base digest, versions) is known
+    before the first run.
+    """
+    name = old_env.get("name") or "cuda13"
+    base = (old_env.get("build_args") or {}).get("BASE_IMAGE") or old_env.get("base_image")
+    env = load(name)
+    client = docker_client()
+    if image_archive is not None:
+        image = from_archive(image_archive, name, client=client)
+    else:
+        image = build(env, base_image_override=base, client=client)
+    container = probe(image.tag, client=client, gpus=gpu_support(client) is not None)
+    return RerunEnvironment(
+        runtime="docker",
+        fingerprint=fingerprint(image, container, runtime="docker"),
+        options={"environment": name, "base_image": base},
+    )
 
 
 def print_differences(diffs: list[Difference], when: str) -> None:
@@ -150,9 +179,8 @@ def rerun_bundle(path: Path, options: Options, strict_env: bool = False) -> tupl
     else:
         console.print("kit: the environment could not be probed; it is checked after the runs")
     options.reproduces = source_record(path, old)
-    options.expected_environment = old_env
-    options.expected_hardware = old_hw
-    return run_recipe(recipe, options)
+    # the engine knows nothing of reruns: this hook compares what the runs recorded
+    return run_recipe(recipe, options, after_runs=lambda new: check_after_run(new, old_env, old_hw))
 
 
 def check_after_run(

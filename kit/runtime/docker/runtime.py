@@ -9,7 +9,6 @@ so that `cleanup()` can also remove leftovers of a driver that was killed outrig
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -18,53 +17,24 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import KitError
-from kit.runtime.base import RunOutcome
-
-LABEL_RUN = "kit.run"
-LABEL_OWNER = "kit.owner"  # the driver's pid@host: tells apart the containers of one session
-MOUNT = "/kit/run"
-STOP_GRACE_S = 10
-CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
-TOOLKIT_HINT = (
-    "Docker on this host cannot give GPUs to containers: install the NVIDIA Container Toolkit "
-    "(https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html),"
-    " run `nvidia-ctk runtime configure --runtime=docker`, restart dockerd; or use --runtime host"
+from kit.runtime.base import RunOutcome, RuntimeRequest
+from kit.runtime.docker import fingerprint as fp
+from kit.runtime.docker import image as images
+from kit.runtime.docker.client import (
+    LABEL_OWNER,
+    LABEL_RUN,
+    TOOLKIT_HINT,
+    cleanup,
+    docker_client,
+    gpu_requests_and_ulimits,
+    gpu_support,
+    launch_error,
+    remove_container,
+    run_id_of,
 )
 
-
-def gpu_support(client: Any) -> str | None:
-    """How the daemon offers GPUs ("nvidia runtime", "cdi"), or None when it does not."""
-    try:
-        info = client.info()
-    except Exception:
-        return None
-    if "nvidia" in (info.get("Runtimes") or {}):
-        return "nvidia runtime"
-    if any(str(d).startswith("cdi") for d in info.get("CDISpecDirs") or []) or any(
-        Path(d).is_dir() and any(Path(d).glob("nvidia*")) for d in CDI_DIRS
-    ):
-        return "cdi"
-    return None
-
-
-def gpu_requests_and_ulimits(gpu_ids: list[int] | None, device: str) -> tuple[list, list]:
-    """The device requests (the listed GPUs, or all) and ulimits of one worker container."""
-    import docker
-
-    requests = []
-    if device == "cuda":
-        if gpu_ids is not None:
-            ids = [str(i) for i in gpu_ids]
-            requests = [docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
-        else:
-            requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-    stack = 64 * 1024 * 1024
-    ulimits = [docker.types.Ulimit(name="stack", soft=stack, hard=stack)]
-    if device == "cuda":
-        # pinned (page-locked) host buffers of CUDA, NCCL and InfiniBand need memlock; CPU
-        # runs do not, and some daemons (rootless, nested) may not raise it at all
-        ulimits.append(docker.types.Ulimit(name="memlock", soft=-1, hard=-1))
-    return requests, ulimits
+MOUNT = "/kit/run"
+STOP_GRACE_S = 10
 
 
 class DockerRuntime:
@@ -80,15 +50,37 @@ class DockerRuntime:
         shm_size: str = "16g",
         echo: Callable[[str], None] | None = None,
     ) -> None:
-        from kit.environment import docker_client
-
         self.image = image
         self.client = client or docker_client()
         self.shm_size = shm_size
         self.echo = echo
         self.owner = f"{os.getpid()}@{os.uname().nodename}"
         self._gpu_checked = False
+        self.inventory: list[dict[str, Any]] | None = None  # one machine: hardware.json as is
         self.environment: dict[str, Any] | None = None  # environment.json, set by prepare()
+
+    @classmethod
+    def prepare(cls, request: RuntimeRequest) -> DockerRuntime:
+        """Build (or reuse, or load) the pinned image and probe it: environment.json."""
+        return prepare_runtime(
+            request.environment, request.device, base_image=request.base_image,
+            image_archive=request.image_archive,
+        )  # fmt: skip
+
+    @staticmethod
+    def unavailable(device: str) -> str | None:
+        """Why this machine cannot run GPU containers (for --runtime auto), or None."""
+        try:
+            client = docker_client()
+        except KitError:
+            return "no Docker daemon answers"
+        if device == "cuda" and gpu_support(client) is None:
+            return "Docker cannot give GPUs to containers (no NVIDIA Container Toolkit or CDI)"
+        return None
+
+    def close(self) -> None:
+        """Remove any container of this driver still there (each run removes its own)."""
+        cleanup(self.client, self.owner)
 
     def command(self, nproc: int) -> list[str]:
         return ["torchrun", "--standalone", f"--nproc-per-node={nproc}", "-m", "kit.worker",
@@ -110,7 +102,7 @@ class DockerRuntime:
         if device == "cpu":
             full_env.setdefault("OMP_NUM_THREADS", "1")
         device_requests, ulimits = gpu_requests_and_ulimits(gpu_ids, device)
-        run_id = _run_id(run_dir)
+        run_id = run_id_of(run_dir)
         return {
             "image": self.image,
             "command": self.command(nproc),
@@ -164,7 +156,7 @@ class DockerRuntime:
                     container.start()
                 except docker.errors.APIError as e:
                     return RunOutcome(None, False, False, time.perf_counter() - t0, shown,
-                                      _launch_error(e))  # fmt: skip
+                                      launch_error(e))  # fmt: skip
                 streamer = threading.Thread(target=self._stream, args=(container, log), daemon=True)
                 streamer.start()
                 code, timed_out = self._wait(container, timeout_s)
@@ -176,7 +168,7 @@ class DockerRuntime:
             finally:
                 # also on KeyboardInterrupt / SIGTERM (raised in this thread by the driver)
                 if container is not None:
-                    _remove(container)
+                    remove_container(container)
 
     def _wait(self, container: Any, timeout_s: float) -> tuple[int | None, bool]:
         """Poll the container until it exits or the deadline passes; (exit code, timed out)."""
@@ -202,47 +194,7 @@ class DockerRuntime:
             pass
 
 
-def _run_id(run_dir: Path) -> str:
-    try:
-        return str(json.loads((run_dir / "spec.json").read_text())["run_id"])
-    except (OSError, ValueError, KeyError):
-        return run_dir.name
-
-
-def _launch_error(e: Exception) -> str:
-    text = str(getattr(e, "explanation", None) or e).strip().splitlines()[0]
-    if "could not select device driver" in text or "nvidia-container-cli" in text:
-        return f"{TOOLKIT_HINT} (daemon said: {text})"
-    return f"could not start the container: {text}"
-
-
-def _remove(container: Any) -> None:
-    import docker
-
-    try:
-        container.remove(force=True)
-    except docker.errors.NotFound:
-        pass
-    except docker.errors.APIError as e:
-        if "already in progress" not in str(e):
-            raise
-
-
-def leftovers(client: Any, owner: str | None = None) -> list[Any]:
-    """Containers kit started that still exist (of one driver when `owner` is given)."""
-    label = f"{LABEL_OWNER}={owner}" if owner else LABEL_RUN
-    return client.containers.list(all=True, filters={"label": label})
-
-
-def cleanup(client: Any, owner: str | None = None) -> int:
-    """Remove kit's leftover containers (e.g. after the driver was killed with SIGKILL)."""
-    found = leftovers(client, owner)
-    for c in found:
-        _remove(c)
-    return len(found)
-
-
-def prepare(
+def prepare_runtime(
     environment: str,
     device: str,
     base_image: str | None = None,
@@ -253,22 +205,20 @@ def prepare(
 
     The runtime's `environment` attribute is the bundle's environment.json (the fingerprint).
     """
-    from kit import environment as envmod
-
-    client = client or envmod.docker_client()
+    client = client or docker_client()
     gpus = gpu_support(client) if device == "cuda" else None
     if device == "cuda" and gpus is None:
         raise KitError(TOOLKIT_HINT)
     if image_archive is not None:
-        image = envmod.from_archive(image_archive, environment, client=client)
+        image = images.from_archive(image_archive, environment, client=client)
         state = f"loaded from {image_archive}:"
     else:
-        image = envmod.build(environment, base_image_override=base_image, client=client)
+        image = images.build(environment, base_image_override=base_image, client=client)
         state = "reused" if image.cached else "built"
-    envmod.console().print(f"kit: environment {image.env}: {state} image {image.tag}")
-    container = envmod.probe(image.tag, client=client, gpus=gpus is not None)
+    images.console().print(f"kit: environment {image.env}: {state} image {image.tag}")
+    container = fp.probe(image.tag, client=client, gpus=gpus is not None)
     runtime = DockerRuntime(image.tag, client=client)
-    runtime.environment = envmod.fingerprint(image, container, runtime="docker")
+    runtime.environment = fp.fingerprint(image, container, runtime="docker")
     if image_archive is not None:
         runtime.environment["loaded_from"] = str(image_archive)
     return runtime

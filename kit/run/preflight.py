@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.errors import KitError
+from kit.recipe import Recipe
 from kit.worker.telemetry import SLOWDOWN_MASK, decode_reasons
 
 CHECKS = (
@@ -306,4 +307,22 @@ def raise_if_fatal(findings: list[dict[str, str]]) -> None:
     more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
     raise PreflightError(
         f"preflight refused the run: {detail}{more}. To run anyway: --allow {','.join(checks)}"
+    )
+
+
+def check_recipe(
+    recipe: Recipe, device: str, hardware: dict[str, Any], options: PreflightOptions
+) -> list[dict[str, Any]]:
+    """The checks a recipe needs on this machine: its GPUs, and SHM when a variant turns P2P off."""
+    variants = recipe.resolved_variants()
+    ids = {i for v in variants for i in (v.gpu_ids or [])}
+    if any(not v.gpu_ids for v in variants):
+        ids |= set(range(recipe.gpus))
+    return run_checks(
+        hardware,
+        gpus_needed=recipe.gpus,
+        gpu_ids=sorted(ids),
+        needs_shm=any(v.env.get("NCCL_P2P_DISABLE") == "1" for v in variants),
+        device=device,
+        options=options,
     )

@@ -1,0 +1,147 @@
+"""A run's result, from what its launch left behind; and the sealed bundle.
+
+Shared by the run engine (each launch, as it ends) and batch runtimes (kit slurm collect, after
+the job): a run reads the same whichever runtime ran it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from kit.bundle import Bundle, write_manifest
+from kit.errors import KitError
+from kit.run.plan import RunSpec
+from kit.runtime.base import RunOutcome, tail
+from kit.worker.common import RESULT_SCHEMA
+from kit.worker.nccl_log import parse_nccl_log, verdict
+
+try:  # the report's libraries (matplotlib, jinja2) may be absent where only the runs happen
+    from kit.report.render import render_bundle
+except ImportError as _missing:  # the bundle is sealed all the same; `kit report` renders it later
+    render_bundle = None
+    RENDER_UNAVAILABLE = f"{type(_missing).__name__}: {_missing}"
+
+console = Console(stderr=True, highlight=False)
+
+_EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
+
+
+def worker_error(path: Path) -> str | None:
+    """The first exception a rank raised, from the log (torchrun's own summary comes after it)."""
+    if not path.is_file():
+        return None
+    for line in path.read_text(errors="replace").splitlines():
+        match = _EXCEPTION_LINE.match(line.strip())
+        if match and "ChildFailedError" not in match[1]:
+            return f"{match[1]}: {match[2]}"[:300]
+    return None
+
+
+def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path) -> dict[str, Any]:
+    """The run's result: the worker's own file when it wrote one, else a failed/timeout record."""
+    file = run_dir / "result.json"
+    result: dict[str, Any] | None = None
+    if file.is_file():
+        try:
+            result = json.loads(file.read_text())
+        except json.JSONDecodeError:
+            result = None
+    if result is None:
+        if outcome.interrupted:
+            status, error = "failed", "interrupted before it finished"
+        elif outcome.timed_out:
+            status, error = "timeout", f"no result after the {spec.timeout_s:g} s timeout; stopped"
+        else:
+            status = "failed"
+            error = (
+                outcome.error
+                or f"worker exited with status {outcome.exit_code} and wrote no result"
+            )
+            cause = worker_error(log_path)
+            if cause:
+                error += f"; {cause}"
+        result = {
+            "schema": RESULT_SCHEMA,
+            "run_id": spec.run_id,
+            "benchmark": spec.benchmark,
+            "kind": spec.kind,
+            "variant": spec.variant.name,
+            "repeat": spec.repeat,
+            "status": status,
+            "error": error,
+            "world_size": spec.nproc,
+            "device": spec.device,
+            "env": spec.env,
+            "metrics": {},
+            "data": {},
+        }
+    elif outcome.timed_out and result.get("status") == "ok":
+        result["status"], result["error"] = (
+            "timeout",
+            "the worker finished but did not exit in time",
+        )
+    elif outcome.exit_code not in (0, None) and result.get("status") == "ok":
+        result["status"] = "failed"
+        result["error"] = f"worker exited with status {outcome.exit_code} after writing its result"
+    if spec.device == "cuda" and log_path.is_file():
+        nccl = parse_nccl_log(log_path.read_text(errors="replace"))
+        nccl["verdict"] = verdict(
+            nccl,
+            p2p_disabled=spec.env.get("NCCL_P2P_DISABLE") == "1",
+            single_node=outcome.nodes is None or len(outcome.nodes) < 2,
+        )
+        result["nccl"] = nccl
+    result["exit_code"] = outcome.exit_code
+    result["launch"] = {"command": outcome.command, "wall_s": outcome.wall_s}
+    result.setdefault("wall_s", outcome.wall_s)
+    if result["status"] != "ok":
+        result["log_tail"] = tail(log_path)
+    if outcome.nodes is not None:
+        annotate_result(result, outcome)
+    return result
+
+
+def network_transport(result: dict[str, Any]) -> list[str]:
+    """How the nodes talked: NCCL's NET transports from its log (NET/IB, NET/Socket), or gloo."""
+    nccl = result.get("nccl") or {}
+    net = [k for k in (nccl.get("transports") or {}) if k.upper().startswith(("NET", "COLLNET"))]
+    if net:
+        return net
+    if result.get("backend") == "gloo" or result.get("device") == "cpu":
+        return ["gloo/TCP"]
+    return []
+
+
+def annotate_result(result: dict[str, Any], outcome: RunOutcome) -> None:
+    """Add the nodes to a run result: each node's status, which one failed, how they talked."""
+    result["nodes"] = outcome.nodes
+    for record in outcome.nodes or []:  # what every node added: nodes.env, socket interface
+        result["env"] = {**record.get("env", {}), **(result.get("env") or {})}
+    if outcome.error and result.get("status") != "ok":
+        previous = result.get("error") or ""
+        if outcome.error not in previous:
+            result["error"] = f"{outcome.error}; {previous}" if previous else outcome.error
+        failed = next((r for r in outcome.nodes or [] if r.get("status") in ("failed", "vanished")), None)  # fmt: skip
+        if failed and failed.get("log_tail"):
+            result["log_tail"] = f"[node {failed['node']}]\n{failed['log_tail']}"
+    if "started_at" not in result and outcome.nodes:  # the driver's record: no worker wrote one
+        result["world_size"] = sum(r["nproc"] for r in outcome.nodes)
+    result["network"] = {"transport": network_transport(result)}
+
+
+def seal(bundle: Bundle) -> None:
+    """Render the report (a failure there never costs the measurements) and write the manifest."""
+    try:
+        if render_bundle is None:
+            raise KitError(f"the report's libraries are missing here ({RENDER_UNAVAILABLE})")
+        render_bundle(bundle)
+    except KitError as exc:
+        console.print(f"kit: warning: report not rendered: {exc}")
+    except Exception as exc:  # the measurements matter more than the page
+        console.print(f"kit: warning: report not rendered: {type(exc).__name__}: {exc}")
+    write_manifest(bundle.path)

@@ -1,0 +1,1 @@
+"""The docker runtime: pinned environments, image building, fingerprints, one container per run."""

@@ -1,0 +1,112 @@
+"""The Docker SDK client, GPU support of a daemon, and the container helpers every docker runtime uses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kit.errors import KitError
+
+LABEL_RUN = "kit.run"
+LABEL_OWNER = "kit.owner"  # the driver's pid@host: tells apart the containers of one session
+
+
+CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
+TOOLKIT_HINT = (
+    "Docker on this host cannot give GPUs to containers: install the NVIDIA Container Toolkit "
+    "(https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html),"
+    " run `nvidia-ctk runtime configure --runtime=docker`, restart dockerd; or use --runtime host"
+)
+
+
+def gpu_support(client: Any) -> str | None:
+    """How the daemon offers GPUs ("nvidia runtime", "cdi"), or None when it does not."""
+    try:
+        info = client.info()
+    except Exception:
+        return None
+    if "nvidia" in (info.get("Runtimes") or {}):
+        return "nvidia runtime"
+    if any(str(d).startswith("cdi") for d in info.get("CDISpecDirs") or []) or any(
+        Path(d).is_dir() and any(Path(d).glob("nvidia*")) for d in CDI_DIRS
+    ):
+        return "cdi"
+    return None
+
+
+def gpu_requests_and_ulimits(gpu_ids: list[int] | None, device: str) -> tuple[list, list]:
+    """The device requests (the listed GPUs, or all) and ulimits of one worker container."""
+    import docker
+
+    requests = []
+    if device == "cuda":
+        if gpu_ids is not None:
+            ids = [str(i) for i in gpu_ids]
+            requests = [docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
+        else:
+            requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    stack = 64 * 1024 * 1024
+    ulimits = [docker.types.Ulimit(name="stack", soft=stack, hard=stack)]
+    if device == "cuda":
+        # pinned (page-locked) host buffers of CUDA, NCCL and InfiniBand need memlock; CPU
+        # runs do not, and some daemons (rootless, nested) may not raise it at all
+        ulimits.append(docker.types.Ulimit(name="memlock", soft=-1, hard=-1))
+    return requests, ulimits
+
+
+def docker_client() -> Any:
+    """A Docker SDK client, or a one-line KitError naming what to do."""
+    import docker  # the driver's dependency; imported late so that `kit --help` stays fast
+
+    if not hasattr(docker, "from_env"):  # only the repo's docker/ folder was found
+        raise KitError("the Docker SDK for Python is not installed: pip install 'docker>=7'")
+    try:
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except Exception as e:
+        raise KitError(
+            f"no Docker daemon answers ({type(e).__name__}: {str(e).splitlines()[0][:160]}); "
+            "start dockerd or use --runtime host"
+        ) from e
+    return client
+
+
+def run_id_of(run_dir: Path) -> str:
+    try:
+        return str(json.loads((run_dir / "spec.json").read_text())["run_id"])
+    except (OSError, ValueError, KeyError):
+        return run_dir.name
+
+
+def launch_error(e: Exception) -> str:
+    text = str(getattr(e, "explanation", None) or e).strip().splitlines()[0]
+    if "could not select device driver" in text or "nvidia-container-cli" in text:
+        return f"{TOOLKIT_HINT} (daemon said: {text})"
+    return f"could not start the container: {text}"
+
+
+def remove_container(container: Any) -> None:
+    import docker
+
+    try:
+        container.remove(force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as e:
+        if "already in progress" not in str(e):
+            raise
+
+
+def leftovers(client: Any, owner: str | None = None) -> list[Any]:
+    """Containers kit started that still exist (of one driver when `owner` is given)."""
+    label = f"{LABEL_OWNER}={owner}" if owner else LABEL_RUN
+    return client.containers.list(all=True, filters={"label": label})
+
+
+def cleanup(client: Any, owner: str | None = None) -> int:
+    """Remove kit's leftover containers (e.g. after the driver was killed with SIGKILL)."""
+    found = leftovers(client, owner)
+    for c in found:
+        remove_container(c)
+    return len(found)

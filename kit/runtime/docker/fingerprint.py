@@ -1,0 +1,63 @@
+"""What an image is, for environment.json: how it was made, and the versions read inside it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import kit
+from kit.errors import KitError
+from kit.runtime.docker.client import docker_client
+from kit.runtime.docker.image import Image
+
+# --- fingerprint ------------------------------------------------------------------------------
+
+
+def probe(tag: str, client: Any = None, gpus: bool = False) -> dict[str, Any]:
+    """Run `python -m kit.worker.probe` in a throwaway container; return what it reports."""
+    import docker
+
+    client = client or docker_client()
+    kwargs: dict[str, Any] = {}
+    if gpus:
+        kwargs["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    container = client.containers.create(
+        tag, ["python", "-m", "kit.worker.probe"], labels={"kit.probe": tag}, **kwargs
+    )
+    try:
+        container.start()
+        status = container.wait(timeout=120)
+        out = container.logs(stdout=True, stderr=False).decode(errors="replace")
+        err = container.logs(stdout=False, stderr=True).decode(errors="replace")
+    finally:
+        container.remove(force=True)
+    code = status.get("StatusCode")
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    if code != 0 or not lines:
+        last = (err.strip().splitlines() or ["(no output)"])[-1]
+        raise KitError(f"probing image {tag} failed (exit {code}): {last}")
+    try:
+        return json.loads(lines[-1])
+    except json.JSONDecodeError as e:
+        raise KitError(f"probing image {tag}: output is not JSON: {lines[-1][:200]}") from e
+
+
+def fingerprint(image: Image, container: dict[str, Any] | None, runtime: str) -> dict[str, Any]:
+    """environment.json of a bundle (CONTRACTS.md), plus how the image was made."""
+    fp = {
+        "name": image.env,
+        "pinned": True,
+        "runtime": runtime,
+        "image_id": image.image_id,
+        "image_tag": image.tag,
+        "base_image": image.base_image,
+        "base_image_digest": image.base_image_digest,
+        "base_image_id": image.base_image_id,
+        "dockerfile_sha256": image.dockerfile_sha256,
+        "lock_sha256": image.lock_sha256,
+        "content_hash": image.content_hash,
+        "build_args": image.build_args,
+        "kit_version": kit.__version__,
+        "container": container or {},
+    }
+    return fp

@@ -1,0 +1,294 @@
+"""An environment -> build context -> image, through the Docker SDK; export and load of archives.
+
+The image tag is a content hash of everything that defines the image, so an unchanged
+environment is never rebuilt and a changed one always is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+
+from kit.bundle import sha256_file
+from kit.errors import InputError, KitError
+from kit.runtime.docker.client import docker_client
+from kit.runtime.docker.environments import REPO_ROOT, WHEEL_CACHE, Environment, load, wheelhouse
+
+BUILD_LOGS = WHEEL_CACHE.parent / "build-logs"
+LABEL_ENV = "kit.env"
+LABEL_HASH = "kit.content-hash"
+LABEL_DOCKERFILE = "kit.dockerfile-sha256"
+LABEL_LOCK = "kit.lock-sha256"
+LABEL_BASE = "kit.base-image"
+# Worker files copied into every image (the worker imports only `kit` and `kit.worker.*`).
+WORKER_FILES = ("kit/__init__.py", "kit/worker")
+
+
+class BuildError(KitError):
+    """An image build failed; `log_tail` holds the last lines of the build log."""
+
+    def __init__(self, message: str, log_tail: str = "", log_path: Path | None = None) -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+        self.log_path = log_path
+
+
+# --- content hash and build context -----------------------------------------------------------
+
+
+def _worker_sources() -> Iterator[tuple[str, Path]]:
+    """(path inside the context, file) for the worker package, sorted, without caches."""
+    for rel in WORKER_FILES:
+        src = REPO_ROOT / rel
+        files = [src] if src.is_file() else sorted(src.rglob("*.py"))
+        for f in files:
+            yield f.relative_to(REPO_ROOT).as_posix(), f
+
+
+def content_hash(env: Environment, build_args: dict[str, str]) -> str:
+    """sha256 over everything that defines the image: Dockerfile, lock, worker, build args."""
+    h = hashlib.sha256()
+
+    def part(name: str, data: bytes) -> None:
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
+
+    part("Dockerfile", env.dockerfile.read_bytes())
+    part("requirements.lock", env.lock.read_bytes())
+    for rel, f in _worker_sources():
+        part(rel, f.read_bytes())
+    part("build_args", json.dumps(build_args, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def image_tag(env: Environment, base_image_override: str | None = None) -> str:
+    """`kit-<env>:<hash12>`: the tag the image gets for the current inputs."""
+    args = build_args(env, base_image_override)
+    return f"kit-{env.name}:{content_hash(env, args)[:12]}"
+
+
+def build_args(env: Environment, base_image_override: str | None = None) -> dict[str, str]:
+    return {"BASE_IMAGE": base_image_override or env.default_base_image()}
+
+
+def assemble_context(env: Environment, wheels: dict[str, Path], dest: Path) -> None:
+    """Lay out the build context: Dockerfile, requirements.lock, wheels/, kit/ (worker only)."""
+    shutil.copy2(env.dockerfile, dest / "Dockerfile")
+    shutil.copy2(env.lock, dest / "requirements.lock")
+    (dest / "wheels").mkdir()
+    for whl in wheels.values():
+        target = dest / "wheels" / whl.name
+        try:
+            os.link(whl, target)  # no copy of gigabytes when the cache is on the same disk
+        except OSError:
+            shutil.copy2(whl, target)
+    for rel, f in _worker_sources():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, target)
+
+
+class Image:
+    """A built (or reused) environment image and how it was made."""
+
+    env: str
+    tag: str
+    image_id: str
+    cached: bool
+    base_image: str
+    base_image_id: str | None
+    base_image_digest: str | None
+    dockerfile_sha256: str
+    lock_sha256: str
+    content_hash: str
+    build_args: dict[str, str] = field(default_factory=dict)
+
+
+def _base_identity(client: Any, ref: str) -> tuple[str | None, str | None]:
+    """(image id, repo digest) of the base image as the daemon has it."""
+    import docker
+
+    try:
+        img = client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        return None, None
+    digests = img.attrs.get("RepoDigests") or []
+    digest = next((d.split("@", 1)[1] for d in digests if "@" in d), None)
+    if digest is None and "@sha256:" in ref:
+        digest = ref.split("@", 1)[1]
+    return img.id, digest
+
+
+def ensure_base(client: Any, ref: str, echo: Callable[[str], None]) -> None:
+    """Make sure the daemon has the base image: present, or pulled now (by its digest)."""
+    import docker
+
+    try:
+        client.images.get(ref)
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    echo(f"pulling base image {ref}")
+    try:
+        client.images.pull(ref)
+    except docker.errors.APIError as e:
+        first = str(e.explanation or e).strip().splitlines()[0][:200]
+        raise KitError(
+            f"base image {ref} is not on this machine and cannot be pulled ({first}); "
+            "`docker load` it, or pass --base-image with a local image"
+        ) from e
+
+
+def build(
+    env: Environment | str,
+    base_image_override: str | None = None,
+    client: Any = None,
+    echo: Callable[[str], None] | None = None,
+) -> Image:
+    """Build the environment's image through the Docker SDK, or reuse it when the tag exists.
+
+    Progress lines go to `echo` (default: the terminal through rich). On failure the full build
+    log is written under ~/.cache/kit/build-logs/ and the error names it with the last line.
+    """
+    import docker
+
+    env = env if isinstance(env, Environment) else load(env)
+    client = client or docker_client()
+    echo = echo or _terminal_echo()
+    args = build_args(env, base_image_override)
+    digest = content_hash(env, args)
+    tag = f"kit-{env.name}:{digest[:12]}"
+    base = args["BASE_IMAGE"]
+
+    def made(image_id: str, cached: bool) -> Image:
+        base_id, base_digest = _base_identity(client, base)
+        return Image(
+            env=env.name, tag=tag, image_id=image_id, cached=cached, base_image=base,
+            base_image_id=base_id, base_image_digest=base_digest,
+            dockerfile_sha256=sha256_file(env.dockerfile), lock_sha256=sha256_file(env.lock),
+            content_hash=digest, build_args=args,
+        )  # fmt: skip
+
+    try:
+        return made(client.images.get(tag).id, cached=True)
+    except docker.errors.ImageNotFound:
+        pass
+
+    echo(f"building {tag} (environment {env.name}, base {base})")
+    ensure_base(client, base, echo)  # before downloading gigabytes of wheels for nothing
+    wheels = wheelhouse(env)
+    log: list[str] = []
+    image_id = None
+    with tempfile.TemporaryDirectory(prefix=f"kit-build-{env.name}-") as ctx:
+        assemble_context(env, wheels, Path(ctx))
+        try:
+            stream = client.api.build(
+                path=ctx, tag=tag, buildargs=args, decode=True, rm=True, forcerm=True,
+                pull=False, labels={LABEL_ENV: env.name, LABEL_HASH: digest, LABEL_BASE: base,
+                                    LABEL_DOCKERFILE: sha256_file(env.dockerfile),
+                                    LABEL_LOCK: sha256_file(env.lock)},
+            )  # fmt: skip
+            for chunk in stream:
+                text = chunk.get("stream") or chunk.get("status") or ""
+                if text.strip():
+                    for line in text.rstrip("\n").splitlines():
+                        log.append(line)
+                        echo(line)
+                if "error" in chunk:
+                    err = str(chunk.get("errorDetail", {}).get("message") or chunk["error"])
+                    log.append(err)
+                    raise _build_failed(env, tag, err, log)
+                aux = chunk.get("aux") or {}
+                image_id = aux.get("ID", image_id)
+        except docker.errors.APIError as e:
+            raise _build_failed(env, tag, str(e.explanation or e), log) from e
+    try:
+        image_id = client.images.get(tag).id
+    except docker.errors.ImageNotFound as e:
+        raise _build_failed(env, tag, "the build ended but the tag does not exist", log) from e
+    return made(image_id, cached=False)
+
+
+def _build_failed(env: Environment, tag: str, err: str, log: list[str]) -> BuildError:
+    BUILD_LOGS.mkdir(parents=True, exist_ok=True)
+    path = BUILD_LOGS / f"{tag.replace(':', '-')}.log"
+    path.write_text("\n".join(log) + "\n")
+    first = err.strip().splitlines()[0] if err.strip() else "unknown error"
+    return BuildError(
+        f"building environment {env.name!r} ({tag}) failed: {first} (build log: {path})",
+        log_tail="\n".join(log[-30:]),
+        log_path=path,
+    )
+
+
+def console() -> Any:
+    """The terminal (stderr) through rich, as the rest of the driver prints."""
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _terminal_echo() -> Callable[[str], None]:
+    from rich.markup import escape
+
+    out = console()
+    return lambda line: out.print(f"[dim]{escape(line)}[/dim]")
+
+
+def export(tag: str, path: Path, client: Any = None) -> Path:
+    """Save an image (by tag) as a tar archive that `docker load` or `load()` reads back."""
+    import docker
+
+    client = client or docker_client()
+    try:
+        image = client.images.get(tag)
+    except docker.errors.ImageNotFound as e:
+        raise InputError(f"no image {tag!r}; build it first with `kit build`") from e
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".part")
+    with tmp.open("wb") as f:
+        for chunk in image.save(named=True):
+            f.write(chunk)
+    tmp.replace(path)
+    return path
+
+
+def from_archive(path: Path, env_name: str, client: Any = None) -> Image:
+    """Load an archive made by `kit export` and describe its image from the labels it carries.
+
+    For a rerun on a machine with no registry (and maybe no network): the image is used as it
+    is, not rebuilt, so the fingerprint is the one of the machine that built it.
+    """
+    client = client or docker_client()
+    tags = [t for t in load_archive(path, client) if t.startswith(f"kit-{env_name}:")]
+    if not tags:
+        raise InputError(f"{path}: holds no image of environment {env_name!r} (kit-{env_name}:*)")
+    img = client.images.get(tags[0])
+    labels = img.labels or {}
+    base = labels.get(LABEL_BASE, "unknown")
+    base_id, base_digest = _base_identity(client, base)
+    if base_digest is None and "@sha256:" in base:
+        base_digest = base.split("@", 1)[1]
+    return Image(
+        env=env_name, tag=tags[0], image_id=img.id, cached=True, base_image=base,
+        base_image_id=base_id, base_image_digest=base_digest,
+        dockerfile_sha256=labels.get(LABEL_DOCKERFILE, ""), lock_sha256=labels.get(LABEL_LOCK, ""),
+        content_hash=labels.get(LABEL_HASH, ""), build_args={"BASE_IMAGE": base},
+    )  # fmt: skip
+
+
+def load_archive(path: Path, client: Any = None) -> list[str]:
+    """Load an image archive made by `export`; return the tags it holds."""
+    client = client or docker_client()
+    if not path.is_file():
+        raise InputError(f"{path}: no such image archive")
+    with path.open("rb") as f:
+        images = client.images.load(f)
+    return [t for img in images for t in img.tags]

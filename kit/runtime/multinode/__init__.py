@@ -1,0 +1,1 @@
+"""The multi-node runtime: one worker container per node, on several Docker daemons."""

@@ -1,0 +1,368 @@
+"""The multi-node runtime: one worker container per node, joined by torchrun's c10d rendezvous.
+
+Each node is a Docker daemon the driver reaches through its own Docker SDK client (a URL such as
+unix:///var/run/docker.sock, ssh://node2 or tcp://node3:2376 with TLS from DOCKER_CERT_PATH).
+Every node runs the same pinned image (built on the first daemon, copied to the others when they
+lack it, checked by image id) with
+
+    torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d --rdzv-endpoint FIRST_NODE:PORT
+             --rdzv-id RUN --rdzv-conf is_host=0|1 -m kit.worker /kit/run/spec.json
+
+on the host network (a user-defined bridge network when all nodes share one daemon, as in the
+tests). There is no --node-rank: the c10d rendezvous numbers the nodes in the order they join
+(torchrun warns that it ignores --node-rank there); the first node hosts the rendezvous store
+(is_host=1). The daemons may sit on other machines, so nothing is bind-mounted: the spec is copied
+into each container before it starts and the result is copied out after it stops.
+
+The driver watches all containers; the first node that fails (non-zero exit, or its container
+vanished) stops the others, and the run's result says which node, with what status, and the tail
+of its log. Containers (and networks this runtime made) carry kit's labels and are removed in a
+`finally`, also on Ctrl-C and SIGTERM. Every node's output goes to logs/<run_id>.node<i>.log, and
+all of them, prefixed with the node, to logs/<run_id>.log.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kit.errors import KitError
+from kit.runtime.base import RunOutcome, RuntimeRequest, tail
+from kit.runtime.docker import fingerprint as fp
+from kit.runtime.docker import image as images
+from kit.runtime.docker.client import (
+    LABEL_OWNER,
+    LABEL_RUN,
+    TOOLKIT_HINT,
+    cleanup,
+    gpu_requests_and_ulimits,
+    gpu_support,
+    launch_error,
+    remove_container,
+    run_id_of,
+)
+from kit.runtime.docker.runtime import MOUNT
+from kit.runtime.multinode.config import NodeConfig, host_of
+from kit.runtime.multinode.transport import (
+    LABEL_NODE,
+    Node,
+    NodeLog,
+    connect_all,
+    copy_out,
+    ensure_image,
+    ensure_network,
+    node_log_path,
+    probe_nodes,
+    remove_network,
+    stop_all,
+    stream_logs,
+    tar_of,
+    watch,
+)
+
+# --- the runtime ------------------------------------------------------------------------------
+
+
+class MultiNodeRuntime:
+    """Runs one run across several Docker daemons, one container per node."""
+
+    name = "docker"
+    pinned = True
+
+    def __init__(
+        self,
+        image: str,
+        nodes: list[Node],
+        config: NodeConfig,
+        shm_size: str = "16g",
+    ) -> None:
+        self.image = image
+        self.nodes = nodes
+        self.config = config
+        self.shm_size = shm_size
+        self.owner = f"{os.getpid()}@{os.uname().nodename}"
+        self.environment: dict[str, Any] | None = None  # environment.json, set by prepare()
+        self.inventory: list[dict[str, Any]] | None = None  # hardware.json's `nodes`
+
+    @classmethod
+    def prepare(cls, request: RuntimeRequest) -> MultiNodeRuntime:
+        """Reach every node, put the pinned image on each, take each node's inventory."""
+        return prepare_runtime(
+            request.nodes, request.environment, request.device, base_image=request.base_image,
+            image_archive=request.image_archive, gpus=request.gpus,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        """Remove any container of this driver still on a node (each run removes its own)."""
+        for client in {id(n.client): n.client for n in self.nodes}.values():
+            cleanup(client, self.owner)
+
+    @property
+    def host_network(self) -> bool:
+        return self.config.network == "host"
+
+    def container_name(self, launch: str, index: int) -> str:
+        return f"kit-{launch}-node{index}"[-63:].lstrip("-._")
+
+    def rdzv_endpoint(self, launch: str) -> str:
+        if self.config.rdzv_host:
+            host = self.config.rdzv_host
+        elif self.host_network:
+            host = host_of(self.nodes[0].url)
+        else:  # a bridge network: Docker's DNS resolves the first node's container name
+            host = self.container_name(launch, 0)
+        return f"{host}:{self.config.rdzv_port}"
+
+    def command(self, index: int, nproc_per_node: int, launch: str) -> list[str]:
+        # is_host: the first node hosts the rendezvous store, whatever its name resolves to
+        return ["torchrun", f"--nnodes={len(self.nodes)}", f"--nproc-per-node={nproc_per_node}", "--rdzv-backend=c10d",
+                f"--rdzv-endpoint={self.rdzv_endpoint(launch)}", f"--rdzv-id={launch}",
+                f"--rdzv-conf=is_host={1 if index == 0 else 0}", "--max-restarts=0",
+                "-m", "kit.worker", f"{MOUNT}/spec.json"]  # fmt: skip
+
+    def node_env(self, env: dict[str, str], device: str) -> dict[str, str]:
+        full = {"PYTHONUNBUFFERED": "1", "HOME": "/tmp", **self.config.env, **env}
+        if self.config.nccl_socket_ifname:
+            full.setdefault("NCCL_SOCKET_IFNAME", self.config.nccl_socket_ifname)
+            full.setdefault("GLOO_SOCKET_IFNAME", self.config.nccl_socket_ifname)
+        if device == "cpu":
+            full.setdefault("OMP_NUM_THREADS", "1")
+        return full
+
+    def container_options(
+        self,
+        node: Node,
+        run_id: str,
+        launch: str,
+        nproc_per_node: int,
+        env: dict[str, str],
+        gpu_ids: list[int] | None,
+        device: str,
+    ) -> dict[str, Any]:
+        """What `containers.create` gets on one node (separate so tests can read it)."""
+        requests, ulimits = gpu_requests_and_ulimits(gpu_ids, device)
+        name = self.container_name(launch, node.index)
+        opts: dict[str, Any] = {
+            "image": self.image,
+            "command": self.command(node.index, nproc_per_node, launch),
+            "environment": self.node_env(env, device),
+            "labels": {LABEL_RUN: run_id, LABEL_OWNER: self.owner, LABEL_NODE: str(node.index)},
+            "name": name,
+            "working_dir": MOUNT,
+            "device_requests": requests,
+            "shm_size": self.shm_size,
+            "ulimits": ulimits,
+            "init": True,
+            "detach": True,
+        }
+        if node.devices:  # InfiniBand verbs devices, found by the node inventory
+            opts["devices"] = [f"{d}:{d}" for d in node.devices]
+            opts["cap_add"] = ["IPC_LOCK"]
+        if self.host_network:
+            opts["network_mode"] = "host"
+        else:
+            opts["network"] = self.config.network
+            opts["hostname"] = name
+        return opts
+
+    def run(
+        self,
+        run_dir: Path,
+        nproc: int,
+        env: dict[str, str],
+        log_path: Path,
+        timeout_s: float,
+        gpu_ids: list[int] | None,
+        device: str,
+    ) -> RunOutcome:
+        import docker
+
+        run_id = run_id_of(run_dir)
+        launch = f"{run_id}-{uuid.uuid4().hex[:8]}"
+        per_node = self.config.gpus_per_node or nproc
+        shown = ["docker", "run", self.image, *self.command(0, per_node, launch)]
+        t0 = time.perf_counter()
+        if device == "cuda":
+            for node in self.nodes:
+                if gpu_support(node.client) is None:
+                    error = f"node {node.index} ({node.url}): {TOOLKIT_HINT}"
+                    return RunOutcome(None, False, False, 0.0, shown, error, nodes=[])
+        spec = (run_dir / "spec.json").read_bytes()
+        containers: list[Any] = [None] * len(self.nodes)
+        addresses: list[str | None] = [None] * len(self.nodes)
+        networks: list[Any] = []
+        lock = threading.Lock()
+        with open(log_path, "ab") as combined:
+            combined.write(
+                f"$ {len(self.nodes)} nodes x {per_node} processes: {' '.join(shown)}\n".encode()
+            )
+            logs = [
+                NodeLog(node_log_path(log_path, n.index), combined, lock, f"[node{n.index}] ")
+                for n in self.nodes
+            ]
+            try:
+                if not self.host_network:
+                    for client in {id(n.client): n.client for n in self.nodes}.values():
+                        made = ensure_network(client, self.config.network, self.owner)
+                        if made is not None:
+                            networks.append(made)
+                for node, log in zip(self.nodes, logs, strict=True):
+                    opts = self.container_options(
+                        node, run_id, launch, per_node, env, gpu_ids, device
+                    )
+                    log.file.write(f"$ {' '.join(opts['command'])}\n".encode())
+                    try:
+                        containers[node.index] = node.client.containers.create(**opts)
+                        containers[node.index].put_archive(MOUNT, tar_of({"spec.json": spec}))
+                    except docker.errors.APIError as exc:
+                        error = f"node {node.index} ({node.url}): {launch_error(exc)}"
+                        return RunOutcome(None, False, False, time.perf_counter() - t0, shown,
+                                          error, nodes=[])  # fmt: skip
+                for node in self.nodes:
+                    try:
+                        containers[node.index].start()
+                        addresses[node.index] = _address(containers[node.index], self.config)
+                    except docker.errors.APIError as exc:
+                        error = f"node {node.index} ({node.url}): {launch_error(exc)}"
+                        return RunOutcome(None, False, False, time.perf_counter() - t0, shown,
+                                          error, nodes=[])  # fmt: skip
+                streamers = [
+                    threading.Thread(target=stream_logs, args=(c, log), daemon=True)
+                    for c, log in zip(containers, logs, strict=True)
+                ]
+                for s in streamers:
+                    s.start()
+                states, failed, timed_out = watch(containers, timeout_s)
+                if failed is not None or timed_out:
+                    stop_all(containers, states)
+                for s in streamers:
+                    s.join(timeout=10)
+                for c in containers:
+                    if copy_out(c, run_dir):
+                        break
+                for log in logs:
+                    log.close()
+                records = self._records(states, failed, timed_out, log_path, per_node)
+                extra = {k: v for k, v in self.node_env({}, device).items()
+                         if k in self.config.env or k.endswith("_SOCKET_IFNAME")}  # fmt: skip
+                for record, address in zip(records, addresses, strict=True):
+                    record["address"] = address
+                    record["env"] = extra
+                return self._outcome(records, failed, timed_out, time.perf_counter() - t0, shown)
+            finally:
+                # also on KeyboardInterrupt / SIGTERM (raised in this thread by the driver)
+                for c in containers:
+                    if c is not None:
+                        remove_container(c)
+                for network in networks:
+                    remove_network(network)
+                for log in logs:
+                    if not log.file.closed:
+                        log.file.close()
+
+    def _records(
+        self,
+        states: list[dict[str, Any]],
+        failed: int | None,
+        timed_out: bool,
+        log_path: Path,
+        nproc_per_node: int,
+    ) -> list[dict[str, Any]]:
+        """What the run result says about each node."""
+        records = []
+        for node, state in zip(self.nodes, states, strict=True):
+            status = {"exited": "ok" if state.get("exit_code") == 0 else "failed"}.get(
+                state["status"], state["status"]
+            )
+            if timed_out and state["status"] == "stopped":
+                status = "timeout"
+            elif failed is not None and node.index != failed and state["status"] == "stopped":
+                status = "stopped"  # by the driver, because another node failed
+            path = node_log_path(log_path, node.index)
+            record = {
+                "node": node.index,
+                "host": node.url,
+                "status": status,
+                "exit_code": state.get("exit_code"),
+                "nproc": nproc_per_node,
+                "log": f"logs/{path.name}",
+            }
+            if status != "ok":
+                record["log_tail"] = tail(path)
+            records.append(record)
+        return records
+
+    def _outcome(
+        self,
+        records: list[dict[str, Any]],
+        failed: int | None,
+        timed_out: bool,
+        wall_s: float,
+        shown: list[str],
+    ) -> RunOutcome:
+        if failed is not None:
+            r = records[failed]
+            how = (
+                "its container vanished"
+                if r["status"] == "vanished"
+                else f"exited with status {r['exit_code']}"
+            )
+            others = [x["node"] for x in records if x["status"] == "stopped"]
+            error = f"node {failed} ({r['host']}) {how}"
+            if others:
+                error += f"; stopped node(s) {', '.join(map(str, others))}"
+            return RunOutcome(r["exit_code"], False, False, wall_s, shown, error, nodes=records)
+        if timed_out:
+            return RunOutcome(None, True, False, wall_s, shown, None, nodes=records)
+        return RunOutcome(0, False, False, wall_s, shown, None, nodes=records)
+
+
+def _address(container: Any, config: NodeConfig) -> str | None:
+    """The node's address: its container's on a bridge network, its host's on the host network."""
+    if config.network == "host":
+        return None
+    container.reload()
+    nets = container.attrs.get("NetworkSettings", {}).get("Networks") or {}
+    return (nets.get(config.network) or {}).get("IPAddress") or None
+
+
+def prepare_runtime(
+    config: NodeConfig,
+    environment: str,
+    device: str,
+    base_image: str | None = None,
+    image_archive: Path | None = None,
+    gpus: int | None = None,
+) -> MultiNodeRuntime:
+    """Connect to every node, put the pinned image on each, take each node's inventory."""
+    nodes = connect_all(config)
+    first = nodes[0].client
+    if device == "cuda":
+        for node in nodes:
+            if gpu_support(node.client) is None:
+                raise KitError(f"node {node.index} ({node.url}): {TOOLKIT_HINT}")
+    if image_archive is not None:
+        image = images.from_archive(image_archive, environment, client=first)
+        state = f"loaded from {image_archive}:"
+    else:
+        image = images.build(environment, base_image_override=base_image, client=first)
+        state = "reused" if image.cached else "built"
+    out = images.console()
+    out.print(f"kit: environment {image.env}: {state} image {image.tag} (node 0)")
+    placed = ensure_image(nodes, image.tag, echo=out.print)
+    container = fp.probe(image.tag, client=first, gpus=device == "cuda")
+    runtime = MultiNodeRuntime(image.tag, nodes, config)
+    runtime.environment = fp.fingerprint(image, container, runtime="docker")
+    runtime.environment["nodes"] = placed
+    if image_archive is not None:
+        runtime.environment["loaded_from"] = str(image_archive)
+    runtime.inventory = probe_nodes(nodes, image.tag, config)
+    out.print(
+        f"kit: {len(nodes)} nodes x {config.gpus_per_node or gpus} processes,"
+        f" rendezvous c10d on {runtime.rdzv_endpoint('<run>')} ({config.network} network)"
+    )
+    return runtime

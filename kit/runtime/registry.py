@@ -1,0 +1,64 @@
+"""Every runtime, by name: the one place a new runtime is added (one line below).
+
+The run engine never names a runtime class: it asks `choose` which one a request needs and
+`prepare` to make it ready. Interactive runtimes (kit.runtime.base.Runtime) are prepared here;
+batch runtimes (kit.runtime.base.BatchRuntime) hand a whole plan to a scheduler and are used by
+their own command (`kit slurm`).
+"""
+
+from __future__ import annotations
+
+from kit.errors import InputError
+from kit.runtime.base import BatchRuntime, Runtime, RuntimeRequest
+from kit.runtime.docker.runtime import DockerRuntime
+from kit.runtime.host import HostRuntime
+from kit.runtime.multinode.runtime import MultiNodeRuntime
+from kit.runtime.slurm.runtime import SlurmRuntime
+
+# name -> runtime class (its classmethod `prepare(request)` makes it ready)
+RUNTIMES: dict[str, type] = {
+    "host": HostRuntime,
+    "docker": DockerRuntime,
+    "multinode": MultiNodeRuntime,  # chosen when the recipe or --nodes names several nodes
+}
+BATCH_RUNTIMES: dict[str, type] = {
+    "slurm": SlurmRuntime,
+}
+# what --runtime accepts; "auto" picks docker for GPU runs when it can, host otherwise
+CHOICES = ("host", "docker", "auto")
+
+
+def choose(requested: str, request: RuntimeRequest) -> tuple[str, str | None]:
+    """The runtime a request runs on, and a note to print when it was picked for the user."""
+    if requested not in CHOICES:
+        raise InputError(f"--runtime {requested!r}: allowed: {', '.join(CHOICES)}")
+    if request.nodes is not None:  # several machines: containers on each node's daemon
+        if requested == "host":
+            raise InputError("multi-node runs (nodes:, --nodes) need the docker runtime")
+        return "multinode", None
+    name, note = requested, None
+    if requested == "auto":
+        # CPU runs check the method, not the hardware: host unless asked (--runtime docker)
+        if request.device == "cpu":
+            name, note = "host", "CPU run: host runtime (not pinned); --runtime docker pins it"
+        else:
+            why = DockerRuntime.unavailable(request.device)
+            name = "host" if why else "docker"
+            note = f"{why}: host runtime (not pinned)" if why else None
+    if name == "host" and request.image_archive is not None:
+        raise InputError("--image-archive: needs the docker runtime (--runtime docker)")
+    return name, note
+
+
+def prepare(name: str, request: RuntimeRequest) -> Runtime:
+    """The named runtime, ready to run launches (an image built or loaded, nodes reached)."""
+    if name not in RUNTIMES:
+        raise InputError(f"runtime {name!r}: allowed: {', '.join(RUNTIMES)}")
+    return RUNTIMES[name].prepare(request)
+
+
+def batch(name: str) -> type[BatchRuntime]:
+    """The named batch runtime's class (constructed with its command's options)."""
+    if name not in BATCH_RUNTIMES:
+        raise InputError(f"batch runtime {name!r}: allowed: {', '.join(BATCH_RUNTIMES)}")
+    return BATCH_RUNTIMES[name]

@@ -1,0 +1,235 @@
+"""The Slurm batch runtime: write the bundle and the sbatch script, submit it, collect after the job.
+
+A batch runtime has no per-launch `run`: the scheduler runs the whole plan later, one run after
+the other on every node of the allocation. `collect` turns what the job left (exit codes, logs,
+result files, each node's inventory) into results through the engine's own code
+(kit.run.results), so a Slurm bundle reads, renders and compares as any other. Planned repeats
+only: adaptive repeats need the driver between runs.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from kit.bundle import Bundle
+from kit.errors import InputError, KitError
+from kit.recipe import Recipe, load_recipe
+from kit.run.plan import plan
+from kit.run.results import result_of, seal
+from kit.runtime.base import RunOutcome, tail
+from kit.runtime.slurm.script import TIMEOUT_EXIT, Job, SlurmOptions, make_job, render_script
+from kit.worker.common import write_json
+
+console = Console(stderr=True, highlight=False)
+
+
+def write_bundle(job: Job) -> Path:
+    """The bundle before the job: recipe, results.json header, run specs, the script."""
+    o = job.opts
+    bundle = Bundle.create(
+        job.bundle,
+        job.recipe.resolved(),
+        {
+            "recipe": job.recipe.name,
+            "device": o.device,
+            "runtime": "slurm",
+            "pinned": o.launcher != "host",
+            "smoke": job.runs[0].smoke if job.runs else False,
+            "repeats": 1 + max((r.repeat for r in job.runs), default=0),
+            "command": o.command,
+            "planned_runs": len(job.runs),
+            "reproduces": None,
+        },
+    )
+    bundle.results["status"] = "submitted"
+    bundle.results["slurm"] = {
+        "nodes": job.nodes,
+        "gpus_per_node": job.gpus_per_node,
+        "launcher": o.launcher,
+        "image": o.container_image or o.apptainer or None,
+        "python": o.host_python,
+        "partition": o.partition,
+        "time": o.time,
+        "job_id": None,
+    }
+    bundle.save()
+    for spec in job.runs:
+        write_json(bundle.run_dir(spec.run_id) / "spec.json", spec.to_json())
+    (bundle.path / "slurm" / "nodes").mkdir(parents=True)
+    script = bundle.path / "slurm" / "job.sbatch"
+    script.write_text(render_script(job))
+    return script
+
+
+def submit(script: Path, wait: bool = False) -> str:
+    """sbatch the script; the job id. With `wait`, returns when the job has ended."""
+    cmd = ["sbatch", "--parsable", *(["--wait"] if wait else []), str(script)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    out = proc.stdout.strip().splitlines()
+    job_id = out[0].split(";")[0] if out else ""
+    if proc.returncode != 0 and not (wait and job_id):
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise KitError(f"sbatch failed (exit {proc.returncode}): {last}")
+    return job_id
+
+
+def launch(recipe: Recipe, opts: SlurmOptions, dry_run: bool = False, wait: bool = False) -> str:
+    """`kit slurm RECIPE`: the script (dry run), or the written bundle, submitted when possible.
+
+    Returns what the command prints on stdout.
+    """
+    job = make_job(recipe, opts)
+    if dry_run:
+        return render_script(job)
+    script = write_bundle(job)
+    if shutil.which("sbatch") is None:
+        print(  # one line, unwrapped: it holds paths to copy
+            f"kit: sbatch is not on PATH: wrote {script}; submit it where Slurm runs "
+            f"(sbatch {script}), then: kit slurm collect {job.bundle}",
+            file=sys.stderr,
+        )
+        return str(script)
+    job_id = submit(script, wait=wait)
+    bundle = Bundle.load(job.bundle)
+    bundle.results["slurm"]["job_id"] = job_id
+    bundle.save()
+    console.print(f"kit: submitted Slurm job {job_id}: {script}")
+    if wait:
+        collect(job.bundle)
+    else:
+        console.print(f"kit: when it has ended: kit slurm collect {job.bundle}")
+    return str(job.bundle)
+
+
+# --- after the job ----------------------------------------------------------------------------
+
+
+def read_exit_codes(path: Path) -> dict[str, tuple[int, float]]:
+    """slurm/exit_codes.tsv -> {run_id: (exit status, wall seconds)}."""
+    out: dict[str, tuple[int, float]] = {}
+    if not path.is_file():
+        return out
+    for line in path.read_text().splitlines():
+        parts = line.split("\t")
+        if len(parts) == 4 and parts[1].lstrip("-").isdigit():
+            try:
+                wall = float(parts[3]) - float(parts[2])
+            except ValueError:
+                wall = 0.0
+            out[parts[0]] = (int(parts[1]), wall)
+    return out
+
+
+def _merge_logs(bundle: Bundle, run_id: str, nodes: int) -> list[dict[str, Any]]:
+    """logs/<run>.log from the nodes' logs, each line prefixed with its node (as docker does)."""
+    records = []
+    with open(bundle.log_path(run_id), "w") as combined:
+        for i in range(nodes):
+            path = bundle.path / "logs" / f"{run_id}.node{i}.log"
+            text = path.read_text(errors="replace") if path.is_file() else ""
+            for line in text.splitlines():
+                combined.write(f"[node{i}] {line}\n")
+            records.append({"node": i, "log": f"logs/{path.name}", "found": path.is_file()})
+    return records
+
+
+def collect(path: Path) -> tuple[Bundle, int]:
+    """`kit slurm collect BUNDLE`: results, inventory and report from what the job wrote."""
+    bundle = Bundle.load(path)
+    info = bundle.results.get("slurm")
+    if not isinstance(info, dict):
+        raise InputError(f"{path}: not a bundle made by `kit slurm` (no slurm section)")
+    recipe = load_recipe(bundle.path / "recipe.yaml")
+    r = bundle.results
+    runs = plan(recipe, r["device"], bool(r.get("smoke")), r.get("repeats"))
+    codes = read_exit_codes(bundle.path / "slurm" / "exit_codes.tsv")
+    job_out = f"slurm/job-{info.get('job_id') or '<id>'}.out"
+    bundle.results["runs"] = []
+    code = 0
+    for spec in runs:
+        nodes = _merge_logs(bundle, spec.run_id, info["nodes"])
+        log_path = bundle.log_path(spec.run_id)
+        if spec.run_id in codes:
+            status, wall = codes[spec.run_id]
+            command = ["sbatch", "slurm/job.sbatch", "run", spec.run_id]
+            outcome = RunOutcome(status, status == TIMEOUT_EXIT, False, wall, command)
+        else:
+            outcome = RunOutcome(None, False, False, 0.0, [],
+                                 f"the Slurm job did not run it (ended or was cancelled before; see {job_out})")  # fmt: skip
+        if outcome.timed_out:
+            # timeout(1)'s 124 is the script's, not the worker's: no status of the worker
+            outcome = RunOutcome(None, True, False, outcome.wall_s, outcome.command)
+        for n in nodes:
+            n["nproc"] = info["gpus_per_node"]
+        outcome.nodes = nodes  # result_of adds them, the world size and the network transport
+        result = result_of(spec, bundle.run_dir(spec.run_id), outcome, log_path)
+        if result["status"] != "ok":
+            for n in nodes:
+                n["log_tail"] = tail(bundle.path / n["log"])
+        result["launch"]["launcher"] = info.get("launcher")
+        if result["status"] != "ok":
+            code = 1
+        bundle.add_run(result)
+        console.print(f"kit: {spec.run_id}: {result['status']}"
+                      + (f" ({result.get('error')})" if result.get("error") else ""),
+                      markup=False)  # fmt: skip
+    node_files = sorted((bundle.path / "slurm" / "nodes").glob("node*.json"))
+    inventory = []
+    for f in node_files:
+        try:
+            last = [ln for ln in f.read_text().splitlines() if ln.startswith("{")][-1]
+            inventory.append({"node": int(f.stem.removeprefix("node")), **json.loads(last)})
+        except (ValueError, IndexError, json.JSONDecodeError):
+            inventory.append({"node": f.stem, "error": f"unreadable: {f.name}"})
+    bundle.write_json("hardware.json", {"nodes": sorted(inventory, key=lambda n: str(n["node"])),
+                                        "source": "kit slurm: each node's kit.worker.nodeinfo"})  # fmt: skip
+    ok = [x for x in bundle.results["runs"] if x.get("status") == "ok"]
+    bundle.write_json(
+        "environment.json",
+        {"name": recipe.environment, "pinned": info.get("launcher") != "host", "runtime": "slurm",
+         "launcher": info.get("launcher"), "image": info.get("image"),
+         "python_executable": info.get("python"), "kit_version": r.get("kit_version"),
+         "container": ok[0].get("versions") if ok else None},
+    )  # fmt: skip
+    bundle.finish("complete" if code == 0 else "partial")
+    seal(bundle)  # renders the report and writes the manifest
+    return bundle, code
+
+
+def load(path: Path) -> Recipe:
+    if path.is_dir():
+        raise InputError(f"{path}: a bundle; `kit slurm collect {path}` gathers a finished job")
+    return load_recipe(path)
+
+
+def command_line() -> str:
+    return "kit " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+class SlurmRuntime:
+    """The batch runtime chosen from kit.runtime.registry for `kit slurm` (see the module doc)."""
+
+    name = "slurm"
+
+    def __init__(self, opts: SlurmOptions) -> None:
+        self.opts = opts
+
+    @property
+    def pinned(self) -> bool:
+        """A container image (enroot/pyxis, Apptainer) pins the environment; the nodes' Python not."""
+        return self.opts.launcher != "host"
+
+    def submit(self, recipe: Recipe, dry_run: bool = False, wait: bool = False) -> str:
+        return launch(recipe, self.opts, dry_run=dry_run, wait=wait)
+
+    @staticmethod
+    def collect(bundle: Path) -> tuple[Bundle, int]:
+        return collect(bundle)
