@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import stat
 from pathlib import Path
@@ -76,10 +77,11 @@ def read_bytes(root: Path, rel: str, limit: int) -> bytes:
             raise InputError(f"{shown}: {_why(exc, fd, parts[-1], 'a regular file')}") from None
     finally:
         os.close(fd)
+    info = os.fstat(file_fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(file_fd)
+        raise InputError(f"{shown}: is {_kind(info.st_mode)}, expected a regular file")
     with os.fdopen(file_fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"{shown}: is {_kind(info.st_mode)}, expected a regular file")
         if info.st_size > limit:
             raise InputError(f"{shown}: {info.st_size} bytes is over the {limit}-byte limit")
         data = f.read(limit + 1)
@@ -100,6 +102,13 @@ def decode(data: bytes, shown: Path) -> str:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text[:20]} is too large for a number")
+    return value
 
 
 def _depth(text: str) -> int:
@@ -125,11 +134,16 @@ def _depth(text: str) -> int:
 
 
 def parse_json(text: str, shown: Path) -> Any:
-    """Strict JSON: no NaN or Infinity, no duplicate keys, nesting at most MAX_DEPTH."""
+    """Strict JSON: no NaN, Infinity or overflowing numbers, no duplicate keys, nesting at most MAX_DEPTH."""
     if _depth(text) > MAX_DEPTH:
         raise InputError(f"{shown}: nested deeper than {MAX_DEPTH} levels")
     try:
-        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_no_duplicates)
+        return json.loads(
+            text,
+            parse_constant=_refuse_constant,
+            parse_float=_finite_float,
+            object_pairs_hook=_no_duplicates,
+        )
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{shown}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno})"
