@@ -42,9 +42,9 @@ class Gpu(Open):
 
 
 class Topology(Open):
-    labels: list[str] = []
-    matrix: list[list[str]] = []
-    legend: dict[str, str] = {}
+    labels: list[str] = Field(default_factory=list)
+    matrix: list[list[str]] = Field(default_factory=list)
+    legend: dict[str, str] = Field(default_factory=dict)
 
 
 class Hardware(Open):
@@ -56,7 +56,7 @@ class Hardware(Open):
     host: Host | None = None
     driver: Driver | None = None
     nvml_error: str | None = None
-    gpus: list[Gpu] = []
+    gpus: list[Gpu] = Field(default_factory=list)
     topology: Topology | None = None
     nodes: list[dict[str, Any]] | None = None
     source: str | None = None

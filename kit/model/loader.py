@@ -49,7 +49,8 @@ class BundleData:
     runs: dict[str, RunFiles] = field(default_factory=dict)
 
 
-def _expected(err: dict[str, Any]) -> str:
+def expected_text(err: dict[str, Any]) -> str:
+    """A pydantic error as 'what was expected, got what' (or 'unknown field', 'missing')."""
     kind, msg = err["type"], err["msg"]
     if kind == "extra_forbidden":
         return "unknown field"
@@ -77,7 +78,7 @@ def validate(model: type[M], data: Any, shown: Path) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise InputError(f"{shown}: {_field(err['loc'])}: {_expected(err)}") from None
+        raise InputError(f"{shown}: {_field(err['loc'])}: {expected_text(err)}") from None
     except RecursionError:
         raise InputError(f"{shown}: nested too deeply to read") from None
 

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kit.errors import InputError
+from kit.model.loader import expected_text
 from kit.recipe import Recipe
 
 IGNORED = ("description", "verified_on")
@@ -24,7 +25,7 @@ def _resolved(recipe: Recipe | dict[str, Any], label: str) -> dict[str, Any]:
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(map(str, err["loc"])) or "(top level)"
-            raise InputError(f"{label}: {where}: {err['msg']}") from None
+            raise InputError(f"{label}: {where}: {expected_text(err)}") from None
     return recipe.resolved()
 
 

@@ -32,8 +32,8 @@ class AdaptiveRecord(Closed):
     max_repeats: int = Field(ge=1)
     cv_threshold: float = Field(gt=0)
     repeats: int = Field(ge=0)
-    cv: dict[str, float | None] = {}
-    noisy: list[str] = []
+    cv: dict[str, float | None] = Field(default_factory=dict)
+    noisy: list[str] = Field(default_factory=list)
     more: bool = False
     cap_reached: bool = False
     reason: str = ""
@@ -85,9 +85,9 @@ class Results(Closed):
     repeats: int = Field(ge=1)
     command: str = ""
     planned_runs: int = Field(default=0, ge=0)
-    preflight: list[PreflightFinding] = []
+    preflight: list[PreflightFinding] = Field(default_factory=list)
     reproduces: Reproduces | None = None
-    runs: list[RunResult] = []
-    adaptive: dict[str, AdaptiveRecord] = {}
+    runs: list[RunResult] = Field(default_factory=list)
+    adaptive: dict[str, AdaptiveRecord] = Field(default_factory=dict)
     environment_diff: list[EnvironmentDifference] | None = None
     slurm: SlurmInfo | None = None

@@ -28,7 +28,7 @@ class RunSpec(Closed):
     nproc: int = Field(ge=1)
     smoke: bool
     params: dict[str, Any]
-    env: dict[str, str] = {}
+    env: dict[str, str] = Field(default_factory=dict)
     result_path: str = "result.json"
 
 
@@ -45,9 +45,9 @@ class SizeRow(Open):
 
     bytes: int = Field(ge=0)
     count: int | None = None
-    time_us: list[float] = []
-    algbw_gbps: list[float] = []
-    busbw_gbps: list[float] = []
+    time_us: list[float] = Field(default_factory=list)
+    algbw_gbps: list[float] = Field(default_factory=list)
+    busbw_gbps: list[float] = Field(default_factory=list)
     wrong: int = 0
     timing: str | None = None
 
@@ -75,29 +75,29 @@ class Telemetry(Open):
     reason: str | None = None
     started_at: str | None = None
     interval_s: float | None = None
-    columns: list[str] = []
-    gpus: list[dict[str, Any]] = []
+    columns: list[str] = Field(default_factory=list)
+    gpus: list[dict[str, Any]] = Field(default_factory=list)
     throttled: bool = False
-    throttle_reasons_seen: list[str] = []
+    throttle_reasons_seen: list[str] = Field(default_factory=list)
 
 
 class NcclRecord(Open):
     """What NCCL_DEBUG=INFO said about the transports (kit.worker.nccl_log), and the verdict."""
 
     version: str | None = None
-    transports: dict[str, int] = {}
-    peers: dict[str, Any] = {}
-    details: list[str] = []
+    transports: dict[str, int] = Field(default_factory=dict)
+    peers: dict[str, Any] = Field(default_factory=dict)
+    details: list[str] = Field(default_factory=list)
     summary: str = ""
     rings_connected: bool | None = None
-    env: dict[str, str] = {}
+    env: dict[str, str] = Field(default_factory=dict)
     verdict: str | None = None
 
 
 class Launch(Open):
     """How the driver started the run."""
 
-    command: list[str] = []
+    command: list[str] = Field(default_factory=list)
     wall_s: float | None = None
 
 
@@ -117,11 +117,11 @@ class RunResult(Closed):
     world_size: int | None = Field(default=None, ge=1)
     device: str
     backend: str | None = None
-    env: dict[str, str] = {}
-    versions: dict[str, str | None] = {}
-    metrics: dict[str, Metric] = {}
-    data: RunData = RunData()
-    notes: list[str] = []
+    env: dict[str, str] = Field(default_factory=dict)
+    versions: dict[str, str | None] = Field(default_factory=dict)
+    metrics: dict[str, Metric] = Field(default_factory=dict)
+    data: RunData = Field(default_factory=RunData)
+    notes: list[str] = Field(default_factory=list)
     telemetry: Telemetry | None = None
     wall_s: float | None = None
     # added by the driver (kit.reproduce.result_of, multi-node, Slurm collect)

@@ -84,9 +84,7 @@ def test_schema_check_names_a_stale_file(tmp_path: Path) -> None:
     assert stale(tmp_path) == []
     (tmp_path / "results.schema.json").write_text("{}\n")
     assert stale(tmp_path) == ["results.schema.json"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        f"{n}.schema.json" for n in MODELS
-    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.schema.json" for n in MODELS)
 
 
 # --- hostile and malformed files ----------------------------------------------------------
@@ -178,8 +176,7 @@ CASES = {
     ),
     "unknown status": (
         lambda b: edit_json(b, "results.json", _set(("runs", 0, "status"), "great")),
-        "results.json: runs.0.status: expected 'ok', 'failed', 'timeout' or 'skipped',"
-        " got 'great'",
+        "results.json: runs.0.status: expected 'ok', 'failed', 'timeout' or 'skipped', got 'great'",
     ),
     "unknown field": (
         lambda b: edit_json(b, "results.json", _set(("surprise",), 1)),
