@@ -30,9 +30,13 @@ SCHEMAS: dict[str, int] = {
 
 
 class _Model(BaseModel):
-    def dump(self) -> dict[str, Any]:
-        """JSON-able, with the file's own field names (`schema`, not `schema_`)."""
-        return self.model_dump(mode="json", by_alias=True)
+    def dump(self, as_written: bool = False) -> dict[str, Any]:
+        """JSON-able, with the file's own field names (`schema`, not `schema_`).
+
+        `as_written`: only the fields the file held (no defaults filled in), for readers that
+        still take the file's dict while they move to the typed attributes.
+        """
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=as_written)
 
 
 class Closed(_Model):

@@ -13,6 +13,9 @@ from pydantic import Field
 from kit.model.base import Closed, Open
 from kit.model.run import RunResult
 
+MAX_REPEATS = 100
+"""The recipe's bound on repeats and max_repeats (kit.recipe.Recipe)."""
+
 BundleStatus = Literal["running", "complete", "partial", "interrupted", "failed", "submitted"]
 
 
@@ -28,10 +31,10 @@ class AdaptiveRecord(Closed):
     """Whether a benchmark needed more repeats, and why (kit.reproduce.adaptive_record)."""
 
     metric: str | None
-    planned: int = Field(ge=1)
-    max_repeats: int = Field(ge=1)
+    planned: int = Field(ge=1, le=MAX_REPEATS)
+    max_repeats: int = Field(ge=1, le=MAX_REPEATS)
     cv_threshold: float = Field(gt=0)
-    repeats: int = Field(ge=0)
+    repeats: int = Field(ge=0, le=MAX_REPEATS)
     cv: dict[str, float | None] = Field(default_factory=dict)
     noisy: list[str] = Field(default_factory=list)
     more: bool = False
@@ -82,7 +85,7 @@ class Results(Closed):
     runtime: str
     pinned: bool
     smoke: bool
-    repeats: int = Field(ge=1)
+    repeats: int = Field(ge=1, le=MAX_REPEATS)  # a rerun plans this many: bounded
     command: str = ""
     planned_runs: int = Field(default=0, ge=0)
     preflight: list[PreflightFinding] = Field(default_factory=list)

@@ -60,6 +60,19 @@ def test_round_trip_model_json_model(path: Path) -> None:
         assert again.dump() == value.dump()
 
 
+@pytest.mark.parametrize("path", BUNDLES, ids=lambda p: p.name)
+def test_dump_as_written_is_the_file(path: Path) -> None:
+    """The bridge for readers that still take dicts: validated, yet the file's own shape."""
+    data = load_bundle(path)
+    for name, value in (
+        ("results.json", data.results),
+        ("hardware.json", data.hardware),
+        ("environment.json", data.environment),
+    ):
+        assert value is not None
+        assert value.dump(as_written=True) == json.loads((path / name).read_text()), name
+
+
 def test_fields_added_later_take_their_defaults(tmp_path: Path) -> None:
     """An early bundle without adaptive, environment_diff or slurm still loads, with defaults."""
     bundle = copy_bundle(tmp_path)
@@ -169,6 +182,10 @@ CASES = {
     "bool for an integer": (
         lambda b: edit_json(b, "results.json", _set(("repeats",), True)),
         "results.json: repeats: expected a valid integer, got True",
+    ),
+    "repeats beyond the recipe bound": (
+        lambda b: edit_json(b, "results.json", _set(("repeats",), 1_000_000_000)),
+        "results.json: repeats: expected less than or equal to 100, got 1000000000",
     ),
     "string for a number": (
         lambda b: edit_json(b, "results.json", _set(("repeats",), "2")),

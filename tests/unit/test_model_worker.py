@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 from pydantic import ValidationError
@@ -54,3 +57,23 @@ def test_nan_and_infinity_are_refused_in_typed_fields() -> None:
     for bad in (math.nan, math.inf, -math.inf):
         with pytest.raises(ValidationError, match="finite number"):
             Metric.model_validate({"value": bad, "unit": "s", "higher_is_better": False})
+
+
+def _modules_after(statement: str) -> set[str]:
+    code = f"import sys; {statement}; print(' '.join(sorted(sys.modules)))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    return set(out.stdout.split())
+
+
+def test_the_model_imports_neither_cli_nor_runtime() -> None:
+    loaded = _modules_after("import kit.model, kit.model.schema")
+    banned = {m for m in loaded if m.split(".")[:2] in (["kit", "cli"], ["kit", "runtime"])}
+    banned |= {m for m in loaded if m in ("kit.reproduce", "kit.rerun", "kit.slurm", "docker")}
+    assert banned == set()
+
+
+def test_the_worker_records_need_no_pydantic() -> None:
+    loaded = _modules_after("import kit.worker.records")
+    assert "pydantic" not in loaded and not any(m.startswith("kit.model") for m in loaded)
