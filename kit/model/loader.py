@@ -8,6 +8,7 @@ A problem names the file, the field and what was expected, e.g.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from kit.errors import InputError
 from kit.model.base import SCHEMAS
 from kit.model.environment import Environment
-from kit.model.files import MAX_YAML_BYTES, decode, list_dir, read_bytes, read_json
+from kit.model.files import MAX_YAML_BYTES, decode, list_dir, one_line, read_bytes, read_json
 from kit.model.hardware import Hardware
 from kit.model.results import Results
 from kit.model.run import RunResult, RunSpec
@@ -26,6 +27,8 @@ from kit.recipe import Recipe, parse_recipe
 M = TypeVar("M", bound=BaseModel)
 MAX_RUNS = 10_000
 """Most run folders a bundle may hold (recipes cap repeats at 100)."""
+RUN_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+"""A run folder's name: benchmark.variant.rN, each part a recipe name."""
 
 
 @dataclass
@@ -102,10 +105,13 @@ def check_schema(data: Any, name: str, shown: Path, required: bool = True) -> No
 def read_model(root: Path, rel: str, model: type[M], schema: str | None = None) -> M:
     """One JSON file of the bundle, read safely, version-checked and validated."""
     shown = root / rel
-    data = read_json(root, rel)
-    if schema is not None:
-        check_schema(data, schema, shown, required=schema != "hardware.json")
-    return validate(model, data, shown)
+    try:
+        data = read_json(root, rel)
+        if schema is not None:
+            check_schema(data, schema, shown, required=schema != "hardware.json")
+        return validate(model, data, shown)
+    except InputError as exc:
+        raise InputError(one_line(str(exc))) from None
 
 
 def read_recipe(root: Path) -> Recipe:
@@ -131,6 +137,8 @@ def read_runs(root: Path) -> dict[str, RunFiles]:
         raise InputError(f"{root / 'runs'}: {len(names)} entries, more than {MAX_RUNS}")
     runs: dict[str, RunFiles] = {}
     for name in names:
+        if not RUN_ID.match(name):
+            raise InputError(f"{root / 'runs' / name}: not a run folder name ({RUN_ID.pattern})")
         files = list_dir(root, f"runs/{name}")
         spec = read_model(root, f"runs/{name}/spec.json", RunSpec, "spec.json")
         result = None
@@ -151,7 +159,13 @@ def load_bundle(path: str | Path) -> BundleData:
     Required: results.json, recipe.yaml. Optional: hardware.json, environment.json (absent while
     a Slurm job has not been collected), runs/. Nothing is followed through a link.
     """
-    root = Path(path)
+    try:
+        return _load(Path(path))
+    except InputError as exc:  # names and keys come from the sender: keep them on one line
+        raise InputError(one_line(str(exc))) from None
+
+
+def _load(root: Path) -> BundleData:
     names = list_dir(root, ".") if root.is_dir() else None
     if names is None:
         raise InputError(f"{root}: not a kit bundle (not a directory)")

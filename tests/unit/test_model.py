@@ -187,6 +187,11 @@ CASES = {
         lambda b: edit_json(b, "results.json", _set(("repeats",), 1_000_000_000)),
         "results.json: repeats: expected less than or equal to 100, got 1000000000",
     ),
+    "control characters in a key": (
+        lambda b: edit_json(b, "results.json", _set(("runs", 0, "metrics", "a\nb"), 1)),
+        "results.json: runs.0.metrics.a\\nb: expected a valid dictionary or instance of Metric,"
+        " got 1",
+    ),
     "string for a number": (
         lambda b: edit_json(b, "results.json", _set(("repeats",), "2")),
         "results.json: repeats: expected a valid integer, got '2'",
@@ -299,6 +304,16 @@ def test_a_run_folder_not_named_for_its_run_is_refused(tmp_path: Path) -> None:
         load_bundle(bundle)
     assert str(info.value) == (
         f"{bundle}/runs/renamed/spec.json: run_id: expected 'renamed' (its folder), got {run!r}"
+    )
+
+
+def test_a_run_folder_with_a_hostile_name_is_refused(tmp_path: Path) -> None:
+    bundle = copy_bundle(tmp_path)
+    (bundle / "runs" / first_run(bundle)).rename(bundle / "runs" / "evil\nname")
+    with pytest.raises(InputError) as info:
+        load_bundle(bundle)
+    assert str(info.value) == (
+        f"{bundle}/runs/evil\\nname: not a run folder name (^[a-z0-9][a-z0-9._-]*$)"
     )
 
 
