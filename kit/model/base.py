@@ -1,0 +1,51 @@
+"""The two kinds of model every bundle file is built from, and the schema versions readers check.
+
+`Closed` is for records the kit writes whole (a run spec, a run result's top level, results.json):
+an unknown field there is an error. `Open` is for records whose detail comes from outside the
+kit's control or from a workload plug-in (NVML inventory, telemetry, a workload's `data`): the
+fields every reader relies on are typed, anything else is kept as it was written. Both are strict
+about types (no "1" for 1, no true for 1) and refuse NaN and infinities.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from kit.worker.common import RESULT_SCHEMA, SPEC_SCHEMA
+
+BUNDLE_SCHEMA = 1
+"""results.json `schema`: the newest this kit reads (kit.bundle writes the same number)."""
+HARDWARE_SCHEMA = 1
+"""hardware.json `schema` (kit.inventory.SCHEMA)."""
+
+SCHEMAS: dict[str, int] = {
+    "results.json": BUNDLE_SCHEMA,
+    "result.json": RESULT_SCHEMA,
+    "spec.json": SPEC_SCHEMA,
+    "hardware.json": HARDWARE_SCHEMA,
+}
+"""The newest `schema` number this kit reads, per file name; older numbers still load."""
+
+
+class _Model(BaseModel):
+    def dump(self, as_written: bool = False) -> dict[str, Any]:
+        """JSON-able, with the file's own field names (`schema`, not `schema_`).
+
+        `as_written`: only the fields the file held (no defaults filled in), for readers that
+        still take the file's dict while they move to the typed attributes.
+        """
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=as_written)
+
+
+class Closed(_Model):
+    """A record the kit writes whole: unknown fields are errors."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class Open(_Model):
+    """A record with typed common fields; other fields are kept as written."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)

@@ -1,0 +1,189 @@
+"""Reading one file of an untrusted bundle: no links followed, nothing but regular files, bounded.
+
+Every path is opened component by component below the bundle's directory with O_NOFOLLOW, so a
+symlink anywhere inside the bundle (a file, `runs/`, a run's folder) is refused rather than
+followed; O_NONBLOCK keeps a FIFO from hanging the open, and fstat refuses anything that is not
+a regular file. Each problem is one InputError line naming the file.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+from kit.errors import InputError
+
+MAX_JSON_BYTES = 64 << 20
+"""Largest JSON file a bundle may hold (the largest committed results.json is under 1 MiB)."""
+MAX_YAML_BYTES = 1 << 20
+"""Largest recipe.yaml (the same cap as a recipe file: kit.recipe.MAX_RECIPE_BYTES)."""
+MAX_DEPTH = 64
+"""Deepest nesting of JSON arrays and objects (the kit writes at most about 8)."""
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):  # fmt: skip
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _open_dir(parent_fd: int, name: str, shown: Path) -> int:
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    except OSError as exc:
+        raise InputError(f"{shown}: {_why(exc, parent_fd, name, 'a directory')}") from None
+
+
+def _why(exc: OSError, parent_fd: int, name: str, expected: str) -> str:
+    """One phrase for a failed open: what is there instead of what was expected."""
+    if exc.errno == errno.ENOENT:
+        return "missing"
+    try:
+        mode = os.lstat(name, dir_fd=parent_fd).st_mode
+    except OSError:
+        return exc.strerror or "cannot be opened"
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) or stat.S_ISLNK(mode):
+        return f"is {_kind(mode)}, expected {expected}"
+    return exc.strerror or "cannot be opened"
+
+
+def read_bytes(root: Path, rel: str, limit: int) -> bytes:
+    """The bytes of `root/rel`, refusing links, non-regular files and files over `limit` bytes."""
+    shown = root / rel
+    parts = rel.split("/")
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputError(f"{root}: not a bundle directory ({exc.strerror})") from None
+    try:
+        for i, part in enumerate(parts[:-1]):
+            nxt = _open_dir(fd, part, root.joinpath(*parts[: i + 1]))
+            os.close(fd)
+            fd = nxt
+        try:
+            file_fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            raise InputError(f"{shown}: {_why(exc, fd, parts[-1], 'a regular file')}") from None
+    finally:
+        os.close(fd)
+    info = os.fstat(file_fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(file_fd)
+        raise InputError(f"{shown}: is {_kind(info.st_mode)}, expected a regular file")
+    with os.fdopen(file_fd, "rb") as f:
+        if info.st_size > limit:
+            raise InputError(f"{shown}: {info.st_size} bytes is over the {limit}-byte limit")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise InputError(f"{shown}: over the {limit}-byte limit")
+    return data
+
+
+def decode(data: bytes, shown: Path) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(
+            f"{shown}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02x})"
+        ) from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text[:20]} is too large for a number")
+    return value
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def one_line(text: str) -> str:
+    """`text` with control characters escaped: a hostile name cannot break the one-line rule."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def _depth(text: str) -> int:
+    """The deepest bracket nesting, outside strings (checked before parsing: no RecursionError)."""
+    depth = deepest = 0
+    for ch in _NOT_BRACKET.sub("", _STRING.sub("", text)):
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def parse_json(text: str, shown: Path) -> Any:
+    """Strict JSON: no NaN, Infinity or overflowing numbers, no duplicate keys, nesting at most MAX_DEPTH."""
+    if _depth(text) > MAX_DEPTH:
+        raise InputError(f"{shown}: nested deeper than {MAX_DEPTH} levels")
+    try:
+        return json.loads(
+            text,
+            parse_constant=_refuse_constant,
+            parse_float=_finite_float,
+            object_pairs_hook=_no_duplicates,
+        )
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{shown}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno})"
+        ) from None
+    except ValueError as exc:
+        raise InputError(f"{shown}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise InputError(f"{shown}: nested too deeply to read") from None
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def read_json(root: Path, rel: str) -> Any:
+    """`root/rel` read safely and parsed strictly."""
+    shown = root / rel
+    return parse_json(decode(read_bytes(root, rel, MAX_JSON_BYTES), shown), shown)
+
+
+def list_dir(root: Path, rel: str) -> list[str]:
+    """Names in `root/rel` (a real directory, not a link), sorted; [] when it is absent."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        for i, part in enumerate(rel.split("/")):
+            try:
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                return []
+            except OSError as exc:
+                shown = root.joinpath(*rel.split("/")[: i + 1])
+                raise InputError(f"{shown}: {_why(exc, fd, part, 'a directory')}") from None
+            os.close(fd)
+            fd = nxt
+        return sorted(os.listdir(fd))
+    finally:
+        os.close(fd)

@@ -1,0 +1,180 @@
+"""The one way to read a bundle: every file checked, typed, and each problem one line.
+
+    data = load_bundle(path)   # BundleData: recipe, results, hardware, environment, runs
+
+A problem names the file, the field and what was expected, e.g.
+`b/results.json: runs.0.metrics.throughput.value: expected a finite number, got 'fast'`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from kit.errors import InputError
+from kit.model.base import SCHEMAS
+from kit.model.environment import Environment
+from kit.model.files import MAX_YAML_BYTES, decode, list_dir, one_line, read_bytes, read_json
+from kit.model.hardware import Hardware
+from kit.model.results import Results
+from kit.model.run import RunResult, RunSpec
+from kit.recipe import Recipe, parse_recipe
+
+M = TypeVar("M", bound=BaseModel)
+MAX_RUNS = 10_000
+"""Most run folders a bundle may hold (recipes cap repeats at 100)."""
+RUN_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+"""A run folder's name: benchmark.variant.rN, each part a recipe name."""
+
+
+@dataclass
+class RunFiles:
+    """One run's folder: the spec the driver wrote and the worker's result (absent on failure)."""
+
+    run_id: str
+    spec: RunSpec
+    result: RunResult | None
+
+
+@dataclass
+class BundleData:
+    """Everything a bundle holds that a reader needs, validated."""
+
+    path: Path
+    recipe: Recipe
+    results: Results
+    hardware: Hardware | None
+    environment: Environment | None
+    runs: dict[str, RunFiles] = field(default_factory=dict)
+
+
+def expected_text(err: dict[str, Any]) -> str:
+    """A pydantic error as 'what was expected, got what' (or 'unknown field', 'missing')."""
+    kind, msg = err["type"], err["msg"]
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "required field is missing"
+    text = msg.removeprefix("Value error, ")
+    text = text.replace("Input should be", "expected").replace("input should be", "expected")
+    text = text[0].lower() + text[1:]
+    if "input" in err:
+        got = repr(err.get("input"))
+        text += f", got {got[:40] + '...' if len(got) > 40 else got}"
+    return text
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    parts = ["schema" if p == "schema_" else str(p) for p in loc]
+    return ".".join(parts) if parts else "(top level)"
+
+
+def validate(model: type[M], data: Any, shown: Path) -> M:
+    """`data` as `model`, or one InputError line: file, field, what was expected."""
+    if not isinstance(data, dict):
+        raise InputError(f"{shown}: expected a JSON object, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise InputError(f"{shown}: {_field(err['loc'])}: {expected_text(err)}") from None
+    except RecursionError:
+        raise InputError(f"{shown}: nested too deeply to read") from None
+
+
+def check_schema(data: Any, name: str, shown: Path, required: bool = True) -> None:
+    """Refuse a file whose `schema` is newer than this kit reads (or not a positive integer)."""
+    if not isinstance(data, dict):
+        return  # validate() says what is wrong
+    newest = SCHEMAS[name]
+    version = data.get("schema")
+    if version is None and not required:
+        return
+    if type(version) is not int or version < 1:
+        raise InputError(f"{shown}: schema: expected a positive integer, got {version!r}")
+    if version > newest:
+        raise InputError(
+            f"{shown}: schema {version} is newer than this kit reads ({newest}); upgrade kit"
+        )
+
+
+def read_model(root: Path, rel: str, model: type[M], schema: str | None = None) -> M:
+    """One JSON file of the bundle, read safely, version-checked and validated."""
+    shown = root / rel
+    try:
+        data = read_json(root, rel)
+        if schema is not None:
+            check_schema(data, schema, shown, required=schema != "hardware.json")
+        return validate(model, data, shown)
+    except InputError as exc:
+        raise InputError(one_line(str(exc))) from None
+
+
+def read_recipe(root: Path) -> Recipe:
+    """recipe.yaml as stored (resolved), through the recipe's own strict loader."""
+    shown = root / "recipe.yaml"
+    text = decode(read_bytes(root, "recipe.yaml", MAX_YAML_BYTES), shown)
+    try:
+        return parse_recipe(text, str(shown))
+    except RecursionError:
+        raise InputError(f"{shown}: nested too deeply to read") from None
+
+
+def _optional(
+    root: Path, names: list[str], rel: str, model: type[M], schema: str | None = None
+) -> M | None:
+    return read_model(root, rel, model, schema) if rel in names else None
+
+
+def read_runs(root: Path) -> dict[str, RunFiles]:
+    """runs/<id>/spec.json (required) and result.json (when the worker wrote one)."""
+    names = list_dir(root, "runs")
+    if len(names) > MAX_RUNS:
+        raise InputError(f"{root / 'runs'}: {len(names)} entries, more than {MAX_RUNS}")
+    runs: dict[str, RunFiles] = {}
+    for name in names:
+        if not RUN_ID.match(name):
+            raise InputError(f"{root / 'runs' / name}: not a run folder name ({RUN_ID.pattern})")
+        files = list_dir(root, f"runs/{name}")
+        spec = read_model(root, f"runs/{name}/spec.json", RunSpec, "spec.json")
+        result = None
+        if "result.json" in files:
+            result = read_model(root, f"runs/{name}/result.json", RunResult, "result.json")
+        if spec.run_id != name:
+            raise InputError(
+                f"{root / 'runs' / name / 'spec.json'}: run_id: expected {name!r} (its folder),"
+                f" got {spec.run_id!r}"
+            )
+        runs[name] = RunFiles(name, spec, result)
+    return runs
+
+
+def load_bundle(path: str | Path) -> BundleData:
+    """Read and validate a whole bundle; raises InputError (one line) on the first problem.
+
+    Required: results.json, recipe.yaml. Optional: hardware.json, environment.json (absent while
+    a Slurm job has not been collected), runs/. Nothing is followed through a link.
+    """
+    try:
+        return _load(Path(path))
+    except InputError as exc:  # names and keys come from the sender: keep them on one line
+        raise InputError(one_line(str(exc))) from None
+
+
+def _load(root: Path) -> BundleData:
+    names = list_dir(root, ".") if root.is_dir() else None
+    if names is None:
+        raise InputError(f"{root}: not a kit bundle (not a directory)")
+    if "results.json" not in names:
+        raise InputError(f"{root}: not a kit bundle (no results.json)")
+    results = read_model(root, "results.json", Results, "results.json")
+    if "recipe.yaml" not in names:
+        raise InputError(f"{root / 'recipe.yaml'}: missing")
+    recipe = read_recipe(root)
+    hardware = _optional(root, names, "hardware.json", Hardware, "hardware.json")
+    environment = _optional(root, names, "environment.json", Environment)
+    return BundleData(root, recipe, results, hardware, environment, read_runs(root))

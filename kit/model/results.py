@@ -1,0 +1,96 @@
+"""results.json: the bundle's header, every run's result, and what the driver decided on the way.
+
+Written by kit.bundle (header), kit.reproduce (runs, adaptive repeats, status), kit.rerun
+(`reproduces`, `environment_diff`) and kit.slurm (`slurm`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from kit.model.base import Closed, Open
+from kit.model.run import RunResult
+
+MAX_REPEATS = 100
+"""The recipe's bound on repeats and max_repeats (kit.recipe.Recipe)."""
+
+BundleStatus = Literal["running", "complete", "partial", "interrupted", "failed", "submitted"]
+
+
+class PreflightFinding(Open):
+    """A preflight check that did not pass (kit.preflight)."""
+
+    level: Literal["error", "warn"]
+    check: str
+    message: str
+
+
+class AdaptiveRecord(Closed):
+    """Whether a benchmark needed more repeats, and why (kit.reproduce.adaptive_record)."""
+
+    metric: str | None
+    planned: int = Field(ge=1, le=MAX_REPEATS)
+    max_repeats: int = Field(ge=1, le=MAX_REPEATS)
+    cv_threshold: float = Field(gt=0)
+    repeats: int = Field(ge=0, le=MAX_REPEATS)
+    cv: dict[str, float | None] = Field(default_factory=dict)
+    noisy: list[str] = Field(default_factory=list)
+    more: bool = False
+    cap_reached: bool = False
+    reason: str = ""
+
+
+class Reproduces(Open):
+    """The bundle a rerun reproduces (kit.rerun.source_record)."""
+
+    bundle: str
+    recipe: str | None = None
+    created_at: str | None = None
+    manifest_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+
+class EnvironmentDifference(Closed):
+    """One field that differs between the reproduced bundle and the rerun (kit.envdiff)."""
+
+    field: str
+    old: str
+    new: str
+
+
+class SlurmInfo(Open):
+    """How `kit slurm` submitted the job."""
+
+    nodes: int = Field(ge=1)
+    gpus_per_node: int = Field(ge=1)
+    launcher: str
+    image: str | None = None
+    python: str | None = None
+    partition: str | None = None
+    time: str | None = None
+    job_id: str | None = None
+
+
+class Results(Closed):
+    """results.json."""
+
+    schema_: int = Field(alias="schema", ge=1)
+    kit_version: str
+    created_at: str
+    finished_at: str | None = None
+    status: BundleStatus
+    recipe: str
+    device: str
+    runtime: str
+    pinned: bool
+    smoke: bool
+    repeats: int = Field(ge=1, le=MAX_REPEATS)  # a rerun plans this many: bounded
+    command: str = ""
+    planned_runs: int = Field(default=0, ge=0)
+    preflight: list[PreflightFinding] = Field(default_factory=list)
+    reproduces: Reproduces | None = None
+    runs: list[RunResult] = Field(default_factory=list)
+    adaptive: dict[str, AdaptiveRecord] = Field(default_factory=dict)
+    environment_diff: list[EnvironmentDifference] | None = None
+    slurm: SlurmInfo | None = None

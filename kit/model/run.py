@@ -1,0 +1,133 @@
+"""A run's two files: the spec the driver writes (runs/<id>/spec.json) and the worker's result.
+
+The same result, with the driver's additions (exit code, launch, NCCL transports, log tail),
+is one entry of results.json's `runs`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from kit.model.base import Closed, Open
+
+RunStatus = Literal["ok", "failed", "timeout", "skipped"]
+
+
+class RunSpec(Closed):
+    """runs/<id>/spec.json: what one launch runs (kit.plan.RunSpec.to_json)."""
+
+    schema_: int = Field(alias="schema", ge=1)
+    run_id: str
+    benchmark: str
+    kind: str
+    variant: str
+    repeat: int = Field(ge=0)
+    device: str
+    nproc: int = Field(ge=1)
+    smoke: bool
+    params: dict[str, Any]
+    env: dict[str, str] = Field(default_factory=dict)
+    result_path: str = "result.json"
+
+
+class Metric(Open):
+    """One measured number with its unit and direction."""
+
+    value: float
+    unit: str
+    higher_is_better: bool = True
+
+
+class SizeRow(Open):
+    """One message size of a collective sweep: times and bandwidths of every timed iteration."""
+
+    bytes: int = Field(ge=0)
+    count: int | None = None
+    time_us: list[float] = Field(default_factory=list)
+    algbw_gbps: list[float] = Field(default_factory=list)
+    busbw_gbps: list[float] = Field(default_factory=list)
+    wrong: int = 0
+    timing: str | None = None
+
+
+class RunData(Open):
+    """A workload's payload. Typed where the kinds share a field; the rest is the workload's."""
+
+    params: dict[str, Any] | None = None
+    unit: str | None = None
+    # training workloads
+    step_times_s: list[float] | None = None
+    warmup_steps: int | None = Field(default=None, ge=0)
+    steps: int | None = Field(default=None, ge=0)
+    # collective sweeps
+    sizes: list[SizeRow] | None = None
+    bus_factor: float | None = None
+    op: str | None = None
+    dtype: str | None = None
+
+
+class Telemetry(Open):
+    """GPU samples taken while the run ran (kit.worker.telemetry)."""
+
+    available: bool
+    reason: str | None = None
+    started_at: str | None = None
+    interval_s: float | None = None
+    columns: list[str] = Field(default_factory=list)
+    gpus: list[dict[str, Any]] = Field(default_factory=list)
+    throttled: bool = False
+    throttle_reasons_seen: list[str] = Field(default_factory=list)
+
+
+class NcclRecord(Open):
+    """What NCCL_DEBUG=INFO said about the transports (kit.worker.nccl_log), and the verdict."""
+
+    version: str | None = None
+    transports: dict[str, int] = Field(default_factory=dict)
+    peers: dict[str, Any] = Field(default_factory=dict)
+    details: list[str] = Field(default_factory=list)
+    summary: str = ""
+    rings_connected: bool | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    verdict: str | None = None
+
+
+class Launch(Open):
+    """How the driver started the run."""
+
+    command: list[str] = Field(default_factory=list)
+    wall_s: float | None = None
+
+
+class RunResult(Closed):
+    """runs/<id>/result.json as the worker writes it, or an entry of results.json `runs`."""
+
+    schema_: int = Field(alias="schema", ge=1)
+    run_id: str
+    benchmark: str
+    kind: str
+    variant: str
+    repeat: int = Field(ge=0)
+    status: RunStatus
+    error: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    world_size: int | None = Field(default=None, ge=1)
+    device: str
+    backend: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    versions: dict[str, str | None] = Field(default_factory=dict)
+    metrics: dict[str, Metric] = Field(default_factory=dict)
+    data: RunData = Field(default_factory=RunData)
+    notes: list[str] = Field(default_factory=list)
+    telemetry: Telemetry | None = None
+    wall_s: float | None = None
+    # added by the driver (kit.reproduce.result_of, multi-node, Slurm collect)
+    nccl: NcclRecord | None = None
+    exit_code: int | None = None
+    launch: Launch | None = None
+    log_tail: str | None = None
+    nodes: list[dict[str, Any]] | None = None
+    network: dict[str, Any] | None = None
