@@ -148,13 +148,17 @@ def measure(
     dist.barrier()  # every rank starts the measured window together
     timer, losses = StepTimer(ctx), []
     ctx.synchronize()
-    window_t0 = time.perf_counter()
+    window_t0, mono_t0 = time.perf_counter(), time.monotonic()
     for i in range(warmup_steps, warmup_steps + steps):
         timer.start()
         losses.append(step(batches[i % len(batches)]))
         timer.stop()
     window_s = time.perf_counter() - window_t0
-    return Measured(warm_timer.times, timer.times, window_s, warmup_losses, losses, mem_before)
+    # telemetry's clock (t_s = monotonic - telemetry's t0_monotonic_s): this rank's window on it
+    window = {"window_monotonic_s": [mono_t0, time.monotonic()]}
+    return Measured(
+        warm_timer.times, timer.times, window_s, warmup_losses, losses, mem_before, window
+    )
 
 
 def _reduce(
