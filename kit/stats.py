@@ -1,15 +1,23 @@
-"""Statistics for repeated benchmark runs: medians, bootstrap intervals, ratios, adaptive repeats.
+"""Statistics for repeated benchmark runs: medians, intervals, ratios, adaptive repeats.
 
 Why these choices:
 - The median, not the mean: a benchmark repeat that hit a slow node or a noisy neighbour should
   not move the headline number much.
-- 95% bootstrap intervals (scipy.stats.bootstrap): no normality assumption, and the same method
-  works for a median and for a ratio. BCa where it can be computed; the percentile method where
-  BCa breaks down (tiny or tied samples, which are common with 3 to 5 repeats).
+- One rule for the interval, by the number of runs n (pairs, for a paired ratio):
+    n == 1     no interval ("one run, no interval");
+    n == 2     the two values' range, labelled as such ("range of 2 runs"): a t-interval with one
+               degree of freedom is 12.7 standard errors wide, valid but useless, and a
+               bootstrap of two values is just their range;
+    3 <= n <= 5  a 95% t-interval on the logarithms ("95% t-interval, n=3"): timings and ratios
+               are positive and multiplicative, and a t-interval is valid at any n >= 2 for
+               near-normal (log-)data, where the percentile bootstrap from n <= 5 values is the
+               range and covers far less than 95%. It bounds the geometric mean, which sits
+               beside the median for the narrow spread of repeats;
+    n >= 6     a 95% bootstrap interval of the median (scipy.stats.bootstrap; BCa, or percentile
+               where BCa breaks down on tied data), no normality assumption.
+  Each Summary and Ratio carries `ci_kind` and a `label` for the report to print, and `is_ci`:
+  whether the interval is a confidence interval at all (a range is not).
 - A fixed random seed: the same bundle always renders the same report.
-
-Small samples give wide intervals: with 5 repeats or fewer, the 95% interval of a median is the
-whole range of the samples. That is the honest answer; adaptive repeats are how to narrow it.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ from scipy import stats as _st
 from kit.errors import KitError
 
 CONFIDENCE = 0.95
+SMALL_N = 5
+"""Up to this many runs (pairs) the interval is a t-interval on logs, not a bootstrap."""
 N_RESAMPLES = 9999
 SEED = 20240607
 """Seed for every bootstrap: reports are reproducible from the same samples."""
@@ -37,11 +47,14 @@ class StatsError(KitError, ValueError):
 
 @dataclass(frozen=True)
 class Summary:
-    """One metric over repeats. `ci_low`/`ci_high` bound the median with `confidence`.
+    """One metric over repeats, with an interval chosen by the module's rule on n.
 
-    `ci_method` is "BCa", "percentile" or "none" (n == 1: the interval is (x, x) and
-    `ci_available` is False). `stdev` is the sample standard deviation (ddof=1); `stdev` and
-    `cv` are None where undefined (n == 1, or a mean of 0 for `cv`).
+    `ci_method` is "BCa", "percentile", "t" (on logs; "t-linear" for data with a value <= 0),
+    "range" (n == 2) or "none" (n == 1: the interval is (x, x) and `ci_available` is False).
+    `ci_kind` is "bootstrap", "t", "range" or "none"; `is_ci` says whether (`ci_low`,
+    `ci_high`) is a confidence interval with `confidence`; `label` says what it is in words
+    ("95% t-interval, n=3", "range of 2 runs"). `stdev` is the sample standard deviation
+    (ddof=1); `stdev` and `cv` are None where undefined (n == 1, or a mean of 0 for `cv`).
     """
 
     n: int
@@ -56,6 +69,9 @@ class Summary:
     cv: float | None
     min: float
     max: float
+    ci_kind: str = "bootstrap"
+    is_ci: bool = True
+    label: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,11 +79,12 @@ class Summary:
 
 @dataclass(frozen=True)
 class Ratio:
-    """A ratio a / b with a bootstrap interval, and how to say it in words.
+    """A ratio a / b with an interval (the module's rule on n), and how to say it in words.
 
     `higher_is_better` is about the metric (True for throughput, False for times); it decides
     whether a ratio above 1 reads as "faster" or "slower". `includes_one` is True when the
     interval includes 1.0 or there is no interval (one pair): the data cannot show a difference.
+    `ci_kind`, `is_ci` and `label` as in Summary; a range (2 pairs) is never called a CI.
     """
 
     estimate: float
@@ -81,6 +98,9 @@ class Ratio:
     paired: bool
     higher_is_better: bool
     includes_one: bool
+    ci_kind: str = "bootstrap"
+    is_ci: bool = True
+    label: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -88,15 +108,15 @@ class Ratio:
         return d
 
     def sentence(self, better: str = "faster", worse: str = "slower") -> str:
-        """E.g. "1.37x faster (95% CI 1.34 to 1.40)", or "no measurable difference (...)".
+        """E.g. "1.37x faster (95% CI 1.34 to 1.40; t-interval, n=3)", "1.20x slower (range of
+        2 runs 1.11 to 1.31, not a confidence interval)", or "no measurable difference (...)".
 
         A ratio below 1 is stated as its inverse ("0.80" of the throughput is "1.25x slower"),
         so the factor is always >= 1 and the interval is inverted with it.
         """
-        pct = f"{self.confidence * 100:g}%"
         if self.ci_available and self.includes_one:
             est, lo, hi = (f"{v:.2f}" for v in (self.estimate, self.ci_low, self.ci_high))
-            return f"no measurable difference (ratio {est}, {pct} CI {lo} to {hi})"
+            return f"no measurable difference (ratio {est}, {self._interval_words(lo, hi)})"
         if not self.ci_available and self.estimate == 1.0:
             return "no difference (ratio 1.00, one sample per side, no interval)"
         # the side of 1 comes from the interval: it lies wholly on one side here
@@ -109,13 +129,20 @@ class Ratio:
         factor_s, lo_s, hi_s = _fmt(factor, lo, hi)
         if not self.ci_available:
             return f"{factor_s}x {word} (one sample per side, no interval)"
-        return f"{factor_s}x {word} ({pct} CI {lo_s} to {hi_s})"
+        return f"{factor_s}x {word} ({self._interval_words(lo_s, hi_s)})"
+
+    def _interval_words(self, lo: str, hi: str) -> str:
+        if not self.is_ci:  # a range of 2 runs
+            return f"{self.label} {lo} to {hi}, not a confidence interval"
+        pct = f"{self.confidence * 100:g}%"
+        method = "t-interval" if self.ci_kind == "t" else "bootstrap"
+        return f"{pct} CI {lo} to {hi}; {method}, {_n_words(self.n_a, self.n_b, self.paired)}"
 
 
 def summarize(
     samples: Sequence[float], confidence: float = CONFIDENCE, n_resamples: int = N_RESAMPLES
 ) -> Summary:
-    """Median with a bootstrap interval, plus mean, stdev, coefficient of variation, range."""
+    """Median with an interval (the module's rule on n), plus mean, stdev, CV, range."""
     x = _clean(samples, "samples")
     n = len(x)
     median = float(np.median(x))
@@ -124,8 +151,13 @@ def summarize(
     cv = stdev / abs(mean) if stdev is not None and mean != 0 else None
     if n == 1:
         lo, hi, method = median, median, "none"
+    elif n == 2:
+        lo, hi, method = float(np.min(x)), float(np.max(x)), "range"
+    elif n <= SMALL_N:
+        lo, hi, method = t_interval(x, confidence, log=bool((x > 0).all()))
     else:
         lo, hi, method = _bootstrap((x,), _median, confidence, n_resamples)
+    kind = _kind(method)
     return Summary(
         n=n,
         median=median,
@@ -139,6 +171,9 @@ def summarize(
         cv=cv,
         min=float(np.min(x)),
         max=float(np.max(x)),
+        ci_kind=kind,
+        is_ci=kind in ("bootstrap", "t"),
+        label=_label(kind, confidence, n),
     )
 
 
@@ -152,7 +187,8 @@ def paired_ratio(
     """Ratio of a over b from paired samples: repeat i of a goes with repeat i of b.
 
     The estimate is the median of the per-pair ratios a[i] / b[i], and the interval resamples
-    whole pairs. Why per-pair ratios and not the ratio of medians: repeats i of both variants run
+    whole pairs (n >= 6); from 3 to 5 pairs it is a t-interval on the log ratios, and for 2 pairs
+    the range of the two ratios. Why per-pair ratios and not the ratio of medians: repeats i of both variants run
     back to back, so drift that hits both (clocks, temperature, a neighbour's job) cancels inside
     each pair; the ratio of medians would throw that pairing away.
     """
@@ -168,6 +204,10 @@ def paired_ratio(
     estimate = float(np.median(r))
     if len(r) == 1:
         lo, hi, method = estimate, estimate, "none"
+    elif len(r) == 2:
+        lo, hi, method = float(np.min(r)), float(np.max(r)), "range"
+    elif len(r) <= SMALL_N:
+        lo, hi, method = t_interval(r, confidence, log=True)
     else:
         lo, hi, method = _bootstrap((r,), _median, confidence, n_resamples)
     return _ratio(estimate, lo, hi, method, confidence, len(x), len(y), True, higher_is_better)
@@ -184,14 +224,21 @@ def unpaired_ratio(
 
     For machine against machine: the repeats on two machines have nothing in common, so each
     side is resampled on its own (scipy's multi-sample bootstrap with paired=False). With a
-    single sample on either side there is no interval: its spread is unknown.
+    single sample on either side there is no interval: its spread is unknown. With 2 on the
+    smaller side the interval is the range of the cross ratios; with 3 to 5, Welch's t-interval
+    on the difference of mean logs.
     """
     x, y = _clean(a, "a"), _clean(b, "b")
     _positive(x, "a")
     _positive(y, "b")
     estimate = float(np.median(x) / np.median(y))
-    if min(len(x), len(y)) == 1:
+    small = min(len(x), len(y))
+    if small == 1:
         lo, hi, method = estimate, estimate, "none"
+    elif small == 2:  # every cross ratio a[i] / b[j] lies in this range
+        lo, hi, method = float(x.min() / y.max()), float(x.max() / y.min()), "range"
+    elif small <= SMALL_N:
+        lo, hi, method = welch_log_interval(x, y, confidence)
     else:
         lo, hi, method = _bootstrap((x, y), _ratio_of_medians, confidence, n_resamples)
     return _ratio(estimate, lo, hi, method, confidence, len(x), len(y), False, higher_is_better)
@@ -251,6 +298,73 @@ class AdaptiveRepeats:
         return n >= self.max_repeats and is_noisy(samples, self.cv_threshold)
 
 
+# --- small-sample intervals --------------------------------------------------------------------
+
+
+def t_interval(
+    x: Sequence[float], confidence: float = CONFIDENCE, log: bool = True
+) -> tuple[float, float, str]:
+    """(low, high, method): Student's t-interval of the mean of log(x), back-transformed.
+
+    Valid at any n >= 2 for (log-)normal data: mean(log x) +- t(1 - a/2, n-1) * sd / sqrt(n),
+    then exp. `log=False` gives the plain t-interval of the mean (for data with a value <= 0).
+    """
+    v = np.asarray(x, dtype=float)
+    if len(v) < 2:
+        raise StatsError(f"a t-interval needs at least 2 values, got {len(v)}")
+    if float(np.ptp(v)) == 0.0:  # no spread: the interval is the value itself, exactly
+        return float(v[0]), float(v[0]), "t" if log else "t-linear"
+    w = np.log(v) if log else v
+    half = _st.t.ppf(0.5 + confidence / 2, len(w) - 1) * np.std(w, ddof=1) / math.sqrt(len(w))
+    lo, hi = float(np.mean(w) - half), float(np.mean(w) + half)
+    if log:
+        return math.exp(lo), math.exp(hi), "t"
+    return lo, hi, "t-linear"
+
+
+def welch_log_interval(
+    a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
+) -> tuple[float, float, str]:
+    """(low, high, "t"): Welch's t-interval of mean(log a) - mean(log b), back-transformed:
+    an interval for the ratio of geometric means of two independent samples (n >= 2 each)."""
+    la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
+    va, vb = np.var(la, ddof=1) / len(la), np.var(lb, ddof=1) / len(lb)
+    diff = float(np.mean(la) - np.mean(lb))
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return math.exp(diff), math.exp(diff), "t"
+    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
+    half = float(_st.t.ppf(0.5 + confidence / 2, df)) * se
+    return math.exp(diff - half), math.exp(diff + half), "t"
+
+
+def _kind(method: str) -> str:
+    if method in ("BCa", "percentile"):
+        return "bootstrap"
+    return "t" if method.startswith("t") else method
+
+
+def _label(kind: str, confidence: float, n: int, n_b: int | None = None) -> str:
+    """What the interval is, in the words the report prints."""
+    pct = f"{confidence * 100:g}%"
+    count = f"n={n}" if n_b is None or n_b == n else f"n={n} and {n_b}"
+    if kind == "none":
+        return "one run, no interval"
+    if kind == "range":
+        if n_b is None or n_b == n:
+            return f"range of {n} runs"
+        return f"range of {n} and {n_b} runs"
+    if kind == "t":
+        return f"{pct} t-interval, {count}"
+    return f"{pct} bootstrap CI, {count}"
+
+
+def _n_words(n_a: int, n_b: int, paired: bool) -> str:
+    if paired or n_a == n_b:
+        return f"n={n_a}"
+    return f"n={n_a} and {n_b}"
+
+
 # --- helpers -----------------------------------------------------------------------------------
 
 
@@ -304,6 +418,7 @@ def _ratio(
     higher_is_better: bool,
 ) -> Ratio:
     available = method != "none"
+    kind = _kind(method)
     return Ratio(
         estimate=estimate,
         ci_low=lo,
@@ -316,6 +431,9 @@ def _ratio(
         paired=paired,
         higher_is_better=higher_is_better,
         includes_one=(not available) or lo <= 1.0 <= hi,
+        ci_kind=kind,
+        is_ci=kind in ("bootstrap", "t"),
+        label=_label(kind, confidence, n_a, None if paired else n_b),
     )
 
 

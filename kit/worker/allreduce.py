@@ -131,7 +131,7 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
                 graphs_ok = False
         if graph is None and ctx.is_cuda:
             method = "cuda-events"
-        times = []
+        times, mono_t0 = [], time.monotonic()
         for _ in range(p.trials):
             buf.fill_(1)  # values double every call; refilled so they stay finite
             if graph is not None:
@@ -152,6 +152,7 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
                 "busbw_gbps": [a * factor for a in algbw],
                 "wrong": wrong,
                 "timing": method,
+                "window_monotonic_s": [mono_t0, time.monotonic()],  # the trials, telemetry's clock
             }
         )
         ctx.log(

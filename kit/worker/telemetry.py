@@ -289,6 +289,7 @@ class GpuTelemetry:
             "reason": None,
             "started_at": self._started_at,
             "interval_s": self.interval_s,
+            "t0_monotonic_s": self._t0,  # t_s = time.monotonic() - this: marks windows on t_s
             "columns": list(COLUMNS),
             "gpus": gpus,
             "throttled": any(g["summary"]["throttled"] for g in gpus),

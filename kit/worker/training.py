@@ -33,38 +33,9 @@ import torch
 import torch.distributed as dist
 
 from kit.worker.common import Context, StepTimer, metric
+from kit.worker.gpu_specs import peak_flops  # one table of datasheet peaks, shared with the report
 
 GIB = 1 << 30
-
-# Dense (no sparsity) peak tensor FLOP/s per GPU from NVIDIA's datasheets, by precision of the
-# matmuls: "bf16" = BF16 tensor cores, "fp32" = plain FP32 (no TF32; torch's default "highest"
-# matmul precision). First match wins, so specific names come before the family name.
-PEAK_FLOPS: list[tuple[str, dict[str, float]]] = [
-    ("H200 NVL", {"bf16": 835e12, "fp32": 60e12}),
-    ("H200", {"bf16": 989e12, "fp32": 67e12}),  # H200 SXM
-    ("H100 NVL", {"bf16": 835e12, "fp32": 60e12}),
-    ("H100 PCIe", {"bf16": 756e12, "fp32": 51e12}),
-    ("H100", {"bf16": 989e12, "fp32": 67e12}),  # H100 SXM ("NVIDIA H100 80GB HBM3")
-    ("H800", {"bf16": 989e12, "fp32": 67e12}),
-    ("GH200", {"bf16": 989e12, "fp32": 67e12}),
-    ("B200", {"bf16": 2250e12, "fp32": 80e12}),
-    ("A100", {"bf16": 312e12, "fp32": 19.5e12}),
-    ("A800", {"bf16": 312e12, "fp32": 19.5e12}),
-    ("L40S", {"bf16": 362e12, "fp32": 91.6e12}),
-    ("A10G", {"bf16": 70e12, "fp32": 31.2e12}),
-    ("RTX 4090", {"bf16": 165e12, "fp32": 82.6e12}),
-    ("RTX 3090", {"bf16": 71e12, "fp32": 35.6e12}),
-]
-
-
-def peak_flops(device_name: str | None, precision: str) -> tuple[float, str] | None:
-    """(peak FLOP/s per GPU, the table row used) for a CUDA device name, or None if unknown."""
-    if not device_name:
-        return None
-    for key, peaks in PEAK_FLOPS:
-        if key in device_name and precision in peaks:
-            return peaks[precision], f"{key} {precision} dense {peaks[precision] / 1e12:g} TFLOP/s"
-    return None
 
 
 def seed_all(seed: int) -> None:
@@ -148,13 +119,17 @@ def measure(
     dist.barrier()  # every rank starts the measured window together
     timer, losses = StepTimer(ctx), []
     ctx.synchronize()
-    window_t0 = time.perf_counter()
+    window_t0, mono_t0 = time.perf_counter(), time.monotonic()
     for i in range(warmup_steps, warmup_steps + steps):
         timer.start()
         losses.append(step(batches[i % len(batches)]))
         timer.stop()
     window_s = time.perf_counter() - window_t0
-    return Measured(warm_timer.times, timer.times, window_s, warmup_losses, losses, mem_before)
+    # telemetry's clock (t_s = monotonic - telemetry's t0_monotonic_s): this rank's window on it
+    window = {"window_monotonic_s": [mono_t0, time.monotonic()]}
+    return Measured(
+        warm_timer.times, timer.times, window_s, warmup_losses, losses, mem_before, window
+    )
 
 
 def _reduce(

@@ -26,7 +26,9 @@ benchmarks:
   - kind: allreduce
     params: {max_bytes: 1024, factor: 4, iters: 2, warmup_iters: 1, trials: 2}
 """
-RATIO = re.compile(r"no measurable difference \(ratio|\d+\.\d+x (faster|slower) \(95% CI")
+RATIO = re.compile(
+    r"no measurable difference \(ratio|\d+\.\d+x (faster|slower) \((95% CI|range of)"
+)
 
 
 def pdf_text(path: Path, page: int | None = None) -> str:

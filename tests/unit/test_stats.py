@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from scipy.special import ndtr, ndtri
 from scipy.stats import binom
+from scipy.stats import t as t_dist
 
 from kit.errors import KitError
 from kit.stats import (
@@ -70,9 +71,13 @@ def test_summary_hand_checked():
     assert (s.n, s.median, s.mean, s.min, s.max) == (5, 3.0, 22.0, 1.0, 100.0)
     assert s.stdev == pytest.approx((7610 / 4) ** 0.5)  # squared deviations 441+400+361+324+6084
     assert s.cv == pytest.approx(s.stdev / 22)
-    # n = 5: P(median* <= x_(1)) = P(Bin(5, 1/5) >= 3) = 0.058 > 0.025, so the 95% interval
-    # of the median is the whole range of the samples
-    assert (s.ci_low, s.ci_high, s.ci_available, s.ci_method) == (1.0, 100.0, True, "BCa")
+    # n = 5 <= SMALL_N: a t-interval on the logs (a bootstrap of the median from 5 values
+    # would be the whole range, 1 to 100, and be called a 95% CI)
+    logs = np.log([3, 1, 100, 2, 4])
+    half = t_dist.ppf(0.975, 4) * logs.std(ddof=1) / 5**0.5
+    assert (s.ci_low, s.ci_high) == pytest.approx(np.exp([logs.mean() - half, logs.mean() + half]))
+    assert (s.ci_available, s.ci_method, s.ci_kind, s.is_ci) == (True, "t", "t", True)
+    assert s.label == "95% t-interval, n=5"
 
 
 @pytest.mark.parametrize(
@@ -122,22 +127,40 @@ def test_single_sample_has_no_interval():
     json.dumps(s.to_dict())
 
 
-def test_two_samples():
-    # resampled medians: 1 (p 1/4), 1.5 (1/2), 2 (1/4)
-    s = summarize([1.0, 2.0])
-    assert (s.median, s.ci_low, s.ci_high, s.ci_available) == (1.5, 1.0, 2.0, True)
-    assert s.stdev == pytest.approx(2**-0.5)
+def test_two_samples_give_their_range_never_called_a_ci():
+    s = summarize([11.67, 11.66])
+    assert (s.median, s.ci_low, s.ci_high, s.ci_available) == (11.665, 11.66, 11.67, True)
+    assert (s.ci_method, s.ci_kind, s.is_ci, s.label) == (
+        "range",
+        "range",
+        False,
+        "range of 2 runs",
+    )
+    assert s.stdev == pytest.approx(0.01 * 2**-0.5)
 
 
-def test_identical_samples_fall_back_to_percentile():
+def test_one_sample_label():
+    assert summarize([3.0]).label == "one run, no interval"
+    assert summarize([3.0]).is_ci is False
+
+
+def test_identical_samples_give_a_zero_width_t_interval():
     s = summarize([5.0, 5.0, 5.0])
-    assert (s.ci_low, s.ci_high, s.ci_method, s.stdev, s.cv) == (5.0, 5.0, "percentile", 0.0, 0.0)
+    assert (s.ci_low, s.ci_high, s.ci_method, s.stdev, s.cv) == (5.0, 5.0, "t", 0.0, 0.0)
+
+
+def test_non_positive_samples_get_a_plain_t_interval():
+    s = summarize([-1.0, 0.0, 1.0])
+    half = t_dist.ppf(0.975, 2) * 1.0 / 3**0.5
+    assert (s.ci_low, s.ci_high, s.ci_method) == pytest.approx((-half, half, "t-linear"))
+    assert s.ci_kind == "t" and s.label == "95% t-interval, n=3"
 
 
 def test_ties_fall_back_to_percentile():
-    # BCa's jackknife is degenerate here; P(median* = 2) = P(Bin(4, 1/4) >= 3) = 0.051
-    s = summarize([1.0, 1.0, 1.0, 2.0])
-    assert (s.median, s.ci_low, s.ci_high, s.ci_method) == (1.0, 1.0, 2.0, "percentile")
+    # n = 6 (bootstrap); BCa's jackknife is degenerate on these ties
+    s = summarize([1.0, 1.0, 1.0, 1.0, 1.0, 2.0])
+    assert (s.median, s.ci_method, s.ci_kind) == (1.0, "percentile", "bootstrap")
+    assert s.label == "95% bootstrap CI, n=6" and s.is_ci
 
 
 @pytest.mark.parametrize(
@@ -176,14 +199,15 @@ def test_paired_ratio_faster():
     assert r.estimate == pytest.approx(1.37)
     assert (r.ci_low, r.ci_high) == pytest.approx((1.35, 1.39))
     assert (r.includes_one, r.paired, r.n_a, r.n_b) == (False, True, 7, 7)
-    assert r.sentence() == "1.37x faster (95% CI 1.35 to 1.39)"
+    assert r.sentence() == "1.37x faster (95% CI 1.35 to 1.39; bootstrap, n=7)"
+    assert r.label == "95% bootstrap CI, n=7"
 
 
 def test_paired_ratio_slower_is_stated_as_inverse():
     a = times_b7(R7)
     r = paired_ratio(B7, a)
     assert r.estimate == pytest.approx(1 / 1.37)
-    assert r.sentence() == "1.37x slower (95% CI 1.35 to 1.39)"
+    assert r.sentence() == "1.37x slower (95% CI 1.35 to 1.39; bootstrap, n=7)"
 
 
 def test_paired_ratio_of_times_lower_is_better():
@@ -191,9 +215,9 @@ def test_paired_ratio_of_times_lower_is_better():
     t_on = [t / r for t, r in zip(t_off, R7, strict=True)]
     r = paired_ratio(t_on, t_off, higher_is_better=False)
     assert r.estimate == pytest.approx(1 / 1.37)
-    assert r.sentence() == "1.37x faster (95% CI 1.35 to 1.39)"
+    assert r.sentence() == "1.37x faster (95% CI 1.35 to 1.39; bootstrap, n=7)"
     assert paired_ratio(t_off, t_on, higher_is_better=False).sentence() == (
-        "1.37x slower (95% CI 1.35 to 1.39)"
+        "1.37x slower (95% CI 1.35 to 1.39; bootstrap, n=7)"
     )
 
 
@@ -201,7 +225,9 @@ def test_paired_ratio_including_one_is_no_measurable_difference():
     ratios = [1.01, 0.98, 1.04, 1.00, 1.03, 0.99, 1.02]
     r = paired_ratio(times_b7(ratios), B7)
     assert r.includes_one
-    assert r.sentence() == "no measurable difference (ratio 1.01, 95% CI 0.99 to 1.03)"
+    assert r.sentence() == (
+        "no measurable difference (ratio 1.01, 95% CI 0.99 to 1.03; bootstrap, n=7)"
+    )
     assert r.to_dict()["sentence"] == r.sentence()
     json.dumps(r.to_dict())
 
@@ -209,16 +235,41 @@ def test_paired_ratio_including_one_is_no_measurable_difference():
 def test_small_but_real_difference_gets_three_decimals():
     ratios = [1.004, 1.001, 1.007, 1.003, 1.006, 1.002, 1.005]
     r = paired_ratio(times_b7(ratios), B7)
-    assert r.sentence() == "1.004x faster (95% CI 1.002 to 1.006)"
+    assert r.sentence() == "1.004x faster (95% CI 1.002 to 1.006; bootstrap, n=7)"
 
 
 def test_paired_ratio_of_clearly_different_noisy_samples_excludes_one():
     rng = np.random.default_rng(3)
-    b = rng.normal(76.2, 2.0, size=5)  # gpt2 DDP samples/s, P2P off
-    a = rng.normal(81.1, 2.0, size=5)
+    b = rng.normal(76.2, 1.0, size=5)  # gpt2 DDP samples/s, P2P off
+    a = rng.normal(81.1, 1.0, size=5)
     r = paired_ratio(a, b)
     assert not r.includes_one and r.ci_low > 1.0
     assert r.ci_low <= r.estimate <= r.ci_high
+
+
+def test_paired_ratio_of_three_pairs_is_a_t_interval_on_log_ratios():
+    a, b = [14140.0, 14000.0, 14300.0], [10420.0, 10500.0, 10380.0]
+    r = paired_ratio(a, b)
+    logs = np.log(np.array(a) / np.array(b))  # by hand: mean +- t(0.975, 2) * sd / sqrt(3)
+    half = t_dist.ppf(0.975, 2) * logs.std(ddof=1) / np.sqrt(3)
+    assert (r.ci_low, r.ci_high) == pytest.approx(np.exp([logs.mean() - half, logs.mean() + half]))
+    assert r.estimate == pytest.approx(np.median(np.array(a) / np.array(b)))
+    assert (r.ci_method, r.ci_kind, r.is_ci, r.label) == ("t", "t", True, "95% t-interval, n=3")
+    lo, hi = (f"{v:.2f}" for v in (r.ci_low, r.ci_high))
+    assert r.sentence() == f"1.36x faster (95% CI {lo} to {hi}; t-interval, n=3)"
+    assert r.to_dict()["label"] == "95% t-interval, n=3"
+
+
+def test_paired_ratio_of_two_pairs_is_their_range_not_a_ci():
+    r = paired_ratio([1.31, 1.11], [1.0, 1.0], higher_is_better=False)
+    assert (r.ci_low, r.ci_high, r.ci_kind, r.is_ci) == (1.11, 1.31, "range", False)
+    assert r.label == "range of 2 runs"
+    assert r.sentence() == "1.21x slower (range of 2 runs 1.11 to 1.31, not a confidence interval)"
+    r = paired_ratio([1.01, 0.99], [1.0, 1.0])
+    assert r.includes_one and r.sentence() == (
+        "no measurable difference (ratio 1.00, range of 2 runs 0.99 to 1.01, "
+        "not a confidence interval)"
+    )
 
 
 def test_paired_ratio_single_pair():
@@ -263,7 +314,22 @@ def test_unpaired_ratio_matches_exact_bootstrap():
     # the percentile method (upper bound 1.4167) or paired resampling (1.37 to 1.38) would fail
     assert (r.ci_low, r.ci_high) == pytest.approx((lo, hi), abs=0.007)
     assert (r.paired, r.includes_one) == (False, False)
-    assert r.sentence() == "1.37x faster (95% CI 1.33 to 1.43)"
+    assert r.sentence() == "1.37x faster (95% CI 1.33 to 1.43; bootstrap, n=7)"
+
+
+def test_unpaired_ratio_small_samples_use_welch_on_logs():
+    a, b = [100.0, 102.0, 98.0, 101.0], [50.0, 51.0, 49.0]
+    r = unpaired_ratio(a, b)
+    la, lb = np.log(a), np.log(b)
+    va, vb = la.var(ddof=1) / 4, lb.var(ddof=1) / 3
+    df = (va + vb) ** 2 / (va**2 / 3 + vb**2 / 2)
+    half = t_dist.ppf(0.975, df) * np.sqrt(va + vb)
+    d = la.mean() - lb.mean()
+    assert (r.ci_low, r.ci_high) == pytest.approx(np.exp([d - half, d + half]))
+    assert r.label == "95% t-interval, n=4 and 3"
+    r2 = unpaired_ratio([100.0, 110.0, 105.0], [50.0, 55.0])
+    assert (r2.ci_low, r2.ci_high) == pytest.approx((100 / 55, 110 / 50))
+    assert (r2.ci_kind, r2.label) == ("range", "range of 3 and 2 runs")
 
 
 def test_unpaired_ratio_allows_different_lengths_and_sees_no_difference():

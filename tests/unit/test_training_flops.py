@@ -99,7 +99,11 @@ def test_llama_lora_formula_matches_flop_counter_on_a_training_step(targets):
 
 
 def test_peak_flops_table_picks_the_specific_name_first():
-    assert peak_flops("NVIDIA H200", "bf16") == (989e12, "H200 bf16 dense 989 TFLOP/s")
+    assert peak_flops("NVIDIA H200", "bf16") == (
+        989e12,
+        "H200 SXM bf16 dense 989 TFLOP/s, NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column)",
+    )
+    assert peak_flops("NVIDIA GH200 480GB", "bf16")[1].startswith("GH200 ")
     assert peak_flops("NVIDIA H100 80GB HBM3", "fp32")[0] == 67e12
     assert peak_flops("NVIDIA H100 PCIe", "bf16")[0] == 756e12
     assert peak_flops("NVIDIA A100-SXM4-80GB", "bf16")[0] == 312e12

@@ -1,0 +1,194 @@
+"""Power, clocks, throttling and energy inside a run's timed window.
+
+Telemetry samples every GPU every ~0.25 s from before the model is built until the benchmark
+returns; the figures a buyer needs (joules per token, "was it power-limited?") must come from
+the samples inside the timed window only, not from the warm-up or the model build.
+
+Where the window lies on telemetry's clock (`t_s`, seconds since telemetry started):
+- "recorded": the worker wrote `data.window_monotonic_s` (time.monotonic at the window's start
+  and end) and telemetry wrote `t0_monotonic_s`; window = those minus t0. Exact.
+- "inferred": older results have neither. The training worker returns right after its window
+  (only a few cross-rank reductions follow) and telemetry stops when it returns, so the window
+  is taken as the last `data.window_s` seconds before the last sample. Off by at most one
+  sampling interval plus the reductions (~0.3 s) at the start and end.
+
+Energy integrates GPU board power (NVML's power reading, summed over the sampled GPUs) over the
+window with the trapezoid rule, power interpolated at the window's edges. It excludes the CPU,
+memory, fans and power-supply losses: say "GPU board power" wherever it is printed.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kit.worker.telemetry import SLOWDOWN_MASK, decode_reasons
+
+POWER_LIMITED_WITHIN = 0.05
+"""A sample is "at the cap" when its power is within 5% of the enforced power limit."""
+POWER_LIMITED_SHARE = 0.5
+"""A figure is power-limited when most (over half) of its window's samples sit at the cap."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """The timed window on telemetry's clock, and how it was found ("recorded"/"inferred")."""
+
+    start_s: float
+    end_s: float
+    method: str
+
+    @property
+    def seconds(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True)
+class WindowFacts:
+    """What the GPUs did inside the window, over every sampled GPU.
+
+    energy_j: GPU board energy summed over GPUs. power_w_mean: mean total board power (all GPUs).
+    power_w_per_gpu_mean / sm_clock_mhz_mean: per-GPU means over the window's samples.
+    throttle_share: reason -> share of window samples (all GPUs) showing it (slowdown reasons
+    only: power cap, thermal, hardware slowdown, power brake). at_cap_share: share of samples
+    within POWER_LIMITED_WITHIN of the GPU's power limit; power_limited when above
+    POWER_LIMITED_SHARE.
+    """
+
+    window: Window
+    gpus: int
+    samples: int
+    energy_j: float
+    power_w_mean: float
+    power_w_per_gpu_mean: float
+    sm_clock_mhz_mean: float | None
+    sm_clock_mhz_max_spec: float | None
+    power_limit_w: float | None
+    at_cap_share: float | None
+    power_limited: bool
+    throttle_share: dict[str, float]
+    throttled_share: float
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["window"]["seconds"] = self.window.seconds
+        d["window"]["label"] = window_label(self.window)
+        return d
+
+
+def timed_window(run: Mapping[str, Any]) -> Window | None:
+    """The run's timed window on telemetry's clock, or None (no telemetry, no window_s)."""
+    tel = run.get("telemetry") or {}
+    data = run.get("data") or {}
+    if not tel.get("available") or not tel.get("gpus"):
+        return None
+    mono, t0 = data.get("window_monotonic_s"), tel.get("t0_monotonic_s")
+    if isinstance(mono, Sequence) and len(mono) == 2 and isinstance(t0, int | float):
+        return Window(float(mono[0]) - t0, float(mono[1]) - t0, "recorded")
+    window_s = data.get("window_s")
+    times = tel["gpus"][0]["samples"].get("t_s") or []
+    if not isinstance(window_s, int | float) or window_s <= 0 or not times:
+        return None
+    end = float(times[-1])
+    return Window(max(0.0, end - float(window_s)), end, "inferred")
+
+
+def window_label(w: Window) -> str:
+    how = (
+        "marked by the worker"
+        if w.method == "recorded"
+        else "inferred: the last window_s seconds before telemetry stopped"
+    )
+    return f"timed window {w.start_s:.1f}-{w.end_s:.1f} s on the telemetry clock ({how})"
+
+
+def window_facts(
+    run: Mapping[str, Any],
+    hardware: Mapping[str, Any] | None = None,
+    window: Window | None = None,
+) -> WindowFacts | None:
+    """Power, energy, clocks and throttling inside `window` (default: the run's timed window).
+
+    The power limit comes from hardware.json's GPU of the same index (`power_limit_w`, the
+    enforced limit); without it `power_limited` is False and `at_cap_share` None.
+    """
+    w = window or timed_window(run)
+    tel = run.get("telemetry") or {}
+    if w is None or not tel.get("gpus"):
+        return None
+    limits = {g.get("index"): g.get("power_limit_w") for g in (hardware or {}).get("gpus", [])}
+    energy = 0.0
+    n_samples = at_cap = throttled = 0
+    power_sum = clock_sum = 0.0
+    clock_n = 0
+    reasons: dict[str, int] = {}
+    max_clocks = []
+    for gpu in tel["gpus"]:
+        s = gpu["samples"]
+        t, p = s["t_s"], s["power_w"]
+        energy += integrate(t, p, w.start_s, w.end_s)
+        limit = limits.get(gpu.get("index"))
+        for i, ti in enumerate(t):
+            if not (w.start_s <= ti <= w.end_s) or p[i] is None:
+                continue
+            n_samples += 1
+            power_sum += p[i]
+            if s["sm_clock_mhz"][i] is not None:
+                clock_sum += s["sm_clock_mhz"][i]
+                clock_n += 1
+            if limit:
+                at_cap += p[i] >= (1 - POWER_LIMITED_WITHIN) * limit
+            mask = (s["throttle_mask"][i] or 0) & SLOWDOWN_MASK
+            throttled += bool(mask)
+            for name in decode_reasons(mask):
+                reasons[name] = reasons.get(name, 0) + 1
+        for hw in (hardware or {}).get("gpus", []):
+            if hw.get("index") == gpu.get("index"):
+                max_clocks.append((hw.get("clocks_max_mhz") or {}).get("sm"))
+    if n_samples == 0:
+        return None
+    gpus = len(tel["gpus"])
+    known_limits = [limits.get(g.get("index")) for g in tel["gpus"]]
+    share = at_cap / n_samples if all(known_limits) else None
+    return WindowFacts(
+        window=w,
+        gpus=gpus,
+        samples=n_samples,
+        energy_j=energy,
+        power_w_mean=energy / w.seconds if w.seconds > 0 else power_sum / n_samples * gpus,
+        power_w_per_gpu_mean=power_sum / n_samples,
+        sm_clock_mhz_mean=clock_sum / clock_n if clock_n else None,
+        sm_clock_mhz_max_spec=max(max_clocks) if max_clocks and all(max_clocks) else None,
+        power_limit_w=known_limits[0] if share is not None else None,
+        at_cap_share=share,
+        power_limited=share is not None and share > POWER_LIMITED_SHARE,
+        throttle_share={k: v / n_samples for k, v in sorted(reasons.items())},
+        throttled_share=throttled / n_samples,
+    )
+
+
+def integrate(t: Sequence[float], y: Sequence[float | None], a: float, b: float) -> float:
+    """Trapezoid integral of the sampled y(t) over [a, b], y linearly interpolated at a and b
+    (held flat beyond the first and last sample). Samples with y None are skipped."""
+    pts = [(float(ti), float(yi)) for ti, yi in zip(t, y, strict=True) if yi is not None]
+    if not pts or b <= a:
+        return 0.0
+
+    def at(x: float) -> float:
+        if x <= pts[0][0]:
+            return pts[0][1]
+        if x >= pts[-1][0]:
+            return pts[-1][1]
+        for (t0, y0), (t1, y1) in itertools.pairwise(pts):
+            if t0 <= x <= t1:
+                return y0 if t1 == t0 else y0 + (y1 - y0) * (x - t0) / (t1 - t0)
+        raise AssertionError("unreachable: x lies between the first and last sample")
+
+    xs = [a, *(ti for ti, _ in pts if a < ti < b), b]
+    ys = [at(x) for x in xs]
+    return sum(
+        (x1 - x0) * (y0 + y1) / 2
+        for (x0, x1), (y0, y1) in zip(itertools.pairwise(xs), itertools.pairwise(ys), strict=True)
+    )

@@ -1,0 +1,68 @@
+"""`kit refs`: the known machines a report places a bundle against. Mount with
+`app.add_typer(refs_app, name="refs")` in kit/cli.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kit.refs import store
+
+refs_app = typer.Typer(
+    help="Known machines: list, add and remove reference results.", no_args_is_help=True
+)
+
+
+@refs_app.command("list")
+def list_cmd() -> None:
+    """List the shipped and your own references.
+
+    Example: kit refs list
+    """
+    for ref in store.list_refs():
+        kinds = ", ".join(sorted({b["benchmark"] for b in ref["benchmarks"]}))
+        typer.echo(f"{ref['origin']:8s} {ref['label']:40s} {ref['hardware'].get('label')}: {kinds}")
+
+
+@refs_app.command("add")
+def add_cmd(
+    bundle: Annotated[Path, typer.Argument(help="A bundle directory.")],
+    label: Annotated[str | None, typer.Option(help="Name it (default: the hardware).")] = None,
+) -> None:
+    """Add a bundle's results to your references ($KIT_REFS_DB or ~/.local/share/kit).
+
+    Example: kit refs add reports/fsdp-llama-20261121-130936 --label "lab box 3"
+    """
+    doc = store.add(bundle, label)
+    typer.echo(f"added {doc['label']!r}: {len(doc['benchmarks'])} benchmark variants")
+
+
+@refs_app.command("remove")
+def remove_cmd(label: Annotated[str, typer.Argument(help="The reference's label.")]) -> None:
+    """Remove one of your references.
+
+    Example: kit refs remove "lab box 3"
+    """
+    store.remove(label)
+    typer.echo(f"removed {label!r}")
+
+
+@refs_app.command("standing")
+def standing_cmd(bundle: Annotated[Path, typer.Argument(help="A bundle directory.")]) -> None:
+    """Where a bundle stands against every known machine that ran the same workload.
+
+    Example: kit refs standing reports/fsdp-llama-20261121-130936
+    """
+    rows = store.standing(bundle)
+    if not rows:
+        typer.echo("no known machine ran these workloads with the same parameters")
+    for r in rows:
+        per_gpu = f", {r['ratio_better_per_gpu']:.2f}x per GPU" if r["ratio_better_per_gpu"] else ""
+        typer.echo(
+            f"{r['benchmark']} {r['variant']} {r['metric']}: {r['value']:,.4g} {r['unit']} "
+            f"(n={r['n']}) vs {r['reference']} {r['reference_value']:,.4g} "
+            f"(n={r['reference_n']}, {r['reference_gpus']} GPUs): {r['ratio_better']:.2f}x as good"
+            f"{per_gpu}"
+        )

@@ -1,0 +1,222 @@
+"""Reference results: extract from a bundle, store, list, look up, and place a new result.
+
+A reference is a small JSON document: the bundle's label and source, a hardware summary (GPU
+model and count, interconnect, driver, CPU) and, per benchmark and variant, the per-repeat
+values of every metric of the runs that finished. No logs, no telemetry samples.
+
+Results are matched by recipe kind and a signature of the workload parameters (the run's
+`data.params`, canonical JSON, sha256), not by GPU count: a 4-GPU machine that ran the same
+workload is a reference for a 2-GPU one, and `standing` gives per-GPU ratios for that reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import statistics
+from collections.abc import Iterator, Mapping
+from contextlib import closing
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kit.bundle import Bundle
+from kit.errors import InputError
+
+REF_SCHEMA = 1
+
+
+def db_path() -> Path:
+    """$KIT_REFS_DB, else $XDG_DATA_HOME/kit/refs.sqlite (~/.local/share/kit/refs.sqlite)."""
+    if os.environ.get("KIT_REFS_DB"):
+        return Path(os.environ["KIT_REFS_DB"])
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "kit" / "refs.sqlite"
+
+
+def signature(kind: str, params: Mapping[str, Any] | None) -> str:
+    """ "kind:sha256(params)[:12]": equal when the workload is the same, GPU count aside."""
+    blob = json.dumps(params or {}, sort_keys=True, separators=(",", ":"))
+    return f"{kind}:{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+
+
+def hardware_summary(hardware: Mapping[str, Any] | None) -> dict[str, Any]:
+    """GPU model and count, interconnect between GPU0 and GPU1, driver, CPU: a machine's label."""
+    hw = hardware or {}
+    gpus = hw.get("gpus") or []
+    matrix = (hw.get("topology") or {}).get("matrix") or []
+    link = matrix[0][1] if len(matrix) > 1 and len(matrix[0]) > 1 else None
+    names = sorted({g.get("name") for g in gpus if g.get("name")})
+    return {
+        "gpu": names[0] if len(names) == 1 else ", ".join(names) or None,
+        "gpus": len(gpus),
+        "interconnect": link,
+        "power_limit_w": gpus[0].get("power_limit_w") if gpus else None,
+        "driver": (hw.get("driver") or {}).get("version"),
+        "cpu": (hw.get("host") or {}).get("cpu_model"),
+        "label": f"{len(gpus)}x {names[0]}" + (f", {link}" if link else "")
+        if len(names) == 1
+        else None,
+    }
+
+
+def extract(bundle_dir: Path, label: str | None = None) -> dict[str, Any]:
+    """The compact reference of a bundle (InputError for a directory that is not one)."""
+    bundle = Bundle.load(Path(bundle_dir))
+    res = bundle.results
+    hw = hardware_summary(bundle.read_json("hardware.json"))
+    benches: dict[tuple[str, str], dict[str, Any]] = {}
+    for run in res.get("runs", []):
+        if run.get("status") != "ok":
+            continue
+        data = run.get("data") or {}
+        key = (run["benchmark"], run["variant"])
+        entry = benches.setdefault(
+            key,
+            {
+                "benchmark": run["benchmark"],
+                "variant": run["variant"],
+                "kind": run["kind"],
+                "signature": signature(run["kind"], data.get("params")),
+                "world_size": run.get("world_size"),
+                "metrics": {},
+            },
+        )
+        for name, m in (run.get("metrics") or {}).items():
+            slot = entry["metrics"].setdefault(
+                name, {"unit": m.get("unit"), "higher_is_better": m.get("higher_is_better"),
+                       "values": []}
+            )  # fmt: skip
+            slot["values"].append(m.get("value"))
+    return {
+        "schema": REF_SCHEMA,
+        "label": label or hw["label"] or Path(bundle_dir).name,
+        "source": Path(bundle_dir).name,
+        "recipe": res.get("recipe"),
+        "created_at": res.get("created_at"),
+        "kit_version": res.get("kit_version"),
+        "hardware": hw,
+        "benchmarks": list(benches.values()),
+    }
+
+
+def shipped() -> list[dict[str, Any]]:
+    """The references that come with kit (kit/refs/data/*.json)."""
+    out = []
+    for f in sorted(resources.files("kit.refs").joinpath("data").iterdir(), key=lambda p: p.name):
+        if f.name.endswith(".json"):
+            out.append({**json.loads(f.read_text()), "origin": "shipped", "id": f.name[:-5]})
+    return out
+
+
+def _connect(path: Path | None = None) -> sqlite3.Connection:
+    path = path or db_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(path)
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS refs (id INTEGER PRIMARY KEY, label TEXT NOT NULL UNIQUE, "
+        "source TEXT, added_at TEXT DEFAULT CURRENT_TIMESTAMP, doc TEXT NOT NULL)"
+    )
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS ref_benchmarks (ref_id INTEGER REFERENCES refs(id) "
+        "ON DELETE CASCADE, kind TEXT, signature TEXT)"
+    )
+    con.execute("CREATE INDEX IF NOT EXISTS by_sig ON ref_benchmarks(signature)")
+    return con
+
+
+def add(bundle_dir: Path, label: str | None = None, db: Path | None = None) -> dict[str, Any]:
+    """Add a bundle's reference to the user store; a label already there is an InputError."""
+    doc = extract(bundle_dir, label)
+    with closing(_connect(db)) as con, con:
+        try:
+            cur = con.execute(
+                "INSERT INTO refs (label, source, doc) VALUES (?, ?, ?)",
+                (doc["label"], str(Path(bundle_dir).resolve()), json.dumps(doc)),
+            )
+        except sqlite3.IntegrityError:
+            raise InputError(
+                f"a reference labelled {doc['label']!r} exists; choose another --label"
+            ) from None
+        con.executemany(
+            "INSERT INTO ref_benchmarks (ref_id, kind, signature) VALUES (?, ?, ?)",
+            [(cur.lastrowid, b["kind"], b["signature"]) for b in doc["benchmarks"]],
+        )
+    return doc
+
+
+def remove(label: str, db: Path | None = None) -> None:
+    with closing(_connect(db)) as con, con:
+        row = con.execute("SELECT id FROM refs WHERE label = ?", (label,)).fetchone()
+        if row is None:
+            raise InputError(f"no user reference labelled {label!r} (see: kit refs list)")
+        con.execute("DELETE FROM ref_benchmarks WHERE ref_id = ?", (row[0],))
+        con.execute("DELETE FROM refs WHERE id = ?", (row[0],))
+
+
+def list_refs(db: Path | None = None, include_shipped: bool = True) -> list[dict[str, Any]]:
+    """Every reference: the shipped ones, then the user's (each with `origin`)."""
+    out = shipped() if include_shipped else []
+    path = db or db_path()
+    if path.exists():
+        with closing(_connect(path)) as con:
+            for rid, doc in con.execute("SELECT id, doc FROM refs ORDER BY id"):
+                out.append({**json.loads(doc), "origin": "user", "id": rid})
+    return out
+
+
+def lookup(
+    kind: str, params: Mapping[str, Any] | None, db: Path | None = None
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(reference, its benchmark entry) for every known result of the same workload."""
+    return by_signature(signature(kind, params), db)
+
+
+def by_signature(
+    sig: str, db: Path | None = None
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    for ref in list_refs(db):
+        for b in ref["benchmarks"]:
+            if b["signature"] == sig:
+                yield ref, b
+
+
+def standing(bundle_dir: Path, db: Path | None = None) -> list[dict[str, Any]]:
+    """Where a bundle's results stand against every known machine that ran the same workload.
+
+    One row per (benchmark, variant, metric, reference): both medians, the ratio new/ref
+    (oriented so > 1 is better), and the same per GPU when the GPU counts differ. The
+    reference that is the bundle itself (same recipe and created_at) is skipped.
+    """
+    new = extract(bundle_dir)
+    rows = []
+    for b in new["benchmarks"]:
+        for ref, rb in by_signature(b["signature"], db):
+            if (ref.get("recipe"), ref.get("created_at")) == (new["recipe"], new["created_at"]):
+                continue
+            if rb["variant"] != b["variant"]:
+                continue
+            for name, m in b["metrics"].items():
+                r = rb["metrics"].get(name)
+                vals = [v for v in m["values"] if isinstance(v, int | float)]
+                rvals = [v for v in (r or {}).get("values", []) if isinstance(v, int | float)]
+                if not vals or not rvals:
+                    continue
+                mine, theirs = statistics.median(vals), statistics.median(rvals)
+                if theirs == 0 or mine == 0:
+                    continue
+                better = mine / theirs if m.get("higher_is_better", True) else theirs / mine
+                gpus, rgpus = b.get("world_size"), rb.get("world_size")
+                rows.append({
+                    "benchmark": b["benchmark"], "variant": b["variant"], "metric": name,
+                    "unit": m["unit"], "value": mine, "n": len(vals),
+                    "reference": ref["label"], "origin": ref["origin"],
+                    "reference_value": theirs, "reference_n": len(rvals),
+                    "ratio_better": better, "gpus": gpus, "reference_gpus": rgpus,
+                    "ratio_better_per_gpu": better * rgpus / gpus
+                    if gpus and rgpus and gpus != rgpus and m.get("higher_is_better", True)
+                    else None,
+                })  # fmt: skip
+    return rows

@@ -1,0 +1,119 @@
+"""GPU spec figures from vendor datasheets: dense peak FLOP/s per dtype, NVLink, PCIe, power.
+
+One table for both halves: the worker divides by `peak_flops` for MFU, the driver's report
+states the same peak and its source and measures bus bandwidth against the link figures. It
+lives in the worker package because the worker is copied into images on its own and may import
+only the standard library and `kit.worker.*`.
+
+Conventions:
+- Tensor-core figures are dense (the datasheets' "with sparsity" numbers halved). "bf16" and
+  "fp16" are tensor-core matmuls with FP32 accumulate (GeForce cards run FP16 accumulate at
+  twice that rate; kit does not use it); "tf32" is the TF32 tensor-core rate; "fp32" is plain
+  FP32 on the CUDA cores (torch's default "highest" matmul precision).
+- NVLink: GB/s per link per direction (nccl-tests' bus bandwidth is per direction), and the
+  number of links of the part. nvidia-smi reports NVLink 4 links at 26.56 GB/s (signalling
+  rate); the datasheets' 900 GB/s total is 18 x 50 GB/s both directions, i.e. 25 per direction.
+- First match wins in `SPECS`: specific names ("H100 PCIe") come before family names ("H100").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+T = 1e12
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU model's datasheet figures. `match`: substrings of the NVML/CUDA device name."""
+
+    key: str
+    match: tuple[str, ...]
+    peak_flops: dict[str, float]  # dtype -> dense FLOP/s
+    nvlink_links: int  # 0: no NVLink
+    nvlink_gbs_per_link: float  # per direction, decimal GB/s
+    pcie_gen: int
+    tdp_w: float
+    source: str
+    notes: str = ""
+
+    @property
+    def nvlink_total_gbs(self) -> float:
+        """Per direction, all links: the figure an all-reduce's bus bandwidth is held against."""
+        return self.nvlink_links * self.nvlink_gbs_per_link
+
+
+def _flops(bf16: float, tf32: float, fp32: float, fp16: float | None = None) -> dict[str, float]:
+    return {"bf16": bf16 * T, "fp16": (fp16 or bf16) * T, "tf32": tf32 * T, "fp32": fp32 * T}
+
+
+SPECS: tuple[GpuSpec, ...] = (
+    GpuSpec("GH200", ("GH200",), _flops(989, 494.5, 67), 18, 25.0, 5, 1000,
+            "NVIDIA GH200 Grace Hopper Superchip datasheet", "before H200: its name contains it"),
+    GpuSpec("H200 NVL", ("H200 NVL",), _flops(835, 417.5, 60), 18, 25.0, 5, 600,
+            "NVIDIA H200 Tensor Core GPU datasheet (H200 NVL column)",
+            "NVLink through a 2- or 4-way bridge, 900 GB/s total"),
+    GpuSpec("H200 SXM", ("H200",), _flops(989, 494.5, 67), 18, 25.0, 5, 700,
+            "NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column)"),
+    GpuSpec("H100 NVL", ("H100 NVL",), _flops(835, 417.5, 60), 12, 25.0, 5, 400,
+            "NVIDIA H100 Tensor Core GPU datasheet (H100 NVL column)",
+            "NVLink bridge, 600 GB/s total"),
+    GpuSpec("H100 PCIe", ("H100 PCIe",), _flops(756, 378, 51), 12, 25.0, 5, 350,
+            "NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe column)",
+            "NVLink bridge 600 GB/s total (2 GPUs)"),
+    GpuSpec("H100 SXM", ("H100", "H800"), _flops(989, 494.5, 67), 18, 25.0, 5, 700,
+            "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM column)",
+            "H800 listed with the H100 SXM compute figures; its NVLink is 400 GB/s total"),
+    GpuSpec("B200", ("B200",), _flops(2250, 1100, 80), 18, 50.0, 6, 1000,
+            "NVIDIA HGX B200 datasheet (per GPU: the 8-GPU figures / 8)",
+            "NVLink 5: 1.8 TB/s total"),
+    GpuSpec("A100 PCIe", ("A100-PCIE", "A100 PCIe", "A100 80GB PCIe"), _flops(312, 156, 19.5),
+            12, 25.0, 4, 300, "NVIDIA A100 Tensor Core GPU datasheet (A100 PCIe column)",
+            "NVLink bridge for 2 GPUs, 600 GB/s total"),
+    GpuSpec("A100 SXM", ("A100", "A800"), _flops(312, 156, 19.5), 12, 25.0, 4, 400,
+            "NVIDIA A100 Tensor Core GPU datasheet (A100 SXM column)",
+            "A800 listed with the A100 compute figures; its NVLink is 400 GB/s total"),
+    GpuSpec("L40S", ("L40S",), _flops(362.05, 183, 91.6), 0, 0.0, 4, 350,
+            "NVIDIA L40S GPU datasheet"),
+    GpuSpec("A10G", ("A10G",), _flops(70, 35, 31.2), 0, 0.0, 4, 300,
+            "NVIDIA A10 Tensor Core GPU datasheet (A10G: AWS's variant, A10 figures)"),
+    GpuSpec("RTX 4090", ("RTX 4090",), _flops(165.2, 82.6, 82.6), 0, 0.0, 4, 450,
+            "NVIDIA Ada Lovelace architecture whitepaper, GeForce RTX 4090 column",
+            "FP16/BF16 with FP32 accumulate; no NVLink"),
+    GpuSpec("RTX 3090 Ti", ("RTX 3090 Ti",), _flops(80, 40, 40), 4, 14.0625, 4, 450,
+            "NVIDIA Ampere GA102 GPU architecture whitepaper (RTX 3090 Ti)",
+            "NVLink 3 bridge, 112.5 GB/s total (4 links)"),
+    GpuSpec("RTX 3090", ("RTX 3090",), _flops(71, 35.6, 35.6), 4, 14.0625, 4, 350,
+            "NVIDIA Ampere GA102 GPU architecture whitepaper, GeForce RTX 3090 column",
+            "FP16/BF16 with FP32 accumulate; NVLink 3 bridge, 112.5 GB/s total (4 links)"),
+)  # fmt: skip
+
+# PCIe per lane per direction, decimal GB/s (transfer rate x line-code efficiency / 8), PCI-SIG.
+PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+PCIE_SOURCE = "PCI-SIG base specifications 1.0-6.0: transfer rate x encoding, per direction"
+
+
+def spec_for(device_name: str | None) -> GpuSpec | None:
+    """The table row for an NVML/CUDA device name ("NVIDIA H200"), or None if unknown."""
+    if not device_name:
+        return None
+    for spec in SPECS:
+        if any(m in device_name for m in spec.match):
+            return spec
+    return None
+
+
+def peak_flops(device_name: str | None, dtype: str) -> tuple[float, str] | None:
+    """(dense peak FLOP/s per GPU, a phrase naming the row, dtype and source) or None."""
+    spec = spec_for(device_name)
+    if spec is None or dtype not in spec.peak_flops:
+        return None
+    value = spec.peak_flops[dtype]
+    return value, f"{spec.key} {dtype} dense {value / T:g} TFLOP/s, {spec.source}"
+
+
+def pcie_gbs(gen: int | None, width: int | None) -> float | None:
+    """Per-direction PCIe bandwidth of a link (gen, lanes), or None when either is unknown."""
+    if not gen or not width or gen not in PCIE_LANE_GBS:
+        return None
+    return PCIE_LANE_GBS[gen] * width

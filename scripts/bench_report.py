@@ -1,0 +1,104 @@
+"""Time `kit report` on every committed example bundle (a benchmark, not a test).
+
+Each bundle is copied to a temporary directory first (rendering rewrites report.html/.pdf and the
+manifest: never in place), then `python -m kit report COPY` runs N times in a fresh process
+each, as a user would run it. Prints the machine, the command and a table of medians.
+
+    python scripts/bench_report.py [-n 3] [--profile BUNDLE_NAME]
+
+--profile runs the render once in-process under cProfile and prints the top costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import platform
+import pstats
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "reports" / "examples"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def bundles() -> list[Path]:
+    return sorted(p for p in EXAMPLES.iterdir() if (p / "results.json").is_file())
+
+
+def time_one(bundle: Path, repeats: int) -> list[float]:
+    times = []
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / bundle.name
+        shutil.copytree(bundle, copy, symlinks=True)
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            proc = subprocess.run(
+                [sys.executable, "-m", "kit", "report", str(copy)],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            times.append(time.perf_counter() - t0)
+            if proc.returncode != 0:
+                raise SystemExit(f"kit report {bundle.name} failed: {proc.stderr.strip()[-500:]}")
+    return times
+
+
+def profile(name: str, top: int) -> None:
+    from kit.cli import app  # imported here so its import time is part of the profile
+
+    bundle = EXAMPLES / name
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / name
+        shutil.copytree(bundle, copy, symlinks=True)
+        prof = cProfile.Profile()
+        prof.enable()
+        try:
+            app(["report", str(copy)], standalone_mode=False)
+        finally:
+            prof.disable()
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(top)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", type=int, default=3, help="repeats per bundle (median reported)")
+    ap.add_argument("--profile", metavar="BUNDLE", help="profile one bundle's render instead")
+    ap.add_argument("--top", type=int, default=40)
+    args = ap.parse_args()
+    if args.profile:
+        profile(args.profile, args.top)
+        return
+    print(
+        f"machine: {cpu_model()}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}"
+    )
+    print(f"command: {sys.executable} -m kit report COPY_OF_BUNDLE  (n={args.n}, fresh process)")
+    print(f"{'bundle':32s} {'median s':>9s} {'min s':>7s} {'max s':>7s}")
+    medians = []
+    for b in bundles():
+        t = time_one(b, args.n)
+        medians.append(statistics.median(t))
+        print(f"{b.name:32s} {medians[-1]:9.2f} {min(t):7.2f} {max(t):7.2f}", flush=True)
+    print(f"{'all bundles, median of medians':32s} {statistics.median(medians):9.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""kit.refs: shipped references from the committed bundles, a user SQLite store, standing."""
+
+import json
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from kit.errors import InputError
+from kit.refs import store
+from kit.refs.cli import refs_app
+from tests.conftest import ROOT
+
+EXAMPLES = ROOT / "reports" / "examples"
+X2, X4 = EXAMPLES / "h200x2-fsdp-llama", EXAMPLES / "h200x4-fsdp-llama"
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    path = tmp_path / "refs.sqlite"
+    monkeypatch.setenv("KIT_REFS_DB", str(path))
+    return path
+
+
+def test_shipped_refs_are_the_committed_bundles_without_logs():
+    refs = store.shipped()
+    assert {r["source"] for r in refs} == {
+        p.name for p in EXAMPLES.iterdir() if (p / "results.json").is_file()
+    }
+    x2 = next(r for r in refs if r["source"] == X2.name)
+    assert x2 == {**store.extract(X2, x2["label"]), "origin": "shipped", "id": X2.name}
+    assert "logs" not in json.dumps(x2) and "telemetry" not in json.dumps(x2)
+    results = json.loads((X2 / "results.json").read_text())
+    ok = [r for r in results["runs"] if r["variant"] == "p2p" and r["status"] == "ok"]
+    bench = next(b for b in x2["benchmarks"] if b["variant"] == "p2p")
+    assert bench["metrics"]["throughput"]["values"] == [
+        r["metrics"]["throughput"]["value"] for r in ok
+    ]
+
+
+def test_add_list_remove_in_the_user_store(db):
+    doc = store.add(X2, "lab box")
+    assert db.is_file() and doc["label"] == "lab box"
+    user = [r for r in store.list_refs() if r["origin"] == "user"]
+    assert [r["label"] for r in user] == ["lab box"]
+    with pytest.raises(InputError, match="'lab box' exists"):
+        store.add(X2, "lab box")
+    store.remove("lab box")
+    assert not [r for r in store.list_refs() if r["origin"] == "user"]
+    with pytest.raises(InputError, match="no user reference labelled 'gone'"):
+        store.remove("gone")
+
+
+def test_not_a_bundle_is_an_input_error(db, tmp_path):
+    with pytest.raises(InputError, match="not a kit bundle"):
+        store.add(tmp_path, "x")
+
+
+def test_standing_places_x2_against_x4_per_gpu(db, tmp_path):
+    copy = tmp_path / "mine"
+    shutil.copytree(X2, copy)
+    rows = [r for r in store.standing(copy) if r["metric"] == "throughput"]
+    # the shipped x2 reference is this very bundle (same created_at): skipped
+    assert {r["reference_gpus"] for r in rows} == {4}
+    row = next(r for r in rows if r["variant"] == "p2p")
+    assert row["ratio_better"] == pytest.approx(row["value"] / row["reference_value"])
+    assert row["ratio_better_per_gpu"] == pytest.approx(row["ratio_better"] * 2)
+    lookup = list(store.lookup("llama_lora_fsdp", {"nope": 1}))
+    assert lookup == []
+
+
+def test_cli_add_and_list(db):
+    runner = CliRunner()
+    res = runner.invoke(refs_app, ["add", str(X2), "--label", "box A"])
+    assert res.exit_code == 0, res.output
+    assert "added 'box A'" in res.output
+    res = runner.invoke(refs_app, ["list"])
+    assert "box A" in res.output and "shipped" in res.output
