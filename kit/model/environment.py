@@ -1,4 +1,4 @@
-"""environment.json: the software the runs ran in (kit.environment.fingerprint, or the host's).
+"""environment.json: the software the runs ran in (kit.runtime.docker.fingerprint, or the host's).
 
 `container` holds the versions read inside the environment (kit.worker.common.versions, plus
 the driver and packages when the image was probed).

@@ -1,7 +1,7 @@
 """results.json: the bundle's header, every run's result, and what the driver decided on the way.
 
 Written by kit.bundle (header), kit.reproduce (runs, adaptive repeats, status), kit.rerun
-(`reproduces`, `environment_diff`) and kit.slurm (`slurm`).
+(`reproduces`, `environment_diff`) and kit.runtime.slurm (`slurm`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ BundleStatus = Literal["running", "complete", "partial", "interrupted", "failed"
 
 
 class PreflightFinding(Open):
-    """A preflight check that did not pass (kit.preflight)."""
+    """A preflight check that did not pass (kit.run.preflight)."""
 
     level: Literal["error", "warn"]
     check: str
@@ -28,7 +28,7 @@ class PreflightFinding(Open):
 
 
 class AdaptiveRecord(Closed):
-    """Whether a benchmark needed more repeats, and why (kit.reproduce.adaptive_record)."""
+    """Whether a benchmark needed more repeats, and why (kit.run.engine.adaptive_record)."""
 
     metric: str | None
     planned: int = Field(ge=1, le=MAX_REPEATS)
@@ -43,7 +43,7 @@ class AdaptiveRecord(Closed):
 
 
 class Reproduces(Open):
-    """The bundle a rerun reproduces (kit.rerun.source_record)."""
+    """The bundle a rerun reproduces (kit.run.rerun.source_record)."""
 
     bundle: str
     recipe: str | None = None
@@ -52,7 +52,7 @@ class Reproduces(Open):
 
 
 class EnvironmentDifference(Closed):
-    """One field that differs between the reproduced bundle and the rerun (kit.envdiff)."""
+    """One field that differs between the reproduced bundle and the rerun (kit.run.envdiff)."""
 
     field: str
     old: str

@@ -16,7 +16,7 @@ RunStatus = Literal["ok", "failed", "timeout", "skipped"]
 
 
 class RunSpec(Closed):
-    """runs/<id>/spec.json: what one launch runs (kit.plan.RunSpec.to_json)."""
+    """runs/<id>/spec.json: what one launch runs (kit.run.plan.RunSpec.to_json)."""
 
     schema_: int = Field(alias="schema", ge=1)
     run_id: str
@@ -124,7 +124,7 @@ class RunResult(Closed):
     notes: list[str] = Field(default_factory=list)
     telemetry: Telemetry | None = None
     wall_s: float | None = None
-    # added by the driver (kit.reproduce.result_of, multi-node, Slurm collect)
+    # added by the driver (kit.run.results.result_of, multi-node, Slurm collect)
     nccl: NcclRecord | None = None
     exit_code: int | None = None
     launch: Launch | None = None

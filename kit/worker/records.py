@@ -15,7 +15,7 @@ RunStatus = Literal["ok", "failed", "timeout", "skipped"]
 
 
 class SpecRecord(TypedDict):
-    """runs/<id>/spec.json, written by the driver (kit.plan.RunSpec.to_json)."""
+    """runs/<id>/spec.json, written by the driver (kit.run.plan.RunSpec.to_json)."""
 
     schema: int
     run_id: str

@@ -12,14 +12,14 @@ import pytest
 from pydantic import ValidationError
 
 from kit.model import Metric, RunResult, RunSpec
-from kit.plan import plan
 from kit.recipe import load_recipe
+from kit.run.plan import plan
 from kit.worker.common import metric
 from kit.worker.records import MetricRecord, ResultRecord, SpecRecord
 from tests.conftest import ROOT
 
 DRIVER_ADDED = {"nccl", "exit_code", "launch", "log_tail", "nodes", "network"}
-"""Fields kit.reproduce.result_of (and multi-node, Slurm) add to the worker's result."""
+"""Fields kit.run.results.result_of (and multi-node, Slurm) add to the worker's result."""
 
 
 def aliases(model) -> set[str]:  # type: ignore[no-untyped-def]
@@ -70,7 +70,9 @@ def _modules_after(statement: str) -> set[str]:
 def test_the_model_imports_neither_cli_nor_runtime() -> None:
     loaded = _modules_after("import kit.model, kit.model.schema")
     banned = {m for m in loaded if m.split(".")[:2] in (["kit", "cli"], ["kit", "runtime"])}
-    banned |= {m for m in loaded if m in ("kit.reproduce", "kit.rerun", "kit.slurm", "docker")}
+    banned |= {
+        m for m in loaded if m in ("kit.run.engine", "kit.run.rerun", "kit.runtime.slurm", "docker")
+    }
     assert banned == set()
 
 
