@@ -114,22 +114,37 @@ def versions() -> dict[str, str | None]:
 
 
 class StepTimer:
-    """Wall time per step with a device synchronize before each clock read (nanoGPT's habit)."""
+    """Per-step times with no host synchronize inside the window.
+
+    On a GPU a CUDA event is recorded on the current stream at every step boundary and the times
+    are read once, after the window: a synchronize per step would drain the launch queue at each
+    boundary, which cost the ResNet-50 DDP step 3% on an H200 against a plain loop (see
+    reports/measurements/2026-11-23-h200x1-step-timing). Event deltas include any time the GPU
+    waited for the host, so a launch-bound step is timed as long as it really takes. On the CPU,
+    where work is synchronous, the wall clock.
+    """
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.times: list[float] = []
-        self._t0 = 0.0
+        self._marks: list[Any] = []
 
-    def start(self) -> None:
-        self.ctx.synchronize()
-        self._t0 = time.perf_counter()
+    def mark(self) -> None:
+        """A step boundary: call once before the first step and once after every step."""
+        if self.ctx.is_cuda:
+            import torch
 
-    def stop(self) -> float:
-        self.ctx.synchronize()
-        elapsed = time.perf_counter() - self._t0
-        self.times.append(elapsed)
-        return elapsed
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self._marks.append(event)
+        else:
+            self._marks.append(time.perf_counter())
+
+    def times(self) -> list[float]:
+        """Seconds between consecutive marks (waits for the device once)."""
+        if self.ctx.is_cuda:
+            self.ctx.synchronize()
+            return [a.elapsed_time(b) / 1e3 for a, b in zip(self._marks, self._marks[1:])]
+        return [b - a for a, b in zip(self._marks, self._marks[1:])]
 
 
 def metric(value: float, unit: str, higher_is_better: bool = True) -> dict[str, Any]:

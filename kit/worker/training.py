@@ -1,7 +1,7 @@
 """What the three training workers share: batches, the timed loop, and how its numbers are made.
 
-Method (DESIGN.md): every step is bracketed by a device synchronize before each clock read
-(StepTimer); every step time and every loss is kept, warm-up steps included, and the warm-up
+Method: a step's time is the time between CUDA events recorded at its boundaries, with no host
+synchronize inside the window (StepTimer; the wall clock on the CPU); every step time and every loss is kept, warm-up steps included, and the warm-up
 steps are left out of every figure.
 A step's time is the slowest rank's (a step is done when its last rank is). Throughput is
 reported two ways: global units per step over the median step time (robust to a stray slow step)
@@ -103,8 +103,7 @@ def measure(
     """Run warm-up steps, then `steps` measured ones; `step(batch)` returns the detached loss.
 
     Warm-up steps are timed too (kept in the record, left out of every figure). Losses stay on
-    the device during the loop and are read after it, so the loop adds no sync beyond the
-    timer's own. Peak memory counts from the first warm-up step (the model build excluded).
+    the device during the loop and are read after it, so the loop adds no host sync. Peak memory counts from the first warm-up step (the model build excluded).
     """
     mem_before = None
     if ctx.is_cuda:
@@ -112,24 +111,24 @@ def measure(
         mem_before = torch.cuda.memory_allocated(ctx.device) / GIB
         torch.cuda.reset_peak_memory_stats(ctx.device)
     warm_timer, warmup_losses = StepTimer(ctx), []
+    warm_timer.mark()
     for i in range(warmup_steps):
-        warm_timer.start()
         warmup_losses.append(step(batches[i % len(batches)]))
-        warm_timer.stop()
+        warm_timer.mark()
+    warmup_times = warm_timer.times()  # waits for the device: the window starts idle
     dist.barrier()  # every rank starts the measured window together
-    timer, losses = StepTimer(ctx), []
     ctx.synchronize()
+    timer, losses = StepTimer(ctx), []
     window_t0, mono_t0 = time.perf_counter(), time.monotonic()
+    timer.mark()
     for i in range(warmup_steps, warmup_steps + steps):
-        timer.start()
         losses.append(step(batches[i % len(batches)]))
-        timer.stop()
+        timer.mark()
+    step_times = timer.times()  # the one synchronize of the window, after its last step
     window_s = time.perf_counter() - window_t0
     # telemetry's clock (t_s = monotonic - telemetry's t0_monotonic_s): this rank's window on it
     window = {"window_monotonic_s": [mono_t0, time.monotonic()]}
-    return Measured(
-        warm_timer.times, timer.times, window_s, warmup_losses, losses, mem_before, window
-    )
+    return Measured(warmup_times, step_times, window_s, warmup_losses, losses, mem_before, window)
 
 
 def _reduce(
@@ -199,7 +198,8 @@ def summarize(
         "step_times_s": warmup_times + step_times,
         "step_times_note": (
             "every step, the warmup_steps leading ones included (dropped from every figure); "
-            "each the max over ranks, the device synchronized before each clock read"
+            "each the max over ranks; on a GPU the time between CUDA events recorded at the step "
+            "boundaries (no host synchronize inside the window), on the CPU the wall clock"
         ),
         "warmup_s": sum(warmup_times),
         "window_s": window_s,
