@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
-from kit import __version__
+from kit import __version__, cli_bundle
 from kit.errors import InputError, KitError
+from kit.recipe import MAX_GPUS, MAX_NODES, MAX_REPEATS
 
 app = typer.Typer(
     help="Reproducible GPU hardware benchmarks: pinned environments, standard workloads, "
@@ -58,7 +59,7 @@ def reproduce(
         ),
     ] = None,
     repeats: Annotated[
-        int | None, typer.Option(min=1, help="Override the recipe's repeats.")
+        int | None, typer.Option(min=1, max=MAX_REPEATS, help="Override the recipe's repeats.")
     ] = None,
     runtime: Annotated[
         str | None,
@@ -219,45 +220,8 @@ def inspect(
     raise typer.Exit(inspect_command(json_out, snapshot, from_snapshot))
 
 
-@app.command()
-def report(bundle: Annotated[Path, typer.Argument(help="A bundle directory.")]) -> None:
-    """Re-render a bundle's report from its files, and re-seal its manifest.
-
-    Example: kit report reports/allreduce-20261121-120000
-    """
-    from kit.bundle import Bundle, verify_manifest, write_manifest
-    from kit.report.render import render_bundle
-
-    b = Bundle.load(bundle)
-    check = verify_manifest(b.path)
-    # only the report files may differ: anything else changed means the bundle was edited
-    touched = [
-        n for n in check.changed + check.missing + check.extra if not n.startswith("report.")
-    ]
-    if touched:
-        raise KitError(f"{bundle}: files changed since the bundle was sealed: {', '.join(touched)}")
-    path = render_bundle(b)
-    write_manifest(b.path)
-    print(path)
-
-
-@app.command()
-def verify(bundle: Annotated[Path, typer.Argument(help="A bundle directory.")]) -> None:
-    """Check a bundle's files against its MANIFEST.sha256.
-
-    Example: kit verify reports/examples/allreduce-2xh200
-    """
-    from kit.bundle import verify_manifest
-
-    result = verify_manifest(bundle)
-    for label, names in (("changed", result.changed), ("missing", result.missing),
-                         ("not in manifest", result.extra)):  # fmt: skip
-        for name in names:
-            print(f"{label}: {name}")
-    if not result.ok:
-        raise KitError(f"{bundle}: does not match its manifest ({len(result.changed)} changed, "
-                       f"{len(result.missing)} missing, {len(result.extra)} not listed)")  # fmt: skip
-    print(f"{bundle}: OK, {result.checked} files match MANIFEST.sha256")
+for _command in (cli_bundle.report, cli_bundle.verify, cli_bundle.sign, cli_bundle.seal):
+    app.command()(_command)
 
 
 @app.command()
@@ -296,10 +260,12 @@ def slurm(
         Path | None, typer.Argument(help="With `collect`: the bundle the job wrote into.")
     ] = None,
     nodes: Annotated[
-        int | None, typer.Option(help="Nodes (default: the recipe's nodes.hosts count, or 1).")
+        int | None,
+        typer.Option(min=1, max=MAX_NODES, help="Nodes (default: the recipe's nodes.hosts count, or 1)."),
     ] = None,
     gpus_per_node: Annotated[
-        int | None, typer.Option(help="Processes per node (default: the recipe's).")
+        int | None,
+        typer.Option(min=1, max=MAX_GPUS, help="Processes per node (default: the recipe's)."),
     ] = None,
     partition: Annotated[str | None, typer.Option(help="sbatch --partition.")] = None,
     time: Annotated[str | None, typer.Option(help="sbatch --time, e.g. 01:00:00.")] = None,
@@ -318,7 +284,9 @@ def slurm(
     smoke: Annotated[
         bool | None, typer.Option("--smoke/--full", help="Smoke scale (default: on CPU).")
     ] = None,
-    repeats: Annotated[int | None, typer.Option(min=1, help="Override the recipe's.")] = None,
+    repeats: Annotated[
+        int | None, typer.Option(min=1, max=MAX_REPEATS, help="Override the recipe's.")
+    ] = None,
     out: Annotated[
         Path | None, typer.Option(help="Bundle directory, on a filesystem the nodes share.")
     ] = None,
@@ -412,25 +380,51 @@ def recipes_validate(files: Annotated[list[Path], typer.Argument(help="Recipe fi
         raise typer.Exit(2)
 
 
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _contradictions(argv: list[str]) -> None:
+    """Flags that cancel each other are refused, not silently resolved by the last one."""
+    args = argv[: argv.index("--")] if "--" in argv else argv
+    if "--smoke" in args and "--full" in args:
+        raise InputError("--smoke and --full together: choose one")
+
+
 def main() -> None:
-    """Console entry point: library errors become one line and an exit code, never a traceback."""
+    """Console entry point: every error is one line on stderr and an exit code, never a traceback.
+
+    Usage errors (click's: unknown option or command, bad or missing value) and KitError's
+    InputError exit 2; a failed run 1; an interruption 130.
+    """
+    import click
+
     try:
+        _contradictions(sys.argv[1:])
         code = app(standalone_mode=False)  # returns the exit code of typer.Exit in this mode
     except KitError as exc:
-        print(f"kit: error: {exc}", file=sys.stderr)
+        print(f"kit: error: {_one_line(exc)}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except typer.Exit as exc:
+    except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
+    except click.exceptions.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
         print("kit: aborted", file=sys.stderr)
         sys.exit(130)
-    except Exception as exc:  # click's usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+    except click.exceptions.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx else "kit"
+        print(f"kit: error: {where}: {_one_line(exc.format_message())} (see {where} --help)",
+              file=sys.stderr)  # fmt: skip
+        sys.exit(2)
+    except click.ClickException as exc:
+        print(f"kit: error: {_one_line(exc.format_message())}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as exc:  # a path the user gave: read-only, under a file, a name too long
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"kit: error: {where}{exc.strerror or _one_line(exc)}", file=sys.stderr)
+        sys.exit(2)
+    except RecursionError:
+        print("kit: error: input nested too deeply", file=sys.stderr)
+        sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -8,10 +8,12 @@ every error is one line naming the file, the line, the field and what is allowed
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 from pydantic import (
@@ -25,10 +27,17 @@ from pydantic import (
 )
 
 from kit.errors import InputError
+from kit.recipe_env import check_env
+from kit.safeio import kind
 from kit.worker.params import KINDS
 
 RECIPE_VERSION = 1
 MAX_RECIPE_BYTES = 1 << 20
+MAX_DEPTH = 32  # YAML nesting; a recipe needs about 6
+# bounds shared by the recipe fields and the command-line options that override them
+MAX_REPEATS = 100
+MAX_GPUS = 64
+MAX_NODES = 1024
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 
 
@@ -41,8 +50,20 @@ class Variant(Strict):
 
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
-    env: dict[str, str] = {}
-    gpu_ids: list[int] | None = None
+    env: dict[str, str] = {}  # checked by kit.recipe_env: tuning variables only
+    gpu_ids: list[Annotated[int, Field(strict=True, ge=0, le=1023)]] | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, env: dict[str, str]) -> dict[str, str]:
+        return check_env(env)
+
+    @field_validator("gpu_ids")
+    @classmethod
+    def _unique(cls, ids: list[int] | None) -> list[int] | None:
+        if ids is not None and len(set(ids)) != len(ids):
+            raise ValueError(f"GPU ids must be distinct, got {ids}")
+        return ids
 
 
 BUILTIN_VARIANTS = {
@@ -97,14 +118,20 @@ class Nodes(Strict):
     """Several machines for one run: one worker container per node, joined by torchrun's c10d
     rendezvous on the first node. `hosts` are Docker daemon URLs, one per node."""
 
-    hosts: list[str] = Field(min_length=1, max_length=1024)
-    gpus_per_node: int | None = Field(default=None, ge=1, le=64)  # default: the recipe's gpus
-    rdzv_port: int = Field(default=29400, ge=1, le=65535)
+    hosts: list[str] = Field(min_length=1, max_length=MAX_NODES)
+    # default: the recipe's gpus
+    gpus_per_node: int | None = Field(default=None, strict=True, ge=1, le=MAX_GPUS)
+    rdzv_port: int = Field(default=29400, strict=True, ge=1, le=65535)
     # the address the other nodes reach the first one at (default: the first host's name)
     rdzv_host: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9.:_-]*$")
     network: str = Field(default="host", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     nccl_socket_ifname: str | None = Field(default=None, pattern=r"^\^?=?[A-Za-z0-9_.,:-]+$")
-    env: dict[str, str] = {}
+    env: dict[str, str] = {}  # checked by kit.recipe_env: tuning variables only
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, env: dict[str, str]) -> dict[str, str]:
+        return check_env(env)
 
     @field_validator("hosts")
     @classmethod
@@ -130,18 +157,18 @@ class Nodes(Strict):
 
 
 class Recipe(Strict):
-    kit: int
+    kit: int = Field(strict=True)  # `kit: "1"` or `kit: true` is not the format version
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
     verified_on: str = ""
     environment: str = Field(default="cuda13", pattern=NAME_PATTERN)
-    gpus: int = Field(default=2, ge=1, le=64)
-    repeats: int = Field(default=3, ge=1, le=100)
+    gpus: int = Field(default=2, strict=True, ge=1, le=MAX_GPUS)
+    repeats: int = Field(default=3, strict=True, ge=1, le=MAX_REPEATS)
     # adaptive repeats: after `repeats`, add repeats while a headline metric's CV is above
     # cv_threshold, up to max_repeats (default: repeats, i.e. no adaptive repeats)
-    max_repeats: int | None = Field(default=None, ge=1, le=100)
-    cv_threshold: float = Field(default=0.03, gt=0, lt=1)
-    timeout_s: float = Field(default=1800, gt=0)
+    max_repeats: int | None = Field(default=None, strict=True, ge=1, le=MAX_REPEATS)
+    cv_threshold: float = Field(default=0.03, strict=True, gt=0, lt=1)
+    timeout_s: float = Field(default=1800, strict=True, gt=0, le=7 * 24 * 3600)
     variants: list[str | Variant] = ["p2p", "no-p2p"]
     benchmarks: list[Benchmark] = Field(min_length=1)
     nodes: Nodes | None = None  # several machines (kit/runtime/multinode.py); None: this one
@@ -165,7 +192,7 @@ class Recipe(Strict):
 
     @field_validator("variants")
     @classmethod
-    def _variants(cls, items: list[str | Variant]) -> list[str | Variant]:
+    def _variants(cls, items: list[str | Variant], info: ValidationInfo) -> list[str | Variant]:
         if not items:
             raise ValueError("at least one variant is needed")
         names = []
@@ -178,6 +205,13 @@ class Recipe(Strict):
             names.append(item if isinstance(item, str) else item.name)
         if len(set(names)) != len(names):
             raise ValueError(f"variant names must be unique, got {names}")
+        gpus = info.data.get("gpus")
+        for item in items:
+            ids = None if isinstance(item, str) else item.gpu_ids
+            if ids is not None and gpus is not None and len(ids) != gpus:
+                raise ValueError(
+                    f"variant {item.name!r}: gpu_ids {ids} names {len(ids)} GPUs; gpus is {gpus}"
+                )
         return items
 
     def resolved_variants(self) -> list[Variant]:
@@ -201,6 +235,8 @@ class Recipe(Strict):
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that also refuses aliases: a recipe never needs them, and they make bombs."""
 
+    depth = 0
+
     def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
@@ -208,7 +244,16 @@ class _StrictLoader(yaml.SafeLoader):
                 problem="YAML aliases (*name) are not allowed in recipes",
                 problem_mark=event.start_mark,
             )
-        return super().compose_node(parent, index)
+        if self.depth >= MAX_DEPTH:
+            raise yaml.MarkedYAMLError(
+                problem=f"nested more than {MAX_DEPTH} levels deep",
+                problem_mark=self.peek_event().start_mark,
+            )
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
@@ -239,16 +284,30 @@ class _LocatedError(Exception):
 
 
 def _read_text(path: Path) -> str:
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if path.is_dir():
+    """The recipe's text; a FIFO, device or folder is refused before it is opened (no hang)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    if stat.S_ISDIR(st.st_mode):
         raise InputError(f"{path}: is a directory, expected a recipe YAML file")
-    size = path.stat().st_size
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{path}: not a regular file ({kind(st.st_mode)}); expected a recipe")
+    size = st.st_size
     if size > MAX_RECIPE_BYTES:
         raise InputError(
             f"{path}: {size} bytes is too large for a recipe (limit {MAX_RECIPE_BYTES})"
         )
-    raw = path.read_bytes()
+    try:  # O_NONBLOCK and a second look: a file swapped for a FIFO in between still cannot hang
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise InputError(f"{path}: not a regular file; expected a recipe")
+        raw = f.read(MAX_RECIPE_BYTES + 1)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -21,7 +21,7 @@ from typing import Any
 
 from rich.console import Console
 
-from kit.bundle import Bundle, default_bundle_dir, now_iso, write_manifest
+from kit.bundle import Bundle, default_bundle_dir, now_iso, write_json
 from kit.errors import InputError, KitError
 from kit.inventory import collect
 from kit.plan import RunSpec, plan, plan_repeat
@@ -29,8 +29,9 @@ from kit.preflight import PreflightOptions, raise_if_fatal, run_checks
 from kit.recipe import Recipe
 from kit.runtime.base import RunOutcome, Runtime, tail
 from kit.runtime.multinode import node_config, nodes_device
+from kit.seal import seal_bundle
 from kit.stats import AdaptiveRepeats, is_noisy
-from kit.worker.common import RESULT_SCHEMA, write_json
+from kit.worker.common import RESULT_SCHEMA
 from kit.worker.nccl_log import parse_nccl_log, verdict
 
 console = Console(stderr=True, highlight=False)
@@ -369,7 +370,10 @@ def run_recipe(
         if options.expected_environment is not None:
             from kit.rerun import check_after_run
 
-            check_after_run(bundle, options.expected_environment, options.expected_hardware)
+            try:  # a malformed record must not leave the bundle unsealed
+                check_after_run(bundle, options.expected_environment, options.expected_hardware)
+            except Exception as exc:
+                console.print(f"kit: warning: environment not compared: {exc}", markup=False)
         bundle.finish(status)
         seal(bundle)
     return bundle, code
@@ -429,15 +433,7 @@ def adaptive_record(
 
 def seal(bundle: Bundle) -> None:
     """Render the report (a failure there never costs the measurements) and write the manifest."""
-    try:
-        from kit.report.render import render_bundle
-
-        render_bundle(bundle)
-    except KitError as exc:
-        console.print(f"kit: warning: report not rendered: {exc}")
-    except Exception as exc:  # the measurements matter more than the page
-        console.print(f"kit: warning: report not rendered: {type(exc).__name__}: {exc}")
-    write_manifest(bundle.path)
+    seal_bundle(bundle, lambda line: console.print(line, markup=False))
 
 
 def command_line(argv: list[str]) -> str:

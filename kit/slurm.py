@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.bundle import Bundle, default_bundle_dir
+from kit.bundle import Bundle, default_bundle_dir, write_json
+from kit.safeio import write_text
 from kit.errors import InputError, KitError
 from kit.plan import RunSpec, plan
 from kit.recipe import Recipe, load_recipe
 from kit.runtime.base import RunOutcome
-from kit.worker.common import write_json
 
 TIMEOUT_EXIT = 124  # timeout(1)'s status when the limit passed
 TIME_PATTERN = r"^(\d+-)?\d+(:\d{2}){0,2}$"
@@ -75,6 +75,13 @@ def check_options(opts: SlurmOptions) -> None:
         raise InputError(f"--device {opts.device!r}: allowed: cuda, cpu")
     if opts.time is not None and not re.match(TIME_PATTERN, opts.time):
         raise InputError(f"--time {opts.time!r}: expected MINUTES, HH:MM:SS or D-HH:MM:SS")
+    # every value below becomes a line of the sbatch script: no line breaks, no NUL
+    for name, value in (("--partition", opts.partition), ("--time", opts.time),
+                        ("--container-image", opts.container_image),
+                        ("--apptainer", opts.apptainer), ("--host-python", opts.host_python),
+                        *(("--sbatch-arg", x) for x in opts.extra)):  # fmt: skip
+        if value is not None and any(c in str(value) for c in "\n\r\0"):
+            raise InputError(f"{name} {str(value)!r}: line breaks and NUL are not allowed")
     for name, value in (("--nodes", opts.nodes), ("--gpus-per-node", opts.gpus_per_node)):
         if value is not None and value < 1:
             raise InputError(f"{name} {value}: must be at least 1")
@@ -333,14 +340,13 @@ def read_exit_codes(path: Path) -> dict[str, tuple[int, float]]:
 
 def _merge_logs(bundle: Bundle, run_id: str, nodes: int) -> list[dict[str, Any]]:
     """logs/<run>.log from the nodes' logs, each line prefixed with its node (as docker does)."""
-    records = []
-    with open(bundle.log_path(run_id), "w") as combined:
-        for i in range(nodes):
-            path = bundle.path / "logs" / f"{run_id}.node{i}.log"
-            text = path.read_text(errors="replace") if path.is_file() else ""
-            for line in text.splitlines():
-                combined.write(f"[node{i}] {line}\n")
-            records.append({"node": i, "log": f"logs/{path.name}", "found": path.is_file()})
+    records, combined = [], []
+    for i in range(nodes):
+        path = bundle.path / "logs" / f"{run_id}.node{i}.log"
+        text = path.read_text(errors="replace") if path.is_file() else ""
+        combined += [f"[node{i}] {line}\n" for line in text.splitlines()]
+        records.append({"node": i, "log": f"logs/{path.name}", "found": path.is_file()})
+    write_text(bundle.log_path(run_id), "".join(combined))  # created anew, never through a link
     return records
 
 

@@ -25,10 +25,23 @@ def now_iso() -> str:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically (write a temporary file, then rename), so a reader never sees half."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
+    """Write JSON atomically, so a reader never sees half: a new temporary file (never opened
+    through a link: O_EXCL|O_NOFOLLOW), fsynced, then renamed over `path`; removed on failure."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{time.monotonic_ns()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
 
 
 @dataclass
