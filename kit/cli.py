@@ -384,6 +384,28 @@ def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
+def _click_exceptions() -> tuple[tuple[type[BaseException], ...], ...]:
+    """Exit, Abort, UsageError and ClickException of click, and of the copy newer typer
+    releases vendor (typer._click): typer raises its own, which are not click's classes."""
+    import importlib
+
+    mods = []
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            mods.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    def each(name: str) -> tuple[type[BaseException], ...]:
+        return tuple(getattr(m, name) for m in mods if hasattr(m, name))
+
+    return (
+        (typer.Exit, *each("Exit")),
+        (typer.Abort, *each("Abort")),
+        each("UsageError"),
+        each("ClickException"),
+    )
+
+
 def _contradictions(argv: list[str]) -> None:
     """Flags that cancel each other are refused, not silently resolved by the last one."""
     args = argv[: argv.index("--")] if "--" in argv else argv
@@ -397,25 +419,25 @@ def main() -> None:
     Usage errors (click's: unknown option or command, bad or missing value) and KitError's
     InputError exit 2; a failed run 1; an interruption 130.
     """
-    import click
-
+    exits, aborts, usage, click_errors = _click_exceptions()
     try:
         _contradictions(sys.argv[1:])
         code = app(standalone_mode=False)  # returns the exit code of typer.Exit in this mode
     except KitError as exc:
         print(f"kit: error: {_one_line(exc)}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
+    except exits as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
+    except aborts:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
         print("kit: aborted", file=sys.stderr)
         sys.exit(130)
-    except click.exceptions.UsageError as exc:
-        where = exc.ctx.command_path if exc.ctx else "kit"
+    except usage as exc:
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx else "kit"
         print(f"kit: error: {where}: {_one_line(exc.format_message())} (see {where} --help)",
               file=sys.stderr)  # fmt: skip
         sys.exit(2)
-    except click.ClickException as exc:
+    except click_errors as exc:
         print(f"kit: error: {_one_line(exc.format_message())}", file=sys.stderr)
         sys.exit(2)
     except OSError as exc:  # a path the user gave: read-only, under a file, a name too long

@@ -29,7 +29,6 @@ from kit.preflight import PreflightOptions, raise_if_fatal, run_checks
 from kit.recipe import Recipe
 from kit.runtime.base import RunOutcome, Runtime, tail
 from kit.runtime.multinode import node_config, nodes_device
-from kit.seal import seal_bundle
 from kit.stats import AdaptiveRepeats, is_noisy
 from kit.worker.common import RESULT_SCHEMA
 from kit.worker.nccl_log import parse_nccl_log, verdict
@@ -433,6 +432,8 @@ def adaptive_record(
 
 def seal(bundle: Bundle) -> None:
     """Render the report (a failure there never costs the measurements) and write the manifest."""
+    from kit.seal import seal_bundle  # the report's imports are heavy: only when sealing
+
     seal_bundle(bundle, lambda line: console.print(line, markup=False))
 
 

@@ -62,9 +62,9 @@ def _stray_results(bundle: Bundle) -> list[dict[str, Any]]:
 def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, Any]]:
     """Seal a bundle whose seal was interrupted; returns it and what was recorded about it."""
     path = Path(path)
+    bundle = Bundle.load(path)  # refuses links, FIFOs, devices and malformed results.json
     if os.path.lexists(path / MANIFEST):
         raise InputError(f"{path}: already sealed ({MANIFEST}); `kit verify {path}` checks it")
-    bundle = Bundle.load(path)  # refuses links, FIFOs, devices and malformed results.json
     runs = bundle.results.get("runs")
     if not isinstance(runs, list):
         raise InputError(f"{path}/results.json: runs: expected a list")
