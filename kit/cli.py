@@ -422,7 +422,7 @@ def main() -> None:
     exits, aborts, usage, click_errors = _click_exceptions()
     try:
         _contradictions(sys.argv[1:])
-        code = app(standalone_mode=False)  # returns the exit code of typer.Exit in this mode
+        code = app(standalone_mode=False, prog_name="kit")  # returns the exit code of typer.Exit in this mode
     except KitError as exc:
         print(f"kit: error: {_one_line(exc)}", file=sys.stderr)
         sys.exit(exc.exit_code)

@@ -380,7 +380,10 @@ def parse_recipe(text: str, source: str) -> Recipe:
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
+        # a variant given as a mapping fails the `str` branch too: report the mapping's error
+        errs = [e for e in exc.errors() if not (e["loc"][:1] == ("variants",) and
+                                                 e["loc"][-1:] == ("str",))] or exc.errors()  # fmt: skip
+        err = errs[0]
         line = _line_for(lines, err["loc"])
         where = f"{source}:{line}" if line else source
         raise InputError(f"{where}: {_field_path(err['loc'])}: {_explain(err)}") from None
