@@ -13,6 +13,7 @@ Every file is written through kit.safeio (new file, renamed into place, never th
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -167,15 +168,11 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-
-
 def _remove_empty_dirs(root: Path) -> None:
     """Empty folders cannot be listed in a manifest: a bundle is sealed without them."""
     for folder in sorted(scan(root).empty_dirs, key=lambda n: -n.count("/")):
-        try:
+        with contextlib.suppress(OSError):
             os.rmdir(root / folder)
-        except OSError:
-            pass
 
 
 def _entries(root: Path) -> dict[str, Path]:

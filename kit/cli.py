@@ -261,7 +261,9 @@ def slurm(
     ] = None,
     nodes: Annotated[
         int | None,
-        typer.Option(min=1, max=MAX_NODES, help="Nodes (default: the recipe's nodes.hosts count, or 1)."),
+        typer.Option(
+            min=1, max=MAX_NODES, help="Nodes (default: the recipe's nodes.hosts count, or 1)."
+        ),
     ] = None,
     gpus_per_node: Annotated[
         int | None,
@@ -395,6 +397,7 @@ def _click_exceptions() -> tuple[tuple[type[BaseException], ...], ...]:
             mods.append(importlib.import_module(name))
         except ImportError:
             continue
+
     def each(name: str) -> tuple[type[BaseException], ...]:
         return tuple(getattr(m, name) for m in mods if hasattr(m, name))
 
@@ -422,7 +425,9 @@ def main() -> None:
     exits, aborts, usage, click_errors = _click_exceptions()
     try:
         _contradictions(sys.argv[1:])
-        code = app(standalone_mode=False, prog_name="kit")  # returns the exit code of typer.Exit in this mode
+        code = app(
+            standalone_mode=False, prog_name="kit"
+        )  # returns the exit code of typer.Exit in this mode
     except KitError as exc:
         print(f"kit: error: {_one_line(exc)}", file=sys.stderr)
         sys.exit(exc.exit_code)

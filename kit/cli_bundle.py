@@ -37,9 +37,7 @@ def verify(
     bundle: Annotated[Path, typer.Argument(help="A bundle directory.")],
     allowed_signers: Annotated[
         Path | None,
-        typer.Option(
-            help="OpenSSH allowed_signers file: check the signature and name the signer."
-        ),
+        typer.Option(help="OpenSSH allowed_signers file: check the signature and name the signer."),
     ] = None,
 ) -> None:
     """Check every entry of a bundle against its MANIFEST.sha256, and its signature if any.

@@ -126,7 +126,9 @@ def check_recorded(path: Path, options: Options) -> None:
     if repeats is not None and (
         isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS
     ):
-        raise InputError(f"{where}: repeats {repeats!r}: expected a whole number 1 to {MAX_REPEATS}")
+        raise InputError(
+            f"{where}: repeats {repeats!r}: expected a whole number 1 to {MAX_REPEATS}"
+        )
 
 
 def check_environment_record(path: Path, env: Any) -> None:

@@ -12,6 +12,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -55,10 +56,8 @@ def write_bytes(path: Path, data: bytes) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)  # replaces a link at `path`; never writes through it
     except BaseException as exc:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         if isinstance(exc, OSError):
             why = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
             raise KitError(f"{path}: not written: {why}") from None
@@ -133,7 +132,7 @@ def scan(root: Path) -> Tree:
                 count += 1
                 mode = entry.stat(follow_symlinks=False).st_mode
                 if _bad_name(entry.name):
-                    tree.odd.append(f"{ascii(name)} (a name with control characters)")
+                    tree.odd.append(f"{name!a} (a name with control characters)")
                 elif stat.S_ISDIR(mode):
                     if walk(Path(entry.path), name + "/") == 0:
                         tree.empty_dirs.append(name + "/")

@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import Bundle, default_bundle_dir, write_json
-from kit.safeio import write_text
 from kit.errors import InputError, KitError
 from kit.plan import RunSpec, plan
 from kit.recipe import Recipe, load_recipe
 from kit.runtime.base import RunOutcome
+from kit.safeio import write_text
 
 TIMEOUT_EXIT = 124  # timeout(1)'s status when the limit passed
 TIME_PATTERN = r"^(\d+-)?\d+(:\d{2}){0,2}$"

@@ -21,8 +21,8 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from kit import __version__
 from kit.bundle import MANIFEST, REPORT_FILES, SIGNATURE, Bundle, sha256_file
 from kit.errors import KitError
-from kit.safeio import scan, write_bytes, write_text
 from kit.report import analysis, plots
+from kit.safeio import scan, write_bytes, write_text
 
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"

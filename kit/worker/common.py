@@ -6,6 +6,7 @@ rank 0 writes result.json. Standard library and torch only: this runs inside the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -37,10 +38,8 @@ def write_json(path: Path, data: Any) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 

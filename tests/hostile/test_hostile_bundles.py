@@ -121,7 +121,13 @@ def test_odd_entries_are_refused_by_every_command(tmp_path, case, command):
     args = {
         "verify": ["verify", str(b)],
         "report": ["report", str(b)],
-        "compare": ["compare", str(b), str(sealed(tmp_path, "other")), "--out", str(tmp_path / "c")],
+        "compare": [
+            "compare",
+            str(b),
+            str(sealed(tmp_path, "other")),
+            "--out",
+            str(tmp_path / "c"),
+        ],
         "reproduce": ["reproduce", str(b), "--out", str(tmp_path / "rerun")],
         "seal": ["seal", str(b)],
     }[command]

@@ -67,7 +67,9 @@ def test_env_keys_and_values_are_checked(key, value, why):
 
 def test_nodes_env_is_checked_too(tmp_path):
     path = tmp_path / "r.yaml"
-    path.write_text(HEAD + 'nodes:\n  hosts: ["unix:///var/run/docker.sock"]\n  env: {LD_PRELOAD: x}\n')
+    path.write_text(
+        HEAD + 'nodes:\n  hosts: ["unix:///var/run/docker.sock"]\n  env: {LD_PRELOAD: x}\n'
+    )
     with pytest.raises(InputError, match=r"r.yaml:\d+: nodes.env: LD_PRELOAD: not allowed"):
         load_recipe(path)
 

@@ -90,8 +90,12 @@ def test_a_stranger_key_is_not_an_allowed_signer(tmp_path):
     mallory = keypair(tmp_path, "mallory")
     alice = keypair(tmp_path, "alice")
     assert run_kit("sign", str(b), "--key", str(mallory), "--identity", "alice@lab").returncode == 0
-    proc = run_kit("verify", str(b), "--allowed-signers", str(allowed(tmp_path, "alice@lab", alice)))
-    assert proc.returncode == 1 and "does not list" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_kit(
+        "verify", str(b), "--allowed-signers", str(allowed(tmp_path, "alice@lab", alice))
+    )
+    assert (
+        proc.returncode == 1 and "does not list" in proc.stderr and "Traceback" not in proc.stderr
+    )
 
 
 @needs_ssh_keygen
@@ -201,7 +205,7 @@ def test_full_disk_is_one_line_and_leaves_no_tmp(small_disk):
     bundle = Bundle.create(small_disk / "b", {"kit": 1}, {"recipe": "x"})
     fill(small_disk)
     bundle.results["runs"].append({"run_id": "r", "data": "x" * 10000})
-    with pytest.raises(KitError, match="results.json: not written: the disk is full"):
+    with pytest.raises(KitError, match=r"results\.json: not written: the disk is full"):
         bundle.save()
     assert not [p for p in small_disk.rglob("*") if p.name.endswith(".tmp")]
     assert json.loads((bundle.path / "results.json").read_text())["runs"] == []  # the last whole
