@@ -8,9 +8,7 @@ every error is one line naming the file, the line, the field and what is allowed
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
@@ -28,12 +26,10 @@ from pydantic import (
 
 from kit.errors import InputError
 from kit.recipe_env import check_env
-from kit.safeio import kind
+from kit.recipe_yaml import LocatedError, StrictLoader, line_map, read_text
 from kit.worker.params import KINDS
 
 RECIPE_VERSION = 1
-MAX_RECIPE_BYTES = 1 << 20
-MAX_DEPTH = 32  # YAML nesting; a recipe needs about 6
 # bounds shared by the recipe fields and the command-line options that override them
 MAX_REPEATS = 100
 MAX_GPUS = 64
@@ -228,93 +224,6 @@ class Recipe(Strict):
         return data
 
 
-# ---------------------------------------------------------------------------------------------
-# YAML loading with line numbers
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that also refuses aliases: a recipe never needs them, and they make bombs."""
-
-    depth = 0
-
-    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.MarkedYAMLError(
-                problem="YAML aliases (*name) are not allowed in recipes",
-                problem_mark=event.start_mark,
-            )
-        if self.depth >= MAX_DEPTH:
-            raise yaml.MarkedYAMLError(
-                problem=f"nested more than {MAX_DEPTH} levels deep",
-                problem_mark=self.peek_event().start_mark,
-            )
-        self.depth += 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self.depth -= 1
-
-
-def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
-    """Map each value's path (keys and list indices) to its 1-based line; reject duplicate keys."""
-    out = {} if out is None else out
-    out[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        seen: set = set()
-        for key_node, value_node in node.value:
-            key = key_node.value
-            if key in seen:
-                raise _LocatedError(
-                    key_node.start_mark.line + 1, ".".join(map(str, (*path, key))), "duplicate key"
-                )
-            seen.add(key)
-            out[(*path, key)] = key_node.start_mark.line + 1
-            _line_map(value_node, (*path, key), out)
-            out[(*path, key)] = key_node.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _line_map(item, (*path, i), out)
-    return out
-
-
-class _LocatedError(Exception):
-    def __init__(self, line: int, field: str, message: str) -> None:
-        self.line, self.field, self.message = line, field, message
-
-
-def _read_text(path: Path) -> str:
-    """The recipe's text; a FIFO, device or folder is refused before it is opened (no hang)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise InputError(f"{path}: is a directory, expected a recipe YAML file")
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError(f"{path}: not a regular file ({kind(st.st_mode)}); expected a recipe")
-    size = st.st_size
-    if size > MAX_RECIPE_BYTES:
-        raise InputError(
-            f"{path}: {size} bytes is too large for a recipe (limit {MAX_RECIPE_BYTES})"
-        )
-    try:  # O_NONBLOCK and a second look: a file swapped for a FIFO in between still cannot hang
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise InputError(f"{path}: not a regular file; expected a recipe")
-        raw = f.read(MAX_RECIPE_BYTES + 1)
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise InputError(f"{path}:{line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
-
-
 def _field_path(loc: tuple) -> str:
     parts = [str(p) for p in loc if not (isinstance(p, str) and p in {"str", "Variant"})]
     return ".".join(parts) if parts else "(top level)"
@@ -349,16 +258,16 @@ def parse_recipe(text: str, source: str) -> Recipe:
             f"{source}: the recipe is empty; it needs at least `kit: 1`, a name and benchmarks"
         )
     try:
-        loader = _StrictLoader(text)
+        loader = StrictLoader(text)
         try:
             node = loader.get_single_node()
             if node is None:
                 raise InputError(f"{source}: the recipe is empty")
-            lines = _line_map(node)
+            lines = line_map(node)
             data = loader.construct_document(node)
         finally:
             loader.dispose()
-    except _LocatedError as exc:
+    except LocatedError as exc:
         raise InputError(f"{source}:{exc.line}: {exc.field}: {exc.message}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -424,7 +333,7 @@ def _fields(cls: type) -> list:
 def load_recipe(path: str | Path) -> Recipe:
     """Read and validate a recipe file; raises InputError with file:line on any problem."""
     path = Path(path)
-    return parse_recipe(_read_text(path), str(path))
+    return parse_recipe(read_text(path), str(path))
 
 
 def recipe_dir() -> Path:
