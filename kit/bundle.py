@@ -4,13 +4,20 @@
     report.html  report.pdf  MANIFEST.sha256
 
 results.json is rewritten after every run, so an interruption or a crash of a later step never
-loses what was already measured. MANIFEST.sha256 (sha256sum's format) is written last.
+loses what was already measured. MANIFEST.sha256 (sha256sum's format) is written last; it lists
+every file, and a bundle may hold nothing else: no links, FIFOs, devices, empty folders or files
+the manifest does not name. The one entry beside it is MANIFEST.sha256.sig, the signature of
+the manifest (kit/signature.py), which the manifest cannot list since it signs the manifest.
+Every file is written through kit.safeio (new file, renamed into place, never through a link).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
+import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -19,11 +26,15 @@ from typing import Any
 import yaml
 
 from kit import __version__
-from kit.errors import InputError
-from kit.worker.common import now_iso, write_json
+from kit.errors import InputError, KitError
+from kit.safeio import check_folder, read_bytes, scan, write_bytes, write_text
+from kit.worker.common import now_iso
 
 BUNDLE_SCHEMA = 1
 MANIFEST = "MANIFEST.sha256"
+SIGNATURE = MANIFEST + ".sig"
+# the files `kit report` writes, by exact name: the only ones it may replace in a sealed bundle
+REPORT_FILES = ("report.html", "report.pdf")
 
 
 def default_bundle_dir(root: Path, recipe_name: str) -> Path:
@@ -43,11 +54,14 @@ class Bundle:
 
     @classmethod
     def create(cls, path: Path, recipe: dict[str, Any], header: dict[str, Any]) -> Bundle:
-        if path.exists() and any(path.iterdir()):
-            raise InputError(f"{path}: already exists and is not empty; choose another --out")
-        (path / "logs").mkdir(parents=True, exist_ok=True)
-        (path / "runs").mkdir(exist_ok=True)
-        (path / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+        try:
+            if path.exists() and (not path.is_dir() or any(path.iterdir())):
+                raise InputError(f"{path}: already exists and is not empty; choose another --out")
+            (path / "logs").mkdir(parents=True, exist_ok=True)
+            (path / "runs").mkdir(exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"{path}: cannot create the bundle there ({exc.strerror})") from None
+        write_text(path / "recipe.yaml", yaml.safe_dump(recipe, sort_keys=False))
         bundle = cls(path)
         bundle.results = {
             "schema": BUNDLE_SCHEMA,
@@ -67,12 +81,12 @@ class Bundle:
     def load(cls, path: Path) -> Bundle:
         path = Path(path)
         results = path / "results.json"
-        if not path.is_dir() or not results.is_file():
+        check_folder(path)
+        if not os.path.lexists(results):
             raise InputError(f"{path}: not a kit bundle (no results.json)")
-        try:
-            data = json.loads(results.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"{results}: not valid JSON ({exc})") from None
+        data = _parse_json(results)
+        if not isinstance(data, dict):
+            raise InputError(f"{results}: expected a JSON object, got {type(data).__name__}")
         if data.get("schema") != BUNDLE_SCHEMA:
             raise InputError(
                 f"{results}: bundle schema {data.get('schema')!r}; this kit reads {BUNDLE_SCHEMA}"
@@ -81,14 +95,14 @@ class Bundle:
 
     def read_json(self, name: str) -> Any:
         file = self.path / name
-        return json.loads(file.read_text()) if file.is_file() else None
+        return _parse_json(file) if os.path.lexists(file) else None
 
     def write_json(self, name: str, data: Any) -> None:
         write_json(self.path / name, data)
 
     @property
     def recipe(self) -> dict[str, Any]:
-        return yaml.safe_load((self.path / "recipe.yaml").read_text())
+        return yaml.safe_load(read_bytes(self.path / "recipe.yaml").decode("utf-8"))
 
     def run_dir(self, run_id: str) -> Path:
         path = self.path / "runs" / run_id
@@ -111,27 +125,84 @@ class Bundle:
         self.save()
 
 
+def _finite(data: Any) -> Any:
+    """JSON has no NaN or Infinity: a non-finite float is written as null (and read back so)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, dict):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_finite(v) for v in data]
+    return data
+
+
+def write_json(path: Path, data: Any) -> None:
+    """JSON into a bundle, created anew (kit.safeio.write_bytes), strict JSON (no NaN)."""
+    text = json.dumps(_finite(data), indent=2, sort_keys=False, allow_nan=False) + "\n"
+    write_bytes(path, text.encode("utf-8"))
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _parse_json(path: Path) -> Any:
+    """A JSON file of a bundle, read strictly: no links, UTF-8, no NaN/Infinity; one-line errors."""
+    try:
+        return json.loads(read_bytes(path).decode("utf-8"), parse_constant=_no_constant)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+    except ValueError as exc:  # JSONDecodeError is a ValueError
+        raise InputError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
+
+
 def sha256_file(path: Path) -> str:
+    """The SHA-256 of a regular file, read without following a link."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
 
 
-def _bundle_files(root: Path) -> list[Path]:
-    return sorted(
-        p
-        for p in root.rglob("*")
-        if p.is_file() and p.name != MANIFEST and not p.name.endswith(".tmp")
-    )
+def _remove_empty_dirs(root: Path) -> None:
+    """Empty folders cannot be listed in a manifest: a bundle is sealed without them."""
+    for folder in sorted(scan(root).empty_dirs, key=lambda n: -n.count("/")):
+        with contextlib.suppress(OSError):
+            os.rmdir(root / folder)
+
+
+def _entries(root: Path) -> dict[str, Path]:
+    """Every regular file of the bundle but the manifest and its signature (top level only)."""
+    tree = scan(root)
+    if tree.odd:
+        raise InputError(
+            f"{root}: holds entries that are not regular files or folders: {tree.odd_line()}; "
+            "remove them before sealing"
+        )
+    return {n: root / n for n in tree.files if n not in (MANIFEST, SIGNATURE)}
+
+
+def _manifest_text(root: Path, names: dict[str, str]) -> str:
+    return "".join(f"{digest}  {name}\n" for name, digest in sorted(names.items()))
 
 
 def write_manifest(root: Path) -> Path:
-    """Hash every file of the bundle (but the manifest) in sha256sum's format."""
-    lines = [f"{sha256_file(p)}  {p.relative_to(root).as_posix()}" for p in _bundle_files(root)]
+    """Hash every file of the bundle (but the manifest) in sha256sum's format.
+
+    Empty folders are removed first (a manifest cannot name them); a link, FIFO, device or socket
+    is refused. A signature of an older manifest would no longer match: it is removed.
+    """
+    root = Path(root)
+    _remove_empty_dirs(root)
+    hashes = {name: sha256_file(p) for name, p in _entries(root).items()}
+    if os.path.lexists(root / SIGNATURE):
+        os.unlink(root / SIGNATURE)
     out = root / MANIFEST
-    out.write_text("\n".join(lines) + "\n")
+    write_text(out, _manifest_text(root, hashes))
     return out
 
 
@@ -141,26 +212,98 @@ class Verification:
     checked: int
     changed: list[str]
     missing: list[str]
-    extra: list[str]
+    extra: list[str]  # files and empty folders ("dir/") the manifest does not list
+    odd: list[str] = field(default_factory=list)  # links, FIFOs, devices, sockets, odd names
+
+    @property
+    def names(self) -> list[str]:
+        return self.changed + self.missing + self.extra + self.odd
 
 
-def verify_manifest(root: Path) -> Verification:
-    """Compare the bundle's files with its manifest: changed, missing and unlisted files."""
-    manifest = root / MANIFEST
-    if not manifest.is_file():
-        raise InputError(f"{root}: no {MANIFEST}; this bundle was never sealed")
+def read_manifest(root: Path) -> dict[str, str]:
+    """The recorded name -> sha256 of a sealed bundle; a malformed line is one error."""
+    manifest = Path(root) / MANIFEST
+    if not os.path.lexists(manifest):
+        raise InputError(f"{root}: no {MANIFEST}; this bundle was never sealed (`kit seal` it)")
+    try:
+        text = read_bytes(manifest).decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{manifest}: not valid UTF-8") from None
     recorded: dict[str, str] = {}
-    for n, line in enumerate(manifest.read_text().splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         digest, sep, name = line.partition("  ")
-        if not sep or len(digest) != 64:
-            raise InputError(f"{manifest}:{n}: not a sha256sum line: {line[:80]!r}")
+        parts = name.split("/")
+        if (
+            not sep
+            or len(digest) != 64
+            or any(c not in "0123456789abcdef" for c in digest)
+            or name.startswith("/")
+            or any(p in ("", ".", "..") for p in parts)
+            or name in recorded
+        ):
+            raise InputError(f"{manifest}:{n}: not a sha256sum line of a bundle: {line[:80]!r}")
         recorded[name] = digest
-    present = {p.relative_to(root).as_posix(): p for p in _bundle_files(root)}
-    changed = sorted(
-        n for n, d in recorded.items() if n in present and sha256_file(present[n]) != d
-    )
+    return recorded
+
+
+def verify_manifest(root: Path) -> Verification:
+    """Compare the bundle's whole tree with its manifest: every entry is accounted for.
+
+    Changed, missing and unlisted files; empty folders (unlisted); and links, FIFOs, devices and
+    sockets, which no bundle may hold and whose targets are never hashed. The only entries beside
+    the listed files are the manifest and its signature.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise InputError(f"{root}: not a kit bundle (not a folder)")
+    recorded = read_manifest(root)
+    tree = scan(root)
+    present = {n for n in tree.files if n not in (MANIFEST, SIGNATURE)}
+    changed = sorted(n for n in recorded if n in present and sha256_file(root / n) != recorded[n])
     missing = sorted(n for n in recorded if n not in present)
-    extra = sorted(n for n in present if n not in recorded)
-    return Verification(not (changed or missing or extra), len(recorded), changed, missing, extra)
+    extra = sorted([n for n in present if n not in recorded] + tree.empty_dirs)
+    odd = tree.odd
+    ok = not (changed or missing or extra or odd)
+    return Verification(ok, len(recorded), changed, missing, extra, odd)
+
+
+def require_sealed(root: Path, purpose: str) -> Verification:
+    """A bundle that matches its manifest exactly, or one line naming what does not."""
+    check = verify_manifest(root)
+    if not check.ok:
+        raise KitError(
+            f"{root}: does not match its {MANIFEST} ({', '.join(check.names)}); "
+            f"`kit verify {root}` shows what changed; {purpose}"
+        )
+    return check
+
+
+def reseal_report(root: Path, render: Any) -> Path:
+    """Re-render a sealed bundle's report; replace exactly the report files in its manifest.
+
+    Anything else that differs from the manifest (an edit, an extra file, a link) is refused
+    before rendering. A signed bundle is refused: a new report would void the signature.
+    `render` writes the report files and returns the HTML's path.
+    """
+    root = Path(root)
+    check = verify_manifest(root)
+    touched = [n for n in check.names if n not in REPORT_FILES]
+    if touched:
+        raise KitError(f"{root}: files changed since the bundle was sealed: {', '.join(touched)}")
+    if os.path.lexists(root / SIGNATURE):
+        raise InputError(
+            f"{root}: is signed ({SIGNATURE}); a new report would void the signature: "
+            f"re-render a copy without {SIGNATURE}, then `kit sign` it"
+        )
+    recorded = read_manifest(root)
+    try:
+        return render()
+    finally:  # whatever was written (report.html when the PDF failed) is sealed
+        for name in REPORT_FILES:
+            if os.path.lexists(root / name):
+                recorded[name] = sha256_file(root / name)
+            else:
+                recorded.pop(name, None)
+        write_text(root / MANIFEST, _manifest_text(root, recorded))

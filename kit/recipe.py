@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 from pydantic import (
@@ -25,10 +25,15 @@ from pydantic import (
 )
 
 from kit.errors import InputError
+from kit.recipe_env import check_env
+from kit.recipe_yaml import LocatedError, StrictLoader, line_map, read_text
 from kit.worker.params import KINDS
 
 RECIPE_VERSION = 1
-MAX_RECIPE_BYTES = 1 << 20
+# bounds shared by the recipe fields and the command-line options that override them
+MAX_REPEATS = 100
+MAX_GPUS = 64
+MAX_NODES = 1024
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 
 
@@ -41,8 +46,20 @@ class Variant(Strict):
 
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
-    env: dict[str, str] = {}
-    gpu_ids: list[int] | None = None
+    env: dict[str, str] = {}  # checked by kit.recipe_env: tuning variables only
+    gpu_ids: list[Annotated[int, Field(strict=True, ge=0, le=1023)]] | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, env: dict[str, str]) -> dict[str, str]:
+        return check_env(env)
+
+    @field_validator("gpu_ids")
+    @classmethod
+    def _unique(cls, ids: list[int] | None) -> list[int] | None:
+        if ids is not None and len(set(ids)) != len(ids):
+            raise ValueError(f"GPU ids must be distinct, got {ids}")
+        return ids
 
 
 BUILTIN_VARIANTS = {
@@ -97,14 +114,20 @@ class Nodes(Strict):
     """Several machines for one run: one worker container per node, joined by torchrun's c10d
     rendezvous on the first node. `hosts` are Docker daemon URLs, one per node."""
 
-    hosts: list[str] = Field(min_length=1, max_length=1024)
-    gpus_per_node: int | None = Field(default=None, ge=1, le=64)  # default: the recipe's gpus
-    rdzv_port: int = Field(default=29400, ge=1, le=65535)
+    hosts: list[str] = Field(min_length=1, max_length=MAX_NODES)
+    # default: the recipe's gpus
+    gpus_per_node: int | None = Field(default=None, strict=True, ge=1, le=MAX_GPUS)
+    rdzv_port: int = Field(default=29400, strict=True, ge=1, le=65535)
     # the address the other nodes reach the first one at (default: the first host's name)
     rdzv_host: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9.:_-]*$")
     network: str = Field(default="host", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     nccl_socket_ifname: str | None = Field(default=None, pattern=r"^\^?=?[A-Za-z0-9_.,:-]+$")
-    env: dict[str, str] = {}
+    env: dict[str, str] = {}  # checked by kit.recipe_env: tuning variables only
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, env: dict[str, str]) -> dict[str, str]:
+        return check_env(env)
 
     @field_validator("hosts")
     @classmethod
@@ -130,18 +153,18 @@ class Nodes(Strict):
 
 
 class Recipe(Strict):
-    kit: int
+    kit: int = Field(strict=True)  # `kit: "1"` or `kit: true` is not the format version
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
     verified_on: str = ""
     environment: str = Field(default="cuda13", pattern=NAME_PATTERN)
-    gpus: int = Field(default=2, ge=1, le=64)
-    repeats: int = Field(default=3, ge=1, le=100)
+    gpus: int = Field(default=2, strict=True, ge=1, le=MAX_GPUS)
+    repeats: int = Field(default=3, strict=True, ge=1, le=MAX_REPEATS)
     # adaptive repeats: after `repeats`, add repeats while a headline metric's CV is above
     # cv_threshold, up to max_repeats (default: repeats, i.e. no adaptive repeats)
-    max_repeats: int | None = Field(default=None, ge=1, le=100)
-    cv_threshold: float = Field(default=0.03, gt=0, lt=1)
-    timeout_s: float = Field(default=1800, gt=0)
+    max_repeats: int | None = Field(default=None, strict=True, ge=1, le=MAX_REPEATS)
+    cv_threshold: float = Field(default=0.03, strict=True, gt=0, lt=1)
+    timeout_s: float = Field(default=1800, strict=True, gt=0, le=7 * 24 * 3600)
     variants: list[str | Variant] = ["p2p", "no-p2p"]
     benchmarks: list[Benchmark] = Field(min_length=1)
     nodes: Nodes | None = None  # several machines (kit/runtime/multinode.py); None: this one
@@ -165,7 +188,7 @@ class Recipe(Strict):
 
     @field_validator("variants")
     @classmethod
-    def _variants(cls, items: list[str | Variant]) -> list[str | Variant]:
+    def _variants(cls, items: list[str | Variant], info: ValidationInfo) -> list[str | Variant]:
         if not items:
             raise ValueError("at least one variant is needed")
         names = []
@@ -178,6 +201,13 @@ class Recipe(Strict):
             names.append(item if isinstance(item, str) else item.name)
         if len(set(names)) != len(names):
             raise ValueError(f"variant names must be unique, got {names}")
+        gpus = info.data.get("gpus")
+        for item in items:
+            ids = None if isinstance(item, str) else item.gpu_ids
+            if ids is not None and gpus is not None and len(ids) != gpus:
+                raise ValueError(
+                    f"variant {item.name!r}: gpu_ids {ids} names {len(ids)} GPUs; gpus is {gpus}"
+                )
         return items
 
     def resolved_variants(self) -> list[Variant]:
@@ -192,68 +222,6 @@ class Recipe(Strict):
             raw["name"] = bench.label
             raw["params"] = bench.resolved_params(smoke=False)
         return data
-
-
-# ---------------------------------------------------------------------------------------------
-# YAML loading with line numbers
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that also refuses aliases: a recipe never needs them, and they make bombs."""
-
-    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.MarkedYAMLError(
-                problem="YAML aliases (*name) are not allowed in recipes",
-                problem_mark=event.start_mark,
-            )
-        return super().compose_node(parent, index)
-
-
-def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
-    """Map each value's path (keys and list indices) to its 1-based line; reject duplicate keys."""
-    out = {} if out is None else out
-    out[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        seen: set = set()
-        for key_node, value_node in node.value:
-            key = key_node.value
-            if key in seen:
-                raise _LocatedError(
-                    key_node.start_mark.line + 1, ".".join(map(str, (*path, key))), "duplicate key"
-                )
-            seen.add(key)
-            out[(*path, key)] = key_node.start_mark.line + 1
-            _line_map(value_node, (*path, key), out)
-            out[(*path, key)] = key_node.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _line_map(item, (*path, i), out)
-    return out
-
-
-class _LocatedError(Exception):
-    def __init__(self, line: int, field: str, message: str) -> None:
-        self.line, self.field, self.message = line, field, message
-
-
-def _read_text(path: Path) -> str:
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, expected a recipe YAML file")
-    size = path.stat().st_size
-    if size > MAX_RECIPE_BYTES:
-        raise InputError(
-            f"{path}: {size} bytes is too large for a recipe (limit {MAX_RECIPE_BYTES})"
-        )
-    raw = path.read_bytes()
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise InputError(f"{path}:{line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
 
 
 def _field_path(loc: tuple) -> str:
@@ -290,16 +258,16 @@ def parse_recipe(text: str, source: str) -> Recipe:
             f"{source}: the recipe is empty; it needs at least `kit: 1`, a name and benchmarks"
         )
     try:
-        loader = _StrictLoader(text)
+        loader = StrictLoader(text)
         try:
             node = loader.get_single_node()
             if node is None:
                 raise InputError(f"{source}: the recipe is empty")
-            lines = _line_map(node)
+            lines = line_map(node)
             data = loader.construct_document(node)
         finally:
             loader.dispose()
-    except _LocatedError as exc:
+    except LocatedError as exc:
         raise InputError(f"{source}:{exc.line}: {exc.field}: {exc.message}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -321,7 +289,10 @@ def parse_recipe(text: str, source: str) -> Recipe:
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
+        # a variant given as a mapping fails the `str` branch too: report the mapping's error
+        errs = [e for e in exc.errors() if not (e["loc"][:1] == ("variants",) and
+                                                 e["loc"][-1:] == ("str",))] or exc.errors()  # fmt: skip
+        err = errs[0]
         line = _line_for(lines, err["loc"])
         where = f"{source}:{line}" if line else source
         raise InputError(f"{where}: {_field_path(err['loc'])}: {_explain(err)}") from None
@@ -362,7 +333,7 @@ def _fields(cls: type) -> list:
 def load_recipe(path: str | Path) -> Recipe:
     """Read and validate a recipe file; raises InputError with file:line on any problem."""
     path = Path(path)
-    return parse_recipe(_read_text(path), str(path))
+    return parse_recipe(read_text(path), str(path))
 
 
 def recipe_dir() -> Path:

@@ -1,6 +1,6 @@
 """results.json: the bundle's header, every run's result, and what the driver decided on the way.
 
-Written by kit.bundle (header), kit.reproduce (runs, adaptive repeats, status), kit.rerun
+Written by kit.bundle (header), kit.run.engine (runs, adaptive repeats, status), kit.run.rerun
 (`reproduces`, `environment_diff`) and kit.runtime.slurm (`slurm`).
 """
 

@@ -1,5 +1,5 @@
 """`kit refs`: the known machines a report places a bundle against. Mount with
-`app.add_typer(refs_app, name="refs")` in kit/cli.py."""
+`app.add_typer(refs_app, name="refs")` in kit/cli/__init__.py."""
 
 from __future__ import annotations
 

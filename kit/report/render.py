@@ -9,6 +9,7 @@ as failed, never as a number.
 from __future__ import annotations
 
 import base64
+import io
 import platform
 import statistics
 from dataclasses import dataclass, field
@@ -18,10 +19,11 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from kit import __version__
-from kit.bundle import MANIFEST, Bundle, sha256_file
+from kit.bundle import MANIFEST, REPORT_FILES, SIGNATURE, Bundle, sha256_file
 from kit.errors import KitError
 from kit.inventory import summary_line
 from kit.report import analysis, plots
+from kit.safeio import scan, write_bytes, write_text
 
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
@@ -270,11 +272,11 @@ def environment_view(env: dict[str, Any], results: dict[str, Any]) -> dict[str, 
 def manifest_view(root: Path) -> list[tuple[str, str, int]]:
     """(path, sha256, bytes) of every bundle file the report does not itself produce."""
     out = []
-    for p in sorted(root.rglob("*")):
-        rel = p.relative_to(root).as_posix()
-        if not p.is_file() or rel == MANIFEST or rel.startswith("report.") or rel.endswith(".tmp"):
+    for rel in scan(root).files:  # regular files only: no link is followed
+        if rel in (MANIFEST, SIGNATURE) or rel in REPORT_FILES:
             continue
-        out.append((rel, sha256_file(p), p.stat().st_size))
+        p = root / rel
+        out.append((rel, sha256_file(p), p.lstat().st_size))
     return out
 
 
@@ -534,7 +536,7 @@ def offline_fetcher() -> Any:
     return OfflineFetcher()
 
 
-def write_pdf(html: str, out: Path, fetcher: Any = None) -> Any:
+def write_pdf(html: str, out: Path | io.BytesIO, fetcher: Any = None) -> Any:
     """The PDF from the same HTML and stylesheet. Returns the fetcher (its `refused` list)."""
     import logging
 
@@ -551,10 +553,13 @@ def render_bundle(bundle: Bundle) -> Path:
     """Write report.html and report.pdf into the bundle; returns the HTML's path."""
     ctx = context(bundle)
     out = bundle.path / "report.html"
-    out.write_text(render_html(bundle, ctx), encoding="utf-8")
+    # created anew and renamed into place: a link planted at either name is replaced, not followed
+    write_text(out, render_html(bundle, ctx))
     pdf = bundle.path / "report.pdf"
+    buffer = io.BytesIO()
     try:
-        write_pdf(render_html(bundle, ctx, pdf=True), pdf)
+        write_pdf(render_html(bundle, ctx, pdf=True), buffer)
     except OSError as exc:  # WeasyPrint's system libraries (Pango) missing or broken
         raise KitError(f"{pdf}: not written ({exc}); report.html is") from None
+    write_bytes(pdf, buffer.getvalue())
     return out

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kit.bundle import Bundle, default_bundle_dir, now_iso
+from kit.bundle import Bundle, default_bundle_dir, now_iso, write_json
 from kit.errors import InputError
 from kit.inventory import collect
 from kit.recipe import Recipe
@@ -28,7 +28,6 @@ from kit.runtime.base import RunOutcome, Runtime, RuntimeRequest
 from kit.runtime.multinode.config import node_config
 from kit.runtime.multinode.transport import nodes_device
 from kit.stats import AdaptiveRepeats, is_noisy
-from kit.worker.common import write_json
 
 
 @dataclass
@@ -221,7 +220,10 @@ def run_recipe(
             env["container"] = ok[0].get("versions")
             bundle.write_json("environment.json", env)
         if after_runs is not None:
-            after_runs(bundle)
+            try:  # a malformed record must not leave the bundle unsealed
+                after_runs(bundle)
+            except Exception as exc:
+                console.print(f"kit: warning: environment not compared: {exc}", markup=False)
         bundle.finish(status)
         try:
             seal(bundle)

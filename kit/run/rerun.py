@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from typing import Any
 
 from kit.bundle import MANIFEST, Bundle, sha256_file, verify_manifest
 from kit.errors import InputError
-from kit.recipe import Recipe, load_recipe
+from kit.recipe import MAX_REPEATS, NAME_PATTERN, Recipe, load_recipe
 from kit.run.engine import Options, run_recipe
 from kit.run.envdiff import Difference, environment_diff
 from kit.run.results import console
@@ -143,6 +144,55 @@ def load_for_rerun(path: Path) -> tuple[Bundle, Recipe]:
     return old, load_recipe(old.path / "recipe.yaml")
 
 
+def check_recorded(path: Path, options: Options) -> None:
+    """What the rerun takes from the bundle's results.json, checked before anything is created."""
+    where = f"{path}/results.json"
+    if options.device not in ("auto", "cuda", "cpu"):
+        raise InputError(f"{where}: device {options.device!r}: allowed: auto, cuda, cpu")
+    if options.smoke is not None and not isinstance(options.smoke, bool):
+        raise InputError(f"{where}: smoke {options.smoke!r}: expected true or false")
+    repeats = options.repeats
+    if repeats is not None and (
+        isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS
+    ):
+        raise InputError(
+            f"{where}: repeats {repeats!r}: expected a whole number 1 to {MAX_REPEATS}"
+        )
+
+
+def check_environment_record(path: Path, env: Any) -> None:
+    """environment.json names an environment of this kit (never a folder elsewhere) and says
+    which base image it was built on; a docker rerun builds FROM that image: it is printed."""
+    where = f"{path}/environment.json"
+    if not isinstance(env, dict):
+        raise InputError(f"{where}: expected a JSON object")
+    for key in ("runtime", "name", "base_image"):
+        if env.get(key) is not None and not isinstance(env[key], str):
+            raise InputError(f"{where}: {key}: expected a string")
+    name = env.get("name")
+    if name is not None and not re.fullmatch(NAME_PATTERN, name):
+        raise InputError(f"{where}: name {name!r}: an environment of this kit (docker/NAME)")
+    args = env.get("build_args")
+    base = (args.get("BASE_IMAGE") if isinstance(args, dict) else None) or env.get("base_image")
+    if base and env.get("runtime") == "docker":
+        console.print(f"kit: the bundle's image was built FROM {base}", markup=False)
+
+
+def print_recipe_env(recipe: Recipe) -> None:
+    """Before rerunning a bundle from elsewhere, say what its recipe sets in every run's env."""
+    sets = [(f"variant {v.name}", v.env) for v in recipe.resolved_variants() if v.env]
+    if recipe.nodes is not None and recipe.nodes.env:
+        sets.append(("nodes", recipe.nodes.env))
+    if not sets:
+        console.print("kit: the bundle's recipe sets no environment variables")
+    for who, env in sets:
+        pairs = " ".join(f"{k}={v}" for k, v in env.items())
+        console.print(f"kit: the bundle's recipe sets ({who}): {pairs}", markup=False)
+    for v in recipe.resolved_variants():
+        if v.gpu_ids:
+            console.print(f"kit: variant {v.name} runs on GPUs {v.gpu_ids}", markup=False)
+
+
 def rerun_bundle(path: Path, options: Options, strict_env: bool = False) -> tuple[Bundle, int]:
     """Rerun `path` with its recorded device, smoke scale and repeats unless `options` override.
 
@@ -152,17 +202,20 @@ def rerun_bundle(path: Path, options: Options, strict_env: bool = False) -> tupl
     recorded = old.results
     old_env = old.read_json("environment.json") or {}
     old_hw = old.read_json("hardware.json")
-    target = environment_for(old_env, options.runtime, options.image_archive)
-    options.runtime = target.runtime
-    for key, value in target.options.items():
-        setattr(options, key, value)
     if options.device is None:
         options.device = recorded.get("device") or "auto"
     if options.smoke is None:
         options.smoke = recorded.get("smoke")
     if options.repeats is None:
         options.repeats = recorded.get("repeats")
+    check_recorded(path, options)
+    check_environment_record(path, old_env)
     console.print(f"kit: rerunning {path} (recipe {recipe.name}, {recorded.get('created_at')})")
+    print_recipe_env(recipe)
+    target = environment_for(old_env, options.runtime, options.image_archive)
+    options.runtime = target.runtime
+    for key, value in target.options.items():
+        setattr(options, key, value)
     if target.fingerprint is not None:
         diffs = environment_diff(old_env, target.fingerprint, old_hw)
         print_differences(diffs, "before running")

@@ -13,20 +13,14 @@ from typing import Any
 
 from rich.console import Console
 
-from kit.bundle import Bundle, write_manifest
-from kit.errors import KitError
+from kit.bundle import Bundle
 from kit.run.plan import RunSpec
 from kit.runtime.base import RunOutcome, tail
+from kit.seal import seal_bundle
 from kit.worker.common import RESULT_SCHEMA
 from kit.worker.nccl_log import parse_nccl_log, verdict
 
-try:  # the report's libraries (matplotlib, jinja2) may be absent where only the runs happen
-    from kit.report.render import render_bundle
-except ImportError as _missing:  # the bundle is sealed all the same; `kit report` renders it later
-    render_bundle = None
-    RENDER_UNAVAILABLE = f"{type(_missing).__name__}: {_missing}"
-
-console = Console(stderr=True, highlight=False)
+console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 _EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
 
@@ -136,12 +130,4 @@ def annotate_result(result: dict[str, Any], outcome: RunOutcome) -> None:
 
 def seal(bundle: Bundle) -> None:
     """Render the report (a failure there never costs the measurements) and write the manifest."""
-    try:
-        if render_bundle is None:
-            raise KitError(f"the report's libraries are missing here ({RENDER_UNAVAILABLE})")
-        render_bundle(bundle)
-    except KitError as exc:
-        console.print(f"kit: warning: report not rendered: {exc}")
-    except Exception as exc:  # the measurements matter more than the page
-        console.print(f"kit: warning: report not rendered: {type(exc).__name__}: {exc}")
-    write_manifest(bundle.path)
+    seal_bundle(bundle, lambda line: console.print(line, markup=False))

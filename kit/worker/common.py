@@ -6,6 +6,7 @@ rank 0 writes result.json. Standard library and torch only: this runs inside the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -13,6 +14,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +27,21 @@ def now_iso() -> str:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically (write a temporary file, then rename), so a reader never sees half."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
+    """Write JSON atomically, so a reader never sees half: a new temporary file (never opened
+    through a link: O_EXCL|O_NOFOLLOW), fsynced, then renamed over `path`; removed on failure."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{time.monotonic_ns()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 @dataclass
@@ -143,8 +156,8 @@ class StepTimer:
         """Seconds between consecutive marks (waits for the device once)."""
         if self.ctx.is_cuda:
             self.ctx.synchronize()
-            return [a.elapsed_time(b) / 1e3 for a, b in zip(self._marks, self._marks[1:])]
-        return [b - a for a, b in zip(self._marks, self._marks[1:])]
+            return [a.elapsed_time(b) / 1e3 for a, b in pairwise(self._marks)]
+        return [b - a for a, b in pairwise(self._marks)]
 
 
 def metric(value: float, unit: str, higher_is_better: bool = True) -> dict[str, Any]:

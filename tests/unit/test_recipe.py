@@ -50,7 +50,7 @@ def test_good_recipe_fills_defaults(tmp_path):
         (GOOD.replace("gpus: 2", "gpus: 2\ncolour: red"), "r.yaml:4: colour: unknown key"),
         (
             GOOD.replace("gpus: 2", "gpus: two"),
-            "r.yaml:3: gpus: input should be a valid integer, unable to parse string as an integer",
+            "r.yaml:3: gpus: input should be a valid integer",
         ),
         (
             GOOD.replace("gpus: 2", "gpus: 0"),

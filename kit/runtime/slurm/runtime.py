@@ -19,14 +19,14 @@ from typing import Any
 
 from rich.console import Console
 
-from kit.bundle import Bundle
+from kit.bundle import Bundle, write_json
 from kit.errors import InputError, KitError
 from kit.recipe import Recipe, load_recipe
 from kit.run.plan import plan
 from kit.run.results import result_of, seal
 from kit.runtime.base import RunOutcome, tail
 from kit.runtime.slurm.script import TIMEOUT_EXIT, Job, SlurmOptions, make_job, render_script
-from kit.worker.common import write_json
+from kit.safeio import write_text
 
 console = Console(stderr=True, highlight=False)
 
@@ -130,14 +130,13 @@ def read_exit_codes(path: Path) -> dict[str, tuple[int, float]]:
 
 def _merge_logs(bundle: Bundle, run_id: str, nodes: int) -> list[dict[str, Any]]:
     """logs/<run>.log from the nodes' logs, each line prefixed with its node (as docker does)."""
-    records = []
-    with open(bundle.log_path(run_id), "w") as combined:
-        for i in range(nodes):
-            path = bundle.path / "logs" / f"{run_id}.node{i}.log"
-            text = path.read_text(errors="replace") if path.is_file() else ""
-            for line in text.splitlines():
-                combined.write(f"[node{i}] {line}\n")
-            records.append({"node": i, "log": f"logs/{path.name}", "found": path.is_file()})
+    records, combined = [], []
+    for i in range(nodes):
+        path = bundle.path / "logs" / f"{run_id}.node{i}.log"
+        text = path.read_text(errors="replace") if path.is_file() else ""
+        combined += [f"[node{i}] {line}\n" for line in text.splitlines()]
+        records.append({"node": i, "log": f"logs/{path.name}", "found": path.is_file()})
+    write_text(bundle.log_path(run_id), "".join(combined))  # created anew, never through a link
     return records
 
 

@@ -67,6 +67,13 @@ def check_options(opts: SlurmOptions) -> None:
         raise InputError(f"--device {opts.device!r}: allowed: cuda, cpu")
     if opts.time is not None and not re.match(TIME_PATTERN, opts.time):
         raise InputError(f"--time {opts.time!r}: expected MINUTES, HH:MM:SS or D-HH:MM:SS")
+    # every value below becomes a line of the sbatch script: no line breaks, no NUL
+    for name, value in (("--partition", opts.partition), ("--time", opts.time),
+                        ("--container-image", opts.container_image),
+                        ("--apptainer", opts.apptainer), ("--host-python", opts.host_python),
+                        *(("--sbatch-arg", x) for x in opts.extra)):  # fmt: skip
+        if value is not None and any(c in str(value) for c in "\n\r\0"):
+            raise InputError(f"{name} {str(value)!r}: line breaks and NUL are not allowed")
     for name, value in (("--nodes", opts.nodes), ("--gpus-per-node", opts.gpus_per_node)):
         if value is not None and value < 1:
             raise InputError(f"{name} {value}: must be at least 1")

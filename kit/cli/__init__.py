@@ -9,7 +9,10 @@ from typing import Annotated
 import typer
 
 from kit import __version__
+from kit.cli import bundle as bundle_commands
+from kit.cli.errors import run
 from kit.errors import InputError, KitError
+from kit.recipe import MAX_GPUS, MAX_NODES, MAX_REPEATS
 
 app = typer.Typer(
     help="Reproducible GPU hardware benchmarks: pinned environments, standard workloads, "
@@ -58,7 +61,7 @@ def reproduce(
         ),
     ] = None,
     repeats: Annotated[
-        int | None, typer.Option(min=1, help="Override the recipe's repeats.")
+        int | None, typer.Option(min=1, max=MAX_REPEATS, help="Override the recipe's repeats.")
     ] = None,
     runtime: Annotated[
         str | None,
@@ -219,45 +222,13 @@ def inspect(
     raise typer.Exit(inspect_command(json_out, snapshot, from_snapshot))
 
 
-@app.command()
-def report(bundle: Annotated[Path, typer.Argument(help="A bundle directory.")]) -> None:
-    """Re-render a bundle's report from its files, and re-seal its manifest.
-
-    Example: kit report reports/allreduce-20261121-120000
-    """
-    from kit.bundle import Bundle, verify_manifest, write_manifest
-    from kit.report.render import render_bundle
-
-    b = Bundle.load(bundle)
-    check = verify_manifest(b.path)
-    # only the report files may differ: anything else changed means the bundle was edited
-    touched = [
-        n for n in check.changed + check.missing + check.extra if not n.startswith("report.")
-    ]
-    if touched:
-        raise KitError(f"{bundle}: files changed since the bundle was sealed: {', '.join(touched)}")
-    path = render_bundle(b)
-    write_manifest(b.path)
-    print(path)
-
-
-@app.command()
-def verify(bundle: Annotated[Path, typer.Argument(help="A bundle directory.")]) -> None:
-    """Check a bundle's files against its MANIFEST.sha256.
-
-    Example: kit verify reports/examples/allreduce-2xh200
-    """
-    from kit.bundle import verify_manifest
-
-    result = verify_manifest(bundle)
-    for label, names in (("changed", result.changed), ("missing", result.missing),
-                         ("not in manifest", result.extra)):  # fmt: skip
-        for name in names:
-            print(f"{label}: {name}")
-    if not result.ok:
-        raise KitError(f"{bundle}: does not match its manifest ({len(result.changed)} changed, "
-                       f"{len(result.missing)} missing, {len(result.extra)} not listed)")  # fmt: skip
-    print(f"{bundle}: OK, {result.checked} files match MANIFEST.sha256")
+for _command in (
+    bundle_commands.report,
+    bundle_commands.verify,
+    bundle_commands.sign,
+    bundle_commands.seal,
+):
+    app.command()(_command)
 
 
 @app.command()
@@ -296,10 +267,14 @@ def slurm(
         Path | None, typer.Argument(help="With `collect`: the bundle the job wrote into.")
     ] = None,
     nodes: Annotated[
-        int | None, typer.Option(help="Nodes (default: the recipe's nodes.hosts count, or 1).")
+        int | None,
+        typer.Option(
+            min=1, max=MAX_NODES, help="Nodes (default: the recipe's nodes.hosts count, or 1)."
+        ),
     ] = None,
     gpus_per_node: Annotated[
-        int | None, typer.Option(help="Processes per node (default: the recipe's).")
+        int | None,
+        typer.Option(min=1, max=MAX_GPUS, help="Processes per node (default: the recipe's)."),
     ] = None,
     partition: Annotated[str | None, typer.Option(help="sbatch --partition.")] = None,
     time: Annotated[str | None, typer.Option(help="sbatch --time, e.g. 01:00:00.")] = None,
@@ -318,7 +293,9 @@ def slurm(
     smoke: Annotated[
         bool | None, typer.Option("--smoke/--full", help="Smoke scale (default: on CPU).")
     ] = None,
-    repeats: Annotated[int | None, typer.Option(min=1, help="Override the recipe's.")] = None,
+    repeats: Annotated[
+        int | None, typer.Option(min=1, max=MAX_REPEATS, help="Override the recipe's.")
+    ] = None,
     out: Annotated[
         Path | None, typer.Option(help="Bundle directory, on a filesystem the nodes share.")
     ] = None,
@@ -415,26 +392,5 @@ def recipes_validate(files: Annotated[list[Path], typer.Argument(help="Recipe fi
 
 
 def main() -> None:
-    """Console entry point: library errors become one line and an exit code, never a traceback."""
-    try:
-        code = app(standalone_mode=False)  # returns the exit code of typer.Exit in this mode
-    except KitError as exc:
-        print(f"kit: error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        print("kit: aborted", file=sys.stderr)
-        sys.exit(130)
-    except Exception as exc:  # click's usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
-    sys.exit(code if isinstance(code, int) else 0)
-
-
-if __name__ == "__main__":
-    main()
+    """Console entry point: every error is one line on stderr and an exit code (kit.cli.errors)."""
+    sys.exit(run(app))

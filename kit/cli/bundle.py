@@ -1,0 +1,114 @@
+"""The commands that take a finished bundle: report, verify, sign, seal. kit/cli/__init__.py registers them.
+
+Thin, like the rest of the CLI: parse, call kit.bundle / kit.signature / kit.seal, print.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kit.errors import KitError
+
+
+def _warn(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def report(bundle: Annotated[Path, typer.Argument(help="A bundle directory.")]) -> None:
+    """Re-render a bundle's report from its files; re-seal the report files and nothing else.
+
+    Refused when anything but report.html / report.pdf differs from the manifest (an edit, an
+    extra file, a link), and for a signed bundle (a new report would void the signature).
+
+    Example: kit report reports/allreduce-20261121-120000
+    """
+    from kit.bundle import Bundle, reseal_report
+    from kit.report.render import render_bundle
+
+    b = Bundle.load(bundle)
+    print(reseal_report(b.path, lambda: render_bundle(b)))
+
+
+def verify(
+    bundle: Annotated[Path, typer.Argument(help="A bundle directory.")],
+    allowed_signers: Annotated[
+        Path | None,
+        typer.Option(help="OpenSSH allowed_signers file: check the signature and name the signer."),
+    ] = None,
+) -> None:
+    """Check every entry of a bundle against its MANIFEST.sha256, and its signature if any.
+
+    Every file must be listed and match; no links, FIFOs, devices, sockets or empty folders.
+    Without --allowed-signers a signature is checked against the manifest only ("signer not
+    checked").
+
+    Example: kit verify reports/examples/h200x2-allreduce
+
+    Example: kit verify BUNDLE --allowed-signers ~/.config/kit/allowed_signers
+    """
+    from kit.bundle import MANIFEST, verify_manifest
+    from kit.signature import signature_status
+
+    result = verify_manifest(bundle)
+    for label, names in (("changed", result.changed), ("missing", result.missing),
+                         ("not in manifest", result.extra),
+                         ("not a regular file", result.odd)):  # fmt: skip
+        for name in names:
+            print(f"{label}: {name}")
+    if not result.ok:
+        raise KitError(f"{bundle}: does not match its manifest ({len(result.changed)} changed, "
+                       f"{len(result.missing)} missing, {len(result.extra)} not listed, "
+                       f"{len(result.odd)} not regular files)")  # fmt: skip
+    sig = signature_status(bundle, allowed_signers)
+    if not sig.ok:
+        raise KitError(f"{bundle}: {sig.line()}")
+    if allowed_signers is not None and sig.state == "unsigned":
+        raise KitError(f"{bundle}: unsigned; --allowed-signers asks for a signature")
+    print(f"{bundle}: OK, {result.checked} files match {MANIFEST}; {sig.line()}")
+
+
+def sign(
+    bundle: Annotated[Path, typer.Argument(help="A sealed bundle directory.")],
+    key: Annotated[Path, typer.Option(help="SSH private key (ssh-keygen -t ed25519).")],
+    identity: Annotated[
+        str | None,
+        typer.Option(help="Who signs (e.g. an e-mail): printed in the allowed_signers line."),
+    ] = None,
+) -> None:
+    """Sign a sealed bundle's MANIFEST.sha256 with an SSH key (ssh-keygen -Y sign).
+
+    Writes MANIFEST.sha256.sig (namespace kit-bundle@kit). The receiver checks it with
+    `kit verify BUNDLE --allowed-signers FILE`; the line for that file is printed on stderr.
+
+    Example: kit sign reports/allreduce-20261121-120000 --key ~/.ssh/id_ed25519 --identity me@lab
+    """
+    from kit.signature import sign as sign_bundle
+
+    path, line = sign_bundle(bundle, key, identity)
+    if line:
+        _warn(f"kit: allowed_signers line for this key: {line}")
+    print(path)
+
+
+def seal(bundle: Annotated[Path, typer.Argument(help="A bundle whose seal was interrupted.")]):
+    """Seal a bundle an interruption left unsealed, keeping every finished run.
+
+    Removes temporary files, records runs the driver had not recorded and the interruption
+    (results.json `sealed_after`; status `interrupted` if it was `running`), renders the
+    report and writes the manifest.
+
+    Example: kit seal reports/allreduce-20261121-120000
+    """
+    from kit.seal import recover
+
+    b, note = recover(bundle, _warn)
+    _warn(
+        f"kit: sealed {b.path}: status {b.results.get('status')}, "
+        f"{len(b.results.get('runs') or [])} runs ({len(note['recovered_runs'])} recovered), "
+        f"{len(note['removed_temporary_files'])} temporary files removed"
+    )
+    print(b.path)

@@ -1,0 +1,85 @@
+"""How the `kit` command ends: every error one line on stderr and an exit code, never a traceback.
+
+typer/click usage errors are run with standalone_mode=False and mapped here, so they print one
+line and exit 2 like the library's InputError, instead of click's usage block.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from kit.errors import InputError, KitError
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _click_exceptions() -> tuple[tuple[type[BaseException], ...], ...]:
+    """Exit, Abort, UsageError and ClickException of click, and of the copy newer typer
+    releases vendor (typer._click): typer raises its own, which are not click's classes."""
+    import importlib
+
+    mods = []
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            mods.append(importlib.import_module(name))
+        except ImportError:
+            continue
+
+    def each(name: str) -> tuple[type[BaseException], ...]:
+        return tuple(getattr(m, name) for m in mods if hasattr(m, name))
+
+    return (
+        (typer.Exit, *each("Exit")),
+        (typer.Abort, *each("Abort")),
+        each("UsageError"),
+        each("ClickException"),
+    )
+
+
+def _contradictions(argv: list[str]) -> None:
+    """Flags that cancel each other are refused, not silently resolved by the last one."""
+    args = argv[: argv.index("--")] if "--" in argv else argv
+    if "--smoke" in args and "--full" in args:
+        raise InputError("--smoke and --full together: choose one")
+
+
+def run(app: typer.Typer) -> int:
+    """Run the app; every error is one line on stderr and an exit code, never a traceback.
+
+    Usage errors (click's: unknown option or command, bad or missing value) and KitError's
+    InputError exit 2; a failed run 1; an interruption 130.
+    """
+    exits, aborts, usage, click_errors = _click_exceptions()
+    try:
+        _contradictions(sys.argv[1:])
+        # in this mode typer returns the exit code of typer.Exit instead of exiting
+        code = app(standalone_mode=False, prog_name="kit")
+    except KitError as exc:
+        print(f"kit: error: {_one_line(exc)}", file=sys.stderr)
+        return exc.exit_code
+    except exits as exc:
+        return exc.exit_code
+    except aborts:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
+        print("kit: aborted", file=sys.stderr)
+        return 130
+    except usage as exc:
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx else "kit"
+        print(f"kit: error: {where}: {_one_line(exc.format_message())} (see {where} --help)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    except click_errors as exc:
+        print(f"kit: error: {_one_line(exc.format_message())}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a path the user gave: read-only, under a file, a name too long
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"kit: error: {where}{exc.strerror or _one_line(exc)}", file=sys.stderr)
+        return 2
+    except RecursionError:
+        print("kit: error: input nested too deeply", file=sys.stderr)
+        return 2
+    return code if isinstance(code, int) else 0

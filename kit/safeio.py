@@ -1,0 +1,159 @@
+"""Files inside a bundle, written safely and read strictly.
+
+A bundle may come from anyone (a vendor, a colleague, a stranger): the kit never writes through
+a link it finds there, never reads through one, and never mistakes a FIFO, a device or a socket
+for a file. Every write creates a new file under a temporary name in the same folder
+(O_CREAT|O_EXCL|O_NOFOLLOW), fsyncs it and renames it over the old name, so a link planted at
+that name is replaced, not followed, and a reader never sees half a file. A failed write (a full
+disk) removes its temporary file and is one line.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kit.errors import InputError, KitError
+
+MAX_READ_BYTES = 256 << 20  # no bundle file the kit reads is anywhere near this
+TMP_SUFFIX = ".tmp"
+
+
+def _check_parents(path: Path) -> None:
+    """Refuse a write whose folder (below an existing real one) is a link or not a folder."""
+    parent = path.parent
+    try:
+        st = os.lstat(parent)
+    except FileNotFoundError:
+        raise KitError(f"{parent}: no such folder") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise InputError(f"{parent}: is a symbolic link; the kit writes nothing through links")
+    if not stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{parent}: not a folder")
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Create `path` anew with `data`: temp file (O_EXCL|O_NOFOLLOW), fsync, rename into place."""
+    path = Path(path)
+    _check_parents(path)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}{TMP_SUFFIX}")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(tmp, flags, 0o644)
+    except OSError as exc:
+        raise KitError(f"{path}: cannot write ({exc.strerror})") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # replaces a link at `path`; never writes through it
+    except BaseException as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            why = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
+            raise KitError(f"{path}: not written: {why}") from None
+        raise
+
+
+def write_text(path: Path, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def read_bytes(path: Path, limit: int = MAX_READ_BYTES) -> bytes:
+    """A regular file's bytes, never through a link, never blocking on a FIFO or a device."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(f"{path}: is a symbolic link; the kit reads no links") from None
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{path}: not a regular file ({kind(st.st_mode)})")
+        if st.st_size > limit:
+            raise InputError(f"{path}: {st.st_size} bytes is more than the {limit} the kit reads")
+        return f.read(limit + 1)[:limit]
+
+
+def kind(mode: int) -> str:
+    """A file type in words, for error messages."""
+    for test, word in (
+        (stat.S_ISLNK, "symbolic link"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISDIR, "folder"),
+        (stat.S_ISREG, "file"),
+    ):
+        if test(mode):
+            return word
+    return "unknown file type"
+
+
+@dataclass
+class Tree:
+    """Every entry under a folder, found without following links: what the manifest must cover."""
+
+    files: list[str] = field(default_factory=list)  # regular files, relative POSIX paths
+    empty_dirs: list[str] = field(default_factory=list)  # "name/"
+    odd: list[str] = field(default_factory=list)  # "name (symbolic link)" and the like
+
+    def odd_line(self) -> str:
+        return ", ".join(self.odd)
+
+
+def _bad_name(name: str) -> bool:
+    return any(ord(c) < 32 or c in "\\\x7f" for c in name)
+
+
+def scan(root: Path) -> Tree:
+    """Walk `root` with lstat only: links, FIFOs, devices, sockets and odd names are `odd`."""
+    tree = Tree()
+
+    def walk(folder: Path, rel: str) -> int:
+        count = 0
+        with os.scandir(folder) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                name = f"{rel}{entry.name}"
+                count += 1
+                mode = entry.stat(follow_symlinks=False).st_mode
+                if _bad_name(entry.name):
+                    tree.odd.append(f"{name!a} (a name with control characters)")
+                elif stat.S_ISDIR(mode):
+                    if walk(Path(entry.path), name + "/") == 0:
+                        tree.empty_dirs.append(name + "/")
+                elif stat.S_ISREG(mode):
+                    tree.files.append(name)
+                else:
+                    tree.odd.append(f"{name} ({kind(mode)})")
+        return count
+
+    walk(Path(root), "")
+    return tree
+
+
+def check_folder(root: Path) -> None:
+    """Refuse a bundle path that is not a folder, and a bundle holding links, FIFOs or devices."""
+    root = Path(root)
+    if not root.is_dir():
+        raise InputError(f"{root}: not a kit bundle (not a folder)")
+    odd = scan(root).odd
+    if odd:
+        raise InputError(
+            f"{root}: holds entries that are not regular files or folders: {', '.join(odd)}; "
+            "the kit reads no links, FIFOs, devices or sockets in a bundle"
+        )

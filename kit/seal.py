@@ -1,0 +1,98 @@
+"""Sealing a bundle: render its report, then write its manifest; and `kit seal`, which finishes
+the seal of a bundle an interruption left open, so nothing measured is ever stranded.
+
+An interrupted `kit reproduce` (a second Ctrl-C while the report renders, a full disk, a crash)
+can leave a bundle with finished runs, status `running`, no manifest and temporary files.
+`kit seal BUNDLE` removes the temporary files, adds every run whose result the worker wrote
+but the driver never recorded, records the interruption in results.json (`sealed_after`) and
+seals the bundle, so it can be verified, reported, compared and rerun.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kit.bundle import MANIFEST, Bundle, write_manifest
+from kit.errors import InputError, KitError
+from kit.safeio import TMP_SUFFIX, scan
+from kit.worker.common import now_iso
+
+try:  # the report's libraries (matplotlib, jinja2) may be absent where only the runs happen
+    from kit.report.render import render_bundle
+except ImportError as _missing:  # the bundle is sealed all the same; `kit report` renders it later
+    render_bundle = None
+    RENDER_UNAVAILABLE = f"{type(_missing).__name__}: {_missing}"
+
+
+def seal_bundle(bundle: Bundle, warn: Callable[[str], Any]) -> None:
+    """Render the report (a failure there never costs the measurements), then the manifest.
+
+    Even an interruption while rendering (a second Ctrl-C) leaves the manifest written.
+    """
+    try:
+        if render_bundle is None:
+            raise KitError(f"the report's libraries are missing here ({RENDER_UNAVAILABLE})")
+        render_bundle(bundle)
+    except KitError as exc:
+        warn(f"kit: warning: report not rendered: {exc}")
+    except KeyboardInterrupt:
+        warn("kit: warning: report not rendered: interrupted; `kit report` renders it later")
+    except Exception as exc:  # the measurements matter more than the page
+        warn(f"kit: warning: report not rendered: {type(exc).__name__}: {exc}")
+    finally:
+        write_manifest(bundle.path)
+
+
+def _stray_results(bundle: Bundle) -> list[dict[str, Any]]:
+    """Results the workers wrote (runs/<id>/result.json) that results.json does not hold."""
+    known = {r.get("run_id") for r in bundle.results.get("runs") or [] if isinstance(r, dict)}
+    found = []
+    for name in scan(bundle.path).files:
+        parts = name.split("/")
+        if len(parts) != 3 or parts[0] != "runs" or parts[2] != "result.json":
+            continue
+        if parts[1] in known:
+            continue
+        try:
+            result = bundle.read_json(name)
+        except InputError:
+            continue  # half a result is no result; the file stays, listed in the manifest
+        if isinstance(result, dict) and result.get("run_id") == parts[1]:
+            result["recovered"] = "recorded by `kit seal`: the driver stopped before recording it"
+            found.append(result)
+    return found
+
+
+def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, Any]]:
+    """Seal a bundle whose seal was interrupted; returns it and what was recorded about it."""
+    path = Path(path)
+    bundle = Bundle.load(path)  # refuses links, FIFOs, devices and malformed results.json
+    if os.path.lexists(path / MANIFEST):
+        raise InputError(f"{path}: already sealed ({MANIFEST}); `kit verify {path}` checks it")
+    runs = bundle.results.get("runs")
+    if not isinstance(runs, list):
+        raise InputError(f"{path}/results.json: runs: expected a list")
+    removed = [n for n in scan(path).files if n.endswith(TMP_SUFFIX)]
+    for name in removed:  # a write cut short; the file it was to replace holds the last whole one
+        os.unlink(path / name)
+    recovered = _stray_results(bundle)
+    runs.extend(recovered)
+    before = bundle.results.get("status")
+    note = {
+        "at": now_iso(),
+        "by": "kit seal",
+        "status_before": before,
+        "removed_temporary_files": removed,
+        "recovered_runs": [r["run_id"] for r in recovered],
+        "reason": "the seal of this bundle was interrupted (no manifest was written)",
+    }
+    bundle.results["sealed_after"] = note
+    if before in (None, "running"):
+        bundle.results["status"] = "interrupted"
+        bundle.results["finished_at"] = bundle.results.get("finished_at") or now_iso()
+    bundle.save()
+    seal_bundle(bundle, warn)
+    return bundle, note
