@@ -11,7 +11,7 @@ import pytest
 from pypdf import PdfReader
 
 from kit.bundle import Bundle, write_manifest
-from kit.compare import (
+from kit.report.compare import (
     comparison,
     load_machines,
     p2p_effects,

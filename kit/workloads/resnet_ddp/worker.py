@@ -20,7 +20,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from kit.worker.common import Context
-from kit.worker.params import ResnetDdpParams
+from kit.workloads.resnet_ddp.params import ResnetDdpParams
 from kit.worker.training import measure, seed_all, summarize
 
 
