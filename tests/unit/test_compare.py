@@ -11,6 +11,7 @@ import pytest
 from pypdf import PdfReader
 
 from kit.bundle import Bundle, write_manifest
+from kit.errors import InputError, KitError
 from kit.report.compare import (
     comparison,
     load_machines,
@@ -20,7 +21,6 @@ from kit.report.compare import (
     workload_rows,
     write_comparison,
 )
-from kit.errors import InputError, KitError
 from kit.report.render import machine_line
 
 RECIPE = {"kit": 1, "name": "known", "description": "", "repeats": 5, "benchmarks": []}

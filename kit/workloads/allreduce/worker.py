@@ -1,6 +1,6 @@
 """All-reduce sweep (nccl-tests all_reduce_perf): size = the buffer every rank reduces.
 
-    busbw = algbw * 2(n - 1)/n (the bandwidth each link must carry in a ring)
+busbw = algbw * 2(n - 1)/n (the bandwidth each link must carry in a ring)
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 from kit.workloads.base import STRICT, check, check_steps
 
-
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
