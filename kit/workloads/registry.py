@@ -14,6 +14,7 @@ from kit.workloads.base import Metric, WorkloadSpec
 
 KINDS = (
     "allreduce",
+    "all_gather",
     "gpt2_ddp",
     "llama_lora_fsdp",
     "resnet_ddp",
