@@ -15,6 +15,7 @@ from kit.workloads.base import Metric, WorkloadSpec
 KINDS = (
     "allreduce",
     "all_gather",
+    "reduce_scatter",
     "gpt2_ddp",
     "llama_lora_fsdp",
     "resnet_ddp",
