@@ -16,6 +16,7 @@ KINDS = (
     "allreduce",
     "all_gather",
     "reduce_scatter",
+    "alltoall",
     "gpt2_ddp",
     "llama_lora_fsdp",
     "resnet_ddp",
