@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import base64
 import platform
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 
 from kit import __version__
 from kit.bundle import MANIFEST, Bundle, sha256_file
@@ -321,32 +321,16 @@ def _bar_rows(bench: analysis.Benchmark, metric: str) -> list[dict[str, Any]]:
     return rows
 
 
-def raw_sizes(bench: analysis.Benchmark) -> dict[str, Any] | None:
-    """busbw of every finished all-reduce run per size (median of its trials), for the appendix."""
-    ok = [r for r in bench.runs if analysis.is_ok(r) and (r.get("data") or {}).get("sizes")]
-    if not ok:
-        return None
-    sizes = sorted({int(row["bytes"]) for r in ok for row in r["data"]["sizes"]})
-    cells = []
-    for size in sizes:
-        line = []
-        for r in ok:
-            row = next((x for x in r["data"]["sizes"] if int(x["bytes"]) == size), None)
-            line.append(statistics.median(row["busbw_gbps"]) if row else None)
-        cells.append((size, line))
-    return {"columns": [f"{r['variant']} r{r.get('repeat', '?')}" for r in ok], "rows": cells}
-
-
 def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
     view = BenchView(bench, index=index + 1)
     salt = f"{index}-{bench.name}"
-    if bench.kind == "allreduce":
-        view.curves = analysis.allreduce_curves(bench)
-        view.raw = raw_sizes(bench)
+    if bench.figures == "sweep":
+        sweep = bench.spec.sweep if bench.spec else None
+        op = sweep.op if sweep else "operation"
+        view.curves = analysis.sweep_curves(bench)
+        view.raw = analysis.raw_sizes(bench)
         if view.curves["sizes"]:
-            svg = plots.allreduce_busbw(
-                view.curves, f"{bench.label}: bus bandwidth", f"{salt}-busbw"
-            )
+            svg = plots.sweep_busbw(view.curves, f"{bench.label}: bus bandwidth", f"{salt}-busbw")
             if svg:
                 view.figures.append(
                     Figure(
@@ -356,14 +340,14 @@ def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
                         svg,
                     )
                 )
-            svg = plots.allreduce_time(
-                view.curves, f"{bench.label}: time per operation", f"{salt}-time"
+            svg = plots.sweep_time(
+                view.curves, f"{bench.label}: time per operation", f"{salt}-time", op
             )
             if svg:
                 view.figures.append(
                     Figure(
                         "time",
-                        f"{bench.label}: time per all-reduce against message size, log-log",
+                        f"{bench.label}: time per {op} against message size, log-log",
                         svg,
                     )
                 )
@@ -417,51 +401,43 @@ def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
 # --- method --------------------------------------------------------------------------------
 
 
+def _method_facts(b: analysis.Benchmark) -> dict[str, Any]:
+    """What a workload's method paragraph may state, read from its finished runs."""
+    ok = [r for v in b.variants for r in v.ok]
+    data = (ok[0].get("data") or {}) if ok else {}
+    rows = [row for r in ok for row in (r.get("data") or {}).get("sizes") or []]
+    return {
+        "label": b.label,
+        "params": data.get("params") or b.params,
+        "timing": sorted({row.get("timing") for row in rows if row.get("timing")}),
+        "world": sorted({r.get("world_size") for r in ok if r.get("world_size")}),
+        "bus_factor": data.get("bus_factor"),
+        "backend": sorted({r.get("backend") for r in ok if r.get("backend")}),
+        "warmup": sorted({(r.get("data") or {}).get("warmup_steps") for r in ok} - {None}),
+        "steps": sorted({len((r.get("data") or {}).get("step_times_s") or []) for r in ok} - {0}),
+        "flops_formula": data.get("flops_formula"),
+        "weights": data.get("weights"),
+        "data": data.get("data"),
+    }
+
+
 def method_view(benches: list[analysis.Benchmark], results: dict[str, Any]) -> dict[str, Any]:
-    """Facts the Method section states, read from the runs (never assumed)."""
-    out: dict[str, Any] = {"allreduce": [], "training": []}
+    """Facts the Method section states, read from the runs (never assumed), and each
+    workload's paragraph, rendered from its spec's method template."""
+    out: dict[str, Any] = {
+        "repeats": results.get("repeats"),
+        "cv": benches[0].cv_threshold if benches else analysis.CV_THRESHOLD,
+        "drift": analysis.DRIFT_THRESHOLD,
+    }
+    env = jinja_env()
+    paragraphs = []
     for b in benches:
-        ok = [r for v in b.variants for r in v.ok]
-        data = (ok[0].get("data") or {}) if ok else {}
-        params = data.get("params") or b.params
-        if b.kind == "allreduce":
-            timing = sorted(
-                {
-                    row.get("timing")
-                    for r in ok
-                    for row in (r.get("data") or {}).get("sizes") or []
-                    if row.get("timing")
-                }
-            )
-            out["allreduce"].append(
-                {
-                    "label": b.label,
-                    "params": params,
-                    "timing": timing,
-                    "world": sorted({r.get("world_size") for r in ok if r.get("world_size")}),
-                    "bus_factor": data.get("bus_factor"),
-                    "backend": sorted({r.get("backend") for r in ok if r.get("backend")}),
-                }
-            )
-        else:
-            out["training"].append(
-                {
-                    "label": b.label,
-                    "params": params,
-                    "warmup": sorted(
-                        {(r.get("data") or {}).get("warmup_steps") for r in ok} - {None}
-                    ),
-                    "steps": sorted(
-                        {len((r.get("data") or {}).get("step_times_s") or []) for r in ok} - {0}
-                    ),
-                    "flops_formula": data.get("flops_formula"),
-                    "weights": data.get("weights"),
-                    "data": data.get("data"),
-                }
-            )
-    out["repeats"] = results.get("repeats")
-    out["cv"] = analysis.CV_THRESHOLD
-    out["drift"] = analysis.DRIFT_THRESHOLD
+        if b.spec is None:
+            continue
+        facts = _method_facts(b)
+        html = env.from_string(b.spec.method).render(a=facts, s=b.spec, me=out)
+        paragraphs.append({"label": b.label, "kind": b.kind, "html": Markup(html)})
+    out["workloads"] = paragraphs
     return out
 
 

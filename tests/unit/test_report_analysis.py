@@ -166,12 +166,12 @@ def test_plots_are_deterministic_and_escape_names():
             evil: {},
         },
     }
-    one = plots.allreduce_busbw(curves, evil, "t")
-    two = plots.allreduce_busbw(curves, evil, "t")
+    one = plots.sweep_busbw(curves, evil, "t")
+    two = plots.sweep_busbw(curves, evil, "t")
     assert one == two
     assert one.startswith("<svg") and "<script" not in one and "<img" not in one
     assert "FAILED, no line" in one and "Date" not in one
-    assert plots.allreduce_busbw(curves, "x", "other-salt") != one  # ids differ between figures
+    assert plots.sweep_busbw(curves, "x", "other-salt") != one  # ids differ between figures
 
 
 def test_window_drift_compares_the_halves_of_the_timed_window():
