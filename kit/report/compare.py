@@ -11,19 +11,23 @@ comparison reads the bundles and writes only into its own output directory.
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from kit.bundle import MANIFEST, Bundle, now_iso, sha256_file, verify_manifest
 from kit.envdiff import VERSION_KEYS, environment_diff, environment_versions
 from kit.errors import InputError, KitError
-from kit.report.render import jinja_env, machine_line, write_pdf
-from kit.stats import Ratio, StatsError, paired_ratio, summarize, unpaired_ratio
+from kit.recipe import Recipe
+from kit.report import analysis, plots
+from kit.report.render import Figure, jinja_env, machine_line, write_pdf
+from kit.stats import Ratio, StatsError, summarize, unpaired_ratio
+from kit.workloads.registry import metric_label
 
 TEMPLATE = "compare.html.j2"
 P2P, NO_P2P = "p2p", "no-p2p"
@@ -55,6 +59,19 @@ class Machine:
     @property
     def summary(self) -> str:
         return machine_line(self.hardware, {})
+
+    @cached_property
+    def benches(self) -> list[analysis.Benchmark]:
+        """The bundle read the way its report reads it (one reader of results.json)."""
+        return analysis.build_benchmarks(self.results, recipe_of(self.bundle))
+
+
+def recipe_of(bundle: Bundle) -> dict[str, Any]:
+    try:
+        recipe = bundle.recipe
+    except Exception:  # a missing or broken recipe.yaml: compare what the results hold
+        return {}
+    return recipe if isinstance(recipe, dict) else {}
 
 
 def load_machines(paths: list[Path]) -> list[Machine]:
@@ -106,31 +123,6 @@ def pick_baseline(spec: str | int | None, machines: list[Machine]) -> int:
 # --- samples -----------------------------------------------------------------------------------
 
 
-def samples_of(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """benchmark -> variant -> metric -> {unit, higher_is_better, by_repeat: {repeat: value}}.
-
-    Only successful runs give samples; `failed` counts the others per benchmark and variant.
-    """
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for run in runs:
-        variants = out.setdefault(run["benchmark"], {})
-        metrics = variants.setdefault(run["variant"], {})
-        if run.get("status") != "ok":
-            metrics.setdefault("__failed__", {"count": 0})["count"] += 1
-            continue
-        for name, m in (run.get("metrics") or {}).items():
-            entry = metrics.setdefault(
-                name,
-                {
-                    "unit": m.get("unit", ""),
-                    "higher_is_better": m.get("higher_is_better", True),
-                    "by_repeat": {},
-                },
-            )
-            entry["by_repeat"][run.get("repeat", len(entry["by_repeat"]))] = float(m["value"])
-    return out
-
-
 def _words(metric: str) -> tuple[str, str]:
     if any(k in metric for k in ("throughput", "busbw", "algbw", "time")):
         return "faster", "slower"
@@ -156,26 +148,50 @@ class MetricRow:
     unit: str
     higher_is_better: bool
     cells: list[dict[str, Any]] = field(default_factory=list)  # one per machine
+    label: str = ""
+    headline: bool = False  # the workload's headline metric (the report's verdict metric)
+
+
+def _samples(m: Machine) -> dict[tuple[str, str, str], tuple[analysis.MetricRow, int]]:
+    """(benchmark, variant, metric) -> (the report's row, failed runs of that variant)."""
+    out = {}
+    for b in m.benches:
+        for name, per_variant in b.metrics.items():
+            for v in b.variants:
+                row = per_variant.get(v.name)
+                if row is not None:
+                    out[(b.name, v.name, name)] = (row, len(v.failed))
+    return out
 
 
 def workload_rows(machines: list[Machine], base: int) -> list[MetricRow]:
     """Each benchmark, variant and metric: per machine median, interval, n, ratio to baseline."""
-    per = [samples_of(m.results.get("runs") or []) for m in machines]
-    rows: list[MetricRow] = []
+    per = [_samples(m) for m in machines]
+    headline = {(b.name, b.kind): analysis.verdict_metric(b) for m in machines for b in m.benches}
+    kinds = {b.name: b.kind for m in machines for b in m.benches}
     order = [per[base], *per[:base], *per[base + 1 :]]
-    keys: dict[tuple[str, str, str], tuple[str, bool]] = {}
+    keys: dict[tuple[str, str, str], analysis.MetricRow] = {}
     for data in order:
-        for bench, variants in data.items():
-            for variant, metrics in variants.items():
-                for name, m in metrics.items():
-                    if name != "__failed__":
-                        keys.setdefault((bench, variant, name), (m["unit"], m["higher_is_better"]))
-    for (bench, variant, name), (unit, hib) in keys.items():
-        row = MetricRow(bench, variant, name, unit, hib)
+        for key, (row, _) in data.items():
+            keys.setdefault(key, row)
+    rows: list[MetricRow] = []
+    for (bench, variant, name), first in keys.items():
+        kind = kinds.get(bench, "")
+        row = MetricRow(
+            bench,
+            variant,
+            name,
+            first.unit,
+            first.higher_is_better,
+            label=metric_label(kind, name),
+            headline=headline.get((bench, kind)) == name,
+        )
         base_values = _values(per[base], bench, variant, name)
         for i, data in enumerate(per):
             values = _values(data, bench, variant, name)
-            failed = data.get(bench, {}).get(variant, {}).get("__failed__", {}).get("count", 0)
+            failed = next(
+                (f for (b, v, _), (_, f) in data.items() if (b, v) == (bench, variant)), 0
+            )
             cell: dict[str, Any] = {
                 "summary": _summary_dict(values) if values else None,
                 "failed": failed,
@@ -184,7 +200,8 @@ def workload_rows(machines: list[Machine], base: int) -> list[MetricRow]:
             }
             if i != base and values and base_values:
                 try:
-                    cell["ratio"] = _ratio_dict(unpaired_ratio(values, base_values, hib), name)
+                    ratio = unpaired_ratio(values, base_values, first.higher_is_better)
+                    cell["ratio"] = _ratio_dict(ratio, name)
                 except StatsError:
                     cell["ratio_error"] = "no ratio: a side has zero or negative values"
             row.cells.append(cell)
@@ -192,41 +209,40 @@ def workload_rows(machines: list[Machine], base: int) -> list[MetricRow]:
     return rows
 
 
-def _values(data: dict[str, Any], bench: str, variant: str, metric: str) -> list[float]:
-    entry = data.get(bench, {}).get(variant, {}).get(metric)
-    return list(entry["by_repeat"].values()) if entry else []
+def _values(data: dict[Any, Any], bench: str, variant: str, metric: str) -> list[float]:
+    entry = data.get((bench, variant, metric))
+    return list(entry[0].values) if entry else []
 
 
 def p2p_effects(machines: list[Machine]) -> list[dict[str, Any]]:
-    """Per machine and benchmark: the headline metric with P2P over without, from paired repeats."""
-    from kit.reproduce import HEADLINE_METRICS
-
+    """Per machine and benchmark: its report's P2P verdict on the headline metric (paired)."""
     out = []
     for m in machines:
-        for bench, variants in samples_of(m.results.get("runs") or []).items():
-            on, off = variants.get(P2P, {}), variants.get(NO_P2P, {})
-            metric = next((n for n in HEADLINE_METRICS if n in on and n in off), None)
-            if metric is None:
+        for b in m.benches:
+            metric = analysis.verdict_metric(b)
+            v = next(
+                (
+                    x
+                    for x in b.verdicts
+                    if x.metric == metric and {"p2p", "no-p2p"} <= {y.name for y in b.variants}
+                ),
+                None,
+            )
+            if v is None:
                 continue
-            a, b = on[metric]["by_repeat"], off[metric]["by_repeat"]
-            pairs = sorted(set(a) & set(b))
+            row = next(iter((b.metrics.get(metric) or {}).values()), None)
             entry: dict[str, Any] = {
                 "machine": m.label,
                 "index": m.index,
-                "benchmark": bench,
+                "benchmark": b.name,
                 "metric": metric,
-                "unit": on[metric]["unit"],
-                "pairs": len(pairs),
-                "ratio": None,
+                "label": metric_label(b.kind, metric),
+                "unit": row.unit if row else "",
+                "pairs": v.pairs,
+                "ratio": _ratio_dict(v.ratio, metric) if v.ratio is not None else None,
             }
-            if pairs:
-                try:
-                    r = paired_ratio(
-                        [a[k] for k in pairs], [b[k] for k in pairs], on[metric]["higher_is_better"]
-                    )
-                    entry["ratio"] = _ratio_dict(r, metric)
-                except StatsError as exc:
-                    entry["error"] = str(exc)
+            if v.ratio is None:
+                entry["error"] = v.sentence
             out.append(entry)
     return out
 
@@ -292,7 +308,13 @@ def environment_rows(machines: list[Machine], base: int) -> list[dict[str, Any]]
 
 
 def _recipe_core(recipe: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in recipe.items() if k not in RECIPE_NOTES}
+    """The recipe as it ran: validated (defaults filled, so a field added later or written as
+    null reads the same as one left out), without the fields that change no measurement."""
+    try:
+        full = Recipe.model_validate(recipe).model_dump(mode="json")
+    except ValidationError:  # a recipe this kit no longer accepts: compare what is written
+        full = {k: v for k, v in recipe.items() if v is not None}
+    return {k: v for k, v in full.items() if k not in RECIPE_NOTES}
 
 
 def warnings_for(machines: list[Machine], base: int) -> list[dict[str, str]]:
@@ -316,10 +338,8 @@ def warnings_for(machines: list[Machine], base: int) -> list[dict[str, str]]:
             )
     recipes = [_recipe_core(m.bundle.recipe) for m in machines]
     for m, r in zip(machines, recipes, strict=True):
-        if m is not ref and r != recipes[base]:
-            keys = sorted(
-                k for k in set(r) | set(recipes[base]) if r.get(k) != recipes[base].get(k)
-            )
+        keys = sorted(k for k in set(r) | set(recipes[base]) if r.get(k) != recipes[base].get(k))
+        if m is not ref and keys:
             out.append(
                 {
                     "level": "recipe",
@@ -392,87 +412,58 @@ def reproductions(machines: list[Machine]) -> list[str]:
     return lines
 
 
-# --- figures -----------------------------------------------------------------------------------
+# --- figures: the report's plotting path ------------------------------------------------------
 
 
-def _svg(fig: Any) -> str:
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue().encode()).decode()
-
-
-def headline_figures(rows: list[MetricRow], machines: list[Machine]) -> list[dict[str, str]]:
+def headline_figures(rows: list[MetricRow], machines: list[Machine]) -> list[Figure]:
     """Per benchmark: the headline metric per machine and variant, medians with 95% intervals."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from kit.reproduce import HEADLINE_METRICS
-
     figures = []
-    benches = list(dict.fromkeys(r.benchmark for r in rows))
-    for bench in benches:
-        mine = [r for r in rows if r.benchmark == bench]
-        metric = next((n for n in HEADLINE_METRICS if any(r.metric == n for r in mine)), None)
-        mine = [r for r in mine if r.metric == metric]
+    for n, bench in enumerate(dict.fromkeys(r.benchmark for r in rows)):
+        mine = [r for r in rows if r.benchmark == bench and r.headline]
         if not mine:
             continue
-        fig, ax = plt.subplots(figsize=(6.5, 2.6))
-        width = 0.8 / len(mine)
-        for j, row in enumerate(mine):
-            xs, ys, lo, hi = [], [], [], []
-            for i, cell in enumerate(row.cells):
-                s = cell["summary"]
-                if s:
-                    xs.append(i + j * width)
-                    ys.append(s["median"])
-                    lo.append(s["median"] - s["ci_low"])
-                    hi.append(s["ci_high"] - s["median"])
-            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=row.variant)
-        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(machines))])
-        ax.set_xticklabels([m.label for m in machines], fontsize=8)
-        ax.set_ylabel(f"{metric} ({mine[0].unit})", fontsize=8)
-        ax.legend(fontsize=7)
-        ax.set_title(f"{bench}: {metric}, median and 95% CI", fontsize=9)
-        figures.append({"title": f"{bench}: {metric}", "src": _svg(fig)})
+        bars = []
+        for i, m in enumerate(machines):
+            for row in mine:
+                s = row.cells[i]["summary"]
+                bars.append(
+                    {
+                        "variant": f"{m.label} {row.variant}",
+                        "median": s["median"] if s else None,
+                        "low": s["ci_low"] if s else None,
+                        "high": s["ci_high"] if s else None,
+                    }
+                )
+        title = f"{bench}: {mine[0].label}"
+        svg = plots.metric_bars(bars, f"{mine[0].label} ({mine[0].unit})", title, f"cmp-{n}")
+        if svg:
+            figures.append(Figure("bars", f"{title}, median and 95% interval", svg))
     return figures
 
 
-def allreduce_figures(machines: list[Machine]) -> list[dict[str, str]]:
-    """Bus bandwidth against message size, one line per machine and variant (median of repeats)."""
-    import statistics
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    curves: dict[str, dict[str, dict[int, list[float]]]] = {}
+def sweep_figures(machines: list[Machine]) -> list[Figure]:
+    """Bus bandwidth against message size, one line per machine and variant (the report's plot)."""
+    merged: dict[str, dict[str, Any]] = {}
     for m in machines:
-        for run in m.results.get("runs") or []:
-            if run.get("kind") != "allreduce" or run.get("status") != "ok":
+        for b in m.benches:
+            if b.figures != "sweep":
                 continue
-            line = curves.setdefault(run["benchmark"], {}).setdefault(
-                f"{m.label} {run['variant']}", {}
-            )
-            for row in (run.get("data") or {}).get("sizes") or []:
-                line.setdefault(row["bytes"], []).append(statistics.median(row["busbw_gbps"]))
+            curves = analysis.sweep_curves(b)
+            entry = merged.setdefault(b.name, {"label": b.label, "sizes": set(), "curves": {}})
+            entry["sizes"].update(curves["sizes"])
+            for variant, c in curves["curves"].items():
+                entry["curves"][f"{m.label} {variant}"] = c
     figures = []
-    for bench, lines in curves.items():
-        fig, ax = plt.subplots(figsize=(6.5, 2.8))
-        for name, points in lines.items():
-            sizes = sorted(points)
-            ax.plot(sizes, [statistics.median(points[s]) for s in sizes], marker=".", label=name)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("message size (bytes)", fontsize=8)
-        ax.set_ylabel("busbw (GB/s)", fontsize=8)
-        ax.legend(fontsize=7)
-        ax.set_title(f"{bench}: all-reduce bus bandwidth by size", fontsize=9)
-        figures.append({"title": bench, "src": _svg(fig)})
+    for n, (bench, entry) in enumerate(merged.items()):
+        curves = {"sizes": sorted(entry["sizes"]), "curves": entry["curves"]}
+        if not curves["sizes"]:
+            continue
+        title = f"{bench}: {entry['label']} bus bandwidth by size"
+        svg = plots.sweep_busbw(curves, title, f"cmp-sweep-{n}")
+        if svg:
+            figures.append(
+                Figure("busbw", f"{title} (line: median over repeats; band: min to max)", svg)
+            )
     return figures
 
 
@@ -530,9 +521,8 @@ def write_comparison(
         raise InputError(f"--out {out}: is inside a bundle; a comparison never writes into one")
     out.mkdir(parents=True, exist_ok=True)
     data = comparison(machines, base)
-    figures = headline_figures(
-        [MetricRow(**w) for w in data["workloads"]], machines
-    ) + allreduce_figures(machines)
+    rows = [MetricRow(**w) for w in data["workloads"]]
+    figures = headline_figures(rows, machines) + sweep_figures(machines)
     html = render_html(data, figures)
     html_path = out / "compare.html"
     html_path.write_text(html)
