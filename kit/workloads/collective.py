@@ -60,8 +60,8 @@ SWEEP_METRICS = (
 
 SWEEP_METHOD = """\
 <b>{{ a.label }}.</b> Measured as nccl-tests' {{ s.sweep.tool }} measures it: for each size,
-algbw = bytes / time (decimal GB/s) and busbw = algbw &times; {{ s.sweep.bus_factor }}{% if a.world %}
-with n = {{ a.world|join(", ") }} ranks{% endif %}{% if a.bus_factor %} (factor {{ a.bus_factor|num }}){% endif %}.
+algbw = bytes / time (decimal GB/s) and busbw = algbw &times; {{ s.sweep.bus_factor }}{% if a.world %} with
+n = {{ a.world|join(", ") }} ranks{% endif %}{% if a.bus_factor %} (factor {{ a.bus_factor|num }}){% endif %}.
 {{ s.sweep.size }}
 Sizes from {{ a.params.min_bytes|bytes }} to {{ a.params.max_bytes|bytes }}, factor {{ a.params.factor }},
 {{ a.params.dtype }}; per size {{ a.params.warmup_iters }} untimed warm-up operations, then
