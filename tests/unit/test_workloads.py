@@ -7,7 +7,6 @@ import ast
 import dataclasses
 import importlib
 import re
-from pathlib import Path
 
 import pytest
 
