@@ -27,7 +27,7 @@ from pydantic import (
 from kit.errors import InputError
 from kit.recipe_env import check_env
 from kit.recipe_yaml import LocatedError, StrictLoader, line_map, read_text
-from kit.worker.params import KINDS
+from kit.workloads.registry import KINDS, params_class
 
 RECIPE_VERSION = 1
 # bounds shared by the recipe fields and the command-line options that override them
@@ -104,7 +104,7 @@ class Benchmark(Strict):
     def resolved_params(self, smoke: bool) -> dict[str, Any]:
         """The parameters a run gets: defaults, then `params`, then `smoke` when smoke-scaled."""
         merged = {**self.params, **(self.smoke if smoke else {})}
-        return asdict(TypeAdapter(KINDS[self.kind][0]).validate_python(merged))
+        return asdict(TypeAdapter(params_class(self.kind)).validate_python(merged))
 
 
 DAEMON_URL = r"^(unix|ssh|tcp|http|https|npipe)://\S+$"
@@ -310,7 +310,7 @@ def parse_recipe(text: str, source: str) -> Recipe:
                 if section == "smoke" and err["loc"] and err["loc"][0] not in bench.smoke:
                     loc = ("benchmarks", i, "params", *err["loc"])
                 line = _line_for(lines, loc)
-                allowed = ", ".join(f.name for f in _fields(KINDS[bench.kind][0]))
+                allowed = ", ".join(f.name for f in _fields(params_class(bench.kind)))
                 detail = _explain(err)
                 if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
                     detail = f"unknown parameter for {bench.kind}; allowed: {allowed}"

@@ -251,7 +251,7 @@ def compare(
 
     Example: kit compare reports/examples/allreduce-h100 reports/examples/allreduce-h200 --baseline 2
     """
-    from kit.compare import write_comparison
+    from kit.report.compare import write_comparison
 
     paths = write_comparison(bundles, baseline, out)
     for path in paths:

@@ -52,7 +52,7 @@ class Reproduces(Open):
 
 
 class EnvironmentDifference(Closed):
-    """One field that differs between the reproduced bundle and the rerun (kit.run.envdiff)."""
+    """One field that differs between the reproduced bundle and the rerun (kit.envdiff)."""
 
     field: str
     old: str

@@ -152,7 +152,7 @@ def _sweep_lines(ax: Any, curves: dict[str, Any], key: str, median_label: bool) 
     _failed_note(ax, curves)
 
 
-def allreduce_busbw(curves: dict[str, Any], title: str, salt: str) -> str | None:
+def sweep_busbw(curves: dict[str, Any], title: str, salt: str) -> str | None:
     """Bus bandwidth against size, one line per variant, the min..max band of the repeats."""
     if not any(curves["curves"].values()):
         return None
@@ -166,8 +166,8 @@ def allreduce_busbw(curves: dict[str, Any], title: str, salt: str) -> str | None
         return to_svg(fig, salt)
 
 
-def allreduce_time(curves: dict[str, Any], title: str, salt: str) -> str | None:
-    """Time per all-reduce against size, log-log (where small messages are read)."""
+def sweep_time(curves: dict[str, Any], title: str, salt: str, op: str = "operation") -> str | None:
+    """Time per operation against size, log-log (where small messages are read)."""
     if not any(curves["curves"].values()):
         return None
     with matplotlib.rc_context(RC):
@@ -176,7 +176,7 @@ def allreduce_time(curves: dict[str, Any], title: str, salt: str) -> str | None:
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: fmt_num(y)))
         ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.set_ylabel("time per all-reduce (us, log)")
+        ax.set_ylabel(f"time per {text(op)} (us, log)")
         ax.set_title(text(title))
         ax.legend(loc="upper left", frameon=False)
         return to_svg(fig, salt)

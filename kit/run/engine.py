@@ -28,6 +28,7 @@ from kit.runtime.base import RunOutcome, Runtime, RuntimeRequest
 from kit.runtime.multinode.config import node_config
 from kit.runtime.multinode.transport import nodes_device
 from kit.stats import AdaptiveRepeats, is_noisy
+from kit.workloads.registry import headline_metric
 
 
 @dataclass
@@ -232,14 +233,11 @@ def run_recipe(
     return bundle, code
 
 
-# The metric adaptive repeats watch (and kit.compare's headline), in order of preference.
-HEADLINE_METRICS = ("throughput", "busbw_peak")
-
-
 def headline_name(runs: list[dict[str, Any]]) -> str | None:
-    """The metric that adaptive repeats watch: throughput for training, peak busbw otherwise."""
+    """The metric adaptive repeats watch: each kind's headline, from its workload spec."""
     names = {n for r in runs if r.get("status") == "ok" for n in r.get("metrics") or {}}
-    return next((n for n in HEADLINE_METRICS if n in names), min(names) if names else None)
+    wanted = [headline_metric(k) for k in dict.fromkeys(r.get("kind") for r in runs) if k]
+    return next((n for n in wanted if n in names), min(names) if names else None)
 
 
 def adaptive_record(
@@ -289,4 +287,4 @@ def command_line(argv: list[str]) -> str:
     return "kit " + " ".join(shlex.quote(a) for a in argv)
 
 
-__all__ = ["HEADLINE_METRICS", "Options", "now_iso", "run_recipe", "seal"]
+__all__ = ["Options", "now_iso", "run_recipe", "seal"]

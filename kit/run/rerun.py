@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import MANIFEST, Bundle, sha256_file, verify_manifest
+from kit.envdiff import Difference, environment_diff
 from kit.errors import InputError
 from kit.recipe import MAX_REPEATS, NAME_PATTERN, Recipe, load_recipe
 from kit.run.engine import Options, run_recipe
-from kit.run.envdiff import Difference, environment_diff
 from kit.run.results import console
 from kit.runtime.docker.client import docker_client, gpu_support
 from kit.runtime.docker.environments import load

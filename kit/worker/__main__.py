@@ -16,13 +16,7 @@ from pathlib import Path
 
 from kit.worker.common import RESULT_SCHEMA, init, now_iso, versions, write_json
 from kit.worker.telemetry import GpuTelemetry
-
-MODULES = {
-    "allreduce": "kit.worker.allreduce",
-    "gpt2_ddp": "kit.worker.gpt2_ddp",
-    "llama_lora_fsdp": "kit.worker.llama_lora_fsdp",
-    "resnet_ddp": "kit.worker.resnet_ddp",
-}
+from kit.workloads.registry import worker_module
 
 
 def main(argv: list[str]) -> int:
@@ -55,7 +49,7 @@ def main(argv: list[str]) -> int:
     }
     code = 0
     try:
-        module = importlib.import_module(MODULES[spec["kind"]])
+        module = importlib.import_module(worker_module(spec["kind"]))
         telemetry = GpuTelemetry(interval_s=0.25, max_samples=1200)
         sample = ctx.is_cuda and ctx.local_rank == 0
         if sample:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import verify_manifest
-from kit.worker.params import AllreduceParams
+from kit.workloads.allreduce.params import AllreduceParams
 from tests.conftest import ROOT, run_kit
 
 pytestmark = pytest.mark.slow

@@ -1,11 +1,11 @@
 """The numbers nccl-tests users read: sizes of the sweep and the bus bandwidth factor."""
 
-from kit.worker.params import AllreduceParams
+from kit.workloads.allreduce.params import AllreduceParams
 
 
 def bus_factor(n: int) -> float:
-    # imported lazily: kit.worker.allreduce imports torch
-    from kit.worker.allreduce import bus_factor as f
+    # imported lazily: kit.workloads.allreduce.worker imports torch
+    from kit.workloads.allreduce.worker import bus_factor as f
 
     return f(n)
 

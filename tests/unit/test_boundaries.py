@@ -3,12 +3,13 @@
 import subprocess
 import sys
 
+from kit.workloads.registry import KINDS
 from tests.conftest import ROOT
 
 WORKER_MODULES = [
-    "kit.worker.__main__", "kit.worker.allreduce", "kit.worker.gpt2_ddp",
-    "kit.worker.llama_lora_fsdp", "kit.worker.resnet_ddp", "kit.worker.telemetry",
-    "kit.worker.nccl_log", "kit.worker.probe", "kit.worker.nodeinfo", "kit.worker.params",
+    "kit.worker.__main__", "kit.worker.telemetry", "kit.worker.nccl_log", "kit.worker.probe",
+    "kit.worker.nodeinfo", "kit.workloads.registry", "kit.workloads.collective_sweep",
+    *(f"kit.workloads.{kind}.{part}" for kind in KINDS for part in ("params", "worker", "spec")),
 ]  # fmt: skip
 DRIVER_ONLY = [
     "pydantic",

@@ -11,7 +11,8 @@ import pytest
 from pypdf import PdfReader
 
 from kit.bundle import Bundle, write_manifest
-from kit.compare import (
+from kit.errors import InputError, KitError
+from kit.report.compare import (
     comparison,
     load_machines,
     p2p_effects,
@@ -20,8 +21,8 @@ from kit.compare import (
     workload_rows,
     write_comparison,
 )
-from kit.errors import InputError, KitError
 from kit.report.render import machine_line
+from tests.conftest import ROOT
 
 RECIPE = {"kit": 1, "name": "known", "description": "", "repeats": 5, "benchmarks": []}
 A_P2P = [10.0, 10.5, 9.5, 10.2, 9.8]
@@ -198,3 +199,19 @@ def test_html_and_pdf_say_it_on_the_first_page(tmp_path):
     # the comparison never writes into a bundle
     with pytest.raises(InputError, match="inside a bundle"):
         write_comparison([a, b], "1", a / "cmp")
+
+
+def test_a_recipe_written_with_defaults_or_nulls_is_the_same_recipe(tmp_path):
+    """Compared after validation: `nodes: null`, an omitted field and a written default agree."""
+    a = make_bundle(tmp_path, "a", A_P2P, A_OFF)
+    b = make_bundle(tmp_path, "b", B_P2P, B_OFF)
+    text = (ROOT / "recipes" / "allreduce.yaml").read_text()
+    (a / "recipe.yaml").write_text(text)
+    (b / "recipe.yaml").write_text(text + "nodes: null\ncv_threshold: 0.03\n")
+    for path in (a, b):
+        write_manifest(path)
+    assert not [w for w in warnings_for(load_machines([a, b]), 0) if w["level"] == "recipe"]
+    (b / "recipe.yaml").write_text(text.replace("repeats: 3", "repeats: 4"))
+    write_manifest(b)
+    (w,) = [w for w in warnings_for(load_machines([a, b]), 0) if w["level"] == "recipe"]
+    assert "differs from the baseline's in repeats;" in w["text"]

@@ -1,6 +1,6 @@
 """Environment fingerprints: what counts as a difference, and what is only unknown."""
 
-from kit.run.envdiff import Difference, environment_diff, environment_versions, unknown_fields
+from kit.envdiff import Difference, environment_diff, environment_versions, unknown_fields
 
 
 def env(runtime="host", pinned=False, **container):

@@ -22,9 +22,8 @@ WORKER_SIDE = (
     "kit",  # the package's own __init__: kept import-light for this reason
     "kit.worker",
     "kit.worker.*",
-    "kit.workloads.*.worker",
-    "kit.workloads.*.worker.*",
-    "kit.workloads.*.params",
+    "kit.workloads",  # every workload's params, worker and spec: standard library and torch
+    "kit.workloads.*",
 )
 # Third-party packages the worker side may import (besides the standard library).
 WORKER_THIRD_PARTY = {

@@ -235,7 +235,7 @@ CASES = {
     ),
     "deeply nested recipe": (
         _write("recipe.yaml", b"kit: 1\nname: " + b"[" * 5000 + b"]" * 5000 + b"\n"),
-        "recipe.yaml: nested too deeply to read",
+        "recipe.yaml:2: invalid YAML: nested more than 32 levels deep",
     ),
     "recipe not utf-8": (
         _write("recipe.yaml", b"kit: 1\nname: \xfe\n"),

@@ -166,12 +166,12 @@ def test_plots_are_deterministic_and_escape_names():
             evil: {},
         },
     }
-    one = plots.allreduce_busbw(curves, evil, "t")
-    two = plots.allreduce_busbw(curves, evil, "t")
+    one = plots.sweep_busbw(curves, evil, "t")
+    two = plots.sweep_busbw(curves, evil, "t")
     assert one == two
     assert one.startswith("<svg") and "<script" not in one and "<img" not in one
     assert "FAILED, no line" in one and "Date" not in one
-    assert plots.allreduce_busbw(curves, "x", "other-salt") != one  # ids differ between figures
+    assert plots.sweep_busbw(curves, "x", "other-salt") != one  # ids differ between figures
 
 
 def test_window_drift_compares_the_halves_of_the_timed_window():
@@ -206,3 +206,21 @@ def test_real_h200_resnet18_runs_had_not_settled():
     flagged = [d for bench in benches for d in analysis.drifting(bench)]
     assert flagged and all(d.startswith("resnet18-32") for d in flagged)
     assert any("p2p r1: 7.87 → 6.05 ms (-23%)" in d for d in flagged)
+
+
+def test_the_recipes_cv_threshold_decides_what_is_noisy():
+    def run(variant: str, repeat: int, value: float) -> dict:
+        return {"run_id": f"g.{variant}.r{repeat}", "benchmark": "g", "kind": "gpt2_ddp",
+                "variant": variant, "repeat": repeat, "status": "ok", "backend": "nccl",
+                "metrics": {"throughput": {"value": value, "unit": "samples/s"}}}  # fmt: skip
+
+    results = {"repeats": 3, "runs": [run(v, i, x) for v in ("p2p", "no-p2p")
+                                      for i, x in enumerate([90.0, 100.0, 110.0])]}  # fmt: skip
+    recipe = {"benchmarks": [{"kind": "gpt2_ddp", "name": "g"}], "variants": ["p2p", "no-p2p"]}
+    (default,) = analysis.build_benchmarks(results, recipe)  # CV 10% > the default 3%
+    assert default.metrics["throughput"]["p2p"].noisy
+    (lenient,) = analysis.build_benchmarks(results, {**recipe, "cv_threshold": 0.2})
+    assert not lenient.metrics["throughput"]["p2p"].noisy
+    titles = [f.title for f in analysis.findings(results, [default])]
+    assert "noisy results: coefficient of variation over 3%" in titles
+    assert not [f for f in analysis.findings(results, [lenient]) if "noisy" in f.title]

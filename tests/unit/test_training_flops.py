@@ -12,8 +12,8 @@ from kit.worker.flops import (
     llama_lora_flops_per_token,
     llama_param_count,
 )
-from kit.worker.params import LORA_TARGETS
 from kit.worker.training import peak_flops
+from kit.workloads.llama_lora_fsdp.params import LORA_TARGETS
 
 LLAMA_8B = dict(n_layer=32, d=4096, inter=14336, n_heads=32, n_kv=8)
 

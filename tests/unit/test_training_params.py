@@ -9,7 +9,10 @@ import pytest
 
 from kit.errors import InputError
 from kit.recipe import load_recipe, parse_recipe
-from kit.worker.params import KINDS, Gpt2DdpParams, LlamaLoraFsdpParams, ResnetDdpParams
+from kit.workloads.gpt2_ddp.params import Gpt2DdpParams
+from kit.workloads.llama_lora_fsdp.params import LlamaLoraFsdpParams
+from kit.workloads.registry import KINDS, params_class
+from kit.workloads.resnet_ddp.params import ResnetDdpParams
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,7 +95,7 @@ def test_shipped_recipes_load_and_resolve(name):
     for bench in recipe.benchmarks:
         full, smoke = bench.resolved_params(smoke=False), bench.resolved_params(smoke=True)
         assert full["steps"] >= 10 and smoke["steps"] <= 5
-        assert asdict(KINDS[bench.kind][0](**full)) == full
+        assert asdict(params_class(bench.kind)(**full)) == full
 
 
 def test_fsdp_llama_recipe_is_the_issue_shape():

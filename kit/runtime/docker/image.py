@@ -28,7 +28,7 @@ LABEL_DOCKERFILE = "kit.dockerfile-sha256"
 LABEL_LOCK = "kit.lock-sha256"
 LABEL_BASE = "kit.base-image"
 # Worker files copied into every image (the worker imports only `kit` and `kit.worker.*`).
-WORKER_FILES = ("kit/__init__.py", "kit/worker")
+WORKER_FILES = ("kit/__init__.py", "kit/worker", "kit/workloads")
 
 
 class BuildError(KitError):

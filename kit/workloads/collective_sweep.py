@@ -1,50 +1,69 @@
-"""All-reduce sweep with nccl-tests' definitions, through torch.distributed.
+"""One message-size sweep for every collective, with nccl-tests' definitions (worker side).
 
-For each message size: check the result first (wrong-element count, as nccl-tests' #wrong), then
-time `iters` back-to-back all-reduces per trial after `warmup_iters` untimed ones. On CUDA the
-time is read on the device with CUDA events; small messages are captured into a CUDA graph and
-replayed, which removes the launch gaps a host-driven loop leaves between them (nccl-tests' -G).
-On the CPU (gloo) the host clock is all there is. The reported time of a trial is the slowest
-rank's: a collective is done when its last rank is.
+A collective's worker module describes itself as a Collective (its layout of a size into
+buffers, its bus factor, the operation and its #wrong check) and calls `sweep`. For each size:
+check the result first (wrong-element count, as nccl-tests' #wrong), then time `iters`
+back-to-back operations per trial after `warmup_iters` untimed ones. On CUDA the time is read on
+the device with CUDA events; small messages are captured into a CUDA graph and replayed, which
+removes the launch gaps a host-driven loop leaves between them (nccl-tests' -G). On the CPU
+(gloo) the host clock is all there is. A trial's time is the slowest rank's: a collective is
+done when its last rank is.
 
-    algbw = bytes / time            (decimal GB/s)
-    busbw = algbw * 2 * (n - 1) / n (the bandwidth each link must carry in a ring)
+    algbw = size / time        (decimal GB/s; `size` as nccl-tests prints it for the collective)
+    busbw = algbw * bus factor (what each link must carry: 2(n-1)/n all-reduce, (n-1)/n others)
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from kit.worker.common import Context, metric
-from kit.worker.params import AllreduceParams
+from kit.workloads.collective import CollectiveParams
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+Op = Callable[[], None]
 
 
-def bus_factor(world_size: int) -> float:
-    """nccl-tests' all-reduce bus bandwidth factor 2(n-1)/n."""
-    return 2.0 * (world_size - 1) / world_size
+@dataclass(frozen=True)
+class Collective:
+    """How one collective is laid out, run and checked.
+
+    layout(nbytes, elsize, n) -> (elements per rank chunk, size in bytes as nccl-tests prints it)
+    prepare(ctx, chunk, dtype) -> (op, refill): the operation on preallocated buffers, and what
+        restores its input between trials (a reduction grows its buffer every call)
+    wrong(ctx, chunk, dtype) -> this rank's count of elements that differ from the exact answer
+    """
+
+    name: str
+    bus_factor: Callable[[int], float]
+    layout: Callable[[int, int, int], tuple[int, int]]
+    prepare: Callable[[Context, int, torch.dtype], tuple[Op, Op]]
+    wrong: Callable[[Context, int, torch.dtype], int]
 
 
-def count_wrong(ctx: Context, count: int, dtype: torch.dtype) -> int:
-    """All-reduce a known pattern and count elements that differ from the exact sum."""
-    n = ctx.world_size
-    pattern = (torch.arange(7, device=ctx.device, dtype=dtype) + 1).repeat(count // 7 + 1)[:count]
-    buf = pattern * (ctx.rank + 1)
-    dist.all_reduce(buf)
-    expected = pattern * (n * (n + 1) // 2)
-    exact = dtype == torch.float32
-    tol = 0.0 if exact else 1e-2
-    wrong = ((buf - expected).abs() > tol * expected.abs()).sum()
-    total = torch.tensor([int(wrong.item())], dtype=torch.int64, device=ctx.device)
-    dist.all_reduce(total)
-    return int(total.item())
+def pattern(count: int, dtype: torch.dtype, device: Any, scale: float = 1.0) -> torch.Tensor:
+    """1..7 repeated, times `scale`: small integers, exact in every dtype the sweep uses."""
+    base = torch.arange(7, device=device, dtype=dtype) + 1
+    return base.repeat(count // 7 + 1)[:count] * scale
+
+
+def mismatches(got: torch.Tensor, expected: torch.Tensor) -> int:
+    """Elements off the exact value: exact for float32, within 1% for 16-bit floats."""
+    tol = 0.0 if got.dtype == torch.float32 else 1e-2
+    return int(((got - expected).abs() > tol * expected.abs()).sum().item())
+
+
+def _total(ctx: Context, local: int) -> int:
+    t = torch.tensor([local], dtype=torch.int64, device=ctx.device)
+    dist.all_reduce(t)
+    return int(t.item())
 
 
 def _slowest(ctx: Context, seconds: float) -> float:
@@ -53,49 +72,49 @@ def _slowest(ctx: Context, seconds: float) -> float:
     return float(t.item())
 
 
-def _time_host(ctx: Context, buf: torch.Tensor, p: AllreduceParams) -> float:
+def _time_host(ctx: Context, op: Op, p: CollectiveParams) -> float:
     for _ in range(p.warmup_iters):
-        dist.all_reduce(buf)
+        op()
     ctx.synchronize()
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(p.iters):
-        dist.all_reduce(buf)
+        op()
     ctx.synchronize()
     return (time.perf_counter() - t0) / p.iters
 
 
-def _time_events(ctx: Context, buf: torch.Tensor, p: AllreduceParams) -> float:
+def _time_events(op: Op, p: CollectiveParams) -> float:
     for _ in range(p.warmup_iters):
-        dist.all_reduce(buf)
+        op()
     torch.cuda.synchronize()
     dist.barrier()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(p.iters):
-        dist.all_reduce(buf)
+        op()
     end.record()
     end.synchronize()
     return start.elapsed_time(end) / 1e3 / p.iters
 
 
-def _capture(buf: torch.Tensor, p: AllreduceParams) -> torch.cuda.CUDAGraph:
+def _capture(op: Op, p: CollectiveParams) -> torch.cuda.CUDAGraph:
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):  # NCCL needs a few eager calls on the capture stream before capture
-            dist.all_reduce(buf)
+            op()
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(p.iters):
-            dist.all_reduce(buf)
+            op()
     torch.cuda.synchronize()
     return graph
 
 
-def _time_graph(graph: torch.cuda.CUDAGraph, p: AllreduceParams) -> float:
+def _time_graph(graph: torch.cuda.CUDAGraph, p: CollectiveParams) -> float:
     for _ in range(max(1, p.warmup_iters // p.iters)):
         graph.replay()
     torch.cuda.synchronize()
@@ -108,23 +127,21 @@ def _time_graph(graph: torch.cuda.CUDAGraph, p: AllreduceParams) -> float:
     return start.elapsed_time(end) / 1e3 / p.iters
 
 
-def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-    p = AllreduceParams(**params)
+def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]:
+    """Check and time the collective at every size; the result's metrics and data."""
     dtype = DTYPES[p.dtype]
     elsize = torch.tensor([], dtype=dtype).element_size()
-    factor = bus_factor(ctx.world_size)
+    factor = coll.bus_factor(ctx.world_size)
     rows = []
     graphs_ok = ctx.is_cuda and p.timing in ("auto", "graph")
     for nbytes in p.sizes():
-        count = max(1, nbytes // elsize)
-        size = count * elsize
-        wrong = count_wrong(ctx, count, dtype)
-        buf = torch.ones(count, dtype=dtype, device=ctx.device)
-        method = "host-clock"
-        graph = None
+        chunk, size = coll.layout(nbytes, elsize, ctx.world_size)
+        wrong = _total(ctx, coll.wrong(ctx, chunk, dtype))
+        op, refill = coll.prepare(ctx, chunk, dtype)
+        method, graph = "host-clock", None
         if graphs_ok and (p.timing == "graph" or size <= p.graph_max_bytes):
             try:
-                graph = _capture(buf, p)
+                graph = _capture(op, p)
                 method = "cuda-graph"
             except RuntimeError as exc:  # keep measuring; say why graphs were dropped
                 ctx.notes.append(f"CUDA graph capture failed ({exc}); timed with CUDA events")
@@ -133,20 +150,21 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
             method = "cuda-events"
         times, mono_t0 = [], time.monotonic()
         for _ in range(p.trials):
-            buf.fill_(1)  # values double every call; refilled so they stay finite
+            refill()
             if graph is not None:
                 seconds = _time_graph(graph, p)
             elif ctx.is_cuda:
-                seconds = _time_events(ctx, buf, p)
+                seconds = _time_events(op, p)
             else:
-                seconds = _time_host(ctx, buf, p)
+                seconds = _time_host(ctx, op, p)
             times.append(_slowest(ctx, seconds))
         del graph
         algbw = [size / t / 1e9 for t in times]
         rows.append(
             {
                 "bytes": size,
-                "count": count,
+                "count": size // elsize,
+                "chunk": chunk,
                 "time_us": [t * 1e6 for t in times],
                 "algbw_gbps": algbw,
                 "busbw_gbps": [a * factor for a in algbw],
@@ -156,7 +174,7 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
             }
         )
         ctx.log(
-            f"{size:>12d} B  {statistics.median(times) * 1e6:10.1f} us  "
+            f"{coll.name} {size:>12d} B  {statistics.median(times) * 1e6:10.1f} us  "
             f"busbw {statistics.median(algbw) * factor:8.2f} GB/s  wrong {wrong}  ({method})"
         )
     medians = [statistics.median(r["busbw_gbps"]) for r in rows]
@@ -170,6 +188,7 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     }
     data = {
         "params": asdict(p),
+        "collective": coll.name,
         "op": "sum",
         "dtype": p.dtype,
         "bus_factor": factor,

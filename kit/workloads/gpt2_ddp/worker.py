@@ -22,8 +22,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from kit.worker.common import Context, metric
 from kit.worker.flops import gpt2_flops_per_token, gpt2_param_count
-from kit.worker.params import Gpt2DdpParams
 from kit.worker.training import measure, seed_all, summarize, token_batches
+from kit.workloads.gpt2_ddp.params import Gpt2DdpParams
 
 
 def build_model(ctx: Context, p: Gpt2DdpParams) -> tuple[torch.nn.Module, str]:

@@ -29,8 +29,8 @@ import torch
 
 from kit.worker.common import Context
 from kit.worker.flops import llama_lora_flops_per_token, llama_param_count
-from kit.worker.params import LlamaLoraFsdpParams
 from kit.worker.training import measure, seed_all, summarize, token_batches
+from kit.workloads.llama_lora_fsdp.params import LlamaLoraFsdpParams
 
 
 @contextlib.contextmanager

@@ -1,0 +1,61 @@
+"""What the report and the comparison say, computed from a bundle's runs.
+
+Pure functions over plain dicts (results.json, hardware.json), so every sentence can be tested
+without rendering. By concern: model (the dataclasses), grouping (runs into benchmarks, the one
+reader of results), verdicts, trust (findings), sweeps (message-size curves) and training (step
+times, drift, telemetry). What a kind means (label, headline metric, figures) comes from its
+workload's spec, kit.workloads.registry.
+"""
+
+from kit.report.analysis.grouping import benchmark_label, build_benchmarks, cv_threshold
+from kit.report.analysis.model import (
+    CV_THRESHOLD,
+    Benchmark,
+    MetricRow,
+    VariantBlock,
+    Verdict,
+    is_ok,
+    p2p_disabled,
+)
+from kit.report.analysis.sweeps import allreduce_curves, raw_sizes, sweep_curves
+from kit.report.analysis.training import (
+    DRIFT_MIN_STEPS,
+    DRIFT_THRESHOLD,
+    drifting,
+    step_traces,
+    telemetry_series,
+    window_drift,
+)
+from kit.report.analysis.trust import Finding, findings, nccl_contradiction, transports
+from kit.report.analysis.verdicts import compare, expectations, headline, verdict_metric, verdicts
+
+__all__ = [
+    "CV_THRESHOLD",
+    "DRIFT_MIN_STEPS",
+    "DRIFT_THRESHOLD",
+    "Benchmark",
+    "Finding",
+    "MetricRow",
+    "VariantBlock",
+    "Verdict",
+    "allreduce_curves",
+    "benchmark_label",
+    "build_benchmarks",
+    "compare",
+    "cv_threshold",
+    "drifting",
+    "expectations",
+    "findings",
+    "headline",
+    "is_ok",
+    "nccl_contradiction",
+    "p2p_disabled",
+    "raw_sizes",
+    "step_traces",
+    "sweep_curves",
+    "telemetry_series",
+    "transports",
+    "verdict_metric",
+    "verdicts",
+    "window_drift",
+]

@@ -1,0 +1,135 @@
+"""Runs grouped by benchmark and variant, each metric summarized over the finished repeats.
+
+The one reader of results.json for the report and compare alike: a run that did not finish
+contributes no number anywhere; it is counted, named and shown as failed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kit.report.analysis.model import (
+    CV_THRESHOLD,
+    Benchmark,
+    MetricRow,
+    VariantBlock,
+    is_ok,
+)
+from kit.report.analysis.verdicts import verdicts
+from kit.stats import StatsError, is_noisy, summarize
+from kit.workloads.registry import label as kind_label
+from kit.workloads.registry import metric_label, spec
+
+
+def benchmark_label(name: str, kind: str) -> str:
+    base = kind_label(kind)
+    return base if name in (kind, base) else f"{name} ({base})"
+
+
+def _variant_info(recipe: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Variant names in recipe order (then any the runs add), with their descriptions."""
+    out: dict[str, str] = {}
+    for v in recipe.get("variants") or []:
+        if isinstance(v, dict) and v.get("name"):
+            out[v["name"]] = v.get("description") or ""
+        elif isinstance(v, str):
+            out[v] = ""
+    for r in runs:
+        out.setdefault(r.get("variant", "?"), "")
+    return list(out.items())
+
+
+def cv_threshold(recipe: dict[str, Any]) -> float:
+    """The recipe's cv_threshold (what adaptive repeats used), else the recipe default."""
+    value = recipe.get("cv_threshold")
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1
+    return float(value) if ok else CV_THRESHOLD
+
+
+def build_benchmarks(results: dict[str, Any], recipe: dict[str, Any]) -> list[Benchmark]:
+    """Group runs by benchmark and variant; summarize each metric over the finished repeats."""
+    runs = results.get("runs") or []
+    repeats = int(results.get("repeats") or recipe.get("repeats") or 0)
+    threshold = cv_threshold(recipe)
+    declared = [b for b in recipe.get("benchmarks") or [] if isinstance(b, dict)]
+    names = [b.get("name") or b.get("kind") for b in declared]
+    for r in runs:
+        if r.get("benchmark") not in names:
+            names.append(r.get("benchmark"))
+    out = []
+    for name in names:
+        decl = next((b for b in declared if (b.get("name") or b.get("kind")) == name), {})
+        mine = [r for r in runs if r.get("benchmark") == name]
+        kind = decl.get("kind") or (mine[0].get("kind") if mine else "?")
+        blocks = []
+        for vname, desc in _variant_info(recipe, mine):
+            vr = sorted(
+                (r for r in mine if r.get("variant") == vname), key=lambda r: r.get("repeat", 0)
+            )
+            ok = [r for r in vr if is_ok(r)]
+            blocks.append(
+                VariantBlock(
+                    vname,
+                    desc,
+                    vr,
+                    ok,
+                    [r for r in vr if not is_ok(r)],
+                    missing=max(0, repeats - len(vr)),
+                )
+            )
+        same_kind = sum(1 for b in declared if b.get("kind") == kind) > 1
+        label = benchmark_label(name, kind) if same_kind else kind_label(kind)
+        label = label if spec(kind) or same_kind else name
+        bench = Benchmark(
+            name,
+            kind,
+            label,
+            decl.get("params") or {},
+            blocks,
+            expect=decl.get("expect") or {},
+            spec=spec(kind),
+            cv_threshold=threshold,
+        )
+        _summarize_metrics(bench)
+        bench.wrong_total = sum(_wrong(r) for r in mine if is_ok(r))
+        bench.verdicts = verdicts(bench)
+        out.append(bench)
+    return out
+
+
+def _wrong(run: dict[str, Any]) -> int:
+    rows = (run.get("data") or {}).get("sizes") or []
+    if rows:
+        return int(sum(int(r.get("wrong") or 0) for r in rows))
+    m = (run.get("metrics") or {}).get("wrong_total")
+    return int(m["value"]) if m else 0
+
+
+def _summarize_metrics(bench: Benchmark) -> None:
+    skip = set(bench.spec.not_summarized) if bench.spec else {"wrong_total"}
+    order: list[str] = []
+    info: dict[str, dict[str, Any]] = {}
+    for v in bench.variants:
+        for r in v.ok:
+            for name, m in (r.get("metrics") or {}).items():
+                if name in skip or not isinstance(m, dict) or "value" not in m:
+                    continue
+                if name not in info:
+                    order.append(name)
+                    info[name] = m
+    for name in order:
+        unit, hib = info[name].get("unit", ""), bool(info[name].get("higher_is_better", True))
+        per_variant = {}
+        for v in bench.variants:
+            values = [
+                float(r["metrics"][name]["value"]) for r in v.ok if name in (r.get("metrics") or {})
+            ]
+            row = MetricRow(name, metric_label(bench.kind, name), unit, hib, values)
+            if values:
+                try:
+                    row.summary = summarize(values)
+                    row.noisy = is_noisy(values, bench.cv_threshold)
+                except StatsError:
+                    row.summary = None
+            per_variant[v.name] = row
+        bench.metrics[name] = per_variant

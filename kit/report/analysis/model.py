@@ -1,0 +1,84 @@
+"""The report's view of a bundle's runs: benchmarks, their variants and per-metric summaries.
+
+Plain data over the run dicts of results.json; built by grouping.build_benchmarks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kit.workloads.base import WorkloadSpec
+
+# The noise flag's default when a recipe names no cv_threshold (the recipe model's default).
+CV_THRESHOLD = 0.03
+
+
+def is_ok(run: dict[str, Any]) -> bool:
+    return run.get("status") == "ok"
+
+
+def p2p_disabled(run: dict[str, Any]) -> bool:
+    return str((run.get("env") or {}).get("NCCL_P2P_DISABLE", "0")).strip() in ("1", "true")
+
+
+@dataclass
+class MetricRow:
+    """One metric of one variant over its finished repeats (summary None: nothing finished)."""
+
+    name: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    values: list[float]
+    summary: Any = None  # kit.stats.Summary
+    noisy: bool = False
+
+
+@dataclass
+class VariantBlock:
+    name: str
+    description: str
+    runs: list[dict[str, Any]]
+    ok: list[dict[str, Any]]
+    failed: list[dict[str, Any]]
+    missing: int = 0  # repeats planned but never run
+
+
+@dataclass
+class Verdict:
+    """A sentence comparing two variants on one metric, or why it cannot be said."""
+
+    benchmark: str
+    metric: str
+    sentence: str
+    ratio: Any = None  # kit.stats.Ratio
+    pairs: int = 0
+    failed: bool = False
+
+
+@dataclass
+class Benchmark:
+    name: str
+    kind: str
+    label: str
+    params: dict[str, Any]
+    variants: list[VariantBlock]
+    metrics: dict[str, dict[str, MetricRow]] = field(default_factory=dict)  # metric -> variant
+    verdicts: list[Verdict] = field(default_factory=list)
+    wrong_total: int = 0
+    expect: dict[str, Any] = field(default_factory=dict)
+    spec: WorkloadSpec | None = None  # None: a kind this kit does not know
+    cv_threshold: float = CV_THRESHOLD
+
+    @property
+    def runs(self) -> list[dict[str, Any]]:
+        return [r for v in self.variants for r in v.runs]
+
+    @property
+    def figures(self) -> str:
+        """Which figures the report draws: the spec's, else guessed from the runs' data."""
+        if self.spec is not None:
+            return self.spec.figures
+        data = [r.get("data") or {} for r in self.runs if is_ok(r)]
+        return "sweep" if any(d.get("sizes") for d in data) else "training"

@@ -1,0 +1,64 @@
+"""Message-size sweeps (every collective): per variant and size, the medians and bands."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from kit.report.analysis.model import Benchmark, is_ok
+
+
+def sweep_curves(bench: Benchmark) -> dict[str, Any]:
+    """Per variant and size: busbw and time, median over repeats of each repeat's median, and
+    the min..max of those per-repeat medians (the band in the plot)."""
+    sizes: list[int] = []
+    curves: dict[str, dict[int, dict[str, Any]]] = {}
+    for v in bench.variants:
+        per: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for r in v.ok:
+            for row in (r.get("data") or {}).get("sizes") or []:
+                b = int(row["bytes"])
+                if b not in sizes:
+                    sizes.append(b)
+                per[b]["busbw"].append(statistics.median(row["busbw_gbps"]))
+                per[b]["time"].append(statistics.median(row["time_us"]))
+                per[b]["algbw"].append(statistics.median(row.get("algbw_gbps") or [0.0]))
+                per[b]["wrong"].append(int(row.get("wrong") or 0))
+                per[b]["timing"].append(row.get("timing") or "")
+        curves[v.name] = {
+            b: {
+                "busbw": statistics.median(d["busbw"]),
+                "busbw_min": min(d["busbw"]),
+                "busbw_max": max(d["busbw"]),
+                "algbw": statistics.median(d["algbw"]),
+                "time": statistics.median(d["time"]),
+                "time_min": min(d["time"]),
+                "time_max": max(d["time"]),
+                "wrong": sum(d["wrong"]),
+                "n": len(d["busbw"]),
+                "timing": sorted({t for t in d["timing"] if t}),
+            }
+            for b, d in per.items()
+        }
+    return {"sizes": sorted(sizes), "curves": curves}
+
+
+def raw_sizes(bench: Benchmark) -> dict[str, Any] | None:
+    """busbw of every finished run per size (median of its trials), for the appendix."""
+    ok = [r for r in bench.runs if is_ok(r) and (r.get("data") or {}).get("sizes")]
+    if not ok:
+        return None
+    sizes = sorted({int(row["bytes"]) for r in ok for row in r["data"]["sizes"]})
+    cells = []
+    for size in sizes:
+        line = []
+        for r in ok:
+            row = next((x for x in r["data"]["sizes"] if int(x["bytes"]) == size), None)
+            line.append(statistics.median(row["busbw_gbps"]) if row else None)
+        cells.append((size, line))
+    return {"columns": [f"{r['variant']} r{r.get('repeat', '?')}" for r in ok], "rows": cells}
+
+
+# The name earlier versions used, while the all-reduce was the only sweep.
+allreduce_curves = sweep_curves

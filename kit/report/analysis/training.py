@@ -1,0 +1,90 @@
+"""Training runs: every step time, steady-state drift, and the GPU telemetry series."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from kit.report.analysis.model import Benchmark
+
+# A training run whose median step time differs this much between the first and second half
+# of its timed window had not settled (on 2x H200 every steady run stayed within 2%).
+DRIFT_THRESHOLD = 0.05
+DRIFT_MIN_STEPS = 8
+
+
+def step_traces(bench: Benchmark) -> list[dict[str, Any]]:
+    """Every step time of every finished repeat, with its warm-up count."""
+    out = []
+    for v in bench.variants:
+        for r in v.ok:
+            data = r.get("data") or {}
+            steps = data.get("step_times_s")
+            if not steps:
+                continue
+            out.append(
+                {
+                    "variant": v.name,
+                    "repeat": r.get("repeat", 0),
+                    "run_id": r["run_id"],
+                    "steps": [float(s) for s in steps],
+                    "warmup": int(data.get("warmup_steps") or 0),
+                }
+            )
+    return out
+
+
+def window_drift(steps: list[float], warmup: int) -> tuple[float, float] | None:
+    """Median step time (s) of the first and of the second half of a run's timed window.
+
+    None when there are fewer than DRIFT_MIN_STEPS timed steps (halves too short to say).
+    """
+    timed = steps[warmup:]
+    if len(timed) < DRIFT_MIN_STEPS:
+        return None
+    half = len(timed) // 2
+    return statistics.median(timed[:half]), statistics.median(timed[half:])
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:.3g}" if ms < 100 else f"{ms:,.0f}"
+
+
+def drifting(bench: Benchmark) -> list[str]:
+    """The finished runs whose step time moved more than DRIFT_THRESHOLD inside the window."""
+    out = []
+    for trace in step_traces(bench):
+        halves = window_drift(trace["steps"], trace["warmup"])
+        if halves is None or halves[0] <= 0:
+            continue
+        change = halves[1] / halves[0] - 1
+        if abs(change) > DRIFT_THRESHOLD:
+            first, second = (_ms(t) for t in halves)
+            out.append(
+                f"{bench.label} {trace['variant']} r{trace['repeat']}: "
+                f"{first} → {second} ms ({change:+.0%})"
+            )
+    return out
+
+
+def telemetry_series(bench: Benchmark) -> list[dict[str, Any]]:
+    """Telemetry samples of every finished run that has them, per GPU."""
+    out = []
+    for v in bench.variants:
+        for r in v.ok:
+            tel = r.get("telemetry") or {}
+            if not tel.get("available"):
+                continue
+            for g in tel.get("gpus") or []:
+                s = g.get("samples") or {}
+                if s.get("t_s"):
+                    out.append(
+                        {
+                            "variant": v.name,
+                            "run_id": r["run_id"],
+                            "gpu": g.get("index"),
+                            "samples": s,
+                        }
+                    )
+    return out

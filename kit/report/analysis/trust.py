@@ -1,0 +1,171 @@
+"""Trust checks: everything that affects how far a bundle's numbers can be trusted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kit.report.analysis.model import Benchmark, is_ok, p2p_disabled
+from kit.report.analysis.training import DRIFT_THRESHOLD, drifting
+from kit.worker.nccl_log import contradiction
+
+
+def nccl_contradiction(run: dict[str, Any]) -> str | None:
+    """One line when the NCCL transport recorded for the run contradicts its variant.
+
+    Judged again from the recorded transports by the same rule the run was judged by, so a
+    bundle edited by hand or made by an older kit cannot carry a stale verdict into the report.
+    """
+    nccl = run.get("nccl")
+    counts = nccl.get("transports") if isinstance(nccl, dict) else None
+    if not isinstance(counts, dict) or not counts:
+        return None
+    single_node = len(run.get("nodes") or []) < 2
+    why = contradiction(counts, p2p_disabled(run), single_node)
+    return f"{run['run_id']}: {why}" if why else None
+
+
+def transports(bench: Benchmark) -> dict[str, list[str]]:
+    """Per variant: the NCCL transports its finished runs used, from NCCL's own log."""
+    out: dict[str, list[str]] = {}
+    for v in bench.variants:
+        seen: set[str] = set()
+        for r in v.ok:
+            t = (r.get("nccl") or {}).get("transports")
+            seen.update(t if isinstance(t, (dict, list)) else [])
+        if seen:
+            out[v.name] = sorted(str(x) for x in seen)
+    return out
+
+
+@dataclass
+class Finding:
+    level: str  # "error" (a number is missing or wrong) | "warn" (a number is less sure)
+    title: str
+    detail: str = ""
+
+
+def findings(results: dict[str, Any], benches: list[Benchmark]) -> list[Finding]:
+    """Everything that affects how far the numbers can be trusted, worst first."""
+    out: list[Finding] = []
+    runs = results.get("runs") or []
+    failed = [r for r in runs if not is_ok(r)]
+    if failed:
+        names = ", ".join(f"{r.get('run_id')} ({r.get('status')})" for r in failed)
+        out.append(
+            Finding(
+                "error",
+                f"{len(failed)} of {len(runs)} runs did not finish; they contribute no number",
+                names,
+            )
+        )
+    planned = results.get("planned_runs")
+    if isinstance(planned, int) and planned > len(runs):
+        gone = planned - len(runs)
+        out.append(
+            Finding(
+                "error",
+                f"{gone} planned run{'s' if gone > 1 else ''} never ran",
+                f"the bundle's status is {results.get('status')!r}",
+            )
+        )
+    elif results.get("status") not in (None, "complete"):
+        out.append(Finding("error", f"the bundle is {results.get('status')}, not complete"))
+    wrong = [(b.label, b.wrong_total) for b in benches if b.wrong_total]
+    for label, n in wrong:
+        out.append(
+            Finding(
+                "error",
+                f"{label}: {n} wrong elements (#wrong > 0)",
+                "the collective returned wrong results: its bandwidth is not trustworthy",
+            )
+        )
+    contradictions = [c for r in runs if is_ok(r) and (c := nccl_contradiction(r))]
+    if contradictions:
+        out.append(
+            Finding(
+                "error", "the NCCL transport contradicts the variant", "; ".join(contradictions)
+            )
+        )
+    unproven = [
+        r["run_id"]
+        for r in runs
+        if is_ok(r)
+        and isinstance(r.get("nccl"), dict)
+        and str(r["nccl"].get("verdict") or "").startswith("NCCL printed no connection lines")
+    ]
+    if unproven:
+        out.append(
+            Finding(
+                "warn",
+                "the NCCL transport was not recorded: NCCL printed no connection lines",
+                ", ".join(unproven),
+            )
+        )
+    if results.get("smoke"):
+        out.append(
+            Finding(
+                "warn",
+                "smoke scale: sizes were shrunk to check the method",
+                "these numbers do not measure the hardware",
+            )
+        )
+    if results.get("device") == "cpu":
+        out.append(
+            Finding(
+                "warn",
+                "ran on the CPU (gloo), not on GPUs",
+                "nothing here describes GPU or NVLink performance",
+            )
+        )
+    if not results.get("pinned"):
+        out.append(
+            Finding(
+                "warn",
+                "unpinned environment: the host's own Python packages",
+                "another machine may not have the same versions; use the docker "
+                "runtime for a pinned image",
+            )
+        )
+    throttled = []
+    for r in runs:
+        tel = r.get("telemetry") or {}
+        if is_ok(r) and tel.get("throttled"):
+            seen = ", ".join(tel.get("throttle_reasons_seen") or []) or "slowdown"
+            throttled.append(f"{r['run_id']} ({seen})")
+    if throttled:
+        were = "run was" if len(throttled) == 1 else "runs were"
+        out.append(
+            Finding("warn", f"{len(throttled)} {were} throttled while busy", ", ".join(throttled))
+        )
+    noisy = [
+        f"{b.label} {v} {row.label} (CV {row.summary.cv:.1%})"
+        for b in benches
+        for rows in b.metrics.values()
+        for v, row in rows.items()
+        if row.noisy and row.summary is not None and row.summary.cv is not None
+    ]
+    if noisy:
+        out.append(
+            Finding(
+                "warn",
+                "noisy results: coefficient of variation over "
+                + " / ".join(sorted({f"{b.cv_threshold:.0%}" for b in benches})),
+                "; ".join(noisy),
+            )
+        )
+    drift = [d for b in benches for d in drifting(b)]
+    if drift:
+        out.append(
+            Finding(
+                "warn",
+                "not at steady state: the step time changed by more than "
+                f"{DRIFT_THRESHOLD:.0%} between the two halves of the timed window",
+                "; ".join(drift) + ". More warm-up steps or a longer window would measure "
+                "the settled pace.",
+            )
+        )
+    for f in results.get("preflight") or []:
+        level = "error" if f.get("level") == "error" else "warn"
+        out.append(Finding(level, f"preflight {f.get('check')}: {f.get('message')}"))
+    return out

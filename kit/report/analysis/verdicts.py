@@ -1,0 +1,157 @@
+"""Verdicts: variants compared on a workload's headline metric, and the recipe's references."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kit.report.analysis.model import Benchmark, VariantBlock, Verdict
+from kit.stats import StatsError, paired_ratio
+from kit.workloads.registry import headline_metric, metric_label
+
+
+def _pairs(a: VariantBlock, b: VariantBlock, metric: str) -> tuple[list[float], list[float]]:
+    """Values of repeat i of a and repeat i of b, for every i where both finished."""
+    bv = {r.get("repeat"): r for r in b.ok if metric in (r.get("metrics") or {})}
+    xs, ys = [], []
+    for r in a.ok:
+        other = bv.get(r.get("repeat"))
+        if other is not None and metric in (r.get("metrics") or {}):
+            xs.append(float(r["metrics"][metric]["value"]))
+            ys.append(float(other["metrics"][metric]["value"]))
+    return xs, ys
+
+
+def compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> Verdict:
+    """Paired ratio a / b on one metric, as a sentence ("1.37x faster (95% CI ...)")."""
+    rows = bench.metrics.get(metric) or {}
+    hib = next((r.higher_is_better for r in rows.values()), True)
+    label = metric_label(bench.kind, metric)
+    p2p_pair = a.name == "p2p" and b.name == "no-p2p"
+    missing = [v.name for v in (a, b) if not v.ok]
+    if missing:
+        return Verdict(
+            bench.name,
+            metric,
+            f"{bench.label}: no comparison of {a.name} and "
+            f"{b.name}: every run of {' and '.join(missing)} failed.",
+            failed=True,
+        )
+    xs, ys = _pairs(a, b, metric)
+    if not xs:
+        return Verdict(
+            bench.name,
+            metric,
+            f"{bench.label}: no repeat finished for both "
+            f"{a.name} and {b.name}, so there is no paired comparison.",
+            failed=True,
+        )
+    try:
+        ratio = paired_ratio(xs, ys, higher_is_better=hib)
+    except StatsError as exc:
+        return Verdict(bench.name, metric, f"{bench.label}: no comparison ({exc}).", failed=True)
+    text = ratio.sentence()
+    n = f"{len(xs)} paired repeat{'s' if len(xs) > 1 else ''}"
+    if text.startswith("no "):
+        if p2p_pair:
+            sentence = f"Peer-to-peer makes {text} to {bench.label} in {label} ({n})."
+        else:
+            sentence = f"{bench.label}, {a.name} against {b.name}: {text} in {label} ({n})."
+    elif p2p_pair:
+        sentence = f"Peer-to-peer makes {bench.label} {text} in {label} ({n})."
+    else:
+        sentence = f"{bench.label} is {text} with {a.name} than with {b.name}, in {label} ({n})."
+    if all(r.get("backend") == "gloo" for r in a.ok + b.ok):
+        sentence = (
+            f"{bench.label} on the CPU (gloo, where NCCL settings have no effect), "
+            f"{a.name} against {b.name}: {text} in {label} ({n}); both variants ran "
+            "the same code, so this difference is noise."
+        )
+    return Verdict(bench.name, metric, sentence, ratio, len(xs))
+
+
+def verdict_metric(bench: Benchmark) -> str:
+    """The metric a benchmark is judged by: its workload's headline metric."""
+    metric = headline_metric(bench.kind)
+    return metric if metric in bench.metrics else next(iter(bench.metrics), metric)
+
+
+def verdicts(bench: Benchmark) -> list[Verdict]:
+    """The headline comparison: p2p (or the first variant) against each other variant; then
+    the workload's secondary metrics, where both sides finished."""
+    if len(bench.variants) < 2:
+        return []
+    ref = next((v for v in bench.variants if v.name == "p2p"), bench.variants[0])
+    others = [v for v in bench.variants if v is not ref]
+    out = [compare(bench, ref, other, verdict_metric(bench)) for other in others]
+    for metric in bench.spec.secondary if bench.spec else ():
+        if metric not in bench.metrics:
+            continue
+        for other in others:
+            if ref.ok and other.ok:
+                v = compare(bench, ref, other, metric)
+                if not v.failed:
+                    out.append(v)
+    return out
+
+
+def headline(bench: Benchmark) -> list[dict[str, Any]]:
+    """Per variant: the verdict metric's median with its interval, or failed."""
+    metric = verdict_metric(bench)
+    rows = bench.metrics.get(metric) or {}
+    out = []
+    for v in bench.variants:
+        row = rows.get(v.name)
+        out.append(
+            {
+                "variant": v.name,
+                "row": row,
+                "metric": metric,
+                "failed": row is None or row.summary is None,
+                "n_ok": len(v.ok),
+                "n": len(v.runs) + v.missing,
+            }
+        )
+    return out
+
+
+def expectations(bench: Benchmark) -> list[dict[str, Any]]:
+    """The recipe's `expect:` references against the first variant's median (p2p by default)."""
+    out = []
+    ref = next((v for v in bench.variants if v.name == "p2p"), None) or (
+        bench.variants[0] if bench.variants else None
+    )
+    for metric, exp in (bench.expect or {}).items():
+        if not isinstance(exp, dict) or "value" not in exp:
+            continue
+        row = (bench.metrics.get(metric) or {}).get(ref.name) if ref else None
+        tol = float(exp.get("tolerance") or 0.0)
+        value = float(exp["value"])
+        measured = row.summary.median if row is not None and row.summary is not None else None
+        if measured is None:
+            verdict = "failed: no finished run"
+        else:
+            hib = row.higher_is_better
+            low_ok = measured >= value * (1 - tol)
+            high_ok = measured <= value * (1 + tol)
+            verdict = (
+                "within tolerance"
+                if low_ok and high_ok
+                else (
+                    "better than the reference"
+                    if (hib and not high_ok) or (not hib and not low_ok)
+                    else "WORSE than the reference"
+                )
+            )
+        out.append(
+            {
+                "metric": metric,
+                "label": metric_label(bench.kind, metric),
+                "value": value,
+                "unit": exp.get("unit") or (row.unit if row else ""),
+                "tolerance": tol,
+                "variant": ref.name if ref else "-",
+                "measured": measured,
+                "verdict": verdict,
+            }
+        )
+    return out

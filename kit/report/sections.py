@@ -1,0 +1,199 @@
+"""The report's machine sections, as plain data for the templates: hardware, nodes,
+environment and the manifest. Every field optional: a CPU-only bundle has few."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kit.bundle import MANIFEST, REPORT_FILES, SIGNATURE, sha256_file
+from kit.report.plots import human_bytes as _human_bytes
+from kit.safeio import scan
+
+
+def human_bytes(n: Any) -> str:
+    return _human_bytes(float(n)) if isinstance(n, (int, float)) else str(n)
+
+
+def hardware_view(hw: dict[str, Any]) -> dict[str, Any]:
+    """What the Hardware section shows; every field optional (a CPU-only bundle has few)."""
+    host = hw.get("host") or {}
+    gpus = hw.get("gpus") or []
+    rows = []
+    for g in gpus:
+        pcie = g.get("pcie") or {}
+        links = [n for n in g.get("nvlinks") or [] if n.get("active")]
+        remotes: dict[str, int] = {}
+        for n in links:
+            remotes[str(n.get("remote"))] = remotes.get(str(n.get("remote")), 0) + 1
+        speed = next((n.get("speed_gbs") for n in links if n.get("speed_gbs")), None)
+        version = next((n.get("version") for n in links if n.get("version")), None)
+        nvlink = "none"
+        if links:
+            nvlink = f"{len(links)} active" + (f", NVLink {version}" if version else "")
+            nvlink += f", {speed:g} GB/s each" if speed else ""
+            nvlink += " to " + ", ".join(f"{k} ({v})" for k, v in remotes.items())
+        gen = (
+            f"Gen{pcie.get('gen_current')} x{pcie.get('width_current')}"
+            if pcie.get("gen_current")
+            else "-"
+        )
+        gen_max = (
+            f"Gen{pcie.get('gen_max')} x{pcie.get('width_max')}" if pcie.get("gen_max") else "-"
+        )
+        rows.append(
+            {
+                "index": g.get("index"),
+                "name": g.get("name"),
+                "memory": f"{g['memory_total_gib']:g} GiB" if g.get("memory_total_gib") else "-",
+                "cc": g.get("compute_capability") or "-",
+                "pcie": gen,
+                "pcie_max": gen_max,
+                "numa": g.get("numa_node") if g.get("numa_node") is not None else "-",
+                "cpus": g.get("cpu_affinity") or "-",
+                "nvlink": nvlink,
+                "power": f"{g['power_limit_w']:g} W" if g.get("power_limit_w") else "-",
+                "clocks": (g.get("clocks_max_mhz") or {}).get("sm"),
+                "bus": g.get("pci_bus_id") or "-",
+                "vbios": g.get("vbios_version") or "-",
+                "persistence": g.get("persistence_mode"),
+            }
+        )
+    gpus_of = {}
+    for g in rows:
+        gpus_of.setdefault(g["numa"], []).append(f"GPU{g['index']}")
+    numa = [
+        {
+            "id": n.get("id"),
+            "cpus": n.get("cpus") or "-",
+            "mem": human_bytes(n["mem_total_bytes"]) if n.get("mem_total_bytes") else "-",
+            "gpus": ", ".join(gpus_of.get(n.get("id"), [])) or "-",
+        }
+        for n in host.get("numa_nodes") or []
+    ]
+    container = host.get("container") or {}
+    topo = hw.get("topology") or {}
+    peer = hw.get("peer_access") or {}
+    return {
+        "gpus": rows,
+        "driver": hw.get("driver") or {},
+        "nvml_error": hw.get("nvml_error"),
+        "topology": topo if topo.get("matrix") and len(topo.get("matrix")) > 1 else None,
+        "p2p_status": (hw.get("nvml_p2p_status") or {}).get("read"),
+        "peer_access": peer if peer.get("matrix") else None,
+        "peer_access_note": hw.get("peer_access_note"),
+        "labels": topo.get("labels") or [f"GPU{g.get('index')}" for g in gpus],
+        "host": [
+            (k, v)
+            for k, v in (
+                ("CPU", host.get("cpu_model")),
+                ("sockets", host.get("sockets")),
+                ("physical cores", host.get("physical_cores")),
+                ("logical CPUs", host.get("logical_cpus") or host.get("cpu_count")),
+                ("CPUs this process may use", host.get("allowed_cpus")),
+                (
+                    "memory",
+                    human_bytes(host["mem_total_bytes"]) if host.get("mem_total_bytes") else None,
+                ),
+                ("/dev/shm", human_bytes(host["shm_bytes"]) if host.get("shm_bytes") else None),
+                ("OS", host.get("os")),
+                ("kernel", host.get("kernel")),
+                ("architecture", host.get("arch")),
+                ("hostname", host.get("hostname")),
+                (
+                    "inventory taken in a container",
+                    (container.get("runtime") or "yes")
+                    if container.get("detected")
+                    else ("no" if container else None),
+                ),
+                ("collected at", hw.get("collected_at")),
+            )
+            if v not in (None, "")
+        ],
+        "numa": numa,
+    }
+
+
+def _speed(mbps: Any) -> str:
+    if not isinstance(mbps, int):
+        return "speed unknown"
+    return f"{mbps / 1000:g} Gb/s" if mbps >= 1000 else f"{mbps} Mb/s"
+
+
+def nodes_view(hw: dict[str, Any], results: dict[str, Any]) -> dict[str, Any] | None:
+    """Multi-node bundles: each node (daemon, name, GPUs, network) and how the nodes talked."""
+    nodes = hw.get("nodes")
+    if not nodes:
+        return None
+    rows = []
+    for n in nodes:
+        gpus = n.get("gpus") or []
+        names = sorted({str(g.get("name")) for g in gpus})
+        links = [
+            f"{i.get('name')} {i.get('address') or ''} {_speed(i.get('speed_mbps'))}"
+            f" MTU {i.get('mtu') or '?'} ({i.get('state') or '?'})".replace("  ", " ")
+            for i in n.get("interfaces") or []
+            if i.get("kind") != "bridge" and (i.get("address") or i.get("state") == "up")
+        ]
+        links += [
+            f"{p.get('device')} port {p.get('port')}: {p.get('rate') or '?'}"
+            f" ({p.get('state') or '?'}, {p.get('link_layer') or '?'})"
+            for p in n.get("infiniband") or []
+        ]
+        rows.append(
+            {
+                "node": n.get("node"),
+                "host": n.get("host") or "-",
+                "hostname": n.get("hostname") or "-",
+                "gpus": f"{len(gpus)} x {', '.join(names)}" if gpus else "none",
+                "cpus": n.get("cpus") or "-",
+                "memory": human_bytes(n["mem_total_bytes"]) if n.get("mem_total_bytes") else "-",
+                "network": links or ["no interface recorded"],
+            }
+        )
+    transports: dict[str, list[str]] = {}
+    for r in results.get("runs") or []:
+        used = (r.get("network") or {}).get("transport") or []
+        if used:
+            transports.setdefault(r.get("variant") or "?", [])
+            transports[r.get("variant") or "?"] += [t for t in used if t not in transports[r.get("variant") or "?"]]  # fmt: skip
+    return {"rows": rows, "transports": transports}
+
+
+def environment_view(env: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+    container = env.get("container") or {}
+    packages = container.get("packages") if isinstance(container, dict) else None
+    versions = (
+        [(k, v) for k, v in container.items() if k != "packages" and v not in (None, "")]
+        if isinstance(container, dict)
+        else []
+    )
+    fingerprint = [(k, v) for k, v in env.items() if k != "container" and v not in (None, "")]
+    runtime = env.get("runtime") or results.get("runtime")
+    # versions seen by the runs themselves: they must agree with each other
+    seen: dict[str, set[str]] = {}
+    for r in results.get("runs") or []:
+        for k, v in (r.get("versions") or {}).items():
+            if v is not None:
+                seen.setdefault(k, set()).add(str(v))
+    disagree = {k: sorted(v) for k, v in seen.items() if len(v) > 1}
+    return {
+        "fingerprint": fingerprint,
+        "versions": versions,
+        "packages": sorted((packages or {}).items()),
+        "in_container": runtime == "docker",
+        "runtime": runtime,
+        "pinned": bool(env.get("pinned", results.get("pinned"))),
+        "disagree": disagree,
+    }
+
+
+def manifest_view(root: Path) -> list[tuple[str, str, int]]:
+    """(path, sha256, bytes) of every bundle file the report does not itself produce."""
+    out = []
+    for rel in scan(root).files:  # regular files only: no link is followed
+        if rel in (MANIFEST, SIGNATURE) or rel in REPORT_FILES:
+            continue
+        p = root / rel
+        out.append((rel, sha256_file(p), p.lstat().st_size))
+    return out

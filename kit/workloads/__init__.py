@@ -1,0 +1,1 @@
+"""Workloads: one folder per kind (params, worker entry, spec); kit.workloads.registry lists them."""

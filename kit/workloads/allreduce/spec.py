@@ -1,0 +1,20 @@
+"""The all-reduce sweep as the driver sees it."""
+
+from kit.workloads.allreduce.params import AllreduceParams
+from kit.workloads.base import Sweep
+from kit.workloads.collective import collective_spec
+
+SPEC = collective_spec(
+    "allreduce",
+    "all-reduce",
+    "NCCL/gloo all-reduce sweep, nccl-tests busbw",
+    AllreduceParams,
+    Sweep(
+        op="all-reduce",
+        tool="all_reduce_perf",
+        bus_factor="2(n-1)/n",
+        size="Size: the buffer every rank contributes and receives, summed over the ranks.",
+        check="each rank contributes a known pattern times (rank + 1); elements that differ "
+        "from the exact sum are counted",
+    ),
+)

@@ -1,0 +1,76 @@
+"""What every workload folder builds on: its spec type and the checks its parameters use.
+
+Standard library only: the worker imports the workloads' params (and may import their specs)
+inside the container, where the driver's packages are absent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Pydantic reads this attribute when it validates a plain dataclass: unknown keys are errors.
+STRICT = {"extra": "forbid"}
+
+
+def check(ok: bool, field_name: str, allowed: str) -> None:
+    """A parameter check whose message names its field first (the recipe loader points there)."""
+    if not ok:
+        raise ValueError(f"{field_name}: must be {allowed}")
+
+
+def check_steps(warmup_steps: int, steps: int, data_batches: int) -> None:
+    check(warmup_steps >= 0, "warmup_steps", "0 or more")
+    check(steps >= 2, "steps", "at least 2 (a loss that changes needs two steps)")
+    check(data_batches >= 1, "data_batches", "at least 1")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric a workload reports: its name in results.json, its words, unit and direction."""
+
+    name: str
+    label: str
+    unit: str
+    higher_is_better: bool = True
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What a message-size sweep measures, in the words of the nccl-tests program it follows."""
+
+    op: str  # "all-reduce": the words for one operation
+    tool: str  # "all_reduce_perf": the nccl-tests program measured the same way
+    bus_factor: str  # "2(n-1)/n": busbw = algbw x this
+    size: str  # what a size means (nccl-tests' conventions differ per collective)
+    check: str  # what #wrong counts
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """Everything the driver (recipe, report, compare, adaptive repeats) knows about one kind.
+
+    headline: the one metric a benchmark is judged by: adaptive repeats watch it, the report's
+    verdicts, headline cells and bars use it, and compare's headline table and P2P effect too.
+    secondary: further metrics that get a verdict sentence of their own when present.
+    figures: which figures the report and compare draw ("sweep": bandwidth and time against
+    message size from data["sizes"]; "training": headline bars and every step time).
+    method: the workload's paragraph on the report's Method page, a Jinja template that sees `a`
+    (facts read from the runs: label, params, world, backend, timing, bus_factor, ...) and `s`
+    (this spec).
+    """
+
+    kind: str
+    label: str
+    description: str
+    params: type
+    worker: str  # the module whose run(ctx, params) the worker calls
+    headline: str
+    figures: str  # "sweep" | "training"
+    method: str
+    metrics: tuple[Metric, ...] = ()
+    secondary: tuple[str, ...] = ()
+    sweep: Sweep | None = None
+    not_summarized: tuple[str, ...] = field(default=())
+
+    def metric(self, name: str) -> Metric | None:
+        return next((m for m in self.metrics if m.name == name), None)

@@ -1,0 +1,97 @@
+"""What the collective sweeps share on the driver's side: their parameters, metrics and method.
+
+A collective's folder subclasses CollectiveParams and calls collective_spec with the words that
+differ (operation, nccl-tests program, bus factor, size convention, what #wrong checks). The
+worker side (timing, algbw/busbw, #wrong) is kit/workloads/collective_sweep.py. Standard library
+only: the worker imports the params inside the container.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from kit.workloads.base import STRICT, Metric, Sweep, WorkloadSpec, check
+
+
+@dataclass
+class CollectiveParams:
+    """A sweep over message sizes, as nccl-tests' *_perf -b MIN -e MAX -f FACTOR."""
+
+    __pydantic_config__ = STRICT
+
+    min_bytes: int = 8
+    max_bytes: int = 1 << 30
+    factor: int = 2
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    warmup_iters: int = 5
+    iters: int = 20
+    trials: int = 3
+    # CUDA graphs remove the host's launch gaps for small messages, as nccl-tests' -G does; "auto"
+    # uses them up to graph_max_bytes and times eager launches with CUDA events above that. On
+    # 2x H200 (reports/examples/h200x2-allreduce-timing) graphs were faster up to 1 MiB (17.6 against
+    # 20.3 us) and eager launches from 2 MiB (28.4 against 32.0 us): the threshold sits between.
+    timing: Literal["auto", "events", "graph"] = "auto"
+    graph_max_bytes: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        check(self.min_bytes >= 1, "min_bytes", "at least 1")
+        check(self.max_bytes >= self.min_bytes, "max_bytes", "at least min_bytes")
+        check(self.factor >= 2, "factor", "at least 2")
+        check(self.warmup_iters >= 0, "warmup_iters", "0 or more")
+        check(self.iters >= 1, "iters", "at least 1")
+        check(self.trials >= 1, "trials", "at least 1")
+
+    def sizes(self) -> list[int]:
+        """Message sizes in bytes: min_bytes, min_bytes*factor, ... up to max_bytes."""
+        out, size = [], self.min_bytes
+        while size <= self.max_bytes:
+            out.append(size)
+            size *= self.factor
+        return out
+
+
+SWEEP_METRICS = (
+    Metric("busbw_largest", "bus bandwidth at the largest size", "GB/s"),
+    Metric("busbw_peak", "bus bandwidth, peak", "GB/s"),
+    Metric("time_small_us", "time of the smallest message", "us", higher_is_better=False),
+    Metric("wrong_total", "wrong elements (#wrong)", "elements", higher_is_better=False),
+)
+
+SWEEP_METHOD = """\
+<b>{{ a.label }}.</b> Measured as nccl-tests' {{ s.sweep.tool }} measures it: for each size,
+algbw = bytes / time (decimal GB/s) and busbw = algbw &times; {{ s.sweep.bus_factor }}{% if a.world %} with
+n = {{ a.world|join(", ") }} ranks{% endif %}{% if a.bus_factor %} (factor {{ a.bus_factor|num }}){% endif %}.
+{{ s.sweep.size }}
+Sizes from {{ a.params.min_bytes|bytes }} to {{ a.params.max_bytes|bytes }}, factor {{ a.params.factor }},
+{{ a.params.dtype }}; per size {{ a.params.warmup_iters }} untimed warm-up operations, then
+{{ a.params.trials }} trials of {{ a.params.iters }} back-to-back {{ s.sweep.op }} operations; a
+trial's time is the slowest rank's.
+Timing: {% if a.timing %}{{ a.timing|join(", ") }}{% else %}not recorded{% endif %} (cuda-graph:
+the small sizes replayed from a CUDA graph, as nccl-tests -G; cuda-events: device time between
+CUDA events; host-clock: the host's clock after a synchronize, the only clock on the CPU).
+Before timing, each size checks the result: {{ s.sweep.check }} (#wrong).
+Backend: {{ a.backend|join(", ") or "not recorded" }}. The no-p2p variant sets NCCL_P2P_DISABLE=1;
+where the run recorded NCCL's own log, the transport it used is checked against the variant.
+The headline is the bus bandwidth at the largest size (where the links, not the launch latency,
+set the pace; the same size on every variant and machine)."""
+
+
+def collective_spec(
+    kind: str, label: str, description: str, params: type, sweep: Sweep
+) -> WorkloadSpec:
+    """The spec of one collective sweep: everything but the words in `sweep` is shared."""
+    return WorkloadSpec(
+        kind=kind,
+        label=label,
+        description=description,
+        params=params,
+        worker=f"kit.workloads.{kind}.worker",
+        headline="busbw_largest",
+        secondary=("time_small_us",),
+        figures="sweep",
+        method=SWEEP_METHOD,
+        metrics=SWEEP_METRICS,
+        sweep=sweep,
+        not_summarized=("wrong_total",),
+    )

@@ -1,0 +1,62 @@
+"""Llama LoRA FSDP parameters: the shape of the forum post's NVLink result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kit.workloads.base import STRICT, check, check_steps
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass
+class LlamaLoraFsdpParams:
+    """Llama-3.1-8B architecture, LoRA (peft) on all linear layers, FSDP2 per decoder layer, bf16.
+
+    The shape of the forum post's NVLink result: sequence 4096, micro batch 1, gradient
+    checkpointing, AdamW on the LoRA parameters.
+    """
+
+    __pydantic_config__ = STRICT
+
+    vocab_size: int = 128256
+    hidden_size: int = 4096
+    intermediate_size: int = 14336
+    num_layers: int = 32
+    num_heads: int = 32
+    num_kv_heads: int = 8
+    rope_theta: float = 500000.0
+    max_position: int = 131072
+    seq_len: int = 4096
+    micro_batch: int = 1
+    lora_r: int = 8
+    lora_alpha: int = 16
+    lora_dropout: float = 0.05
+    lora_targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))
+    gradient_checkpointing: bool = True  # non-reentrant, through transformers
+    compile: bool = False  # torch.compile each decoder layer before sharding it
+    reshard_after_forward: bool = True  # FSDP full shard: free gathered weights after forward
+    lr: float = 1e-4
+    warmup_steps: int = 3
+    steps: int = 12
+    data_batches: int = 4
+    seed: int = 0
+    model_path: str = ""  # a LOCAL directory with config.json (and weights); "" = the shape above
+    data_path: str = ""  # a LOCAL torch file holding integer token ids; "" = synthetic
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
+                     "num_kv_heads", "seq_len", "micro_batch", "lora_r"):  # fmt: skip
+            check(getattr(self, name) >= 1, name, "at least 1")
+        check(self.hidden_size % self.num_heads == 0, "hidden_size", "a multiple of num_heads")
+        check(self.num_heads % self.num_kv_heads == 0, "num_kv_heads", "a divisor of num_heads")
+        check(self.max_position >= self.seq_len, "max_position", "at least seq_len")
+        check(0 <= self.lora_dropout < 1, "lora_dropout", "in [0, 1)")
+        check(self.rope_theta > 0, "rope_theta", "greater than 0")
+        check(self.lr > 0, "lr", "greater than 0")
+        check(
+            len(self.lora_targets) > 0 and set(self.lora_targets) <= set(LORA_TARGETS),
+            "lora_targets",
+            f"a non-empty list of {', '.join(LORA_TARGETS)}",
+        )
+        check_steps(self.warmup_steps, self.steps, self.data_batches)

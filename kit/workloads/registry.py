@@ -1,0 +1,63 @@
+"""The workload registry: every kind the kit runs, one line each, and what the rest may ask.
+
+The worker's dispatcher, the recipe loader, the report, compare and adaptive repeats all ask
+here; nothing outside a workload's folder names a kind. Standard library only, so the worker
+imports it inside the container. A new workload is a folder kit/workloads/<kind>/ with
+params.py, worker.py and spec.py (SPEC), and one line in KINDS.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from kit.workloads.base import Metric, WorkloadSpec
+
+KINDS = (
+    "allreduce",
+    "all_gather",
+    "reduce_scatter",
+    "alltoall",
+    "gpt2_ddp",
+    "llama_lora_fsdp",
+    "resnet_ddp",
+)
+
+SPECS: dict[str, WorkloadSpec] = {
+    kind: importlib.import_module(f"kit.workloads.{kind}.spec").SPEC for kind in KINDS
+}
+
+
+def spec(kind: str) -> WorkloadSpec | None:
+    """The kind's spec, None for a kind this kit does not know (a bundle from another kit)."""
+    return SPECS.get(kind)
+
+
+def headline_metric(kind: str) -> str:
+    """The one metric a kind is judged by (adaptive repeats, verdicts, compare's headline)."""
+    s = SPECS.get(kind)
+    return s.headline if s else "throughput"
+
+
+def label(kind: str) -> str:
+    s = SPECS.get(kind)
+    return s.label if s else kind
+
+
+def metric_info(kind: str, name: str) -> Metric | None:
+    """The metric's words from its kind's spec, else from any spec that defines that name."""
+    s = SPECS.get(kind)
+    found = s.metric(name) if s else None
+    return found or next((m for sp in SPECS.values() if (m := sp.metric(name))), None)
+
+
+def metric_label(kind: str, name: str) -> str:
+    m = metric_info(kind, name)
+    return m.label if m else name.replace("_", " ")
+
+
+def params_class(kind: str) -> type:
+    return SPECS[kind].params
+
+
+def worker_module(kind: str) -> str:
+    return SPECS[kind].worker

@@ -1,0 +1,59 @@
+"""Each collective sweep through the real worker: torchrun, two gloo processes on the CPU.
+
+The result must follow nccl-tests' conventions: sizes (all-gather: the gathered output;
+reduce-scatter: the input; all-to-all: what each rank sends), algbw = size / time,
+busbw = algbw x the collective's bus factor, and #wrong = 0 for a correct collective.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+FACTORS_AT_2 = {"allreduce": 1.0, "all_gather": 0.5, "reduce_scatter": 0.5, "alltoall": 0.5}
+PER_RANK_CHUNKS = {"allreduce": False, "all_gather": True, "reduce_scatter": True, "alltoall": True}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(FACTORS_AT_2))
+def test_collective_sweep_on_two_gloo_ranks(kind, tmp_path):
+    spec = {"schema": 1, "run_id": f"{kind}.p2p.r0", "benchmark": kind, "kind": kind,
+            "variant": "p2p", "repeat": 0, "device": "cpu", "nproc": 2, "smoke": True,
+            "params": {"min_bytes": 4, "max_bytes": 4096, "factor": 8, "iters": 2,
+                       "warmup_iters": 1, "trials": 2}, "env": {}, "result_path": "result.json"}  # fmt: skip
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+         "-m", "kit.worker", str(tmp_path / "spec.json")],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["status"] == "ok" and result["world_size"] == 2 and result["backend"] == "gloo"
+    data = result["data"]
+    factor = FACTORS_AT_2[kind]
+    assert data["bus_factor"] == pytest.approx(factor)
+    rows = data["sizes"]
+    # 4 B asks for less than one float32 per rank: one element each, as nccl-tests rounds
+    expected_sizes = [4, 32, 256, 2048] if not PER_RANK_CHUNKS[kind] else [8, 32, 256, 2048]
+    assert [r["bytes"] for r in rows] == expected_sizes
+    for r in rows:
+        assert r["wrong"] == 0 and r["timing"] == "host-clock"
+        assert r["count"] == r["bytes"] // 4
+        if PER_RANK_CHUNKS[kind]:
+            assert r["chunk"] * 2 == r["count"]  # size/n elements per rank
+        for t, alg, bus in zip(r["time_us"], r["algbw_gbps"], r["busbw_gbps"], strict=True):
+            assert alg == pytest.approx(r["bytes"] / (t * 1e-6) / 1e9)
+            assert bus == pytest.approx(alg * factor)
+    m = result["metrics"]
+    assert m["wrong_total"]["value"] == 0
+    assert m["busbw_largest"]["value"] == pytest.approx(statistics.median(rows[-1]["busbw_gbps"]))
+    assert m["busbw_peak"]["value"] >= m["busbw_largest"]["value"]

@@ -1,0 +1,111 @@
+"""The workload registry: every kind is one folder with a spec everything else reads, and no
+code outside kit/workloads names a kind."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import re
+
+import pytest
+
+from kit.recipe import load_recipe
+from kit.workloads import registry
+from kit.workloads.base import WorkloadSpec
+from tests.conftest import ROOT
+
+KIT = ROOT / "kit"
+COLLECTIVES = {"allreduce", "all_gather", "reduce_scatter", "alltoall"}
+
+
+def test_every_kind_is_a_folder_with_params_worker_and_spec():
+    assert COLLECTIVES | {"gpt2_ddp", "llama_lora_fsdp", "resnet_ddp"} == set(registry.KINDS)
+    for kind in registry.KINDS:
+        folder = KIT / "workloads" / kind
+        assert {"params.py", "worker.py", "spec.py"} <= {p.name for p in folder.iterdir()}
+        spec = registry.spec(kind)
+        assert isinstance(spec, WorkloadSpec) and spec.kind == kind
+        assert spec.worker == f"kit.workloads.{kind}.worker"
+        assert dataclasses.is_dataclass(spec.params) and spec.params().__class__ is spec.params
+        assert spec.figures in ("sweep", "training")
+        assert spec.metric(spec.headline) is not None, f"{kind}: headline has no metric entry"
+        assert all(spec.metric(m) for m in spec.secondary)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            spec.label = "x"  # type: ignore[misc]
+
+
+def test_one_headline_per_kind():
+    for kind in COLLECTIVES:
+        assert registry.headline_metric(kind) == "busbw_largest"
+        assert registry.spec(kind).sweep is not None
+    for kind in ("gpt2_ddp", "llama_lora_fsdp", "resnet_ddp"):
+        assert registry.headline_metric(kind) == "throughput"
+    # a kind this kit does not know (a bundle from another kit) still has an answer
+    assert registry.spec("nope") is None and registry.headline_metric("nope") == "throughput"
+    assert registry.label("nope") == "nope"
+    assert registry.metric_label("nope", "some_thing") == "some thing"
+    assert registry.metric_label("gpt2_ddp", "mfu") == "model FLOPs utilisation"
+
+
+def test_the_collectives_recipe_runs_all_four():
+    recipe = load_recipe(ROOT / "recipes" / "collectives.yaml")
+    assert {b.kind for b in recipe.benchmarks} == COLLECTIVES
+    assert [v if isinstance(v, str) else v.name for v in recipe.variants] == ["p2p", "no-p2p"]
+
+
+def _worker(kind: str):
+    return importlib.import_module(f"kit.workloads.{kind}.worker")  # imports torch
+
+
+@pytest.mark.parametrize(
+    ("kind", "factor_at_4"), [("allreduce", 1.5), ("all_gather", 0.75),
+                              ("reduce_scatter", 0.75), ("alltoall", 0.75)]
+)  # fmt: skip
+def test_bus_factors_are_nccl_tests(kind, factor_at_4):
+    w = _worker(kind)
+    assert w.bus_factor(4) == pytest.approx(factor_at_4)
+    assert w.bus_factor(1) == 0
+
+
+def test_size_conventions_are_nccl_tests():
+    # all_reduce: the buffer; all_gather: the gathered output (size/n sent per rank);
+    # reduce_scatter: each rank's input (size/n out); alltoall: what each rank sends in all
+    assert _worker("allreduce").layout(1024, 4, 4) == (256, 1024)
+    for kind in ("all_gather", "reduce_scatter", "alltoall"):
+        assert _worker(kind).layout(1024, 4, 4) == (64, 1024), kind
+        assert _worker(kind).layout(1000, 4, 3) == (83, 996), kind  # whole elements per rank
+        assert _worker(kind).layout(8, 4, 4) == (1, 16), kind  # at least one element each
+
+
+def _str_constants(tree: ast.AST) -> list[tuple[int, str]]:
+    return [
+        (n.lineno, n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    ]
+
+
+def test_no_module_outside_the_workloads_names_a_kind():
+    kinds = set(registry.KINDS)
+    offenders = []
+    for path in sorted(KIT.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("kit/workloads/"):
+            continue
+        tree = ast.parse(path.read_text(), rel)
+        offenders += [f"{rel}:{line}: {s!r}" for line, s in _str_constants(tree) if s in kinds]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                text = ast.unparse(node)
+                if re.search(r"\bkind\b", text) and any(
+                    isinstance(c, ast.Constant) and c.value in kinds
+                    for c in [node.left, *node.comparators]
+                ):
+                    offenders.append(f"{rel}:{node.lineno}: {text}")
+    quoted = re.compile(r"[\"'](" + "|".join(map(re.escape, kinds)) + r")[\"']")
+    for path in sorted((KIT / "report" / "templates").glob("*.j2")):
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if quoted.search(line) or re.search(r"\.kind\s*[!=]=", line):
+                offenders.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert offenders == [], "kind names outside kit/workloads:\n" + "\n".join(offenders)
