@@ -434,7 +434,7 @@ def seal(bundle: Bundle) -> None:
 
         render_bundle(bundle)
     except KitError as exc:
-        console.print(f"kit: warning: report not rendered: {exc}")
+        console.print(f"kit: warning: {exc}")
     except Exception as exc:  # the measurements matter more than the page
         console.print(f"kit: warning: report not rendered: {type(exc).__name__}: {exc}")
     write_manifest(bundle.path)
