@@ -19,9 +19,9 @@ from pypdf import PdfReader
 
 from kit.bundle import Bundle, verify_manifest, write_manifest
 from kit.report.render import offline_fetcher, render_bundle, write_pdf
-from tests.conftest import run_kit
+from tests.conftest import needs_pdf, run_kit
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, needs_pdf]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "bundles"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import verify_manifest, write_manifest
-from tests.conftest import ROOT, run_kit
+from tests.conftest import ROOT, needs_pdf, run_kit
 
 pytestmark = pytest.mark.slow
 
@@ -68,6 +68,7 @@ def test_the_hiding_works(tmp_path):
     assert "ModuleNotFoundError: No module named 'weasyprint'" in proc.stderr
 
 
+@needs_pdf  # its last step makes the PDF where WeasyPrint works
 def test_reproduce_keeps_the_html_and_says_only_the_pdf_is_missing(tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text(RECIPE)
