@@ -33,7 +33,7 @@ from kit.stats import AdaptiveRepeats, is_noisy
 from kit.worker.common import RESULT_SCHEMA, write_json
 from kit.worker.nccl_log import parse_nccl_log, verdict
 
-console = Console(stderr=True, highlight=False)
+console = Console(stderr=True, highlight=False, soft_wrap=True)  # a path never breaks
 
 
 @dataclass
