@@ -1,23 +1,28 @@
-"""`kit inspect`: the inventory, printed for a person (rich) or for a program (--json).
+"""`kit inspect`: the inventory, printed for a person (plain text) or for a program (--json).
 
-The topology matrix is built as plain text first (`topology_text`), so it can be tested
-character for character and reads like `nvidia-smi topo -m`; rich only colours it.
+The text has one layout whatever the terminal: it is wrapped at 80 columns, never squeezed to
+the console's width, because `kit inspect > machine.txt` (no terminal at all) is how it gets
+attached to a ticket. One block per GPU, then the topology matrix in `nvidia-smi topo -m` words
+(8 GPUs fit in 80 columns), the links, NUMA, peer access and placement. Every part is built as
+plain text first, so it can be tested character for character; rich only colours the link words
+on a terminal.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console, Group
-from rich.table import Table
+from rich.console import Console
 from rich.text import Text
 
 from kit import inventory
 from kit.errors import InputError
 
+WIDTH = 80  # the text is laid out for this width, whatever the terminal says
 LINK_STYLES = {
     r"\bNV\d+\b": "bold green",
     r"\bPIX\b|\bPXB\b": "cyan",
@@ -34,37 +39,51 @@ def _columns(rows: list[list[str]], gap: int = 2) -> list[str]:
     ]
 
 
+def _fields(pairs: list[tuple[str, str]], indent: int = 2) -> list[str]:
+    """`key  value` lines; a long value wraps under itself, breaking only at spaces."""
+    width = max(len(k) for k, _ in pairs)
+    lines = []
+    for key, value in pairs:
+        head = " " * indent + key.ljust(width + 2)
+        lines += textwrap.wrap(
+            value,
+            WIDTH,
+            initial_indent=head,
+            subsequent_indent=" " * len(head),
+            break_long_words=False,
+            break_on_hyphens=False,
+        ) or [head.rstrip()]
+    return lines
+
+
+def _numa_words(numa: Any) -> str:
+    if numa is None:
+        return "N/A"
+    return ",".join(map(str, numa)) if isinstance(numa, list) else str(numa)
+
+
 def topology_text(inv: dict[str, Any]) -> str:
-    """The GPU matrix with CPU/NUMA affinity columns and a legend, like nvidia-smi topo -m."""
+    """The GPU matrix in nvidia-smi topo -m words, each GPU's NUMA node, and a legend.
+
+    The CPU affinity lists (as long as a machine makes them) are in the NUMA section instead of
+    in the matrix, so 8 GPUs fit in 80 columns.
+    """
     gpus = inv.get("gpus") or []
     if not gpus:
         return "No GPUs: no topology to show."
     labels = inv["topology"]["labels"]
     matrix = inv["topology"]["matrix"]
-    rows = [["", *labels, "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]]
+    rows = [["", *labels, "NUMA"]]
     for g, label, row in zip(gpus, labels, matrix, strict=True):
-        numa = g.get("numa_node")
-        numa_text = (
-            "N/A"
-            if numa is None
-            else ",".join(map(str, numa))
-            if isinstance(numa, list)
-            else str(numa)
-        )
-        gpu_numa = g.get("gpu_numa_node_id")
-        rows.append(
-            [
-                label,
-                *row,
-                g.get("cpu_affinity") or "N/A",
-                numa_text,
-                "N/A" if gpu_numa is None else str(gpu_numa),
-            ]
-        )
+        rows.append([label, *row, _numa_words(g.get("numa_node"))])
     lines = _columns(rows)
     legend = inv["topology"].get("legend") or {}
     width = max(len(k) for k in legend) if legend else 0
-    lines += ["", "Legend:"] + [f"  {k.ljust(width)}  {v}" for k, v in legend.items()]
+    lines += ["", "Legend:"]
+    for k, v in legend.items():
+        lines += textwrap.wrap(
+            v, WIDTH, initial_indent=f"  {k.ljust(width)}  ", subsequent_indent=" " * (width + 4)
+        )
     return "\n".join(lines)
 
 
@@ -72,12 +91,13 @@ def peer_access_text(inv: dict[str, Any]) -> str:
     """CUDA's peer-access answers as a matrix of yes/no (or why there are none)."""
     peer = inv.get("peer_access")
     if not peer:
-        return f"Peer access (CUDA): not measured ({inv.get('peer_access_note') or 'no CUDA'})."
+        why = inv.get("peer_access_note") or "no CUDA"
+        return textwrap.fill(f"Peer access (CUDA): not measured ({why}).", WIDTH)
     labels = inv["topology"]["labels"]
     rows = [["", *labels]]
     for label, row in zip(labels, peer["matrix"], strict=True):
         rows.append([label, *("X" if v is None else "yes" if v else "no" for v in row)])
-    return "\n".join([f"Peer access ({peer['source']}):", *_columns(rows)])
+    return "\n".join([*textwrap.wrap(f"Peer access ({peer['source']}):", WIDTH), *_columns(rows)])
 
 
 def _gib(n: int | None) -> str:
@@ -113,20 +133,67 @@ def _nvlink(g: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def host_table(inv: dict[str, Any]) -> Table:
+def _ecc(g: dict[str, Any]) -> str:
+    ecc = g.get("ecc") or {}
+    mode = ecc.get("mode_current")
+    if mode is None:
+        return "not reported"
+    if not mode:
+        return "off"
+    counts = [
+        f"{ecc[k]} {what}"
+        for k, what in (
+            ("volatile_uncorrected", "uncorrected since boot"),
+            ("aggregate_uncorrected", "uncorrected ever"),
+        )
+        if ecc.get(k) is not None
+    ]
+    return "on" + (f", {', '.join(counts)}" if counts else "")
+
+
+def _power(g: dict[str, Any]) -> str:
+    cap, default = g.get("power_limit_w"), g.get("power_default_limit_w")
+    if not cap:
+        return "?"
+    text = f"{cap:g} W"
+    if default and default != cap:
+        text += f" (default {default:g} W)"
+    return text
+
+
+def gpu_text(g: dict[str, Any]) -> str:
+    """One GPU as a block: its name whole on the first line, then one fact a line."""
+    clocks = g.get("clocks_max_mhz") or {}
+    pairs = [
+        ("UUID", str(g.get("uuid"))),
+        ("Bus id", str(g.get("pci_bus_id"))),
+        ("Memory", _gib(g.get("memory_total_bytes"))),
+        ("PCIe", _pcie(g.get("pcie") or {})),
+        ("NVLink", _nvlink(g)),
+        ("NUMA node", _numa_words(g.get("numa_node"))),
+        ("Power cap", _power(g)),
+        ("Max clocks", f"SM {clocks.get('sm')} MHz, memory {clocks.get('mem')} MHz"),
+        ("Temperature", "?" if g.get("temperature_c") is None else f"{g['temperature_c']} C"),
+        ("ECC", _ecc(g)),
+    ]
+    if g.get("gpu_numa_node_id") is not None:
+        pairs.insert(6, ("GPU NUMA id", str(g["gpu_numa_node_id"])))
+    if g.get("compute_capability"):
+        pairs.insert(3, ("Compute", f"capability {g['compute_capability']}"))
+    return "\n".join([f"GPU {g['index']}: {g.get('name')}", *_fields(pairs)])
+
+
+def host_text(inv: dict[str, Any]) -> str:
     h = inv.get("host") or {}
-    t = Table(title="Host", show_header=False, title_justify="left", box=None, padding=(0, 2))
-    numa = h.get("numa_nodes") or []
     container = h.get("container") or {}
     shm = h.get("shm_bytes")
-    for key, value in (
-        ("CPU", h.get("cpu_model")),
+    pairs = [
+        ("CPU", str(h.get("cpu_model"))),
         (
             "Cores",
             f"{h.get('sockets')} socket(s), {h.get('physical_cores')} cores, "
             f"{h.get('logical_cpus')} threads (this process may use {h.get('allowed_cpus')})",
         ),
-        ("NUMA", "; ".join(f"node {n['id']}: CPUs {n['cpus']}" for n in numa) or "?"),
         ("Memory", _gib(h.get("mem_total_bytes"))),
         ("/dev/shm", "?" if shm is None else f"{shm / 2**20:,.0f} MiB"),
         ("OS", f"{h.get('os')}, kernel {h.get('kernel')}, {h.get('arch')}"),
@@ -136,37 +203,45 @@ def host_table(inv: dict[str, Any]) -> Table:
             if container.get("detected")
             else "none detected",
         ),
-    ):
-        t.add_row(key, str(value))
-    return t
+    ]
+    return "\n".join(["Host", *_fields(pairs)])
 
 
-def gpu_table(inv: dict[str, Any]) -> Table:
-    t = Table(title="GPUs", title_justify="left", padding=(0, 1))
-    for col in ("#", "Model", "Memory", "PCIe", "Power limit", "Max SM/mem MHz", "Temp", "NVLink"):
-        t.add_column(col, overflow="fold", no_wrap=col == "Model")
-    for g in inv.get("gpus") or []:
-        clocks = g.get("clocks_max_mhz") or {}
-        t.add_row(
-            str(g["index"]),
-            f"{g.get('name')}\n{g.get('uuid')}\n{g.get('pci_bus_id')}",
-            _gib(g.get("memory_total_bytes")),
-            _pcie(g.get("pcie") or {}),
-            f"{g.get('power_limit_w') or '?':g} W" if g.get("power_limit_w") else "?",
-            f"{clocks.get('sm')}/{clocks.get('mem')}",
-            f"{g.get('temperature_c')} C",
-            _nvlink(g),
-        )
-    return t
+def numa_text(inv: dict[str, Any]) -> str:
+    """Each NUMA node's CPUs and the GPUs attached to it."""
+    nodes = (inv.get("host") or {}).get("numa_nodes") or []
+    if not nodes:
+        return "NUMA: not reported"
+    gpus = inv.get("gpus") or []
+    pairs = []
+    for n in nodes:
+        near = [f"GPU{g['index']}" for g in gpus if str(g.get("numa_node")) == str(n["id"])]
+        text = f"CPUs {n['cpus']}"
+        if n.get("mem_total_bytes"):
+            text += f", {_gib(n['mem_total_bytes'])}"
+        if gpus:
+            text += f"; GPUs: {', '.join(near) or 'none'}"
+        pairs.append((f"node {n['id']}", text))
+    return "\n".join(["NUMA", *_fields(pairs)])
+
+
+def links_text(inv: dict[str, Any]) -> str:
+    """NVLink per GPU, one line each (the matrix says which pairs, this says how many links)."""
+    gpus = inv.get("gpus") or []
+    if not any(g.get("nvlinks") for g in gpus):
+        return "NVLink: none on any GPU"
+    pairs = [(f"GPU{g['index']}", _nvlink(g)) for g in gpus]
+    return "\n".join(["NVLink", *_fields(pairs)])
 
 
 def placement_text(inv: dict[str, Any]) -> str:
     sets = inventory.suggest_gpu_sets(inv, 2)
     if len(sets) < 2:
-        return (
+        return textwrap.fill(
             "Placement: every GPU pair has the same link; placement variants would not differ."
             if sets
-            else "Placement: fewer than 2 GPUs."
+            else "Placement: fewer than 2 GPUs.",
+            WIDTH,
         )
     lines = ["Placement variants (GPU pairs that differ in topology):"]
     for s in sets:
@@ -174,34 +249,35 @@ def placement_text(inv: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _styled(text: str) -> Text:
-    out = Text(text)
-    for pattern, style in LINK_STYLES.items():
-        out.highlight_regex(pattern, style)
-    return out
-
-
-def render(inv: dict[str, Any], console: Console) -> None:
-    """Print the inventory for a person: summary, host, GPUs, topology, peer access, placement."""
-    console.print(Text(inv.get("summary") or "", style="bold"))
-    console.print()
-    console.print(host_table(inv))
-    console.print()
+def inspect_text(inv: dict[str, Any]) -> str:
+    """The whole `kit inspect` text: summary, host, GPUs, topology, links, NUMA, peer access."""
+    parts = [textwrap.fill(inv.get("summary") or "", WIDTH), host_text(inv)]
     if not inv.get("gpus"):
-        console.print(f"No GPUs: {inv.get('nvml_error') or 'NVML reports none'}")
-        return
+        why = inv.get("nvml_error") or "NVML reports none"
+        return "\n\n".join([*parts, textwrap.fill(f"No GPUs: {why}", WIDTH), numa_text(inv)])
     driver = inv.get("driver") or {}
-    console.print(
+    parts.append(
         f"Driver {driver.get('version')}, CUDA driver {driver.get('cuda_driver_version')}, "
         f"NVML {driver.get('nvml_version')}"
     )
-    console.print(gpu_table(inv))
-    console.print()
-    console.print(Group(Text("Topology", style="italic"), _styled(topology_text(inv))))
-    console.print()
-    console.print(peer_access_text(inv), highlight=False)
-    console.print()
-    console.print(placement_text(inv), highlight=False)
+    parts += [gpu_text(g) for g in inv["gpus"]]
+    parts += [
+        "Topology (nvidia-smi topo -m words)\n" + topology_text(inv),
+        links_text(inv),
+        numa_text(inv),
+        peer_access_text(inv),
+        placement_text(inv),
+    ]
+    return "\n\n".join(parts)
+
+
+def render(inv: dict[str, Any], console: Console) -> None:
+    """Print the inventory for a person; colour only where the console is a terminal."""
+    text = Text(inspect_text(inv))
+    for pattern, style in LINK_STYLES.items():
+        text.highlight_regex(pattern, style)
+    # soft_wrap: the lines are already at most 80 columns; rich must not re-wrap them
+    console.print(text, soft_wrap=True, highlight=False)
 
 
 def load_snapshot(path: Path) -> dict[str, Any]:

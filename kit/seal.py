@@ -21,9 +21,13 @@ from kit.safeio import TMP_SUFFIX, scan
 from kit.worker.common import now_iso
 
 try:  # the report's libraries (matplotlib, jinja2) may be absent where only the runs happen
-    from kit.report.render import render_bundle
+    from kit.report.render import PdfNotWritten, render_bundle
 except ImportError as _missing:  # the bundle is sealed all the same; `kit report` renders it later
     render_bundle = None
+
+    class PdfNotWritten(KitError):  # nothing raises it where the report cannot be imported
+        pass
+
     RENDER_UNAVAILABLE = f"{type(_missing).__name__}: {_missing}"
 
 
@@ -36,6 +40,8 @@ def seal_bundle(bundle: Bundle, warn: Callable[[str], Any]) -> None:
         if render_bundle is None:
             raise KitError(f"the report's libraries are missing here ({RENDER_UNAVAILABLE})")
         render_bundle(bundle)
+    except PdfNotWritten as exc:  # complete on its own: what was written and how to get the PDF
+        warn(f"kit: warning: {exc}")
     except KitError as exc:
         warn(f"kit: warning: report not rendered: {exc}")
     except KeyboardInterrupt:

@@ -29,6 +29,23 @@ def run_kit(
     )
 
 
+def _weasyprint_missing() -> str | None:
+    """Why WeasyPrint cannot make a PDF here, with the command that fixes it; None when it can."""
+    try:
+        import weasyprint  # noqa: F401
+    except ImportError as exc:
+        return f"needs WeasyPrint ({exc}): pip install weasyprint"
+    except OSError as exc:  # the Python package is there, its system library is not
+        why = str(exc).splitlines()[0][:80]
+        return f"needs WeasyPrint's Pango ({why}): apt-get install libpango-1.0-0 libpangoft2-1.0-0"
+    return None
+
+
+_NO_PDF = _weasyprint_missing()
+# the tests that read a PDF the kit wrote
+needs_pdf = pytest.mark.skipif(_NO_PDF is not None, reason=_NO_PDF or "")
+
+
 @pytest.fixture
 def kit_cmd():
     return run_kit

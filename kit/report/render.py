@@ -334,30 +334,61 @@ def offline_fetcher() -> Any:
     return OfflineFetcher()
 
 
+class PdfNotWritten(KitError):
+    """The HTML page is written; only its PDF is missing, because WeasyPrint (or the Pango library
+    it loads) is not installed here. Nothing else is lost: any machine with WeasyPrint makes the
+    PDF from the bundle later."""
+
+    def __init__(self, why: str, install: str) -> None:
+        super().__init__(f"{why}; {install}")
+        self.why, self.install = why, install
+
+
+def _weasyprint_html() -> Any:
+    """WeasyPrint's HTML class, or PdfNotWritten naming what to install."""
+    try:
+        from weasyprint import HTML
+    except ImportError as exc:
+        raise PdfNotWritten(
+            f"WeasyPrint is not installed here ({exc})", "pip install weasyprint"
+        ) from None
+    except OSError as exc:  # its system libraries (Pango) are missing or broken
+        raise PdfNotWritten(
+            f"WeasyPrint cannot load its system libraries ({exc})",
+            "apt-get install libpango-1.0-0 libpangoft2-1.0-0",
+        ) from None
+    return HTML
+
+
 def write_pdf(html: str, out: Path | io.BytesIO, fetcher: Any = None) -> Any:
-    """The PDF from the same HTML and stylesheet. Returns the fetcher (its `refused` list)."""
+    """The PDF from the same HTML and stylesheet. Returns the fetcher (its `refused` list).
+
+    Raises PdfNotWritten where WeasyPrint cannot run here."""
     import logging
 
-    from weasyprint import HTML
-
+    html_class = _weasyprint_html()
     fetcher = fetcher or offline_fetcher()
     logging.getLogger("weasyprint").setLevel(logging.ERROR)
     logging.getLogger("fontTools").setLevel(logging.ERROR)
-    HTML(string=html, base_url=None, url_fetcher=fetcher).write_pdf(out)
+    html_class(string=html, base_url=None, url_fetcher=fetcher).write_pdf(out)
     return fetcher
 
 
 def render_bundle(bundle: Bundle) -> Path:
-    """Write report.html and report.pdf into the bundle; returns the HTML's path."""
+    """Write report.html and report.pdf into the bundle; returns the HTML's path.
+
+    Raises PdfNotWritten (after report.html is written) where WeasyPrint cannot run here."""
     ctx = context(bundle)
     out = bundle.path / "report.html"
     # created anew and renamed into place: a link planted at either name is replaced, not followed
     write_text(out, render_html(bundle, ctx))
-    pdf = bundle.path / "report.pdf"
     buffer = io.BytesIO()
     try:
         write_pdf(render_html(bundle, ctx, pdf=True), buffer)
-    except OSError as exc:  # WeasyPrint's system libraries (Pango) missing or broken
-        raise KitError(f"{pdf}: not written ({exc}); report.html is") from None
-    write_bytes(pdf, buffer.getvalue())
+    except PdfNotWritten as exc:
+        raise PdfNotWritten(
+            f"report.html written, report.pdf not: {exc.why}",
+            f"for the PDF, run `kit report {bundle.path}` where WeasyPrint works ({exc.install})",
+        ) from None
+    write_bytes(bundle.path / "report.pdf", buffer.getvalue())
     return out

@@ -43,14 +43,16 @@ def _daemon():
         client.ping()
         return client, None
     except Exception as e:
-        return None, f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+        return None, type(e).__name__
 
 
 @pytest.fixture(scope="session")
 def client():
     c, why = _daemon()
     if c is None:
-        pytest.skip(f"no Docker daemon answers ({why}); run scripts/ci-docker.sh as root")
+        pytest.skip(
+            f"needs a Docker daemon (none answers: {why}): as root, bash scripts/ci-docker.sh (installs docker.io)"
+        )
     return c
 
 
@@ -64,7 +66,7 @@ def base_image(client):
     except docker.errors.ImageNotFound:
         if shutil.which("debootstrap") is None:
             pytest.skip(
-                f"no image {BASE} and no debootstrap to make it (apt-get install debootstrap)"
+                f"needs debootstrap to make the base image {BASE}: apt-get install debootstrap"
             )
         subprocess.run([str(ROOT / "tests/docker/make_base_image.sh"), BASE], check=True)
     return BASE

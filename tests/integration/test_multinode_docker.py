@@ -37,7 +37,9 @@ def client():
         c = docker.from_env(timeout=300)
         c.ping()
     except Exception as e:
-        pytest.skip(f"no Docker daemon answers ({type(e).__name__}); run scripts/ci-docker.sh")
+        pytest.skip(
+            f"needs a Docker daemon (none answers: {type(e).__name__}): as root, bash scripts/ci-docker.sh (installs docker.io)"
+        )
     return c
 
 
@@ -49,9 +51,7 @@ def image(client):
     try:
         client.images.get(BASE)
     except docker.errors.ImageNotFound:
-        pytest.skip(
-            f"no base image {BASE}: run scripts/ci-docker.sh (tests/docker/make_base_image.sh)"
-        )
+        pytest.skip(f"needs the base image {BASE}: as root, bash scripts/ci-docker.sh")
     return images.build("cpu", base_image_override=BASE, client=client, echo=lambda _: None)
 
 

@@ -12,7 +12,7 @@ import pytest
 from pypdf import PdfReader
 
 from kit.bundle import MANIFEST, sha256_file, verify_manifest, write_manifest
-from tests.conftest import run_kit
+from tests.conftest import needs_pdf, run_kit
 
 pytestmark = pytest.mark.slow
 
@@ -57,6 +57,7 @@ def copy(bundle: Path, dest: Path) -> Path:
     return dest
 
 
+@needs_pdf
 def test_rerun_then_compare(original, tmp_path):
     rerun = tmp_path / "b"
     proc = run_kit("reproduce", str(original), "--out", str(rerun))
@@ -110,6 +111,7 @@ def test_rerun_then_compare(original, tmp_path):
     )
 
 
+@needs_pdf
 def test_verify_catches_a_changed_a_missing_and_an_added_file(original, tmp_path):
     assert run_kit("verify", str(original)).returncode == 0
     cases = {
@@ -138,6 +140,7 @@ def test_verify_catches_a_changed_a_missing_and_an_added_file(original, tmp_path
         assert not verify_manifest(b).ok  # and it stayed unsealed
 
 
+@needs_pdf
 def test_report_reseals_only_report_edits(original, tmp_path):
     b = copy(original, tmp_path / "b")
     (b / "report.html").write_text("edited")
@@ -146,6 +149,7 @@ def test_report_reseals_only_report_edits(original, tmp_path):
     assert "edited" not in (b / "report.html").read_text() and verify_manifest(b).ok
 
 
+@needs_pdf
 def test_a_different_environment_is_flagged_and_strict_env_refuses(original, tmp_path):
     other = copy(original, tmp_path / "other-torch")
     env = json.loads((other / "environment.json").read_text())

@@ -219,12 +219,11 @@ def test_without_sbatch_the_script_is_written_and_said_so(tmp_path):
 
 def _slurm_up() -> str | None:
     if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
-        return (
-            "no sbatch/sinfo on PATH (scripts/ci-slurm.sh installs and starts a one-node cluster)"
-        )
+        return "needs a Slurm cluster (no sbatch/sinfo): as root, bash scripts/ci-slurm.sh"
     proc = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
     if proc.returncode != 0 or "idle" not in proc.stdout:
-        return f"no idle Slurm node ({(proc.stderr or proc.stdout).strip()[:100]}); run scripts/ci-slurm.sh"
+        why = " ".join((proc.stderr or proc.stdout).split())[:100]
+        return f"needs an idle Slurm node ({why}): as root, bash scripts/ci-slurm.sh"
     return None
 
 

@@ -31,7 +31,7 @@ def _gpus() -> tuple[int, str]:
 
 COUNT, NAME = _gpus()
 needs_two_gpus = pytest.mark.skipif(
-    COUNT < 2, reason=f"needs 2 CUDA GPUs; torch sees {COUNT} (no GPU on this machine)"
+    COUNT < 2, reason=f"needs 2 CUDA GPUs (torch sees {COUNT}): run on a GPU machine"
 )
 
 

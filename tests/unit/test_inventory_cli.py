@@ -16,9 +16,9 @@ from kit.inventory_cli import inspect_command, topology_text
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nvml"
 
 
-def run(**kw) -> str:
+def run(width: int = 160, **kw) -> str:
     buf = io.StringIO()
-    console = Console(file=buf, width=160, color_system=None, force_terminal=False)
+    console = Console(file=buf, width=width, color_system=None, force_terminal=False)
     assert inspect_command(console=console, **kw) == 0
     return buf.getvalue()
 
@@ -42,6 +42,26 @@ def test_rendering_pcie_box_suggests_placement_and_shows_peer_access() -> None:
     assert "gpu_ids: [0, 4]  SYS" in out
     assert "Gen1 x16 (max Gen3 x16), GPU can Gen4" in out
     assert "GPU0  X     no    no" in out
+
+
+@pytest.mark.parametrize("name", ["h100x8_dgx", "rtx3090x8_pcie_2socket"])
+def test_eight_gpus_piped_at_80_columns_read_whole(name: str) -> None:
+    """`kit inspect > machine.txt`: no terminal, 80 columns; nothing squeezed or cut."""
+    path = FIXTURES / f"{name}.json"
+    out = run(width=80, from_snapshot=path)
+    lines = out.splitlines()
+    too_long = [ln for ln in lines if len(ln) > 80]
+    assert too_long == []
+    inv = build_inventory(json.loads(path.read_text()))
+    assert len(inv["gpus"]) == 8
+    for g in inv["gpus"]:
+        assert f"GPU {g['index']}: {g['name']}" in lines  # the name whole, on its own line
+        assert f"  Bus id       {g['pci_bus_id']}" in lines
+    matrix = lines.index("Topology (nvidia-smi topo -m words)") + 1
+    assert lines[matrix].split() == [*inv["topology"]["labels"], "NUMA"]
+    assert "\x1b[" not in out  # no colour codes in a file
+    # the same text whatever width the console claims: the layout does not follow the terminal
+    assert run(width=40, from_snapshot=path) == out == run(width=200, from_snapshot=path)
 
 
 def test_json_output_is_the_inventory() -> None:

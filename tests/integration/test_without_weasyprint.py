@@ -1,0 +1,106 @@
+"""A machine without WeasyPrint (the GPU machines often lack it): the run and its report.html are
+kept, and the one warning says that only the PDF is missing and how to get it.
+
+WeasyPrint is hidden from the real `kit` process by a sitecustomize module that makes its import
+fail exactly as it does where the package is absent (ModuleNotFoundError)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kit.bundle import verify_manifest, write_manifest
+from tests.conftest import ROOT, needs_pdf, run_kit
+
+pytestmark = pytest.mark.slow
+
+HIDE = """\
+import sys
+
+
+class _NoWeasyPrint:
+    def find_spec(self, name, path=None, target=None):
+        if name == "weasyprint" or name.startswith("weasyprint."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _NoWeasyPrint())
+"""
+
+RECIPE = """\
+kit: 1
+name: no-weasyprint
+gpus: 2
+repeats: 1
+timeout_s: 120
+variants: [p2p]
+benchmarks:
+  - kind: allreduce
+    params: {max_bytes: 1024, factor: 4, iters: 2, warmup_iters: 1, trials: 1}
+"""
+
+
+def without_weasyprint(tmp_path: Path) -> dict[str, str]:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(HIDE)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(site)])
+    env["COLUMNS"] = "400"  # one line per message, whatever rich thinks the width is
+    return env
+
+
+def test_the_hiding_works(tmp_path):
+    """The control: under the stand-in, importing weasyprint fails as on a machine without it."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", "import weasyprint"],
+        env=without_weasyprint(tmp_path),
+        capture_output=True,
+        text=True,
+    )
+    assert "ModuleNotFoundError: No module named 'weasyprint'" in proc.stderr
+
+
+@needs_pdf  # its last step makes the PDF where WeasyPrint works
+def test_reproduce_keeps_the_html_and_says_only_the_pdf_is_missing(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(RECIPE)
+    out = tmp_path / "bundle"
+    env = without_weasyprint(tmp_path)
+    proc = run_kit("reproduce", str(recipe), "--device", "cpu", "--out", str(out), env=env)
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert (
+        "kit: warning: report.html written, report.pdf not: WeasyPrint is not installed here "
+        "(No module named 'weasyprint'); for the PDF, run "
+        f"`kit report {out}` where WeasyPrint works (pip install weasyprint)"
+    ) in said, proc.stderr
+    assert "report not rendered" not in said
+    assert (out / "report.html").is_file() and not (out / "report.pdf").exists()
+    assert verify_manifest(out).ok
+    # the advice works: the same command where WeasyPrint is installed makes the PDF
+    proc = run_kit("report", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "report.pdf").stat().st_size > 10_000
+
+
+def test_kit_report_without_weasyprint_says_what_is_missing(tmp_path):
+    b = tmp_path / "b"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke", b)
+    (b / "report.pdf").unlink(missing_ok=True)
+    write_manifest(b)
+    proc = run_kit("report", str(b), env=without_weasyprint(tmp_path))
+    assert proc.returncode == 1
+    assert " ".join(proc.stderr.split()) == (
+        "kit: error: report.html written, report.pdf not: WeasyPrint is not installed here "
+        f"(No module named 'weasyprint'); for the PDF, run `kit report {b}` where WeasyPrint "
+        "works (pip install weasyprint)"
+    )
+    assert (b / "report.html").is_file() and not (b / "report.pdf").exists()
