@@ -143,6 +143,8 @@ def test_llama_local_model_and_data_paths_are_used_and_reported(tmp_path):
         ("plain_fsdp_llama.py", ["--layers", "2", "--hidden", "64", "--intermediate", "128", "--heads", "4",
                                  "--kv-heads", "2", "--vocab", "1024", "--seq", "128", "--warmup", "1",
                                  "--steps", "2"], "tokens_per_second"),
+        ("plain_resnet_ddp.py", ["--arch", "resnet18", "--image-size", "32", "--batch", "4",
+                                 "--warmup", "1", "--steps", "2"], "images_per_s"),
     ],
 )  # fmt: skip
 def test_reference_scripts_run_on_cpu(script, args, key):
