@@ -6,6 +6,7 @@ environment is not pinned: the report says so.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -40,10 +41,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
             except subprocess.TimeoutExpired:
                 continue
     except BaseException:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         raise
 
 
