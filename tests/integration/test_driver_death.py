@@ -82,7 +82,9 @@ def _assert_all_gone(proc: subprocess.Popen, marker: str, within_s: float = 20) 
     assert not left, f"still running {within_s:g} s after the driver died: {left}"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP, signal.SIGTERM], ids=str)
+@pytest.mark.parametrize(
+    "sig", [signal.SIGKILL, signal.SIGHUP, signal.SIGTERM], ids=lambda s: s.name
+)
 def test_the_driver_s_death_ends_its_run(tmp_path, sig):
     proc, marker = _start(tmp_path)
     try:
