@@ -29,6 +29,7 @@ class FaultyRuntime:
     """A runtime whose launches fail the way the Docker SDK does when a container is removed."""
 
     name, pinned, inventory = "fake", False, None
+
     def __init__(self, fail: set[int]) -> None:
         self.environment = {"name": "fake", "pinned": False, "runtime": "fake", "container": None}
         self.fail, self.calls, self.closed = fail, 0, False
