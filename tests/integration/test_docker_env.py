@@ -322,7 +322,8 @@ def test_interrupted_run_leaves_nothing_behind(
                             stderr=subprocess.PIPE, text=True, env=_env())  # fmt: skip
     try:
         deadline = time.monotonic() + 120
-        while not leftovers(client, OWNER):  # wait until the first run's container exists
+        while not client.containers.list(filters={"label": [LABEL_RUN, f"{LABEL_OWNER}={OWNER}"]}):
+            # wait until the first run's container exists (not the probe's)
             assert proc.poll() is None, proc.communicate()[1][-2000:]
             assert time.monotonic() < deadline, "no container started"
             time.sleep(0.2)
