@@ -6,6 +6,13 @@ software is the same. A rerun or a comparison shows every difference here, one l
 A value that one side does not know (None, or absent) is not a difference: a CPU run reports no
 NCCL version, the host runtime reads no image id. Only values known on both sides are compared;
 `unknown` lists the rest so the page can say what could not be checked.
+
+Not every difference can change a number. An image rebuilt from the same inputs gets a new image
+id (layer timestamps, and apt packages are not pinned in the Dockerfiles), so two environments
+are compared by what the image holds: its content hash (Dockerfile, lock, worker code, build
+args), the base image's digest, and the versions read inside it. The image id and the base
+image's local id are informational: shown, never a reason for `--strict-env` to refuse or for a
+comparison to warn.
 """
 
 from __future__ import annotations
@@ -27,8 +34,11 @@ VERSION_KEYS = (
 )
 """Versions read inside the environment (environment.json `container`)."""
 
-PINNED_KEYS = ("image_id", "base_image_digest", "dockerfile_sha256", "lock_sha256")
-"""How a pinned image was made: compared when both environments are pinned."""
+PINNED_KEYS = ("content_hash", "base_image_digest", "dockerfile_sha256", "lock_sha256")
+"""How a pinned image was made (what it holds): compared when both environments are pinned."""
+
+INFORMATIONAL_KEYS = ("image_id", "base_image_id")
+"""Local identities of the same content: they differ on every rebuild; they never matter."""
 
 RUNTIME_KEYS = ("runtime", "pinned", "name")
 
@@ -38,12 +48,16 @@ class Difference:
     field: str  # e.g. "torch", "lock_sha256", "runtime"
     old: str
     new: str
+    matters: bool = True  # False: informational (an image id), cannot change a number
 
     def line(self, old_label: str = "recorded", new_label: str = "here") -> str:
         return f"{self.field}: {self.old} ({old_label}) -> {self.new} ({new_label})"
 
     def to_dict(self) -> dict[str, str]:
-        return asdict(self)
+        """The bundle's record ({field, old, new}): which list it lands in says if it matters."""
+        d = asdict(self)
+        del d["matters"]
+        return d
 
 
 def _text(value: Any) -> str | None:
@@ -67,7 +81,7 @@ def environment_versions(
         flat["driver"] = _text((hardware.get("driver") or {}).get("version"))
     for key in RUNTIME_KEYS:
         flat[key] = _text(env.get(key))
-    for key in PINNED_KEYS:
+    for key in PINNED_KEYS + INFORMATIONAL_KEYS:
         flat[key] = _text(env.get(key)) if env.get("pinned") else None
     return flat
 
@@ -77,15 +91,18 @@ def environment_diff(
     new: dict[str, Any] | None,
     old_hardware: dict[str, Any] | None = None,
     new_hardware: dict[str, Any] | None = None,
+    informational: bool = False,
 ) -> list[Difference]:
-    """Every field known on both sides whose values differ, in a fixed order."""
+    """Every field known on both sides whose values differ, in a fixed order: the differences
+    that can change a number, and with `informational` also those that cannot (image ids)."""
     a = environment_versions(old, old_hardware)
     b = environment_versions(new, new_hardware)
-    return [
-        Difference(key, a[key], b[key])  # type: ignore[arg-type]
+    diffs = [
+        Difference(key, a[key], b[key], key not in INFORMATIONAL_KEYS)  # type: ignore[arg-type]
         for key in a
         if a[key] is not None and b[key] is not None and a[key] != b[key]
     ]
+    return [d for d in diffs if informational or d.matters]
 
 
 def unknown_fields(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[str]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from kit.bundle import MANIFEST, Bundle, write_manifest
 from kit.errors import InputError, KitError
+from kit.runtime.heartbeat import FILE as HEARTBEAT
 from kit.safeio import TMP_SUFFIX, scan
 from kit.worker.common import now_iso
 
@@ -81,7 +82,11 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
     runs = bundle.results.get("runs")
     if not isinstance(runs, list):
         raise InputError(f"{path}/results.json: runs: expected a list")
-    removed = [n for n in scan(path).files if n.endswith(TMP_SUFFIX)]
+    # a write cut short (.tmp), and the heartbeat a killed driver could not remove
+    removed = [
+        n for n in scan(path).files
+        if n.endswith(TMP_SUFFIX) or (n.startswith("runs/") and n.endswith("/" + HEARTBEAT))
+    ]  # fmt: skip
     for name in removed:  # a write cut short; the file it was to replace holds the last whole one
         os.unlink(path / name)
     recovered = _stray_results(bundle)

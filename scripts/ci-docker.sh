@@ -25,6 +25,8 @@ start_dockerd() {
             /var/run/docker/containerd/containerd.sock
     fi
     nohup dockerd >>/tmp/dockerd.log 2>&1 &
+    started=$!  # the one daemon this script may stop: never another by name
+    echo "$started" >/tmp/kit-ci-dockerd.pid
     for _ in $(seq 1 90); do
         docker info >/dev/null 2>&1 && return 0
         sleep 1
@@ -32,9 +34,19 @@ start_dockerd() {
     return 1
 }
 
+stop_started() {
+    # only the dockerd this script started (its pid), and only while it is still that dockerd
+    if [[ -n "$started" ]] && [[ "$(cat "/proc/$started/comm" 2>/dev/null)" == dockerd ]]; then
+        kill "$started" 2>/dev/null || true
+        for _ in $(seq 1 15); do kill -0 "$started" 2>/dev/null || return 0; sleep 1; done
+        kill -9 "$started" 2>/dev/null || true
+    fi
+}
+
+started=""
 if ! docker info >/dev/null 2>&1; then
     # a second try after stopping what the first left, for a daemon slow to start on a busy machine
-    start_dockerd || { pkill -x dockerd || true; sleep 3; start_dockerd; } || true
+    start_dockerd || { stop_started; sleep 3; start_dockerd; } || true
 fi
 if ! docker info >/dev/null 2>&1; then
     echo "dockerd did not come up; last lines of /tmp/dockerd.log:" >&2

@@ -92,5 +92,8 @@ class Results(Closed):
     reproduces: Reproduces | None = None
     runs: list[RunResult] = Field(default_factory=list)
     adaptive: dict[str, AdaptiveRecord] = Field(default_factory=dict)
+    # differences that can change a number; environment_notes: those that cannot (image ids)
     environment_diff: list[EnvironmentDifference] | None = None
+    environment_notes: list[EnvironmentDifference] | None = None
+    error: str | None = None  # what stopped the engine itself, when something did
     slurm: SlurmInfo | None = None

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import Bundle, default_bundle_dir, now_iso, write_json
-from kit.errors import InputError
+from kit.errors import InputError, KitError
 from kit.inventory import collect
 from kit.recipe import Recipe
 from kit.run.plan import plan, plan_repeat
 from kit.run.preflight import PreflightOptions, check_recipe, raise_if_fatal
-from kit.run.results import console, result_of, seal
+from kit.run.results import bundle_status, console, result_of, seal
 from kit.runtime import registry
 from kit.runtime.base import RunOutcome, Runtime, RuntimeRequest
 from kit.runtime.multinode.config import node_config
@@ -90,6 +90,11 @@ class _Terminated(Exception):
 
 def _on_sigterm(signum: int, frame: Any) -> None:
     raise _Terminated()
+
+
+# SIGHUP (the terminal closed, the ssh session dropped) ends the run like SIGTERM: runs stopped,
+# containers removed, the bundle sealed with what finished.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def make_runtime(name: str, recipe: Recipe, options: Options, device: str = "cpu") -> Runtime:
@@ -163,8 +168,9 @@ def run_recipe(
     bundle.write_json("hardware.json", hardware)
     bundle.results["preflight"] = findings
     bundle.write_json("environment.json", runtime.environment)
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    status, code = "complete", 0
+    previous = {sig: signal.signal(sig, _on_sigterm) for sig in STOP_SIGNALS}
+    interrupted, code = False, 0
+    fault: Exception | None = None
     try:
         queue, i = deque(runs), 0
         while queue:
@@ -174,7 +180,7 @@ def run_recipe(
             write_json(run_dir / "spec.json", spec.to_json())
             log_path = bundle.log_path(spec.run_id)
             console.print(f"[{i}/{i + len(queue)}] {spec.run_id} ...", end=" ")
-            interrupted = False
+            stopped = False
             try:
                 outcome = runtime.run(
                     run_dir,
@@ -186,8 +192,14 @@ def run_recipe(
                     device,
                 )
             except (KeyboardInterrupt, _Terminated):
-                interrupted = True
+                stopped = True
                 outcome = RunOutcome(None, False, True, 0.0, [], "interrupted")
+            except KitError as exc:  # the runtime's own one-line reason: this run failed
+                outcome = RunOutcome(None, False, False, 0.0, [], str(exc))
+            except Exception as exc:  # a runtime fault (daemon gone, ...): this run failed
+                outcome = RunOutcome(
+                    None, False, False, 0.0, [], f"runtime error: {type(exc).__name__}: {exc}"
+                )
             result = result_of(spec, run_dir, outcome, log_path)
             bundle.add_run(result)
             if on_result:
@@ -198,7 +210,7 @@ def run_recipe(
                 code = 1
                 # an error may hold [brackets] (gloo's "[/path/pair.cc:553]"): not rich markup
                 console.print(f"{result['status'].upper()}: {result.get('error')}", markup=False)
-            if interrupted:
+            if stopped:
                 raise KeyboardInterrupt
             if not queue or queue[0].benchmark != spec.benchmark:  # its last planned repeat
                 record = adaptive_record(bundle.results["runs"], spec.benchmark, policy)
@@ -209,11 +221,18 @@ def run_recipe(
                     console.print(f"kit: {spec.benchmark}: {record['reason']}; one more repeat")
                     queue.extendleft(reversed(extra))
     except (KeyboardInterrupt, _Terminated):
-        status, code = "interrupted", 130
+        interrupted, code = True, 130
         console.print("kit: interrupted; writing the bundle with what finished")
+    except Exception as exc:  # the engine itself: never a `complete` bundle, then one line
+        fault, code = exc, 1
+        bundle.results["error"] = f"{type(exc).__name__}: {exc}"
+        console.print(f"kit: run stopped by {type(exc).__name__}: {exc}", markup=False)
     finally:
-        signal.signal(signal.SIGTERM, previous)
-        if status == "complete" and code != 0:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        runs_done = bundle.results["runs"]
+        status = bundle_status(runs_done, len(runs), interrupted)
+        if fault is not None and status == "complete":
             status = "partial"
         ok = [r for r in bundle.results["runs"] if r.get("status") == "ok"]
         env = bundle.read_json("environment.json") or {}
@@ -230,6 +249,10 @@ def run_recipe(
             seal(bundle)
         finally:
             runtime.close()
+    if fault is not None:
+        raise KitError(
+            f"the run stopped: {type(fault).__name__}: {fault}; bundle {bundle.path} is {status}"
+        ) from fault
     return bundle, code
 
 

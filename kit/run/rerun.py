@@ -112,6 +112,13 @@ def rerun_environment(
 
 
 def print_differences(diffs: list[Difference], when: str) -> None:
+    """The differences that matter in red; the informational ones (image ids) as notes."""
+    for d in diffs:
+        if not d.matters:
+            console.print(
+                f"kit: note: {d.line('bundle', 'here')} (same content; cannot change a number)"
+            )
+    diffs = [d for d in diffs if d.matters]
     if not diffs:
         console.print(f"kit: environment matches the bundle's ({when})", style="green")
         return
@@ -217,8 +224,9 @@ def rerun_bundle(path: Path, options: Options, strict_env: bool = False) -> tupl
     for key, value in target.options.items():
         setattr(options, key, value)
     if target.fingerprint is not None:
-        diffs = environment_diff(old_env, target.fingerprint, old_hw)
+        diffs = environment_diff(old_env, target.fingerprint, old_hw, informational=True)
         print_differences(diffs, "before running")
+        diffs = [d for d in diffs if d.matters]
         if diffs and strict_env:
             raise InputError(
                 f"--strict-env: the environment differs from {path}: "
@@ -241,8 +249,13 @@ def check_after_run(
 ) -> list[Difference]:
     """Compare what the runs recorded with the reproduced bundle; store it in results.json."""
     env = bundle.read_json("environment.json") or {}
-    diffs = environment_diff(expected, env, expected_hardware, bundle.read_json("hardware.json"))
-    bundle.results["environment_diff"] = [d.to_dict() for d in diffs]
+    diffs = environment_diff(
+        expected, env, expected_hardware, bundle.read_json("hardware.json"), informational=True
+    )
+    bundle.results["environment_diff"] = [d.to_dict() for d in diffs if d.matters]
+    notes = [d.to_dict() for d in diffs if not d.matters]
+    if notes:
+        bundle.results["environment_notes"] = notes
     if env.get("container"):
         print_differences(diffs, "as the runs recorded it")
-    return diffs
+    return [d for d in diffs if d.matters]

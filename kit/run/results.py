@@ -128,6 +128,23 @@ def annotate_result(result: dict[str, Any], outcome: RunOutcome) -> None:
     result["network"] = {"transport": network_transport(result)}
 
 
+def bundle_status(runs: list[dict[str, Any]], planned: int, interrupted: bool = False) -> str:
+    """A bundle's status, from its runs alone: what a crash or a lucky path cannot bend.
+
+    complete: every planned run is there and ok; failed: no run is ok (also when every attempt
+    timed out); partial: some but not all; interrupted: stopped before its plan ended (Ctrl-C,
+    SIGTERM, SIGHUP), whatever finished.
+    """
+    if interrupted:
+        return "interrupted"
+    ok = sum(1 for r in runs if r.get("status") == "ok")
+    if ok == 0:
+        return "failed"
+    if ok == len(runs) and len(runs) >= planned:
+        return "complete"
+    return "partial"
+
+
 def seal(bundle: Bundle) -> None:
     """Render the report (a failure there never costs the measurements) and write the manifest."""
     seal_bundle(bundle, lambda line: console.print(line, markup=False))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from kit.worker.common import RESULT_SCHEMA, init, now_iso, versions, write_json
 from kit.worker.telemetry import GpuTelemetry
+from kit.worker.watchdog import start_from_env
 from kit.workloads.registry import worker_module
 
 
@@ -24,6 +25,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m kit.worker RUN_DIR/spec.json", file=sys.stderr)
         return 2
     spec_path = Path(argv[0])
+    start_from_env()  # ends this rank when the driver's heartbeat stops (the driver was killed)
     started, t0 = now_iso(), time.perf_counter()
     ctx = init(spec_path)
     spec = ctx.spec

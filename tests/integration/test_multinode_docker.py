@@ -27,6 +27,8 @@ BASE = os.environ.get("KIT_TEST_BASE_IMAGE", "kit-test-base:bookworm")
 SOCKET = "unix:///var/run/docker.sock"
 NETWORK = "kit-test-multinode"
 PY = sys.executable
+# what this test session's drivers create carries this owner; the tests touch nothing else
+OWNER = f"kit-test-{os.getpid()}-{os.urandom(4).hex()}"
 
 
 @pytest.fixture(scope="module")
@@ -56,13 +58,12 @@ def image(client):
 
 
 def _kit_things(client) -> dict[str, list[str]]:
-    """Containers of multi-node runs and probes, networks and volumes that carry kit's labels."""
-    containers = client.containers.list(all=True, filters={"label": LABEL_NODE})
-    containers += client.containers.list(all=True, filters={"label": "kit.probe"})
+    """Containers, networks and volumes of this test session's owner (nobody else's)."""
+    mine = {"label": f"kit.owner={OWNER}"}
     return {
-        "containers": [c.name for c in containers],
-        "networks": [n.name for n in client.networks.list(filters={"label": "kit.network"})],
-        "volumes": [v.name for v in client.volumes.list(filters={"label": "kit.owner"})],
+        "containers": [c.name for c in client.containers.list(all=True, filters=mine)],
+        "networks": [n.name for n in client.networks.list(filters=mine)],
+        "volumes": [v.name for v in client.volumes.list(filters=mine)],
         "test network": [n.name for n in client.networks.list(names=[NETWORK])],
     }
 
@@ -102,7 +103,7 @@ def _reproduce(recipe: Path, out: Path) -> list[str]:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT)}
+    return {**os.environ, "PYTHONPATH": str(ROOT), "KIT_OWNER": OWNER}
 
 
 def test_allreduce_across_two_container_nodes(client, image, tmp_path):
@@ -164,7 +165,7 @@ def test_killing_one_node_mid_run_stops_the_other(client, image, tmp_path):
         while not (len(nodes) == 2 and all(_workers_running(c) for c in nodes.values())):
             assert proc.poll() is None, proc.communicate()[1][-3000:]
             assert time.monotonic() < deadline, "the two nodes' workers never ran"
-            found = client.containers.list(filters={"label": LABEL_NODE})
+            found = client.containers.list(filters={"label": [LABEL_NODE, f"kit.owner={OWNER}"]})
             nodes = {c.labels[LABEL_NODE]: c for c in found}
             time.sleep(0.3)
         time.sleep(3)  # rendezvous done, process group up, all-reducing
@@ -179,7 +180,7 @@ def test_killing_one_node_mid_run_stops_the_other(client, image, tmp_path):
     assert "Traceback" not in err
     assert stopped_after < 60
     results = json.loads((out / "results.json").read_text())
-    assert results["status"] == "partial"
+    assert results["status"] == "failed"  # its one run failed
     (run,) = results["runs"]
     assert run["status"] == "failed"
     assert run["error"].startswith("node 1 (unix:///var/run/docker.sock) exited with status 137")
@@ -218,7 +219,9 @@ def test_node_lost_before_the_rendezvous_is_stopped_by_the_driver(client, image,
     def kill_node1() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            for c in client.containers.list(filters={"label": f"{LABEL_NODE}=1"}):
+            for c in client.containers.list(
+                filters={"label": [f"{LABEL_NODE}=1", f"kit.owner={OWNER}"]}
+            ):
                 c.kill()
                 return
             time.sleep(0.05)
@@ -248,7 +251,9 @@ def test_ctrl_c_removes_every_node(client, image, tmp_path):
                             env=_env())  # fmt: skip
     try:
         deadline = time.monotonic() + 120
-        while len(client.containers.list(filters={"label": LABEL_NODE})) < 2:
+        while (
+            len(client.containers.list(filters={"label": [LABEL_NODE, f"kit.owner={OWNER}"]})) < 2
+        ):
             assert proc.poll() is None, proc.communicate()[1][-3000:]
             assert time.monotonic() < deadline, "the nodes never started"
             time.sleep(0.2)

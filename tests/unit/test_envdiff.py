@@ -46,8 +46,8 @@ def test_driver_comes_from_the_hardware_record_when_the_container_has_none():
 
 def test_image_hashes_are_compared_only_between_pinned_environments():
     a = {**env("docker", True), "image_id": "sha256:aa", "lock_sha256": "11"}
-    b = {**env("docker", True), "image_id": "sha256:bb", "lock_sha256": "11"}
-    assert environment_diff(a, b) == [Difference("image_id", "sha256:aa", "sha256:bb")]
+    b = {**env("docker", True), "image_id": "sha256:bb", "lock_sha256": "22"}
+    assert environment_diff(a, b) == [Difference("lock_sha256", "11", "22")]
     host = env()
     fields = [d.field for d in environment_diff(a, host)]
     assert fields == ["runtime", "pinned"]  # no image id on the host side: not a hash mismatch
@@ -55,3 +55,19 @@ def test_image_hashes_are_compared_only_between_pinned_environments():
 
 def test_numbers_and_strings_compare_as_text():
     assert environment_diff(env(cudnn=91002), env(cudnn="91002")) == []
+
+
+def test_a_rebuilt_image_of_the_same_content_differs_only_informationally():
+    """The same content tag rebuilt gets a new image id: a note, never a difference that matters."""
+    same = {"content_hash": "c" * 64, "base_image_digest": "sha256:dd", "lock_sha256": "11"}
+    a = {**env("docker", True), **same, "image_id": "sha256:aa", "base_image_id": "sha256:b1"}
+    b = {**env("docker", True), **same, "image_id": "sha256:bb", "base_image_id": "sha256:b2"}
+    assert environment_diff(a, b) == []
+    notes = environment_diff(a, b, informational=True)
+    assert [(d.field, d.matters) for d in notes] == [("image_id", False), ("base_image_id", False)]
+    assert notes[0].to_dict() == {"field": "image_id", "old": "sha256:aa", "new": "sha256:bb"}
+    # what the image holds does matter: another content hash, base digest or version inside
+    other = {**b, "content_hash": "e" * 64, "base_image_digest": "sha256:ee", "container": {
+        **b["container"], "nccl": "2.27.3"}}  # fmt: skip
+    fields = [(d.field, d.matters) for d in environment_diff(a, other)]
+    assert fields == [("nccl", True), ("content_hash", True), ("base_image_digest", True)]

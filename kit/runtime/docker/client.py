@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from pathlib import Path
 from typing import Any
 
 from kit.errors import KitError
 
 LABEL_RUN = "kit.run"
-LABEL_OWNER = "kit.owner"  # the driver's pid@host: tells apart the containers of one session
+# the driver invocation that made a container, PID@HOST/TOKEN: each driver removes only its own
+LABEL_OWNER = "kit.owner"
 
 
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
@@ -98,15 +101,56 @@ def remove_container(container: Any) -> None:
             raise
 
 
-def leftovers(client: Any, owner: str | None = None) -> list[Any]:
-    """Containers kit started that still exist (of one driver when `owner` is given)."""
-    label = f"{LABEL_OWNER}={owner}" if owner else LABEL_RUN
-    return client.containers.list(all=True, filters={"label": label})
+def new_owner() -> str:
+    """This driver invocation's owner label: its pid and host (to tell whether it still lives)
+    and a random token (a reused pid is another owner). KIT_OWNER overrides it: a test session
+    labels what its drivers make with an owner of its own, and removes only that."""
+    return (
+        os.environ.get("KIT_OWNER")
+        or f"{os.getpid()}@{os.uname().nodename}/{uuid.uuid4().hex[:12]}"
+    )
 
 
-def cleanup(client: Any, owner: str | None = None) -> int:
-    """Remove kit's leftover containers (e.g. after the driver was killed with SIGKILL)."""
+def owner_is_dead(owner: str) -> bool:
+    """True only for an owner label of a driver on this host whose process is gone.
+
+    Owners of other hosts, of live processes and labels of another form (a test session's) are
+    never dead: what kit cannot prove abandoned, it leaves alone.
+    """
+    pid, sep, rest = owner.partition("@")
+    host, _, token = rest.partition("/")
+    if not (sep and token and pid.isdigit()) or host != os.uname().nodename:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, someone else's
+        return False
+    return False
+
+
+def leftovers(client: Any, owner: str) -> list[Any]:
+    """The containers of one driver invocation (its owner label) that still exist."""
+    return client.containers.list(all=True, filters={"label": f"{LABEL_OWNER}={owner}"})
+
+
+def cleanup(client: Any, owner: str) -> int:
+    """Remove the containers of one owner (each driver removes its own at the end)."""
     found = leftovers(client, owner)
+    for c in found:
+        remove_container(c)
+    return len(found)
+
+
+def cleanup_abandoned(client: Any) -> int:
+    """Remove the containers of kit drivers of this host that died without cleaning up
+    (SIGKILL): their ranks ended by the heartbeat watchdog, the stopped containers stay until
+    here. Containers of live drivers, other hosts and other owners are left alone."""
+    found = [
+        c for c in client.containers.list(all=True, filters={"label": LABEL_OWNER})
+        if owner_is_dead((c.labels or {}).get(LABEL_OWNER, ""))
+    ]  # fmt: skip
     for c in found:
         remove_container(c)
     return len(found)

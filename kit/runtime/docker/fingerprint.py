@@ -7,7 +7,7 @@ from typing import Any
 
 import kit
 from kit.errors import KitError
-from kit.runtime.docker.client import docker_client
+from kit.runtime.docker.client import LABEL_OWNER, docker_client, new_owner
 from kit.runtime.docker.image import Image
 
 # --- fingerprint ------------------------------------------------------------------------------
@@ -22,7 +22,10 @@ def probe(tag: str, client: Any = None, gpus: bool = False) -> dict[str, Any]:
     if gpus:
         kwargs["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
     container = client.containers.create(
-        tag, ["python", "-m", "kit.worker.probe"], labels={"kit.probe": tag}, **kwargs
+        tag,
+        ["python", "-m", "kit.worker.probe"],
+        labels={"kit.probe": tag, LABEL_OWNER: new_owner()},
+        **kwargs,
     )
     try:
         container.start()

@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,7 @@ def assemble_context(env: Environment, wheels: dict[str, Path], dest: Path) -> N
         shutil.copy2(f, target)
 
 
+@dataclass
 class Image:
     """A built (or reused) environment image and how it was made."""
 

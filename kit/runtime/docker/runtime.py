@@ -3,12 +3,16 @@
 Each run (benchmark x variant x repeat) gets its own container created through the Docker SDK,
 with the run directory mounted at /kit/run, the GPUs requested as device requests, the variant's
 environment, and the limits NCCL needs. The container is always removed, whatever happens
-(success, crash, timeout, Ctrl-C, SIGTERM): every container carries the label `kit.run=<run id>`
-so that `cleanup()` can also remove leftovers of a driver that was killed outright.
+(success, crash, timeout, Ctrl-C, SIGTERM, SIGHUP). A driver killed outright (SIGKILL) runs no
+handler: its ranks stop on their own when the heartbeat file in the mounted run directory goes
+stale (kit.worker.watchdog), and the stopped container, labelled with its dead owner, is removed
+by the next kit run on this host (`cleanup_abandoned`). A fault of the daemon or the container
+while a run goes (`docker rm -f` from outside, the daemon gone) makes that run a failed run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -25,13 +29,16 @@ from kit.runtime.docker.client import (
     LABEL_RUN,
     TOOLKIT_HINT,
     cleanup,
+    cleanup_abandoned,
     docker_client,
     gpu_requests_and_ulimits,
     gpu_support,
     launch_error,
+    new_owner,
     remove_container,
     run_id_of,
 )
+from kit.runtime.heartbeat import Heartbeat, worker_env
 
 MOUNT = "/kit/run"
 STOP_GRACE_S = 10
@@ -54,7 +61,7 @@ class DockerRuntime:
         self.client = client or docker_client()
         self.shm_size = shm_size
         self.echo = echo
-        self.owner = f"{os.getpid()}@{os.uname().nodename}"
+        self.owner = new_owner()
         self._gpu_checked = False
         self.inventory: list[dict[str, Any]] | None = None  # one machine: hardware.json as is
         self.environment: dict[str, Any] | None = None  # environment.json, set by prepare()
@@ -98,7 +105,8 @@ class DockerRuntime:
     ) -> dict[str, Any]:
         """Everything `containers.create` gets for one run (separate so tests can read it)."""
 
-        full_env = {"PYTHONUNBUFFERED": "1", "HOME": "/tmp", **env}
+        full_env = {"PYTHONUNBUFFERED": "1", "HOME": "/tmp", **env,
+                    **worker_env(f"{MOUNT}/{Heartbeat(run_dir).path.name}")}  # fmt: skip
         if device == "cpu":
             full_env.setdefault("OMP_NUM_THREADS", "1")
         device_requests, ulimits = gpu_requests_and_ulimits(gpu_ids, device)
@@ -147,7 +155,8 @@ class DockerRuntime:
         opts = self.container_options(run_dir, nproc, env, gpu_ids, device)
         t0 = time.perf_counter()
         container = None
-        with open(log_path, "ab") as log:
+        with open(log_path, "ab") as log, Heartbeat(run_dir) as heartbeat:
+            heartbeat.beat()
             log.write(f"$ {' '.join(shown)}\n".encode())
             log.flush()
             try:
@@ -165,10 +174,14 @@ class DockerRuntime:
                     code = container.wait(timeout=STOP_GRACE_S + 30).get("StatusCode")
                 streamer.join(timeout=10)
                 return RunOutcome(code, timed_out, False, time.perf_counter() - t0, shown)
+            except docker_faults() as e:  # the container or the daemon failed under the run
+                return RunOutcome(None, False, False, time.perf_counter() - t0, shown,
+                                  fault_reason(e))  # fmt: skip
             finally:
                 # also on KeyboardInterrupt / SIGTERM (raised in this thread by the driver)
                 if container is not None:
-                    remove_container(container)
+                    with contextlib.suppress(*docker_faults()):  # gone already, or no daemon
+                        remove_container(container)
 
     def _wait(self, container: Any, timeout_s: float) -> tuple[int | None, bool]:
         """Poll the container until it exits or the deadline passes; (exit code, timed out)."""
@@ -194,6 +207,27 @@ class DockerRuntime:
             pass
 
 
+def docker_faults() -> tuple[type[BaseException], ...]:
+    """What the Docker SDK raises when a container or the daemon fails under a run."""
+    import docker
+    import requests
+
+    return (docker.errors.DockerException, requests.exceptions.RequestException)
+
+
+def fault_reason(e: BaseException) -> str:
+    """One line: what went wrong with the container or the daemon while the run went."""
+    import docker
+
+    text = str(getattr(e, "explanation", None) or e).strip().splitlines()
+    first = text[0][:200] if text else type(e).__name__
+    if isinstance(e, docker.errors.NotFound):
+        return f"the run's container vanished while it ran (removed from outside?): {first}"
+    if isinstance(e, docker.errors.APIError):
+        return f"the Docker daemon failed the run: {first}"
+    return f"the Docker daemon stopped answering during the run ({type(e).__name__}: {first})"
+
+
 def prepare_runtime(
     environment: str,
     device: str,
@@ -217,6 +251,8 @@ def prepare_runtime(
         state = "reused" if image.cached else "built"
     images.console().print(f"kit: environment {image.env}: {state} image {image.tag}")
     container = fp.probe(image.tag, client=client, gpus=gpus is not None)
+    if removed := cleanup_abandoned(client):
+        images.console().print(f"kit: removed {removed} container(s) of kit runs that were killed")
     runtime = DockerRuntime(image.tag, client=client)
     runtime.environment = fp.fingerprint(image, container, runtime="docker")
     if image_archive is not None:

@@ -17,13 +17,19 @@ into each container before it starts and the result is copied out after it stops
 The driver watches all containers; the first node that fails (non-zero exit, or its container
 vanished) stops the others, and the run's result says which node, with what status, and the tail
 of its log. Containers (and networks this runtime made) carry kit's labels and are removed in a
-`finally`, also on Ctrl-C and SIGTERM. Every node's output goes to logs/<run_id>.node<i>.log, and
+`finally`, also on Ctrl-C, SIGTERM and SIGHUP; a fault of a daemon or a container during the run
+(removed from outside, a daemon gone) is a failed run with the reason. With no shared filesystem
+the heartbeat of single-node runs cannot reach these containers: a driver killed outright
+(SIGKILL) leaves them running until their torchrun ends or fails; the next kit run from the same
+driver host removes every container whose owner label names a dead driver of that host, on each
+node it reaches (`cleanup_abandoned`), and `docker rm -f $(docker ps -aq --filter
+label=kit.owner=OWNER)` removes them by hand. Every node's output goes to logs/<run_id>.node<i>.log, and
 all of them, prefixed with the node, to logs/<run_id>.log.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
 import threading
 import time
 import uuid
@@ -39,13 +45,15 @@ from kit.runtime.docker.client import (
     LABEL_RUN,
     TOOLKIT_HINT,
     cleanup,
+    cleanup_abandoned,
     gpu_requests_and_ulimits,
     gpu_support,
     launch_error,
+    new_owner,
     remove_container,
     run_id_of,
 )
-from kit.runtime.docker.runtime import MOUNT
+from kit.runtime.docker.runtime import MOUNT, docker_faults, fault_reason
 from kit.runtime.multinode.config import NodeConfig, host_of
 from kit.runtime.multinode.transport import (
     LABEL_NODE,
@@ -84,7 +92,7 @@ class MultiNodeRuntime:
         self.nodes = nodes
         self.config = config
         self.shm_size = shm_size
-        self.owner = f"{os.getpid()}@{os.uname().nodename}"
+        self.owner = new_owner()
         self.environment: dict[str, Any] | None = None  # environment.json, set by prepare()
         self.inventory: list[dict[str, Any]] | None = None  # hardware.json's `nodes`
 
@@ -253,13 +261,18 @@ class MultiNodeRuntime:
                     record["address"] = address
                     record["env"] = extra
                 return self._outcome(records, failed, timed_out, time.perf_counter() - t0, shown)
+            except docker_faults() as exc:  # a container or a daemon failed under the run
+                return RunOutcome(None, False, False, time.perf_counter() - t0, shown,
+                                  fault_reason(exc), nodes=[])  # fmt: skip
             finally:
                 # also on KeyboardInterrupt / SIGTERM (raised in this thread by the driver)
                 for c in containers:
                     if c is not None:
-                        remove_container(c)
+                        with contextlib.suppress(*docker_faults()):
+                            remove_container(c)
                 for network in networks:
-                    remove_network(network)
+                    with contextlib.suppress(*docker_faults()):
+                        remove_network(network)
                 for log in logs:
                     if not log.file.closed:
                         log.file.close()
@@ -340,6 +353,8 @@ def prepare_runtime(
 ) -> MultiNodeRuntime:
     """Connect to every node, put the pinned image on each, take each node's inventory."""
     nodes = connect_all(config)
+    for client in {id(n.client): n.client for n in nodes}.values():
+        cleanup_abandoned(client)  # containers of drivers of this host that were killed
     first = nodes[0].client
     if device == "cuda":
         for node in nodes:

@@ -23,7 +23,7 @@ from kit.bundle import Bundle, write_json
 from kit.errors import InputError, KitError
 from kit.recipe import Recipe, load_recipe
 from kit.run.plan import plan
-from kit.run.results import result_of, seal
+from kit.run.results import bundle_status, result_of, seal
 from kit.runtime.base import RunOutcome, tail
 from kit.runtime.slurm.script import TIMEOUT_EXIT, Job, SlurmOptions, make_job, render_script
 from kit.safeio import write_text
@@ -198,7 +198,8 @@ def collect(path: Path) -> tuple[Bundle, int]:
          "python_executable": info.get("python"), "kit_version": r.get("kit_version"),
          "container": ok[0].get("versions") if ok else None},
     )  # fmt: skip
-    bundle.finish("complete" if code == 0 else "partial")
+    runs = bundle.results["runs"]
+    bundle.finish(bundle_status(runs, int(bundle.results.get("planned_runs") or len(runs))))
     seal(bundle)  # renders the report and writes the manifest
     return bundle, code
 
