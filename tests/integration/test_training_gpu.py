@@ -61,7 +61,7 @@ def check_gpu_run(run: dict, transformer: bool) -> None:
 
 
 def check_expectations(results: dict) -> None:
-    """On 2x H200, where DESIGN.md's reference figures were measured, P2P must reach them."""
+    """On 2x H200, where the reference figures (reports/RESULTS.md) were measured, P2P must reach them."""
     if "H200" not in NAME or COUNT != 2:
         return
     for bench in results["_recipe"]["benchmarks"]:
