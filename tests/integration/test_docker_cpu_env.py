@@ -3,9 +3,6 @@ says otherwise; and a base image that cannot be pulled is one line that says wha
 
 Only the `kit` command is used (no module paths), against a real daemon with no registry (CI's):
 the run stops at the base image, and the message shows which environment was chosen.
-
-xfail(strict) until the environment choice lands in the runtime code (issue 15): then this
-passes, the strict marker turns it into a failure, and the marker is removed.
 """
 
 from __future__ import annotations
@@ -51,7 +48,6 @@ def client():
     return c
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: the CPU environment choice is not applied yet")
 def test_cpu_run_in_docker_uses_the_cpu_environment(client, tmp_path: Path) -> None:
     import docker
 

@@ -216,3 +216,19 @@ def _index_wheels(cache: Path, wanted: set[str]) -> dict[str, Path]:
         if digest in wanted:
             found[digest] = whl
     return found
+
+
+def for_device(recipe_env: str, device: str, override: str | None) -> tuple[str, str | None]:
+    """The environment a Docker run uses, and a line saying why when it is not the recipe's.
+
+    --env wins; a CPU run of a recipe whose environment is for GPUs uses the pinned cpu one (a
+    CPU smoke run needs neither the CUDA base image nor its wheels); otherwise the recipe's.
+    """
+    if override:
+        return override, None
+    if device == "cpu" and load(recipe_env).device == "cuda":
+        return "cpu", (
+            f"CPU run in Docker: environment cpu (the recipe's {recipe_env} is for GPUs; "
+            f"--env {recipe_env} uses it anyway)"
+        )
+    return recipe_env, None

@@ -127,7 +127,7 @@ def _base_identity(client: Any, ref: str) -> tuple[str | None, str | None]:
     return img.id, digest
 
 
-def ensure_base(client: Any, ref: str, echo: Callable[[str], None]) -> None:
+def ensure_base(client: Any, ref: str, echo: Callable[[str], None], env: str = "") -> None:
     """Make sure the daemon has the base image: present, or pulled now (by its digest)."""
     import docker
 
@@ -142,8 +142,9 @@ def ensure_base(client: Any, ref: str, echo: Callable[[str], None]) -> None:
     except docker.errors.APIError as e:
         first = str(e.explanation or e).strip().splitlines()[0][:200]
         raise KitError(
-            f"base image {ref} is not on this machine and cannot be pulled ({first}); "
-            "`docker load` it, or pass --base-image with a local image"
+            f"base image {ref} (environment {env}) is not on this machine and cannot be pulled "
+            f"({first}). Use a local image with --base-image IMAGE, or on a machine that can pull "
+            f"it run `kit export {env} -o kit-{env}.tar` and add --image-archive kit-{env}.tar here"
         ) from e
 
 
@@ -183,7 +184,7 @@ def build(
         pass
 
     echo(f"building {tag} (environment {env.name}, base {base})")
-    ensure_base(client, base, echo)  # before downloading gigabytes of wheels for nothing
+    ensure_base(client, base, echo, env.name)  # before downloading gigabytes of wheels for nothing
     wheels = wheelhouse(env)
     log: list[str] = []
     image_id = None
