@@ -31,6 +31,12 @@ PY = sys.executable
 OWNER = f"kit-test-{os.getpid()}-{os.urandom(4).hex()}"
 
 
+@pytest.fixture(autouse=True)
+def _own_label(monkeypatch):
+    """Runtimes made in this process label their containers with this session's owner too."""
+    monkeypatch.setenv("KIT_OWNER", OWNER)
+
+
 @pytest.fixture(scope="module")
 def client():
     try:
@@ -88,7 +94,7 @@ nodes:
   hosts: ["{SOCKET}", "{SOCKET}"]
   network: {NETWORK}
   nccl_socket_ifname: eth0
-  env: {{KIT_TEST_MARK: "multinode"}}
+  env: {{TORCH_KIT_TEST_MARK: "multinode"}}
 benchmarks:
   - kind: allreduce
     params: {{min_bytes: 8, max_bytes: {max_bytes}, factor: 8, iters: {iters}, warmup_iters: 1, trials: 1}}
@@ -118,7 +124,7 @@ def test_allreduce_across_two_container_nodes(client, image, tmp_path):
     assert run["world_size"] == 4 and run["backend"] == "gloo"  # 2 nodes x 2 processes
     assert run["metrics"]["wrong_total"]["value"] == 0
     assert run["metrics"]["busbw_peak"]["value"] > 0
-    assert run["env"]["KIT_TEST_MARK"] == "multinode"
+    assert run["env"]["TORCH_KIT_TEST_MARK"] == "multinode"
     assert [n["status"] for n in run["nodes"]] == ["ok", "ok"]
     addresses = [n["address"] for n in run["nodes"]]
     assert all(addresses) and len(set(addresses)) == 2, addresses  # each node its own address
