@@ -26,7 +26,16 @@ from pydantic import BaseModel
 
 from kit import __version__
 from kit.errors import InputError, KitError
-from kit.model import BUNDLE_SCHEMA, Environment, Hardware, Results, RunResult, RunSpec, read_model
+from kit.model import (
+    BUNDLE_SCHEMA,
+    Environment,
+    Hardware,
+    Results,
+    RunResult,
+    RunSpec,
+    check_schema,
+    read_model,
+)
 from kit.model.files import MAX_YAML_BYTES, decode
 from kit.model.files import read_bytes as read_model_bytes
 from kit.model.files import read_json as read_model_json
@@ -83,24 +92,34 @@ class Bundle:
 
     @classmethod
     def load(cls, path: Path) -> Bundle:
-        """A bundle to read or to add to: results.json validated by the typed model (kit.model),
-        kept as the dict it was written as (the engine and `kit seal` add to it and rewrite it)."""
+        """A bundle to add to or to check: results.json as the dict it was written as (the engine
+        and `kit seal` add to it and rewrite it), read by kit.model's strict reader (no link, no
+        NaN, no duplicate key, bounded) and its schema version checked. Its fields are checked
+        by kit.model.load_bundle, which readers call after the manifest check."""
         path = Path(path)
         check_folder(path)
         if not os.path.lexists(path / "results.json"):
             raise InputError(f"{path}: not a kit bundle (no results.json)")
-        results = read_model(path, "results.json", Results, "results.json")
-        return cls(path, results.dump(as_written=True))
+        shown = path / "results.json"
+        data = read_model_json(path, "results.json")
+        if not isinstance(data, dict):
+            raise InputError(f"{shown}: expected a JSON object, got {type(data).__name__}")
+        check_schema(data, "results.json", shown)
+        return cls(path, data)
 
     def read_json(self, name: str) -> Any:
-        """A JSON file of the bundle, None when absent; a bundle file (hardware.json,
-        environment.json, a run's spec.json or result.json) validated by its model and returned
-        as written. Each problem is one InputError line."""
+        """A JSON file of the bundle by kit.model's strict reader, or None when it is absent."""
+        return read_model_json(self.path, name) if os.path.lexists(self.path / name) else None
+
+    def read_typed(self, name: str) -> Any:
+        """A bundle file (results.json, hardware.json, environment.json, a run's spec.json or
+        result.json) validated by its model (kit.model) and returned as written; None when absent.
+        Each problem is one InputError line."""
         if not os.path.lexists(self.path / name):
             return None
         model = _model_of(name)
         if model is None:
-            return read_model_json(self.path, name)
+            raise ValueError(f"{name}: not a file of the typed bundle model")
         return read_model(self.path, name, *model).dump(as_written=True)
 
     def write_json(self, name: str, data: Any) -> None:

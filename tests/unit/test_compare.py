@@ -33,11 +33,11 @@ B_OFF = [5.1, 5.4, 4.6, 5.0, 4.9]
 
 def run(variant: str, repeat: int, busbw: float | None, time_us: float = 10.0) -> dict:
     if busbw is None:
-        return {"schema": 1, "run_id": f"ar.{variant}.r{repeat}", "benchmark": "ar", "kind": "allreduce", "device": "cuda",
+        return {"run_id": f"ar.{variant}.r{repeat}", "benchmark": "ar", "kind": "allreduce",
                 "variant": variant, "repeat": repeat, "status": "failed", "error": "x",
                 "metrics": {}, "data": {}}  # fmt: skip
     return {
-        "schema": 1, "run_id": f"ar.{variant}.r{repeat}", "benchmark": "ar", "kind": "allreduce", "device": "cuda",
+        "run_id": f"ar.{variant}.r{repeat}", "benchmark": "ar", "kind": "allreduce",
         "variant": variant, "repeat": repeat, "status": "ok",
         "metrics": {
             "busbw_peak": {"value": busbw, "unit": "GB/s", "higher_is_better": True},
@@ -60,14 +60,7 @@ def make_bundle(
     bundle = Bundle.create(
         root / name,
         RECIPE,
-        {
-            "recipe": "known",
-            "device": "cuda",
-            "runtime": "host",
-            "pinned": False,
-            "smoke": False,
-            "repeats": 5,
-        },
+        {"recipe": "known", "device": "cuda", "runtime": "host", "pinned": False, "smoke": False},
     )
     times = times or [10.0] * len(p2p)
     for i, (a, b) in enumerate(zip(p2p, off, strict=True)):
@@ -75,8 +68,7 @@ def make_bundle(
         bundle.add_run(run("no-p2p", i, b, times[i]))
     bundle.finish("complete")
     bundle.write_json("hardware.json", {"host": {"hostname": host}, "gpus": [
-        {"index": i, "name": "NVIDIA H200", "memory_total_gib": 139.8} for i in range(2)],
-        "driver": {"version": "580.95.05"}})  # fmt: skip
+        {"name": "NVIDIA H200", "memory_total_gib": 139.8}] * 2, "driver": {"version": "580.95.05"}})  # fmt: skip
     bundle.write_json("environment.json", {"name": "cuda13", "runtime": "host", "pinned": False,
                       "container": {"python": "3.11.7", "torch": torch, "nccl": "2.28.9"}})  # fmt: skip
     write_manifest(bundle.path)
