@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
-import math
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,13 +22,28 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from kit import __version__
 from kit.errors import InputError, KitError
+from kit.model import (
+    BUNDLE_SCHEMA,
+    Environment,
+    Hardware,
+    Results,
+    RunResult,
+    RunSpec,
+    check_schema,
+    read_model,
+)
+from kit.model.files import MAX_YAML_BYTES, decode
+from kit.model.files import read_bytes as read_model_bytes
+from kit.model.files import read_json as read_model_json
+from kit.model.loader import read_recipe
+from kit.recipe import Recipe
 from kit.safeio import check_folder, read_bytes, scan, write_bytes, write_text
-from kit.worker.common import now_iso
+from kit.worker.common import dumps, now_iso
 
-BUNDLE_SCHEMA = 1
 MANIFEST = "MANIFEST.sha256"
 SIGNATURE = MANIFEST + ".sig"
 # the files `kit report` writes, by exact name: the only ones it may replace in a sealed bundle
@@ -79,30 +92,51 @@ class Bundle:
 
     @classmethod
     def load(cls, path: Path) -> Bundle:
+        """A bundle to add to or to check: results.json as the dict it was written as (the engine
+        and `kit seal` add to it and rewrite it), read by kit.model's strict reader (no link, no
+        NaN, no duplicate key, bounded) and its schema version checked. Its fields are checked
+        by kit.model.load_bundle, which readers call after the manifest check."""
         path = Path(path)
-        results = path / "results.json"
         check_folder(path)
-        if not os.path.lexists(results):
+        if not os.path.lexists(path / "results.json"):
             raise InputError(f"{path}: not a kit bundle (no results.json)")
-        data = _parse_json(results)
+        shown = path / "results.json"
+        data = read_model_json(path, "results.json")
         if not isinstance(data, dict):
-            raise InputError(f"{results}: expected a JSON object, got {type(data).__name__}")
-        if data.get("schema") != BUNDLE_SCHEMA:
-            raise InputError(
-                f"{results}: bundle schema {data.get('schema')!r}; this kit reads {BUNDLE_SCHEMA}"
-            )
+            raise InputError(f"{shown}: expected a JSON object, got {type(data).__name__}")
+        check_schema(data, "results.json", shown)
         return cls(path, data)
 
     def read_json(self, name: str) -> Any:
-        file = self.path / name
-        return _parse_json(file) if os.path.lexists(file) else None
+        """A JSON file of the bundle by kit.model's strict reader, or None when it is absent."""
+        return read_model_json(self.path, name) if os.path.lexists(self.path / name) else None
+
+    def read_typed(self, name: str) -> Any:
+        """A bundle file (results.json, hardware.json, environment.json, a run's spec.json or
+        result.json) validated by its model (kit.model) and returned as written; None when absent.
+        Each problem is one InputError line."""
+        if not os.path.lexists(self.path / name):
+            return None
+        model = _model_of(name)
+        if model is None:
+            raise ValueError(f"{name}: not a file of the typed bundle model")
+        return read_model(self.path, name, *model).dump(as_written=True)
 
     def write_json(self, name: str, data: Any) -> None:
         write_json(self.path / name, data)
 
+    def recipe_model(self) -> Recipe:
+        """recipe.yaml through the recipe's strict loader (kit.model's, as load_bundle reads it)."""
+        return read_recipe(self.path)
+
     @property
     def recipe(self) -> dict[str, Any]:
-        return yaml.safe_load(read_bytes(self.path / "recipe.yaml").decode("utf-8"))
+        """recipe.yaml as written, as a dict, read safely (no link followed, bounded). Readers
+        that need it checked and with defaults filled take `recipe_model()` or kit.model's
+        load_bundle; this stays lenient while the report's readers move to those."""
+        raw = read_model_bytes(self.path, "recipe.yaml", MAX_YAML_BYTES)
+        text = decode(raw, self.path / "recipe.yaml")
+        return yaml.safe_load(text)
 
     def run_dir(self, run_id: str) -> Path:
         path = self.path / "runs" / run_id
@@ -125,37 +159,22 @@ class Bundle:
         self.save()
 
 
-def _finite(data: Any) -> Any:
-    """JSON has no NaN or Infinity: a non-finite float is written as null (and read back so)."""
-    if isinstance(data, float) and not math.isfinite(data):
-        return None
-    if isinstance(data, dict):
-        return {k: _finite(v) for k, v in data.items()}
-    if isinstance(data, list | tuple):
-        return [_finite(v) for v in data]
-    return data
-
-
 def write_json(path: Path, data: Any) -> None:
-    """JSON into a bundle, created anew (kit.safeio.write_bytes), strict JSON (no NaN)."""
-    text = json.dumps(_finite(data), indent=2, sort_keys=False, allow_nan=False) + "\n"
-    write_bytes(path, text.encode("utf-8"))
+    """JSON into a bundle, created anew (kit.safeio.write_bytes), strict JSON: a NaN or infinity
+    is written as null (kit.worker.common.dumps, as the worker writes), never as `NaN`."""
+    write_bytes(path, dumps(data).encode("utf-8"))
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _parse_json(path: Path) -> Any:
-    """A JSON file of a bundle, read strictly: no links, UTF-8, no NaN/Infinity; one-line errors."""
-    try:
-        return json.loads(read_bytes(path).decode("utf-8"), parse_constant=_no_constant)
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
-    except ValueError as exc:  # JSONDecodeError is a ValueError
-        raise InputError(f"{path}: not valid JSON ({exc})") from None
-    except RecursionError:
-        raise InputError(f"{path}: JSON nested too deeply") from None
+def _model_of(name: str) -> tuple[type[BaseModel], str | None] | None:
+    """The model (and the schema name readers check) of a bundle file, by its path."""
+    parts = name.split("/")
+    if len(parts) == 3 and parts[0] == "runs" and parts[2] in ("spec.json", "result.json"):
+        return (RunSpec, "spec.json") if parts[2] == "spec.json" else (RunResult, "result.json")
+    return {
+        "results.json": (Results, "results.json"),
+        "hardware.json": (Hardware, "hardware.json"),
+        "environment.json": (Environment, None),
+    }.get(name)
 
 
 def sha256_file(path: Path) -> str:

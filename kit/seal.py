@@ -64,7 +64,7 @@ def _stray_results(bundle: Bundle) -> list[dict[str, Any]]:
         if parts[1] in known:
             continue
         try:
-            result = bundle.read_json(name)
+            result = bundle.read_typed(name)  # only a valid result is recovered
         except InputError:
             continue  # half a result is no result; the file stays, listed in the manifest
         if isinstance(result, dict) and result.get("run_id") == parts[1]:

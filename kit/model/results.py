@@ -72,6 +72,17 @@ class SlurmInfo(Open):
     job_id: str | None = None
 
 
+class SealedAfter(Open):
+    """What `kit seal` did to a bundle whose seal was interrupted (kit.seal.recover)."""
+
+    at: str
+    by: str
+    status_before: str | None = None
+    removed_temporary_files: list[str] = Field(default_factory=list)
+    recovered_runs: list[str] = Field(default_factory=list)
+    reason: str = ""
+
+
 class Results(Closed):
     """results.json."""
 
@@ -97,3 +108,4 @@ class Results(Closed):
     environment_notes: list[EnvironmentDifference] | None = None
     error: str | None = None  # what stopped the engine itself, when something did
     slurm: SlurmInfo | None = None
+    sealed_after: SealedAfter | None = None

@@ -131,3 +131,4 @@ class RunResult(Closed):
     log_tail: str | None = None
     nodes: list[dict[str, Any]] | None = None
     network: dict[str, Any] | None = None
+    recovered: str | None = None  # added by `kit seal` to a result the driver never recorded

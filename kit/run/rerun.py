@@ -21,7 +21,8 @@ from typing import Any
 from kit.bundle import MANIFEST, Bundle, sha256_file, verify_manifest
 from kit.envdiff import Difference, environment_diff
 from kit.errors import InputError
-from kit.recipe import MAX_REPEATS, NAME_PATTERN, Recipe, load_recipe
+from kit.model import BundleData, Environment, load_bundle
+from kit.recipe import NAME_PATTERN, Recipe
 from kit.run.engine import Options, run_recipe
 from kit.run.results import console
 from kit.runtime.docker.client import docker_client, gpu_support
@@ -70,7 +71,7 @@ def probe_host(python: str | None = None) -> dict[str, Any] | None:
 
 
 def environment_for(
-    old_env: dict[str, Any], runtime: str | None = None, image_archive: Path | None = None
+    old_env: Environment | None, runtime: str | None = None, image_archive: Path | None = None
 ) -> RerunEnvironment:
     """The environment to rerun a bundle in, given its recorded environment.json.
 
@@ -79,14 +80,21 @@ def environment_for(
     Dockerfile, lock and base digest (or loads the exported archive `image_archive`) and
     returns its fingerprint (rerun_environment).
     """
-    name = runtime or old_env.get("runtime") or "host"
+    name = runtime or (old_env.runtime if old_env else None) or "host"
     if name == "host":
         return RerunEnvironment("host", probe_host())
     return rerun_environment(old_env, image_archive)
 
 
+def base_image(env: Environment | None) -> str | None:
+    """The base image the recorded environment was built FROM (its build argument, or field)."""
+    if env is None:
+        return None
+    return (env.build_args or {}).get("BASE_IMAGE") or env.base_image
+
+
 def rerun_environment(
-    old_env: dict[str, Any], image_archive: Path | None = None
+    old_env: Environment | None, image_archive: Path | None = None
 ) -> RerunEnvironment:
     """The docker side of a rerun: the recorded environment, rebuilt (or loaded) and probed.
 
@@ -95,8 +103,8 @@ def rerun_environment(
     difference from the recorded fingerprint (lock, Dockerfile, base digest, versions) is known
     before the first run.
     """
-    name = old_env.get("name") or "cuda13"
-    base = (old_env.get("build_args") or {}).get("BASE_IMAGE") or old_env.get("base_image")
+    name = (old_env.name if old_env else None) or "cuda13"
+    base = base_image(old_env)
     env = load(name)
     client = docker_client()
     if image_archive is not None:
@@ -129,59 +137,48 @@ def print_differences(diffs: list[Difference], when: str) -> None:
     )
 
 
-def source_record(path: Path, bundle: Bundle) -> dict[str, Any]:
+def source_record(path: Path, old: BundleData) -> dict[str, Any]:
     return {
         "bundle": str(path),
-        "recipe": bundle.results.get("recipe"),
-        "created_at": bundle.results.get("created_at"),
+        "recipe": old.results.recipe,
+        "created_at": old.results.created_at,
         "manifest_sha256": sha256_file(path / MANIFEST),
     }
 
 
-def load_for_rerun(path: Path) -> tuple[Bundle, Recipe]:
-    """The old bundle, checked against its manifest, and its resolved recipe."""
-    old = Bundle.load(path)
-    check = verify_manifest(old.path)
+def load_for_rerun(path: Path) -> BundleData:
+    """The old bundle, checked against its manifest, then read once through the typed loader
+    (kit.model.load_bundle): its resolved recipe, results, environment and hardware."""
+    check = verify_manifest(path)
     if not check.ok:
-        names = ", ".join(check.changed + check.missing + check.extra)
         raise InputError(
-            f"{path}: does not match its {MANIFEST} ({names}); `kit verify {path}` shows "
-            "what changed; a rerun needs an untouched bundle"
+            f"{path}: does not match its {MANIFEST} ({', '.join(check.names)}); "
+            f"`kit verify {path}` shows what changed; a rerun needs an untouched bundle"
         )
-    return old, load_recipe(old.path / "recipe.yaml")
+    return load_bundle(path)
 
 
 def check_recorded(path: Path, options: Options) -> None:
-    """What the rerun takes from the bundle's results.json, checked before anything is created."""
-    where = f"{path}/results.json"
+    """The device the rerun takes from results.json (or --device), checked before anything is
+    created. Smoke (a boolean) and repeats (1 to MAX_REPEATS) are the typed model's checks."""
     if options.device not in ("auto", "cuda", "cpu"):
-        raise InputError(f"{where}: device {options.device!r}: allowed: auto, cuda, cpu")
-    if options.smoke is not None and not isinstance(options.smoke, bool):
-        raise InputError(f"{where}: smoke {options.smoke!r}: expected true or false")
-    repeats = options.repeats
-    if repeats is not None and (
-        isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS
-    ):
         raise InputError(
-            f"{where}: repeats {repeats!r}: expected a whole number 1 to {MAX_REPEATS}"
+            f"{path}/results.json: device {options.device!r}: allowed: auto, cuda, cpu"
         )
 
 
-def check_environment_record(path: Path, env: Any) -> None:
+def check_environment_record(path: Path, env: Environment | None) -> None:
     """environment.json names an environment of this kit (never a folder elsewhere) and says
-    which base image it was built on; a docker rerun builds FROM that image: it is printed."""
-    where = f"{path}/environment.json"
-    if not isinstance(env, dict):
-        raise InputError(f"{where}: expected a JSON object")
-    for key in ("runtime", "name", "base_image"):
-        if env.get(key) is not None and not isinstance(env[key], str):
-            raise InputError(f"{where}: {key}: expected a string")
-    name = env.get("name")
-    if name is not None and not re.fullmatch(NAME_PATTERN, name):
-        raise InputError(f"{where}: name {name!r}: an environment of this kit (docker/NAME)")
-    args = env.get("build_args")
-    base = (args.get("BASE_IMAGE") if isinstance(args, dict) else None) or env.get("base_image")
-    if base and env.get("runtime") == "docker":
+    which base image it was built on; a docker rerun builds FROM that image: it is printed.
+    The field types are the typed model's checks (kit.model.Environment)."""
+    if env is None:
+        return
+    if env.name is not None and not re.fullmatch(NAME_PATTERN, env.name):
+        raise InputError(
+            f"{path}/environment.json: name {env.name!r}: an environment of this kit (docker/NAME)"
+        )
+    base = base_image(env)
+    if base and env.runtime == "docker":
         console.print(f"kit: the bundle's image was built FROM {base}", markup=False)
 
 
@@ -205,21 +202,21 @@ def rerun_bundle(path: Path, options: Options, strict_env: bool = False) -> tupl
 
     `options.device`/`smoke`/`repeats`/`runtime` left as None mean "as recorded".
     """
-    old, recipe = load_for_rerun(path)
-    recorded = old.results
-    old_env = old.read_json("environment.json") or {}
-    old_hw = old.read_json("hardware.json")
+    old = load_for_rerun(path)
+    recipe, recorded = old.recipe, old.results
+    old_env = old.environment.dump(as_written=True) if old.environment else {}
+    old_hw = old.hardware.dump(as_written=True) if old.hardware else None
     if options.device is None:
-        options.device = recorded.get("device") or "auto"
+        options.device = recorded.device
     if options.smoke is None:
-        options.smoke = recorded.get("smoke")
+        options.smoke = recorded.smoke
     if options.repeats is None:
-        options.repeats = recorded.get("repeats")
+        options.repeats = recorded.repeats
     check_recorded(path, options)
-    check_environment_record(path, old_env)
-    console.print(f"kit: rerunning {path} (recipe {recipe.name}, {recorded.get('created_at')})")
+    check_environment_record(path, old.environment)
+    console.print(f"kit: rerunning {path} (recipe {recipe.name}, {recorded.created_at})")
     print_recipe_env(recipe)
-    target = environment_for(old_env, options.runtime, options.image_archive)
+    target = environment_for(old.environment, options.runtime, options.image_archive)
     options.runtime = target.runtime
     for key, value in target.options.items():
         setattr(options, key, value)

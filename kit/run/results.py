@@ -6,7 +6,8 @@ the job): a run reads the same whichever runtime ran it.
 
 from __future__ import annotations
 
-import json
+import contextlib
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 from rich.console import Console
 
 from kit.bundle import Bundle
+from kit.errors import InputError
+from kit.model import RunResult, read_model
 from kit.run.plan import RunSpec
 from kit.runtime.base import RunOutcome, tail
 from kit.seal import seal_bundle
@@ -36,17 +39,43 @@ def worker_error(path: Path) -> str | None:
     return None
 
 
-def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path) -> dict[str, Any]:
-    """The run's result: the worker's own file when it wrote one, else a failed/timeout record."""
+REJECTED = "result.rejected.json"
+"""Where a worker's result.json that does not validate is kept (the loader reads result.json)."""
+
+
+def worker_result(spec: RunSpec, run_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The worker's runs/<id>/result.json through the typed model, as written; or why not.
+
+    (None, None) when the worker wrote none. A file that does not validate (a crashed or hostile
+    worker: not JSON, a NaN written as null where a number belongs, a link, another run's id) is
+    (None, the loader's one-line message); it is moved aside to result.rejected.json (a link is
+    removed), so the bundle holds no result.json its own loader refuses.
+    """
     file = run_dir / "result.json"
-    result: dict[str, Any] | None = None
-    if file.is_file():
-        try:
-            result = json.loads(file.read_text())
-        except json.JSONDecodeError:
-            result = None
+    if not os.path.lexists(file):
+        return None, None
+    try:
+        result = read_model(run_dir, "result.json", RunResult, "result.json")
+        if result.run_id != spec.run_id:
+            raise InputError(f"{file}: run_id: expected {spec.run_id!r}, got {result.run_id!r}")
+        return result.dump(as_written=True), None
+    except InputError as exc:
+        with contextlib.suppress(OSError):  # a container's root-owned folder: left as it is
+            if file.is_file() and not file.is_symlink():
+                os.replace(file, run_dir / REJECTED)
+            else:  # a link, FIFO or device: nothing to keep, and no bundle may hold one
+                os.unlink(file)
+        return None, str(exc)
+
+
+def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path) -> dict[str, Any]:
+    """The run's result: the worker's own file when it wrote a valid one, else a failed/timeout
+    record (a result that does not validate is a failed run whose error says why, in one line)."""
+    result, unreadable = worker_result(spec, run_dir)
     if result is None:
-        if outcome.interrupted:
+        if unreadable is not None:
+            status, error = "failed", unreadable
+        elif outcome.interrupted:
             status, error = "failed", "interrupted before it finished"
         elif outcome.timed_out:
             status, error = "timeout", f"no result after the {spec.timeout_s:g} s timeout; stopped"

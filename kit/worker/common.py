@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import platform
 import sys
@@ -26,15 +27,33 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def finite(data: Any) -> Any:
+    """`data` with every NaN or infinity as None: JSON has no such number, and the driver's
+    loader (kit.model) refuses them, so the kit writes them as null (a diverged loss, say)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, dict):
+        return {k: finite(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [finite(v) for v in data]
+    return data
+
+
+def dumps(data: Any) -> str:
+    """Strict JSON text as every kit file is written: non-finite floats as null (`finite`)."""
+    return json.dumps(finite(data), indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+
 def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically, so a reader never sees half: a new temporary file (never opened
-    through a link: O_EXCL|O_NOFOLLOW), fsynced, then renamed over `path`; removed on failure."""
+    through a link: O_EXCL|O_NOFOLLOW), fsynced, then renamed over `path`; removed on failure.
+    Strict JSON (`dumps`): the kit never writes a file its own loader refuses."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{time.monotonic_ns()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, 0o644)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+            f.write(dumps(data))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -43,7 +43,12 @@ class ScriptedRuntime:
     def __init__(self, values: dict[str, list[float]]) -> None:
         self.values = {k: list(v) for k, v in values.items()}
         self.launched: list[str] = []
-        self.environment = {"name": "scripted", "pinned": False, "container": None}
+        self.environment = {
+            "name": "scripted",
+            "runtime": "scripted",
+            "pinned": False,
+            "container": None,
+        }
         self.closed = False
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ import docker
 import pytest
 
 from kit.errors import InputError, KitError
+from kit.model import Environment
 from kit.run import rerun
 from kit.runtime.docker import client as dclient
 from kit.runtime.docker import environments
@@ -153,6 +154,7 @@ def test_bundle_rerun_with_an_archive_loads_it_and_never_builds(monkeypatch, tmp
     monkeypatch.setattr(rerun, "gpu_support", lambda client: None)
     monkeypatch.setattr(rerun, "probe", lambda tag, client=None, gpus=False: {})
     monkeypatch.setattr(rerun, "fingerprint", lambda image, container, runtime: {"tag": image.tag})
-    target = rerun.rerun_environment({"name": "cpu"}, image_archive=archive)
+    recorded = Environment.model_validate({"name": "cpu", "runtime": "docker", "pinned": True})
+    target = rerun.rerun_environment(recorded, image_archive=archive)
     assert calls == [(archive, "cpu")]
     assert target.runtime == "docker" and target.fingerprint == {"tag": "kit-env-cpu:loaded"}

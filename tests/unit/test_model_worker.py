@@ -18,7 +18,7 @@ from kit.worker.common import metric
 from kit.worker.records import MetricRecord, ResultRecord, SpecRecord
 from tests.conftest import ROOT
 
-DRIVER_ADDED = {"nccl", "exit_code", "launch", "log_tail", "nodes", "network"}
+DRIVER_ADDED = {"nccl", "exit_code", "launch", "log_tail", "nodes", "network", "recovered"}
 """Fields kit.run.results.result_of (and multi-node, Slurm) add to the worker's result."""
 
 

@@ -21,6 +21,7 @@ from rich.console import Console
 
 from kit.bundle import Bundle, write_json
 from kit.errors import InputError, KitError
+from kit.model import Results, load_bundle
 from kit.recipe import Recipe, load_recipe
 from kit.run.plan import plan
 from kit.run.results import bundle_status, result_of, seal
@@ -142,19 +143,19 @@ def _merge_logs(bundle: Bundle, run_id: str, nodes: int) -> list[dict[str, Any]]
 
 def collect(path: Path) -> tuple[Bundle, int]:
     """`kit slurm collect BUNDLE`: results, inventory and report from what the job wrote."""
-    bundle = Bundle.load(path)
-    info = bundle.results.get("slurm")
-    if not isinstance(info, dict):
+    bundle = Bundle.load(path)  # results.json through the typed model, as written
+    header = Results.model_validate(bundle.results)
+    info = header.slurm
+    if info is None:
         raise InputError(f"{path}: not a bundle made by `kit slurm` (no slurm section)")
-    recipe = load_recipe(bundle.path / "recipe.yaml")
-    r = bundle.results
-    runs = plan(recipe, r["device"], bool(r.get("smoke")), r.get("repeats"))
+    recipe = bundle.recipe_model()
+    runs = plan(recipe, header.device, header.smoke, header.repeats)
     codes = read_exit_codes(bundle.path / "slurm" / "exit_codes.tsv")
-    job_out = f"slurm/job-{info.get('job_id') or '<id>'}.out"
+    job_out = f"slurm/job-{info.job_id or '<id>'}.out"
     bundle.results["runs"] = []
     code = 0
     for spec in runs:
-        nodes = _merge_logs(bundle, spec.run_id, info["nodes"])
+        nodes = _merge_logs(bundle, spec.run_id, info.nodes)
         log_path = bundle.log_path(spec.run_id)
         if spec.run_id in codes:
             status, wall = codes[spec.run_id]
@@ -167,13 +168,13 @@ def collect(path: Path) -> tuple[Bundle, int]:
             # timeout(1)'s 124 is the script's, not the worker's: no status of the worker
             outcome = RunOutcome(None, True, False, outcome.wall_s, outcome.command)
         for n in nodes:
-            n["nproc"] = info["gpus_per_node"]
+            n["nproc"] = info.gpus_per_node
         outcome.nodes = nodes  # result_of adds them, the world size and the network transport
         result = result_of(spec, bundle.run_dir(spec.run_id), outcome, log_path)
         if result["status"] != "ok":
             for n in nodes:
                 n["log_tail"] = tail(bundle.path / n["log"])
-        result["launch"]["launcher"] = info.get("launcher")
+        result["launch"]["launcher"] = info.launcher
         if result["status"] != "ok":
             code = 1
         bundle.add_run(result)
@@ -193,14 +194,17 @@ def collect(path: Path) -> tuple[Bundle, int]:
     ok = [x for x in bundle.results["runs"] if x.get("status") == "ok"]
     bundle.write_json(
         "environment.json",
-        {"name": recipe.environment, "pinned": info.get("launcher") != "host", "runtime": "slurm",
-         "launcher": info.get("launcher"), "image": info.get("image"),
-         "python_executable": info.get("python"), "kit_version": r.get("kit_version"),
+        {"name": recipe.environment, "pinned": info.launcher != "host", "runtime": "slurm",
+         "launcher": info.launcher, "image": info.image,
+         "python_executable": info.python, "kit_version": header.kit_version,
          "container": ok[0].get("versions") if ok else None},
     )  # fmt: skip
     runs = bundle.results["runs"]
     bundle.finish(bundle_status(runs, int(bundle.results.get("planned_runs") or len(runs))))
-    seal(bundle)  # renders the report and writes the manifest
+    try:
+        load_bundle(bundle.path)  # what collect wrote reads back through the one loader
+    finally:
+        seal(bundle)  # renders the report and writes the manifest
     return bundle, code
 
 

@@ -1,0 +1,168 @@
+"""The typed model wired in: a worker's result, the writers, and a rerun read through kit.model."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kit.bundle import Bundle, write_json, write_manifest
+from kit.model import RunResult, read_model
+from kit.recipe import load_recipe
+from kit.run.plan import RunSpec, plan
+from kit.run.results import REJECTED, result_of
+from kit.runtime.base import RunOutcome
+from kit.worker import common
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPE = ROOT / "recipes" / "allreduce.yaml"
+
+
+def first_spec() -> RunSpec:
+    return plan(load_recipe(RECIPE), "cpu", True)[0]
+
+
+def worker_record(spec: RunSpec, **extra: object) -> dict:
+    """A result as a worker writes it (kit.worker.records.ResultRecord)."""
+    return {
+        "schema": common.RESULT_SCHEMA, "run_id": spec.run_id, "benchmark": spec.benchmark,
+        "kind": spec.kind, "variant": spec.variant.name, "repeat": spec.repeat, "status": "ok",
+        "device": "cpu", "metrics": {"busbw_peak": common.metric(1.5, "GB/s")}, **extra,
+    }  # fmt: skip
+
+
+def outcome(exit_code: int | None = 0) -> RunOutcome:
+    return RunOutcome(exit_code, False, False, 1.0, ["python", "-m", "kit.worker"])
+
+
+def one_run(tmp_path: Path, text: str | None) -> tuple[dict, Path]:
+    spec = first_spec()
+    run_dir = tmp_path / "runs" / spec.run_id
+    run_dir.mkdir(parents=True)
+    if text is not None:
+        (run_dir / "result.json").write_text(text)
+    log = tmp_path / "run.log"
+    log.write_text("")
+    return result_of(spec, run_dir, outcome(), log), run_dir
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('{"schema": 1, "run_id": ', "not valid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        ("BAD_METRIC", "metrics.busbw_peak.value:"),
+        ("OTHER_RUN", "run_id: expected"),
+        ("NAN", "not valid JSON (NaN is not a number JSON allows)"),
+    ],
+)
+def test_a_malformed_worker_result_is_a_failed_run_with_one_line(
+    tmp_path: Path, text: str, why: str
+) -> None:
+    spec = first_spec()
+    record = worker_record(spec)
+    if text == "BAD_METRIC":
+        record["metrics"]["busbw_peak"]["value"] = "fast"
+        text = json.dumps(record)
+    elif text == "OTHER_RUN":
+        text = json.dumps({**record, "run_id": "other.run.r0"})
+    elif text == "NAN":
+        text = json.dumps({**record, "wall_s": math.nan})  # Python's json writes NaN
+    result, run_dir = one_run(tmp_path, text)
+    assert result["status"] == "failed"
+    assert "\n" not in result["error"] and why in result["error"]
+    assert result["error"].startswith(str(run_dir / "result.json"))
+    # the worker's file is kept aside, where the loader does not read it
+    assert not (run_dir / "result.json").exists() and (run_dir / REJECTED).read_text() == text
+    RunResult.model_validate(result)  # the driver's record of it is a valid result
+
+
+def test_a_result_that_is_a_link_is_refused_and_removed(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps(worker_record(first_spec())))
+    spec = first_spec()
+    run_dir = tmp_path / "runs" / spec.run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / "result.json").symlink_to(elsewhere)
+    log = tmp_path / "run.log"
+    log.write_text("")
+    result = result_of(spec, run_dir, outcome(), log)
+    assert result["status"] == "failed" and "is a symlink" in result["error"]
+    assert not os.path.lexists(run_dir / "result.json") and elsewhere.is_file()
+
+
+def test_a_valid_worker_result_is_kept_as_written(tmp_path: Path) -> None:
+    spec = first_spec()
+    result, _ = one_run(tmp_path, json.dumps(worker_record(spec)))
+    assert result["status"] == "ok" and result["metrics"]["busbw_peak"]["value"] == 1.5
+    assert result["exit_code"] == 0 and result["launch"]["wall_s"] == 1.0
+    assert "telemetry" not in result  # no defaults filled in: the record is what was written
+
+
+def test_a_nan_loss_is_written_as_null_and_loads(tmp_path: Path) -> None:
+    """The worker's writer turns NaN/inf into null, so the loader takes what the kit wrote."""
+    spec = first_spec()
+    run_dir = tmp_path / "runs" / spec.run_id
+    run_dir.mkdir(parents=True)
+    data = {"loss": [2.5, math.nan, math.inf], "loss_last": math.nan, "unit": "tokens"}
+    common.write_json(run_dir / "result.json", worker_record(spec, data=data))
+    text = (run_dir / "result.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    loaded = read_model(run_dir, "result.json", RunResult, "result.json")
+    assert loaded.data.model_extra["loss"] == [2.5, None, None]
+    log = tmp_path / "run.log"
+    log.write_text("")
+    assert result_of(spec, run_dir, outcome(), log)["status"] == "ok"
+
+
+def test_the_bundle_writer_writes_no_nan(tmp_path: Path) -> None:
+    write_json(tmp_path / "x.json", {"a": [math.nan, -math.inf, 1.0], "b": {"c": math.inf}})
+    assert json.loads((tmp_path / "x.json").read_text()) == {
+        "a": [None, None, 1.0],
+        "b": {"c": None},
+    }
+
+
+def sealed_bundle(path: Path, environment: object) -> Path:
+    recipe = load_recipe(RECIPE)
+    header = {"recipe": recipe.name, "device": "cpu", "runtime": "host", "pinned": False,
+              "smoke": True, "repeats": 1}  # fmt: skip
+    bundle = Bundle.create(path, recipe.resolved(), header)
+    bundle.finish("complete")
+    bundle.write_json("environment.json", environment)
+    write_manifest(path)
+    return path
+
+
+def rerun(bundle: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "kit", "reproduce", str(bundle), "--out", str(out)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("environment", "why"),
+    [
+        ({"runtime": 5, "pinned": False}, "environment.json: runtime: expected a valid string"),
+        ({"pinned": False}, "environment.json: runtime: required field is missing"),
+        (["host"], "environment.json: expected a JSON object, got list"),
+        ({"runtime": "docker", "pinned": True, "name": "../../elsewhere"},
+         "environment.json: name '../../elsewhere': an environment of this kit"),
+    ],
+)  # fmt: skip
+def test_rerun_of_a_bundle_with_a_malformed_environment_is_one_line(
+    tmp_path: Path, environment: object, why: str
+) -> None:
+    bundle = sealed_bundle(tmp_path / "b", environment)
+    proc = rerun(bundle, tmp_path / "out")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and why in lines[0], proc.stderr
+    assert not (tmp_path / "out").exists()  # refused before anything was created
