@@ -88,7 +88,7 @@ class NcclRecord(Open):
     transports: dict[str, int] = Field(default_factory=dict)
     peers: dict[str, Any] = Field(default_factory=dict)
     details: list[str] = Field(default_factory=list)
-    summary: str = ""
+    summary: str | None = None  # None: the log named no transport
     rings_connected: bool | None = None
     env: dict[str, str] = Field(default_factory=dict)
     verdict: str | None = None

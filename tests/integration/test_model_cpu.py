@@ -80,11 +80,6 @@ def test_a_submitted_slurm_bundle_validates(tmp_path: Path) -> None:
     assert all(f.result is None for f in submitted.runs.values())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kit slurm collect of a job that never ran: KeyError 'status' in"
-    " multinode.annotate_result (the node records of slurm._merge_logs have no status)",
-)
 def test_a_collected_slurm_bundle_validates(tmp_path: Path) -> None:
     """After collect: runs the job never ran are failed runs; node files make hardware.json."""
     out = _submitted_slurm_bundle(tmp_path)
