@@ -24,6 +24,7 @@ from typing import Any
 
 from kit.bundle import Bundle
 from kit.errors import InputError
+from kit.workloads.registry import headline_metric, metric_label
 
 REF_SCHEMA = 1
 
@@ -64,6 +65,8 @@ def hardware_summary(hardware: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def extract(bundle_dir: Path, label: str | None = None) -> dict[str, Any]:
     """The compact reference of a bundle (InputError for a directory that is not one)."""
+    if not (Path(bundle_dir) / "results.json").is_file():  # before walking a large folder
+        raise InputError(f"{bundle_dir}: not a kit bundle (no results.json)")
     bundle = Bundle.load(Path(bundle_dir))
     res = bundle.results
     hw = hardware_summary(bundle.read_json("hardware.json"))
@@ -183,22 +186,30 @@ def by_signature(
                 yield ref, b
 
 
-def standing(bundle_dir: Path, db: Path | None = None) -> list[dict[str, Any]]:
+def standing(
+    bundle_dir: Path, db: Path | None = None, headline_only: bool = False
+) -> list[dict[str, Any]]:
     """Where a bundle's results stand against every known machine that ran the same workload.
 
     One row per (benchmark, variant, metric, reference): both medians, the ratio new/ref
-    (oriented so > 1 is better), and the same per GPU when the GPU counts differ. The
-    reference that is the bundle itself (same recipe and created_at) is skipped.
+    (oriented so > 1 is better), and the same per GPU when the GPU counts differ; with the
+    reference's `hardware` label ("2x NVIDIA H200, NV18"), `source` (its bundle's name and
+    whether it is shipped or the user's) and the metric's words (`metric_label`, `headline`).
+    The reference that is the bundle itself (same recipe and created_at) is skipped.
+    headline_only: only each workload's headline metric (what a report's first page shows).
     """
     new = extract(bundle_dir)
     rows = []
     for b in new["benchmarks"]:
+        head = headline_metric(b["kind"])
         for ref, rb in by_signature(b["signature"], db):
             if (ref.get("recipe"), ref.get("created_at")) == (new["recipe"], new["created_at"]):
                 continue
             if rb["variant"] != b["variant"]:
                 continue
             for name, m in b["metrics"].items():
+                if headline_only and name != head:
+                    continue
                 r = rb["metrics"].get(name)
                 vals = [v for v in m["values"] if isinstance(v, int | float)]
                 rvals = [v for v in (r or {}).get("values", []) if isinstance(v, int | float)]
@@ -214,6 +225,9 @@ def standing(bundle_dir: Path, db: Path | None = None) -> list[dict[str, Any]]:
                     "unit": m["unit"], "value": mine, "n": len(vals),
                     "reference": ref["label"], "origin": ref["origin"],
                     "reference_value": theirs, "reference_n": len(rvals),
+                    "metric_label": metric_label(b["kind"], name), "headline": name == head,
+                    "hardware": (ref.get("hardware") or {}).get("label") or "unknown hardware",
+                    "source": f"{ref.get('source')} ({ref['origin']})",
                     "ratio_better": better, "gpus": gpus, "reference_gpus": rgpus,
                     "ratio_better_per_gpu": better * rgpus / gpus
                     if gpus and rgpus and gpus != rgpus and m.get("higher_is_better", True)

@@ -306,10 +306,10 @@ def headline_figures(rows: list[MetricRow], machines: list[Machine]) -> list[Fig
             continue
         first = mine[0]
         counts = {m.gpus_used(bench) for m in machines}
-        views = [("summary", "all GPUs", "")]
+        views = [("summary", "")]
         if first.rate and len(counts) > 1:
-            views.append(("per_gpu", "per GPU", " per GPU"))
-        for key, scope, suffix in views:
+            views.append(("per_gpu", " per GPU"))
+        for key, suffix in views:
             bars = []
             for i, m in enumerate(machines):
                 for row in mine:
@@ -324,7 +324,8 @@ def headline_figures(rows: list[MetricRow], machines: list[Machine]) -> list[Fig
                     )
             unit = display(1, first.unit)[1]
             title = f"{bench}: {first.label}{suffix}"
-            xlabel = f"{first.label}{suffix} ({unit}{', ' + scope if first.rate else ''})"
+            scope_words = ", all GPUs" if first.rate and key == "summary" else ""
+            xlabel = f"{first.label}{suffix} ({unit}{scope_words})"
             svg = plots.metric_bars(bars, xlabel, title, f"cmp-{n}-{key}")
             if svg:
                 figures.append(
