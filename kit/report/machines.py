@@ -114,7 +114,9 @@ def parse_labels(specs: list[str] | None, paths: list[Path]) -> dict[int, str]:
         key, sep, text = spec.partition("=")
         text = " ".join(text.split())
         if not sep or not key or not text:
-            raise InputError(f"--label {spec!r}: expected POSITION=TEXT or BUNDLE=TEXT, e.g. 2=vendor-x")
+            raise InputError(
+                f"--label {spec!r}: expected POSITION=TEXT or BUNDLE=TEXT, e.g. 2=vendor-x"
+            )
         if len(text) > MAX_LABEL or not re.fullmatch(r"[\w .,:+()/@#-]+", text):
             raise InputError(
                 f"--label {spec!r}: at most {MAX_LABEL} letters, digits, spaces and .,:+()/@#-_"
