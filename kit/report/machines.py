@@ -32,7 +32,7 @@ def short_hardware(hardware: dict[str, Any]) -> str:
     if not gpus:
         host = hardware.get("host") or {}
         cores = host.get("logical_cpus") or host.get("cpu_count")
-        return f"CPU only ({cores} CPUs)" if cores else "CPU only"
+        return f"CPU only, {cores} CPUs" if cores else "CPU only"
     names = [str(g.get("name") or "GPU").removeprefix("NVIDIA ") for g in gpus]
     model = ", ".join(f"{names.count(n)}x {n}" for n in dict.fromkeys(names))
     matrix = (hardware.get("topology") or {}).get("matrix") or []
@@ -154,6 +154,16 @@ def _name(machines: list[Machine]) -> None:
             m.label = f"{m.label} [{m.index}]"
 
 
+def _check_manifest(path: Path) -> None:
+    check = verify_manifest(path)
+    if not check.ok:
+        names = ", ".join(check.changed + check.missing + check.extra)
+        raise KitError(
+            f"{path}: does not match its {MANIFEST} ({names}); `kit verify {path}` shows "
+            "what changed; compare only untouched bundles"
+        )
+
+
 def load_machines(paths: list[Path], labels: dict[int, str] | None = None) -> list[Machine]:
     """Each bundle, read by the typed loader and refused unless it matches its manifest."""
     if len(paths) < 2:
@@ -161,14 +171,10 @@ def load_machines(paths: list[Path], labels: dict[int, str] | None = None) -> li
     labels = labels or {}
     machines = []
     for i, path in enumerate(paths, 1):
+        if (Path(path) / MANIFEST).is_file():  # an edit is named before the schema is checked
+            _check_manifest(Path(path))
         data = load_bundle(Path(path))
-        check = verify_manifest(Path(path))
-        if not check.ok:
-            names = ", ".join(check.changed + check.missing + check.extra)
-            raise KitError(
-                f"{path}: does not match its {MANIFEST} ({names}); `kit verify {path}` shows "
-                "what changed; compare only untouched bundles"
-            )
+        _check_manifest(Path(path))
         machines.append(Machine(i, Path(path), data, labels.get(i - 1)))
     _name(machines)
     return machines
