@@ -368,6 +368,10 @@ def comparison(
 ) -> dict[str, Any]:
     """Everything the page shows, as plain data (also written as compare.json)."""
     rows = workload_rows(machines, base, price_per_gpu_hour)
+    warnings = warnings_for(machines, base)
+    for w in warnings:
+        if w["level"] == "scale":
+            w["text"] += scale_words(rows)
     return {
         "created_at": now_iso(),
         "baseline": base + 1,
@@ -393,7 +397,7 @@ def comparison(
             }
             for m in machines
         ],
-        "warnings": warnings_for(machines, base),
+        "warnings": warnings,
         "reproductions": reproductions(machines),
         "hardware": hardware_rows(machines),
         "environment": environment_rows(machines, base),
@@ -401,6 +405,21 @@ def comparison(
         "p2p": p2p_effects(machines),
         "version_keys": list(VERSION_KEYS),
     }
+
+
+def scale_words(rows: list[MetricRow]) -> str:
+    """What the page does about a GPU-count difference, for the metrics it holds."""
+    words = []
+    if any(r.rate for r in rows):
+        words.append(
+            " Work per second is summed over the GPUs, so it is also given per GPU, with the "
+            "scaling efficiency."
+        )
+    if any(r.unit.endswith("B/s") for r in rows):
+        words.append(" Bus bandwidth is already normalised for the GPU count (NCCL's busbw).")
+    if any(r.notes for r in rows):
+        words.append(" Memory per GPU differs because the model is sharded over more GPUs.")
+    return "".join(words)
 
 
 def render_html(data: dict[str, Any], figures: list[Figure]) -> str:

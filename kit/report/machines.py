@@ -263,9 +263,7 @@ def recipe_notes(ref: Machine, m: Machine) -> list[dict[str, str]]:
     if scale:
         out.append({"level": "scale", "text": (
             f"Different scale: {m.label} ran the same workloads on {m.data.recipe.gpus} GPUs, the "
-            f"baseline {ref.label} on {ref.data.recipe.gpus}. Work per second summed over the GPUs "
-            "(tokens/s, images/s) is also given per GPU, with the scaling efficiency; bus "
-            "bandwidth is already normalised for the GPU count.")})  # fmt: skip
+            f"baseline {ref.label} on {ref.data.recipe.gpus}.")})  # fmt: skip
     if repeats:
         out.append({"level": "note", "text": (
             f"{m.label} and the baseline differ in {', '.join(repeats)}: the intervals differ in "
