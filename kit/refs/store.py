@@ -159,11 +159,13 @@ def remove(label: str, db: Path | None = None) -> None:
         con.execute("DELETE FROM refs WHERE id = ?", (row[0],))
 
 
-def list_refs(db: Path | None = None, include_shipped: bool = True) -> list[dict[str, Any]]:
+def list_refs(
+    db: Path | None = None, include_shipped: bool = True, include_user: bool = True
+) -> list[dict[str, Any]]:
     """Every reference: the shipped ones, then the user's (each with `origin`)."""
     out = shipped() if include_shipped else []
     path = db or db_path()
-    if path.exists():
+    if include_user and path.exists():
         with closing(_connect(path)) as con:
             for rid, doc in con.execute("SELECT id, doc FROM refs ORDER BY id"):
                 out.append({**json.loads(doc), "origin": "user", "id": rid})
@@ -178,16 +180,19 @@ def lookup(
 
 
 def by_signature(
-    sig: str, db: Path | None = None
+    sig: str, db: Path | None = None, include_user: bool = True
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    for ref in list_refs(db):
+    for ref in list_refs(db, include_user=include_user):
         for b in ref["benchmarks"]:
             if b["signature"] == sig:
                 yield ref, b
 
 
 def standing(
-    bundle_dir: Path, db: Path | None = None, headline_only: bool = False
+    bundle_dir: Path,
+    db: Path | None = None,
+    headline_only: bool = False,
+    include_user: bool = True,
 ) -> list[dict[str, Any]]:
     """Where a bundle's results stand against every known machine that ran the same workload.
 
@@ -197,12 +202,14 @@ def standing(
     whether it is shipped or the user's) and the metric's words (`metric_label`, `headline`).
     The reference that is the bundle itself (same recipe and created_at) is skipped.
     headline_only: only each workload's headline metric (what a report's first page shows).
+    include_user: False for a sealed report, which must read the same on every machine: only
+    the references shipped with kit, none from this user's store.
     """
     new = extract(bundle_dir)
     rows = []
     for b in new["benchmarks"]:
         head = headline_metric(b["kind"])
-        for ref, rb in by_signature(b["signature"], db):
+        for ref, rb in by_signature(b["signature"], db, include_user):
             if (ref.get("recipe"), ref.get("created_at")) == (new["recipe"], new["created_at"]):
                 continue
             if rb["variant"] != b["variant"]:

@@ -120,3 +120,14 @@ def test_standing_rows_carry_what_a_report_prints(db, tmp_path):
     for r in rows:
         assert r["hardware"] == "4x NVIDIA H200, NV18" and r["source"] == f"{X4.name} (shipped)"
         assert r["metric_label"] == "throughput" and r["reference_gpus"] == 4 and r["gpus"] == 2
+
+
+def test_a_sealed_report_reads_only_the_shipped_references(db, tmp_path):
+    store.add(X4, "lab box 3")
+    copy = tmp_path / "mine"
+    shutil.copytree(X2, copy)
+    everyone = {r["reference"] for r in store.standing(copy, headline_only=True)}
+    shipped_only = {
+        r["reference"] for r in store.standing(copy, headline_only=True, include_user=False)
+    }
+    assert "lab box 3" in everyone and "lab box 3" not in shipped_only and shipped_only
