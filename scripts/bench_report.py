@@ -2,7 +2,11 @@
 
 Each bundle is copied to a temporary directory first (rendering rewrites report.html/.pdf and the
 manifest: never in place), then `python -m kit report COPY` runs N times in a fresh process
-each, as a user would run it. Prints the machine, the command and a table of medians.
+each, as a user would run it. Prints the machine, the command, the load average and a table of
+medians: wall seconds, and CPU seconds (user + system of the child): the render is one thread,
+so on a busy shared machine its CPU time is what the wall time would be on a quiet one.
+It also says whether WeasyPrint found libharfbuzz-subset (font subsetting in C; without it
+WeasyPrint subsets the fonts with fontTools in Python, about 1 s more per report).
 
     python scripts/bench_report.py [-n 3] [--profile BUNDLE_NAME]
 
@@ -16,6 +20,7 @@ import cProfile
 import os
 import platform
 import pstats
+import resource
 import shutil
 import statistics
 import subprocess
@@ -42,14 +47,25 @@ def bundles() -> list[Path]:
     return sorted(p for p in EXAMPLES.iterdir() if (p / "results.json").is_file())
 
 
-def time_one(bundle: Path, repeats: int) -> list[float]:
-    times = []
+def harfbuzz_subset() -> bool:
+    """Whether WeasyPrint loads libharfbuzz-subset here (its fast font subsetting)."""
+    code = (
+        "import warnings; warnings.simplefilter('ignore');"
+        "from weasyprint.text import ffi; print(ffi.harfbuzz_subset is not None)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    return out.stdout.strip() == "True"
+
+
+def time_one(bundle: Path, repeats: int) -> tuple[list[float], list[float]]:
+    times, cpu = [], []
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / bundle.name
         shutil.copytree(bundle, copy, symlinks=True)
         for _ in range(repeats):
             t0 = time.perf_counter()
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             proc = subprocess.run(
                 [sys.executable, "-m", "kit", "report", str(copy)],
                 env=env,
@@ -57,9 +73,11 @@ def time_one(bundle: Path, repeats: int) -> list[float]:
                 text=True,
             )
             times.append(time.perf_counter() - t0)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
             if proc.returncode != 0:
                 raise SystemExit(f"kit report {bundle.name} failed: {proc.stderr.strip()[-500:]}")
-    return times
+    return times, cpu
 
 
 def profile(name: str, top: int) -> None:
@@ -91,13 +109,20 @@ def main() -> None:
         f"machine: {cpu_model()}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}"
     )
     print(f"command: {sys.executable} -m kit report COPY_OF_BUNDLE  (n={args.n}, fresh process)")
-    print(f"{'bundle':32s} {'median s':>9s} {'min s':>7s} {'max s':>7s}")
-    medians = []
+    print(f"libharfbuzz-subset found by WeasyPrint: {harfbuzz_subset()}")
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'bundle':32s} {'wall s':>7s} {'min':>6s} {'max':>6s} {'CPU s':>6s}")
+    walls, cpus = [], []
     for b in bundles():
-        t = time_one(b, args.n)
-        medians.append(statistics.median(t))
-        print(f"{b.name:32s} {medians[-1]:9.2f} {min(t):7.2f} {max(t):7.2f}", flush=True)
-    print(f"{'all bundles, median of medians':32s} {statistics.median(medians):9.2f}")
+        t, c = time_one(b, args.n)
+        walls.append(statistics.median(t))
+        cpus.append(statistics.median(c))
+        print(
+            f"{b.name:32s} {walls[-1]:7.2f} {min(t):6.2f} {max(t):6.2f} {cpus[-1]:6.2f}", flush=True
+        )
+    print(f"{'median over bundles':32s} {statistics.median(walls):7.2f} {'':13s} "
+          f"{statistics.median(cpus):6.2f}")  # fmt: skip
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

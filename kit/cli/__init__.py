@@ -13,6 +13,7 @@ from kit.cli import bundle as bundle_commands
 from kit.cli.errors import run
 from kit.errors import InputError, KitError
 from kit.recipe import MAX_GPUS, MAX_NODES, MAX_REPEATS
+from kit.refs.cli import refs_app
 
 app = typer.Typer(
     help="Reproducible GPU hardware benchmarks: pinned environments, standard workloads, "
@@ -23,6 +24,7 @@ app = typer.Typer(
 )
 recipes_app = typer.Typer(help="List and validate recipes.", no_args_is_help=True)
 app.add_typer(recipes_app, name="recipes")
+app.add_typer(refs_app, name="refs")
 
 
 def _version(value: bool) -> None:
@@ -243,17 +245,31 @@ def compare(
     out: Annotated[
         Path | None, typer.Option(help="Output directory (default reports/compare-TIME).")
     ] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Name a machine: POSITION=TEXT or BUNDLE=TEXT, e.g. --label 2=vendor-x "
+            "(repeatable; shown beside its hardware, e.g. 'vendor-x (4x H200 NV18)')."
+        ),
+    ] = None,
+    price_per_gpu_hour: Annotated[
+        float | None,
+        typer.Option(help="Price of one GPU for one hour (> 0, < 1000): adds cost per 1M units."),
+    ] = None,
 ) -> None:
     """Compare bundles side by side: hardware, environments, results with ratios and intervals.
 
-    Writes compare.html, compare.pdf and compare.json. Bundles from different environments are
-    compared, and the first page says so.
+    Machines are named by their hardware (and --label); when GPU counts differ, rates are also
+    given per GPU with the scaling efficiency. Writes compare.html, compare.pdf and
+    compare.json. Bundles from different environments are compared, and the first page says so.
 
-    Example: kit compare reports/examples/allreduce-h100 reports/examples/allreduce-h200 --baseline 2
+    Example: kit compare reports/examples/h200x2-fsdp-llama reports/examples/h200x4-fsdp-llama --label 2=vendor-x --price-per-gpu-hour 3.5
     """
-    from kit.report.compare import write_comparison
+    from kit.report.compare import check_price, parse_labels, write_comparison
 
-    paths = write_comparison(bundles, baseline, out)
+    check_price(price_per_gpu_hour)
+    labels = parse_labels(label, bundles)
+    paths = write_comparison(bundles, baseline, out, labels, price_per_gpu_hour)
     for path in paths:
         print(path)
 

@@ -6,31 +6,48 @@ Thin, like the rest of the CLI: parse, call kit.bundle / kit.signature / kit.sea
 from __future__ import annotations
 
 import sys
+from inspect import signature
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from kit.errors import KitError
+from kit.errors import InputError, KitError
 
 
 def _warn(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def report(bundle: Annotated[Path, typer.Argument(help="A bundle directory.")]) -> None:
+def report(
+    bundle: Annotated[Path, typer.Argument(help="A bundle directory.")],
+    price_per_gpu_hour: Annotated[
+        float | None,
+        typer.Option(
+            help="Price of one GPU for one hour (> 0, < 1000): adds cost per 1M units of work."
+        ),
+    ] = None,
+) -> None:
     """Re-render a bundle's report from its files; re-seal the report files and nothing else.
 
     Refused when anything but report.html / report.pdf differs from the manifest (an edit, an
     extra file, a link), and for a signed bundle (a new report would void the signature).
 
-    Example: kit report reports/allreduce-20261121-120000
+    Example: kit report reports/allreduce-20261121-120000 --price-per-gpu-hour 3.5
     """
     from kit.bundle import Bundle, reseal_report
+    from kit.report.compare import check_price
     from kit.report.render import render_bundle
 
+    price = check_price(price_per_gpu_hour)
+    if price is not None and "price_per_gpu_hour" not in signature(render_bundle).parameters:
+        # until the single report's cost section is merged (it adds this keyword)
+        raise InputError("--price-per-gpu-hour: this kit's report does not show costs yet")
     b = Bundle.load(bundle)
-    print(reseal_report(b.path, lambda: render_bundle(b)))
+    if price is None:
+        print(reseal_report(b.path, lambda: render_bundle(b)))
+    else:  # render_bundle's price_per_gpu_hour: added by the single-report change
+        print(reseal_report(b.path, lambda: render_bundle(b, price_per_gpu_hour=price)))
 
 
 def verify(

@@ -24,6 +24,7 @@ from typing import Any
 
 from kit.bundle import Bundle
 from kit.errors import InputError
+from kit.workloads.registry import headline_metric, metric_label
 
 REF_SCHEMA = 1
 
@@ -64,6 +65,8 @@ def hardware_summary(hardware: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def extract(bundle_dir: Path, label: str | None = None) -> dict[str, Any]:
     """The compact reference of a bundle (InputError for a directory that is not one)."""
+    if not (Path(bundle_dir) / "results.json").is_file():  # before walking a large folder
+        raise InputError(f"{bundle_dir}: not a kit bundle (no results.json)")
     bundle = Bundle.load(Path(bundle_dir))
     res = bundle.results
     hw = hardware_summary(bundle.read_json("hardware.json"))
@@ -156,11 +159,13 @@ def remove(label: str, db: Path | None = None) -> None:
         con.execute("DELETE FROM refs WHERE id = ?", (row[0],))
 
 
-def list_refs(db: Path | None = None, include_shipped: bool = True) -> list[dict[str, Any]]:
+def list_refs(
+    db: Path | None = None, include_shipped: bool = True, include_user: bool = True
+) -> list[dict[str, Any]]:
     """Every reference: the shipped ones, then the user's (each with `origin`)."""
     out = shipped() if include_shipped else []
     path = db or db_path()
-    if path.exists():
+    if include_user and path.exists():
         with closing(_connect(path)) as con:
             for rid, doc in con.execute("SELECT id, doc FROM refs ORDER BY id"):
                 out.append({**json.loads(doc), "origin": "user", "id": rid})
@@ -175,30 +180,43 @@ def lookup(
 
 
 def by_signature(
-    sig: str, db: Path | None = None
+    sig: str, db: Path | None = None, include_user: bool = True
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    for ref in list_refs(db):
+    for ref in list_refs(db, include_user=include_user):
         for b in ref["benchmarks"]:
             if b["signature"] == sig:
                 yield ref, b
 
 
-def standing(bundle_dir: Path, db: Path | None = None) -> list[dict[str, Any]]:
+def standing(
+    bundle_dir: Path,
+    db: Path | None = None,
+    headline_only: bool = False,
+    include_user: bool = True,
+) -> list[dict[str, Any]]:
     """Where a bundle's results stand against every known machine that ran the same workload.
 
     One row per (benchmark, variant, metric, reference): both medians, the ratio new/ref
-    (oriented so > 1 is better), and the same per GPU when the GPU counts differ. The
-    reference that is the bundle itself (same recipe and created_at) is skipped.
+    (oriented so > 1 is better), and the same per GPU when the GPU counts differ; with the
+    reference's `hardware` label ("2x NVIDIA H200, NV18"), `source` (its bundle's name and
+    whether it is shipped or the user's) and the metric's words (`metric_label`, `headline`).
+    The reference that is the bundle itself (same recipe and created_at) is skipped.
+    headline_only: only each workload's headline metric (what a report's first page shows).
+    include_user: False for a sealed report, which must read the same on every machine: only
+    the references shipped with kit, none from this user's store.
     """
     new = extract(bundle_dir)
     rows = []
     for b in new["benchmarks"]:
-        for ref, rb in by_signature(b["signature"], db):
+        head = headline_metric(b["kind"])
+        for ref, rb in by_signature(b["signature"], db, include_user):
             if (ref.get("recipe"), ref.get("created_at")) == (new["recipe"], new["created_at"]):
                 continue
             if rb["variant"] != b["variant"]:
                 continue
             for name, m in b["metrics"].items():
+                if headline_only and name != head:
+                    continue
                 r = rb["metrics"].get(name)
                 vals = [v for v in m["values"] if isinstance(v, int | float)]
                 rvals = [v for v in (r or {}).get("values", []) if isinstance(v, int | float)]
@@ -214,6 +232,9 @@ def standing(bundle_dir: Path, db: Path | None = None) -> list[dict[str, Any]]:
                     "unit": m["unit"], "value": mine, "n": len(vals),
                     "reference": ref["label"], "origin": ref["origin"],
                     "reference_value": theirs, "reference_n": len(rvals),
+                    "metric_label": metric_label(b["kind"], name), "headline": name == head,
+                    "hardware": (ref.get("hardware") or {}).get("label") or "unknown hardware",
+                    "source": f"{ref.get('source')} ({ref['origin']})",
                     "ratio_better": better, "gpus": gpus, "reference_gpus": rgpus,
                     "ratio_better_per_gpu": better * rgpus / gpus
                     if gpus and rgpus and gpus != rgpus and m.get("higher_is_better", True)

@@ -1,9 +1,12 @@
 """`kit compare`: bundles side by side, in one HTML and PDF document.
 
-What a reader needs to decide between machines: what each machine is, whether the software was
-the same, and for each workload the median with its 95% interval on each machine, the ratio to a
-chosen baseline with its interval (unpaired: repeats on two machines have nothing in common), and
-the P2P effect on each machine (paired: repeat i with P2P ran next to repeat i without).
+What a reader needs to decide between machines: what each machine is (named by its hardware,
+"2x H200 NV18", and a label the user gives), whether the software and the recipe were the same,
+and for each workload the median with its interval on each machine (kit.stats' rule on n and its
+label), the ratio to a chosen baseline (unpaired: repeats on two machines have nothing in
+common), per GPU and the scaling efficiency when the GPU counts differ, memory effects of
+sharding named as such, the cost per 1M units of work at a given price, and the P2P effect on
+each machine (paired: repeat i with P2P ran next to repeat i without).
 
 Every bundle must match its manifest: a comparison of edited numbers would be worthless. The
 comparison reads the bundles and writes only into its own output directory.
@@ -11,7 +14,9 @@ comparison reads the bundles and writes only into its own output directory.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -20,12 +25,15 @@ from typing import Any
 from kit.bundle import MANIFEST, now_iso, sha256_file
 from kit.envdiff import VERSION_KEYS
 from kit.errors import InputError
-from kit.report import analysis, plots
+from kit.facts.efficiency import cost_per_million, per_gpu, scaling_efficiency
+from kit.report import analysis
+from kit.report.compare_figures import headline_figures, sweep_figures
 from kit.report.machines import (
     Machine,
     environment_rows,
     hardware_rows,
     load_machines,
+    parse_labels,
     pick_baseline,
     reproductions,
     warnings_for,
@@ -34,7 +42,14 @@ from kit.report.render import Figure, jinja_env, write_pdf
 from kit.stats import Ratio, StatsError, summarize, unpaired_ratio
 from kit.workloads.registry import metric_label
 
-__all__ = ["comparison", "load_machines", "pick_baseline", "warnings_for", "write_comparison"]
+__all__ = [
+    "comparison",
+    "load_machines",
+    "parse_labels",
+    "pick_baseline",
+    "warnings_for",
+    "write_comparison",
+]
 
 TEMPLATE = "compare.html.j2"
 
@@ -45,7 +60,32 @@ TEMPLATE = "compare.html.j2"
 def _words(metric: str) -> tuple[str, str]:
     if any(k in metric for k in ("throughput", "busbw", "algbw", "time")):
         return "faster", "slower"
+    if "mem" in metric:
+        return "lower", "higher"
     return "better", "worse"
+
+
+def is_rate(unit: str) -> bool:
+    """Work per second summed over the GPUs (tokens/s, images/s): per GPU makes sense. Bus
+    bandwidth (GB/s) is already a per-link figure and is not divided."""
+    return unit.endswith("/s") and not unit.endswith("B/s")
+
+
+def _scaled(r: Ratio, k: float) -> Ratio:
+    """The ratio times a constant (GPU counts): per-GPU ratio with the same interval kind."""
+    lo, hi, est = r.ci_low * k, r.ci_high * k, r.estimate * k
+    includes = lo <= 1.0 <= hi if r.ci_available else est == 1.0
+    return dataclasses.replace(r, estimate=est, ci_low=lo, ci_high=hi, includes_one=includes)
+
+
+def _per_gpu_summary(s: dict[str, Any], gpus: int) -> dict[str, Any]:
+    return {
+        "median": per_gpu(s["median"], gpus),
+        "ci_low": per_gpu(s["ci_low"], gpus),
+        "ci_high": per_gpu(s["ci_high"], gpus),
+        "label": s.get("label", ""),
+        "n": s["n"],
+    }
 
 
 def _ratio_dict(r: Ratio, metric: str) -> dict[str, Any]:
@@ -69,6 +109,8 @@ class MetricRow:
     cells: list[dict[str, Any]] = field(default_factory=list)  # one per machine
     label: str = ""
     headline: bool = False  # the workload's headline metric (the report's verdict metric)
+    rate: bool = False  # work per second over all GPUs: per-GPU figures and cost apply
+    notes: list[str] = field(default_factory=list)  # scale and sharding sentences
 
 
 def _samples(m: Machine) -> dict[tuple[str, str, str], tuple[analysis.MetricRow, int]]:
@@ -83,8 +125,11 @@ def _samples(m: Machine) -> dict[tuple[str, str, str], tuple[analysis.MetricRow,
     return out
 
 
-def workload_rows(machines: list[Machine], base: int) -> list[MetricRow]:
-    """Each benchmark, variant and metric: per machine median, interval, n, ratio to baseline."""
+def workload_rows(
+    machines: list[Machine], base: int, price_per_gpu_hour: float | None = None
+) -> list[MetricRow]:
+    """Each benchmark, variant and metric: per machine median, interval, n, ratio to baseline;
+    for rates also per GPU, the scaling efficiency and the cost; sharding named for memory."""
     per = [_samples(m) for m in machines]
     headline = {(b.name, b.kind): analysis.verdict_metric(b) for m in machines for b in m.benches}
     kinds = {b.name: b.kind for m in machines for b in m.benches}
@@ -104,28 +149,88 @@ def workload_rows(machines: list[Machine], base: int) -> list[MetricRow]:
             first.higher_is_better,
             label=metric_label(kind, name),
             headline=headline.get((bench, kind)) == name,
+            rate=is_rate(first.unit),
         )
         base_values = _values(per[base], bench, variant, name)
+        base_gpus = machines[base].gpus_used(bench)
         for i, data in enumerate(per):
             values = _values(data, bench, variant, name)
             failed = next(
                 (f for (b, v, _), (_, f) in data.items() if (b, v) == (bench, variant)), 0
             )
+            gpus = machines[i].gpus_used(bench)
+            summary = _summary_dict(values) if values else None
             cell: dict[str, Any] = {
-                "summary": _summary_dict(values) if values else None,
+                "summary": summary,
                 "failed": failed,
                 "baseline": i == base,
                 "ratio": None,
+                "gpus": gpus,
             }
+            if row.rate and summary and gpus:
+                cell["per_gpu"] = _per_gpu_summary(summary, gpus)
+                if price_per_gpu_hour is not None and summary["median"] > 0:
+                    cell["cost_per_million"] = cost_per_million(
+                        summary["median"], gpus, price_per_gpu_hour
+                    )
             if i != base and values and base_values:
                 try:
                     ratio = unpaired_ratio(values, base_values, first.higher_is_better)
-                    cell["ratio"] = _ratio_dict(ratio, name)
                 except StatsError:
                     cell["ratio_error"] = "no ratio: a side has zero or negative values"
+                else:
+                    cell["ratio"] = _ratio_dict(ratio, name)
+                    if gpus and base_gpus and gpus != base_gpus:
+                        base_median = float(statistics.median(base_values))
+                        _scale_facts(row, cell, ratio, base_median, machines[i], machines[base],
+                                     bench)  # fmt: skip
             row.cells.append(cell)
         rows.append(row)
     return rows
+
+
+def _scale_facts(
+    row: MetricRow,
+    cell: dict[str, Any],
+    ratio: Ratio,
+    base_median: float,
+    m: Machine,
+    ref: Machine,
+    bench: str,
+) -> None:
+    """GPU counts differ: the per-GPU ratio and scaling efficiency of a rate; for memory under a
+    sharding parallelism, the sentence that says the difference is the sharding."""
+    g, gb = m.gpus_used(bench), ref.gpus_used(bench)
+    if row.rate:
+        per = _scaled(ratio, gb / g)  # per-GPU figure of m over the baseline's
+        cell["per_gpu_ratio"] = _ratio_dict(per, row.metric)
+        mine, theirs = cell["summary"]["median"], base_median
+        if g > gb:
+            eff, lo, hi = scaling_efficiency(mine, g, theirs, gb), per.ci_low, per.ci_high
+        else:
+            eff, lo, hi = scaling_efficiency(theirs, gb, mine, g), 1 / per.ci_high, 1 / per.ci_low
+        interval = f"; {per.label} {lo:.0%} to {hi:.0%}" if per.ci_available else ""
+        cell["scaling"] = {
+            "efficiency": eff,
+            "from_gpus": min(g, gb),
+            "to_gpus": max(g, gb),
+            "sentence": (
+                f"scaling efficiency {eff:.1%} from {min(g, gb)} to {max(g, gb)} GPUs (per-GPU "
+                f"{row.label} of the {max(g, gb)}-GPU run over the {min(g, gb)}-GPU run's"
+                f"{interval})"
+            ),
+        }
+        return
+    how = m.sharding(bench)
+    if how and "mem" in row.metric and ratio.estimate != 1.0:
+        fewer = ratio.estimate < 1.0
+        factor = 1 / ratio.estimate if fewer else ratio.estimate
+        sentence = (
+            f"{row.label} {factor:.2f}x {'lower' if fewer else 'higher'}: {how} shards over {g} "
+            f"GPUs instead of {gb}; not a hardware difference"
+        )
+        cell["sharding"] = sentence
+        row.notes.append(f"{m.label}, {row.benchmark} {row.variant}: {sentence}.")
 
 
 def _values(data: dict[Any, Any], bench: str, variant: str, metric: str) -> list[float]:
@@ -166,74 +271,30 @@ def p2p_effects(machines: list[Machine]) -> list[dict[str, Any]]:
     return out
 
 
-# --- figures: the report's plotting path ------------------------------------------------------
-
-
-def headline_figures(rows: list[MetricRow], machines: list[Machine]) -> list[Figure]:
-    """Per benchmark: the headline metric per machine and variant, medians with 95% intervals."""
-    figures = []
-    for n, bench in enumerate(dict.fromkeys(r.benchmark for r in rows)):
-        mine = [r for r in rows if r.benchmark == bench and r.headline]
-        if not mine:
-            continue
-        bars = []
-        for i, m in enumerate(machines):
-            for row in mine:
-                s = row.cells[i]["summary"]
-                bars.append(
-                    {
-                        "variant": f"{m.label} {row.variant}",
-                        "median": s["median"] if s else None,
-                        "low": s["ci_low"] if s else None,
-                        "high": s["ci_high"] if s else None,
-                    }
-                )
-        title = f"{bench}: {mine[0].label}"
-        svg = plots.metric_bars(bars, f"{mine[0].label} ({mine[0].unit})", title, f"cmp-{n}")
-        if svg:
-            figures.append(Figure("bars", f"{title}, median and 95% interval", svg))
-    return figures
-
-
-def sweep_figures(machines: list[Machine]) -> list[Figure]:
-    """Bus bandwidth against message size, one line per machine and variant (the report's plot)."""
-    merged: dict[str, dict[str, Any]] = {}
-    for m in machines:
-        for b in m.benches:
-            if b.figures != "sweep":
-                continue
-            curves = analysis.sweep_curves(b)
-            entry = merged.setdefault(b.name, {"label": b.label, "sizes": set(), "curves": {}})
-            entry["sizes"].update(curves["sizes"])
-            for variant, c in curves["curves"].items():
-                entry["curves"][f"{m.label} {variant}"] = c
-    figures = []
-    for n, (bench, entry) in enumerate(merged.items()):
-        curves = {"sizes": sorted(entry["sizes"]), "curves": entry["curves"]}
-        if not curves["sizes"]:
-            continue
-        title = f"{bench}: {entry['label']} bus bandwidth by size"
-        svg = plots.sweep_busbw(curves, title, f"cmp-sweep-{n}")
-        if svg:
-            figures.append(
-                Figure("busbw", f"{title} (line: median over repeats; band: min to max)", svg)
-            )
-    return figures
-
-
 # --- assembly ----------------------------------------------------------------------------------
 
 
-def comparison(machines: list[Machine], base: int) -> dict[str, Any]:
+def comparison(
+    machines: list[Machine], base: int, price_per_gpu_hour: float | None = None
+) -> dict[str, Any]:
     """Everything the page shows, as plain data (also written as compare.json)."""
-    rows = workload_rows(machines, base)
+    rows = workload_rows(machines, base, price_per_gpu_hour)
+    warnings = warnings_for(machines, base)
+    for w in warnings:
+        if w["level"] == "scale":
+            w["text"] += scale_words(rows)
     return {
         "created_at": now_iso(),
         "baseline": base + 1,
+        "price_per_gpu_hour": price_per_gpu_hour,
         "machines": [
             {
                 "index": m.index,
                 "label": m.label,
+                "user_label": m.user_label,
+                "hardware_label": m.hardware_label,
+                "gpus_total": m.gpus_total,
+                "gpus_used": m.gpus_used(),
                 "bundle": str(m.path),
                 "summary": m.summary,
                 "recipe": m.results.get("recipe"),
@@ -247,7 +308,7 @@ def comparison(machines: list[Machine], base: int) -> dict[str, Any]:
             }
             for m in machines
         ],
-        "warnings": warnings_for(machines, base),
+        "warnings": warnings,
         "reproductions": reproductions(machines),
         "hardware": hardware_rows(machines),
         "environment": environment_rows(machines, base),
@@ -257,16 +318,53 @@ def comparison(machines: list[Machine], base: int) -> dict[str, Any]:
     }
 
 
-def render_html(data: dict[str, Any], figures: list[dict[str, str]]) -> str:
+def scale_words(rows: list[MetricRow]) -> str:
+    """What the page does about a GPU-count difference, for the metrics it holds."""
+    words = []
+    if any(r.rate for r in rows):
+        words.append(
+            " Work per second is summed over the GPUs, so it is also given per GPU, with the "
+            "scaling efficiency."
+        )
+    if any(r.unit.endswith("B/s") for r in rows):
+        words.append(" Bus bandwidth is already normalised for the GPU count (NCCL's busbw).")
+    if any(r.notes for r in rows):
+        words.append(" Memory per GPU differs because the model is sharded over more GPUs.")
+    return "".join(words)
+
+
+def render_html(data: dict[str, Any], figures: list[Figure]) -> str:
     """The comparison page, with the report's templates, filters and stylesheet."""
     return jinja_env().get_template(TEMPLATE).render(c=data, figures=figures)
 
 
+MAX_PRICE = 1000.0
+
+
+def check_price(price: float | None) -> float | None:
+    """A price per GPU-hour is > 0 and < 1000 (a currency unit per hour); one-line error else."""
+    if price is None:
+        return None
+    if not 0 < price < MAX_PRICE:
+        raise InputError(
+            f"--price-per-gpu-hour {price:g}: must be more than 0 and less than {MAX_PRICE:g} "
+            "(price of one GPU for one hour)"
+        )
+    return float(price)
+
+
 def write_comparison(
-    paths: list[Path], baseline: str | int | None = None, out: Path | None = None
+    paths: list[Path],
+    baseline: str | int | None = None,
+    out: Path | None = None,
+    labels: dict[int, str] | None = None,
+    price_per_gpu_hour: float | None = None,
 ) -> list[Path]:
-    """Write compare.html, compare.pdf and compare.json into `out`; returns their paths."""
-    machines = load_machines(paths)
+    """Write compare.html, compare.pdf and compare.json into `out`; returns their paths.
+
+    labels: {0-based position: text} (parse_labels reads `--label 2=vendor-x`)."""
+    price = check_price(price_per_gpu_hour)
+    machines = load_machines(paths, labels)
     base = pick_baseline(baseline, machines)
     out = out or Path("reports") / f"compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     bundle_dirs = {m.path.resolve() for m in machines}
@@ -274,7 +372,7 @@ def write_comparison(
     if any(target == d or d in target.parents for d in bundle_dirs):
         raise InputError(f"--out {out}: is inside a bundle; a comparison never writes into one")
     out.mkdir(parents=True, exist_ok=True)
-    data = comparison(machines, base)
+    data = comparison(machines, base, price)
     rows = [MetricRow(**w) for w in data["workloads"]]
     figures = headline_figures(rows, machines) + sweep_figures(machines)
     html = render_html(data, figures)

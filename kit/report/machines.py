@@ -1,26 +1,43 @@
 """The bundles a comparison reads, and what it says before any number: hardware, software,
 recipe and scale differences, and which bundle reruns which.
 
-Every bundle must match its manifest: a comparison of edited numbers would be worthless.
+Every bundle is read with the typed loader (kit.model.load_bundle: a malformed file is one line)
+and must match its manifest: a comparison of edited numbers would be worthless. Machines are
+named by their hardware ("2x H200 NV18") and an optional label the user gives.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from kit.bundle import MANIFEST, Bundle, sha256_file, verify_manifest
+from kit.bundle import MANIFEST, sha256_file, verify_manifest
 from kit.envdiff import environment_diff, environment_versions
 from kit.errors import InputError, KitError
-from kit.recipe import Recipe
+from kit.model import BundleData, load_bundle, recipe_differences
 from kit.report import analysis
 from kit.report.render import machine_line
 
-RECIPE_NOTES = ("description", "verified_on")  # recipe fields that do not change a measurement
+MAX_LABEL = 40
+REPEAT_FIELDS = ("repeats", "max_repeats", "cv_threshold", "timeout_s")
+"""Recipe fields that change how many runs there are or how long one may take, not what runs."""
+
+
+def short_hardware(hardware: dict[str, Any]) -> str:
+    """The machine in a few words: "2x H200 NV18" (GPU model and count, link of GPU0-GPU1)."""
+    gpus = hardware.get("gpus") or []
+    if not gpus:
+        host = hardware.get("host") or {}
+        cores = host.get("logical_cpus") or host.get("cpu_count")
+        return f"CPU only, {cores} CPUs" if cores else "CPU only"
+    names = [str(g.get("name") or "GPU").removeprefix("NVIDIA ") for g in gpus]
+    model = ", ".join(f"{names.count(n)}x {n}" for n in dict.fromkeys(names))
+    matrix = (hardware.get("topology") or {}).get("matrix") or []
+    link = matrix[0][1] if len(matrix) > 1 and len(matrix[0]) > 1 else None
+    return f"{model} {link}" if link and link != "X" else model
 
 
 @dataclass
@@ -29,63 +46,137 @@ class Machine:
 
     index: int  # 1-based, as the user counts on the command line
     path: Path
-    bundle: Bundle
-    hardware: dict[str, Any]
-    environment: dict[str, Any]
+    data: BundleData
+    user_label: str | None = None
+    label: str = ""  # set by load_machines: hardware, user label, position if still ambiguous
 
-    @property
+    @cached_property
     def results(self) -> dict[str, Any]:
-        return self.bundle.results
+        return self.data.results.dump(as_written=True)
+
+    @cached_property
+    def hardware(self) -> dict[str, Any]:
+        return self.data.hardware.dump(as_written=True) if self.data.hardware else {}
+
+    @cached_property
+    def environment(self) -> dict[str, Any]:
+        return self.data.environment.dump(as_written=True) if self.data.environment else {}
+
+    @cached_property
+    def recipe(self) -> dict[str, Any]:
+        return self.data.recipe.model_dump(mode="json", exclude_unset=True)
 
     @property
     def hostname(self) -> str:
         return str((self.hardware.get("host") or {}).get("hostname") or "unknown host")
 
     @property
-    def label(self) -> str:
-        return f"#{self.index} {self.hostname}"
+    def hardware_label(self) -> str:
+        return short_hardware(self.hardware)
 
     @property
     def summary(self) -> str:
         return machine_line(self.hardware, {})
 
+    @property
+    def gpus_total(self) -> int:
+        return len(self.hardware.get("gpus") or [])
+
+    def gpus_used(self, benchmark: str | None = None) -> int:
+        """GPUs (ranks) the runs used: the largest world size of the benchmark's runs."""
+        sizes = [
+            int(r.get("world_size") or 0)
+            for r in self.results.get("runs") or []
+            if benchmark is None or r.get("benchmark") == benchmark
+        ]
+        return max(sizes, default=0)
+
+    def sharding(self, benchmark: str) -> str | None:
+        """ "FSDP" when the benchmark's runs record a parallelism that shards the model (its
+        words, from the run's data), else None: memory per GPU then falls with the GPU count."""
+        for r in self.results.get("runs") or []:
+            words = str((r.get("data") or {}).get("parallelism") or "")
+            if r.get("benchmark") == benchmark and "shard" in words.lower():
+                found = re.match(r"[A-Za-z]+", words)
+                return found.group(0) if found else "sharding"
+        return None
+
     @cached_property
     def benches(self) -> list[analysis.Benchmark]:
         """The bundle read the way its report reads it (one reader of results.json)."""
-        return analysis.build_benchmarks(self.results, recipe_of(self.bundle))
+        return analysis.build_benchmarks(self.results, self.recipe)
 
 
-def recipe_of(bundle: Bundle) -> dict[str, Any]:
-    try:
-        recipe = bundle.recipe
-    except Exception:  # a missing or broken recipe.yaml: compare what the results hold
-        return {}
-    return recipe if isinstance(recipe, dict) else {}
+def parse_labels(specs: list[str] | None, paths: list[Path]) -> dict[int, str]:
+    """`POSITION=TEXT` or `BUNDLE=TEXT` (repeatable) -> {0-based index: text}; one-line errors."""
+    out: dict[int, str] = {}
+    for spec in specs or []:
+        key, sep, text = spec.partition("=")
+        text = " ".join(text.split())
+        if not sep or not key or not text:
+            raise InputError(
+                f"--label {spec!r}: expected POSITION=TEXT or BUNDLE=TEXT, e.g. 2=vendor-x"
+            )
+        if len(text) > MAX_LABEL or not re.fullmatch(r"[\w .,:+()/@#-]+", text):
+            raise InputError(
+                f"--label {spec!r}: at most {MAX_LABEL} letters, digits, spaces and .,:+()/@#-_"
+            )
+        index = _position(key, paths, "--label")
+        if index in out:
+            raise InputError(f"--label: bundle {index + 1} is labelled twice")
+        out[index] = text
+    return out
 
 
-def load_machines(paths: list[Path]) -> list[Machine]:
-    """Each bundle, refused unless it matches its manifest."""
+def _position(key: str, paths: list[Path], option: str) -> int:
+    if key.isdigit():
+        n = int(key)
+        if not 1 <= n <= len(paths):
+            raise InputError(f"{option} {n}: allowed: 1 to {len(paths)} (a bundle's position)")
+        return n - 1
+    wanted = Path(key).resolve()
+    for i, path in enumerate(paths):
+        if Path(path).resolve() == wanted:
+            return i
+    raise InputError(
+        f"{option} {key}: not one of the compared bundles; give its position (1 to "
+        f"{len(paths)}) or one of: {', '.join(str(p) for p in paths)}"
+    )
+
+
+def _name(machines: list[Machine]) -> None:
+    """User label with the hardware, else the hardware; the position where two still read alike."""
+    for m in machines:
+        m.label = f"{m.user_label} ({m.hardware_label})" if m.user_label else m.hardware_label
+    labels = [m.label for m in machines]
+    for m in machines:
+        if labels.count(m.label) > 1:
+            m.label = f"{m.label} [{m.index}]"
+
+
+def _check_manifest(path: Path) -> None:
+    check = verify_manifest(path)
+    if not check.ok:
+        names = ", ".join(check.changed + check.missing + check.extra)
+        raise KitError(
+            f"{path}: does not match its {MANIFEST} ({names}); `kit verify {path}` shows "
+            "what changed; compare only untouched bundles"
+        )
+
+
+def load_machines(paths: list[Path], labels: dict[int, str] | None = None) -> list[Machine]:
+    """Each bundle, read by the typed loader and refused unless it matches its manifest."""
     if len(paths) < 2:
         raise InputError("kit compare needs at least two bundles")
+    labels = labels or {}
     machines = []
     for i, path in enumerate(paths, 1):
-        bundle = Bundle.load(Path(path))
-        check = verify_manifest(bundle.path)
-        if not check.ok:
-            names = ", ".join(check.changed + check.missing + check.extra)
-            raise KitError(
-                f"{path}: does not match its {MANIFEST} ({names}); `kit verify {path}` shows "
-                "what changed; compare only untouched bundles"
-            )
-        machines.append(
-            Machine(
-                i,
-                Path(path),
-                bundle,
-                bundle.read_json("hardware.json") or {},
-                bundle.read_json("environment.json") or {},
-            )
-        )
+        if (Path(path) / MANIFEST).is_file():  # an edit is named before the schema is checked
+            _check_manifest(Path(path))
+        data = load_bundle(Path(path))
+        _check_manifest(Path(path))
+        machines.append(Machine(i, Path(path), data, labels.get(i - 1)))
+    _name(machines)
     return machines
 
 
@@ -93,20 +184,7 @@ def pick_baseline(spec: str | int | None, machines: list[Machine]) -> int:
     """The 0-based index of the baseline: a 1-based position or one of the bundle paths."""
     if spec is None or spec == "":
         return 0
-    text = str(spec)
-    if text.isdigit():
-        n = int(text)
-        if not 1 <= n <= len(machines):
-            raise InputError(f"--baseline {n}: allowed: 1 to {len(machines)} (a bundle's position)")
-        return n - 1
-    wanted = Path(text).resolve()
-    for i, m in enumerate(machines):
-        if m.path.resolve() == wanted:
-            return i
-    raise InputError(
-        f"--baseline {text}: not one of the compared bundles; give its position (1 to "
-        f"{len(machines)}) or one of: {', '.join(str(m.path) for m in machines)}"
-    )
+    return _position(str(spec), [m.path for m in machines], "--baseline")
 
 
 # --- hardware, environment, warnings -------------------------------------------------------------
@@ -169,14 +247,28 @@ def environment_rows(machines: list[Machine], base: int) -> list[dict[str, Any]]
     return rows
 
 
-def _recipe_core(recipe: dict[str, Any]) -> dict[str, Any]:
-    """The recipe as it ran: validated (defaults filled, so a field added later or written as
-    null reads the same as one left out), without the fields that change no measurement."""
-    try:
-        full = Recipe.model_validate(recipe).model_dump(mode="json")
-    except ValidationError:  # a recipe this kit no longer accepts: compare what is written
-        full = {k: v for k, v in recipe.items() if v is not None}
-    return {k: v for k, v in full.items() if k not in RECIPE_NOTES}
+def recipe_notes(ref: Machine, m: Machine) -> list[dict[str, str]]:
+    """How m's recipe differs from the baseline's (kit.model.recipe_differences, defaults filled):
+    the GPU count (a scale difference the per-GPU figures answer), repeat counts (the width of
+    the intervals, not the measurement), and anything else (not like for like). [] when equal."""
+    diffs = recipe_differences(ref.data.recipe, m.data.recipe)
+    scale = [d for d in diffs if d == "gpus"]
+    repeats = [d for d in diffs if d in REPEAT_FIELDS]
+    other = [d for d in diffs if d not in scale and d not in repeats]
+    out = []
+    if other:
+        out.append({"level": "recipe", "text": (
+            f"Different recipes: {m.label} ran a recipe that differs from the baseline's in "
+            f"{', '.join(other)}; its numbers are not like for like.")})  # fmt: skip
+    if scale:
+        out.append({"level": "scale", "text": (
+            f"Different scale: {m.label} ran the same workloads on {m.data.recipe.gpus} GPUs, the "
+            f"baseline {ref.label} on {ref.data.recipe.gpus}.")})  # fmt: skip
+    if repeats:
+        out.append({"level": "note", "text": (
+            f"{m.label} and the baseline differ in {', '.join(repeats)}: the intervals differ in "
+            "width; each run measured the same way.")})  # fmt: skip
+    return out
 
 
 def warnings_for(machines: list[Machine], base: int) -> list[dict[str, str]]:
@@ -198,19 +290,9 @@ def warnings_for(machines: list[Machine], base: int) -> list[dict[str, str]]:
                     ),
                 }
             )
-    recipes = [_recipe_core(m.bundle.recipe) for m in machines]
-    for m, r in zip(machines, recipes, strict=True):
-        keys = sorted(k for k in set(r) | set(recipes[base]) if r.get(k) != recipes[base].get(k))
-        if m is not ref and keys:
-            out.append(
-                {
-                    "level": "recipe",
-                    "text": (
-                        f"Different recipes: {m.label} ran a recipe that differs from the baseline's in "
-                        f"{', '.join(keys)}; its numbers are not like for like."
-                    ),
-                }
-            )
+    for m in machines:
+        if m is not ref:
+            out.extend(recipe_notes(ref, m))
     for key, word in (("smoke", "smoke scale"), ("device", "device")):
         values = {str(m.results.get(key)) for m in machines}
         if len(values) > 1:

@@ -24,7 +24,8 @@ from kit.report.compare import (
 from kit.report.render import machine_line
 from tests.conftest import ROOT
 
-RECIPE = {"kit": 1, "name": "known", "description": "", "repeats": 5, "benchmarks": []}
+RECIPE = {"kit": 1, "name": "known", "description": "", "repeats": 5,
+          "benchmarks": [{"kind": "allreduce", "name": "ar"}]}  # fmt: skip
 A_P2P = [10.0, 10.5, 9.5, 10.2, 9.8]
 A_OFF = [5.0, 5.5, 4.5, 5.2, 4.8]
 B_P2P = [20.0, 21.0, 19.0, 20.5, 19.5]
@@ -33,11 +34,13 @@ B_OFF = [5.1, 5.4, 4.6, 5.0, 4.9]
 
 def run(variant: str, repeat: int, busbw: float | None, time_us: float = 10.0) -> dict:
     if busbw is None:
-        return {"run_id": f"ar.{variant}.r{repeat}", "benchmark": "ar", "kind": "allreduce",
+        return {"schema": 1, "run_id": f"ar.{variant}.r{repeat}", "benchmark": "ar",
+                "kind": "allreduce", "device": "cuda", "world_size": 2,
                 "variant": variant, "repeat": repeat, "status": "failed", "error": "x",
                 "metrics": {}, "data": {}}  # fmt: skip
     return {
-        "run_id": f"ar.{variant}.r{repeat}", "benchmark": "ar", "kind": "allreduce",
+        "schema": 1, "run_id": f"ar.{variant}.r{repeat}", "benchmark": "ar", "kind": "allreduce",
+        "device": "cuda", "world_size": 2,
         "variant": variant, "repeat": repeat, "status": "ok",
         "metrics": {
             "busbw_peak": {"value": busbw, "unit": "GB/s", "higher_is_better": True},
@@ -46,6 +49,14 @@ def run(variant: str, repeat: int, busbw: float | None, time_us: float = 10.0) -
         "data": {"sizes": [{"bytes": 8, "busbw_gbps": [busbw / 10], "time_us": [time_us], "wrong": 0},
                            {"bytes": 1024, "busbw_gbps": [busbw], "time_us": [time_us], "wrong": 0}]},
     }  # fmt: skip
+
+
+def hardware(gpus: int, host: str = "box") -> dict:
+    return {"host": {"hostname": host}, "driver": {"version": "580.95.05"},
+            "gpus": [{"index": i, "name": "NVIDIA H200", "memory_total_gib": 139.8}
+                     for i in range(gpus)],
+            "topology": {"matrix": [["X" if i == j else "NV18" for j in range(gpus)]
+                                    for i in range(gpus)]}}  # fmt: skip
 
 
 def make_bundle(
@@ -60,15 +71,21 @@ def make_bundle(
     bundle = Bundle.create(
         root / name,
         RECIPE,
-        {"recipe": "known", "device": "cuda", "runtime": "host", "pinned": False, "smoke": False},
+        {
+            "recipe": "known",
+            "device": "cuda",
+            "runtime": "host",
+            "pinned": False,
+            "smoke": False,
+            "repeats": 5,
+        },
     )
     times = times or [10.0] * len(p2p)
     for i, (a, b) in enumerate(zip(p2p, off, strict=True)):
         bundle.add_run(run("p2p", i, a, times[i]))
         bundle.add_run(run("no-p2p", i, b, times[i]))
     bundle.finish("complete")
-    bundle.write_json("hardware.json", {"host": {"hostname": host}, "gpus": [
-        {"name": "NVIDIA H200", "memory_total_gib": 139.8}] * 2, "driver": {"version": "580.95.05"}})  # fmt: skip
+    bundle.write_json("hardware.json", hardware(2, host))
     bundle.write_json("environment.json", {"name": "cuda13", "runtime": "host", "pinned": False,
                       "container": {"python": "3.11.7", "torch": torch, "nccl": "2.28.9"}})  # fmt: skip
     write_manifest(bundle.path)
@@ -161,11 +178,14 @@ def test_a_different_recipe_is_flagged(tmp_path):
     b = make_bundle(tmp_path, "b", B_P2P, B_OFF)
     shutil.copytree(b, tmp_path / "b2")
     (tmp_path / "b2" / "recipe.yaml").write_text(
-        "kit: 1\nname: known\nrepeats: 9\nbenchmarks: []\n"
+        "kit: 1\nname: known\nrepeats: 9\nvariants: [p2p]\nbenchmarks: [{kind: allreduce, name: ar}]\n"
     )
     write_manifest(tmp_path / "b2")
-    texts = [w["text"] for w in warnings_for(load_machines([a, tmp_path / "b2"]), 0)]
-    assert any(t.startswith("Different recipes:") and "repeats" in t for t in texts)
+    warnings = warnings_for(load_machines([a, tmp_path / "b2"]), 0)
+    (recipe,) = [w["text"] for w in warnings if w["level"] == "recipe"]
+    assert recipe.startswith("Different recipes:") and "in variants;" in recipe
+    assert "repeats" not in recipe  # more repeats: wider or narrower intervals, the same runs
+    assert any("differ in max_repeats, repeats" in w["text"] for w in warnings)
 
 
 def test_edited_or_unsealed_bundles_are_refused(two):
@@ -194,7 +214,8 @@ def test_html_and_pdf_say_it_on_the_first_page(tmp_path):
     pages = PdfReader(pdf).pages
     first = re.sub(r"\s+", " ", pages[0].extract_text())
     assert "DIFFERENT ENVIRONMENTS" in first and "torch 2.14.1+cu130 vs 2.11.0+cu130" in first
-    assert "#1 alpha" in first and "#2 beta" in first
+    assert "2x H200 NV18 [1]" in first and "2x H200 NV18 [2]" in first
+    assert "95% t-interval, n=5" in first  # the interval says what it is
     assert "2.00x faster" in first and "no measurable difference" in first
     # the comparison never writes into a bundle
     with pytest.raises(InputError, match="inside a bundle"):
@@ -213,5 +234,6 @@ def test_a_recipe_written_with_defaults_or_nulls_is_the_same_recipe(tmp_path):
     assert not [w for w in warnings_for(load_machines([a, b]), 0) if w["level"] == "recipe"]
     (b / "recipe.yaml").write_text(text.replace("repeats: 3", "repeats: 4"))
     write_manifest(b)
-    (w,) = [w for w in warnings_for(load_machines([a, b]), 0) if w["level"] == "recipe"]
-    assert "differs from the baseline's in repeats;" in w["text"]
+    warnings = warnings_for(load_machines([a, b]), 0)
+    assert not [w for w in warnings if w["level"] == "recipe"]
+    assert any("differ in max_repeats, repeats: the intervals" in w["text"] for w in warnings)

@@ -1,7 +1,10 @@
 """kit.refs: shipped references from the committed bundles, a user SQLite store, standing."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -76,3 +79,55 @@ def test_cli_add_and_list(db):
     assert "added 'box A'" in res.output
     res = runner.invoke(refs_app, ["list"])
     assert "box A" in res.output and "shipped" in res.output
+
+
+def kit(db, *args):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KIT_REFS_DB": str(db)}
+    return subprocess.run([sys.executable, "-m", "kit", "refs", *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT)  # fmt: skip
+
+
+def test_kit_refs_is_mounted_and_its_errors_are_one_line(db, tmp_path):
+    """Through the `kit` command, against a real SQLite file: add, list, standing, remove."""
+    added = kit(db, "add", str(X4), "--label", "lab box 3")
+    assert added.returncode == 0 and db.is_file(), added.stderr
+    listed = kit(db, "list")
+    assert any(
+        line.startswith("user") and "lab box 3" in line for line in listed.stdout.splitlines()
+    )
+    copy = tmp_path / "mine"
+    shutil.copytree(X2, copy)
+    standing = kit(db, "standing", str(copy))
+    assert "vs lab box 3" in standing.stdout and "per GPU" in standing.stdout
+    for args, words in ((("add", str(X4), "--label", "lab box 3"), "'lab box 3' exists"),
+                        (("add", str(tmp_path), "--label", "x"), "not a kit bundle"),
+                        (("remove", "nobody"), "no user reference labelled 'nobody'"),
+                        (("standing", str(tmp_path / "nowhere")), "not a kit bundle")):  # fmt: skip
+        proc = kit(db, *args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.startswith("kit: error:") and proc.stderr.count("\n") == 1
+        assert words in proc.stderr
+    removed = kit(db, "remove", "lab box 3")
+    assert removed.returncode == 0
+    assert "lab box 3" not in kit(db, "list").stdout
+
+
+def test_standing_rows_carry_what_a_report_prints(db, tmp_path):
+    copy = tmp_path / "mine"
+    shutil.copytree(X2, copy)
+    rows = store.standing(copy, headline_only=True)
+    assert rows and all(r["headline"] and r["metric"] == "throughput" for r in rows)
+    for r in rows:
+        assert r["hardware"] == "4x NVIDIA H200, NV18" and r["source"] == f"{X4.name} (shipped)"
+        assert r["metric_label"] == "throughput" and r["reference_gpus"] == 4 and r["gpus"] == 2
+
+
+def test_a_sealed_report_reads_only_the_shipped_references(db, tmp_path):
+    store.add(X4, "lab box 3")
+    copy = tmp_path / "mine"
+    shutil.copytree(X2, copy)
+    everyone = {r["reference"] for r in store.standing(copy, headline_only=True)}
+    shipped_only = {
+        r["reference"] for r in store.standing(copy, headline_only=True, include_user=False)
+    }
+    assert "lab box 3" in everyone and "lab box 3" not in shipped_only and shipped_only
