@@ -18,6 +18,14 @@ IGNORED = ("description", "verified_on")
 """Top-level fields that describe a recipe without changing what it runs."""
 
 
+def _drop_reference_sources(recipe: dict[str, Any]) -> None:
+    """A reference's `source` is prose about where a figure came from, not part of the method."""
+    for bench in recipe.get("benchmarks") or []:
+        for ref in (bench.get("expect") or {}).values() if isinstance(bench, dict) else ():
+            if isinstance(ref, dict):
+                ref.pop("source", None)
+
+
 def _resolved(recipe: Recipe | dict[str, Any], label: str) -> dict[str, Any]:
     if isinstance(recipe, dict):
         try:
@@ -52,6 +60,8 @@ def recipe_differences(
     for key in ignore:
         left.pop(key, None)
         right.pop(key, None)
+    _drop_reference_sources(left)
+    _drop_reference_sources(right)
     out: list[str] = []
     _diff(left, right, "", out)
     return out
