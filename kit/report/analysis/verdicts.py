@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kit.report.analysis.model import Benchmark, VariantBlock, Verdict
+from kit.report.analysis.training import DRIFT_THRESHOLD, run_drift
 from kit.stats import StatsError, paired_ratio
 from kit.workloads.registry import headline_metric, metric_label
 
@@ -60,6 +61,14 @@ def compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> 
         sentence = f"Peer-to-peer makes {bench.label} {text} in {label} ({n})."
     else:
         sentence = f"{bench.label} is {text} with {a.name} than with {b.name}, in {label} ({n})."
+    why = withheld_because(bench, a, b, metric)
+    if why:
+        sentence = (
+            f"{bench.label}: no verdict on {a.name} against {b.name} in {label}; withheld because "
+            f"{why}. The measured ratio ({text}, {n}) is in the workload's section and is "
+            "not a finding."
+        )
+        return Verdict(bench.name, metric, sentence, ratio, len(xs), withheld=why)
     if all(r.get("backend") == "gloo" for r in a.ok + b.ok):
         sentence = (
             f"{bench.label} on the CPU (gloo, where NCCL settings have no effect), "
@@ -67,6 +76,37 @@ def compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> 
             "the same code, so this difference is noise."
         )
     return Verdict(bench.name, metric, sentence, ratio, len(xs))
+
+
+def withheld_because(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> str:
+    """Why a comparison of a and b cannot be called a finding ("" when it can): runs that
+    failed, a noisy metric (CV over the recipe's cv_threshold), or runs not at steady state.
+    Power capping is normal operation and never withholds a verdict."""
+    reasons = []
+    failed = sum(len(v.failed) + v.missing for v in (a, b))
+    if failed:
+        total = sum(len(v.runs) + v.missing for v in (a, b))
+        reasons.append(f"{failed} of {total} runs failed")
+    rows = bench.metrics.get(metric) or {}
+    cvs = [
+        row.summary.cv
+        for v in (a, b)
+        if (row := rows.get(v.name)) is not None and row.noisy and row.summary is not None
+    ]
+    if cvs:
+        spread = f"{min(cvs):.0%}" if len(cvs) == 1 else f"{min(cvs):.0%} to {max(cvs):.0%}"
+        reasons.append(
+            f"the runs were noisy (CV {spread}, over the recipe's {bench.cv_threshold:.0%})"
+        )
+    drifts = [d for v in (a, b) for r in v.ok if (d := run_drift(r)) is not None]
+    moved = [d for d in drifts if abs(d) > DRIFT_THRESHOLD]
+    if moved:
+        worst = max(moved, key=abs)
+        reasons.append(
+            f"{len(moved)} of {len(drifts)} runs were not at steady state (step time moved "
+            f"up to {worst:+.0%} inside the timed window)"
+        )
+    return "; ".join(reasons)
 
 
 def verdict_metric(bench: Benchmark) -> str:
@@ -152,6 +192,7 @@ def expectations(bench: Benchmark) -> list[dict[str, Any]]:
                 "variant": ref.name if ref else "-",
                 "measured": measured,
                 "verdict": verdict,
+                "source": str(exp.get("source") or ""),
             }
         )
     return out
