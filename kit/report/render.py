@@ -260,6 +260,7 @@ def method_view(benches: list[analysis.Benchmark], results: dict[str, Any]) -> d
         "drift": analysis.DRIFT_THRESHOLD,
     }
     env = jinja_env()
+    env.trim_blocks = env.lstrip_blocks = False  # a paragraph: keep the spaces between lines
     paragraphs = []
     for b in benches:
         if b.spec is None:

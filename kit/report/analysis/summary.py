@@ -257,6 +257,12 @@ RAN_PARAMS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("precision",), "{}"),
     (("dtype",), "{}"),
 )
+# boolean switches that change throughput: (name, words when on, words when off)
+RAN_SWITCHES = (
+    ("gradient_checkpointing", "gradient checkpointing", "no gradient checkpointing"),
+    ("compile", "torch.compile", None),
+    ("channels_last", "channels-last", None),
+)
 
 
 def ran_line(bench: Benchmark, smoke: bool = False) -> str:
@@ -272,6 +278,9 @@ def ran_line(bench: Benchmark, smoke: bool = False) -> str:
         key = next((k for k in names if params.get(k) not in (None, "")), None)
         if key is not None:
             parts.append(words.format(params[key]))
+    for name, on, off in RAN_SWITCHES:
+        if name in params and (words := on if params[name] else off):
+            parts.append(words)
     if "min_bytes" in params and "max_bytes" in params:
         parts.insert(0, f"{_bytes(params['min_bytes'])} to {_bytes(params['max_bytes'])}")
     world = sorted({int(r["world_size"]) for r in ok if r.get("world_size")})

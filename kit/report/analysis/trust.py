@@ -146,13 +146,16 @@ def findings(results: dict[str, Any], benches: list[Benchmark]) -> list[Finding]
                 "other reasons (thermal, hardware slowdown) are not",
             )
         )
-    noisy = [
-        f"{b.label} {v} {row.label} (CV {row.summary.cv:.1%})"
-        for b in benches
-        for rows in b.metrics.values()
-        for v, row in rows.items()
-        if row.noisy and row.summary is not None and row.summary.cv is not None
-    ]
+    noisy = []
+    for b in benches:
+        mine = [
+            f"{v} {row.label} {row.summary.cv:.1%}"
+            for rows in b.metrics.values()
+            for v, row in rows.items()
+            if row.noisy and row.summary is not None and row.summary.cv is not None
+        ]
+        if mine:
+            noisy.append(f"{b.label}: " + ", ".join(mine))
     if noisy:
         out.append(
             Finding(

@@ -64,9 +64,8 @@ def compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> 
     why = withheld_because(bench, a, b, metric)
     if why:
         sentence = (
-            f"{bench.label}: no verdict on {a.name} against {b.name} in {label}; withheld because "
-            f"{why}. The measured ratio ({text}, {n}) is in the workload's section and is "
-            "not a finding."
+            f"{bench.label}: verdict withheld ({a.name} against {b.name}, {label}): {why}. "
+            "The per-variant figures are in its section; their ratio is not a finding."
         )
         return Verdict(bench.name, metric, sentence, ratio, len(xs), withheld=why)
     if all(r.get("backend") == "gloo" for r in a.ok + b.ok):
