@@ -262,12 +262,19 @@ def method_view(benches: list[analysis.Benchmark], results: dict[str, Any]) -> d
     env = jinja_env()
     env.trim_blocks = env.lstrip_blocks = False  # a paragraph: keep the spaces between lines
     paragraphs = []
+    kinds: dict[str, list[analysis.Benchmark]] = {}
     for b in benches:
-        if b.spec is None:
-            continue
-        facts = _method_facts(b)
-        html = env.from_string(b.spec.method).render(a=facts, s=b.spec, me=out)
-        paragraphs.append({"label": b.label, "kind": b.kind, "html": Markup(html)})
+        if b.spec is not None:
+            kinds.setdefault(b.kind, []).append(b)
+    for group in kinds.values():  # one paragraph per workload, its parameters per benchmark
+        first = group[0]
+        facts = {**_method_facts(first), "params": None}
+        facts["label"] = " and ".join(b.label for b in group)
+        html = env.from_string(first.spec.method).render(a=facts, s=first.spec, me=out)
+        params = [(b.label, _method_facts(b)["params"]) for b in group]
+        paragraphs.append(
+            {"label": facts["label"], "kind": first.kind, "html": Markup(html), "params": params}
+        )
     out["workloads"] = paragraphs
     return out
 

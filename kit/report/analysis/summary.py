@@ -103,7 +103,10 @@ class BenchSummary:
 
 def variant_definition(v: VariantBlock) -> str:
     """One sentence defining the variant: the kit's own for p2p/no-p2p, else the recipe's."""
-    return VARIANT_DEFINITIONS.get(v.name) or v.description or "as the recipe defines it"
+    text = VARIANT_DEFINITIONS.get(v.name) or v.description or "as the recipe defines it"
+    if v.ok and all(r.get("backend") == "gloo" for r in v.ok):
+        text += " Here the runs used gloo on the CPU, where NCCL settings have no effect."
+    return text
 
 
 def settings(runs: list[dict[str, Any]]) -> list[str]:
@@ -220,7 +223,7 @@ def summarize_bench(
             if not smoke:
                 _sweep_link(vs, hardware)
         elif s is not None:
-            if gpus:
+            if gpus and all(r.get("device") != "cpu" for r in v.ok):
                 vs.per_gpu = s.median / gpus
                 if price_per_gpu_hour is not None and s.median > 0:
                     vs.cost_per_million = cost_per_million(s.median, gpus, price_per_gpu_hour)
@@ -287,7 +290,7 @@ def ran_line(bench: Benchmark, smoke: bool = False) -> str:
     on = "processes" if ok and ok[0].get("device") == "cpu" else "GPUs"
     where = f" on {'/'.join(map(str, world))} {on}" if world else ""
     text = ", ".join(parts) + where if parts else "parameters not recorded" + where
-    return f"smoke size: {text}" if smoke else text
+    return text
 
 
 def _bytes(n: Any) -> str:

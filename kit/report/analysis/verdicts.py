@@ -61,6 +61,13 @@ def compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> 
         sentence = f"Peer-to-peer makes {bench.label} {text} in {label} ({n})."
     else:
         sentence = f"{bench.label} is {text} with {a.name} than with {b.name}, in {label} ({n})."
+    if all(r.get("backend") == "gloo" for r in a.ok + b.ok):
+        sentence = (
+            f"{bench.label} on the CPU (gloo, where NCCL settings have no effect), "
+            f"{a.name} against {b.name}: {text} in {label} ({n}); both variants ran "
+            "the same code, so this difference is noise."
+        )
+        return Verdict(bench.name, metric, sentence, ratio, len(xs))
     why = withheld_because(bench, a, b, metric)
     if why:
         sentence = (
@@ -68,12 +75,6 @@ def compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> 
             "The per-variant figures are in its section; their ratio is not a finding."
         )
         return Verdict(bench.name, metric, sentence, ratio, len(xs), withheld=why)
-    if all(r.get("backend") == "gloo" for r in a.ok + b.ok):
-        sentence = (
-            f"{bench.label} on the CPU (gloo, where NCCL settings have no effect), "
-            f"{a.name} against {b.name}: {text} in {label} ({n}); both variants ran "
-            "the same code, so this difference is noise."
-        )
     return Verdict(bench.name, metric, sentence, ratio, len(xs))
 
 
