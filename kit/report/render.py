@@ -145,6 +145,12 @@ def _bar_rows(bench: analysis.Benchmark, metric: str) -> list[dict[str, Any]]:
     return rows
 
 
+def interval_labels(bench: analysis.Benchmark, metric: str) -> str:
+    """What the bars' whiskers are, in the stats module's words ("range of 2 runs")."""
+    rows = (bench.metrics.get(metric) or {}).values()
+    return "; ".join(sorted({r.summary.label for r in rows if r.summary and r.summary.label}))
+
+
 def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
     view = BenchView(bench, index=index + 1)
     salt = f"{index}-{bench.name}"
@@ -190,9 +196,8 @@ def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
                 view.figures.append(
                     Figure(
                         "bars",
-                        f"{bench.label}: {rows.label}, median with its interval ("
-                        + "; ".join(sorted({r.summary.label for r in (bench.metrics.get(metric) or {}).values() if r.summary is not None and r.summary.label}))
-                        + ")",
+                        f"{bench.label}: {rows.label}, median with its interval "
+                        f"({interval_labels(bench, metric)})",
                         svg,
                     )
                 )

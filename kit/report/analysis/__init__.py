@@ -17,6 +17,14 @@ from kit.report.analysis.model import (
     is_ok,
     p2p_disabled,
 )
+from kit.report.analysis.summary import (
+    BenchSummary,
+    VariantSummary,
+    ran_line,
+    settings,
+    summarize_bench,
+    variant_definition,
+)
 from kit.report.analysis.sweeps import allreduce_curves, raw_sizes, sweep_curves
 from kit.report.analysis.training import (
     DRIFT_MIN_STEPS,
@@ -25,14 +33,6 @@ from kit.report.analysis.training import (
     step_traces,
     telemetry_series,
     window_drift,
-)
-from kit.report.analysis.summary import (
-    BenchSummary,
-    VariantSummary,
-    ran_line,
-    settings,
-    summarize_bench,
-    variant_definition,
 )
 from kit.report.analysis.trust import (
     Finding,

@@ -197,7 +197,9 @@ def summarize_bench(
     used = transports(bench)
     out = []
     all_settings = [settings(v.ok or v.runs) for v in bench.variants]
-    common = [s for s in all_settings[0] if all(s in o for o in all_settings)] if all_settings else []
+    common = (
+        [s for s in all_settings[0] if all(s in o for o in all_settings)] if all_settings else []
+    )
     for v, mine in zip(bench.variants, all_settings, strict=True):
         row = rows.get(v.name)
         s = row.summary if row is not None else None
