@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from markupsafe import Markup
 
 from kit import __version__
 from kit.bundle import Bundle
@@ -24,6 +23,7 @@ from kit.errors import KitError
 from kit.inventory import summary_line
 from kit.model import BundleData, load_bundle
 from kit.report import analysis, plots, sections
+from kit.report.method import method_view
 from kit.report.sections import (
     environment_view,
     hardware_view,
@@ -231,59 +231,6 @@ def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
     return view
 
 
-# --- method --------------------------------------------------------------------------------
-
-
-def _method_facts(b: analysis.Benchmark) -> dict[str, Any]:
-    """What a workload's method paragraph may state, read from its finished runs."""
-    ok = [r for v in b.variants for r in v.ok]
-    data = (ok[0].get("data") or {}) if ok else {}
-    rows = [row for r in ok for row in (r.get("data") or {}).get("sizes") or []]
-    return {
-        "label": b.label,
-        "params": data.get("params") or b.params,
-        "timing": sorted({row.get("timing") for row in rows if row.get("timing")}),
-        "world": sorted({r.get("world_size") for r in ok if r.get("world_size")}),
-        "bus_factor": data.get("bus_factor"),
-        "backend": sorted({r.get("backend") for r in ok if r.get("backend")}),
-        "warmup": sorted({(r.get("data") or {}).get("warmup_steps") for r in ok} - {None}),
-        "steps": sorted({len((r.get("data") or {}).get("step_times_s") or []) for r in ok} - {0}),
-        "flops_formula": data.get("flops_formula"),
-        "step_note": str(data.get("step_times_note") or "").rstrip("."),
-        "peak": data.get("peak_flops_source"),
-        "weights": data.get("weights"),
-        "data": data.get("data"),
-    }
-
-
-def method_view(benches: list[analysis.Benchmark], results: dict[str, Any]) -> dict[str, Any]:
-    """Facts the Method section states, read from the runs (never assumed), and each
-    workload's paragraph, rendered from its spec's method template."""
-    out: dict[str, Any] = {
-        "repeats": results.get("repeats"),
-        "cv": benches[0].cv_threshold if benches else analysis.CV_THRESHOLD,
-        "drift": analysis.DRIFT_THRESHOLD,
-    }
-    env = jinja_env()
-    env.trim_blocks = env.lstrip_blocks = False  # a paragraph: keep the spaces between lines
-    paragraphs = []
-    kinds: dict[str, list[analysis.Benchmark]] = {}
-    for b in benches:
-        if b.spec is not None:
-            kinds.setdefault(b.kind, []).append(b)
-    for group in kinds.values():  # one paragraph per workload, its parameters per benchmark
-        first = group[0]
-        facts = {**_method_facts(first), "params": None}
-        facts["label"] = " and ".join(b.label for b in group)
-        html = env.from_string(first.spec.method).render(a=facts, s=first.spec, me=out)
-        params = [(b.label, _method_facts(b)["params"]) for b in group]
-        paragraphs.append(
-            {"label": facts["label"], "kind": first.kind, "html": Markup(html), "params": params}
-        )
-    out["workloads"] = paragraphs
-    return out
-
-
 # --- rendering -----------------------------------------------------------------------------
 
 
@@ -336,7 +283,7 @@ def context(bundle: Bundle, price_per_gpu_hour: float | None = None) -> dict[str
         "has_hardware": bool(hardware),
         "nodes": nodes_view(hardware, results),
         "environment": environment_view(environment, results),
-        "method": method_view(benches, results),
+        "method": method_view(benches, results, jinja_env()),
         "manifest": manifest_view(bundle.path),
         "runs": results.get("runs") or [],
         "kit_version": __version__,
