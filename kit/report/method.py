@@ -51,7 +51,7 @@ def method_view(
             kinds.setdefault(b.kind, []).append(b)
     for group in kinds.values():  # one paragraph per workload, its parameters per benchmark
         first = group[0]
-        facts = {**_method_facts(first), "params": None}
+        facts = _method_facts(first)
         facts["label"] = " and ".join(b.label for b in group)
         html = env.from_string(first.spec.method).render(a=facts, s=first.spec, me=out)
         params = [(b.label, _method_facts(b)["params"]) for b in group]

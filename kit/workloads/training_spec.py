@@ -31,7 +31,6 @@ per step over the median step time, over the GPUs' dense peak for the run's prec
 Energy per unit of work integrates NVML's GPU board power over each run's timed window (CPU,
 memory, fans and power-supply losses excluded).
 Weights: {{ a.weights or "not recorded" }}. Data: {{ a.data or "not recorded" }}.
-{% if a.params %}Parameters as the runs recorded them: {% for k, v in a.params.items() %}<code>{{ k }}={{ v }}</code>{{ ", " if not loop.last }}{% endfor %}.{% endif %}
 Models are built from their architecture configs with random weights and fed synthetic data,
 unless the run names a local path: hardware throughput does not depend on the weights' values,
 and nothing is downloaded at run time."""

@@ -303,3 +303,15 @@ def test_ran_line_describes_the_smoke_model_not_the_recipe_name():
     _, benches = load("cpu-smoke")
     line = analysis.ran_line(benches[0], smoke=True)
     assert "on 2 processes" in line and "GPUs" not in line
+
+
+def test_a_reference_from_another_gpu_count_is_compared_per_gpu():
+    """The 4-GPU Llama bundle carries the 2-GPU recipe's reference: 28,275 tokens/s on 4 GPUs is
+    not "better than" 14,230 on 2; per GPU the two agree."""
+    _, benches = load("h200x4-fsdp-llama", EXAMPLES)
+    (e,) = analysis.expectations(benches[0])
+    p2p = next(v for v in benches[0].variants if v.name == "p2p")
+    median = benches[0].metrics["throughput"]["p2p"].summary.median
+    assert e["per_gpu"] and e["ref_gpus"] == 2 and e["gpus"] == 4 and len(p2p.ok) >= 1
+    assert e["value"] == pytest.approx(14230 / 2) and e["measured"] == pytest.approx(median / 4)
+    assert e["unit"] == "tokens/s per GPU" and e["verdict"] == "within tolerance"

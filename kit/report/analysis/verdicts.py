@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kit.report.analysis.model import Benchmark, VariantBlock, Verdict
@@ -154,11 +155,30 @@ def headline(bench: Benchmark) -> list[dict[str, Any]]:
     return out
 
 
+REF_GPUS = re.compile(r"\b(\d+)\s*x\s*[A-Z]")
+"""A reference's GPU count as its source names it: "2x H200 NV18, P2P on" -> 2."""
+
+
+def _against(measured: float, value: float, tol: float, hib: bool) -> str:
+    low_ok = measured >= value * (1 - tol)
+    high_ok = measured <= value * (1 + tol)
+    if low_ok and high_ok:
+        return "within tolerance"
+    better = (hib and not high_ok) or (not hib and not low_ok)
+    return "better than the reference" if better else "WORSE than the reference"
+
+
 def expectations(bench: Benchmark) -> list[dict[str, Any]]:
-    """The recipe's `expect:` references against the first variant's median (p2p by default)."""
+    """The recipe's `expect:` references against the first variant's median (p2p by default).
+
+    A throughput reference whose source names another GPU count ("2x H200") than the runs used
+    is compared per GPU (`per_gpu`: reference and measured figures divided by their counts)."""
     out = []
     ref = next((v for v in bench.variants if v.name == "p2p"), None) or (
         bench.variants[0] if bench.variants else None
+    )
+    gpus = (
+        next((int(r["world_size"]) for r in ref.ok if r.get("world_size")), None) if ref else None
     )
     for metric, exp in (bench.expect or {}).items():
         if not isinstance(exp, dict) or "value" not in exp:
@@ -167,32 +187,31 @@ def expectations(bench: Benchmark) -> list[dict[str, Any]]:
         tol = float(exp.get("tolerance") or 0.0)
         value = float(exp["value"])
         measured = row.summary.median if row is not None and row.summary is not None else None
+        unit = exp.get("unit") or (row.unit if row else "")
+        found = REF_GPUS.search(str(exp.get("source") or ""))
+        ref_gpus = int(found.group(1)) if found else None
+        per_gpu = bool(ref_gpus and gpus and ref_gpus != gpus and str(unit).endswith("/s"))
+        if per_gpu:
+            value = value / ref_gpus
+            measured = measured / gpus if measured is not None else None
         if measured is None:
             verdict = "failed: no finished run"
         else:
-            hib = row.higher_is_better
-            low_ok = measured >= value * (1 - tol)
-            high_ok = measured <= value * (1 + tol)
-            verdict = (
-                "within tolerance"
-                if low_ok and high_ok
-                else (
-                    "better than the reference"
-                    if (hib and not high_ok) or (not hib and not low_ok)
-                    else "WORSE than the reference"
-                )
-            )
+            verdict = _against(measured, value, tol, row.higher_is_better)
         out.append(
             {
                 "metric": metric,
                 "label": metric_label(bench.kind, metric),
                 "value": value,
-                "unit": exp.get("unit") or (row.unit if row else ""),
+                "unit": f"{unit} per GPU" if per_gpu else unit,
                 "tolerance": tol,
                 "variant": ref.name if ref else "-",
                 "measured": measured,
                 "verdict": verdict,
                 "source": str(exp.get("source") or ""),
+                "per_gpu": per_gpu,
+                "ref_gpus": ref_gpus,
+                "gpus": gpus,
             }
         )
     return out
