@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -60,6 +61,32 @@ def default_bundle_dir(root: Path, recipe_name: str) -> Path:
     return path
 
 
+def kit_commit() -> str | None:
+    """The git commit of the kit that made the bundle ("<sha>-dirty" with uncommitted changes),
+    or None where the kit is not a git checkout (an installed wheel, an image)."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{sha}-dirty" if dirty else sha or None
+
+
 @dataclass
 class Bundle:
     path: Path
@@ -79,6 +106,7 @@ class Bundle:
         bundle.results = {
             "schema": BUNDLE_SCHEMA,
             "kit_version": __version__,
+            "kit_commit": kit_commit(),
             "created_at": now_iso(),
             "finished_at": None,
             "status": "running",

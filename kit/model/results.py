@@ -88,6 +88,7 @@ class Results(Closed):
 
     schema_: int = Field(alias="schema", ge=1)
     kit_version: str
+    kit_commit: str | None = None  # git commit of the kit ("-dirty": uncommitted changes)
     created_at: str
     finished_at: str | None = None
     status: BundleStatus

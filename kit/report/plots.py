@@ -280,8 +280,23 @@ TELEMETRY_PANELS = [
 ]
 
 
+def _mark_windows(ax: Any, series: list[dict[str, Any]], col: dict[str, str]) -> None:
+    """Shade each run's timed window (series[i]["window"]: (start, end) s, when known) in its
+    variant's colour, with dashed edges: the figures are measured there, the rest is warm-up."""
+    done = set()
+    for s in series:
+        w = s.get("window")
+        if not w or (s["run_id"], w) in done:
+            continue
+        done.add((s["run_id"], w))
+        ax.axvspan(w[0], w[1], color=col[s["variant"]], alpha=0.07, linewidth=0)
+        for edge in w:
+            ax.axvline(edge, color=col[s["variant"]], linewidth=0.5, linestyle="--", alpha=0.6)
+
+
 def telemetry(series: list[dict[str, Any]], title: str, salt: str) -> str | None:
-    """NVML samples over each run's time: clocks, power, temperature, utilisation."""
+    """NVML samples over each run's time: clocks, power, temperature, utilisation; each run's
+    timed window shaded (series[i]["window"])."""
     panels = [
         (k, lab)
         for k, lab in TELEMETRY_PANELS
@@ -311,6 +326,7 @@ def telemetry(series: list[dict[str, Any]], title: str, salt: str) -> str | None
                     label=lab,
                 )
             ax.set_ylabel(label, fontsize=7.5)
+            _mark_windows(ax, series, col)
         axes[0].set_title(text(title), pad=16)
         axes[0].legend(
             loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False, ncol=4, borderaxespad=0.1

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from markupsafe import Markup
 
 from kit import __version__
 from kit.bundle import Bundle
 from kit.errors import KitError
 from kit.inventory import summary_line
+from kit.model import BundleData, load_bundle
 from kit.report import analysis, plots, sections
+from kit.report.method import method_view
 from kit.report.sections import (
     environment_view,
     hardware_view,
@@ -144,6 +145,12 @@ def _bar_rows(bench: analysis.Benchmark, metric: str) -> list[dict[str, Any]]:
     return rows
 
 
+def interval_labels(bench: analysis.Benchmark, metric: str) -> str:
+    """What the bars' whiskers are, in the stats module's words ("range of 2 runs")."""
+    rows = (bench.metrics.get(metric) or {}).values()
+    return "; ".join(sorted({r.summary.label for r in rows if r.summary and r.summary.label}))
+
+
 def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
     view = BenchView(bench, index=index + 1)
     salt = f"{index}-{bench.name}"
@@ -189,7 +196,8 @@ def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
                 view.figures.append(
                     Figure(
                         "bars",
-                        f"{bench.label}: {rows.label}, median with its 95% bootstrap interval",
+                        f"{bench.label}: {rows.label}, median with its interval "
+                        f"({interval_labels(bench, metric)})",
                         svg,
                     )
                 )
@@ -214,69 +222,34 @@ def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
         view.figures.append(
             Figure(
                 "telemetry",
-                f"{bench.label}: NVML telemetry during every finished run, every GPU",
+                f"{bench.label}: NVML telemetry during every finished run, every GPU; "
+                "the shaded spans between dashed lines are each run's timed window (where "
+                "the figures are measured), the rest is start-up and warm-up",
                 svg,
             )
         )
     return view
 
 
-# --- method --------------------------------------------------------------------------------
-
-
-def _method_facts(b: analysis.Benchmark) -> dict[str, Any]:
-    """What a workload's method paragraph may state, read from its finished runs."""
-    ok = [r for v in b.variants for r in v.ok]
-    data = (ok[0].get("data") or {}) if ok else {}
-    rows = [row for r in ok for row in (r.get("data") or {}).get("sizes") or []]
-    return {
-        "label": b.label,
-        "params": data.get("params") or b.params,
-        "timing": sorted({row.get("timing") for row in rows if row.get("timing")}),
-        "world": sorted({r.get("world_size") for r in ok if r.get("world_size")}),
-        "bus_factor": data.get("bus_factor"),
-        "backend": sorted({r.get("backend") for r in ok if r.get("backend")}),
-        "warmup": sorted({(r.get("data") or {}).get("warmup_steps") for r in ok} - {None}),
-        "steps": sorted({len((r.get("data") or {}).get("step_times_s") or []) for r in ok} - {0}),
-        "flops_formula": data.get("flops_formula"),
-        "weights": data.get("weights"),
-        "data": data.get("data"),
-    }
-
-
-def method_view(benches: list[analysis.Benchmark], results: dict[str, Any]) -> dict[str, Any]:
-    """Facts the Method section states, read from the runs (never assumed), and each
-    workload's paragraph, rendered from its spec's method template."""
-    out: dict[str, Any] = {
-        "repeats": results.get("repeats"),
-        "cv": benches[0].cv_threshold if benches else analysis.CV_THRESHOLD,
-        "drift": analysis.DRIFT_THRESHOLD,
-    }
-    env = jinja_env()
-    paragraphs = []
-    for b in benches:
-        if b.spec is None:
-            continue
-        facts = _method_facts(b)
-        html = env.from_string(b.spec.method).render(a=facts, s=b.spec, me=out)
-        paragraphs.append({"label": b.label, "kind": b.kind, "html": Markup(html)})
-    out["workloads"] = paragraphs
-    return out
-
-
 # --- rendering -----------------------------------------------------------------------------
 
 
-def context(bundle: Bundle) -> dict[str, Any]:
-    results = bundle.results
-    try:
-        recipe = bundle.recipe or {}
-    except Exception:  # a missing or broken recipe.yaml must not stop the report
-        recipe = {}
-    if not isinstance(recipe, dict):
-        recipe = {}
-    hardware = bundle.read_json("hardware.json") or {}
-    environment = bundle.read_json("environment.json") or {}
+def load(bundle: Bundle) -> BundleData:
+    """The bundle through the typed loader: a malformed bundle is one InputError line."""
+    return load_bundle(bundle.path)
+
+
+def ran_lines(benches: list[analysis.Benchmark], smoke: bool) -> list[str]:
+    """What ran, per benchmark, from the runs' own parameters (never the recipe's prose)."""
+    return [f"{b.label}: {analysis.ran_line(b, smoke)}" for b in benches]
+
+
+def context(bundle: Bundle, price_per_gpu_hour: float | None = None) -> dict[str, Any]:
+    data = load(bundle)
+    results = data.results.dump(as_written=True)
+    recipe = data.recipe.model_dump(mode="json")
+    hardware = data.hardware.dump(as_written=True) if data.hardware else {}
+    environment = data.environment.dump(as_written=True) if data.environment else {}
     benches = analysis.build_benchmarks(results, recipe)
     views = [bench_view(b, i) for i, b in enumerate(benches)]
     n = 0
@@ -284,24 +257,33 @@ def context(bundle: Bundle) -> dict[str, Any]:
         for f in v.figures:
             n += 1
             f.caption = f"Figure {n}. {f.caption}"
+    smoke = bool(results.get("smoke"))
+    summaries = [
+        analysis.summarize_bench(
+            b, hardware, analysis.ran_line(b, smoke), price_per_gpu_hour, smoke=smoke
+        )
+        for b in benches
+    ]
     return {
         "results": results,
         "recipe": recipe,
         "bundle_name": bundle.path.name,
         "machine": machine_line(hardware, results),
         "benches": views,
+        "summaries": summaries,
+        "price_per_gpu_hour": price_per_gpu_hour,
+        "ran": ran_lines(benches, smoke),
         "headlines": {b.name: analysis.headline(b) for b in benches},
         # reference figures are for full-size runs on GPUs: a smoke run is not compared with them
-        "expectations": {
-            b.name: [] if results.get("smoke") else analysis.expectations(b) for b in benches
-        },
+        "expectations": {b.name: [] if smoke else analysis.expectations(b) for b in benches},
         "transports": {b.name: analysis.transports(b) for b in benches},
         "findings": analysis.findings(results, benches),
+        "trust": analysis.trust_facts(results, hardware),
         "hardware": hardware_view(hardware),
         "has_hardware": bool(hardware),
         "nodes": nodes_view(hardware, results),
         "environment": environment_view(environment, results),
-        "method": method_view(benches, results),
+        "method": method_view(benches, results, jinja_env()),
         "manifest": manifest_view(bundle.path),
         "runs": results.get("runs") or [],
         "kit_version": __version__,
@@ -374,11 +356,12 @@ def write_pdf(html: str, out: Path | io.BytesIO, fetcher: Any = None) -> Any:
     return fetcher
 
 
-def render_bundle(bundle: Bundle) -> Path:
+def render_bundle(bundle: Bundle, price_per_gpu_hour: float | None = None) -> Path:
     """Write report.html and report.pdf into the bundle; returns the HTML's path.
 
+    `price_per_gpu_hour` (any currency) adds the cost of 1M units of work to page 1.
     Raises PdfNotWritten (after report.html is written) where WeasyPrint cannot run here."""
-    ctx = context(bundle)
+    ctx = context(bundle, price_per_gpu_hour)
     out = bundle.path / "report.html"
     # created anew and renamed into place: a link planted at either name is replaced, not followed
     write_text(out, render_html(bundle, ctx))

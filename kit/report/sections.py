@@ -111,7 +111,25 @@ def hardware_view(hw: dict[str, Any]) -> dict[str, Any]:
             if v not in (None, "")
         ],
         "numa": numa,
+        "numa_note": numa_note(host),
     }
+
+
+def numa_note(host: dict[str, Any]) -> str:
+    """Why the NUMA nodes' memory may not add up to the host's: say it, do not leave it bare."""
+    nodes = [n.get("mem_total_bytes") for n in host.get("numa_nodes") or []]
+    total = host.get("mem_total_bytes")
+    if not nodes or not all(nodes) or not total:
+        return ""
+    attached = sum(nodes)
+    if attached >= 0.9 * total:
+        return "Memory per node is the node's MemTotal (installed memory, not free memory)."
+    return (
+        f"Memory per node is the node's MemTotal as the kernel reports it "
+        f"(/sys/devices/system/node/*/meminfo), not free memory. The nodes hold "
+        f"{human_bytes(attached)} of the host's {human_bytes(total)} (/proc/meminfo); the rest "
+        "is reported under no NUMA node (seen in some virtual machines)."
+    )
 
 
 def _speed(mbps: Any) -> str:

@@ -17,14 +17,20 @@ TRAINING_METRICS = (
 )
 
 TRAINING_METHOD = """\
-<b>{{ a.label }}.</b> Clocks are read after synchronizing the device;
-{% if a.warmup %}the first {{ a.warmup|join(" or ") }} steps are warm-up and dropped{% else %}warm-up steps: not recorded{% endif %}{% if a.steps %}, {{ a.steps|join(" or ") }} steps in all{% endif %};
-every step time is kept (the step-time figure shows them all). Throughput is work per second over
-the measured steps. A run is flagged as not at steady state when the median step time of the
-second half of its measured steps differs from the first half's by more than {{ (me.drift * 100)|round|int }}%.
-{% if a.flops_formula %}Model FLOPs: {{ a.flops_formula }}; utilisation (MFU) = achieved FLOP/s over the GPUs' peak.{% endif %}
+<b>{{ a.label }}.</b> {% if a.step_note %}Step times: {{ a.step_note }}.{% endif %}
+{% if a.warmup %}The first {{ a.warmup|join(" or ") }} steps are warm-up and dropped{% else %}Warm-up steps: not recorded{% endif %}{% if a.steps %}; {{ a.steps|join(" or ") }} steps in all, the rest form the timed window{% endif %}.
+Every step time is kept (the step-time figure shows them all).
+<b>Throughput</b> (the headline) is the work of one step on all GPUs (tokens, images or samples)
+divided by the <b>median step time</b> of the timed window; "throughput over the whole window" is
+the work of all timed steps over the window's length, printed beside it. Per-GPU throughput is the
+headline over the number of GPUs.
+A run is flagged as not at steady state when the median step time of the
+second half of its timed window differs from the first half's by more than {{ (me.drift * 100)|round|int }}%.
+{% if a.flops_formula %}Model FLOPs per token: {{ a.flops_formula }}; utilisation (MFU) = model FLOPs
+per step over the median step time, over the GPUs' dense peak for the run's precision{% if a.peak %} ({{ a.peak }}){% endif %}.{% endif %}
+Energy per unit of work integrates NVML's GPU board power over each run's timed window (CPU,
+memory, fans and power-supply losses excluded).
 Weights: {{ a.weights or "not recorded" }}. Data: {{ a.data or "not recorded" }}.
-{% if a.params %}Parameters: {% for k, v in a.params.items() %}<code>{{ k }}={{ v }}</code>{{ ", " if not loop.last }}{% endfor %}.{% endif %}
 Models are built from their architecture configs with random weights and fed synthetic data,
 unless the run names a local path: hardware throughput does not depend on the weights' values,
 and nothing is downloaded at run time."""

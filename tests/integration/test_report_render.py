@@ -138,11 +138,8 @@ def test_failed_runs_show_as_failed_never_as_numbers(once):
     assert re.search(
         r"all-reduce: no comparison of p2p and no-p2p: every run of no-p2p\s+failed", first
     )
-    line = next(
-        ln for ln in first.splitlines() if ln.strip().startswith("all-reduce") and "GB/s" in ln
-    )
-    assert line.rstrip().endswith("failed"), line
-    assert "0 of 3 runs" in first
+    # page 1's all-reduce summary: the failed variant's cell says failed, 0 of 3 runs
+    assert re.search(r"no-p2p\s+failed \(0 of 3 runs\)", first), first
     assert "failed: none of 3 runs finished" in text
     assert "FAILED, no line: no-p2p" in figure_text(b / "report.pdf")  # inside the all-reduce plots
     assert "timeout" in text and "CUDA out of memory" in text
@@ -153,9 +150,64 @@ def test_real_h200_bundle_proves_the_transport(once):
     text = pdf_text(once("h200")[0] / "report.pdf")
     first = text.split("\f")[0]
     assert "2x NVIDIA H200, NV18" in first
-    assert re.search(r"Peer-to-peer makes all-reduce \d+\.\d\dx faster \(95% CI", first)
+    # two repeats: the interval is their range, never called a 95% CI
+    flat = " ".join(first.split())
+    assert re.search(
+        r"Peer-to-peer makes all-reduce \d+\.\d\dx faster \(range of 2 runs [\d.]+ to [\d.]+, not a "
+        r"confidence interval\)",
+        flat,
+    ), flat
+    assert "95% CI" not in text
+    assert re.search(r"\d+% of NVLink spec", flat) and "18 NVLink links x 25 GB/s" in flat
     assert "p2p: P2P/CUMEM; no-p2p: SHM" in " ".join(text.split())
     assert "the NCCL transport contradicts" not in text
+
+
+LLAMA = ROOT / "reports" / "examples" / "h200x2-fsdp-llama"
+
+
+@pytest.mark.skipif(not LLAMA.is_dir(), reason="the Llama example bundle is not here")
+def test_llama_first_page_is_the_buyers_summary(tmp_path):
+    """Page 1 of the committed 2x H200 Llama bundle: per GPU, J/token (GPU board power), MFU with
+    its peak, the reference with its source, power capping sized, the variants defined."""
+    from kit.facts.efficiency import energy_per_unit
+
+    b = tmp_path / "llama"
+    shutil.copytree(LLAMA, b)
+    render_bundle(Bundle.load(b))
+    first = " ".join(pdf_text(b / "report.pdf").split("\f")[0].split())
+    bundle = Bundle.load(b)
+    hw = bundle.read_json("hardware.json")
+    p2p = [r for r in bundle.results["runs"] if r["variant"] == "p2p"]
+    tput = sorted(r["metrics"]["throughput"]["value"] for r in p2p)[1]
+    joules = sorted(energy_per_unit(r, hw).j_per_unit for r in p2p)[1]
+    assert f"{tput / 2:,.0f} tokens/s" in first  # per GPU
+    assert f"{joules:.3g} J/token" in first and "GPU board power" in first
+    assert "MFU, bf16" in first and "989 TFLOP/s bf16 dense per GPU" in first
+    assert "source: plain FSDP2 loop" in first
+    assert "power-limited: 100% of the timed window at the 700 W cap" in first
+    assert "SM clock" in first and "against 1,980 max" in first
+    assert "traffic is staged through host shared memory" in first and "lower bound" in first
+    assert "NCCL_NVLS_ENABLE=0" in first and "P2P/CUMEM" in first and "SHM" in first
+    assert "preflight passed" in first and "ECC on" in first and "VBIOS 96.00" in first
+    assert "95% t-interval, n=3" in first and "95% CI 1.33 to 1.38; t-interval, n=3" in first
+    assert "micro batch 1" in first and "cost per 1M" not in first
+
+
+@pytest.mark.skipif(not LLAMA.is_dir(), reason="the Llama example bundle is not here")
+def test_a_price_adds_cost_per_million(tmp_path):
+    b = tmp_path / "llama"
+    shutil.copytree(LLAMA, b)
+    render_bundle(Bundle.load(b), price_per_gpu_hour=2.5)
+    html = (b / "report.html").read_text()
+    assert "cost per 1M" in html and "at 2.5 per GPU-hour" in html
+
+
+def test_method_page_defines_the_headline_as_the_median_step_time(once):
+    text = " ".join(pdf_text(once("synthetic-2gpu")[0] / "report.pdf").split())
+    assert "divided by the median step time of the timed window" in text
+    assert "work per second over the measured steps" not in text  # the old, wrong definition
+    assert not re.search(r"peak\.Weights|\.[A-Z][a-z]+: random", text)  # no glued sentences
 
 
 def test_cpu_bundle_says_smoke_and_cpu(once):

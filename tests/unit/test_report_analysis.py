@@ -16,8 +16,11 @@ from kit.stats import paired_ratio
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "bundles"
 
 
-def load(name: str) -> tuple[Bundle, list[analysis.Benchmark]]:
-    b = Bundle.load(FIXTURES / name)
+EXAMPLES = Path(__file__).resolve().parent.parent.parent / "reports" / "examples"
+
+
+def load(name: str, root: Path = FIXTURES) -> tuple[Bundle, list[analysis.Benchmark]]:
+    b = Bundle.load(root / name)
     return b, analysis.build_benchmarks(b.results, b.recipe)
 
 
@@ -88,8 +91,8 @@ def test_failures_bundle_findings_cover_every_trust_problem():
     assert "1 planned run never ran" in text
     assert "12 wrong elements (#wrong > 0)" in text
     assert "llama-lora-fsdp.no-p2p.r0: P2P was disabled but NCCL made 16 P2P connection(s)" in text
-    assert "1 run was throttled" in text and "SwThermalSlowdown" in text
-    assert re.search(r"noisy results.*GPT-2 124M DDP no-p2p throughput \(CV 1\d\.\d%\)", text)
+    assert "1 run was throttled while busy: SwPowerCap in 1, SwThermalSlowdown in 1" in text
+    assert re.search(r"noisy results.*GPT-2 124M DDP: .*no-p2p throughput 1\d\.\d%", text)
     assert "preflight shm-size" in text
 
 
@@ -224,3 +227,91 @@ def test_the_recipes_cv_threshold_decides_what_is_noisy():
     titles = [f.title for f in analysis.findings(results, [default])]
     assert "noisy results: coefficient of variation over 3%" in titles
     assert not [f for f in analysis.findings(results, [lenient]) if "noisy" in f.title]
+
+
+def test_noisy_runs_withhold_the_verdict_and_say_why():
+    _, benches = load("synthetic-failures")
+    gpt2 = by_name(benches, "gpt2-ddp")
+    v = gpt2.verdicts[0]
+    assert v.withheld and "verdict withheld (p2p against no-p2p, throughput)" in v.sentence
+    assert "runs were noisy (CV" in v.sentence and "1 of 6 runs failed" in v.sentence
+    assert "faster" not in v.sentence and "slower" not in v.sentence  # no ratio is called
+
+
+def test_drifting_runs_withhold_the_verdict_but_power_capping_does_not():
+    _, benches = load("synthetic-2gpu")
+    llama = by_name(benches, "llama-lora-fsdp")
+    assert not llama.verdicts[0].withheld  # steady, quiet, complete: a finding
+    run = llama.variants[0].ok[0]
+    warm = run["data"]["warmup_steps"]
+    timed = len(run["data"]["step_times_s"]) - warm
+    run["data"]["step_times_s"] = [9.0] * warm + [1.0] * (timed // 2) + [0.7] * (timed - timed // 2)
+    for r in llama.runs:  # every run at the power cap: sized, never a reason to withhold
+        r.setdefault("telemetry", {})["throttle_reasons_seen"] = ["SwPowerCap"]
+    again = analysis.verdicts(llama)[0]
+    assert again.withheld.startswith("1 of 6 runs were not at steady state")
+    assert "-30%" in again.withheld and "power" not in again.withheld
+
+
+def test_resnet_example_withholds_the_noisy_drifting_verdict():
+    """The committed h200x2-resnet-ddp bundle once said "P2P makes resnet18-32 1.20x slower
+    (95% CI 1.11 to 1.31)" beside cautions that its runs were noisy and drifting."""
+    _, benches = load("h200x2-resnet-ddp", EXAMPLES)
+    small = by_name(benches, "resnet18-32").verdicts[0]
+    assert small.withheld and "noisy" in small.withheld and "steady state" in small.withheld
+    assert "1.20x" not in small.sentence and "95% CI" not in small.sentence
+    large = by_name(benches, "resnet50-224").verdicts[0]
+    assert not large.withheld
+    assert "range of 2 runs 1.01 to 1.01, not a confidence interval" in large.sentence
+
+
+def test_summary_per_gpu_and_energy_match_kit_facts_on_the_llama_example():
+    from kit.facts.efficiency import energy_per_unit
+
+    b, benches = load("h200x2-fsdp-llama", EXAMPLES)
+    hw = b.read_json("hardware.json")
+    llama = benches[0]
+    summary = analysis.summarize_bench(llama, hw, analysis.ran_line(llama))
+    for vs, block in zip(summary.variants, llama.variants, strict=True):
+        values = sorted(r["metrics"]["throughput"]["value"] for r in block.ok)
+        assert vs.median == pytest.approx(values[1]) and vs.gpus == 2
+        assert vs.per_gpu == pytest.approx(values[1] / 2)
+        joules = sorted(energy_per_unit(r, hw).j_per_unit for r in block.ok)
+        assert vs.j_per_unit == pytest.approx(joules[1])
+        assert vs.interval.startswith("95% t-interval, n=3 ")
+    p2p, no = summary.variants
+    assert p2p.power.limited and p2p.power.at_cap_share > 0.5 and not no.power.limited
+    assert p2p.power.sentence.startswith("power-limited: ") and "700 W cap" in p2p.power.sentence
+    assert p2p.transports == ["P2P/CUMEM"] and no.transports == ["SHM"]
+    assert no.settings == ["NCCL_P2P_DISABLE=1"] and "NCCL_NVLS_ENABLE=0" in summary.common_settings
+    assert "989 TFLOP/s bf16 dense per GPU" in p2p.peak_basis
+    assert summary.references[0]["source"]  # the recipe's expect names where it comes from
+    assert "micro batch 1" in summary.ran and "gradient checkpointing" in summary.ran
+
+
+def test_cost_per_million_units_needs_a_price():
+    b, benches = load("h200x2-fsdp-llama", EXAMPLES)
+    llama = benches[0]
+    hw = b.read_json("hardware.json")
+    none = analysis.summarize_bench(llama, hw, "")
+    assert all(v.cost_per_million is None for v in none.variants)
+    priced = analysis.summarize_bench(llama, hw, "", price_per_gpu_hour=3.0).variants[0]
+    assert priced.cost_per_million == pytest.approx(3.0 * 2 / (priced.median * 3600) * 1e6)
+
+
+def test_ran_line_describes_the_smoke_model_not_the_recipe_name():
+    _, benches = load("cpu-smoke")
+    line = analysis.ran_line(benches[0], smoke=True)
+    assert "on 2 processes" in line and "GPUs" not in line
+
+
+def test_a_reference_from_another_gpu_count_is_compared_per_gpu():
+    """The 4-GPU Llama bundle carries the 2-GPU recipe's reference: 28,275 tokens/s on 4 GPUs is
+    not "better than" 14,230 on 2; per GPU the two agree."""
+    _, benches = load("h200x4-fsdp-llama", EXAMPLES)
+    (e,) = analysis.expectations(benches[0])
+    p2p = next(v for v in benches[0].variants if v.name == "p2p")
+    median = benches[0].metrics["throughput"]["p2p"].summary.median
+    assert e["per_gpu"] and e["ref_gpus"] == 2 and e["gpus"] == 4 and len(p2p.ok) >= 1
+    assert e["value"] == pytest.approx(14230 / 2) and e["measured"] == pytest.approx(median / 4)
+    assert e["unit"] == "tokens/s per GPU" and e["verdict"] == "within tolerance"

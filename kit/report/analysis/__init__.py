@@ -17,6 +17,14 @@ from kit.report.analysis.model import (
     is_ok,
     p2p_disabled,
 )
+from kit.report.analysis.summary import (
+    BenchSummary,
+    VariantSummary,
+    ran_line,
+    settings,
+    summarize_bench,
+    variant_definition,
+)
 from kit.report.analysis.sweeps import allreduce_curves, raw_sizes, sweep_curves
 from kit.report.analysis.training import (
     DRIFT_MIN_STEPS,
@@ -26,17 +34,25 @@ from kit.report.analysis.training import (
     telemetry_series,
     window_drift,
 )
-from kit.report.analysis.trust import Finding, findings, nccl_contradiction, transports
+from kit.report.analysis.trust import (
+    Finding,
+    findings,
+    nccl_contradiction,
+    transports,
+    trust_facts,
+)
 from kit.report.analysis.verdicts import compare, expectations, headline, verdict_metric, verdicts
 
 __all__ = [
     "CV_THRESHOLD",
     "DRIFT_MIN_STEPS",
     "DRIFT_THRESHOLD",
+    "BenchSummary",
     "Benchmark",
     "Finding",
     "MetricRow",
     "VariantBlock",
+    "VariantSummary",
     "Verdict",
     "allreduce_curves",
     "benchmark_label",
@@ -50,11 +66,16 @@ __all__ = [
     "is_ok",
     "nccl_contradiction",
     "p2p_disabled",
+    "ran_line",
     "raw_sizes",
+    "settings",
     "step_traces",
+    "summarize_bench",
     "sweep_curves",
     "telemetry_series",
     "transports",
+    "trust_facts",
+    "variant_definition",
     "verdict_metric",
     "verdicts",
     "window_drift",

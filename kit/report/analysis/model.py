@@ -55,6 +55,7 @@ class Verdict:
     ratio: Any = None  # kit.stats.Ratio
     pairs: int = 0
     failed: bool = False
+    withheld: str = ""  # why the comparison is not a finding (noisy, drifting, failed runs)
 
 
 @dataclass

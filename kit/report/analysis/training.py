@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from kit.facts.window import timed_window
 from kit.report.analysis.model import Benchmark
 
 # A training run whose median step time differs this much between the first and second half
@@ -51,6 +52,19 @@ def _ms(seconds: float) -> str:
     return f"{ms:.3g}" if ms < 100 else f"{ms:,.0f}"
 
 
+def run_drift(run: dict[str, Any]) -> float | None:
+    """Relative change of the median step time from the first to the second half of the run's
+    timed window, or None (too few steps)."""
+    data = run.get("data") or {}
+    steps = data.get("step_times_s")
+    if not steps:
+        return None
+    halves = window_drift([float(s) for s in steps], int(data.get("warmup_steps") or 0))
+    if halves is None or halves[0] <= 0:
+        return None
+    return halves[1] / halves[0] - 1
+
+
 def drifting(bench: Benchmark) -> list[str]:
     """The finished runs whose step time moved more than DRIFT_THRESHOLD inside the window."""
     out = []
@@ -69,13 +83,15 @@ def drifting(bench: Benchmark) -> list[str]:
 
 
 def telemetry_series(bench: Benchmark) -> list[dict[str, Any]]:
-    """Telemetry samples of every finished run that has them, per GPU."""
+    """Telemetry samples of every finished run that has them, per GPU, with the run's timed
+    window on the telemetry clock ((start, end) s, or None where it cannot be placed)."""
     out = []
     for v in bench.variants:
         for r in v.ok:
             tel = r.get("telemetry") or {}
             if not tel.get("available"):
                 continue
+            w = timed_window(r)
             for g in tel.get("gpus") or []:
                 s = g.get("samples") or {}
                 if s.get("t_s"):
@@ -85,6 +101,7 @@ def telemetry_series(bench: Benchmark) -> list[dict[str, Any]]:
                             "run_id": r["run_id"],
                             "gpu": g.get("index"),
                             "samples": s,
+                            "window": (w.start_s, w.end_s) if w else None,
                         }
                     )
     return out

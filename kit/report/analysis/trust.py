@@ -127,24 +127,35 @@ def findings(results: dict[str, Any], benches: list[Benchmark]) -> list[Finding]
                 "runtime for a pinned image",
             )
         )
-    throttled = []
+    throttled: dict[str, list[str]] = {}
     for r in runs:
         tel = r.get("telemetry") or {}
         if is_ok(r) and tel.get("throttled"):
-            seen = ", ".join(tel.get("throttle_reasons_seen") or []) or "slowdown"
-            throttled.append(f"{r['run_id']} ({seen})")
+            for reason in tel.get("throttle_reasons_seen") or ["slowdown"]:
+                throttled.setdefault(reason, []).append(str(r["run_id"]))
     if throttled:
-        were = "run was" if len(throttled) == 1 else "runs were"
+        n = len({x for ids in throttled.values() for x in ids})
+        were = "run was" if n == 1 else "runs were"
         out.append(
-            Finding("warn", f"{len(throttled)} {were} throttled while busy", ", ".join(throttled))
+            Finding(
+                "warn",
+                f"{n} {were} throttled while busy: "
+                + ", ".join(f"{k} in {len(v)}" for k, v in throttled.items()),
+                "a power cap (SwPowerCap) is normal operation for these GPUs and is sized "
+                "where the figures are (share of the timed window at the cap, SM clock); "
+                "other reasons (thermal, hardware slowdown) are not",
+            )
         )
-    noisy = [
-        f"{b.label} {v} {row.label} (CV {row.summary.cv:.1%})"
-        for b in benches
-        for rows in b.metrics.values()
-        for v, row in rows.items()
-        if row.noisy and row.summary is not None and row.summary.cv is not None
-    ]
+    noisy = []
+    for b in benches:
+        mine = [
+            f"{v} {row.label} {row.summary.cv:.1%}"
+            for rows in b.metrics.values()
+            for v, row in rows.items()
+            if row.noisy and row.summary is not None and row.summary.cv is not None
+        ]
+        if mine:
+            noisy.append(f"{b.label}: " + ", ".join(mine))
     if noisy:
         out.append(
             Finding(
@@ -168,4 +179,50 @@ def findings(results: dict[str, Any], benches: list[Benchmark]) -> list[Finding]
     for f in results.get("preflight") or []:
         level = "error" if f.get("level") == "error" else "warn"
         out.append(Finding(level, f"preflight {f.get('check')}: {f.get('message')}"))
+    return out
+
+
+def trust_facts(results: dict[str, Any], hardware: dict[str, Any]) -> list[tuple[str, str]]:
+    """The machine's state a buyer checks before trusting a figure: the preflight outcome,
+    ECC, VBIOS, driver, and the kit that measured (version and commit)."""
+    checks = results.get("preflight") or []
+    errors = sum(1 for f in checks if f.get("level") == "error")
+    preflight = (
+        "passed, nothing flagged"
+        if not checks
+        else f"{len(checks)} finding{'s' if len(checks) > 1 else ''}"
+        + (f", {errors} fatal" if errors else ", none fatal")
+        + ": "
+        + "; ".join(f"{f.get('check')}: {f.get('message')}" for f in checks)
+    )
+    gpus = hardware.get("gpus") or []
+    out = [("preflight", preflight)]
+    if gpus:
+        modes = {(g.get("ecc") or {}).get("mode_current") for g in gpus}
+        errs = sum(int((g.get("ecc") or {}).get("volatile_uncorrected") or 0) for g in gpus)
+        ecc = (
+            "on"
+            if modes == {1}
+            else "off"
+            if modes == {0}
+            else "not recorded"
+            if modes == {None}
+            else "mixed"
+        )
+        if modes != {None}:
+            ecc += f", {errs} uncorrected errors since boot (volatile)"
+        out.append(("ECC", ecc))
+        vbios = sorted({str(g.get("vbios_version")) for g in gpus if g.get("vbios_version")})
+        out.append(("VBIOS", ", ".join(vbios) if vbios else "not recorded by this inventory"))
+        driver = (hardware.get("driver") or {}).get("version")
+        if driver:
+            out.append(("driver", str(driver)))
+    commit = results.get("kit_commit")
+    out.append(
+        (
+            "kit",
+            f"{results.get('kit_version') or '?'}, commit "
+            + (str(commit) if commit else "not recorded (bundle made before kit recorded it)"),
+        )
+    )
     return out

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kit.report.analysis.model import Benchmark, VariantBlock, Verdict
+from kit.report.analysis.training import DRIFT_THRESHOLD, run_drift
 from kit.stats import StatsError, paired_ratio
 from kit.workloads.registry import headline_metric, metric_label
 
@@ -66,7 +68,46 @@ def compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> 
             f"{a.name} against {b.name}: {text} in {label} ({n}); both variants ran "
             "the same code, so this difference is noise."
         )
+        return Verdict(bench.name, metric, sentence, ratio, len(xs))
+    why = withheld_because(bench, a, b, metric)
+    if why:
+        sentence = (
+            f"{bench.label}: verdict withheld ({a.name} against {b.name}, {label}): {why}. "
+            "The per-variant figures are in its section; their ratio is not a finding."
+        )
+        return Verdict(bench.name, metric, sentence, ratio, len(xs), withheld=why)
     return Verdict(bench.name, metric, sentence, ratio, len(xs))
+
+
+def withheld_because(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> str:
+    """Why a comparison of a and b cannot be called a finding ("" when it can): runs that
+    failed, a noisy metric (CV over the recipe's cv_threshold), or runs not at steady state.
+    Power capping is normal operation and never withholds a verdict."""
+    reasons = []
+    failed = sum(len(v.failed) + v.missing for v in (a, b))
+    if failed:
+        total = sum(len(v.runs) + v.missing for v in (a, b))
+        reasons.append(f"{failed} of {total} runs failed")
+    rows = bench.metrics.get(metric) or {}
+    cvs = [
+        row.summary.cv
+        for v in (a, b)
+        if (row := rows.get(v.name)) is not None and row.noisy and row.summary is not None
+    ]
+    if cvs:
+        spread = f"{min(cvs):.0%}" if len(cvs) == 1 else f"{min(cvs):.0%} to {max(cvs):.0%}"
+        reasons.append(
+            f"the runs were noisy (CV {spread}, over the recipe's {bench.cv_threshold:.0%})"
+        )
+    drifts = [d for v in (a, b) for r in v.ok if (d := run_drift(r)) is not None]
+    moved = [d for d in drifts if abs(d) > DRIFT_THRESHOLD]
+    if moved:
+        worst = max(moved, key=abs)
+        reasons.append(
+            f"{len(moved)} of {len(drifts)} runs were not at steady state (step time moved "
+            f"up to {worst:+.0%} inside the timed window)"
+        )
+    return "; ".join(reasons)
 
 
 def verdict_metric(bench: Benchmark) -> str:
@@ -114,11 +155,30 @@ def headline(bench: Benchmark) -> list[dict[str, Any]]:
     return out
 
 
+REF_GPUS = re.compile(r"\b(\d+)\s*x\s*[A-Z]")
+"""A reference's GPU count as its source names it: "2x H200 NV18, P2P on" -> 2."""
+
+
+def _against(measured: float, value: float, tol: float, hib: bool) -> str:
+    low_ok = measured >= value * (1 - tol)
+    high_ok = measured <= value * (1 + tol)
+    if low_ok and high_ok:
+        return "within tolerance"
+    better = (hib and not high_ok) or (not hib and not low_ok)
+    return "better than the reference" if better else "WORSE than the reference"
+
+
 def expectations(bench: Benchmark) -> list[dict[str, Any]]:
-    """The recipe's `expect:` references against the first variant's median (p2p by default)."""
+    """The recipe's `expect:` references against the first variant's median (p2p by default).
+
+    A throughput reference whose source names another GPU count ("2x H200") than the runs used
+    is compared per GPU (`per_gpu`: reference and measured figures divided by their counts)."""
     out = []
     ref = next((v for v in bench.variants if v.name == "p2p"), None) or (
         bench.variants[0] if bench.variants else None
+    )
+    gpus = (
+        next((int(r["world_size"]) for r in ref.ok if r.get("world_size")), None) if ref else None
     )
     for metric, exp in (bench.expect or {}).items():
         if not isinstance(exp, dict) or "value" not in exp:
@@ -127,31 +187,31 @@ def expectations(bench: Benchmark) -> list[dict[str, Any]]:
         tol = float(exp.get("tolerance") or 0.0)
         value = float(exp["value"])
         measured = row.summary.median if row is not None and row.summary is not None else None
+        unit = exp.get("unit") or (row.unit if row else "")
+        found = REF_GPUS.search(str(exp.get("source") or ""))
+        ref_gpus = int(found.group(1)) if found else None
+        per_gpu = bool(ref_gpus and gpus and ref_gpus != gpus and str(unit).endswith("/s"))
+        if per_gpu:
+            value = value / ref_gpus
+            measured = measured / gpus if measured is not None else None
         if measured is None:
             verdict = "failed: no finished run"
         else:
-            hib = row.higher_is_better
-            low_ok = measured >= value * (1 - tol)
-            high_ok = measured <= value * (1 + tol)
-            verdict = (
-                "within tolerance"
-                if low_ok and high_ok
-                else (
-                    "better than the reference"
-                    if (hib and not high_ok) or (not hib and not low_ok)
-                    else "WORSE than the reference"
-                )
-            )
+            verdict = _against(measured, value, tol, row.higher_is_better)
         out.append(
             {
                 "metric": metric,
                 "label": metric_label(bench.kind, metric),
                 "value": value,
-                "unit": exp.get("unit") or (row.unit if row else ""),
+                "unit": f"{unit} per GPU" if per_gpu else unit,
                 "tolerance": tol,
                 "variant": ref.name if ref else "-",
                 "measured": measured,
                 "verdict": verdict,
+                "source": str(exp.get("source") or ""),
+                "per_gpu": per_gpu,
+                "ref_gpus": ref_gpus,
+                "gpus": gpus,
             }
         )
     return out

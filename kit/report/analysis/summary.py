@@ -1,0 +1,304 @@
+"""Page 1's buyer's summary: per benchmark and variant, the figures a buyer asks for.
+
+Throughput in total and per GPU, energy per unit of work (GPU board power, inside the timed
+window), share of peak (MFU against a named peak, bus bandwidth against the link's spec figure),
+the reference with its source, power capping sized, and cost per 1M units when a price is given.
+Every number comes from kit.facts (the one place that computes them) over the finished runs.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from kit.facts.efficiency import cost_per_million, energy_per_unit, link_share, mfu_basis
+from kit.facts.window import WindowFacts, window_facts
+from kit.report.analysis.model import Benchmark, VariantBlock
+from kit.report.analysis.trust import transports
+from kit.report.analysis.verdicts import expectations, verdict_metric
+
+MIN_SAMPLES_PER_GPU = 4
+"""Energy and power are printed only when the window holds this many samples per GPU
+(telemetry samples every ~0.25 s: a 0.2 s window holds one or two, too few to integrate)."""
+
+VARIANT_DEFINITIONS = {
+    "p2p": "GPU peer-to-peer allowed: NCCL moves data GPU to GPU directly over NVLink "
+    "(or PCIe peer-to-peer where there is no NVLink), its default.",
+    "no-p2p": "NCCL_P2P_DISABLE=1: GPU-to-GPU traffic is staged through host shared memory. "
+    "A lower bound, not a prediction for a PCIe-only machine (which would still use PCIe "
+    "peer-to-peer).",
+}
+
+LOGGING_ONLY = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"}
+SETTING_PREFIXES = ("NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_", "TORCH_NCCL_", "CUDA_DEVICE_MAX_")
+
+
+@dataclass
+class Power:
+    """Power inside the timed window, over a variant's finished runs (means of the runs)."""
+
+    runs: int
+    limited: bool
+    at_cap_share: float | None
+    power_limit_w: float | None
+    power_w_per_gpu: float
+    sm_clock_mhz: float | None
+    sm_clock_max_mhz: float | None
+    throttle_share: dict[str, float]
+    window_s: float
+
+    @property
+    def sentence(self) -> str:
+        """E.g. "power-limited: 100% of the timed window at the 700 W cap, SM clock 1,750 MHz
+        against 1,980 max"."""
+        head = "power-limited" if self.limited else "not power-limited"
+        if self.at_cap_share is not None and self.power_limit_w:
+            head += (
+                f": {self.at_cap_share:.0%} of the timed window at the "
+                f"{self.power_limit_w:,.0f} W cap"
+            )
+        parts = [head, f"{self.power_w_per_gpu:,.0f} W per GPU"]
+        if self.sm_clock_mhz is not None:
+            top = f" against {self.sm_clock_max_mhz:,.0f} max" if self.sm_clock_max_mhz else ""
+            parts.append(f"SM clock {self.sm_clock_mhz:,.0f} MHz{top}")
+        return ", ".join(parts)
+
+
+@dataclass
+class VariantSummary:
+    variant: str
+    definition: str
+    n_ok: int
+    n: int
+    gpus: int | None
+    metric_label: str
+    unit: str
+    median: float | None
+    per_gpu: float | None = None
+    interval: str = ""
+    j_per_unit: float | None = None
+    units_per_kwh: float | None = None
+    work_unit: str = ""
+    energy_note: str = ""
+    power: Power | None = None
+    mfu: str = ""  # "26% MFU, bf16"
+    link: str = ""  # "73% of NVLink spec"
+    peak_basis: str = ""  # what the share divides by, and its source
+    cost_per_million: float | None = None
+    transports: list[str] = field(default_factory=list)
+    settings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class BenchSummary:
+    name: str
+    label: str
+    kind: str
+    ran: str
+    variants: list[VariantSummary]
+    references: list[dict[str, Any]]
+    common_settings: list[str]
+
+
+def variant_definition(v: VariantBlock) -> str:
+    """One sentence defining the variant: the kit's own for p2p/no-p2p, else the recipe's."""
+    text = VARIANT_DEFINITIONS.get(v.name) or v.description or "as the recipe defines it"
+    if v.ok and all(r.get("backend") == "gloo" for r in v.ok):
+        text += " Here the runs used gloo on the CPU, where NCCL settings have no effect."
+    return text
+
+
+def settings(runs: list[dict[str, Any]]) -> list[str]:
+    """NCCL and multicast settings the runs set (K=V), logging switches left out."""
+    seen: dict[str, str] = {}
+    for r in runs:
+        for k, val in (r.get("env") or {}).items():
+            if k.startswith(SETTING_PREFIXES) and k not in LOGGING_ONLY:
+                seen[k] = str(val)
+    return [f"{k}={v}" for k, v in sorted(seen.items())]
+
+
+def _power(facts: list[WindowFacts]) -> Power | None:
+    facts = [f for f in facts if f.samples / max(1, f.gpus) >= MIN_SAMPLES_PER_GPU]
+    if not facts:
+        return None
+    clocks = [f.sm_clock_mhz_mean for f in facts if f.sm_clock_mhz_mean is not None]
+    caps = [f.at_cap_share for f in facts if f.at_cap_share is not None]
+    reasons: dict[str, float] = {}
+    for f in facts:
+        for k, v in f.throttle_share.items():
+            reasons[k] = reasons.get(k, 0.0) + v / len(facts)
+    return Power(
+        runs=len(facts),
+        limited=sum(f.power_limited for f in facts) > len(facts) / 2,
+        at_cap_share=statistics.mean(caps) if len(caps) == len(facts) else None,
+        power_limit_w=facts[0].power_limit_w,
+        power_w_per_gpu=statistics.mean(f.power_w_per_gpu_mean for f in facts),
+        sm_clock_mhz=statistics.mean(clocks) if clocks else None,
+        sm_clock_max_mhz=facts[0].sm_clock_mhz_max_spec,
+        throttle_share=reasons,
+        window_s=statistics.mean(f.window.seconds for f in facts),
+    )
+
+
+def _energy(vs: VariantSummary, ok: list[dict[str, Any]], hardware: dict[str, Any]) -> None:
+    energies = [e for r in ok if (e := energy_per_unit(r, hardware)) is not None]
+    facts = [f for r in ok if (f := window_facts(r, hardware)) is not None]
+    vs.power = _power(facts)
+    if not energies:
+        return
+    usable = [
+        e
+        for e, f in zip(energies, facts, strict=False)
+        if e.complete and f.samples / max(1, f.gpus) >= MIN_SAMPLES_PER_GPU
+    ]
+    if not usable:
+        shortest = min(f.window.seconds for f in facts) if facts else 0.0
+        vs.energy_note = (
+            f"energy not measured: the timed window ({shortest:.1f} s) holds too few "
+            "power samples (one every ~0.25 s)"
+            if facts and shortest < 2.0
+            else "energy not measured: not every GPU was sampled"
+        )
+        return
+    vs.j_per_unit = statistics.median(e.j_per_unit for e in usable)
+    vs.units_per_kwh = statistics.median(e.units_per_kwh for e in usable)
+    vs.work_unit = usable[0].unit.rstrip("s")
+
+
+def _sweep_link(vs: VariantSummary, hardware: dict[str, Any]) -> None:
+    """Bus bandwidth against the spec figure of the link the variant's transport used."""
+    if vs.median is None:
+        return
+    used = " ".join(vs.transports)
+    nvlinks = any(
+        x.get("active") for g in hardware.get("gpus") or [] for x in g.get("nvlinks") or []
+    )
+    link = "nvlink" if "P2P" in used and nvlinks else "pcie" if hardware.get("gpus") else None
+    share = link_share(vs.median, hardware, link) if link else None
+    if share is None:
+        return
+    vs.link = f"{share['share']:.0%} of {'NVLink' if link == 'nvlink' else 'PCIe'} spec"
+    vs.peak_basis = f"bus bandwidth against {share['basis']}"
+    if link == "pcie" and "SHM" in used:
+        vs.peak_basis += "; staged through host memory, so PCIe is its path, not its bound"
+
+
+def summarize_bench(
+    bench: Benchmark,
+    hardware: dict[str, Any],
+    ran: str,
+    price_per_gpu_hour: float | None = None,
+    smoke: bool = False,
+) -> BenchSummary:
+    metric = verdict_metric(bench)
+    rows = bench.metrics.get(metric) or {}
+    used = transports(bench)
+    out = []
+    all_settings = [settings(v.ok or v.runs) for v in bench.variants]
+    common = (
+        [s for s in all_settings[0] if all(s in o for o in all_settings)] if all_settings else []
+    )
+    for v, mine in zip(bench.variants, all_settings, strict=True):
+        row = rows.get(v.name)
+        s = row.summary if row is not None else None
+        gpus = next((int(r["world_size"]) for r in v.ok if r.get("world_size")), None)
+        vs = VariantSummary(
+            variant=v.name,
+            definition=variant_definition(v),
+            n_ok=len(v.ok),
+            n=len(v.runs) + v.missing,
+            gpus=gpus,
+            metric_label=row.label if row is not None else metric,
+            unit=row.unit if row is not None else "",
+            median=s.median if s is not None else None,
+            interval=(
+                f"{s.label} {_n(s.ci_low)} to {_n(s.ci_high)}"
+                if s is not None and s.ci_available
+                else ("one run, no interval" if s is not None else "")
+            ),
+            transports=used.get(v.name, []),
+            settings=[x for x in mine if x not in common],
+        )
+        if bench.figures == "sweep":
+            if not smoke:
+                _sweep_link(vs, hardware)
+        elif s is not None:
+            if gpus and all(r.get("device") != "cpu" for r in v.ok):
+                vs.per_gpu = s.median / gpus
+                if price_per_gpu_hour is not None and s.median > 0:
+                    vs.cost_per_million = cost_per_million(s.median, gpus, price_per_gpu_hour)
+            if not smoke:
+                _energy(vs, v.ok, hardware)
+                basis = [b for r in v.ok if (b := mfu_basis(r))]
+                if basis:
+                    mfu = statistics.median(b["mfu"] for b in basis)
+                    b0 = basis[0]
+                    vs.mfu = f"{mfu:.{0 if mfu >= 0.1 else 1}%} MFU, {b0['dtype']}"
+                    vs.peak_basis = (
+                        f"MFU divides by {b0['peak_flops_per_gpu'] / 1e12:g} TFLOP/s "
+                        f"{b0['dtype']} dense per GPU ({b0['source']})"
+                    )
+        out.append(vs)
+    refs = [] if smoke else expectations(bench)
+    return BenchSummary(bench.name, bench.label, bench.kind, ran, out, refs, common)
+
+
+def _n(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+# (parameter names, words) in the order a reader wants them; the first name present is used
+RAN_PARAMS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("arch",), "{}"),
+    (("num_layers", "n_layer"), "{} layers"),
+    (("hidden_size", "n_embd"), "{} wide"),
+    (("image_size",), "{} px images"),
+    (("seq_len",), "sequence {}"),
+    (("micro_batch",), "micro batch {}"),
+    (("batch_per_gpu",), "batch {} per GPU"),
+    (("lora_r",), "LoRA r{}"),
+    (("precision",), "{}"),
+    (("dtype",), "{}"),
+)
+# boolean switches that change throughput: (name, words when on, words when off)
+RAN_SWITCHES = (
+    ("gradient_checkpointing", "gradient checkpointing", "no gradient checkpointing"),
+    ("compile", "torch.compile", None),
+    ("channels_last", "channels-last", None),
+)
+
+
+def ran_line(bench: Benchmark, smoke: bool = False) -> str:
+    """What ran, from the finished runs' recorded parameters (else the recipe's): e.g.
+    "32 layers, 4096 wide, sequence 4096, micro batch 1, LoRA r8, bf16 on 2 GPUs"."""
+    ok = [r for v in bench.variants for r in v.ok]
+    data = (ok[0].get("data") or {}) if ok else {}
+    params = {**bench.params, **(data.get("params") or {})}
+    if data.get("precision"):
+        params.setdefault("precision", data["precision"])
+    parts = []
+    for names, words in RAN_PARAMS:
+        key = next((k for k in names if params.get(k) not in (None, "")), None)
+        if key is not None:
+            parts.append(words.format(params[key]))
+    for name, on, off in RAN_SWITCHES:
+        if name in params and (words := on if params[name] else off):
+            parts.append(words)
+    if "min_bytes" in params and "max_bytes" in params:
+        parts.insert(0, f"{_bytes(params['min_bytes'])} to {_bytes(params['max_bytes'])}")
+    world = sorted({int(r["world_size"]) for r in ok if r.get("world_size")})
+    on = "processes" if ok and ok[0].get("device") == "cpu" else "GPUs"
+    where = f" on {'/'.join(map(str, world))} {on}" if world else ""
+    text = ", ".join(parts) + where if parts else "parameters not recorded" + where
+    return text
+
+
+def _bytes(n: Any) -> str:
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:g} {unit}"
+        n /= 1024
+    return f"{n:g} GiB"

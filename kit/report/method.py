@@ -1,0 +1,62 @@
+"""The Method page's facts: read from the runs (never assumed), and each workload's paragraph
+rendered from its spec's method template, once per workload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jinja2 import Environment
+from markupsafe import Markup
+
+from kit.report import analysis
+
+
+def _method_facts(b: analysis.Benchmark) -> dict[str, Any]:
+    """What a workload's method paragraph may state, read from its finished runs."""
+    ok = [r for v in b.variants for r in v.ok]
+    data = (ok[0].get("data") or {}) if ok else {}
+    rows = [row for r in ok for row in (r.get("data") or {}).get("sizes") or []]
+    return {
+        "label": b.label,
+        "params": data.get("params") or b.params,
+        "timing": sorted({row.get("timing") for row in rows if row.get("timing")}),
+        "world": sorted({r.get("world_size") for r in ok if r.get("world_size")}),
+        "bus_factor": data.get("bus_factor"),
+        "backend": sorted({r.get("backend") for r in ok if r.get("backend")}),
+        "warmup": sorted({(r.get("data") or {}).get("warmup_steps") for r in ok} - {None}),
+        "steps": sorted({len((r.get("data") or {}).get("step_times_s") or []) for r in ok} - {0}),
+        "flops_formula": data.get("flops_formula"),
+        "step_note": str(data.get("step_times_note") or "").rstrip("."),
+        "peak": data.get("peak_flops_source"),
+        "weights": data.get("weights"),
+        "data": data.get("data"),
+    }
+
+
+def method_view(
+    benches: list[analysis.Benchmark], results: dict[str, Any], env: Environment
+) -> dict[str, Any]:
+    """Facts the Method section states, read from the runs (never assumed), and each
+    workload's paragraph, rendered from its spec's method template."""
+    out: dict[str, Any] = {
+        "repeats": results.get("repeats"),
+        "cv": benches[0].cv_threshold if benches else analysis.CV_THRESHOLD,
+        "drift": analysis.DRIFT_THRESHOLD,
+    }
+    env.trim_blocks = env.lstrip_blocks = False  # a paragraph: keep the spaces between lines
+    paragraphs = []
+    kinds: dict[str, list[analysis.Benchmark]] = {}
+    for b in benches:
+        if b.spec is not None:
+            kinds.setdefault(b.kind, []).append(b)
+    for group in kinds.values():  # one paragraph per workload, its parameters per benchmark
+        first = group[0]
+        facts = _method_facts(first)
+        facts["label"] = " and ".join(b.label for b in group)
+        html = env.from_string(first.spec.method).render(a=facts, s=first.spec, me=out)
+        params = [(b.label, _method_facts(b)["params"]) for b in group]
+        paragraphs.append(
+            {"label": facts["label"], "kind": first.kind, "html": Markup(html), "params": params}
+        )
+    out["workloads"] = paragraphs
+    return out
