@@ -6,13 +6,12 @@ Thin, like the rest of the CLI: parse, call kit.bundle / kit.signature / kit.sea
 from __future__ import annotations
 
 import sys
-from inspect import signature
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from kit.errors import InputError, KitError
+from kit.errors import KitError
 
 
 def _warn(line: str) -> None:
@@ -40,14 +39,8 @@ def report(
     from kit.report.render import render_bundle
 
     price = check_price(price_per_gpu_hour)
-    if price is not None and "price_per_gpu_hour" not in signature(render_bundle).parameters:
-        # until the single report's cost section is merged (it adds this keyword)
-        raise InputError("--price-per-gpu-hour: this kit's report does not show costs yet")
     b = Bundle.load(bundle)
-    if price is None:
-        print(reseal_report(b.path, lambda: render_bundle(b)))
-    else:  # render_bundle's price_per_gpu_hour: added by the single-report change
-        print(reseal_report(b.path, lambda: render_bundle(b, price_per_gpu_hour=price)))
+    print(reseal_report(b.path, lambda: render_bundle(b, price_per_gpu_hour=price)))
 
 
 def verify(

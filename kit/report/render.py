@@ -22,6 +22,7 @@ from kit.bundle import Bundle
 from kit.errors import KitError
 from kit.inventory import summary_line
 from kit.model import BundleData, load_bundle
+from kit.refs.store import standing
 from kit.report import analysis, plots, sections
 from kit.report.method import method_view
 from kit.report.sections import (
@@ -272,6 +273,8 @@ def context(bundle: Bundle, price_per_gpu_hour: float | None = None) -> dict[str
         "benches": views,
         "summaries": summaries,
         "price_per_gpu_hour": price_per_gpu_hour,
+        # shipped references only: a sealed report reads the same on every machine
+        "standing": [] if smoke else standing(bundle.path, headline_only=True, include_user=False),
         "ran": ran_lines(benches, smoke),
         "headlines": {b.name: analysis.headline(b) for b in benches},
         # reference figures are for full-size runs on GPUs: a smoke run is not compared with them
