@@ -84,8 +84,8 @@ def allreduce_table(
 
 
 def training_table(bundles: list[str]) -> None:
-    print("\n### Training workloads (median over repeats, 95% bootstrap CI)\n")
-    print("| bundle | benchmark | variant | metric | median | 95% CI | n | P2P effect (paired) |")
+    print("\n### Training workloads (median over repeats; each interval says what it is)\n")
+    print("| bundle | benchmark | variant | metric | median | interval | n | P2P effect (paired) |")
     print("|---|---|---|---|---|---|---|---|")
     for name in bundles:
         results = json.loads((EXAMPLES / name / "results.json").read_text())
@@ -104,7 +104,7 @@ def training_table(bundles: list[str]) -> None:
             for variant, values in by_variant.items():
                 s = summarize(values)
                 print(f"| {name} | {bench} | {variant} | throughput ({unit}) | {s.median:,.1f} | "
-                      f"{s.ci_low:,.1f} to {s.ci_high:,.1f} | {s.n} | {effect if variant == 'p2p' else ''} |")  # fmt: skip
+                      f"{s.ci_low:,.1f} to {s.ci_high:,.1f} ({s.label}) | {s.n} | {effect if variant == 'p2p' else ''} |")  # fmt: skip
 
 
 def mfu_table(bundles: list[str]) -> None:
