@@ -32,8 +32,15 @@ import numpy as np
 from scipy import stats as _st
 
 from kit.errors import KitError
+from kit.intervals import (
+    CONFIDENCE,
+    interval_kind,
+    interval_label,
+    n_words,
+    t_interval,
+    welch_log_interval,
+)
 
-CONFIDENCE = 0.95
 SMALL_N = 5
 """Up to this many runs (pairs) the interval is a t-interval on logs, not a bootstrap."""
 N_RESAMPLES = 9999
@@ -136,7 +143,7 @@ class Ratio:
             return f"{self.label} {lo} to {hi}, not a confidence interval"
         pct = f"{self.confidence * 100:g}%"
         method = "t-interval" if self.ci_kind == "t" else "bootstrap"
-        return f"{pct} CI {lo} to {hi}; {method}, {_n_words(self.n_a, self.n_b, self.paired)}"
+        return f"{pct} CI {lo} to {hi}; {method}, {n_words(self.n_a, self.n_b, self.paired)}"
 
 
 def summarize(
@@ -157,7 +164,7 @@ def summarize(
         lo, hi, method = t_interval(x, confidence, log=bool((x > 0).all()))
     else:
         lo, hi, method = _bootstrap((x,), _median, confidence, n_resamples)
-    kind = _kind(method)
+    kind = interval_kind(method)
     return Summary(
         n=n,
         median=median,
@@ -173,7 +180,7 @@ def summarize(
         max=float(np.max(x)),
         ci_kind=kind,
         is_ci=kind in ("bootstrap", "t"),
-        label=_label(kind, confidence, n),
+        label=interval_label(kind, confidence, n),
     )
 
 
@@ -298,73 +305,6 @@ class AdaptiveRepeats:
         return n >= self.max_repeats and is_noisy(samples, self.cv_threshold)
 
 
-# --- small-sample intervals --------------------------------------------------------------------
-
-
-def t_interval(
-    x: Sequence[float], confidence: float = CONFIDENCE, log: bool = True
-) -> tuple[float, float, str]:
-    """(low, high, method): Student's t-interval of the mean of log(x), back-transformed.
-
-    Valid at any n >= 2 for (log-)normal data: mean(log x) +- t(1 - a/2, n-1) * sd / sqrt(n),
-    then exp. `log=False` gives the plain t-interval of the mean (for data with a value <= 0).
-    """
-    v = np.asarray(x, dtype=float)
-    if len(v) < 2:
-        raise StatsError(f"a t-interval needs at least 2 values, got {len(v)}")
-    if float(np.ptp(v)) == 0.0:  # no spread: the interval is the value itself, exactly
-        return float(v[0]), float(v[0]), "t" if log else "t-linear"
-    w = np.log(v) if log else v
-    half = _st.t.ppf(0.5 + confidence / 2, len(w) - 1) * np.std(w, ddof=1) / math.sqrt(len(w))
-    lo, hi = float(np.mean(w) - half), float(np.mean(w) + half)
-    if log:
-        return math.exp(lo), math.exp(hi), "t"
-    return lo, hi, "t-linear"
-
-
-def welch_log_interval(
-    a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
-) -> tuple[float, float, str]:
-    """(low, high, "t"): Welch's t-interval of mean(log a) - mean(log b), back-transformed:
-    an interval for the ratio of geometric means of two independent samples (n >= 2 each)."""
-    la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
-    va, vb = np.var(la, ddof=1) / len(la), np.var(lb, ddof=1) / len(lb)
-    diff = float(np.mean(la) - np.mean(lb))
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return math.exp(diff), math.exp(diff), "t"
-    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
-    half = float(_st.t.ppf(0.5 + confidence / 2, df)) * se
-    return math.exp(diff - half), math.exp(diff + half), "t"
-
-
-def _kind(method: str) -> str:
-    if method in ("BCa", "percentile"):
-        return "bootstrap"
-    return "t" if method.startswith("t") else method
-
-
-def _label(kind: str, confidence: float, n: int, n_b: int | None = None) -> str:
-    """What the interval is, in the words the report prints."""
-    pct = f"{confidence * 100:g}%"
-    count = f"n={n}" if n_b is None or n_b == n else f"n={n} and {n_b}"
-    if kind == "none":
-        return "one run, no interval"
-    if kind == "range":
-        if n_b is None or n_b == n:
-            return f"range of {n} runs"
-        return f"range of {n} and {n_b} runs"
-    if kind == "t":
-        return f"{pct} t-interval, {count}"
-    return f"{pct} bootstrap CI, {count}"
-
-
-def _n_words(n_a: int, n_b: int, paired: bool) -> str:
-    if paired or n_a == n_b:
-        return f"n={n_a}"
-    return f"n={n_a} and {n_b}"
-
-
 # --- helpers -----------------------------------------------------------------------------------
 
 
@@ -418,7 +358,7 @@ def _ratio(
     higher_is_better: bool,
 ) -> Ratio:
     available = method != "none"
-    kind = _kind(method)
+    kind = interval_kind(method)
     return Ratio(
         estimate=estimate,
         ci_low=lo,
@@ -433,7 +373,7 @@ def _ratio(
         includes_one=(not available) or lo <= 1.0 <= hi,
         ci_kind=kind,
         is_ci=kind in ("bootstrap", "t"),
-        label=_label(kind, confidence, n_a, None if paired else n_b),
+        label=interval_label(kind, confidence, n_a, None if paired else n_b),
     )
 
 

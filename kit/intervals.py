@@ -1,0 +1,80 @@
+"""Intervals that are valid at the small n a benchmark has (2 to 5 repeats), and their words.
+
+kit.stats decides by n which interval a summary or a ratio gets: none (1 run), the range (2),
+a t-interval on the logs (3 to 5), the bootstrap (6 and more). This module holds the t-intervals
+and the label the report prints, so "95% CI" is never written for what is only a range.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats as _st
+
+CONFIDENCE = 0.95
+
+
+def t_interval(
+    x: Sequence[float], confidence: float = CONFIDENCE, log: bool = True
+) -> tuple[float, float, str]:
+    """(low, high, method): Student's t-interval of the mean of log(x), back-transformed.
+
+    Valid at any n >= 2 for (log-)normal data: mean(log x) +- t(1 - a/2, n-1) * sd / sqrt(n),
+    then exp. `log=False` gives the plain t-interval of the mean (for data with a value <= 0).
+    """
+    v = np.asarray(x, dtype=float)
+    if len(v) < 2:
+        raise ValueError(f"a t-interval needs at least 2 values, got {len(v)}")
+    if float(np.ptp(v)) == 0.0:  # no spread: the interval is the value itself, exactly
+        return float(v[0]), float(v[0]), "t" if log else "t-linear"
+    w = np.log(v) if log else v
+    half = _st.t.ppf(0.5 + confidence / 2, len(w) - 1) * np.std(w, ddof=1) / math.sqrt(len(w))
+    lo, hi = float(np.mean(w) - half), float(np.mean(w) + half)
+    if log:
+        return math.exp(lo), math.exp(hi), "t"
+    return lo, hi, "t-linear"
+
+
+def welch_log_interval(
+    a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
+) -> tuple[float, float, str]:
+    """(low, high, "t"): Welch's t-interval of mean(log a) - mean(log b), back-transformed:
+    an interval for the ratio of geometric means of two independent samples (n >= 2 each)."""
+    la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
+    va, vb = np.var(la, ddof=1) / len(la), np.var(lb, ddof=1) / len(lb)
+    diff = float(np.mean(la) - np.mean(lb))
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return math.exp(diff), math.exp(diff), "t"
+    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
+    half = float(_st.t.ppf(0.5 + confidence / 2, df)) * se
+    return math.exp(diff - half), math.exp(diff + half), "t"
+
+
+def interval_kind(method: str) -> str:
+    if method in ("BCa", "percentile"):
+        return "bootstrap"
+    return "t" if method.startswith("t") else method
+
+
+def interval_label(kind: str, confidence: float, n: int, n_b: int | None = None) -> str:
+    """What the interval is, in the words the report prints."""
+    pct = f"{confidence * 100:g}%"
+    count = f"n={n}" if n_b is None or n_b == n else f"n={n} and {n_b}"
+    if kind == "none":
+        return "one run, no interval"
+    if kind == "range":
+        if n_b is None or n_b == n:
+            return f"range of {n} runs"
+        return f"range of {n} and {n_b} runs"
+    if kind == "t":
+        return f"{pct} t-interval, {count}"
+    return f"{pct} bootstrap CI, {count}"
+
+
+def n_words(n_a: int, n_b: int, paired: bool) -> str:
+    if paired or n_a == n_b:
+        return f"n={n_a}"
+    return f"n={n_a} and {n_b}"
