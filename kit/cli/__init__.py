@@ -256,6 +256,10 @@ def compare(
         float | None,
         typer.Option(help="Price of one GPU for one hour (> 0, < 1000): adds cost per 1M units."),
     ] = None,
+    allowed_signers: Annotated[
+        Path | None,
+        typer.Option(help="OpenSSH allowed_signers file: name who signed each bundle."),
+    ] = None,
 ) -> None:
     """Compare bundles side by side: hardware, environments, results with ratios and intervals.
 
@@ -269,7 +273,7 @@ def compare(
 
     check_price(price_per_gpu_hour)
     labels = parse_labels(label, bundles)
-    paths = write_comparison(bundles, baseline, out, labels, price_per_gpu_hour)
+    paths = write_comparison(bundles, baseline, out, labels, price_per_gpu_hour, allowed_signers)
     for path in paths:
         print(path)
 

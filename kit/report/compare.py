@@ -39,6 +39,7 @@ from kit.report.machines import (
     warnings_for,
 )
 from kit.report.render import Figure, jinja_env, write_pdf
+from kit.signature import signature_status
 from kit.stats import Ratio, StatsError, summarize, unpaired_ratio
 from kit.workloads.registry import metric_label
 
@@ -275,9 +276,15 @@ def p2p_effects(machines: list[Machine]) -> list[dict[str, Any]]:
 
 
 def comparison(
-    machines: list[Machine], base: int, price_per_gpu_hour: float | None = None
+    machines: list[Machine],
+    base: int,
+    price_per_gpu_hour: float | None = None,
+    allowed_signers: Path | None = None,
 ) -> dict[str, Any]:
-    """Everything the page shows, as plain data (also written as compare.json)."""
+    """Everything the page shows, as plain data (also written as compare.json).
+
+    Each machine's signature is checked (kit.signature): who signed it with `allowed_signers`,
+    else only that the signature matches the manifest."""
     rows = workload_rows(machines, base, price_per_gpu_hour)
     warnings = warnings_for(machines, base)
     for w in warnings:
@@ -296,6 +303,7 @@ def comparison(
                 "gpus_total": m.gpus_total,
                 "gpus_used": m.gpus_used(),
                 "bundle": str(m.path),
+                "signature": signature_status(m.path, allowed_signers).line(),
                 "summary": m.summary,
                 "recipe": m.results.get("recipe"),
                 "created_at": m.results.get("created_at"),
@@ -359,6 +367,7 @@ def write_comparison(
     out: Path | None = None,
     labels: dict[int, str] | None = None,
     price_per_gpu_hour: float | None = None,
+    allowed_signers: Path | None = None,
 ) -> list[Path]:
     """Write compare.html, compare.pdf and compare.json into `out`; returns their paths.
 
@@ -372,7 +381,7 @@ def write_comparison(
     if any(target == d or d in target.parents for d in bundle_dirs):
         raise InputError(f"--out {out}: is inside a bundle; a comparison never writes into one")
     out.mkdir(parents=True, exist_ok=True)
-    data = comparison(machines, base, price)
+    data = comparison(machines, base, price, allowed_signers)
     rows = [MetricRow(**w) for w in data["workloads"]]
     figures = headline_figures(rows, machines) + sweep_figures(machines)
     html = render_html(data, figures)

@@ -221,3 +221,21 @@ def test_kit_seal_on_a_full_disk_is_one_line_and_leaves_no_tmp(small_disk, tmp_p
     assert proc.stderr.strip().splitlines()[-1].startswith("kit: error: ")
     assert "Traceback" not in proc.stderr
     assert not [p for p in small_disk.rglob("*") if p.name.endswith(".tmp")]
+
+
+@needs_ssh_keygen
+@pytest.mark.slow
+def test_compare_names_who_signed_each_bundle(tmp_path):
+    """A vendor's signed bundle beside an unsigned one: the comparison says which is which."""
+    signed, unsigned = sealed(tmp_path, "signed"), sealed(tmp_path, "unsigned")
+    key = keypair(tmp_path, "vendor")
+    assert run_kit("sign", str(signed), "--key", str(key), "--identity", "vendor@x").returncode == 0
+    signers = allowed(tmp_path, "vendor@x", key)
+    out = tmp_path / "cmp"
+    proc = run_kit("compare", str(signed), str(unsigned), "--out", str(out),
+                   "--allowed-signers", str(signers))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    machines = json.loads((out / "compare.json").read_text())["machines"]
+    assert machines[0]["signature"].startswith("signed by vendor@x (ED25519 SHA256:")
+    assert machines[1]["signature"] == "unsigned"
+    assert "signed by vendor@x" in (out / "compare.html").read_text()
