@@ -157,7 +157,7 @@ def _name(machines: list[Machine]) -> None:
 def _check_manifest(path: Path) -> None:
     check = verify_manifest(path)
     if not check.ok:
-        names = ", ".join(check.changed + check.missing + check.extra)
+        names = ", ".join(check.names)
         raise KitError(
             f"{path}: does not match its {MANIFEST} ({names}); `kit verify {path}` shows "
             "what changed; compare only untouched bundles"
