@@ -345,6 +345,42 @@ def test_interrupted_run_leaves_nothing_behind(
     _assert_nothing_left(client, daemon_state)
 
 
+def test_container_removed_from_outside_is_a_failed_run(
+    client, cpu_image, base_image, daemon_state, tmp_path
+):
+    """`docker rm -f` of a run's container mid-run: that run fails with the reason, the next
+    run still goes, and the bundle is sealed partial (never complete)."""
+    out = tmp_path / "bundle"
+    recipe = _recipe(tmp_path, iters=10**9, timeout_s=60)
+    proc = subprocess.Popen(_reproduce(recipe, out, base_image), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env())  # fmt: skip
+    try:
+        deadline, removed = time.monotonic() + 120, None
+        while removed is None:
+            found = client.containers.list(filters={"label": [LABEL_RUN, f"{LABEL_OWNER}={OWNER}"]})
+            if found:
+                time.sleep(2)
+                removed = found[0].labels[LABEL_RUN]
+                found[0].remove(force=True)  # what `docker rm -f` does
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            assert time.monotonic() < deadline, "no container started"
+            time.sleep(0.2)
+        _, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        cleanup(client, OWNER)
+    assert "Traceback" not in err
+    assert proc.returncode == 1, err[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    first = next(r for r in results["runs"] if r["run_id"] == removed)
+    assert first["status"] == "failed" and first["error"], first
+    assert len(results["runs"]) == 2  # the driver went on to the next run
+    assert results["status"] in ("failed", "partial")
+    assert (out / "MANIFEST.sha256").is_file()
+    _assert_nothing_left(client, daemon_state)
+
+
 def test_containers_carry_the_run_label(client, cpu_image, tmp_path):
     run_dir = tmp_path / "run"
     _write_spec(run_dir, run_id="label.check.r0")
