@@ -77,12 +77,10 @@ def resolve_device(requested: str) -> str:
 
 
 def _headline(result: dict[str, Any]) -> str:
-    metrics = result.get("metrics") or {}
-    for name in ("throughput", "busbw_peak"):
-        if name in metrics:
-            m = metrics[name]
-            return f"{name} {m['value']:.4g} {m['unit']}"
-    return ""
+    """The run's headline metric for the progress line: the one its workload is judged by."""
+    name = headline_metric(str(result.get("kind")))
+    m = (result.get("metrics") or {}).get(name)
+    return f"{name} {m['value']:.4g} {m['unit']}" if m else ""
 
 
 class _Terminated(Exception):
