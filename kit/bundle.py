@@ -271,6 +271,8 @@ def read_manifest(root: Path) -> dict[str, str]:
     """The recorded name -> sha256 of a sealed bundle; a malformed line is one error."""
     manifest = Path(root) / MANIFEST
     if not os.path.lexists(manifest):
+        if not os.path.lexists(Path(root) / "results.json"):
+            raise InputError(f"{root}: not a kit bundle (no results.json, no {MANIFEST})")
         raise InputError(f"{root}: no {MANIFEST}; this bundle was never sealed (`kit seal` it)")
     try:
         text = read_bytes(manifest).decode("utf-8")

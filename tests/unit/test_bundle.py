@@ -49,3 +49,11 @@ def test_create_refuses_non_empty_dir(tmp_path):
     (tmp_path / "b" / "f").write_text("x")
     with pytest.raises(InputError, match="already exists and is not empty"):
         Bundle.create(tmp_path / "b", {}, {})
+
+
+def test_a_folder_that_is_no_bundle_is_named_so(tmp_path):
+    """`kit verify /etc` must not advise `kit seal`: the folder is not a bundle at all."""
+    with pytest.raises(
+        InputError, match=r"not a kit bundle \(no results.json, no MANIFEST.sha256\)"
+    ):
+        verify_manifest(tmp_path)
