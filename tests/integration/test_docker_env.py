@@ -437,7 +437,10 @@ def test_missing_base_image_fails_before_any_download(client, tmp_path, monkeypa
     env = _tiny_env(tmp_path)
     downloads: list[str] = []
     monkeypatch.setattr(images, "wheelhouse", lambda e, cache=None: downloads.append(e.name))
-    with pytest.raises(KitError, match=r"base image kit-test-absent:none is not on this machine"):
+    with pytest.raises(
+        KitError,
+        match=r"base image kit-test-absent:none \(environment tiny\) is not on this machine",
+    ):
         images.build(env, base_image_override="kit-test-absent:none", client=client,
                           echo=lambda _: None)  # fmt: skip
     assert downloads == []
