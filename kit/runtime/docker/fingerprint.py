@@ -46,7 +46,7 @@ def probe(tag: str, client: Any = None, gpus: bool = False) -> dict[str, Any]:
 
 
 def fingerprint(image: Image, container: dict[str, Any] | None, runtime: str) -> dict[str, Any]:
-    """environment.json of a bundle (CONTRACTS.md), plus how the image was made."""
+    """environment.json of a bundle, plus how the image was made."""
     fp = {
         "name": image.env,
         "pinned": True,
