@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def sigint_as_default() -> None:
+    """Popen preexec_fn for a kit the test will Ctrl-C: a shell that started pytest in the
+    background (`make test &`) leaves SIGINT ignored, and an ignored signal is inherited, so the
+    child would never see it. A terminal's Ctrl-C reaches a foreground kit the same way."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_kit(

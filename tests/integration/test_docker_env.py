@@ -26,10 +26,12 @@ from kit.runtime.docker import fingerprint as fingerprints
 from kit.runtime.docker import image as images
 from kit.runtime.docker.client import LABEL_OWNER, LABEL_RUN, cleanup, leftovers
 from kit.runtime.docker.runtime import DockerRuntime
+from tests.conftest import sigint_as_default
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
+
 BASE = os.environ.get("KIT_TEST_BASE_IMAGE", "kit-test-base:bookworm")
 PY = sys.executable
 # what this test session's drivers create carries this owner; the tests touch nothing else
@@ -321,7 +323,8 @@ def test_interrupted_run_leaves_nothing_behind(
     out = tmp_path / "bundle"
     recipe = _recipe(tmp_path, iters=10**9, timeout_s=300)
     proc = subprocess.Popen(_reproduce(recipe, out, base_image), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env())  # fmt: skip
+                            stderr=subprocess.PIPE, text=True, env=_env(),
+                            preexec_fn=sigint_as_default)  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while not client.containers.list(filters={"label": [LABEL_RUN, f"{LABEL_OWNER}={OWNER}"]}):

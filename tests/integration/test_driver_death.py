@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kit.runtime.heartbeat import Heartbeat
-from tests.conftest import ROOT
+from tests.conftest import ROOT, sigint_as_default
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +59,7 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen, str]:
     cmd = [sys.executable, "-m", "kit", "reproduce", str(recipe), "--device", "cpu",
            "--runtime", "host", "--out", str(out)]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
+                            stderr=subprocess.DEVNULL, preexec_fn=sigint_as_default)  # fmt: skip
     marker = str(out / "runs")
     deadline = time.monotonic() + 120
     while True:  # torchrun and both ranks (their command lines name the run's spec)

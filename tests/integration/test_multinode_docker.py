@@ -19,10 +19,12 @@ from kit.runtime.docker import image as images
 from kit.runtime.multinode.config import NodeConfig
 from kit.runtime.multinode.runtime import MultiNodeRuntime
 from kit.runtime.multinode.transport import LABEL_NODE, Node
+from tests.conftest import sigint_as_default
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
+
 BASE = os.environ.get("KIT_TEST_BASE_IMAGE", "kit-test-base:bookworm")
 SOCKET = "unix:///var/run/docker.sock"
 NETWORK = "kit-test-multinode"
@@ -254,7 +256,7 @@ def test_ctrl_c_removes_every_node(client, image, tmp_path):
     out = tmp_path / "bundle"
     proc = subprocess.Popen(_reproduce(_recipe(tmp_path, iters=10**9, max_bytes=8), out),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_env())  # fmt: skip
+                            env=_env(), preexec_fn=sigint_as_default)  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while (

@@ -13,7 +13,7 @@ import pytest
 
 from kit.bundle import verify_manifest
 from kit.workloads.allreduce.params import AllreduceParams
-from tests.conftest import ROOT, run_kit
+from tests.conftest import ROOT, run_kit, sigint_as_default
 
 pytestmark = pytest.mark.slow
 
@@ -123,6 +123,7 @@ def test_interrupt_keeps_what_finished(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_default,
     )
     deadline = time.time() + 300  # the first run, on a loaded machine
     while time.time() < deadline:
