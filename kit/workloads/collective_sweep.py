@@ -48,6 +48,18 @@ class Collective:
     wrong: Callable[[Context, int, torch.dtype], int]
 
 
+def ring_bus_factor(world_size: int) -> float:
+    """nccl-tests' bus factor (n-1)/n of all-gather, reduce-scatter and all-to-all."""
+    return (world_size - 1) / world_size
+
+
+def split_layout(nbytes: int, elsize: int, n: int) -> tuple[int, int]:
+    """(elements per rank's chunk, bytes in all): `nbytes` split into n whole-element chunks,
+    at least one element each, as nccl-tests sizes the collectives that split a buffer."""
+    chunk = max(1, nbytes // elsize // n)
+    return chunk, chunk * n * elsize
+
+
 def pattern(count: int, dtype: torch.dtype, device: Any, scale: float = 1.0) -> torch.Tensor:
     """1..7 repeated, times `scale`: small integers, exact in every dtype the sweep uses."""
     base = torch.arange(7, device=device, dtype=dtype) + 1

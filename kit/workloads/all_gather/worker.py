@@ -12,16 +12,18 @@ import torch.distributed as dist
 
 from kit.worker.common import Context
 from kit.workloads.all_gather.params import AllGatherParams
-from kit.workloads.collective_sweep import Collective, Op, mismatches, pattern, sweep
+from kit.workloads.collective_sweep import (
+    Collective,
+    Op,
+    mismatches,
+    pattern,
+    ring_bus_factor,
+    split_layout,
+    sweep,
+)
 
-
-def bus_factor(world_size: int) -> float:
-    return (world_size - 1) / world_size
-
-
-def layout(nbytes: int, elsize: int, n: int) -> tuple[int, int]:
-    chunk = max(1, nbytes // elsize // n)
-    return chunk, chunk * n * elsize
+bus_factor = ring_bus_factor  # (n-1)/n
+layout = split_layout  # size = what the buffer holds in all; size/n per rank
 
 
 def prepare(ctx: Context, chunk: int, dtype: torch.dtype) -> tuple[Op, Op]:
