@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats as _st
 
 from kit.errors import KitError
 from kit.intervals import (
@@ -326,7 +325,10 @@ def _bootstrap(
 
     BCa fails on tied data (its jackknife acceleration divides by zero) and scipy then warns and
     returns NaN; percentile is the standard fallback. Both use a generator seeded with SEED.
+    scipy.stats is imported here, not at the top: it costs about 1 s, and only n >= 6 needs it.
     """
+    from scipy import stats as _st
+
     for method in ("BCa", "percentile"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # scipy's DegenerateDataWarning; we fall back below

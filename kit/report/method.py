@@ -43,7 +43,8 @@ def method_view(
         "cv": benches[0].cv_threshold if benches else analysis.CV_THRESHOLD,
         "drift": analysis.DRIFT_THRESHOLD,
     }
-    env.trim_blocks = env.lstrip_blocks = False  # a paragraph: keep the spaces between lines
+    # a paragraph: keep the spaces between lines (an overlay: the shared environment is untouched)
+    env = env.overlay(trim_blocks=False, lstrip_blocks=False)
     paragraphs = []
     kinds: dict[str, list[analysis.Benchmark]] = {}
     for b in benches:

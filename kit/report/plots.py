@@ -1,7 +1,7 @@
-"""The report's figures: matplotlib (Agg) to SVG strings, inlined into the HTML and the PDF.
+"""The report's figures: matplotlib figures to SVG strings, inlined into the HTML and the PDF.
 
 Deterministic: a fixed hash salt per figure (so ids differ between figures in one page but not
-between renders), no date in the metadata, text drawn as paths (no font needed to view it).
+between renders), no date in the metadata, text kept as SVG text in the page's own font.
 Labels that come from a bundle (benchmark and variant names) are escaped for mathtext.
 """
 
@@ -13,10 +13,7 @@ import re
 from typing import Any
 
 import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
+from matplotlib.figure import Figure  # not pyplot: no global figure registry, no GUI backend
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
 RC = {
@@ -80,7 +77,6 @@ def to_svg(fig: Any, salt: str) -> str:
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.hashsalt": f"kit-{salt}"}):
         fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
-    plt.close(fig)
     svg = buf.getvalue()
     svg = svg[svg.index("<svg") :]
     # fixed pt sizes out, the viewBox stays: the page's CSS sets the width
@@ -90,7 +86,8 @@ def to_svg(fig: Any, salt: str) -> str:
 
 def _figure(height_in: float, ncols: int = 1, nrows: int = 1, **kw: Any) -> tuple[Any, Any]:
     with matplotlib.rc_context(RC):
-        fig, ax = plt.subplots(nrows, ncols, figsize=(WIDTH_IN, height_in), **kw)
+        fig = Figure(figsize=(WIDTH_IN, height_in))
+        ax = fig.subplots(nrows, ncols, **kw)
     return fig, ax
 
 

@@ -9,6 +9,7 @@ as failed, never as a number.
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import platform
 from dataclasses import dataclass, field
@@ -65,8 +66,10 @@ def when(iso: Any) -> str:
 human_bytes = sections.human_bytes
 
 
+@functools.cache
 def jinja_env() -> Environment:
-    """The templates, autoescaping on, with the number and size filters both documents use."""
+    """The templates, autoescaping on, with the number and size filters both documents use.
+    One per process: each template is compiled once, not once per render."""
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=select_autoescape(["html", "j2"]),
