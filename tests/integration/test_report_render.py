@@ -346,3 +346,52 @@ def test_kit_report_cli_rerenders_and_reseals(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (b / "report.pdf").stat().st_size > 10_000
     assert verify_manifest(b).ok
+
+
+class StackTables(HTMLParser):
+    """For every <table class="... stack">: its header texts and, per body row, each cell's
+    data-label (None where a cell has none)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[dict[str, list]] = []
+        self._in: dict[str, list] | None = None
+        self._th: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table" and "stack" in (a.get("class") or "").split():
+            self._in = {"heads": [], "rows": []}
+            self.tables.append(self._in)
+        elif self._in is not None and tag == "th":
+            self._th = []
+        elif self._in is not None and tag == "tr":
+            self._in["rows"].append([])
+        elif self._in is not None and tag == "td":
+            self._in["rows"][-1].append(a.get("data-label"))
+
+    def handle_data(self, data):
+        if self._th is not None:
+            self._th.append(data)
+
+    def handle_endtag(self, tag):
+        if tag == "th" and self._in is not None and self._th is not None:
+            self._in["heads"].append("".join(self._th).strip())
+            self._th = None
+        elif tag == "table":
+            self._in = None
+
+
+@pytest.mark.parametrize("name", ["h200", "synthetic-failures"])
+def test_page_one_tables_name_every_cell_for_phones(once, name):
+    """At phone width page 1's tables become one card per row and each cell shows its column's
+    name (data-label): every cell but the first must carry exactly its header's text."""
+    parser = StackTables()
+    parser.feed((once(name)[0] / "report.html").read_text())
+    assert parser.tables, "page 1 has no stacked table"
+    for table in parser.tables:
+        rows = [r for r in table["rows"] if r]
+        assert rows
+        for cells in rows:
+            assert len(cells) == len(table["heads"]), table
+            assert cells[1:] == table["heads"][1:], (cells, table["heads"])
