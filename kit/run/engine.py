@@ -12,7 +12,7 @@ import signal
 import statistics
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,6 @@ from kit.run.preflight import PreflightOptions, check_recipe, raise_if_fatal
 from kit.run.results import bundle_status, console, result_of, seal
 from kit.runtime import registry
 from kit.runtime.base import RunOutcome, Runtime, RuntimeRequest
-from kit.runtime.docker.environments import for_device
 from kit.runtime.multinode.config import node_config
 from kit.runtime.multinode.transport import nodes_device
 from kit.stats import AdaptiveRepeats, is_noisy
@@ -106,11 +105,11 @@ def make_runtime(name: str, recipe: Recipe, options: Options, device: str = "cpu
     chosen, note = registry.choose(name, request)
     if note:
         console.print(f"kit: {note}")
-    if chosen in ("docker", "multinode"):
-        env, why = for_device(recipe.environment, device, options.environment)
-        request = replace(request, environment=env)
-        if why:
-            console.print(f"kit: {why}")
+    request, why = registry.fit_environment(
+        chosen, request, recipe.environment, options.environment
+    )
+    if why:
+        console.print(f"kit: {why}")
     return registry.prepare(chosen, request)
 
 

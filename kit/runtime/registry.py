@@ -8,8 +8,11 @@ their own command (`kit slurm`).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kit.errors import InputError
 from kit.runtime.base import BatchRuntime, Runtime, RuntimeRequest
+from kit.runtime.docker.environments import for_device
 from kit.runtime.docker.runtime import DockerRuntime
 from kit.runtime.host import HostRuntime
 from kit.runtime.multinode.runtime import MultiNodeRuntime
@@ -48,6 +51,18 @@ def choose(requested: str, request: RuntimeRequest) -> tuple[str, str | None]:
     if name == "host" and request.image_archive is not None:
         raise InputError("--image-archive: needs the docker runtime (--runtime docker)")
     return name, note
+
+
+def fit_environment(
+    name: str, request: RuntimeRequest, recipe_environment: str, asked: str | None
+) -> tuple[RuntimeRequest, str | None]:
+    """The request with the environment a runtime that pins an image (its `pinned`)
+    builds for this device, and a line saying why when it is not the recipe's; a runtime that
+    pins nothing gets the request unchanged."""
+    if name not in RUNTIMES or not RUNTIMES[name].pinned:
+        return request, None
+    env, why = for_device(recipe_environment, request.device, asked)
+    return replace(request, environment=env), why
 
 
 def prepare(name: str, request: RuntimeRequest) -> Runtime:
