@@ -159,13 +159,16 @@ class StepTimer:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self._marks: list[Any] = []
+        self._event: Any = None
+        if ctx.is_cuda:
+            import torch
+
+            self._event = torch.cuda.Event  # looked up once, not at every step
 
     def mark(self) -> None:
         """A step boundary: call once before the first step and once after every step."""
-        if self.ctx.is_cuda:
-            import torch
-
-            event = torch.cuda.Event(enable_timing=True)
+        if self._event is not None:
+            event = self._event(enable_timing=True)
             event.record()
             self._marks.append(event)
         else:
