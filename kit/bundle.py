@@ -26,7 +26,7 @@ import yaml
 from pydantic import BaseModel
 
 from kit import __version__
-from kit.errors import InputError, KitError
+from kit.errors import InputError
 from kit.model import (
     BUNDLE_SCHEMA,
     Environment,
@@ -322,7 +322,7 @@ def require_sealed(root: Path, purpose: str) -> Verification:
     """A bundle that matches its manifest exactly, or one line naming what does not."""
     check = verify_manifest(root)
     if not check.ok:
-        raise KitError(
+        raise InputError(
             f"{root}: does not match its {MANIFEST} ({', '.join(check.names)}); "
             f"`kit verify {root}` shows what changed; {purpose}"
         )
@@ -340,7 +340,7 @@ def reseal_report(root: Path, render: Any) -> Path:
     check = verify_manifest(root)
     touched = [n for n in check.names if n not in REPORT_FILES]
     if touched:
-        raise KitError(f"{root}: files changed since the bundle was sealed: {', '.join(touched)}")
+        raise InputError(f"{root}: files changed since the bundle was sealed: {', '.join(touched)}")
     if os.path.lexists(root / SIGNATURE):
         raise InputError(
             f"{root}: is signed ({SIGNATURE}); a new report would void the signature: "

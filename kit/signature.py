@@ -77,7 +77,8 @@ def sign(root: Path, key: Path, identity: str | None = None) -> tuple[Path, str]
     manifest = read_bytes(root / MANIFEST)
     proc = _run(["-Y", "sign", "-f", str(key), "-n", NAMESPACE], manifest)
     if proc.returncode != 0 or not proc.stdout.startswith(b"-----BEGIN SSH SIGNATURE-----"):
-        raise KitError(f"ssh-keygen -Y sign -f {key}: {_last_line(proc)}")
+        # the key is the user's input: a file that is no key, a key with a passphrase and no agent
+        raise InputError(f"ssh-keygen -Y sign -f {key}: {_last_line(proc)}")
     write_bytes(root / SIGNATURE, proc.stdout)
     public = _public_key(key)
     line = f'{identity or "ID"} namespaces="{NAMESPACE}" {public}' if public else ""

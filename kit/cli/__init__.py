@@ -14,6 +14,7 @@ from kit.cli.errors import run
 from kit.errors import InputError, KitError
 from kit.recipe import MAX_GPUS, MAX_NODES, MAX_REPEATS
 from kit.refs.cli import refs_app
+from kit.terminal import install as install_safe_streams
 
 app = typer.Typer(
     help="Reproducible GPU hardware benchmarks: pinned environments, standard workloads, "
@@ -412,5 +413,7 @@ def recipes_validate(files: Annotated[list[Path], typer.Argument(help="Recipe fi
 
 
 def main() -> None:
-    """Console entry point: every error is one line on stderr and an exit code (kit.cli.errors)."""
+    """Console entry point: every error is one line on stderr and an exit code (kit.cli.errors);
+    nothing reaches the terminal with a control sequence from a bundle in it (kit.terminal)."""
+    install_safe_streams()
     sys.exit(run(app))

@@ -16,7 +16,7 @@ from typing import Any
 
 from kit.bundle import MANIFEST, sha256_file, verify_manifest
 from kit.envdiff import environment_diff, environment_versions
-from kit.errors import InputError, KitError
+from kit.errors import InputError
 from kit.model import BundleData, load_bundle, recipe_differences
 from kit.report import analysis
 from kit.report.render import machine_line
@@ -158,7 +158,7 @@ def _check_manifest(path: Path) -> None:
     check = verify_manifest(path)
     if not check.ok:
         names = ", ".join(check.names)
-        raise KitError(
+        raise InputError(
             f"{path}: does not match its {MANIFEST} ({names}); `kit verify {path}` shows "
             "what changed; compare only untouched bundles"
         )

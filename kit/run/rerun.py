@@ -158,6 +158,15 @@ def load_for_rerun(path: Path) -> BundleData:
     return load_bundle(path)
 
 
+def refuse_out_inside(path: Path, out: Path | None) -> None:
+    """A rerun never writes inside its source: the old bundle would no longer verify."""
+    target = (out if out is not None else Path("reports")).resolve()
+    source = Path(path).resolve()
+    if target == source or source in target.parents:
+        where = f"--out {out}" if out is not None else f"the default --out ({target})"
+        raise InputError(f"{where}: is inside the bundle being rerun; a rerun never writes into it")
+
+
 def check_recorded(path: Path, options: Options) -> None:
     """The device the rerun takes from results.json (or --device), checked before anything is
     created. Smoke (a boolean) and repeats (1 to MAX_REPEATS) are the typed model's checks."""
@@ -202,6 +211,7 @@ def rerun_bundle(path: Path, options: Options, strict_env: bool = False) -> tupl
 
     `options.device`/`smoke`/`repeats`/`runtime` left as None mean "as recorded".
     """
+    refuse_out_inside(path, options.out)
     old = load_for_rerun(path)
     recipe, recorded = old.recipe, old.results
     old_env = old.environment.dump(as_written=True) if old.environment else {}

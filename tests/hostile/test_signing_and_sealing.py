@@ -111,7 +111,9 @@ def test_unsigned_bundle_with_allowed_signers_fails_and_signed_report_is_refused
 
 
 @needs_ssh_keygen
-@pytest.mark.parametrize("case", ["edited", "no-key", "fifo-key", "bad-identity"])
+@pytest.mark.parametrize(
+    "case", ["edited", "no-key", "fifo-key", "bad-identity", "not-a-key", "empty-key"]
+)
 def test_sign_refusals_are_one_line(tmp_path, case):
     b = sealed(tmp_path)
     key = keypair(tmp_path, "alice")
@@ -123,10 +125,16 @@ def test_sign_refusals_are_one_line(tmp_path, case):
     elif case == "fifo-key":
         os.mkfifo(tmp_path / "fifo")
         args[-1] = str(tmp_path / "fifo")
+    elif case == "not-a-key":
+        (tmp_path / "garbage").write_text("not a key\n")
+        args[-1] = str(tmp_path / "garbage")
+    elif case == "empty-key":
+        (tmp_path / "empty").write_text("")
+        args[-1] = str(tmp_path / "empty")
     else:
         args += ["--identity", "a b\nc"]
     proc = run_kit(*args, timeout=60)
-    assert proc.returncode in (1, 2) and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert not (b / SIGNATURE).exists()
 
 

@@ -130,12 +130,12 @@ def test_verify_catches_a_changed_a_missing_and_an_added_file(original, tmp_path
         # compare and rerun (checked once: they share the check)
         if label == "changed":
             cmp = run_kit("compare", str(original), str(b), "--out", str(tmp_path / "x"))
-            assert cmp.returncode == 1 and "does not match its MANIFEST.sha256" in cmp.stderr
+            assert cmp.returncode == 2 and "does not match its MANIFEST.sha256" in cmp.stderr
             again = run_kit("reproduce", str(b), "--out", str(tmp_path / "y"))
             assert again.returncode == 2 and "a rerun needs an untouched bundle" in again.stderr
             assert not (tmp_path / "y").exists()
         rep = run_kit("report", str(b))
-        assert rep.returncode == 1 and "files changed since the bundle was sealed" in rep.stderr
+        assert rep.returncode == 2 and "files changed since the bundle was sealed" in rep.stderr
         assert not verify_manifest(b).ok  # and it stayed unsealed
 
 
