@@ -1,7 +1,8 @@
 """Intervals that are valid at the small n a benchmark has (2 to 5 repeats), and their words.
 
-kit.stats decides by n which interval a summary or a ratio gets: none (1 run), the range (2),
-a t-interval on the logs (3 to 5), the bootstrap (6 and more). This module holds the t-intervals
+kit.stats decides by n which interval a summary or a ratio gets, by the rule in
+kit.shared.metrics.INTERVALS (none, the range, a t-interval on the logs, the bootstrap). This
+module holds the t-intervals
 and the label the report prints, so "95% CI" is never written for what is only a range.
 """
 
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.special import stdtrit  # the t quantile; scipy.stats costs ~1 s to import
 
-CONFIDENCE = 0.95
+from kit.shared.metrics import CONFIDENCE
 
 
 def t_interval(

@@ -27,6 +27,7 @@ from pydantic import (
 from kit.errors import InputError
 from kit.recipe_env import check_env
 from kit.recipe_yaml import LocatedError, StrictLoader, line_map, read_text
+from kit.shared.metrics import CV_THRESHOLD
 from kit.workloads.registry import KINDS, params_class
 
 RECIPE_VERSION = 1
@@ -163,7 +164,7 @@ class Recipe(Strict):
     # adaptive repeats: after `repeats`, add repeats while a headline metric's CV is above
     # cv_threshold, up to max_repeats (default: repeats, i.e. no adaptive repeats)
     max_repeats: int | None = Field(default=None, strict=True, ge=1, le=MAX_REPEATS)
-    cv_threshold: float = Field(default=0.03, strict=True, gt=0, lt=1)
+    cv_threshold: float = Field(default=CV_THRESHOLD, strict=True, gt=0, lt=1)
     timeout_s: float = Field(default=1800, strict=True, gt=0, le=7 * 24 * 3600)
     variants: list[str | Variant] = ["p2p", "no-p2p"]
     benchmarks: list[Benchmark] = Field(min_length=1)

@@ -3,18 +3,11 @@
 Why these choices:
 - The median, not the mean: a benchmark repeat that hit a slow node or a noisy neighbour should
   not move the headline number much.
-- One rule for the interval, by the number of runs n (pairs, for a paired ratio):
-    n == 1     no interval ("one run, no interval");
-    n == 2     the two values' range, labelled as such ("range of 2 runs"): a t-interval with one
-               degree of freedom is 12.7 standard errors wide, valid but useless, and a
-               bootstrap of two values is just their range;
-    3 <= n <= 5  a 95% t-interval on the logarithms ("95% t-interval, n=3"): timings and ratios
-               are positive and multiplicative, and a t-interval is valid at any n >= 2 for
-               near-normal (log-)data, where the percentile bootstrap from n <= 5 values is the
-               range and covers far less than 95%. It bounds the geometric mean, which sits
-               beside the median for the narrow spread of repeats;
-    n >= 6     a 95% bootstrap interval of the median (scipy.stats.bootstrap; BCa, or percentile
-               where BCa breaks down on tied data), no normality assumption.
+- One rule for the interval, by the number of runs n (pairs, for a paired ratio): the table
+  kit.shared.metrics.INTERVALS (none, the range, a t-interval on the logarithms, a bootstrap
+  interval of the median), with its reasons; the Method page prints it. The t-interval bounds
+  the geometric mean, which sits beside the median for the narrow spread of repeats; the
+  bootstrap is scipy.stats.bootstrap, BCa, or percentile where BCa breaks down on tied data.
   Each Summary and Ratio carries `ci_kind` and a `label` for the report to print, and `is_ci`:
   whether the interval is a confidence interval at all (a range is not).
 - A fixed random seed: the same bundle always renders the same report.
@@ -32,16 +25,14 @@ import numpy as np
 
 from kit.errors import KitError
 from kit.intervals import (
-    CONFIDENCE,
     interval_kind,
     interval_label,
     n_words,
     t_interval,
     welch_log_interval,
 )
+from kit.shared.metrics import CONFIDENCE, CV_THRESHOLD, interval_rule
 
-SMALL_N = 5
-"""Up to this many runs (pairs) the interval is a t-interval on logs, not a bootstrap."""
 N_RESAMPLES = 9999
 SEED = 20240607
 """Seed for every bootstrap: reports are reproducible from the same samples."""
@@ -154,15 +145,13 @@ def summarize(
     median = float(np.median(x))
     mean = float(np.mean(x))
     stdev = float(np.std(x, ddof=1)) if n > 1 else None
-    cv = stdev / abs(mean) if stdev is not None and mean != 0 else None
-    if n == 1:
-        lo, hi, method = median, median, "none"
-    elif n == 2:
-        lo, hi, method = float(np.min(x)), float(np.max(x)), "range"
-    elif n <= SMALL_N:
-        lo, hi, method = t_interval(x, confidence, log=bool((x > 0).all()))
-    else:
-        lo, hi, method = _bootstrap((x,), _median, confidence, n_resamples)
+    lo, hi, method = _interval(
+        n,
+        median,
+        lambda: (float(np.min(x)), float(np.max(x))),
+        lambda: t_interval(x, confidence, log=bool((x > 0).all())),
+        lambda: _bootstrap((x,), _median, confidence, n_resamples),
+    )
     kind = interval_kind(method)
     return Summary(
         n=n,
@@ -174,7 +163,7 @@ def summarize(
         confidence=confidence,
         mean=mean,
         stdev=stdev,
-        cv=cv,
+        cv=_cv(x),
         min=float(np.min(x)),
         max=float(np.max(x)),
         ci_kind=kind,
@@ -208,14 +197,13 @@ def paired_ratio(
     _positive(y, "b")
     r = x / y
     estimate = float(np.median(r))
-    if len(r) == 1:
-        lo, hi, method = estimate, estimate, "none"
-    elif len(r) == 2:
-        lo, hi, method = float(np.min(r)), float(np.max(r)), "range"
-    elif len(r) <= SMALL_N:
-        lo, hi, method = t_interval(r, confidence, log=True)
-    else:
-        lo, hi, method = _bootstrap((r,), _median, confidence, n_resamples)
+    lo, hi, method = _interval(
+        len(r),
+        estimate,
+        lambda: (float(np.min(r)), float(np.max(r))),
+        lambda: t_interval(r, confidence, log=True),
+        lambda: _bootstrap((r,), _median, confidence, n_resamples),
+    )
     return _ratio(estimate, lo, hi, method, confidence, len(x), len(y), True, higher_is_better)
 
 
@@ -238,19 +226,22 @@ def unpaired_ratio(
     _positive(x, "a")
     _positive(y, "b")
     estimate = float(np.median(x) / np.median(y))
-    small = min(len(x), len(y))
-    if small == 1:
-        lo, hi, method = estimate, estimate, "none"
-    elif small == 2:  # every cross ratio a[i] / b[j] lies in this range
-        lo, hi, method = float(x.min() / y.max()), float(x.max() / y.min()), "range"
-    elif small <= SMALL_N:
-        lo, hi, method = welch_log_interval(x, y, confidence)
-    else:
-        lo, hi, method = _bootstrap((x, y), _ratio_of_medians, confidence, n_resamples)
+    lo, hi, method = _interval(
+        min(len(x), len(y)),
+        estimate,
+        lambda: (float(x.min() / y.max()), float(x.max() / y.min())),  # every cross ratio
+        lambda: welch_log_interval(x, y, confidence),
+        lambda: _bootstrap((x, y), _ratio_of_medians, confidence, n_resamples),
+    )
     return _ratio(estimate, lo, hi, method, confidence, len(x), len(y), False, higher_is_better)
 
 
-def is_noisy(samples: Sequence[float], cv_threshold: float = 0.03) -> bool:
+def coefficient_of_variation(samples: Sequence[float]) -> float | None:
+    """stdev (ddof=1) / |mean|; None for one sample or a mean of 0 (inf when those vary)."""
+    return _cv(_clean(samples, "samples"))
+
+
+def is_noisy(samples: Sequence[float], cv_threshold: float = CV_THRESHOLD) -> bool:
     """True when the coefficient of variation (stdev / |mean|) is above the threshold.
 
     One sample has no spread to judge, so it is not noisy (the repeat policy asks for more by
@@ -259,10 +250,8 @@ def is_noisy(samples: Sequence[float], cv_threshold: float = 0.03) -> bool:
     x = _clean(samples, "samples")
     if len(x) < 2:
         return False
-    stdev, mean = float(np.std(x, ddof=1)), float(np.mean(x))
-    if mean == 0:
-        return stdev > 0
-    return stdev / abs(mean) > cv_threshold
+    cv = _cv(x)
+    return float(np.std(x, ddof=1)) > 0 if cv is None else cv > cv_threshold
 
 
 @dataclass(frozen=True)
@@ -276,7 +265,7 @@ class AdaptiveRepeats:
 
     min_repeats: int
     max_repeats: int
-    cv_threshold: float = 0.03
+    cv_threshold: float = CV_THRESHOLD
 
     def __post_init__(self) -> None:
         if self.min_repeats < 1:
@@ -305,6 +294,29 @@ class AdaptiveRepeats:
 
 
 # --- helpers -----------------------------------------------------------------------------------
+
+
+def _interval(
+    n: int,
+    point: float,
+    range_: Callable[[], tuple[float, float]],
+    t: Callable[[], tuple[float, float, str]],
+    bootstrap: Callable[[], tuple[float, float, str]],
+) -> tuple[float, float, str]:
+    """(low, high, method) by the catalog's rule on n: each kind computed only when chosen."""
+    kind = interval_rule(n)
+    if kind == "none":
+        return point, point, "none"
+    if kind == "range":
+        return (*range_(), "range")
+    return t() if kind == "t" else bootstrap()
+
+
+def _cv(x: np.ndarray) -> float | None:
+    if len(x) < 2:
+        return None
+    mean = float(np.mean(x))
+    return float(np.std(x, ddof=1)) / abs(mean) if mean != 0 else None
 
 
 def _median(x: np.ndarray, axis: int = -1) -> np.ndarray:

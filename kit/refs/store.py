@@ -24,7 +24,8 @@ from typing import Any
 
 from kit.bundle import Bundle
 from kit.errors import InputError
-from kit.workloads.registry import headline_metric, metric_label
+from kit.shared import metrics as catalog
+from kit.workloads.registry import headline_metric
 
 REF_SCHEMA = 1
 
@@ -225,19 +226,20 @@ def standing(
                 mine, theirs = statistics.median(vals), statistics.median(rvals)
                 if theirs == 0 or mine == 0:
                     continue
-                better = mine / theirs if m.get("higher_is_better", True) else theirs / mine
+                hib = catalog.higher_is_better(name, m.get("higher_is_better", True))
+                better = mine / theirs if hib else theirs / mine
                 gpus, rgpus = b.get("world_size"), rb.get("world_size")
                 rows.append({
                     "benchmark": b["benchmark"], "variant": b["variant"], "metric": name,
                     "unit": m["unit"], "value": mine, "n": len(vals),
                     "reference": ref["label"], "origin": ref["origin"],
                     "reference_value": theirs, "reference_n": len(rvals),
-                    "metric_label": metric_label(b["kind"], name), "headline": name == head,
+                    "metric_label": catalog.label(name), "headline": name == head,
                     "hardware": (ref.get("hardware") or {}).get("label") or "unknown hardware",
                     "source": f"{ref.get('source')} ({ref['origin']})",
                     "ratio_better": better, "gpus": gpus, "reference_gpus": rgpus,
                     "ratio_better_per_gpu": better * rgpus / gpus
-                    if gpus and rgpus and gpus != rgpus and m.get("higher_is_better", True)
+                    if gpus and rgpus and gpus != rgpus and catalog.per_gpu(name)
                     else None,
                 })  # fmt: skip
     return rows

@@ -39,9 +39,9 @@ from kit.report.machines import (
     warnings_for,
 )
 from kit.report.render import Figure, jinja_env, write_pdf
+from kit.shared import metrics as catalog
 from kit.signature import signature_status
 from kit.stats import Ratio, StatsError, summarize, unpaired_ratio
-from kit.workloads.registry import metric_label
 
 __all__ = [
     "comparison",
@@ -56,20 +56,6 @@ TEMPLATE = "compare.html.j2"
 
 
 # --- samples -----------------------------------------------------------------------------------
-
-
-def _words(metric: str) -> tuple[str, str]:
-    if any(k in metric for k in ("throughput", "busbw", "algbw", "time")):
-        return "faster", "slower"
-    if "mem" in metric:
-        return "lower", "higher"
-    return "better", "worse"
-
-
-def is_rate(unit: str) -> bool:
-    """Work per second summed over the GPUs (tokens/s, images/s): per GPU makes sense. Bus
-    bandwidth (GB/s) is already a per-link figure and is not divided."""
-    return unit.endswith("/s") and not unit.endswith("B/s")
 
 
 def _scaled(r: Ratio, k: float) -> Ratio:
@@ -90,7 +76,7 @@ def _per_gpu_summary(s: dict[str, Any], gpus: int) -> dict[str, Any]:
 
 
 def _ratio_dict(r: Ratio, metric: str) -> dict[str, Any]:
-    return {**r.to_dict(), "sentence": r.sentence(*_words(metric))}
+    return {**r.to_dict(), "sentence": r.sentence(*catalog.words(metric))}
 
 
 def _summary_dict(values: list[float]) -> dict[str, Any] | None:
@@ -148,9 +134,9 @@ def workload_rows(
             name,
             first.unit,
             first.higher_is_better,
-            label=metric_label(kind, name),
+            label=first.label,
             headline=headline.get((bench, kind)) == name,
-            rate=is_rate(first.unit),
+            rate=first.per_gpu,
         )
         base_values = _values(per[base], bench, variant, name)
         base_gpus = machines[base].gpus_used(bench)
@@ -261,7 +247,7 @@ def p2p_effects(machines: list[Machine]) -> list[dict[str, Any]]:
                 "index": m.index,
                 "benchmark": b.name,
                 "metric": metric,
-                "label": metric_label(b.kind, metric),
+                "label": catalog.label(metric),
                 "unit": row.unit if row else "",
                 "pairs": v.pairs,
                 "ratio": _ratio_dict(v.ratio, metric) if v.ratio is not None else None,

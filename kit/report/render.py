@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 
 from kit import __version__
 from kit.bundle import Bundle
@@ -33,6 +34,7 @@ from kit.report.sections import (
     nodes_view,
 )
 from kit.safeio import write_bytes, write_text
+from kit.shared import metrics as catalog
 
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
@@ -80,6 +82,7 @@ def jinja_env() -> Environment:
     env.filters["bytes"] = human_bytes
     env.filters["pct"] = lambda x: "-" if x is None else f"{x * 100:.1f}%"
     env.globals["display"] = display
+    env.globals["interval_rule"] = Markup(catalog.interval_words())
     env.filters["when"] = when
     return env
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shlex
 import signal
-import statistics
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from kit.runtime import registry
 from kit.runtime.base import RunOutcome, Runtime, RuntimeRequest
 from kit.runtime.multinode.config import node_config
 from kit.runtime.multinode.transport import nodes_device
-from kit.stats import AdaptiveRepeats, is_noisy
+from kit.stats import AdaptiveRepeats, coefficient_of_variation, is_noisy
 from kit.workloads.registry import headline_metric
 
 
@@ -286,8 +285,7 @@ def adaptive_record(
             for r in mine
             if r["variant"] == variant and r.get("status") == "ok" and metric in r["metrics"]
         ]
-        mean = statistics.fmean(samples) if samples else 0.0
-        cvs[variant] = statistics.stdev(samples) / abs(mean) if len(samples) > 1 and mean else None
+        cvs[variant] = coefficient_of_variation(samples) if samples else None
         if samples and is_noisy(samples, policy.cv_threshold):
             noisy.append(variant)
             more = more or policy.needs_more(samples, done)

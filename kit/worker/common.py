@@ -180,7 +180,3 @@ class StepTimer:
             self.ctx.synchronize()
             return [a.elapsed_time(b) / 1e3 for a, b in pairwise(self._marks)]
         return [b - a for a, b in pairwise(self._marks)]
-
-
-def metric(value: float, unit: str, higher_is_better: bool = True) -> dict[str, Any]:
-    return {"value": value, "unit": unit, "higher_is_better": higher_is_better}

@@ -32,7 +32,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from kit.worker.common import Context, StepTimer, metric
+from kit.shared.metrics import record
+from kit.worker.common import Context, StepTimer
 from kit.worker.gpu_specs import peak_flops  # one table of datasheet peaks, shared with the report
 
 GIB = 1 << 30
@@ -182,14 +183,16 @@ def summarize(
         mfu = flops_per_step / median / (peak[0] * n)
         mfu_window = flops_per_step * len(step_times) / window_s / (peak[0] * n)
     metrics: dict[str, Any] = {
-        "throughput": metric(units_per_step / median, f"{unit}/s"),
-        "throughput_window": metric(units_per_step * len(step_times) / window_s, f"{unit}/s"),
-        "step_time_s": metric(median, "s", higher_is_better=False),
+        "throughput": record("throughput", units_per_step / median, unit),
+        "throughput_window": record(
+            "throughput_window", units_per_step * len(step_times) / window_s, unit
+        ),
+        "step_time_s": record("step_time_s", median),
     }
     if peak_mem is not None:
-        metrics["peak_mem_gib"] = metric(peak_mem, "GiB", higher_is_better=False)
+        metrics["peak_mem_gib"] = record("peak_mem_gib", peak_mem)
     if mfu is not None:
-        metrics["mfu"] = metric(mfu, "fraction")
+        metrics["mfu"] = record("mfu", mfu)
     data = {
         "unit": unit,
         f"{unit}_per_step": units_per_step,

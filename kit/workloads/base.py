@@ -6,7 +6,9 @@ inside the container, where the driver's packages are absent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from kit.shared.metrics import CATALOG, Metric
 
 # Pydantic reads this attribute when it validates a plain dataclass: unknown keys are errors.
 STRICT = {"extra": "forbid"}
@@ -22,16 +24,6 @@ def check_steps(warmup_steps: int, steps: int, data_batches: int) -> None:
     check(warmup_steps >= 0, "warmup_steps", "0 or more")
     check(steps >= 2, "steps", "at least 2 (a loss that changes needs two steps)")
     check(data_batches >= 1, "data_batches", "at least 1")
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One metric a workload reports: its name in results.json, its words, unit and direction."""
-
-    name: str
-    label: str
-    unit: str
-    higher_is_better: bool = True
 
 
 @dataclass(frozen=True)
@@ -51,6 +43,7 @@ class WorkloadSpec:
 
     headline: the one metric a benchmark is judged by: adaptive repeats watch it, the report's
     verdicts, headline cells and bars use it, and compare's headline table and P2P effect too.
+    metrics: the catalog's entries (kit.shared.metrics) this workload reports.
     secondary: further metrics that get a verdict sentence of their own when present.
     figures: which figures the report and compare draw ("sweep": bandwidth and time against
     message size from data["sizes"]; "training": headline bars and every step time).
@@ -70,7 +63,11 @@ class WorkloadSpec:
     metrics: tuple[Metric, ...] = ()
     secondary: tuple[str, ...] = ()
     sweep: Sweep | None = None
-    not_summarized: tuple[str, ...] = field(default=())
 
     def metric(self, name: str) -> Metric | None:
         return next((m for m in self.metrics if m.name == name), None)
+
+
+def metrics(*names: str) -> tuple[Metric, ...]:
+    """A workload's metrics, by their names in the catalog (a name it lacks is a KeyError)."""
+    return tuple(CATALOG[n] for n in names)

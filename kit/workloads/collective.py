@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from kit.workloads.base import STRICT, Metric, Sweep, WorkloadSpec, check
+from kit.workloads.base import STRICT, Sweep, WorkloadSpec, check, metrics
 
 
 @dataclass
@@ -51,12 +51,7 @@ class CollectiveParams:
         return out
 
 
-SWEEP_METRICS = (
-    Metric("busbw_largest", "bus bandwidth at the largest size", "GB/s"),
-    Metric("busbw_peak", "bus bandwidth, peak", "GB/s"),
-    Metric("time_small_us", "time of the smallest message", "us", higher_is_better=False),
-    Metric("wrong_total", "wrong elements (#wrong)", "elements", higher_is_better=False),
-)
+SWEEP_METRICS = metrics("busbw_largest", "busbw_peak", "time_small_us", "wrong_total")
 
 SWEEP_METHOD = """\
 <b>{{ a.label }}.</b> Measured as nccl-tests' {{ s.sweep.tool }} measures it: for each size,
@@ -93,5 +88,4 @@ def collective_spec(
         method=SWEEP_METHOD,
         metrics=SWEEP_METRICS,
         sweep=sweep,
-        not_summarized=("wrong_total",),
     )

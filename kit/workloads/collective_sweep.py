@@ -24,7 +24,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from kit.worker.common import Context, metric
+from kit.shared.metrics import record
+from kit.worker.common import Context
 from kit.workloads.collective import CollectiveParams
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -191,12 +192,10 @@ def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]
         )
     medians = [statistics.median(r["busbw_gbps"]) for r in rows]
     metrics = {
-        "busbw_peak": metric(max(medians), "GB/s"),
-        "busbw_largest": metric(medians[-1], "GB/s"),
-        "time_small_us": metric(
-            statistics.median(rows[0]["time_us"]), "us", higher_is_better=False
-        ),
-        "wrong_total": metric(sum(r["wrong"] for r in rows), "elements", higher_is_better=False),
+        "busbw_peak": record("busbw_peak", max(medians)),
+        "busbw_largest": record("busbw_largest", medians[-1]),
+        "time_small_us": record("time_small_us", statistics.median(rows[0]["time_us"])),
+        "wrong_total": record("wrong_total", sum(r["wrong"] for r in rows)),
     }
     data = {
         "params": asdict(p),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from kit.workloads.base import Metric, WorkloadSpec
+from kit.workloads.base import WorkloadSpec
 
 KINDS = (
     "allreduce",
@@ -41,18 +41,6 @@ def headline_metric(kind: str) -> str:
 def label(kind: str) -> str:
     s = SPECS.get(kind)
     return s.label if s else kind
-
-
-def metric_info(kind: str, name: str) -> Metric | None:
-    """The metric's words from its kind's spec, else from any spec that defines that name."""
-    s = SPECS.get(kind)
-    found = s.metric(name) if s else None
-    return found or next((m for sp in SPECS.values() if (m := sp.metric(name))), None)
-
-
-def metric_label(kind: str, name: str) -> str:
-    m = metric_info(kind, name)
-    return m.label if m else name.replace("_", " ")
 
 
 def params_class(kind: str) -> type:

@@ -5,15 +5,10 @@ The worker side (timed steps, throughput, MFU) stays in kit/worker/training.py a
 
 from __future__ import annotations
 
-from kit.workloads.base import Metric, WorkloadSpec
+from kit.workloads.base import WorkloadSpec, metrics
 
-TRAINING_METRICS = (
-    Metric("throughput", "throughput", "items/s"),
-    Metric("throughput_window", "throughput over the whole window", "items/s"),
-    Metric("step_time_s", "step time (median)", "s", higher_is_better=False),
-    Metric("peak_mem_gib", "peak GPU memory", "GiB", higher_is_better=False),
-    Metric("mfu", "model FLOPs utilisation", "fraction"),
-    Metric("tokens_per_s", "tokens per second", "tokens/s"),
+TRAINING_METRICS = metrics(
+    "throughput", "throughput_window", "step_time_s", "peak_mem_gib", "mfu", "tokens_per_s"
 )
 
 TRAINING_METHOD = """\

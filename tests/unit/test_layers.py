@@ -24,6 +24,8 @@ WORKER_SIDE = (
     "kit.worker.*",
     "kit.workloads",  # every workload's params, worker and spec: standard library and torch
     "kit.workloads.*",
+    "kit.shared",  # facts both halves read (the metric catalog): standard library only
+    "kit.shared.*",
 )
 # Third-party packages the worker side may import (besides the standard library).
 WORKER_THIRD_PARTY = {

@@ -17,6 +17,7 @@ from kit.recipe import load_recipe
 from kit.run.plan import RunSpec, plan
 from kit.run.results import REJECTED, result_of
 from kit.runtime.base import RunOutcome
+from kit.shared.metrics import record
 from kit.worker import common
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +33,7 @@ def worker_record(spec: RunSpec, **extra: object) -> dict:
     return {
         "schema": common.RESULT_SCHEMA, "run_id": spec.run_id, "benchmark": spec.benchmark,
         "kind": spec.kind, "variant": spec.variant.name, "repeat": spec.repeat, "status": "ok",
-        "device": "cpu", "metrics": {"busbw_peak": common.metric(1.5, "GB/s")}, **extra,
+        "device": "cpu", "metrics": {"busbw_peak": record("busbw_peak", 1.5)}, **extra,
     }  # fmt: skip
 
 

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from kit.model import Metric, RunResult, RunSpec
 from kit.recipe import load_recipe
 from kit.run.plan import plan
-from kit.worker.common import metric
+from kit.shared.metrics import record
 from kit.worker.records import MetricRecord, ResultRecord, SpecRecord
 from tests.conftest import ROOT
 
@@ -36,7 +36,7 @@ def test_result_fields_agree() -> None:
 
 def test_metric_fields_agree() -> None:
     assert set(MetricRecord.__annotations__) == set(Metric.model_fields)
-    assert Metric.model_validate(metric(1.5, "GB/s")).value == 1.5
+    assert Metric.model_validate(record("busbw_peak", 1.5)).value == 1.5
 
 
 @pytest.mark.parametrize("name", ["allreduce", "fsdp_llama", "gpt2_ddp", "resnet_ddp"])

@@ -71,7 +71,7 @@ def test_summary_hand_checked():
     assert (s.n, s.median, s.mean, s.min, s.max) == (5, 3.0, 22.0, 1.0, 100.0)
     assert s.stdev == pytest.approx((7610 / 4) ** 0.5)  # squared deviations 441+400+361+324+6084
     assert s.cv == pytest.approx(s.stdev / 22)
-    # n = 5 <= SMALL_N: a t-interval on the logs (a bootstrap of the median from 5 values
+    # n = 5: a t-interval on the logs (a bootstrap of the median from 5 values
     # would be the whole range, 1 to 100, and be called a 95% CI)
     logs = np.log([3, 1, 100, 2, 4])
     half = t_dist.ppf(0.975, 4) * logs.std(ddof=1) / 5**0.5

@@ -11,6 +11,7 @@ import re
 import pytest
 
 from kit.recipe import load_recipe
+from kit.shared import metrics as catalog
 from kit.workloads import registry
 from kit.workloads.base import WorkloadSpec
 from tests.conftest import ROOT
@@ -44,8 +45,8 @@ def test_one_headline_per_kind():
     # a kind this kit does not know (a bundle from another kit) still has an answer
     assert registry.spec("nope") is None and registry.headline_metric("nope") == "throughput"
     assert registry.label("nope") == "nope"
-    assert registry.metric_label("nope", "some_thing") == "some thing"
-    assert registry.metric_label("gpt2_ddp", "mfu") == "model FLOPs utilisation"
+    assert catalog.label("some_thing") == "some thing"
+    assert catalog.label("mfu") == "model FLOPs utilisation"
 
 
 def test_the_collectives_recipe_runs_all_four():

@@ -16,9 +16,10 @@ from kit.report.analysis.model import (
     is_ok,
 )
 from kit.report.analysis.verdicts import verdicts
+from kit.shared import metrics as catalog
 from kit.stats import StatsError, is_noisy, summarize
 from kit.workloads.registry import label as kind_label
-from kit.workloads.registry import metric_label, spec
+from kit.workloads.registry import spec
 
 
 def benchmark_label(name: str, kind: str) -> str:
@@ -114,25 +115,30 @@ def _wrong(run: dict[str, Any]) -> int:
 
 
 def _summarize_metrics(bench: Benchmark) -> None:
-    skip = set(bench.spec.not_summarized) if bench.spec else {"wrong_total"}
     order: list[str] = []
     info: dict[str, dict[str, Any]] = {}
     for v in bench.variants:
         for r in v.ok:
             for name, m in (r.get("metrics") or {}).items():
-                if name in skip or not isinstance(m, dict) or "value" not in m:
+                known = catalog.metric(name)
+                if known and known.aggregate != "median":
+                    continue  # a count (wrong elements) is totalled, not summarized
+                if not isinstance(m, dict) or "value" not in m:
                     continue
                 if name not in info:
                     order.append(name)
                     info[name] = m
     for name in order:
-        unit, hib = info[name].get("unit", ""), bool(info[name].get("higher_is_better", True))
+        unit = info[name].get("unit", "")
+        hib = catalog.higher_is_better(name, info[name].get("higher_is_better", True))
         per_variant = {}
         for v in bench.variants:
             values = [
                 float(r["metrics"][name]["value"]) for r in v.ok if name in (r.get("metrics") or {})
             ]
-            row = MetricRow(name, metric_label(bench.kind, name), unit, hib, values)
+            row = MetricRow(
+                name, catalog.label(name), unit, hib, values, per_gpu=catalog.per_gpu(name)
+            )
             if values:
                 try:
                     row.summary = summarize(values)

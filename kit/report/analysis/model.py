@@ -8,10 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit.shared.metrics import CV_THRESHOLD
 from kit.workloads.base import WorkloadSpec
-
-# The noise flag's default when a recipe names no cv_threshold (the recipe model's default).
-CV_THRESHOLD = 0.03
 
 
 def is_ok(run: dict[str, Any]) -> bool:
@@ -24,7 +22,10 @@ def p2p_disabled(run: dict[str, Any]) -> bool:
 
 @dataclass
 class MetricRow:
-    """One metric of one variant over its finished repeats (summary None: nothing finished)."""
+    """One metric of one variant over its finished repeats (summary None: nothing finished).
+
+    label, higher_is_better and per_gpu come from the metric catalog (kit.shared.metrics); the
+    unit is the one the runs recorded (written by the same catalog)."""
 
     name: str
     label: str
@@ -33,6 +34,7 @@ class MetricRow:
     values: list[float]
     summary: Any = None  # kit.stats.Summary
     noisy: bool = False
+    per_gpu: bool = False  # work summed over the GPUs: also given per GPU, and priced
 
 
 @dataclass

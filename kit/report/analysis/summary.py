@@ -225,7 +225,7 @@ def summarize_bench(
             if not smoke:
                 _sweep_link(vs, hardware)
         elif s is not None:
-            if gpus and all(r.get("device") != "cpu" for r in v.ok):
+            if row.per_gpu and gpus and all(r.get("device") != "cpu" for r in v.ok):
                 vs.per_gpu = s.median / gpus
                 if price_per_gpu_hour is not None and s.median > 0:
                     vs.cost_per_million = cost_per_million(s.median, gpus, price_per_gpu_hour)

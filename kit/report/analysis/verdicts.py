@@ -7,8 +7,9 @@ from typing import Any
 
 from kit.report.analysis.model import Benchmark, VariantBlock, Verdict
 from kit.report.analysis.training import DRIFT_THRESHOLD, run_drift
+from kit.shared import metrics as catalog
 from kit.stats import StatsError, paired_ratio
-from kit.workloads.registry import headline_metric, metric_label
+from kit.workloads.registry import headline_metric
 
 
 def _pairs(a: VariantBlock, b: VariantBlock, metric: str) -> tuple[list[float], list[float]]:
@@ -27,7 +28,7 @@ def compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> 
     """Paired ratio a / b on one metric, as a sentence ("1.37x faster (95% CI ...)")."""
     rows = bench.metrics.get(metric) or {}
     hib = next((r.higher_is_better for r in rows.values()), True)
-    label = metric_label(bench.kind, metric)
+    label = catalog.label(metric)
     p2p_pair = a.name == "p2p" and b.name == "no-p2p"
     missing = [v.name for v in (a, b) if not v.ok]
     if missing:
@@ -190,7 +191,7 @@ def expectations(bench: Benchmark) -> list[dict[str, Any]]:
         unit = exp.get("unit") or (row.unit if row else "")
         found = REF_GPUS.search(str(exp.get("source") or ""))
         ref_gpus = int(found.group(1)) if found else None
-        per_gpu = bool(ref_gpus and gpus and ref_gpus != gpus and str(unit).endswith("/s"))
+        per_gpu = bool(ref_gpus and gpus and ref_gpus != gpus and catalog.per_gpu(metric))
         if per_gpu:
             value = value / ref_gpus
             measured = measured / gpus if measured is not None else None
@@ -201,7 +202,7 @@ def expectations(bench: Benchmark) -> list[dict[str, Any]]:
         out.append(
             {
                 "metric": metric,
-                "label": metric_label(bench.kind, metric),
+                "label": catalog.label(metric),
                 "value": value,
                 "unit": f"{unit} per GPU" if per_gpu else unit,
                 "tolerance": tol,

@@ -27,8 +27,8 @@ LABEL_HASH = "kit.content-hash"
 LABEL_DOCKERFILE = "kit.dockerfile-sha256"
 LABEL_LOCK = "kit.lock-sha256"
 LABEL_BASE = "kit.base-image"
-# Worker files copied into every image (the worker imports only `kit` and `kit.worker.*`).
-WORKER_FILES = ("kit/__init__.py", "kit/worker", "kit/workloads")
+# Worker files copied into every image (the worker side of tests/unit/test_layers.py).
+WORKER_FILES = ("kit/__init__.py", "kit/shared", "kit/worker", "kit/workloads")
 
 
 class BuildError(KitError):

@@ -20,7 +20,8 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from kit.worker.common import Context, metric
+from kit.shared.metrics import record
+from kit.worker.common import Context
 from kit.worker.flops import gpt2_flops_per_token, gpt2_param_count
 from kit.worker.training import measure, seed_all, summarize, token_batches
 from kit.workloads.gpt2_ddp.params import Gpt2DdpParams
@@ -118,6 +119,6 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     precision = "bf16" if bf16 else "fp32"
     metrics, data = summarize(ctx, m, "samples", samples, per_token * tokens, precision)
     tps = data["throughput_median"] * p.seq_len
-    metrics["tokens_per_s"] = metric(tps, "tokens/s")
+    metrics["tokens_per_s"] = record("tokens_per_s", tps)
     data["tokens_per_s"] = tps
     return {"metrics": metrics, "data": data}

@@ -1,0 +1,162 @@
+"""The metric catalog: every number a workload reports, defined once.
+
+The worker writes a metric by its entry here (unit and direction come with it), and the report,
+compare, verdicts, known machines and adaptive repeats read the same entry: no unit, direction,
+per-GPU rule or comparative word is written anywhere else. A new metric is one entry.
+
+The interval rule (which interval a median or a ratio of n runs gets) and the noise threshold
+live here too, with the words the Method page prints for them. Standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+CONFIDENCE = 0.95
+CV_THRESHOLD = 0.03
+"""A metric is noisy above this coefficient of variation (stdev / |mean|) unless the recipe
+sets its own cv_threshold: adaptive repeats and the report's withheld verdicts use it."""
+
+
+@dataclass(frozen=True)
+class IntervalRule:
+    """Up to `up_to` runs (pairs, for a paired ratio; None: any more), intervals are `kind`."""
+
+    up_to: int | None
+    kind: Literal["none", "range", "t", "bootstrap"]
+    words: str  # how the Method page says it; {first} and {last}: the counts this rule covers
+
+
+INTERVALS = (
+    IntervalRule(1, "none", "one run has no interval"),
+    IntervalRule(
+        2,
+        "range",
+        'two runs give their <b>range</b> ("range of 2 runs"), which is not a confidence interval',
+    ),
+    IntervalRule(
+        5,
+        "t",
+        '{first} to {last} runs give a 95% t-interval on the logarithms ("95% t-interval, n=3")',
+    ),
+    IntervalRule(
+        None,
+        "bootstrap",
+        "{first} or more a 95% bootstrap interval of the median (fixed seed, so a "
+        "bundle always renders the same numbers)",
+    ),
+)
+"""Why: a t-interval with one degree of freedom is 12.7 standard errors wide and a bootstrap of
+two values is their range, so two runs get the range, named as such; from 3 to 5 the percentile
+bootstrap is the range again and covers far less than 95%, while a t-interval on the logarithms
+(timings and ratios are positive and multiplicative) is valid; from 6 the bootstrap of the
+median needs no normality assumption."""
+
+
+def interval_rule(n: int) -> str:
+    """The kind of interval n runs (or pairs) get, by INTERVALS."""
+    return next(r.kind for r in INTERVALS if r.up_to is None or n <= r.up_to)
+
+
+def interval_words() -> str:
+    """The interval rule in the report's words, from INTERVALS (the Method page prints it)."""
+    out, first = [], 1
+    for r in INTERVALS:
+        out.append(r.words.format(first=first, last=r.up_to))
+        first = (r.up_to or first) + 1
+    return "; ".join(out)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One number a workload reports.
+
+    unit: "{work}/s" for a rate of the workload's unit of work (tokens, images, samples).
+    per_gpu: work summed over all GPUs, so it is also given per GPU (and priced) when machines
+    with different GPU counts meet; bus bandwidth is already normalised for the count.
+    aggregate: "median" (summarized over repeats with an interval) or "sum" (a count that is
+    totalled, such as wrong elements).
+    better/worse: the words of a ratio ("1.3x faster").
+    """
+
+    name: str
+    label: str
+    unit: str
+    higher_is_better: bool = True
+    per_gpu: bool = False
+    aggregate: Literal["median", "sum"] = "median"
+    better: str = "better"
+    worse: str = "worse"
+
+    def unit_for(self, work: str = "") -> str:
+        return self.unit.replace("{work}", work or "items")
+
+    def record(self, value: float, work: str = "") -> dict[str, Any]:
+        """The metric as result.json holds it (kit.worker.records.MetricRecord)."""
+        return {
+            "value": value,
+            "unit": self.unit_for(work),
+            "higher_is_better": self.higher_is_better,
+        }
+
+    @property
+    def direction(self) -> str:
+        return "higher is better" if self.higher_is_better else "lower is better"
+
+
+_FAST = {"better": "faster", "worse": "slower"}
+
+CATALOG: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("busbw_largest", "bus bandwidth at the largest size", "GB/s", **_FAST),
+        Metric("busbw_peak", "bus bandwidth, peak", "GB/s", **_FAST),
+        Metric("time_small_us", "time of the smallest message", "us", False, **_FAST),
+        Metric("wrong_total", "wrong elements (#wrong)", "elements", False, aggregate="sum"),
+        Metric("throughput", "throughput", "{work}/s", per_gpu=True, **_FAST),
+        Metric(
+            "throughput_window",
+            "throughput over the whole window",
+            "{work}/s",
+            per_gpu=True,
+            **_FAST,
+        ),
+        Metric("step_time_s", "step time (median)", "s", False, **_FAST),
+        Metric("peak_mem_gib", "peak GPU memory", "GiB", False, better="lower", worse="higher"),
+        Metric("mfu", "model FLOPs utilisation", "fraction"),
+        Metric("tokens_per_s", "tokens per second", "tokens/s", per_gpu=True),
+    )
+}
+
+
+def metric(name: str) -> Metric | None:
+    """The catalog's entry, None for a metric this kit does not know (a bundle from another)."""
+    return CATALOG.get(name)
+
+
+def record(name: str, value: float, work: str = "") -> dict[str, Any]:
+    """What the worker writes for a catalog metric: value, unit and direction by its entry."""
+    return CATALOG[name].record(value, work)
+
+
+def label(name: str) -> str:
+    m = CATALOG.get(name)
+    return m.label if m else name.replace("_", " ")
+
+
+def higher_is_better(name: str, recorded: Any = True) -> bool:
+    """The catalog's direction; for a metric it does not know, what the run recorded."""
+    m = CATALOG.get(name)
+    return m.higher_is_better if m else bool(recorded)
+
+
+def per_gpu(name: str) -> bool:
+    m = CATALOG.get(name)
+    return bool(m and m.per_gpu)
+
+
+def words(name: str) -> tuple[str, str]:
+    """A ratio's words for the metric: ("faster", "slower"), ("lower", "higher"), ..."""
+    m = CATALOG.get(name)
+    return (m.better, m.worse) if m else ("better", "worse")

@@ -1,0 +1,87 @@
+"""The metric catalog is the one definition of a metric: the worker writes by it, and every
+reader (report, compare, known machines, verdicts, the interval rule) answers from it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from kit.refs import store
+from kit.shared import metrics as catalog
+from kit.stats import paired_ratio, summarize, unpaired_ratio
+from kit.workloads import registry
+from tests.conftest import ROOT
+
+EXAMPLES = ROOT / "reports" / "examples"
+
+
+def test_every_workload_declares_catalog_metrics():
+    for kind in registry.KINDS:
+        spec = registry.spec(kind)
+        assert spec.metrics and all(catalog.CATALOG[m.name] is m for m in spec.metrics), kind
+        assert spec.metric(spec.headline) is not None
+
+
+def test_recorded_metrics_agree_with_the_catalog():
+    """Every committed result was written with the unit and direction its catalog entry gives."""
+    seen = set()
+    for path in sorted(EXAMPLES.glob("*/runs/*/result.json")):
+        result = json.loads(path.read_text())
+        work = {"gpt2_ddp": "samples", "resnet_ddp": "images", "llama_lora_fsdp": "tokens"}
+        for name, m in (result.get("metrics") or {}).items():
+            entry = catalog.CATALOG[name]
+            assert m["higher_is_better"] == entry.higher_is_better, (path, name)
+            assert m["unit"] == entry.unit_for(work.get(result["kind"], "")), (path, name)
+            seen.add(name)
+    assert seen == set(catalog.CATALOG)
+
+
+def test_per_gpu_is_a_property_of_the_metric():
+    """Work summed over the GPUs is divided per GPU; bus bandwidth is already normalised."""
+    assert catalog.per_gpu("throughput") and catalog.per_gpu("tokens_per_s")
+    for name in ("busbw_largest", "busbw_peak", "step_time_s", "peak_mem_gib", "mfu"):
+        assert not catalog.per_gpu(name), name
+    assert not catalog.per_gpu("something_unknown")
+
+
+def test_known_machines_divide_only_throughput_per_gpu(tmp_path, monkeypatch):
+    """A 2-GPU all-reduce against the shipped 4-GPU one: no per-GPU bus bandwidth ratio; a
+    2-GPU Llama run against the 4-GPU one: its throughput is compared per GPU too."""
+    monkeypatch.setenv("KIT_REFS_DB", str(tmp_path / "refs.sqlite"))
+    for name, metric, per in (
+        ("h200x2-allreduce", "busbw_largest", False),
+        ("h200x2-fsdp-llama", "throughput", True),
+    ):
+        copy = tmp_path / name
+        shutil.copytree(EXAMPLES / name, copy)
+        rows = [r for r in store.standing(copy) if r["metric"] == metric]
+        assert rows and any(r["gpus"] != r["reference_gpus"] for r in rows), name
+        for r in rows:
+            expected = per and r["gpus"] != r["reference_gpus"]
+            assert (r["ratio_better_per_gpu"] is not None) == expected, (name, r)
+
+
+@pytest.mark.parametrize("n", range(1, 8))
+def test_the_interval_rule_is_the_catalogs(n):
+    kind = catalog.interval_rule(n)
+    xs = [10.0 + 0.1 * i for i in range(n)]
+    ys = [5.0 + 0.07 * i for i in range(n)]
+    assert summarize(xs).ci_kind == kind
+    assert paired_ratio(xs, ys).ci_kind == kind
+    assert unpaired_ratio(xs, ys).ci_kind == kind
+
+
+def test_the_method_words_follow_the_rule():
+    words = catalog.interval_words()
+    assert words.count(";") == len(catalog.INTERVALS) - 1
+    assert "3 to 5 runs" in words and "6 or more" in words
+    assert catalog.interval_rule(5) == "t" and catalog.interval_rule(6) == "bootstrap"
+
+
+def test_an_unknown_metric_keeps_what_its_run_recorded():
+    assert catalog.label("algbw_x") == "algbw x"
+    assert catalog.higher_is_better("algbw_x", False) is False
+    assert catalog.words("algbw_x") == ("better", "worse")
+    assert catalog.words("peak_mem_gib") == ("lower", "higher")
