@@ -28,6 +28,8 @@ def text(page: str) -> str:
     page = re.sub(r"(?i)<br\s*/?>|</(p|tr|li|h\d|div|table|section)>", "\n", page)
     page = re.sub(r"<[^>]+>", " ", page)
     lines = (re.sub(r"\s+", " ", html.unescape(line)).strip() for line in page.splitlines())
+    # what differs between two checkouts of the same bundles: where they are and when it ran
+    lines = (re.sub(r"^Created [0-9: -]+ UTC\. ", "", ln.replace(f"{ROOT}/", "")) for ln in lines)
     return "\n".join(line for line in lines if line)
 
 
