@@ -27,6 +27,7 @@ from pydantic import (
 from kit.errors import InputError
 from kit.recipe_env import check_env
 from kit.recipe_yaml import LocatedError, StrictLoader, line_map, read_text
+from kit.shared import p2p
 from kit.shared.metrics import CV_THRESHOLD
 from kit.workloads.registry import KINDS, params_class
 
@@ -64,12 +65,8 @@ class Variant(Strict):
 
 
 BUILTIN_VARIANTS = {
-    "p2p": Variant(name="p2p", description="GPU peer-to-peer allowed (NCCL's default transports)"),
-    "no-p2p": Variant(
-        name="no-p2p",
-        description="GPU peer-to-peer disabled (NCCL_P2P_DISABLE=1: traffic goes through host memory)",
-        env={"NCCL_P2P_DISABLE": "1"},
-    ),
+    name: Variant(name=name, description=words, env=env)
+    for name, (env, words) in p2p.VARIANTS.items()
 }
 
 

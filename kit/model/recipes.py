@@ -18,8 +18,12 @@ IGNORED = ("description", "verified_on")
 """Top-level fields that describe a recipe without changing what it runs."""
 
 
-def _drop_reference_sources(recipe: dict[str, Any]) -> None:
-    """A reference's `source` is prose about where a figure came from, not part of the method."""
+def _drop_prose(recipe: dict[str, Any]) -> None:
+    """A reference's `source` (where a figure came from) and a variant's description are prose,
+    not part of the method (the built-in variants' words changed in kit 0.1.0's life)."""
+    for variant in recipe.get("variants") or []:
+        if isinstance(variant, dict):
+            variant.pop("description", None)
     for bench in recipe.get("benchmarks") or []:
         for ref in (bench.get("expect") or {}).values() if isinstance(bench, dict) else ():
             if isinstance(ref, dict):
@@ -60,8 +64,8 @@ def recipe_differences(
     for key in ignore:
         left.pop(key, None)
         right.pop(key, None)
-    _drop_reference_sources(left)
-    _drop_reference_sources(right)
+    _drop_prose(left)
+    _drop_prose(right)
     out: list[str] = []
     _diff(left, right, "", out)
     return out

@@ -231,14 +231,7 @@ def p2p_effects(machines: list[Machine]) -> list[dict[str, Any]]:
     for m in machines:
         for b in m.benches:
             metric = analysis.verdict_metric(b)
-            v = next(
-                (
-                    x
-                    for x in b.verdicts
-                    if x.metric == metric and {"p2p", "no-p2p"} <= {y.name for y in b.variants}
-                ),
-                None,
-            )
+            v = next((x for x in b.verdicts if x.metric == metric and x.p2p), None)
             if v is None:
                 continue
             row = next(iter((b.metrics.get(metric) or {}).values()), None)

@@ -13,6 +13,7 @@ from typing import Any
 
 from kit.errors import KitError
 from kit.recipe import Recipe
+from kit.shared.p2p import p2p_off
 from kit.worker.telemetry import SLOWDOWN_MASK, decode_reasons
 
 CHECKS = (
@@ -322,7 +323,7 @@ def check_recipe(
         hardware,
         gpus_needed=recipe.gpus,
         gpu_ids=sorted(ids),
-        needs_shm=any(v.env.get("NCCL_P2P_DISABLE") == "1" for v in variants),
+        needs_shm=any(p2p_off(v.env) for v in variants),
         device=device,
         options=options,
     )

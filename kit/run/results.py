@@ -20,6 +20,7 @@ from kit.model import RunResult, read_model
 from kit.run.plan import RunSpec
 from kit.runtime.base import RunOutcome, tail
 from kit.seal import seal_bundle
+from kit.shared.p2p import p2p_off
 from kit.worker.common import RESULT_SCHEMA
 from kit.worker.nccl_log import parse_nccl_log, verdict
 
@@ -115,7 +116,7 @@ def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path)
         nccl = parse_nccl_log(log_path.read_text(errors="replace"))
         nccl["verdict"] = verdict(
             nccl,
-            p2p_disabled=spec.env.get("NCCL_P2P_DISABLE") == "1",
+            p2p_disabled=p2p_off(spec.env, nccl),
             single_node=outcome.nodes is None or len(outcome.nodes) < 2,
         )
         result["nccl"] = nccl

@@ -33,14 +33,16 @@ B_OFF = [5.1, 5.4, 4.6, 5.0, 4.9]
 
 
 def run(variant: str, repeat: int, busbw: float | None, time_us: float = 10.0) -> dict:
+    """A run as the worker records it: its variant's env (P2P off for no-p2p) included."""
+    env = {"NCCL_P2P_DISABLE": "1"} if variant == "no-p2p" else {}
     if busbw is None:
         return {"schema": 1, "run_id": f"ar.{variant}.r{repeat}", "benchmark": "ar",
                 "kind": "allreduce", "device": "cuda", "world_size": 2,
-                "variant": variant, "repeat": repeat, "status": "failed", "error": "x",
+                "variant": variant, "repeat": repeat, "status": "failed", "error": "x", "env": env,
                 "metrics": {}, "data": {}}  # fmt: skip
     return {
         "schema": 1, "run_id": f"ar.{variant}.r{repeat}", "benchmark": "ar", "kind": "allreduce",
-        "device": "cuda", "world_size": 2,
+        "device": "cuda", "world_size": 2, "env": env,
         "variant": variant, "repeat": repeat, "status": "ok",
         "metrics": {
             "busbw_peak": {"value": busbw, "unit": "GB/s", "higher_is_better": True},

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.shared.metrics import CV_THRESHOLD
+from kit.shared.p2p import p2p_off
 from kit.workloads.base import WorkloadSpec
 
 
@@ -17,7 +18,7 @@ def is_ok(run: dict[str, Any]) -> bool:
 
 
 def p2p_disabled(run: dict[str, Any]) -> bool:
-    return str((run.get("env") or {}).get("NCCL_P2P_DISABLE", "0")).strip() in ("1", "true")
+    return p2p_off(run.get("env"), run.get("nccl"))
 
 
 @dataclass
@@ -46,6 +47,12 @@ class VariantBlock:
     failed: list[dict[str, Any]]
     missing: int = 0  # repeats planned but never run
 
+    @property
+    def p2p_off(self) -> bool | None:
+        """Whether this variant's runs had peer-to-peer off (None: no run, or they differ)."""
+        seen = {p2p_disabled(r) for r in self.ok or self.runs}
+        return seen.pop() if len(seen) == 1 else None
+
 
 @dataclass
 class Verdict:
@@ -58,6 +65,7 @@ class Verdict:
     pairs: int = 0
     failed: bool = False
     withheld: str = ""  # why the comparison is not a finding (noisy, drifting, failed runs)
+    p2p: bool = False  # P2P on against P2P off: the P2P effect
 
 
 @dataclass

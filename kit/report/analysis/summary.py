@@ -17,18 +17,11 @@ from kit.facts.window import WindowFacts, window_facts
 from kit.report.analysis.model import Benchmark, VariantBlock
 from kit.report.analysis.trust import transports
 from kit.report.analysis.verdicts import expectations, verdict_metric
+from kit.shared import p2p
 
 MIN_SAMPLES_PER_GPU = 4
 """Energy and power are printed only when the window holds this many samples per GPU
 (telemetry samples every ~0.25 s: a 0.2 s window holds one or two, too few to integrate)."""
-
-VARIANT_DEFINITIONS = {
-    "p2p": "GPU peer-to-peer allowed: NCCL moves data GPU to GPU directly over NVLink "
-    "(or PCIe peer-to-peer where there is no NVLink), its default.",
-    "no-p2p": "NCCL_P2P_DISABLE=1: GPU-to-GPU traffic is staged through host shared memory. "
-    "A lower bound, not a prediction for a PCIe-only machine (which would still use PCIe "
-    "peer-to-peer).",
-}
 
 LOGGING_ONLY = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"}
 SETTING_PREFIXES = ("NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_", "TORCH_NCCL_", "CUDA_DEVICE_MAX_")
@@ -103,7 +96,8 @@ class BenchSummary:
 
 def variant_definition(v: VariantBlock) -> str:
     """One sentence defining the variant: the kit's own for p2p/no-p2p, else the recipe's."""
-    text = VARIANT_DEFINITIONS.get(v.name) or v.description or "as the recipe defines it"
+    builtin = p2p.VARIANTS.get(v.name)
+    text = builtin[1] if builtin else v.description or "as the recipe defines it"
     if v.ok and all(r.get("backend") == "gloo" for r in v.ok):
         text += " Here the runs used gloo on the CPU, where NCCL settings have no effect."
     return text

@@ -26,10 +26,21 @@ def _pairs(a: VariantBlock, b: VariantBlock, metric: str) -> tuple[list[float], 
 
 def compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> Verdict:
     """Paired ratio a / b on one metric, as a sentence ("1.37x faster (95% CI ...)")."""
+    verdict = _compare(bench, a, b, metric)
+    verdict.p2p = p2p_effect(a, b)
+    return verdict
+
+
+def p2p_effect(a: VariantBlock, b: VariantBlock) -> bool:
+    """a had peer-to-peer on and b off, by what their runs held (kit.shared.p2p)."""
+    return a.p2p_off is False and b.p2p_off is True
+
+
+def _compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> Verdict:
     rows = bench.metrics.get(metric) or {}
     hib = next((r.higher_is_better for r in rows.values()), True)
     label = catalog.label(metric)
-    p2p_pair = a.name == "p2p" and b.name == "no-p2p"
+    p2p_pair = p2p_effect(a, b)
     missing = [v.name for v in (a, b) if not v.ok]
     if missing:
         return Verdict(
@@ -118,11 +129,12 @@ def verdict_metric(bench: Benchmark) -> str:
 
 
 def verdicts(bench: Benchmark) -> list[Verdict]:
-    """The headline comparison: p2p (or the first variant) against each other variant; then
+    """The headline comparison: the first variant with P2P on (else the first) against each
+    other variant; then
     the workload's secondary metrics, where both sides finished."""
     if len(bench.variants) < 2:
         return []
-    ref = next((v for v in bench.variants if v.name == "p2p"), bench.variants[0])
+    ref = next((v for v in bench.variants if v.p2p_off is False), bench.variants[0])
     others = [v for v in bench.variants if v is not ref]
     out = [compare(bench, ref, other, verdict_metric(bench)) for other in others]
     for metric in bench.spec.secondary if bench.spec else ():
@@ -170,12 +182,12 @@ def _against(measured: float, value: float, tol: float, hib: bool) -> str:
 
 
 def expectations(bench: Benchmark) -> list[dict[str, Any]]:
-    """The recipe's `expect:` references against the first variant's median (p2p by default).
+    """The recipe's `expect:` references against the median of the first variant with P2P on.
 
     A throughput reference whose source names another GPU count ("2x H200") than the runs used
     is compared per GPU (`per_gpu`: reference and measured figures divided by their counts)."""
     out = []
-    ref = next((v for v in bench.variants if v.name == "p2p"), None) or (
+    ref = next((v for v in bench.variants if v.p2p_off is False), None) or (
         bench.variants[0] if bench.variants else None
     )
     gpus = (
