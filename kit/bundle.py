@@ -133,6 +133,8 @@ class Bundle:
         if not isinstance(data, dict):
             raise InputError(f"{shown}: expected a JSON object, got {type(data).__name__}")
         check_schema(data, "results.json", shown)
+        for i, run in enumerate(data.get("runs") if isinstance(data.get("runs"), list) else []):
+            check_schema(run, "result.json", Path(f"{shown}: runs.{i}"))
         return cls(path, data)
 
     def read_json(self, name: str) -> Any:
@@ -201,7 +203,7 @@ def _model_of(name: str) -> tuple[type[BaseModel], str | None] | None:
     return {
         "results.json": (Results, "results.json"),
         "hardware.json": (Hardware, "hardware.json"),
-        "environment.json": (Environment, None),
+        "environment.json": (Environment, "environment.json"),
     }.get(name)
 
 

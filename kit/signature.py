@@ -63,6 +63,20 @@ def _regular(path: Path, what: str) -> Path:
     return Path(path)
 
 
+def check_allowed_signers(path: Path) -> Path:
+    """A user's allowed-signers file: a regular file with at least one signer line."""
+    _regular(path, "--allowed-signers")
+    with open(path, "rb") as f:  # the user's own file (a link to it is fine)
+        text = f.read(1 << 20).decode("utf-8", "replace")
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    if not lines:
+        raise InputError(
+            f"--allowed-signers {path}: no signer in it (one line per signer: "
+            f'ID namespaces="{NAMESPACE}" ssh-ed25519 AAAA...; `kit sign` prints it)'
+        )
+    return Path(path)
+
+
 def sign(root: Path, key: Path, identity: str | None = None) -> tuple[Path, str]:
     """Sign a sealed bundle's manifest with an SSH private key.
 

@@ -103,6 +103,17 @@ def reproduce(
             "recipe's nodes.hosts."
         ),
     ] = None,
+    allowed_signers: Annotated[
+        Path | None,
+        typer.Option(
+            help="Rerunning a bundle: it must be signed by a signer this OpenSSH allowed_signers "
+            "file lists."
+        ),
+    ] = None,
+    allow_unsigned: Annotated[
+        bool,
+        typer.Option("--allow-unsigned", help="With --allowed-signers: accept an unsigned bundle."),
+    ] = False,
     strict: Annotated[bool, typer.Option(help="Treat preflight warnings as fatal.")] = False,
     allow: Annotated[
         str | None, typer.Option(help="Preflight checks allowed to fail, comma-separated.")
@@ -129,12 +140,16 @@ def reproduce(
                       image_archive=image_archive,
                       nodes=tuple(n.strip() for n in (nodes or "").split(",") if n.strip()))  # fmt: skip
     if recipe.is_dir():
+        from kit.intake import check_signer_options
         from kit.run.rerun import rerun_bundle
 
-        bundle, code = rerun_bundle(recipe, options, strict_env=strict_env)
+        check_signer_options(allowed_signers, allow_unsigned)
+        bundle, code = rerun_bundle(recipe, options, strict_env, allowed_signers, allow_unsigned)
     else:
-        if strict_env:
-            raise InputError("--strict-env: only for rerunning a bundle directory")
+        for flag, given in (("--strict-env", strict_env), ("--allowed-signers", allowed_signers),
+                            ("--allow-unsigned", allow_unsigned)):  # fmt: skip
+            if given:
+                raise InputError(f"{flag}: only for rerunning a bundle directory")
         options.device, options.runtime = device or "auto", runtime or "auto"
         bundle, code = run_recipe(load_recipe(recipe), options)
     print(bundle.path)
@@ -259,8 +274,16 @@ def compare(
     ] = None,
     allowed_signers: Annotated[
         Path | None,
-        typer.Option(help="OpenSSH allowed_signers file: name who signed each bundle."),
+        typer.Option(
+            help="OpenSSH allowed_signers file: every bundle must be signed by a signer it lists."
+        ),
     ] = None,
+    allow_unsigned: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unsigned", help="With --allowed-signers: accept unsigned bundles too."
+        ),
+    ] = False,
 ) -> None:
     """Compare bundles side by side: hardware, environments, results with ratios and intervals.
 
@@ -270,11 +293,14 @@ def compare(
 
     Example: kit compare reports/examples/h200x2-fsdp-llama reports/examples/h200x4-fsdp-llama --label 2=vendor-x --price-per-gpu-hour 3.5
     """
+    from kit.intake import check_signer_options
     from kit.report.compare import check_price, parse_labels, write_comparison
 
     check_price(price_per_gpu_hour)
+    check_signer_options(allowed_signers, allow_unsigned)
     labels = parse_labels(label, bundles)
-    paths = write_comparison(bundles, baseline, out, labels, price_per_gpu_hour, allowed_signers)
+    paths = write_comparison(bundles, baseline, out, labels, price_per_gpu_hour, allowed_signers,
+                             allow_unsigned)  # fmt: skip
     for path in paths:
         print(path)
 

@@ -30,16 +30,19 @@ def report(
     """Re-render a bundle's report from its files; re-seal the report files and nothing else.
 
     Refused when anything but report.html / report.pdf differs from the manifest (an edit, an
-    extra file, a link), and for a signed bundle (a new report would void the signature).
+    extra file, a link), when a file every bundle holds is missing, and for a signed bundle (a
+    new report would void the signature: so there is no --allowed-signers here).
 
     Example: kit report reports/allreduce-20261121-120000 --price-per-gpu-hour 3.5
     """
     from kit.bundle import Bundle, reseal_report
+    from kit.intake import check_complete
     from kit.report.compare import check_price
     from kit.report.render import render_bundle
 
     price = check_price(price_per_gpu_hour)
     b = Bundle.load(bundle)
+    check_complete(b.path)
     print(reseal_report(b.path, lambda: render_bundle(b, price_per_gpu_hour=price)))
 
 
@@ -61,8 +64,10 @@ def verify(
     Example: kit verify BUNDLE --allowed-signers ~/.config/kit/allowed_signers
     """
     from kit.bundle import MANIFEST, verify_manifest
+    from kit.intake import REQUIRED, check_signer_options, missing_files
     from kit.signature import signature_status
 
+    check_signer_options(allowed_signers, False)
     result = verify_manifest(bundle)
     for label, names in (("changed", result.changed), ("missing", result.missing),
                          ("not in manifest", result.extra),
@@ -73,6 +78,12 @@ def verify(
         raise KitError(f"{bundle}: does not match its manifest ({len(result.changed)} changed, "
                        f"{len(result.missing)} missing, {len(result.extra)} not listed, "
                        f"{len(result.odd)} not regular files)")  # fmt: skip
+    missing = missing_files(bundle)
+    for name in missing:
+        print(f"missing: {name} (every bundle holds it)")
+    if missing:
+        raise KitError(f"{bundle}: incomplete bundle: no {', '.join(missing)} (every bundle holds "
+                       f"{', '.join(REQUIRED)}), though the manifest matches")  # fmt: skip
     sig = signature_status(bundle, allowed_signers)
     if not sig.ok:
         raise KitError(f"{bundle}: {sig.line()}")

@@ -19,12 +19,16 @@ BUNDLE_SCHEMA = 1
 """results.json `schema`: the newest this kit reads (kit.bundle writes the same number)."""
 HARDWARE_SCHEMA = 1
 """hardware.json `schema` (kit.inventory.SCHEMA)."""
+ENVIRONMENT_SCHEMA = 1
+"""environment.json `schema`: the kit has not written one yet; a file that carries a newer one is
+from a kit this one cannot read."""
 
 SCHEMAS: dict[str, int] = {
     "results.json": BUNDLE_SCHEMA,
     "result.json": RESULT_SCHEMA,
     "spec.json": SPEC_SCHEMA,
     "hardware.json": HARDWARE_SCHEMA,
+    "environment.json": ENVIRONMENT_SCHEMA,
 }
 """The newest `schema` number this kit reads, per file name; older numbers still load."""
 

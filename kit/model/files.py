@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import json
-import math
 import os
 import re
 import stat
@@ -105,11 +104,27 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+MAX_NUMBER = 1e30
+"""Largest magnitude of a number in a bundle. No measurement comes near it (a FLOP count per
+step is about 1e17); past it, a median's sum or a ratio overflows to infinity, which is not
+JSON and prints as "inf"."""
+
+
 def _finite_float(text: str) -> float:
     value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"{text[:20]} is too large for a number")
+    if not abs(value) <= MAX_NUMBER:
+        raise ValueError(
+            f"{text[:20]} is beyond ±{MAX_NUMBER:g} (no measured number is that large)"
+        )
     return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > 30:  # more than 1e30: the same bound as a float
+        raise ValueError(
+            f"{text[:20]}... is beyond ±{MAX_NUMBER:g} (no measured number is that large)"
+        )
+    return int(text)
 
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
@@ -135,7 +150,8 @@ def _depth(text: str) -> int:
 
 
 def parse_json(text: str, shown: Path) -> Any:
-    """Strict JSON: no NaN, Infinity or overflowing numbers, no duplicate keys, nesting at most MAX_DEPTH."""
+    """Strict JSON: no NaN or Infinity, no number beyond ±MAX_NUMBER, no duplicate keys at any
+    depth, nesting at most MAX_DEPTH."""
     if _depth(text) > MAX_DEPTH:
         raise InputError(f"{shown}: nested deeper than {MAX_DEPTH} levels")
     try:
@@ -143,6 +159,7 @@ def parse_json(text: str, shown: Path) -> Any:
             text,
             parse_constant=_refuse_constant,
             parse_float=_finite_float,
+            parse_int=_bounded_int,
             object_pairs_hook=_no_duplicates,
         )
     except json.JSONDecodeError as exc:

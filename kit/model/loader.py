@@ -27,6 +27,8 @@ from kit.recipe import Recipe, parse_recipe
 M = TypeVar("M", bound=BaseModel)
 MAX_RUNS = 10_000
 """Most run folders a bundle may hold (recipes cap repeats at 100)."""
+REQUIRED_SCHEMA = ("results.json", "result.json", "spec.json")
+"""Files that must carry `schema`; hardware.json and environment.json may lack it (older kits)."""
 RUN_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 """A run folder's name: benchmark.variant.rN, each part a recipe name."""
 
@@ -108,7 +110,14 @@ def read_model(root: Path, rel: str, model: type[M], schema: str | None = None) 
     try:
         data = read_json(root, rel)
         if schema is not None:
-            check_schema(data, schema, shown, required=schema != "hardware.json")
+            check_schema(data, schema, shown, required=schema in REQUIRED_SCHEMA)
+        if (
+            schema == "results.json"
+            and isinstance(data, dict)
+            and isinstance(data.get("runs"), list)
+        ):
+            for i, run in enumerate(data["runs"]):  # each run record is a result.json's
+                check_schema(run, "result.json", Path(f"{shown}: runs.{i}"))
         return validate(model, data, shown)
     except InputError as exc:
         raise InputError(one_line(str(exc))) from None
@@ -176,5 +185,5 @@ def _load(root: Path) -> BundleData:
         raise InputError(f"{root / 'recipe.yaml'}: missing")
     recipe = read_recipe(root)
     hardware = _optional(root, names, "hardware.json", Hardware, "hardware.json")
-    environment = _optional(root, names, "environment.json", Environment)
+    environment = _optional(root, names, "environment.json", Environment, "environment.json")
     return BundleData(root, recipe, results, hardware, environment, read_runs(root))

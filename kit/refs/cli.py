@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from kit.intake import check_signer_options
 from kit.refs import store
 
 refs_app = typer.Typer(
@@ -30,12 +31,25 @@ def list_cmd() -> None:
 def add_cmd(
     bundle: Annotated[Path, typer.Argument(help="A bundle directory.")],
     label: Annotated[str | None, typer.Option(help="Name it (default: the hardware).")] = None,
+    allowed_signers: Annotated[
+        Path | None,
+        typer.Option(
+            help="OpenSSH allowed_signers file: the bundle must be signed by one it lists."
+        ),
+    ] = None,
+    allow_unsigned: Annotated[
+        bool,
+        typer.Option("--allow-unsigned", help="With --allowed-signers: accept an unsigned bundle."),
+    ] = False,
 ) -> None:
     """Add a bundle's results to your references ($KIT_REFS_DB or ~/.local/share/kit).
 
+    The bundle must match its manifest and be complete.
+
     Example: kit refs add reports/fsdp-llama-20261121-130936 --label "lab box 3"
     """
-    doc = store.add(bundle, label)
+    check_signer_options(allowed_signers, allow_unsigned)
+    doc = store.add(bundle, label, allowed_signers=allowed_signers, allow_unsigned=allow_unsigned)
     typer.echo(f"added {doc['label']!r}: {len(doc['benchmarks'])} benchmark variants")
 
 

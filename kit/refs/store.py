@@ -24,6 +24,7 @@ from typing import Any
 
 from kit.bundle import Bundle
 from kit.errors import InputError
+from kit.intake import receive
 from kit.shared import metrics as catalog
 from kit.workloads.registry import headline_metric
 
@@ -131,8 +132,16 @@ def _connect(path: Path | None = None) -> sqlite3.Connection:
     return con
 
 
-def add(bundle_dir: Path, label: str | None = None, db: Path | None = None) -> dict[str, Any]:
-    """Add a bundle's reference to the user store; a label already there is an InputError."""
+def add(
+    bundle_dir: Path,
+    label: str | None = None,
+    db: Path | None = None,
+    allowed_signers: Path | None = None,
+    allow_unsigned: bool = False,
+) -> dict[str, Any]:
+    """Add a bundle's reference to the user store; a label already there is an InputError.
+    The bundle must be sealed, complete and (with `allowed_signers`) signed (kit.intake)."""
+    receive(Path(bundle_dir), "add only an untouched bundle", allowed_signers, allow_unsigned)
     doc = extract(bundle_dir, label)
     with closing(_connect(db)) as con, con:
         try:

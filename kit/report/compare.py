@@ -15,7 +15,6 @@ comparison reads the bundles and writes only into its own output directory.
 from __future__ import annotations
 
 import dataclasses
-import json
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -42,6 +41,7 @@ from kit.report.render import Figure, jinja_env, write_pdf
 from kit.shared import metrics as catalog
 from kit.signature import signature_status
 from kit.stats import Ratio, StatsError, summarize, unpaired_ratio
+from kit.worker.common import dumps
 
 __all__ = [
     "comparison",
@@ -347,12 +347,15 @@ def write_comparison(
     labels: dict[int, str] | None = None,
     price_per_gpu_hour: float | None = None,
     allowed_signers: Path | None = None,
+    allow_unsigned: bool = False,
 ) -> list[Path]:
     """Write compare.html, compare.pdf and compare.json into `out`; returns their paths.
 
-    labels: {0-based position: text} (parse_labels reads `--label 2=vendor-x`)."""
+    labels: {0-based position: text} (parse_labels reads `--label 2=vendor-x`). With
+    `allowed_signers`, every bundle must be signed by a listed signer (unsigned ones too when
+    `allow_unsigned`), else nothing is written."""
     price = check_price(price_per_gpu_hour)
-    machines = load_machines(paths, labels)
+    machines = load_machines(paths, labels, allowed_signers, allow_unsigned)
     base = pick_baseline(baseline, machines)
     out = out or Path("reports") / f"compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     bundle_dirs = {m.path.resolve() for m in machines}
@@ -367,7 +370,7 @@ def write_comparison(
     html_path = out / "compare.html"
     html_path.write_text(html)
     json_path = out / "compare.json"
-    json_path.write_text(json.dumps(data, indent=1) + "\n")
+    json_path.write_text(dumps(data))  # strict JSON, as every kit file: no NaN, no Infinity
     pdf_path = out / "compare.pdf"
     write_pdf(html, pdf_path)
     return [html_path, pdf_path, json_path]

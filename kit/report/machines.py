@@ -14,10 +14,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from kit.bundle import MANIFEST, sha256_file, verify_manifest
+from kit.bundle import MANIFEST, sha256_file
 from kit.envdiff import environment_diff, environment_versions
 from kit.errors import InputError
-from kit.model import BundleData, load_bundle, recipe_differences
+from kit.intake import receive
+from kit.model import BundleData, recipe_differences
 from kit.report import analysis
 from kit.report.render import machine_line
 
@@ -154,27 +155,21 @@ def _name(machines: list[Machine]) -> None:
             m.label = f"{m.label} [{m.index}]"
 
 
-def _check_manifest(path: Path) -> None:
-    check = verify_manifest(path)
-    if not check.ok:
-        names = ", ".join(check.names)
-        raise InputError(
-            f"{path}: does not match its {MANIFEST} ({names}); `kit verify {path}` shows "
-            "what changed; compare only untouched bundles"
-        )
-
-
-def load_machines(paths: list[Path], labels: dict[int, str] | None = None) -> list[Machine]:
-    """Each bundle, read by the typed loader and refused unless it matches its manifest."""
+def load_machines(
+    paths: list[Path],
+    labels: dict[int, str] | None = None,
+    allowed_signers: Path | None = None,
+    allow_unsigned: bool = False,
+) -> list[Machine]:
+    """Each bundle, refused unless it matches its manifest, is complete and (with an
+    allowed-signers file) is signed by a listed signer (kit.intake), read by the typed loader."""
     if len(paths) < 2:
         raise InputError("kit compare needs at least two bundles")
     labels = labels or {}
     machines = []
     for i, path in enumerate(paths, 1):
-        if (Path(path) / MANIFEST).is_file():  # an edit is named before the schema is checked
-            _check_manifest(Path(path))
-        data = load_bundle(Path(path))
-        _check_manifest(Path(path))
+        data = receive(Path(path), "compare only untouched bundles", allowed_signers,
+                       allow_unsigned)  # fmt: skip
         machines.append(Machine(i, Path(path), data, labels.get(i - 1)))
     _name(machines)
     return machines

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.bundle import MANIFEST, Bundle, sha256_file, verify_manifest
+from kit.bundle import MANIFEST, Bundle, sha256_file
 from kit.envdiff import Difference, environment_diff
 from kit.errors import InputError
-from kit.model import BundleData, Environment, load_bundle
+from kit.intake import receive
+from kit.model import BundleData, Environment
 from kit.recipe import NAME_PATTERN, Recipe
 from kit.run.engine import Options, run_recipe
 from kit.run.results import console
@@ -146,16 +147,12 @@ def source_record(path: Path, old: BundleData) -> dict[str, Any]:
     }
 
 
-def load_for_rerun(path: Path) -> BundleData:
-    """The old bundle, checked against its manifest, then read once through the typed loader
-    (kit.model.load_bundle): its resolved recipe, results, environment and hardware."""
-    check = verify_manifest(path)
-    if not check.ok:
-        raise InputError(
-            f"{path}: does not match its {MANIFEST} ({', '.join(check.names)}); "
-            f"`kit verify {path}` shows what changed; a rerun needs an untouched bundle"
-        )
-    return load_bundle(path)
+def load_for_rerun(
+    path: Path, allowed_signers: Path | None = None, allow_unsigned: bool = False
+) -> BundleData:
+    """The old bundle, checked (sealed, complete, signed when asked: kit.intake), then read once
+    through the typed loader: its resolved recipe, results, environment and hardware."""
+    return receive(path, "a rerun needs an untouched bundle", allowed_signers, allow_unsigned)
 
 
 def refuse_out_inside(path: Path, out: Path | None) -> None:
@@ -206,13 +203,19 @@ def print_recipe_env(recipe: Recipe) -> None:
             console.print(f"kit: variant {v.name} runs on GPUs {v.gpu_ids}", markup=False)
 
 
-def rerun_bundle(path: Path, options: Options, strict_env: bool = False) -> tuple[Bundle, int]:
+def rerun_bundle(
+    path: Path,
+    options: Options,
+    strict_env: bool = False,
+    allowed_signers: Path | None = None,
+    allow_unsigned: bool = False,
+) -> tuple[Bundle, int]:
     """Rerun `path` with its recorded device, smoke scale and repeats unless `options` override.
 
     `options.device`/`smoke`/`repeats`/`runtime` left as None mean "as recorded".
     """
     refuse_out_inside(path, options.out)
-    old = load_for_rerun(path)
+    old = load_for_rerun(path, allowed_signers, allow_unsigned)
     recipe, recorded = old.recipe, old.results
     old_env = old.environment.dump(as_written=True) if old.environment else {}
     old_hw = old.hardware.dump(as_written=True) if old.hardware else None

@@ -240,8 +240,12 @@ def test_compare_names_who_signed_each_bundle(tmp_path):
     assert run_kit("sign", str(signed), "--key", str(key), "--identity", "vendor@x").returncode == 0
     signers = allowed(tmp_path, "vendor@x", key)
     out = tmp_path / "cmp"
+    refused = run_kit("compare", str(signed), str(unsigned), "--out", str(out),
+                      "--allowed-signers", str(signers))  # fmt: skip
+    assert refused.returncode == 2 and "unsigned; --allowed-signers asks" in refused.stderr
+    assert not out.exists()
     proc = run_kit("compare", str(signed), str(unsigned), "--out", str(out),
-                   "--allowed-signers", str(signers))  # fmt: skip
+                   "--allowed-signers", str(signers), "--allow-unsigned")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     machines = json.loads((out / "compare.json").read_text())["machines"]
     assert machines[0]["signature"].startswith("signed by vendor@x (ED25519 SHA256:")

@@ -1,0 +1,88 @@
+"""What every command that reads a received bundle checks first: sealed, complete, signed.
+
+report, compare, reproduce and `refs add` call `receive`; `kit verify` uses `missing_files`.
+A bundle is refused (InputError: one line, exit 2) when it does not match its manifest, when a
+file every bundle holds is missing (even if the sender recomputed the manifest), and, when the
+user names an allowed-signers file, when its signature is missing, bad, or from a signer the
+file does not list (`allow_unsigned` accepts an unsigned one; never a bad one).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kit.bundle import MANIFEST, require_sealed
+from kit.errors import InputError
+from kit.model import BundleData, load_bundle
+from kit.model.files import read_json
+from kit.signature import check_allowed_signers, signature_status
+
+REQUIRED = ("results.json", "recipe.yaml", "hardware.json", "environment.json", MANIFEST)
+"""The files every bundle holds: every kit version writes all of them (a Slurm job's bundle
+gets hardware.json and environment.json when `kit slurm collect` seals it)."""
+
+
+def missing_files(root: Path) -> list[str]:
+    """The required files that are not in the bundle's folder (as entries of any kind)."""
+    return [name for name in REQUIRED if not os.path.lexists(Path(root) / name)]
+
+
+def _written_by(root: Path) -> str:
+    """ "kit 0.1.0" from results.json, or "" when it cannot be read."""
+    try:
+        data = read_json(Path(root), "results.json")
+    except InputError:
+        return ""
+    version = data.get("kit_version") if isinstance(data, dict) else None
+    return f"kit {version}" if isinstance(version, str) and len(version) < 40 else ""
+
+
+def check_complete(root: Path) -> None:
+    """One line naming every required file the bundle lacks, and the kit version that wrote it.
+    (A missing manifest is require_sealed's to name: its line says how to seal the bundle.)"""
+    missing = [name for name in missing_files(root) if name != MANIFEST]
+    if missing:
+        who = _written_by(root) if "results.json" not in missing else ""
+        by = f"; {who} wrote this bundle and writes every one of them" if who else ""
+        raise InputError(
+            f"{root}: incomplete bundle: no {', '.join(missing)} (every bundle holds "
+            f"{', '.join(REQUIRED)}{by}); it cannot be read as evidence"
+        )
+
+
+def check_signature(root: Path, allowed_signers: Path | None, allow_unsigned: bool) -> None:
+    """With an allowed-signers file: signed by a listed signer, or refused (one line)."""
+    if allowed_signers is None:
+        return
+    sig = signature_status(root, allowed_signers)
+    if sig.state == "unsigned" and allow_unsigned:
+        return
+    if sig.state == "unsigned":
+        raise InputError(
+            f"{root}: unsigned; --allowed-signers asks for a signature "
+            "(--allow-unsigned accepts unsigned bundles)"
+        )
+    if sig.state != "verified":
+        raise InputError(f"{root}: {sig.line()}")
+
+
+def check_signer_options(allowed_signers: Path | None, allow_unsigned: bool) -> None:
+    """--allowed-signers names a readable file; --allow-unsigned only means something with it."""
+    if allow_unsigned and allowed_signers is None:
+        raise InputError(
+            "--allow-unsigned: only with --allowed-signers (without it no signature is asked for)"
+        )
+    if allowed_signers is not None:
+        check_allowed_signers(allowed_signers)
+
+
+def receive(
+    root: Path, purpose: str, allowed_signers: Path | None = None, allow_unsigned: bool = False
+) -> BundleData:
+    """A received bundle, checked (sealed, complete, signed when asked) and read once, typed."""
+    root = Path(root)
+    require_sealed(root, purpose)
+    check_complete(root)
+    check_signature(root, allowed_signers, allow_unsigned)
+    return load_bundle(root)
