@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import threading
 
 import pytest
 
+from kit.bundle import write_manifest
 from kit.errors import InputError
 from kit.recipe import load_recipe
 from kit.recipe_env import why_refused
-from tests.conftest import run_kit
+from tests.conftest import ROOT, run_kit
 
+FIXTURE = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"
 HEAD = "kit: 1\nname: demo\ngpus: 2\nbenchmarks:\n  - kind: allreduce\n"
 
 
@@ -134,3 +138,49 @@ def test_recipes_shipped_with_the_kit_still_validate():
     proc = run_kit("recipes", "validate", *sorted(str(p) for p in (
         __import__("tests.conftest").conftest.ROOT / "recipes").glob("*.yaml")))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+
+
+FOREIGN_ENV = {
+    "NCCL_COMM_ID": ("evil.example:4242", "dial"),
+    "NCCL_NET": ("IB", "network plugin"),
+    "TORCH_COMPILE_DEBUG": ("1", "debug files"),
+    "TORCH_TRACE": ("trace", "trace files"),
+    "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": ("1", "weights-only"),
+    "TORCH_DEVICE_BACKEND_AUTOLOAD": ("1", "plug-ins"),
+    "TORCH_NCCL_DUMP_ON_TIMEOUT": ("1", "known tuning variables"),
+    "NCCL_SOME_FUTURE_KNOB": ("1", "known tuning variables"),
+    "NCCL_ALGO": ("Ring;Tree", "expected a comma list of Ring"),
+    "NCCL_P2P_DISABLE": ("yes", "an integer from 0 to 1"),
+    "NCCL_BUFFSIZE": ("-1", "an integer from 1"),
+    "NCCL_NTHREADS": ("7", "one of 64, 128"),
+    "NCCL_SOCKET_IFNAME": ("eth0 lo", "interface names"),
+    "NCCL_DEBUG": ("INFO\x1b[2J", "one of VERSION"),
+    "PYTORCH_CUDA_ALLOC_CONF": ("x", "key:value"),
+}
+
+
+@pytest.mark.parametrize("key", sorted(FOREIGN_ENV))
+def test_a_foreign_recipe_sets_only_known_tuning_variables_with_checked_values(tmp_path, key):
+    """The name-prefix rule let these through; the table refuses each with one line and why."""
+    value, why = FOREIGN_ENV[key]
+    reason = why_refused(key, value)
+    assert reason is not None and key in reason and why in reason, reason
+    path = tmp_path / "r.yaml"
+    path.write_text(HEAD + f"variants:\n  - name: v\n    env: {{{key}: {json.dumps(value)}}}\n")
+    proc = run_kit("recipes", "validate", str(path))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and key in proc.stderr
+    assert "\x1b" not in proc.stderr
+
+
+@pytest.mark.parametrize("key", ["NCCL_COMM_ID", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"])
+def test_a_bundle_whose_recipe_sets_them_is_refused(tmp_path, key):
+    b = tmp_path / "b"
+    shutil.copytree(FIXTURE, b)
+    text = (b / "recipe.yaml").read_text()
+    (b / "recipe.yaml").write_text(text.replace("NCCL_P2P_DISABLE: '1'", f"{key}: '1'"))
+    write_manifest(b)
+    for args in (["reproduce", str(b), "--out", str(tmp_path / "r")], ["report", str(b)]):
+        proc = run_kit(*args, timeout=120)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert key in proc.stderr and "not allowed" in proc.stderr
+    assert not (tmp_path / "r").exists()
