@@ -88,6 +88,8 @@ def test_signature_is_a_gate_with_allowed_signers(tmp_path):
     signers = _allowed(tmp_path, "alice@lab", alice)
     good = copy(tmp_path, "good")
     assert run_kit("sign", str(good), "--key", str(alice)).returncode == 0
+    other = copy(tmp_path, "other")  # what compare puts first: signed by alice
+    assert run_kit("sign", str(other), "--key", str(alice)).returncode == 0
     resealed = copy(tmp_path, "resealed")
     assert run_kit("sign", str(resealed), "--key", str(alice)).returncode == 0
     (resealed / "logs" / "note.txt").write_text("edited after signing\n")

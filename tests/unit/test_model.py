@@ -157,7 +157,7 @@ CASES = {
     ),
     "overflowing number": (
         _write("environment.json", b'{"pinned": false, "runtime": "host", "x": 1e999}'),
-        "environment.json: not valid JSON (1e999 is too large for a number)",
+        "environment.json: not valid JSON (1e999 is beyond ±1e+30 (no measured number is that large))",
     ),
     "duplicate key": (
         _write("environment.json", b'{"pinned": false, "pinned": true, "runtime": "host"}'),

@@ -136,6 +136,7 @@ def sealed_bundle(path: Path, environment: object) -> Path:
     bundle = Bundle.create(path, recipe.resolved(), header)
     bundle.finish("complete")
     bundle.write_json("environment.json", environment)
+    bundle.write_json("hardware.json", {"schema": 1, "host": {"hostname": "h"}, "gpus": []})
     write_manifest(path)
     return path
 
