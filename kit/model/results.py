@@ -97,13 +97,15 @@ class Results(Closed):
     runtime: str
     pinned: bool
     smoke: bool
-    repeats: int = Field(ge=1, le=MAX_REPEATS)  # a rerun plans this many: bounded
+    # the planned count (recipe or --repeats; a rerun plans as many: bounded), written as
+    # "repeats"; what ran is in `runs` (adaptive repeats add whole ones, see `adaptive`)
+    planned_repeats: int = Field(alias="repeats", ge=1, le=MAX_REPEATS)
     command: str = ""
     planned_runs: int = Field(default=0, ge=0)
     preflight: list[PreflightFinding] = Field(default_factory=list)
     reproduces: Reproduces | None = None
     runs: list[RunResult] = Field(default_factory=list)
-    adaptive: dict[str, AdaptiveRecord] = Field(default_factory=dict)
+    adaptive: dict[str, AdaptiveRecord] = Field(default_factory=dict)  # per benchmark
     # differences that can change a number; environment_notes: those that cannot (image ids)
     environment_diff: list[EnvironmentDifference] | None = None
     environment_notes: list[EnvironmentDifference] | None = None

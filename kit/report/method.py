@@ -33,13 +33,46 @@ def _method_facts(b: analysis.Benchmark) -> dict[str, Any]:
     }
 
 
+def repeats_words(benches: list[analysis.Benchmark], results: dict[str, Any]) -> str:
+    """How many times each benchmark ran per variant: the count that ran, with the planned
+    count and the adaptive decision beside it wherever the two differ."""
+    planned = results.get("repeats")
+    if all(b.repeats_ran == planned for b in benches):
+        return f"Every benchmark ran {planned or '?'} times per variant"
+    parts = []
+    for b in benches:
+        words = f"{b.label} ran {b.repeats_ran} times per variant"
+        if b.repeats_ran != b.planned_repeats:
+            added = b.repeats_ran - b.planned_repeats
+            why = (b.adaptive or {}).get("reason") or ""
+            extra = (
+                f"; adaptive repeats added {added}{f' ({why})' if why else ''}"
+                if added > 0
+                else "; the rest did not run"
+            )
+            words += f" ({b.planned_repeats} planned{extra})"
+        parts.append(words)
+    return "; ".join(parts)
+
+
+def repeats_short(benches: list[analysis.Benchmark], results: dict[str, Any]) -> str:
+    """Page 1's count: "3 repeats per variant", or "2 to 4 repeats per variant (2 planned)"."""
+    planned = results.get("repeats")
+    ran = sorted({b.repeats_ran for b in benches})
+    if not ran or ran == [planned]:
+        return f"{planned or '?'} repeats per variant"
+    count = f"{ran[0]}" if len(ran) == 1 else f"{ran[0]} to {ran[-1]}"
+    return f"{count} repeats per variant ({planned} planned)"
+
+
 def method_view(
     benches: list[analysis.Benchmark], results: dict[str, Any], env: Environment
 ) -> dict[str, Any]:
     """Facts the Method section states, read from the runs (never assumed), and each
     workload's paragraph, rendered from its spec's method template."""
     out: dict[str, Any] = {
-        "repeats": results.get("repeats"),
+        "repeats": repeats_words(benches, results),
+        "repeats_short": repeats_short(benches, results),
         "cv": benches[0].cv_threshold if benches else analysis.CV_THRESHOLD,
         "drift": analysis.DRIFT_THRESHOLD,
     }

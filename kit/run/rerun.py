@@ -224,7 +224,7 @@ def rerun_bundle(
     if options.smoke is None:
         options.smoke = recorded.smoke
     if options.repeats is None:
-        options.repeats = recorded.repeats
+        options.repeats = recorded.planned_repeats
     check_recorded(path, options)
     check_environment_record(path, old.environment)
     console.print(f"kit: rerunning {path} (recipe {recipe.name}, {recorded.created_at})")

@@ -56,7 +56,8 @@ def cv_threshold(recipe: dict[str, Any]) -> float:
 def build_benchmarks(results: dict[str, Any], recipe: dict[str, Any]) -> list[Benchmark]:
     """Group runs by benchmark and variant; summarize each metric over the finished repeats."""
     runs = results.get("runs") or []
-    repeats = int(results.get("repeats") or recipe.get("repeats") or 0)
+    planned = int(results.get("repeats") or recipe.get("repeats") or 0)
+    adaptive = results.get("adaptive") or {}
     threshold = cv_threshold(recipe)
     declared = [b for b in recipe.get("benchmarks") or [] if isinstance(b, dict)]
     names = [b.get("name") or b.get("kind") for b in declared]
@@ -68,6 +69,7 @@ def build_benchmarks(results: dict[str, Any], recipe: dict[str, Any]) -> list[Be
         decl = next((b for b in declared if (b.get("name") or b.get("kind")) == name), {})
         mine = [r for r in runs if r.get("benchmark") == name]
         kind = decl.get("kind") or (mine[0].get("kind") if mine else "?")
+        ran = 1 + max((int(r.get("repeat") or 0) for r in mine), default=-1)
         blocks = []
         for vname, desc in _variant_info(recipe, mine):
             vr = sorted(
@@ -81,7 +83,7 @@ def build_benchmarks(results: dict[str, Any], recipe: dict[str, Any]) -> list[Be
                     vr,
                     ok,
                     [r for r in vr if not is_ok(r)],
-                    missing=max(0, repeats - len(vr)),
+                    missing=max(0, max(planned, ran) - len(vr)),
                 )
             )
         same_kind = sum(1 for b in declared if b.get("kind") == kind) > 1
@@ -98,6 +100,9 @@ def build_benchmarks(results: dict[str, Any], recipe: dict[str, Any]) -> list[Be
             expect=decl.get("expect") or {},
             spec=spec(kind),
             cv_threshold=threshold,
+            planned_repeats=planned,
+            repeats_ran=ran,
+            adaptive=adaptive.get(name),
         )
         _summarize_metrics(bench)
         bench.wrong_total = sum(_wrong(r) for r in mine if is_ok(r))

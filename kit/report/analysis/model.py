@@ -81,6 +81,12 @@ class Benchmark:
     expect: dict[str, Any] = field(default_factory=dict)
     spec: WorkloadSpec | None = None  # None: a kind this kit does not know
     cv_threshold: float = CV_THRESHOLD
+    # three counts that are easy to confuse: what the plan asked for (the recipe, or the
+    # command's --repeats), what ran (adaptive repeats may add whole repeats), and the
+    # adaptive decision itself (kit.run.engine.adaptive_record), None where none was recorded
+    planned_repeats: int = 0
+    repeats_ran: int = 0
+    adaptive: dict[str, Any] | None = None
 
     @property
     def runs(self) -> list[dict[str, Any]]:

@@ -149,7 +149,7 @@ def collect(path: Path) -> tuple[Bundle, int]:
     if info is None:
         raise InputError(f"{path}: not a bundle made by `kit slurm` (no slurm section)")
     recipe = bundle.recipe_model()
-    runs = plan(recipe, header.device, header.smoke, header.repeats)
+    runs = plan(recipe, header.device, header.smoke, header.planned_repeats)
     codes = read_exit_codes(bundle.path / "slurm" / "exit_codes.tsv")
     job_out = f"slurm/job-{info.job_id or '<id>'}.out"
     bundle.results["runs"] = []
