@@ -20,6 +20,8 @@ KINDS = (
     "gpt2_ddp",
     "llama_lora_fsdp",
     "resnet_ddp",
+    "copy_bandwidth",
+    "matmul_ceiling",
 )
 
 SPECS: dict[str, WorkloadSpec] = {

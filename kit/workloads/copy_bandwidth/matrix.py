@@ -1,0 +1,50 @@
+"""The pair matrix, independent of any GPU: which pairs to measure, and nvbandwidth's layout.
+
+Standard library only: the worker fills matrices with it, the report prints and draws them,
+and the tests drive it with any number of devices (a GPU pair cannot exist on the CPU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import combinations, permutations
+
+Matrix = list[list[float | None]]  # [row][column], None: not measured (nvbandwidth's N/A)
+
+
+def one_way(n: int, measure: Callable[[int, int], float | None]) -> Matrix:
+    """measure(src, dst) for every ordered pair of distinct devices; the diagonal stays N/A.
+
+    Row = source, column = destination (nvbandwidth's "GPU(row) -> GPU(column)")."""
+    out: Matrix = [[None] * n for _ in range(n)]
+    for src, dst in permutations(range(n), 2):
+        out[src][dst] = measure(src, dst)
+    return out
+
+
+def both_ways(n: int, measure: Callable[[int, int], float | None]) -> Matrix:
+    """measure(a, b) once per unordered pair (both directions at once, total GB/s); symmetric."""
+    out: Matrix = [[None] * n for _ in range(n)]
+    for a, b in combinations(range(n), 2):
+        out[a][b] = out[b][a] = measure(a, b)
+    return out
+
+
+def render(title: str, matrix: Matrix, labels: list[str] | None = None) -> str:
+    """The matrix as nvbandwidth prints it: a title line, columns 10 wide, 2 decimals, N/A,
+    then `SUM key total` (nvbandwidth's own layout, so the two outputs read side by side)."""
+    rows = len(matrix)
+    cols = len(matrix[0]) if matrix else 0
+    labels = labels or [str(i) for i in range(rows)]
+    width = max(2, *(len(s) for s in labels)) if labels else 2
+    lines = [title, " " * width + "".join(f"{c:>10}" for c in range(cols))]
+    for label, row in zip(labels, matrix, strict=True):
+        cells = "".join(f"{'N/A':>10}" if v is None else f"{v:>10.2f}" for v in row)
+        lines.append(f"{label:>{width}}{cells}")
+    total = sum(v for row in matrix for v in row if v is not None)
+    return "\n".join([*lines, "", f"SUM {total:.2f}"])
+
+
+def off_diagonal(matrix: Matrix) -> list[float]:
+    """Every measured value (the pairs), row by row."""
+    return [v for row in matrix for v in row if v is not None]

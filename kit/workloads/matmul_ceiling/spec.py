@@ -1,0 +1,46 @@
+"""The matmul-ceiling workload as the driver sees it (mamf-finder's search, every GPU)."""
+
+from kit.workloads.base import Metric, WorkloadSpec
+from kit.workloads.matmul_ceiling.params import MatmulCeilingParams
+
+DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
+
+METHOD = """\
+<b>{{ a.label }}.</b> The best sustained matmul rate per dtype, searched as mamf-finder searches:
+every (m, n, k) of m {{ a.params.m_sizes|join("/") }} x n {{ a.params.n_sizes|join("/") }} x
+k {{ a.params.k_sizes|join("/") }} is timed on the first GPU alone ({{ a.params.trials }} trials of
+back-to-back matmuls filling {{ a.params.search_s }} s each, after {{ a.params.warmup }} warm-up
+calls; a shape's figure is its median trial), and the best shape is then held for
+{{ a.params.sustain_s }} s per trial on every GPU alone, one after another, and on all GPUs at once.
+TFLOP/s = 2mnk x matmuls / seconds; CUDA events on a GPU. Operands are random normal; tf32 is
+float32 with TF32 tensor cores allowed; fp8 is torch._scaled_mm on e4m3 with unit scales and
+bf16 output, only where the GPU has fp8 tensor cores. The headline is the median GPU with all
+GPUs running (what training gets); a GPU more than {{ a.params.outlier_pct }}% below the median GPU
+is flagged. On the CPU: fp32 at small sizes, a smoke test of the method, not a ceiling."""
+
+
+def _metrics() -> tuple[Metric, ...]:
+    out = []
+    for d in DTYPES:
+        out += [
+            Metric(f"tflops_{d}", f"{d} matmul ceiling (median GPU, all at once)", "TFLOP/s"),
+            Metric(
+                f"tflops_{d}_weakest", f"{d} matmul ceiling (weakest GPU, all at once)", "TFLOP/s"
+            ),
+            Metric(f"tflops_{d}_alone", f"{d} matmul ceiling (median GPU, each alone)", "TFLOP/s"),
+        ]
+    return tuple(out)
+
+
+SPEC = WorkloadSpec(
+    kind="matmul_ceiling",
+    label="matmul ceiling",
+    description="best sustained matmul TFLOP/s per dtype over a shape search, each GPU and all",
+    params=MatmulCeilingParams,
+    worker="kit.workloads.matmul_ceiling.worker",
+    headline="tflops_bf16",
+    secondary=("tflops_fp8", "tflops_tf32"),
+    figures="ceiling",
+    method=METHOD,
+    metrics=_metrics(),
+)
