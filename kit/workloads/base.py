@@ -46,7 +46,8 @@ class WorkloadSpec:
     metrics: the catalog's entries (kit.shared.metrics) this workload reports.
     secondary: further metrics that get a verdict sentence of their own when present.
     figures: which figures the report and compare draw ("sweep": bandwidth and time against
-    message size from data["sizes"]; "training": headline bars and every step time).
+    message size from data["sizes"]; "training": headline bars and every step time; "matrix":
+    the GPU-pair heat maps and the plateau; "ceiling": the matmul search and the per-GPU bars).
     method: the workload's paragraph on the report's Method page, a Jinja template that sees `a`
     (facts read from the runs: label, params, world, backend, timing, bus_factor, ...) and `s`
     (this spec).
@@ -58,7 +59,7 @@ class WorkloadSpec:
     params: type
     worker: str  # the module whose run(ctx, params) the worker calls
     headline: str
-    figures: str  # "sweep" | "training"
+    figures: str  # "sweep" | "training" | "matrix" (copy bandwidth) | "ceiling" (matmul)
     method: str
     metrics: tuple[Metric, ...] = ()
     secondary: tuple[str, ...] = ()

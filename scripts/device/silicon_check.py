@@ -372,7 +372,11 @@ def row(
 ) -> dict[str, Any]:
     """One line of the table: PASS when the kit is within TOLERANCE of the reference."""
     ratio = kit / ref if kit is not None and ref else None
-    verdict = "not run" if ratio is None else ("PASS" if abs(ratio - 1) <= TOLERANCE else "FAIL")
+    verdict = (
+        "not run"
+        if ratio is None
+        else ("PASS" if round(abs(ratio - 1), 9) <= TOLERANCE else "FAIL")
+    )
     return {
         "what": what,
         "unit": unit,

@@ -21,7 +21,8 @@ COLLECTIVES = {"allreduce", "all_gather", "reduce_scatter", "alltoall"}
 
 
 def test_every_kind_is_a_folder_with_params_worker_and_spec():
-    assert COLLECTIVES | {"gpt2_ddp", "llama_lora_fsdp", "resnet_ddp"} == set(registry.KINDS)
+    training = {"gpt2_ddp", "llama_lora_fsdp", "resnet_ddp"}
+    assert COLLECTIVES | training | {"copy_bandwidth", "matmul_ceiling"} == set(registry.KINDS)
     for kind in registry.KINDS:
         folder = KIT / "workloads" / kind
         assert {"params.py", "worker.py", "spec.py"} <= {p.name for p in folder.iterdir()}
@@ -29,7 +30,7 @@ def test_every_kind_is_a_folder_with_params_worker_and_spec():
         assert isinstance(spec, WorkloadSpec) and spec.kind == kind
         assert spec.worker == f"kit.workloads.{kind}.worker"
         assert dataclasses.is_dataclass(spec.params) and spec.params().__class__ is spec.params
-        assert spec.figures in ("sweep", "training")
+        assert spec.figures in ("sweep", "training", "matrix", "ceiling")
         assert spec.metric(spec.headline) is not None, f"{kind}: headline has no metric entry"
         assert all(spec.metric(m) for m in spec.secondary)
         with pytest.raises(dataclasses.FrozenInstanceError):

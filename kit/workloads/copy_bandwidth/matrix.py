@@ -7,6 +7,7 @@ and the tests drive it with any number of devices (a GPU pair cannot exist on th
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import combinations, permutations
 
 Matrix = list[list[float | None]]  # [row][column], None: not measured (nvbandwidth's N/A)
@@ -48,3 +49,39 @@ def render(title: str, matrix: Matrix, labels: list[str] | None = None) -> str:
 def off_diagonal(matrix: Matrix) -> list[float]:
     """Every measured value (the pairs), row by row."""
     return [v for row in matrix for v in row if v is not None]
+
+
+@dataclass(frozen=True)
+class PairTest:
+    """One pair matrix: "one" way (ordered pairs) or "both" ways (unordered), its measurement,
+    and whether it needs peer access both ways (the staged path does not)."""
+
+    shape: str
+    measure: Callable[[int, int], float]
+    needs_peer: bool = True
+
+
+def measure_all(
+    n: int,
+    peer: list[list[bool]],
+    tests: dict[str, PairTest],
+    notes: list[str],
+    log: Callable[[str], None],
+) -> dict[str, Matrix | None]:
+    """Every test's matrix. A pair without peer access both ways is N/A where peer access is
+    needed; a test the machine refuses (a RuntimeError) loses its matrix, with a note, and the
+    others still run."""
+    out: dict[str, Matrix | None] = {}
+    for name, t in tests.items():
+
+        def gated(a: int, b: int, t: PairTest = t) -> float | None:
+            return t.measure(a, b) if not t.needs_peer or (peer[a][b] and peer[b][a]) else None
+
+        try:
+            out[name] = (one_way if t.shape == "one" else both_ways)(n, gated)
+        except RuntimeError as exc:
+            out[name] = None
+            notes.append(f"pairs {name} not measured: {str(exc).splitlines()[0][:200]}")
+            continue
+        log(f"pairs {name}: {[round(v, 2) for v in off_diagonal(out[name] or [])]}")
+    return out

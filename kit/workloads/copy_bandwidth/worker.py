@@ -37,7 +37,8 @@ from kit.workloads.copy_bandwidth.params import CopyBandwidthParams
 
 MIB = 1 << 20
 SPIN_CYCLES_MIN = 2_000_000  # about 1 ms at 2 GHz: longer than queueing a sample's first copies
-SPIN_CYCLES_PER_OP = 50_000  # about 25 us of spin per queued operation
+SPIN_CYCLES_PER_OP = 100_000  # about 50 us of spin per queued operation (a cross-device
+# copy queues two event fences besides the copy)
 
 
 def _spin(ops: int) -> None:
@@ -109,7 +110,9 @@ def _pattern(nbytes: int, device: Any, pin: bool = False) -> torch.Tensor:
 
 
 def _wrong(got: torch.Tensor, want: torch.Tensor) -> int:
-    return int((got.to(want.device) != want).sum().item())
+    """Elements that differ, compared on a GPU where either tensor is on one."""
+    where = got.device if got.is_cuda else want.device
+    return int((got.to(where) != want.to(where)).sum().item())
 
 
 def _pin_affinity(dev: int, notes: list[str]) -> None:
@@ -118,7 +121,10 @@ def _pin_affinity(dev: int, notes: list[str]) -> None:
         import pynvml
 
         pynvml.nvmlInit()
-        pynvml.nvmlDeviceSetCpuAffinity(pynvml.nvmlDeviceGetHandleByIndex(dev))
+        # by PCI address: NVML counts every GPU, CUDA only the visible ones
+        prop = torch.cuda.get_device_properties(dev)
+        bus = f"{prop.pci_domain_id:08x}:{prop.pci_bus_id:02x}:{prop.pci_device_id:02x}.0"
+        pynvml.nvmlDeviceSetCpuAffinity(pynvml.nvmlDeviceGetHandleByPciBusId(bus.encode()))
     except Exception as exc:  # affinity is an optimization: say it was skipped
         note = f"CPU affinity to the GPU's NUMA node not set ({type(exc).__name__})"
         if note not in notes:
@@ -130,6 +136,8 @@ def _host_link(
 ) -> dict[str, Any]:
     """Host-to-device and device-to-host (CE, pinned) on one GPU, and its device-local copy."""
     nbytes = mib * MIB
+    if hasattr(torch._C, "_host_emptyCache"):  # pinned blocks cached for another GPU's NUMA node
+        torch._C._host_emptyCache()
     _pin_affinity(dev, notes)
     host = _pattern(nbytes, "cpu", pin=True)
     back = torch.empty(host.numel(), dtype=host.dtype, pin_memory=True)
@@ -253,33 +261,25 @@ def measure_pairs(g: Gpus, p: CopyBandwidthParams, ctx: Context) -> dict[str, An
         [a != b and torch.cuda.can_device_access_peer(a, b) for b in range(n)] for a in range(n)
     ]
     rig = PairRig(g, p)
-    out: dict[str, Any] = {"peer_access": peer}
-
-    def if_peer(f: Callable[[int, int], float]) -> Callable[[int, int], float | None]:
-        return lambda a, b: f(a, b) if peer[a][b] and peer[b][a] else None
-
-    tests = {
-        "ce_one_way": (matrix.one_way, lambda a, b: rig.measure("ce_one_way", [(a, b)], False)),
-        "ce_both_ways": (
-            matrix.both_ways,
-            lambda a, b: rig.measure("ce_both_ways", [(a, b), (b, a)], False),
+    tests: dict[str, matrix.PairTest] = {
+        "ce_one_way": matrix.PairTest(
+            "one", lambda a, b: rig.measure("ce_one_way", [(a, b)], False)
         ),
-        "sm_one_way": (matrix.one_way, lambda a, b: rig.measure("sm_one_way", [(a, b)], True)),
-        "sm_both_ways": (
-            matrix.both_ways,
-            lambda a, b: rig.measure("sm_both_ways", [(a, b), (b, a)], True),
+        "ce_both_ways": matrix.PairTest(
+            "both", lambda a, b: rig.measure("ce_both_ways", [(a, b), (b, a)], False)
         ),
-        "latency_us": (matrix.one_way, rig.latency_us),
+        "sm_one_way": matrix.PairTest(
+            "one", lambda a, b: rig.measure("sm_one_way", [(a, b)], True)
+        ),
+        "sm_both_ways": matrix.PairTest(
+            "both", lambda a, b: rig.measure("sm_both_ways", [(a, b), (b, a)], True)
+        ),
+        "latency_us": matrix.PairTest("one", rig.latency_us),
     }
-    for name, (shape, f) in tests.items():
-        out[name] = shape(n, if_peer(f))
-        ctx.log(f"pairs {name}: {matrix.off_diagonal(out[name])}")
     if p.staged:
-        out["staged_one_way"] = matrix.one_way(n, rig.staged)
-        ctx.log(f"pairs staged_one_way: {matrix.off_diagonal(out['staged_one_way'])}")
-    out["samples"] = rig.samples
-    out["wrong"] = rig.wrong
-    return out
+        tests["staged_one_way"] = matrix.PairTest("one", rig.staged, needs_peer=False)
+    out = matrix.measure_all(n, peer, tests, ctx.notes, ctx.log)
+    return {"peer_access": peer, **out, "samples": rig.samples, "wrong": rig.wrong}
 
 
 def _measure_cuda(ctx: Context, p: CopyBandwidthParams, n: int) -> dict[str, Any]:
@@ -353,10 +353,11 @@ def summarize(found: dict[str, Any]) -> dict[str, Any]:
             values = matrix.off_diagonal(pairs.get(key) or [])
             if values:
                 out[f"pair_{key}_gbps"] = metric(min(values), "GB/s")
-        lat = matrix.off_diagonal(pairs["latency_us"])
+        lat = matrix.off_diagonal(pairs.get("latency_us") or [])
         if lat:
             out["pair_latency_us"] = metric(max(lat), "us", higher_is_better=False)
-    wrong = sum(r["wrong"] for r in per_gpu + found["plateau"]) + (pairs or {}).get("wrong", 0)
+    rows = per_gpu + [r for r in found["plateau"] if all(r is not g for g in per_gpu)]
+    wrong = sum(r["wrong"] for r in rows) + (pairs or {}).get("wrong", 0)
     out["wrong_total"] = metric(wrong, "elements", higher_is_better=False)
     return out
 

@@ -1,0 +1,81 @@
+"""The silicon recipe on the CPU, as a user runs it: `kit reproduce recipes/silicon.yaml --device
+cpu` (eight gloo ranks, host memory copies and an fp32 matmul search), and the device check
+script's CPU mode, which runs the same steps that make sense without a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+@pytest.mark.slow
+def test_the_silicon_recipe_smoke_runs_on_the_cpu(kit_cmd, tmp_path):
+    out = tmp_path / "bundle"
+    proc = kit_cmd("reproduce", "recipes/silicon.yaml", "--device", "cpu", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["status"] == "complete"
+    runs = {r["kind"]: r for r in results["runs"]}
+    copy = runs["copy_bandwidth"]
+    assert copy["status"] == "ok" and copy["world_size"] == 8
+    assert copy["metrics"]["device_local_gbps"]["value"] > 0
+    assert copy["metrics"]["wrong_total"]["value"] == 0
+    sizes = [r["mib"] for r in copy["data"]["plateau"]]
+    assert sizes == sorted(sizes) and sizes[-1] == copy["data"]["params"]["size_mib"]
+    assert copy["data"]["pairs"] is None
+    assert "CPU: host memory copies only (no host link, no GPU pairs)" in copy["notes"]
+    mm = runs["matmul_ceiling"]
+    assert mm["status"] == "ok"
+    found = mm["data"]["dtypes"]["fp32"]
+    params = mm["data"]["params"]
+    assert len(found["search"]) == len(params["m_sizes"]) * len(params["n_sizes"]) * len(
+        params["k_sizes"]
+    )
+    best = max(found["search"], key=lambda r: r["tflops"])
+    assert found["best_shape"] == best["shape"]
+    assert len(found["alone"]) == len(found["together"]) == 8  # every rank alone and together
+    for r in found["alone"] + found["together"]:
+        assert r["shape"] == found["best_shape"]
+        assert r["tflops"] == pytest.approx(statistics.median(r["trials"]))
+    together = [r["tflops"] for r in found["together"]]
+    assert mm["metrics"]["tflops_fp32"]["value"] == pytest.approx(statistics.median(together))
+    assert mm["metrics"]["tflops_fp32_weakest"]["value"] == pytest.approx(min(together))
+    assert "bf16 skipped: the CPU analogue measures fp32 only" not in mm["notes"]  # smoke: fp32
+    report = (out / "report.html").read_text()
+    assert "copy bandwidth" in report and "matmul ceiling" in report
+
+
+@pytest.mark.slow
+def test_the_device_check_script_runs_its_cpu_mode(tmp_path):
+    out, work = tmp_path / "out", tmp_path / "work"
+    proc = subprocess.run(
+        [sys.executable, "scripts/device/silicon_check.py", "--cpu", "--out", str(out),
+         "--work", str(work), "--matmul-trials", "3"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "bundle.tar.gz", "check.log", "comparison.json", "comparison.md", "raw.tar.gz",
+    ]  # fmt: skip
+    summary = json.loads((out / "comparison.json").read_text())
+    assert summary["device"] == "cpu" and summary["gpus"] == 2
+    rows = summary["rows"]
+    assert [r["what"].split()[-2:] for r in rows] == [["rank", "0"], ["rank", "1"]]
+    for r in rows:
+        assert r["ratio"] == pytest.approx(r["kit"] / r["reference"])
+        assert len(r["reference_runs"]) == 3 and r["verdict"] in ("PASS", "FAIL")
+    with tarfile.open(out / "bundle.tar.gz") as tar:
+        assert "bundle/results.json" in tar.getnames()
+    assert (
+        "| what | kit | reference | kit / reference | within 3% |"
+        in (out / "comparison.md").read_text()
+    )
