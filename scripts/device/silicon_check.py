@@ -245,7 +245,7 @@ def run_nvbandwidth(exe: Path, p: dict[str, Any], out: Path, tag: str) -> dict[s
         [str(exe), *args, "-j"], capture_output=True, text=True, env=env, check=True
     )
     (out / f"nvbandwidth-{tag}.json").write_text(res.stdout)
-    return parse_nvbandwidth(json.loads(res.stdout))
+    return parse_nvbandwidth(json.loads(res.stdout[res.stdout.find("{") :]))
 
 
 def reference_copies(
