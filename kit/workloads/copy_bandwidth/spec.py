@@ -1,6 +1,6 @@
 """The copy-bandwidth workload as the driver sees it (nvbandwidth's testcases, one run)."""
 
-from kit.workloads.base import Metric, WorkloadSpec
+from kit.workloads.base import WorkloadSpec, metrics
 from kit.workloads.copy_bandwidth.params import CopyBandwidthParams
 
 METHOD = """\
@@ -30,17 +30,16 @@ SPEC = WorkloadSpec(
     secondary=("h2d_gbps", "d2h_gbps", "pair_ce_one_way_gbps"),
     figures="matrix",
     method=METHOD,
-    metrics=(
-        Metric("device_local_gbps", "device-local copy (weakest GPU)", "GB/s"),
-        Metric("h2d_gbps", "host to device, pinned, CE (weakest GPU)", "GB/s"),
-        Metric("d2h_gbps", "device to host, pinned, CE (weakest GPU)", "GB/s"),
-        Metric("pair_ce_one_way_gbps", "GPU pair CE one way (weakest pair)", "GB/s"),
-        Metric("pair_ce_both_ways_gbps", "GPU pair CE both ways (weakest pair)", "GB/s"),
-        Metric("pair_sm_one_way_gbps", "GPU pair SM one way (weakest pair)", "GB/s"),
-        Metric("pair_sm_both_ways_gbps", "GPU pair SM both ways (weakest pair)", "GB/s"),
-        Metric("pair_staged_one_way_gbps", "GPU pair staged through host (weakest)", "GB/s"),
-        Metric("pair_latency_us", "GPU pair copy latency (slowest pair)", "us", False),
-        Metric("wrong_total", "wrong elements", "elements", False),
+    metrics=metrics(
+        "device_local_gbps",
+        "h2d_gbps",
+        "d2h_gbps",
+        "pair_ce_one_way_gbps",
+        "pair_ce_both_ways_gbps",
+        "pair_sm_one_way_gbps",
+        "pair_sm_both_ways_gbps",
+        "pair_staged_one_way_gbps",
+        "pair_latency_us",
+        "wrong_total",
     ),
-    not_summarized=("wrong_total",),
 )

@@ -31,7 +31,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from kit.worker.common import Context, metric
+from kit.shared.metrics import record
+from kit.worker.common import Context
 from kit.workloads.copy_bandwidth import matrix
 from kit.workloads.copy_bandwidth.params import CopyBandwidthParams
 
@@ -347,18 +348,18 @@ def summarize(found: dict[str, Any]) -> dict[str, Any]:
     ):
         values = [r[key] for r in per_gpu if r[key] is not None]
         if values:
-            out[name] = metric(min(values), "GB/s")
+            out[name] = record(name, min(values))
     if pairs:
         for key in ("ce_one_way", "ce_both_ways", "sm_one_way", "sm_both_ways", "staged_one_way"):
             values = matrix.off_diagonal(pairs.get(key) or [])
             if values:
-                out[f"pair_{key}_gbps"] = metric(min(values), "GB/s")
+                out[f"pair_{key}_gbps"] = record(f"pair_{key}_gbps", min(values))
         lat = matrix.off_diagonal(pairs.get("latency_us") or [])
         if lat:
-            out["pair_latency_us"] = metric(max(lat), "us", higher_is_better=False)
+            out["pair_latency_us"] = record("pair_latency_us", max(lat))
     rows = per_gpu + [r for r in found["plateau"] if all(r is not g for g in per_gpu)]
     wrong = sum(r["wrong"] for r in rows) + (pairs or {}).get("wrong", 0)
-    out["wrong_total"] = metric(wrong, "elements", higher_is_better=False)
+    out["wrong_total"] = record("wrong_total", wrong)
     return out
 
 

@@ -1,6 +1,6 @@
 """The matmul-ceiling workload as the driver sees it (mamf-finder's search, every GPU)."""
 
-from kit.workloads.base import Metric, WorkloadSpec
+from kit.workloads.base import WorkloadSpec, metrics
 from kit.workloads.matmul_ceiling.params import MatmulCeilingParams
 
 DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
@@ -19,19 +19,6 @@ GPUs running (what training gets); a GPU more than {{ a.params.outlier_pct }}% b
 is flagged. On the CPU: fp32 at small sizes, a smoke test of the method, not a ceiling."""
 
 
-def _metrics() -> tuple[Metric, ...]:
-    out = []
-    for d in DTYPES:
-        out += [
-            Metric(f"tflops_{d}", f"{d} matmul ceiling (median GPU, all at once)", "TFLOP/s"),
-            Metric(
-                f"tflops_{d}_weakest", f"{d} matmul ceiling (weakest GPU, all at once)", "TFLOP/s"
-            ),
-            Metric(f"tflops_{d}_alone", f"{d} matmul ceiling (median GPU, each alone)", "TFLOP/s"),
-        ]
-    return tuple(out)
-
-
 SPEC = WorkloadSpec(
     kind="matmul_ceiling",
     label="matmul ceiling",
@@ -42,5 +29,5 @@ SPEC = WorkloadSpec(
     secondary=("tflops_fp8", "tflops_tf32"),
     figures="ceiling",
     method=METHOD,
-    metrics=_metrics(),
+    metrics=metrics(*(f"tflops_{d}{x}" for d in DTYPES for x in ("", "_weakest", "_alone"))),
 )

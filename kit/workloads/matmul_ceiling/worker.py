@@ -26,7 +26,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from kit.worker.common import Context, metric
+from kit.shared.metrics import record
+from kit.worker.common import Context
 from kit.workloads.matmul_ceiling.params import MatmulCeilingParams
 
 TORCH_DTYPES = {
@@ -207,10 +208,12 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     for dtype, f in found.items():
         together = [r["tflops"] for r in f["together"]]
         alone = [r["tflops"] for r in f["alone"]]
-        metrics[f"tflops_{dtype}"] = metric(statistics.median(together), "TFLOP/s")
-        metrics[f"tflops_{dtype}_weakest"] = metric(min(together), "TFLOP/s")
+        metrics[f"tflops_{dtype}"] = record(f"tflops_{dtype}", statistics.median(together))
+        metrics[f"tflops_{dtype}_weakest"] = record(f"tflops_{dtype}_weakest", min(together))
         if alone:
-            metrics[f"tflops_{dtype}_alone"] = metric(statistics.median(alone), "TFLOP/s")
+            metrics[f"tflops_{dtype}_alone"] = record(
+                f"tflops_{dtype}_alone", statistics.median(alone)
+            )
         for where in ("alone", "together"):
             for i in f[f"outliers_{where}"]:
                 who = f"GPU {i}" if ctx.is_cuda else f"rank {i}"
