@@ -24,8 +24,6 @@ from kit.run.preflight import PreflightOptions, check_recipe, raise_if_fatal
 from kit.run.results import bundle_status, console, result_of, seal
 from kit.runtime import registry
 from kit.runtime.base import RunOutcome, Runtime, RuntimeRequest
-from kit.runtime.multinode.config import node_config
-from kit.runtime.multinode.transport import nodes_device
 from kit.stats import AdaptiveRepeats, coefficient_of_variation, is_noisy
 from kit.workloads.registry import headline_metric
 
@@ -99,7 +97,7 @@ def make_runtime(name: str, recipe: Recipe, options: Options, device: str = "cpu
     request = RuntimeRequest(
         environment=options.environment or recipe.environment, device=device, gpus=recipe.gpus,
         base_image=options.base_image, image_archive=options.image_archive,
-        nodes=node_config(recipe.nodes, options.nodes),
+        nodes=registry.nodes(recipe.nodes, options.nodes),
     )  # fmt: skip
     chosen, note = registry.choose(name, request)
     if note:
@@ -117,15 +115,20 @@ def run_recipe(
     options: Options,
     on_result: Callable[[dict[str, Any]], None] | None = None,
     after_runs: Callable[[Bundle], None] | None = None,
+    runtime: Runtime | None = None,
 ) -> tuple[Bundle, int]:
     """Run every planned run and write the bundle. Returns the bundle and the exit code.
 
     `on_result` sees each run's result as it lands; `after_runs` sees the bundle once the runs
     ended (also when interrupted), before it is sealed: the hook a rerun checks its environment in.
+    `runtime`: one already prepared (a rerun's, from the recorded environment); else the
+    registry prepares the one the options ask for.
     """
-    nodes = node_config(recipe.nodes, options.nodes)
+    nodes = registry.nodes(recipe.nodes, options.nodes)
     device = (
-        resolve_device(options.device) if nodes is None else nodes_device(options.device, nodes)
+        resolve_device(options.device)
+        if nodes is None
+        else registry.device_of_nodes(options.device, nodes)
     )
     smoke = options.smoke if options.smoke is not None else device == "cpu"
     repeats = options.repeats or (min(recipe.repeats, 2) if smoke else None)
@@ -139,7 +142,8 @@ def run_recipe(
             f"kit: preflight {finding['level']}: {finding['check']}: {finding['message']}"
         )
     raise_if_fatal(findings)
-    runtime = make_runtime(options.runtime, recipe, options, device)
+    if runtime is None:
+        runtime = make_runtime(options.runtime, recipe, options, device)
     # absolute: the workers run with the run directory as their working directory
     out = (options.out or default_bundle_dir(Path("reports"), recipe.name)).resolve()
     bundle = Bundle.create(

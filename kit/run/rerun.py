@@ -9,12 +9,7 @@ the new bundle's results.json (`environment_diff`); `--strict-env` makes one fat
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,67 +19,10 @@ from kit.errors import InputError
 from kit.intake import receive
 from kit.model import BundleData, Environment
 from kit.recipe import NAME_PATTERN, Recipe
-from kit.run.engine import Options, run_recipe
+from kit.run.engine import Options, resolve_device, run_recipe
 from kit.run.results import console
-from kit.runtime.docker.client import docker_client, gpu_support
-from kit.runtime.docker.environments import load
-from kit.runtime.docker.fingerprint import fingerprint, probe
-from kit.runtime.docker.image import build, from_archive
-from kit.worker.probe import driver_version
-
-PROBE_TIMEOUT_S = 120
-
-
-@dataclass
-class RerunEnvironment:
-    """Where a rerun runs: the runtime, extra Options fields, and the fingerprint if known now."""
-
-    runtime: str
-    fingerprint: dict[str, Any] | None = None  # environment.json-shaped, or None: known later
-    options: dict[str, Any] = field(default_factory=dict)  # e.g. environment, base_image
-
-
-def probe_host(python: str | None = None) -> dict[str, Any] | None:
-    """The versions the host runtime's workers will report, read by a short Python subprocess.
-
-    The same function the worker uses (kit.worker.common.versions), so the keys match what the
-    runs record; the driver version comes from NVML here. None when the probe fails (then the
-    check waits for the first run's own record).
-    """
-    code = (
-        "import json, torch; from kit.worker.common import versions; print(json.dumps(versions()))"
-    )
-    root = str(Path(__file__).resolve().parents[2])
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
-    }
-    try:
-        proc = subprocess.run(
-            [python or sys.executable, "-c", code], capture_output=True, text=True,
-            timeout=PROBE_TIMEOUT_S, env=env,
-        )  # fmt: skip
-        versions = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
-        return None
-    versions["driver"] = driver_version()
-    return {"runtime": "host", "pinned": False, "container": versions}
-
-
-def environment_for(
-    old_env: Environment | None, runtime: str | None = None, image_archive: Path | None = None
-) -> RerunEnvironment:
-    """The environment to rerun a bundle in, given its recorded environment.json.
-
-    `runtime` is the user's --runtime (None: the bundle's own). The host runtime runs in this
-    machine's Python and probes it. The docker runtime rebuilds the image from the recorded
-    Dockerfile, lock and base digest (or loads the exported archive `image_archive`) and
-    returns its fingerprint (rerun_environment).
-    """
-    name = runtime or (old_env.runtime if old_env else None) or "host"
-    if name == "host":
-        return RerunEnvironment("host", probe_host())
-    return rerun_environment(old_env, image_archive)
+from kit.runtime import registry
+from kit.runtime.base import RuntimeRequest
 
 
 def base_image(env: Environment | None) -> str | None:
@@ -94,30 +32,25 @@ def base_image(env: Environment | None) -> str | None:
     return (env.build_args or {}).get("BASE_IMAGE") or env.base_image
 
 
-def rerun_environment(
-    old_env: Environment | None, image_archive: Path | None = None
-) -> RerunEnvironment:
-    """The docker side of a rerun: the recorded environment, rebuilt (or loaded) and probed.
-
-    Builds (or reuses) the environment the bundle names with the base image it recorded, or
-    loads `image_archive` (a `kit export`) without building, and probes it, so that every
-    difference from the recorded fingerprint (lock, Dockerfile, base digest, versions) is known
-    before the first run.
-    """
-    name = (old_env.name if old_env else None) or "cuda13"
-    base = base_image(old_env)
-    env = load(name)
-    client = docker_client()
-    if image_archive is not None:
-        image = from_archive(image_archive, name, client=client)
-    else:
-        image = build(env, base_image_override=base, client=client)
-    container = probe(image.tag, client=client, gpus=gpu_support(client) is not None)
-    return RerunEnvironment(
-        runtime="docker",
-        fingerprint=fingerprint(image, container, runtime="docker"),
-        options={"environment": name, "base_image": base},
-    )
+def rerun_request(
+    old_env: Environment | None,
+    runtime: str | None,
+    device: str,
+    recipe: Recipe,
+    image_archive: Path | None = None,
+) -> tuple[str, RuntimeRequest]:
+    """The runtime a rerun uses (the user's --runtime, else the bundle's own) and what it is
+    asked to prepare: the recorded environment, built FROM the recorded base image (or the
+    exported archive `image_archive`, loaded without building)."""
+    name = runtime or (old_env.runtime if old_env else None) or "host"
+    if name == "auto":
+        name = (old_env.runtime if old_env else None) or "host"
+    request = RuntimeRequest(
+        environment=(old_env.name if old_env else None) or recipe.environment,
+        device=device, gpus=recipe.gpus, base_image=base_image(old_env),
+        image_archive=image_archive,
+    )  # fmt: skip
+    return name, request
 
 
 def print_differences(diffs: list[Difference], when: str) -> None:
@@ -229,12 +162,17 @@ def rerun_bundle(
     check_environment_record(path, old.environment)
     console.print(f"kit: rerunning {path} (recipe {recipe.name}, {recorded.created_at})")
     print_recipe_env(recipe)
-    target = environment_for(old.environment, options.runtime, options.image_archive)
-    options.runtime = target.runtime
-    for key, value in target.options.items():
-        setattr(options, key, value)
-    if target.fingerprint is not None:
-        diffs = environment_diff(old_env, target.fingerprint, old_hw, informational=True)
+    name, request = rerun_request(
+        old.environment, options.runtime, resolve_device(options.device), recipe,
+        options.image_archive,
+    )  # fmt: skip
+    runtime = registry.prepare(name, request)  # docker: the recorded environment, built or loaded
+    options.runtime, options.environment, options.base_image = (
+        name, request.environment, request.base_image,
+    )  # fmt: skip
+    known = runtime.known_environment()
+    if known is not None:
+        diffs = environment_diff(old_env, known, old_hw, informational=True)
         print_differences(diffs, "before running")
         diffs = [d for d in diffs if d.matters]
         if diffs and strict_env:
@@ -245,13 +183,16 @@ def rerun_bundle(
     elif strict_env:
         raise InputError(
             f"--strict-env: this machine's environment could not be probed before running "
-            f"({target.runtime} runtime); rerun without --strict-env to compare after the runs"
+            f"({name} runtime); rerun without --strict-env to compare after the runs"
         )
     else:
         console.print("kit: the environment could not be probed; it is checked after the runs")
     options.reproduces = source_record(path, old)
     # the engine knows nothing of reruns: this hook compares what the runs recorded
-    return run_recipe(recipe, options, after_runs=lambda new: check_after_run(new, old_env, old_hw))
+    return run_recipe(
+        recipe, options, after_runs=lambda new: check_after_run(new, old_env, old_hw),
+        runtime=runtime,
+    )  # fmt: skip
 
 
 def check_after_run(

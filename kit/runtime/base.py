@@ -87,6 +87,11 @@ class Runtime(Protocol):
         """
         ...
 
+    def known_environment(self) -> dict[str, Any] | None:
+        """environment.json as far as known before the first run, with the versions inside
+        (what a rerun compares with the bundle's); None when only the runs can tell."""
+        ...
+
     def close(self) -> None:
         """Remove what this runtime left (containers, networks); called once, after the runs."""
         ...

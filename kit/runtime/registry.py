@@ -15,7 +15,9 @@ from kit.runtime.base import BatchRuntime, Runtime, RuntimeRequest
 from kit.runtime.docker.environments import for_device
 from kit.runtime.docker.runtime import DockerRuntime
 from kit.runtime.host import HostRuntime
+from kit.runtime.multinode.config import NodeConfig, node_config
 from kit.runtime.multinode.runtime import MultiNodeRuntime
+from kit.runtime.multinode.transport import nodes_device
 from kit.runtime.slurm.runtime import SlurmRuntime
 
 # name -> runtime class (its classmethod `prepare(request)` makes it ready)
@@ -77,3 +79,13 @@ def batch(name: str) -> type[BatchRuntime]:
     if name not in BATCH_RUNTIMES:
         raise InputError(f"batch runtime {name!r}: allowed: {', '.join(BATCH_RUNTIMES)}")
     return BATCH_RUNTIMES[name]
+
+
+def nodes(recipe_nodes: object, cli_hosts: tuple[str, ...] = ()) -> NodeConfig | None:
+    """The multi-node settings a run asks for (the recipe's nodes: with --nodes), or None."""
+    return node_config(recipe_nodes, cli_hosts)
+
+
+def device_of_nodes(requested: str, config: NodeConfig) -> str:
+    """The device of a multi-node run: the nodes' daemons decide, not the driver's machine."""
+    return nodes_device(requested, config)

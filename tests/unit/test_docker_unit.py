@@ -15,6 +15,8 @@ import pytest
 from kit.errors import InputError, KitError
 from kit.model import Environment
 from kit.run import rerun
+from kit.runtime import registry
+from kit.runtime.containers import gpus
 from kit.runtime.docker import client as dclient
 from kit.runtime.docker import environments
 from kit.runtime.docker import runtime as rt
@@ -35,27 +37,54 @@ class FakeClient:
         raise self.create_error
 
 
-def test_gpu_support_reads_the_daemon_runtimes(monkeypatch):
-    monkeypatch.setattr(dclient, "CDI_DIRS", ())
-    assert (
-        dclient.gpu_support(FakeClient({"Runtimes": {"runc": {}, "nvidia": {}}}))
-        == "nvidia runtime"
+def _cdi_spec(folder: Path, kind: str, names: list[str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    devices = "".join(
+        f"  - name: '{n}'\n    containerEdits: {{deviceNodes: [{{path: /dev/null}}]}}\n"
+        for n in names
     )
-    assert dclient.gpu_support(FakeClient({"Runtimes": {"runc": {}}})) is None
+    path = folder / f"{kind.replace('/', '_')}.yaml"
+    path.write_text(f"cdiVersion: 0.6.0\nkind: {kind}\ndevices:\n{devices}")
+    return path
 
 
-def test_gpu_support_sees_cdi_specs(monkeypatch, tmp_path):
-    (tmp_path / "nvidia.yaml").write_text("cdiVersion: 0.5.0\n")
-    monkeypatch.setattr(dclient, "CDI_DIRS", (str(tmp_path),))
-    assert dclient.gpu_support(FakeClient({"Runtimes": {"runc": {}}})) == "cdi"
+def test_gpu_style_reads_the_daemon_runtimes(monkeypatch, tmp_path):
+    monkeypatch.setattr(gpus, "CDI_DIRS", ())
+    style = gpus.style(FakeClient({"Runtimes": {"runc": {}, "nvidia": {}}}))
+    assert style is not None and style.name == "nvidia runtime"
+    assert gpus.style(FakeClient({"Runtimes": {"runc": {}}})) is None
+    # CDI directories with no spec for the GPU kind offer no GPU
+    assert gpus.style(FakeClient({"Runtimes": {}, "CDISpecDirs": [str(tmp_path)]})) is None
+
+
+def test_gpu_style_cdi_from_the_daemons_spec_dirs(monkeypatch, tmp_path):
+    _cdi_spec(tmp_path, "nvidia.com/gpu", ["0", "1", "all"])
+    _cdi_spec(tmp_path / "other", "vendor.example/thing", ["0"])
+    style = gpus.style(FakeClient({"Runtimes": {"runc": {}}, "CDISpecDirs": [str(tmp_path)]}))
+    assert isinstance(style, gpus.Cdi) and style.devices == {"0", "1", "all"}
+    (req,) = style.requests([1, 0])
+    assert req["Driver"] == "cdi" and req["DeviceIDs"] == ["nvidia.com/gpu=1", "nvidia.com/gpu=0"]
+    assert style.requests(None)[0]["DeviceIDs"] == ["nvidia.com/gpu=all"]
+    assert style.record() == {"gpu_request": "cdi", "cdi_kind": "nvidia.com/gpu"}
+    with pytest.raises(KitError) as info:
+        style.check([0, 3])
+    msg = str(info.value)
+    assert "no device nvidia.com/gpu=3" in msg and "it declares: 0, 1, all" in msg
+    assert "\n" not in msg
+    # both offered: the NVIDIA runtime, unless KIT_GPU_REQUEST=cdi chooses
+    both = FakeClient({"Runtimes": {"nvidia": {}}, "CDISpecDirs": [str(tmp_path)]})
+    assert gpus.style(both).name == "nvidia runtime"
+    monkeypatch.setenv("KIT_GPU_REQUEST", "cdi")
+    assert gpus.style(both).name == "cdi"
 
 
 def test_gpu_run_without_toolkit_is_one_line_naming_the_toolkit(monkeypatch, tmp_path):
-    monkeypatch.setattr(dclient, "CDI_DIRS", ())
+    monkeypatch.setattr(gpus, "CDI_DIRS", ())
     client = FakeClient({"Runtimes": {"runc": {}}})
     with pytest.raises(KitError) as info:
         rt.prepare_runtime("cpu", "cuda", client=client)
     assert "NVIDIA Container Toolkit" in str(info.value) and "\n" not in str(info.value)
+    assert "cdi generate" in str(info.value)
     runtime = rt.DockerRuntime("kit-x:1", client=client)
     (tmp_path / "spec.json").write_text('{"run_id": "a.p2p.r0"}')
     out = runtime.run(tmp_path, 2, {}, tmp_path / "log", 10, None, "cuda")
@@ -63,8 +92,19 @@ def test_gpu_run_without_toolkit_is_one_line_naming_the_toolkit(monkeypatch, tmp
     assert client.created == []  # refused before any container was made
 
 
+def test_cdi_spec_lacking_a_gpu_fails_the_run_before_any_container(tmp_path):
+    _cdi_spec(tmp_path / "cdi", "nvidia.com/gpu", ["0", "all"])
+    client = FakeClient({"Runtimes": {}, "CDISpecDirs": [str(tmp_path / "cdi")]})
+    (tmp_path / "spec.json").write_text('{"run_id": "a.p2p.r0"}')
+    out = rt.DockerRuntime("kit-x:1", client=client).run(
+        tmp_path, 2, {}, tmp_path / "log", 10, [0, 2], "cuda"
+    )
+    assert out.exit_code is None and "no device nvidia.com/gpu=2" in out.error
+    assert client.created == []
+
+
 def test_daemon_refusing_gpus_becomes_the_toolkit_hint(monkeypatch, tmp_path):
-    monkeypatch.setattr(dclient, "CDI_DIRS", ())
+    monkeypatch.setattr(gpus, "CDI_DIRS", ())
     err = docker.errors.APIError(
         "500", explanation='could not select device driver "" with capabilities: [[gpu]]'
     )
@@ -77,9 +117,10 @@ def test_daemon_refusing_gpus_becomes_the_toolkit_hint(monkeypatch, tmp_path):
     assert "NVIDIA Container Toolkit" in out.error and "could not select device driver" in out.error
 
 
-def test_gpu_container_options(tmp_path):
+def test_gpu_container_options(monkeypatch, tmp_path):
+    monkeypatch.setattr(gpus, "CDI_DIRS", ())
     (tmp_path / "spec.json").write_text('{"run_id": "allreduce.cross.r1"}')
-    runtime = rt.DockerRuntime("kit-cuda13:abc", client=FakeClient({}))
+    runtime = rt.DockerRuntime("kit-cuda13:abc", client=FakeClient({"Runtimes": {"nvidia": {}}}))
     opts = runtime.container_options(tmp_path, 2, {"NCCL_P2P_DISABLE": "1"}, [0, 4], "cuda")
     (req,) = opts["device_requests"]
     assert req["DeviceIDs"] == ["0", "4"] and req["Capabilities"] == [["gpu"]]
@@ -90,6 +131,9 @@ def test_gpu_container_options(tmp_path):
     assert opts["command"] == ["torchrun", "--standalone", "--nproc-per-node=2", "-m",
                                "kit.worker", "/kit/run/spec.json"]  # fmt: skip
     assert opts["shm_size"] == "16g" and opts["init"] is True
+    # loopback only, under a host name that resolves (c10d and gloo look it up)
+    assert opts["network_mode"] == "none"
+    assert opts["extra_hosts"] == {opts["hostname"]: "127.0.0.1"}
     all_gpus = runtime.container_options(tmp_path, 2, {}, None, "cuda")["device_requests"][0]
     assert all_gpus["Count"] == -1
 
@@ -136,7 +180,8 @@ def test_pip_target_selects_the_image_not_the_host():
 def test_bundle_rerun_with_an_archive_loads_it_and_never_builds(monkeypatch, tmp_path):
     """`kit reproduce BUNDLE --image-archive A` on a machine that cannot build: A is loaded.
 
-    The daemon parts are stand-ins here; test_docker_env runs the same path against dockerd.
+    The rerun asks the registry for the recorded environment; the daemon parts are stand-ins
+    here, test_docker_env runs the same path against dockerd.
     """
     archive = tmp_path / "kit-cpu.tar"
     calls = []
@@ -146,15 +191,20 @@ def test_bundle_rerun_with_an_archive_loads_it_and_never_builds(monkeypatch, tmp
 
     def load(path, env_name, client=None):
         calls.append((path, env_name))
-        return SimpleNamespace(tag="kit-env-cpu:loaded")
+        return SimpleNamespace(tag="kit-env-cpu:loaded", env=env_name)
 
-    monkeypatch.setattr(rerun, "build", no_build)
-    monkeypatch.setattr(rerun, "from_archive", load)
-    monkeypatch.setattr(rerun, "docker_client", lambda: "client")
-    monkeypatch.setattr(rerun, "gpu_support", lambda client: None)
-    monkeypatch.setattr(rerun, "probe", lambda tag, client=None, gpus=False: {})
-    monkeypatch.setattr(rerun, "fingerprint", lambda image, container, runtime: {"tag": image.tag})
-    recorded = Environment.model_validate({"name": "cpu", "runtime": "docker", "pinned": True})
-    target = rerun.rerun_environment(recorded, image_archive=archive)
+    monkeypatch.setattr(rt.images, "build", no_build)
+    monkeypatch.setattr(rt.images, "from_archive", load)
+    monkeypatch.setattr(rt, "docker_client", lambda: FakeClient({}))
+    monkeypatch.setattr(rt, "cleanup_abandoned", lambda client: 0)
+    monkeypatch.setattr(rt.fp, "probe", lambda tag, client=None, device_requests=None: {})
+    monkeypatch.setattr(rt.fp, "fingerprint", lambda image, container, runtime: {"tag": image.tag})
+    recorded = Environment.model_validate(
+        {"name": "cpu", "runtime": "docker", "pinned": True, "base_image": "base:1"}
+    )
+    recipe = SimpleNamespace(environment="cuda13", gpus=2)
+    name, request = rerun.rerun_request(recorded, None, "cpu", recipe, image_archive=archive)
+    assert name == "docker" and request.environment == "cpu" and request.base_image == "base:1"
+    runtime = registry.prepare(name, request)
     assert calls == [(archive, "cpu")]
-    assert target.runtime == "docker" and target.fingerprint == {"tag": "kit-env-cpu:loaded"}
+    assert runtime.known_environment()["tag"] == "kit-env-cpu:loaded"

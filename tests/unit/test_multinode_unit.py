@@ -16,6 +16,7 @@ from kit.report import analysis
 from kit.report.render import nodes_view
 from kit.run.results import annotate_result
 from kit.runtime.base import RunOutcome
+from kit.runtime.containers import gpus
 from kit.runtime.multinode.config import NodeConfig, host_of, node_config
 from kit.runtime.multinode.runtime import MultiNodeRuntime
 from kit.runtime.multinode.transport import LABEL_NODE, Node, node_log_path
@@ -118,7 +119,10 @@ def _runtime(network: str = "host", **kw) -> MultiNodeRuntime:
     config = NodeConfig(hosts=["ssh://kit@node1", "ssh://kit@node2"], network=network,
                         nccl_socket_ifname="ens1f0", env={"NCCL_IB_HCA": "mlx5"}, **kw)  # fmt: skip
     nodes = [Node(0, config.hosts[0], None), Node(1, config.hosts[1], None, ["/dev/infiniband"])]
-    return MultiNodeRuntime("kit-cuda13:abc", nodes, config)
+    runtime = MultiNodeRuntime("kit-cuda13:abc", nodes, config)
+    # as prepare_runtime found them: node 0's daemon has the NVIDIA runtime, node 1's CDI
+    runtime.gpu_styles = {0: gpus.NvidiaRuntime(), 1: gpus.Cdi(devices=frozenset({"all"}))}
+    return runtime
 
 
 def test_host_network_launch_options():
@@ -140,8 +144,10 @@ def test_host_network_launch_options():
         assert o["environment"]["GLOO_SOCKET_IFNAME"] == "ens1f0"
         assert o["environment"]["NCCL_IB_HCA"] == "mlx5"
         assert o["environment"]["NCCL_P2P_DISABLE"] == "1"
-        assert o["device_requests"][0]["Count"] == -1
         assert "volumes" not in o  # the daemon may be on another machine: files are copied
+    assert opts[0]["device_requests"][0]["Count"] == -1  # each node in its daemon's style
+    assert opts[1]["device_requests"][0]["DeviceIDs"] == ["nvidia.com/gpu=all"]
+    assert opts[1]["device_requests"][0]["Driver"] == "cdi"
     assert "devices" not in opts[0]
     assert opts[1]["devices"] == ["/dev/infiniband:/dev/infiniband"]
     assert opts[1]["cap_add"] == ["IPC_LOCK"]

@@ -1,4 +1,6 @@
-"""The Docker SDK client, GPU support of a daemon, and the container helpers every docker runtime uses."""
+"""The Docker SDK client, and the container helpers (labels, owners, removal) every placement uses.
+
+How a daemon hands out GPUs is kit.runtime.containers.gpus."""
 
 from __future__ import annotations
 
@@ -13,49 +15,6 @@ from kit.errors import KitError
 LABEL_RUN = "kit.run"
 # the driver invocation that made a container, PID@HOST/TOKEN: each driver removes only its own
 LABEL_OWNER = "kit.owner"
-
-
-CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
-TOOLKIT_HINT = (
-    "Docker on this host cannot give GPUs to containers: install the NVIDIA Container Toolkit "
-    "(https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html),"
-    " run `nvidia-ctk runtime configure --runtime=docker`, restart dockerd; or use --runtime host"
-)
-
-
-def gpu_support(client: Any) -> str | None:
-    """How the daemon offers GPUs ("nvidia runtime", "cdi"), or None when it does not."""
-    try:
-        info = client.info()
-    except Exception:
-        return None
-    if "nvidia" in (info.get("Runtimes") or {}):
-        return "nvidia runtime"
-    if any(str(d).startswith("cdi") for d in info.get("CDISpecDirs") or []) or any(
-        Path(d).is_dir() and any(Path(d).glob("nvidia*")) for d in CDI_DIRS
-    ):
-        return "cdi"
-    return None
-
-
-def gpu_requests_and_ulimits(gpu_ids: list[int] | None, device: str) -> tuple[list, list]:
-    """The device requests (the listed GPUs, or all) and ulimits of one worker container."""
-    import docker
-
-    requests = []
-    if device == "cuda":
-        if gpu_ids is not None:
-            ids = [str(i) for i in gpu_ids]
-            requests = [docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
-        else:
-            requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-    stack = 64 * 1024 * 1024
-    ulimits = [docker.types.Ulimit(name="stack", soft=stack, hard=stack)]
-    if device == "cuda":
-        # pinned (page-locked) host buffers of CUDA, NCCL and InfiniBand need memlock; CPU
-        # runs do not, and some daemons (rootless, nested) may not raise it at all
-        ulimits.append(docker.types.Ulimit(name="memlock", soft=-1, hard=-1))
-    return requests, ulimits
 
 
 def docker_client() -> Any:
@@ -80,13 +39,6 @@ def run_id_of(run_dir: Path) -> str:
         return str(json.loads((run_dir / "spec.json").read_text())["run_id"])
     except (OSError, ValueError, KeyError):
         return run_dir.name
-
-
-def launch_error(e: Exception) -> str:
-    text = str(getattr(e, "explanation", None) or e).strip().splitlines()[0]
-    if "could not select device driver" in text or "nvidia-container-cli" in text:
-        return f"{TOOLKIT_HINT} (daemon said: {text})"
-    return f"could not start the container: {text}"
 
 
 def remove_container(container: Any) -> None:

@@ -7,28 +7,37 @@ from typing import Any
 
 import kit
 from kit.errors import KitError
+from kit.runtime.containers.docker import launch_error
 from kit.runtime.docker.client import LABEL_OWNER, docker_client, new_owner
 from kit.runtime.docker.image import Image
 
 # --- fingerprint ------------------------------------------------------------------------------
 
 
-def probe(tag: str, client: Any = None, gpus: bool = False) -> dict[str, Any]:
-    """Run `python -m kit.worker.probe` in a throwaway container; return what it reports."""
+def probe(tag: str, client: Any = None, device_requests: list[Any] | None = None) -> dict[str, Any]:
+    """Run `python -m kit.worker.probe` in a throwaway container; return what it reports.
+
+    `device_requests`: the GPUs, in the daemon's request style (kit.runtime.containers.gpus),
+    so that the driver and CUDA versions are read the way the runs will see them.
+    """
     import docker
 
     client = client or docker_client()
-    kwargs: dict[str, Any] = {}
-    if gpus:
-        kwargs["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-    container = client.containers.create(
-        tag,
-        ["python", "-m", "kit.worker.probe"],
-        labels={"kit.probe": tag, LABEL_OWNER: new_owner()},
-        **kwargs,
-    )
     try:
-        container.start()
+        container = client.containers.create(
+            tag,
+            ["python", "-m", "kit.worker.probe"],
+            labels={"kit.probe": tag, LABEL_OWNER: new_owner()},
+            device_requests=device_requests or [],
+            network_mode="none",
+        )
+    except docker.errors.APIError as e:
+        raise KitError(f"probing image {tag}: {launch_error(e)}") from e
+    try:
+        try:
+            container.start()
+        except docker.errors.APIError as e:
+            raise KitError(f"probing image {tag}: {launch_error(e)}") from e
         status = container.wait(timeout=120)
         out = container.logs(stdout=True, stderr=False).decode(errors="replace")
         err = container.logs(stdout=False, stderr=True).decode(errors="replace")

@@ -37,23 +37,21 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import KitError
+from kit.runtime import launch
 from kit.runtime.base import RunOutcome, RuntimeRequest, tail
+from kit.runtime.containers import gpus
+from kit.runtime.containers.docker import DockerContainer, fault_reason, faults, launch_error
 from kit.runtime.docker import fingerprint as fp
 from kit.runtime.docker import image as images
 from kit.runtime.docker.client import (
-    LABEL_OWNER,
     LABEL_RUN,
-    TOOLKIT_HINT,
     cleanup,
     cleanup_abandoned,
-    gpu_requests_and_ulimits,
-    gpu_support,
-    launch_error,
     new_owner,
     remove_container,
     run_id_of,
 )
-from kit.runtime.docker.runtime import MOUNT, docker_faults, fault_reason
+from kit.runtime.launch import MOUNT
 from kit.runtime.multinode.config import NodeConfig, host_of
 from kit.runtime.multinode.transport import (
     LABEL_NODE,
@@ -95,6 +93,8 @@ class MultiNodeRuntime:
         self.owner = new_owner()
         self.environment: dict[str, Any] | None = None  # environment.json, set by prepare()
         self.inventory: list[dict[str, Any]] | None = None  # hardware.json's `nodes`
+        # how each node's daemon hands out GPUs (kit.runtime.containers.gpus), by node index
+        self.gpu_styles: dict[int, gpus.GpuStyle] = {}
 
     @classmethod
     def prepare(cls, request: RuntimeRequest) -> MultiNodeRuntime:
@@ -103,6 +103,10 @@ class MultiNodeRuntime:
             request.nodes, request.environment, request.device, base_image=request.base_image,
             image_archive=request.image_archive, gpus=request.gpus,
         )  # fmt: skip
+
+    def known_environment(self) -> dict[str, Any] | None:
+        """The pinned image's fingerprint, probed on the first node when prepared."""
+        return self.environment
 
     def close(self) -> None:
         """Remove any container of this driver still on a node (each run removes its own)."""
@@ -125,21 +129,21 @@ class MultiNodeRuntime:
             host = self.container_name(launch, 0)
         return f"{host}:{self.config.rdzv_port}"
 
-    def command(self, index: int, nproc_per_node: int, launch: str) -> list[str]:
-        # is_host: the first node hosts the rendezvous store, whatever its name resolves to
-        return ["torchrun", f"--nnodes={len(self.nodes)}", f"--nproc-per-node={nproc_per_node}", "--rdzv-backend=c10d",
-                f"--rdzv-endpoint={self.rdzv_endpoint(launch)}", f"--rdzv-id={launch}",
-                f"--rdzv-conf=is_host={1 if index == 0 else 0}", "--max-restarts=0",
-                "-m", "kit.worker", f"{MOUNT}/spec.json"]  # fmt: skip
+    def command(self, index: int, nproc_per_node: int, run: str) -> list[str]:
+        rdzv = launch.Rendezvous(
+            nnodes=len(self.nodes), endpoint=self.rdzv_endpoint(run), run_id=run,
+            is_host=index == 0,
+        )  # fmt: skip
+        return launch.torchrun(nproc_per_node, f"{MOUNT}/{launch.SPEC}", rendezvous=rdzv)
 
     def node_env(self, env: dict[str, str], device: str) -> dict[str, str]:
-        full = {"PYTHONUNBUFFERED": "1", "HOME": "/tmp", **self.config.env, **env}
+        """The node section's variables and socket interface, then the variant's (no heartbeat:
+        the daemons may be on other machines and share no filesystem with the driver)."""
+        extra = dict(self.config.env)
         if self.config.nccl_socket_ifname:
-            full.setdefault("NCCL_SOCKET_IFNAME", self.config.nccl_socket_ifname)
-            full.setdefault("GLOO_SOCKET_IFNAME", self.config.nccl_socket_ifname)
-        if device == "cpu":
-            full.setdefault("OMP_NUM_THREADS", "1")
-        return full
+            extra.setdefault("NCCL_SOCKET_IFNAME", self.config.nccl_socket_ifname)
+            extra.setdefault("GLOO_SOCKET_IFNAME", self.config.nccl_socket_ifname)
+        return launch.environment(env, device, container=True, extra=extra)
 
     def container_options(
         self,
@@ -152,21 +156,16 @@ class MultiNodeRuntime:
         device: str,
     ) -> dict[str, Any]:
         """What `containers.create` gets on one node (separate so tests can read it)."""
-        requests, ulimits = gpu_requests_and_ulimits(gpu_ids, device)
         name = self.container_name(launch, node.index)
-        opts: dict[str, Any] = {
-            "image": self.image,
-            "command": self.command(node.index, nproc_per_node, launch),
-            "environment": self.node_env(env, device),
-            "labels": {LABEL_RUN: run_id, LABEL_OWNER: self.owner, LABEL_NODE: str(node.index)},
-            "name": name,
-            "working_dir": MOUNT,
-            "device_requests": requests,
-            "shm_size": self.shm_size,
-            "ulimits": ulimits,
-            "init": True,
-            "detach": True,
-        }
+        container = DockerContainer(
+            self.image, client=node.client, shm_size=self.shm_size, owner=self.owner,
+            gpu_style=self.gpu_styles.get(node.index),
+        )  # fmt: skip
+        opts = container.options(
+            self.command(node.index, nproc_per_node, launch), self.node_env(env, device), None,
+            gpu_ids, device, labels={LABEL_RUN: run_id, LABEL_NODE: str(node.index)},
+        )  # fmt: skip
+        opts["name"] = name
         if node.devices:  # InfiniBand verbs devices, found by the node inventory
             opts["devices"] = [f"{d}:{d}" for d in node.devices]
             opts["cap_add"] = ["IPC_LOCK"]
@@ -196,9 +195,11 @@ class MultiNodeRuntime:
         t0 = time.perf_counter()
         if device == "cuda":
             for node in self.nodes:
-                if gpu_support(node.client) is None:
-                    error = f"node {node.index} ({node.url}): {TOOLKIT_HINT}"
+                style = self.gpu_styles.get(node.index) or gpus.style(node.client)
+                if style is None:
+                    error = f"node {node.index} ({node.url}): {gpus.TOOLKIT_HINT}"
                     return RunOutcome(None, False, False, 0.0, shown, error, nodes=[])
+                self.gpu_styles[node.index] = style
         spec = (run_dir / "spec.json").read_bytes()
         containers: list[Any] = [None] * len(self.nodes)
         addresses: list[str | None] = [None] * len(self.nodes)
@@ -219,9 +220,14 @@ class MultiNodeRuntime:
                         if made is not None:
                             networks.append(made)
                 for node, log in zip(self.nodes, logs, strict=True):
-                    opts = self.container_options(
-                        node, run_id, launch, per_node, env, gpu_ids, device
-                    )
+                    try:
+                        opts = self.container_options(
+                            node, run_id, launch, per_node, env, gpu_ids, device
+                        )
+                    except KitError as exc:  # a GPU the node's CDI spec does not declare
+                        error = f"node {node.index} ({node.url}): {exc}"
+                        return RunOutcome(None, False, False, time.perf_counter() - t0, shown,
+                                          error, nodes=[])  # fmt: skip
                     log.file.write(f"$ {' '.join(opts['command'])}\n".encode())
                     try:
                         containers[node.index] = node.client.containers.create(**opts)
@@ -261,17 +267,17 @@ class MultiNodeRuntime:
                     record["address"] = address
                     record["env"] = extra
                 return self._outcome(records, failed, timed_out, time.perf_counter() - t0, shown)
-            except docker_faults() as exc:  # a container or a daemon failed under the run
+            except faults() as exc:  # a container or a daemon failed under the run
                 return RunOutcome(None, False, False, time.perf_counter() - t0, shown,
                                   fault_reason(exc), nodes=[])  # fmt: skip
             finally:
                 # also on KeyboardInterrupt / SIGTERM (raised in this thread by the driver)
                 for c in containers:
                     if c is not None:
-                        with contextlib.suppress(*docker_faults()):
+                        with contextlib.suppress(*faults()):
                             remove_container(c)
                 for network in networks:
-                    with contextlib.suppress(*docker_faults()):
+                    with contextlib.suppress(*faults()):
                         remove_network(network)
                 for log in logs:
                     if not log.file.closed:
@@ -356,10 +362,13 @@ def prepare_runtime(
     for client in {id(n.client): n.client for n in nodes}.values():
         cleanup_abandoned(client)  # containers of drivers of this host that were killed
     first = nodes[0].client
+    styles: dict[int, gpus.GpuStyle] = {}
     if device == "cuda":
         for node in nodes:
-            if gpu_support(node.client) is None:
-                raise KitError(f"node {node.index} ({node.url}): {TOOLKIT_HINT}")
+            style = gpus.style(node.client)
+            if style is None:
+                raise KitError(f"node {node.index} ({node.url}): {gpus.TOOLKIT_HINT}")
+            styles[node.index] = style
     if image_archive is not None:
         image = images.from_archive(image_archive, environment, client=first)
         state = f"loaded from {image_archive}:"
@@ -369,9 +378,13 @@ def prepare_runtime(
     out = images.console()
     out.print(f"kit: environment {image.env}: {state} image {image.tag} (node 0)")
     placed = ensure_image(nodes, image.tag, echo=out.print)
-    container = fp.probe(image.tag, client=first, gpus=device == "cuda")
+    requests = styles[0].requests(None) if styles else []
+    container = fp.probe(image.tag, client=first, device_requests=requests)
     runtime = MultiNodeRuntime(image.tag, nodes, config)
+    runtime.gpu_styles = styles
     runtime.environment = fp.fingerprint(image, container, runtime="docker")
+    if styles:
+        runtime.environment["gpu_request"] = ", ".join(sorted({s.name for s in styles.values()}))
     runtime.environment["nodes"] = placed
     if image_archive is not None:
         runtime.environment["loaded_from"] = str(image_archive)

@@ -17,12 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import InputError, KitError
-from kit.runtime.docker.client import (
-    LABEL_OWNER,
-    gpu_support,
-    remove_container,
-)
-from kit.runtime.docker.runtime import MOUNT, STOP_GRACE_S
+from kit.runtime.containers.docker import STOP_GRACE_S
+from kit.runtime.containers.gpus import style as gpu_style
+from kit.runtime.docker.client import LABEL_OWNER, remove_container
+from kit.runtime.launch import MOUNT
 from kit.runtime.multinode.config import NodeConfig
 
 LABEL_NODE = "kit.node"
@@ -78,7 +76,7 @@ def nodes_device(requested: str, config: NodeConfig) -> str:
     if requested != "auto":
         return requested
     nodes = connect_all(config)
-    return "cuda" if all(gpu_support(n.client) for n in nodes) else "cpu"
+    return "cuda" if all(gpu_style(n.client) for n in nodes) else "cpu"
 
 
 # --- networks ---------------------------------------------------------------------------------

@@ -29,6 +29,10 @@ from kit.bundle import default_bundle_dir
 from kit.errors import InputError
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec, plan
+from kit.runtime.containers.process import Apptainer
+from kit.runtime.containers.pyxis import Pyxis
+from kit.runtime.launch import MOUNT, SPEC, Rendezvous, torchrun
+from kit.runtime.launch import environment as launch_environment
 
 TIMEOUT_EXIT = 124  # timeout(1)'s status when the limit passed
 TIME_PATTERN = r"^(\d+-)?\d+(:\d{2}){0,2}$"
@@ -121,21 +125,24 @@ def make_job(recipe: Recipe, opts: SlurmOptions) -> Job:
     )
 
 
-def _launch(job: Job, run_dir: str) -> tuple[list[str], str, list[str]]:
-    """(srun flags, path of the spec as the task sees it, command prefix) for one run dir."""
+def container(job: Job) -> Pyxis | Apptainer | None:
+    """The container every task of the job runs in (None: the nodes' own Python)."""
     o = job.opts
     if o.launcher == "pyxis":
-        # a named container is imported once per job and reused by the later steps
-        flags = [f"--container-image={_q(o.container_image or '')}",
-                 f"--container-name=kit-{job.recipe.name}",
-                 f'--container-mounts="{run_dir}:/kit/run"', "--container-workdir=/kit/run"]  # fmt: skip
-        return flags, "/kit/run/spec.json", []
+        return Pyxis(_q(o.container_image or ""), f"kit-{job.recipe.name}")
     if o.launcher == "apptainer":
-        nv = ["--nv"] if o.device == "cuda" else []
-        prefix = ["apptainer", "exec", *nv, "--bind", f'"{run_dir}:/kit/run"', "--pwd",
-                  "/kit/run", _q(o.apptainer or "")]  # fmt: skip
-        return [], "/kit/run/spec.json", prefix
-    return [f'--chdir="{run_dir}"'], f'"{run_dir}/spec.json"', []
+        return Apptainer(o.apptainer or "")
+    return None
+
+
+def _launch(job: Job, run_dir: str) -> tuple[list[str], str, list[str]]:
+    """(srun flags, path of the spec as the task sees it, command prefix) for one run dir."""
+    box = container(job)
+    if isinstance(box, Pyxis):
+        return box.run_flags(run_dir), f"{MOUNT}/{SPEC}", []
+    if isinstance(box, Apptainer):
+        return [], f"{MOUNT}/{SPEC}", box.prefix(run_dir, job.opts.device, shell=True)
+    return [f'--chdir="{run_dir}"'], f'"{run_dir}/{SPEC}"', []
 
 
 def render_script(job: Job) -> str:
@@ -143,7 +150,6 @@ def render_script(job: Job) -> str:
     o = job.opts
     name = job.recipe.name
     host = o.launcher == "host"
-    torchrun = [_q(o.host_python or ""), "-m", "torch.distributed.run"] if host else ["torchrun"]
     python = [_q(o.host_python or "")] if host else ["python"]
     lines = [
         "#!/bin/bash",
@@ -172,16 +178,15 @@ def render_script(job: Job) -> str:
         'HEAD_NODE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
         f"RDZV_PORT={job.rdzv_port}",
         'echo "kit: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, rendezvous on $HEAD_NODE:$RDZV_PORT"',
+        "export PYTHONUNBUFFERED=1",
     ]
     if host:
         lines.append(f"export PYTHONPATH={_q(KIT_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}}")
-    if o.launcher == "pyxis":
-        info = [
-            f"--container-image={_q(o.container_image or '')}",
-            f"--container-name=kit-{job.recipe.name}",
-        ]
-    elif o.launcher == "apptainer":
-        info = ["apptainer", "exec", *(["--nv"] if o.device == "cuda" else []), _q(o.apptainer or "")]  # fmt: skip
+    box = container(job)
+    if isinstance(box, Pyxis):
+        info = box.flags()
+    elif isinstance(box, Apptainer):
+        info = box.prefix(None, o.device, shell=True)
     else:
         info = []
     lines += [
@@ -206,11 +211,14 @@ def render_script(job: Job) -> str:
     ]
     if flags:
         cmd.append("        " + " ".join(flags))
+    rdzv = Rendezvous(job.nodes, '"$HEAD_NODE:$RDZV_PORT"', '"$SLURM_JOB_ID-$run_id"')
+    argv = torchrun(job.gpus_per_node, spec, o.host_python and _q(o.host_python), rdzv)
+    head = 3 if host else 1  # PYTHON -m torch.distributed.run | torchrun
     cmd += [
-        "        " + " ".join([*prefix, "env", '"$@"', *torchrun]),
-        f"        --nnodes={job.nodes} --nproc-per-node={job.gpus_per_node} --rdzv-backend=c10d",
-        '        --rdzv-endpoint="$HEAD_NODE:$RDZV_PORT" --rdzv-id="$SLURM_JOB_ID-$run_id"',
-        f"        --max-restarts=0 -m kit.worker {spec}",
+        "        " + " ".join([*prefix, "env", '"$@"', *argv[:head]]),
+        "        " + " ".join(argv[head : head + 3]),
+        "        " + " ".join(argv[head + 3 : head + 5]),
+        "        " + " ".join(argv[head + 5 :]),
     ]
     lines += [" \\\n".join(cmd)]
     lines += [
@@ -222,9 +230,9 @@ def render_script(job: Job) -> str:
         "",
     ]
     for spec_ in job.runs:
-        env = {**spec_.env, **job.env}
-        if o.device == "cpu":
-            env.setdefault("OMP_NUM_THREADS", "1")
+        # no heartbeat (the driver is not there while the job runs), no HOME: the task's own
+        env = launch_environment(spec_.env, o.device, extra=job.env)
+        env.pop("PYTHONUNBUFFERED")  # exported once for the whole job
         assigns = " ".join(_q(f"{k}={v}") for k, v in env.items())
         lines.append(f"run {_q(spec_.run_id)} {spec_.timeout_s:g} {assigns}".rstrip())
     lines.append('echo "kit: done; collect with: kit slurm collect $BUNDLE"')

@@ -1,0 +1,65 @@
+"""The container protocol: start one launch inside it, watch it, stop it, remove what it left."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import IO, Protocol
+
+
+class LaunchError(Exception):
+    """A launch that could not start, or whose container or daemon failed under it: one line,
+    which becomes the run's error (the run fails; the driver goes on)."""
+
+
+class Started(Protocol):
+    """A launch in progress."""
+
+    def wait(self, timeout_s: float) -> tuple[int | None, bool]:
+        """Wait for the end: (exit code, timed out). Raises LaunchError on a container fault."""
+        ...
+
+    def stop(self) -> int | None:
+        """Stop it (TERM, then KILL after a grace period); its exit code if known."""
+        ...
+
+    def remove(self) -> None:
+        """Remove whatever the launch left (a container); called in every case."""
+        ...
+
+
+class Container(Protocol):
+    """What a run executes in, on this machine."""
+
+    name: str  # environment.json's "runtime": "host" (no container) | "docker" | "apptainer"
+    pinned: bool  # True when the software is a pinned image
+    python: str | None  # the interpreter that runs torchrun as a module, or None: `torchrun`
+    isolated: bool  # its own filesystem (HOME set, the run directory mounted at MOUNT)
+
+    def run_dir(self, run_dir: Path) -> str:
+        """The run directory as the launched processes see it."""
+        ...
+
+    def shown(self, argv: list[str]) -> list[str]:
+        """The command as the log and the run result show it."""
+        ...
+
+    def start(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        run_dir: Path,
+        log: IO[bytes],
+        gpu_ids: list[int] | None,
+        device: str,
+    ) -> Started:
+        """Start the launch; its output goes to `log`. Raises LaunchError when it cannot."""
+        ...
+
+    def close(self) -> None:
+        """Remove anything of this driver's still there (called once, after the runs)."""
+        ...
+
+
+def first_line(e: BaseException) -> str:
+    text = str(getattr(e, "explanation", None) or e).strip().splitlines()
+    return text[0][:200] if text else type(e).__name__

@@ -1,0 +1,250 @@
+"""A Docker container per launch, through the Docker SDK: options, GPUs, start, watch, remove.
+
+Used by the single-machine placement (kit.runtime.local, as the docker runtime) and, one
+container per node, by the multi-node placement. The container gets the run directory at
+/kit/run, the GPUs in the daemon's request style (kit.runtime.containers.gpus), the variant's
+environment, a private /dev/shm large enough for NCCL, memlock for pinned buffers, and an init
+process. A single-machine run needs no network but loopback: the container has none
+(`network_mode="none"`, nothing it runs can reach another host) and a host name that resolves to
+127.0.0.1 (torchrun's c10d rendezvous and gloo look the host name up; without it they hang).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from kit.errors import KitError
+from kit.runtime.containers import gpus
+from kit.runtime.containers.base import LaunchError, first_line
+from kit.runtime.docker.client import (
+    LABEL_OWNER,
+    LABEL_RUN,
+    cleanup,
+    docker_client,
+    new_owner,
+    remove_container,
+    run_id_of,
+)
+from kit.runtime.launch import MOUNT
+
+STOP_GRACE_S = 10
+HOSTNAME = "kit-worker"
+STACK_BYTES = 64 * 1024 * 1024
+
+
+def faults() -> tuple[type[BaseException], ...]:
+    """What the Docker SDK raises when a container or the daemon fails under a run."""
+    import docker
+    import requests
+
+    return (docker.errors.DockerException, requests.exceptions.RequestException)
+
+
+def fault_reason(e: BaseException) -> str:
+    """One line: what went wrong with the container or the daemon while the run went."""
+    import docker
+
+    first = first_line(e)
+    if isinstance(e, docker.errors.NotFound):
+        return f"the run's container vanished while it ran (removed from outside?): {first}"
+    if isinstance(e, docker.errors.APIError):
+        return f"the Docker daemon failed the run: {first}"
+    return f"the Docker daemon stopped answering during the run ({type(e).__name__}: {first})"
+
+
+def launch_error(e: BaseException) -> str:
+    """One line for a container that could not be created or started."""
+    text = first_line(e)
+    return gpus.daemon_error(text) or f"could not start the container: {text}"
+
+
+def ulimits(device: str) -> list[Any]:
+    """A deep stack for the ranks; on GPUs unlimited memlock for CUDA's, NCCL's and InfiniBand's
+    pinned host buffers (CPU runs skip it: rootless or nested daemons may not raise it)."""
+    import docker
+
+    out = [docker.types.Ulimit(name="stack", soft=STACK_BYTES, hard=STACK_BYTES)]
+    if device == "cuda":
+        out.append(docker.types.Ulimit(name="memlock", soft=-1, hard=-1))
+    return out
+
+
+class Running:
+    """One container of a launch, its output copied into the log by a thread."""
+
+    def __init__(self, container: Any, log: IO[bytes], echo: Any = None) -> None:
+        self.container = container
+        self.echo = echo
+        self.streamer = threading.Thread(target=self._stream, args=(log,), daemon=True)
+        self.streamer.start()
+
+    def _stream(self, log: IO[bytes]) -> None:
+        try:
+            for chunk in self.container.logs(stream=True, follow=True, stdout=True, stderr=True):
+                log.write(chunk)
+                log.flush()
+                if self.echo:
+                    for line in chunk.decode(errors="replace").splitlines():
+                        self.echo(line)
+        except Exception:  # the container went away under us: the log has what there was
+            pass
+
+    def wait(self, timeout_s: float) -> tuple[int | None, bool]:
+        """Poll until the container exits or the deadline passes; (exit code, timed out)."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                self.container.reload()
+                if self.container.status in ("exited", "dead"):
+                    self.streamer.join(timeout=10)
+                    return self.container.attrs["State"]["ExitCode"], False
+                if time.monotonic() >= deadline:
+                    return None, True
+                time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+        except faults() as e:
+            raise LaunchError(fault_reason(e)) from e
+
+    def stop(self) -> int | None:
+        try:
+            self.container.stop(timeout=STOP_GRACE_S)
+            code = self.container.wait(timeout=STOP_GRACE_S + 30).get("StatusCode")
+        except faults() as e:
+            raise LaunchError(fault_reason(e)) from e
+        self.streamer.join(timeout=10)
+        return code
+
+    def remove(self) -> None:
+        with contextlib.suppress(*faults()):  # gone already, or no daemon
+            remove_container(self.container)
+
+
+class DockerContainer:
+    """Runs each launch in a fresh container of `image` on one daemon."""
+
+    name = "docker"
+    pinned = True
+    isolated = True
+    python = None  # the image's torchrun
+
+    def __init__(
+        self,
+        image: str,
+        client: Any = None,
+        shm_size: str = "16g",
+        echo: Any = None,
+        owner: str | None = None,
+        gpu_style: gpus.GpuStyle | None = None,
+    ) -> None:
+        self.image = image
+        self.client = client or docker_client()
+        self.shm_size = shm_size
+        self.echo = echo
+        self.owner = owner or new_owner()
+        self._gpus = gpu_style  # asked of the daemon at the first GPU launch when not given
+
+    def gpu_style(self) -> gpus.GpuStyle:
+        """The daemon's GPU request style, asked once; a one-line KitError when it has none."""
+        if self._gpus is None:
+            self._gpus = gpus.require(self.client)
+        return self._gpus
+
+    def run_dir(self, run_dir: Path) -> str:
+        return MOUNT
+
+    def shown(self, argv: list[str]) -> list[str]:
+        return ["docker", "run", self.image, *argv]
+
+    def device_requests(self, gpu_ids: list[int] | None, device: str) -> list[Any]:
+        """The GPUs of one container, in the daemon's style; none for CPU runs."""
+        if device != "cuda":
+            return []
+        style = self.gpu_style()
+        style.check(gpu_ids)
+        return style.requests(gpu_ids)
+
+    def options(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        run_dir: Path | None,
+        gpu_ids: list[int] | None,
+        device: str,
+        labels: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Everything `containers.create` gets (separate so that tests can read it).
+
+        `run_dir` is bind-mounted at /kit/run when given (one machine); multi-node containers
+        get their spec copied in instead and set their own network.
+        """
+        opts: dict[str, Any] = {
+            "image": self.image,
+            "command": argv,
+            "environment": env,
+            "labels": {LABEL_OWNER: self.owner, **(labels or {})},
+            "name": None,
+            "working_dir": MOUNT,
+            "device_requests": self.device_requests(gpu_ids, device),
+            # NCCL's SHM transport (intra-node path when P2P is off, NCCL_P2P_DISABLE=1) and
+            # its proxy buffers live in /dev/shm; Docker's default 64 MB makes NCCL fail or hang.
+            # A large private shm keeps the container's IPC namespace isolated (ipc_mode="host"
+            # would share the host's); all ranks share it since they run in this one container.
+            "shm_size": self.shm_size,
+            "ulimits": ulimits(device),
+            # an init process forwards SIGTERM to torchrun and reaps the ranks
+            "init": True,
+            "detach": True,
+        }
+        if run_dir is not None:
+            opts["labels"][LABEL_RUN] = run_id_of(run_dir)
+            opts["volumes"] = {str(run_dir.resolve()): {"bind": MOUNT, "mode": "rw"}}
+            # the result and log files belong to the user who runs kit, not to root
+            opts["user"] = f"{os.getuid()}:{os.getgid()}"
+            opts["network_mode"] = "none"
+            opts["hostname"] = HOSTNAME
+            opts["extra_hosts"] = {HOSTNAME: "127.0.0.1"}
+        return opts
+
+    def start(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        run_dir: Path,
+        log: IO[bytes],
+        gpu_ids: list[int] | None,
+        device: str,
+    ) -> Running:
+        import docker
+
+        try:
+            opts = self.options(argv, env, run_dir, gpu_ids, device)
+        except KitError as e:  # no GPU request style, or a GPU the CDI spec lacks
+            raise LaunchError(str(e)) from e
+        container = None
+        try:
+            container = self.client.containers.create(**opts)
+            container.start()
+        except docker.errors.APIError as e:
+            if container is not None:
+                with contextlib.suppress(*faults()):
+                    remove_container(container)
+            raise LaunchError(launch_error(e)) from e
+        except faults() as e:
+            raise LaunchError(fault_reason(e)) from e
+        return Running(container, log, self.echo)
+
+    def record(self) -> dict[str, Any]:
+        """What environment.json says of how the containers got their GPUs and network."""
+        rec: dict[str, Any] = {"network": "none"}
+        if self._gpus is not None:
+            rec.update(self._gpus.record())
+        return rec
+
+    def close(self) -> None:
+        """Remove any container of this driver still there (each run removes its own)."""
+        with contextlib.suppress(*faults()):
+            cleanup(self.client, self.owner)

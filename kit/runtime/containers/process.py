@@ -1,0 +1,189 @@
+"""Containers that are a command line: none (this machine's Python) and Apptainer (`exec --nv`).
+
+Both start a process group the driver owns: it dies with the driver (a parent-death signal) and
+is stopped whole (TERM, then KILL after a grace period) on a timeout, Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from kit.runtime.containers.base import LaunchError
+from kit.runtime.launch import MOUNT
+
+GRACE_S = 10
+PR_SET_PDEATHSIG = 1
+KIT_ROOT = str(Path(__file__).resolve().parents[3])
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """Stop torchrun and every rank it started: TERM first, KILL after a grace period.
+
+    A second Ctrl-C during the grace period skips to KILL (and still propagates).
+    """
+    try:
+        for sig, wait in ((signal.SIGTERM, GRACE_S), (signal.SIGKILL, 5)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                proc.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
+
+
+def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A preexec_fn that makes the kernel send `sig` to the child when this driver dies.
+
+    Linux only (prctl PR_SET_PDEATHSIG); None elsewhere. SIGTERM, not SIGKILL: torchrun's agent
+    then stops its ranks itself; the ranks' watchdog (kit.worker.watchdog) is the backstop. The
+    race: a driver killed between fork and prctl would never signal, so the child checks that
+    its parent is still the driver after arming it, and ends itself otherwise.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: not in the forked child
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return arm
+
+
+class Process:
+    """A launched process group."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+
+    def wait(self, timeout_s: float) -> tuple[int | None, bool]:
+        try:
+            return self.proc.wait(timeout=timeout_s), False
+        except subprocess.TimeoutExpired:
+            return None, True
+
+    def stop(self) -> int | None:
+        kill_group(self.proc)
+        return self.proc.returncode
+
+    def remove(self) -> None:
+        """A process group leaves nothing once stopped."""
+
+
+class NoContainer:
+    """This machine's Python, as it is (not pinned): the host runtime's container."""
+
+    name = "host"
+    pinned = False
+    isolated = False
+
+    def __init__(self, python: str | None = None) -> None:
+        self.python = python or sys.executable
+
+    def run_dir(self, run_dir: Path) -> str:
+        return str(run_dir)
+
+    def shown(self, argv: list[str]) -> list[str]:
+        return argv
+
+    def process_env(self, env: dict[str, str], gpu_ids: list[int] | None) -> dict[str, str]:
+        full = {**os.environ, **env}
+        # the worker package must be importable from the launch, wherever kit is installed
+        full["PYTHONPATH"] = os.pathsep.join(
+            p for p in (KIT_ROOT, os.environ.get("PYTHONPATH")) if p
+        )
+        if gpu_ids is not None:
+            full["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpu_ids))
+        return full
+
+    def command(self, argv: list[str], run_dir: Path, device: str) -> list[str]:
+        return argv
+
+    def start(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        run_dir: Path,
+        log: IO[bytes],
+        gpu_ids: list[int] | None,
+        device: str,
+    ) -> Process:
+        try:
+            proc = subprocess.Popen(
+                self.command(argv, run_dir, device), stdout=log, stderr=subprocess.STDOUT,
+                env=self.process_env(env, gpu_ids), cwd=run_dir,
+                # its own group (the driver stops it whole); dies with the driver
+                start_new_session=True, preexec_fn=parent_death_signal(),
+            )  # fmt: skip
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise LaunchError(f"could not start torchrun: {exc}") from exc
+        return Process(proc)
+
+    def close(self) -> None:
+        """Nothing outlives a run: each launch's process group is stopped when it ends, and a
+        killed driver takes torchrun with it (parent-death signal) and its ranks (heartbeat)."""
+
+
+class Apptainer(NoContainer):
+    """An Apptainer image (SIF): `apptainer exec [--nv] --bind RUN:/kit/run --pwd /kit/run SIF`.
+
+    GPUs come through `--nv` (the host's driver libraries bound in), restricted by
+    CUDA_VISIBLE_DEVICES; the host's environment passes through, as Apptainer does by default.
+    """
+
+    name = "apptainer"
+    pinned = True
+    isolated = True
+
+    def __init__(self, image: str, executable: str = "apptainer") -> None:
+        self.image = image
+        self.executable = executable
+        self.python = None  # the image's torchrun
+
+    def run_dir(self, run_dir: Path) -> str:
+        return MOUNT
+
+    def prefix(self, run_dir: str | None, device: str, shell: bool = False) -> list[str]:
+        """The command line in front of torchrun (also what a Slurm task runs). `shell`: words
+        for a shell script (the run directory may hold $VARIABLES, so it is double-quoted; the
+        image is quoted). No run directory: nothing bound (an inventory step)."""
+        nv = ["--nv"] if device == "cuda" else []
+        bind = []
+        if run_dir is not None:
+            mount = f"{run_dir}:{MOUNT}"
+            bind = ["--bind", f'"{mount}"' if shell else mount, "--pwd", MOUNT]
+        image = shlex.quote(self.image) if shell else self.image
+        return [self.executable, "exec", *nv, *bind, image]
+
+    def shown(self, argv: list[str]) -> list[str]:
+        return [self.executable, "exec", self.image, *argv]
+
+    def process_env(self, env: dict[str, str], gpu_ids: list[int] | None) -> dict[str, str]:
+        full = {**os.environ, **env}
+        if gpu_ids is not None:
+            full["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpu_ids))
+        return full
+
+    def command(self, argv: list[str], run_dir: Path, device: str) -> list[str]:
+        return [*self.prefix(str(run_dir.resolve()), device), *argv]

@@ -1,0 +1,26 @@
+"""enroot/pyxis: a Slurm task's container, named by srun flags (a SPANK plug-in of srun).
+
+Only a Slurm placement can use it: pyxis has no command of its own. The named container is
+imported once per job and reused by the later steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kit.runtime.launch import MOUNT
+
+
+@dataclass(frozen=True)
+class Pyxis:
+    image: str  # a squashfs file or an image reference enroot imports
+    name: str  # the container's name within the job
+
+    def flags(self) -> list[str]:
+        """The srun flags that run a task in the image (no run directory: inventory steps)."""
+        return [f"--container-image={self.image}", f"--container-name={self.name}"]
+
+    def run_flags(self, run_dir: str) -> list[str]:
+        """The srun flags of one run: the image, the run directory at /kit/run, its workdir."""
+        return [*self.flags(), f'--container-mounts="{run_dir}:{MOUNT}"',
+                f"--container-workdir={MOUNT}"]  # fmt: skip

@@ -1,0 +1,91 @@
+"""This machine: the placement of a run on the machine the driver runs on, in any container.
+
+One fresh launch per run, waited for: the torchrun command and its variables come from
+kit.runtime.launch, the container (none, Docker, Apptainer) from kit.runtime.containers. While a
+launch goes, the driver touches a heartbeat file in the run directory that the ranks watch (a
+SIGKILLed driver's ranks end by themselves). A timeout, Ctrl-C or SIGTERM stops the launch; a
+container that fails under the run makes that run a failed run, with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+from kit.runtime import launch
+from kit.runtime.base import RunOutcome
+from kit.runtime.containers.base import Container, LaunchError
+from kit.runtime.heartbeat import Heartbeat
+
+
+class LocalRuntime:
+    """Runs each planned launch on this machine, in `container`."""
+
+    def __init__(self, container: Container, environment: dict[str, Any] | None = None) -> None:
+        self.container = container
+        self.name = container.name
+        self.pinned = container.pinned
+        self.environment = environment  # environment.json (set by prepare)
+        self.inventory: list[dict[str, Any]] | None = None  # one machine: hardware.json as is
+
+    def close(self) -> None:
+        self.container.close()
+
+    def known_environment(self) -> dict[str, Any] | None:
+        """environment.json as far as it is known before the first run (a pinned image was
+        probed when prepared); None when only the runs can tell."""
+        return self.environment if self.pinned else None
+
+    def command(self, run_dir: Path, nproc: int) -> list[str]:
+        spec = f"{self.container.run_dir(run_dir)}/{launch.SPEC}"
+        return launch.torchrun(nproc, spec, python=self.container.python)
+
+    def launch_env(self, run_dir: Path, env: dict[str, str], device: str) -> dict[str, str]:
+        beat = Heartbeat(run_dir).path
+        seen = (
+            f"{self.container.run_dir(run_dir)}/{beat.name}"
+            if self.container.isolated
+            else str(beat.resolve())
+        )
+        return launch.environment(env, device, heartbeat=seen, container=self.container.isolated)
+
+    def run(
+        self,
+        run_dir: Path,
+        nproc: int,
+        env: dict[str, str],
+        log_path: Path,
+        timeout_s: float,
+        gpu_ids: list[int] | None,
+        device: str,
+    ) -> RunOutcome:
+        argv = self.command(run_dir, nproc)
+        shown = self.container.shown(argv)
+        full_env = self.launch_env(run_dir, env, device)
+        t0 = time.perf_counter()
+        with open(log_path, "ab") as log, Heartbeat(run_dir) as heartbeat:
+            log.write(f"$ {' '.join(shown)}\n".encode())
+            log.flush()
+            started = None
+            try:
+                try:
+                    started = self.container.start(argv, full_env, run_dir, log, gpu_ids, device)
+                except LaunchError as e:
+                    return RunOutcome(None, False, False, time.perf_counter() - t0, shown, str(e))
+                heartbeat.beat()  # after the fork: no thread of ours runs while preexec_fn does
+                try:
+                    code, timed_out = started.wait(timeout_s)
+                    if timed_out:
+                        code = started.stop()
+                except LaunchError as e:
+                    return RunOutcome(None, False, False, time.perf_counter() - t0, shown, str(e))
+                except BaseException:  # Ctrl-C / SIGTERM: stop the launch, then let it propagate
+                    with contextlib.suppress(LaunchError):
+                        started.stop()
+                    raise
+                return RunOutcome(code, timed_out, False, time.perf_counter() - t0, shown)
+            finally:
+                if started is not None:
+                    started.remove()
