@@ -10,7 +10,8 @@ NCCL version, the host runtime reads no image id. Only values known on both side
 Not every difference can change a number. An image rebuilt from the same inputs gets a new image
 id (layer timestamps, and apt packages are not pinned in the Dockerfiles), so two environments
 are compared by what the image holds: its content hash (Dockerfile, lock, worker code, build
-args), the base image's digest, and the versions read inside it. The image id and the base
+args), the base image's digest or, for an image with none (`docker import`), the sha256 of its
+layers, and the versions read inside it. The image id and the base
 image's local id are informational: shown, never a reason for `--strict-env` to refuse or for a
 comparison to warn.
 """
@@ -34,7 +35,13 @@ VERSION_KEYS = (
 )
 """Versions read inside the environment (environment.json `container`)."""
 
-PINNED_KEYS = ("content_hash", "base_image_digest", "dockerfile_sha256", "lock_sha256")
+PINNED_KEYS = (
+    "content_hash",
+    "base_image_digest",
+    "base_image_content",
+    "dockerfile_sha256",
+    "lock_sha256",
+)
 """How a pinned image was made (what it holds): compared when both environments are pinned."""
 
 INFORMATIONAL_KEYS = ("image_id", "base_image_id")

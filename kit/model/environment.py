@@ -38,6 +38,7 @@ class Environment(Open):
     base_image: str | None = None
     base_image_digest: str | None = None
     base_image_id: str | None = None
+    base_image_content: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     dockerfile_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     lock_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     content_hash: str | None = None
@@ -46,3 +47,7 @@ class Environment(Open):
     image: str | None = None
     nodes: list[dict[str, Any]] | None = None
     loaded_from: str | None = None
+    # how the containers got their GPUs (kit.runtime.containers.gpus) and their network
+    gpu_request: str | None = None
+    cdi_kind: str | None = None
+    network: str | None = None

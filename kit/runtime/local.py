@@ -85,7 +85,10 @@ class LocalRuntime:
                     with contextlib.suppress(LaunchError):
                         started.stop()
                     raise
-                return RunOutcome(code, timed_out, False, time.perf_counter() - t0, shown)
+                return RunOutcome(
+                    code, timed_out, False, time.perf_counter() - t0, shown,
+                    None if code == 0 else started.reason(),
+                )  # fmt: skip
             finally:
                 if started is not None:
                     started.remove()

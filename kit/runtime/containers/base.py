@@ -26,6 +26,11 @@ class Started(Protocol):
         """Remove whatever the launch left (a container); called in every case."""
         ...
 
+    def reason(self) -> str | None:
+        """After it ended: why, when the container knows more than the exit code (killed for
+        memory, say); None otherwise."""
+        ...
+
 
 class Container(Protocol):
     """What a run executes in, on this machine."""

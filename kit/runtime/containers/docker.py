@@ -122,6 +122,15 @@ class Running:
         with contextlib.suppress(*faults()):  # gone already, or no daemon
             remove_container(self.container)
 
+    def reason(self) -> str | None:
+        """The kernel's OOM killer ended the container (exit 137 says only "killed")."""
+        state = (self.container.attrs or {}).get("State") or {}
+        if state.get("OOMKilled"):
+            limit = ((self.container.attrs or {}).get("HostConfig") or {}).get("Memory") or 0
+            within = f" (its limit: {limit / 2**30:.1f} GiB)" if limit else ""
+            return f"the container was killed for lack of memory (OOMKilled){within}"
+        return None
+
 
 class DockerContainer:
     """Runs each launch in a fresh container of `image` on one daemon."""
@@ -139,12 +148,14 @@ class DockerContainer:
         echo: Any = None,
         owner: str | None = None,
         gpu_style: gpus.GpuStyle | None = None,
+        memory: str | None = None,
     ) -> None:
         self.image = image
         self.client = client or docker_client()
         self.shm_size = shm_size
         self.echo = echo
         self.owner = owner or new_owner()
+        self.memory = memory  # a memory limit ("64g"); None: the host's
         self._gpus = gpu_style  # asked of the daemon at the first GPU launch when not given
 
     def gpu_style(self) -> gpus.GpuStyle:
@@ -199,6 +210,8 @@ class DockerContainer:
             "init": True,
             "detach": True,
         }
+        if self.memory:
+            opts["mem_limit"] = self.memory
         if run_dir is not None:
             opts["labels"][LABEL_RUN] = run_id_of(run_dir)
             opts["volumes"] = {str(run_dir.resolve()): {"bind": MOUNT, "mode": "rw"}}

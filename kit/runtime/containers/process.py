@@ -90,6 +90,9 @@ class Process:
     def remove(self) -> None:
         """A process group leaves nothing once stopped."""
 
+    def reason(self) -> str | None:
+        return None
+
 
 class NoContainer:
     """This machine's Python, as it is (not pinned): the host runtime's container."""

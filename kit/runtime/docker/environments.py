@@ -39,6 +39,10 @@ class EnvFile(BaseModel):
     glibc: str = "2.28"  # the image's glibc: the newest manylinux tag its wheels may use
     arch: str = "x86_64"
     device: str = "cuda"  # "cuda" | "cpu": what this environment can run
+    # where the Python packages come from: "lock" (requirements.lock, installed from a wheelhouse
+    # the driver downloads) or "image" (the base image's own, as its maker pinned them: only the
+    # worker package is added; the fingerprint reads the versions inside)
+    packages: str = "lock"
 
 
 @dataclass
@@ -52,6 +56,7 @@ class Environment:
     glibc: str
     arch: str
     device: str
+    packages: str = "lock"
 
     @property
     def dockerfile(self) -> Path:
@@ -60,6 +65,11 @@ class Environment:
     @property
     def lock(self) -> Path:
         return self.path / "requirements.lock"
+
+    @property
+    def locked(self) -> bool:
+        """True when the packages come from requirements.lock (False: from the base image)."""
+        return self.packages == "lock"
 
     def default_base_image(self) -> str:
         """The BASE_IMAGE default declared in the Dockerfile (`ARG BASE_IMAGE=...`)."""
@@ -84,8 +94,6 @@ def load(name_or_path: str | Path) -> Environment:
             f"environment {str(name_or_path)!r}: no {path / 'Dockerfile'}; "
             f"available: {', '.join(available()) or 'none'}"
         )
-    if not (path / "requirements.lock").is_file():
-        raise InputError(f"environment {path.name!r}: no {path / 'requirements.lock'}")
     data: dict[str, Any] = {}
     env_yaml = path / "env.yaml"
     if env_yaml.is_file():
@@ -100,6 +108,10 @@ def load(name_or_path: str | Path) -> Environment:
             raise InputError(f"{env_yaml}: field {field_name!r}: {err['msg']}") from e
     else:
         spec = EnvFile()
+    if spec.packages not in ("lock", "image"):
+        raise InputError(f"{env_yaml}: field 'packages': {spec.packages!r}; allowed: lock, image")
+    if spec.packages == "lock" and not (path / "requirements.lock").is_file():
+        raise InputError(f"environment {path.name!r}: no {path / 'requirements.lock'}")
     if spec.device not in ("cuda", "cpu"):
         raise InputError(f"{env_yaml}: field 'device': {spec.device!r}; allowed: cuda, cpu")
     if not re.fullmatch(r"3\.\d+", spec.python):
@@ -114,6 +126,7 @@ def load(name_or_path: str | Path) -> Environment:
         glibc=spec.glibc,
         arch=spec.arch,
         device=spec.device,
+        packages=spec.packages,
     )
 
 

@@ -65,6 +65,7 @@ def fingerprint(image: Image, container: dict[str, Any] | None, runtime: str) ->
         "base_image": image.base_image,
         "base_image_digest": image.base_image_digest,
         "base_image_id": image.base_image_id,
+        "base_image_content": image.base_image_content,
         "dockerfile_sha256": image.dockerfile_sha256,
         "lock_sha256": image.lock_sha256,
         "content_hash": image.content_hash,

@@ -61,7 +61,8 @@ def content_hash(env: Environment, build_args: dict[str, str]) -> str:
         h.update(data)
 
     part("Dockerfile", env.dockerfile.read_bytes())
-    part("requirements.lock", env.lock.read_bytes())
+    if env.locked:
+        part("requirements.lock", env.lock.read_bytes())
     for rel, f in _worker_sources():
         part(rel, f.read_bytes())
     part("build_args", json.dumps(build_args, sort_keys=True).encode())
@@ -79,11 +80,13 @@ def build_args(env: Environment, base_image_override: str | None = None) -> dict
 
 
 def assemble_context(env: Environment, wheels: dict[str, Path], dest: Path) -> None:
-    """Lay out the build context: Dockerfile, requirements.lock, wheels/, kit/ (worker only)."""
+    """Lay out the build context: Dockerfile, requirements.lock, wheels/, kit/ (worker only);
+    an environment of the image's own packages gets the Dockerfile and the worker alone."""
     shutil.copy2(env.dockerfile, dest / "Dockerfile")
-    shutil.copy2(env.lock, dest / "requirements.lock")
-    (dest / "wheels").mkdir()
-    for whl in wheels.values():
+    if env.locked:
+        shutil.copy2(env.lock, dest / "requirements.lock")
+        (dest / "wheels").mkdir()
+    for whl in wheels.values():  # none for an environment of the image's own packages
         target = dest / "wheels" / whl.name
         try:
             os.link(whl, target)  # no copy of gigabytes when the cache is on the same disk
@@ -110,6 +113,24 @@ class Image:
     lock_sha256: str
     content_hash: str
     build_args: dict[str, str] = field(default_factory=dict)
+    # sha256 over the base image's layers (their diff ids): the same files, wherever the image
+    # came from (a registry by digest, or `docker import` of a machine's own stack, which has none)
+    base_image_content: str | None = None
+
+
+def lock_sha256(env: Environment) -> str | None:
+    return sha256_file(env.lock) if env.locked else None
+
+
+def _base_content(client: Any, ref: str) -> str | None:
+    """sha256 over the base image's layer diff ids, as the daemon has it; None when absent."""
+    import docker
+
+    try:
+        layers = client.images.get(ref).attrs.get("RootFS", {}).get("Layers") or []
+    except docker.errors.ImageNotFound:
+        return None
+    return hashlib.sha256("\n".join(layers).encode()).hexdigest() if layers else None
 
 
 def _base_identity(client: Any, ref: str) -> tuple[str | None, str | None]:
@@ -174,8 +195,8 @@ def build(
         return Image(
             env=env.name, tag=tag, image_id=image_id, cached=cached, base_image=base,
             base_image_id=base_id, base_image_digest=base_digest,
-            dockerfile_sha256=sha256_file(env.dockerfile), lock_sha256=sha256_file(env.lock),
-            content_hash=digest, build_args=args,
+            dockerfile_sha256=sha256_file(env.dockerfile), lock_sha256=lock_sha256(env),
+            content_hash=digest, build_args=args, base_image_content=_base_content(client, base),
         )  # fmt: skip
 
     try:
@@ -185,7 +206,7 @@ def build(
 
     echo(f"building {tag} (environment {env.name}, base {base})")
     ensure_base(client, base, echo, env.name)  # before downloading gigabytes of wheels for nothing
-    wheels = wheelhouse(env)
+    wheels = wheelhouse(env) if env.locked else {}
     log: list[str] = []
     image_id = None
     with tempfile.TemporaryDirectory(prefix=f"kit-build-{env.name}-") as ctx:
@@ -195,7 +216,7 @@ def build(
                 path=ctx, tag=tag, buildargs=args, decode=True, rm=True, forcerm=True,
                 pull=False, labels={LABEL_ENV: env.name, LABEL_HASH: digest, LABEL_BASE: base,
                                     LABEL_DOCKERFILE: sha256_file(env.dockerfile),
-                                    LABEL_LOCK: sha256_file(env.lock)},
+                                    LABEL_LOCK: lock_sha256(env) or ""},
             )  # fmt: skip
             for chunk in stream:
                 text = chunk.get("stream") or chunk.get("status") or ""

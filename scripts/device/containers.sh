@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# The pinned path on a lent GPU machine: a Docker daemon with CDI, the machine's own software
+# stack as a local base image, and the kit's GPU containers, against the host runtime in the same
+# call. The machine has no Docker, no registry and no package index; the daemon binaries and the
+# driver's missing wheels travel with the call (scripts/device/prepare.sh makes them).
+#
+#   bash scripts/device/prepare.sh                    # here, once: .whl/ and .device/
+#   device run, carry [".whl", ".device"]:
+#     bash scripts/device/containers.sh daemon docker host        # one call
+#     bash scripts/device/containers.sh daemon rerun BUNDLE.tar.gz  # a fresh machine, later
+#
+# Stages, in the order given (each idempotent on a machine that is still warm):
+#   daemon  unpack dockerd 26, containerd, runc; start dockerd (CDI on, no bridge, no iptables);
+#           write a CDI spec for the GPUs from /dev/nvidia* and the driver folder /usr/local/nvidia
+#           (what `nvidia-ctk cdi generate` writes on a server with the toolkit); import /usr,
+#           /opt/torch and /etc as the image kit-host-stack:local (the driver folder left out:
+#           it comes from the host through CDI, as on any GPU server)
+#   docker  kit reproduce RECIPE --runtime docker --env ngc-pytorch --base-image kit-host-stack:local
+#           (the environment image built on the first call: the time to the sealed bundle is the
+#           first-run figure)
+#   host    kit reproduce RECIPE --runtime host, the same recipe in the machine's own Python
+#   rerun   kit reproduce BUNDLE of a bundle made by `docker` on another machine (a .tar.gz)
+#   faults  the GPU path's faults: a GPU the CDI spec lacks, a container killed for memory, an
+#           image without torch; each must be one line or a failed run, never a hang
+# Logs and bundles go to $OUT (bundles as .tar.gz: the device tool returns 2 folder levels).
+set -uo pipefail
+: "${OUT:=/tmp/out}"
+RECIPE=${RECIPE:-recipes/single_gpu.yaml}
+STATE=/tmp/kit-device
+BASE=kit-host-stack:local
+mkdir -p "$OUT" "$STATE"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+if [ -d .whl ] && [ ! -d /tmp/site ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site .whl/*.whl
+fi
+export PYTHONPATH="/tmp/site:$PWD:${PYTHONPATH:-}"
+export PATH="$STATE/bin:$PATH"
+log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/device.log"; }
+kit() { python3 -m kit "$@"; }
+
+start_daemon() {
+  if python3 -c "import docker; docker.from_env().ping()" 2>/dev/null; then
+    log "daemon: already answering"; return 0
+  fi
+  [ -x "$STATE/bin/dockerd" ] || tar -C "$STATE" -xJf .device/docker-bin.tar.xz
+  cat >"$STATE/daemon.json" <<JSON
+{"features": {"cdi": true}, "cdi-spec-dirs": ["/etc/cdi"], "iptables": false, "ip6tables": false,
+ "bridge": "none", "userland-proxy": false, "data-root": "/tmp/docker-root"}
+JSON
+  setsid dockerd --config-file "$STATE/daemon.json" >"$OUT/dockerd.log" 2>&1 < /dev/null &
+  for _ in $(seq 1 60); do
+    python3 -c "import docker; docker.from_env().ping()" 2>/dev/null && break
+    sleep 0.5
+  done
+  python3 -c "import docker; v = docker.from_env().version(); print('dockerd', v['Version'])" \
+      | tee -a "$OUT/device.log"
+}
+
+write_cdi_spec() {
+  mkdir -p /etc/cdi
+  python3 - <<'PY'
+import glob, json, os, re
+nodes = sorted(glob.glob("/dev/nvidia[0-9]*"), key=lambda p: int(re.sub(r"\D", "", p)))
+common = [p for p in ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
+                      "/dev/nvidia-modeset") if os.path.exists(p)]
+lib = next(d for d in ("/usr/local/nvidia/lib64", "/usr/local/nvidia/lib") if os.path.isdir(d))
+edits = {
+    "deviceNodes": [{"path": p} for p in common],
+    "mounts": [{"hostPath": "/usr/local/nvidia", "containerPath": "/usr/local/nvidia",
+                "options": ["ro", "nosuid", "nodev", "bind"]}],
+    "env": [f"LD_LIBRARY_PATH={lib}", "NVIDIA_VISIBLE_DEVICES=void"],
+}
+devices = [{"name": str(i), "containerEdits": {"deviceNodes": [{"path": p}]}}
+           for i, p in enumerate(nodes)]
+devices.append({"name": "all", "containerEdits": {"deviceNodes": [{"path": p} for p in nodes]}})
+spec = {"cdiVersion": "0.6.0", "kind": "nvidia.com/gpu", "devices": devices,
+        "containerEdits": edits}
+with open("/etc/cdi/nvidia.json", "w") as f:
+    json.dump(spec, f, indent=1)
+print("CDI spec /etc/cdi/nvidia.json:", ", ".join(d["name"] for d in devices), "| lib", lib)
+PY
+}
+
+import_base() {
+  if python3 -c "import docker; docker.from_env().images.get('$BASE')" 2>/dev/null; then
+    log "base image $BASE: already there"; return 0
+  fi
+  log "importing / (usr, opt/torch, etc; not the driver folder) as $BASE"
+  local t0=$SECONDS
+  # --sort=name and numeric owners: the same files give the same layer on another machine
+  tar --sort=name --numeric-owner -C / -cf - --exclude=usr/local/nvidia \
+      --exclude=etc/hostname --exclude=etc/hosts --exclude=etc/resolv.conf \
+      --exclude=etc/machine-id --exclude=etc/mtab bin sbin lib lib64 usr opt/torch etc \
+      2>"$OUT/import-tar.log" | python3 -c "
+import sys, docker
+api = docker.from_env(timeout=1800).api
+print(api.import_image(src=sys.stdin.buffer, repository='kit-host-stack', tag='local', changes=[
+    'ENV PATH=/opt/torch/.venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    'ENV LANG=C.UTF-8']).strip().splitlines()[-1])"
+  log "import took $((SECONDS - t0)) s"
+  python3 -c "import docker; i = docker.from_env().images.get('$BASE'); print('$BASE', i.id, round(i.attrs['Size'] / 1e9, 1), 'GB, layers', i.attrs['RootFS']['Layers'])" | tee -a "$OUT/device.log"
+}
+
+pack() {  # pack a bundle folder into $OUT
+  tar -czf "$OUT/$(basename "$1").tar.gz" -C "$(dirname "$1")" "$(basename "$1")"
+}
+
+stage_docker() {
+  local out=/tmp/bundles/docker-$(basename "$RECIPE" .yaml) t0=$SECONDS
+  log "docker: kit reproduce $RECIPE --runtime docker --env ngc-pytorch --base-image $BASE"
+  kit reproduce "$RECIPE" --device cuda --runtime docker --env ngc-pytorch --base-image "$BASE" \
+      --out "$out" 2>&1 | tee "$OUT/docker.log"
+  log "docker: exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s from the command to the sealed bundle"
+  pack "$out"
+}
+
+stage_host() {
+  local out=/tmp/bundles/host-$(basename "$RECIPE" .yaml) t0=$SECONDS
+  log "host: kit reproduce $RECIPE --runtime host"
+  kit reproduce "$RECIPE" --device cuda --runtime host --out "$out" 2>&1 | tee "$OUT/host.log"
+  log "host: exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s"
+  pack "$out"
+}
+
+stage_rerun() {
+  local archive=$1 t0=$SECONDS
+  mkdir -p /tmp/received && tar -xzf "$archive" -C /tmp/received
+  local bundle=/tmp/received/$(tar -tzf "$archive" | head -1 | cut -d/ -f1)
+  log "rerun: kit reproduce $bundle (recorded runtime: docker)"
+  kit reproduce "$bundle" --out /tmp/bundles/rerun 2>&1 | tee "$OUT/rerun.log"
+  log "rerun: exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s"
+  pack /tmp/bundles/rerun
+}
+
+stage_faults() {
+  log "faults: GPU 7 that the CDI spec lacks; a container killed for memory; an image without torch"
+  python3 scripts/device/gpu_faults.py 2>&1 | tee "$OUT/faults.log"
+}
+
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,power.draw,temperature.gpu \
+    --format=csv | tee -a "$OUT/device.log"
+while [ $# -gt 0 ]; do
+  case $1 in
+    daemon) start_daemon; write_cdi_spec | tee -a "$OUT/device.log"; import_base ;;
+    docker) stage_docker ;;
+    host) stage_host ;;
+    rerun) shift; stage_rerun "$1" ;;
+    faults) stage_faults ;;
+    *) echo "unknown stage $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+log "done"

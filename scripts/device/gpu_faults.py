@@ -1,0 +1,96 @@
+"""The GPU path's faults, against the real daemon and GPU of a lent machine (containers.sh faults).
+
+Each case must end as one line or a failed run with its reason, within its deadline, and leave
+no container behind:
+  1. a GPU the CDI spec does not declare (nvidia.com/gpu=7): refused before any container;
+  2. the daemon loses the GPU (its CDI spec removed after the runtime was prepared): a failed run
+     naming CDI;
+  3. a container killed for memory (a 1 GiB limit, a rank that allocates 4 GiB): OOMKilled;
+  4. a container with no usable GPU (no device handed to it): the worker's own one line.
+Prints one line per case and exits 1 if any case did not behave.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import docker
+
+from kit.runtime.containers import gpus
+from kit.runtime.containers.docker import DockerContainer
+from kit.runtime.docker.client import LABEL_OWNER
+from kit.runtime.docker.runtime import DockerRuntime
+
+SPEC = {"schema": 1, "benchmark": "allreduce", "kind": "allreduce", "variant": "one-gpu",
+        "repeat": 0, "device": "cuda", "nproc": 1, "smoke": True,
+        "params": {"min_bytes": 8, "max_bytes": 1024, "iters": 2, "warmup_iters": 1, "trials": 1},
+        "env": {}, "result_path": "result.json"}  # fmt: skip
+
+
+def image() -> str:
+    tags = [t for i in docker.from_env().images.list() for t in i.tags if t.startswith("kit-ngc")]
+    if not tags:
+        sys.exit("no kit-ngc-pytorch image: run the docker stage first")
+    return tags[0]
+
+
+def run_dir(name: str) -> Path:
+    d = Path(tempfile.mkdtemp(prefix=f"kit-fault-{name}-"))
+    (d / "spec.json").write_text(json.dumps({**SPEC, "run_id": f"fault.{name}.r0"}))
+    return d
+
+
+def case(name: str, runtime: DockerRuntime, gpu_ids: list[int] | None, want: str) -> bool:
+    d = run_dir(name)
+    t0 = time.monotonic()
+    out = runtime.run(d, 1, {}, d / "log", timeout_s=180, gpu_ids=gpu_ids, device="cuda")
+    took = time.monotonic() - t0
+    error = out.error or (d / "log").read_text(errors="replace").strip().splitlines()[-1:]
+    ok = out.exit_code != 0 and not out.timed_out and want in str(error)
+    left = runtime.client.containers.list(
+        all=True, filters={"label": f"{LABEL_OWNER}={runtime.owner}"}
+    )
+    ok = ok and not left
+    print(f"{'OK ' if ok else 'BAD'} {name}: exit {out.exit_code} after {took:.1f} s: {error}"
+          f"{'' if not left else f'; {len(left)} container(s) left'}")  # fmt: skip
+    return ok
+
+
+def main() -> int:
+    client = docker.from_env()
+    tag = image()
+    style = gpus.require(client)
+    print(f"image {tag}; GPUs through {style.name} {getattr(style, 'devices', '')}")
+    results = [case("missing-gpu", DockerRuntime(tag, client=client, gpu_style=style), [7],
+                    "no device nvidia.com/gpu=7")]  # fmt: skip
+    spec_file = Path("/etc/cdi/nvidia.json")
+    moved = spec_file.with_suffix(".away")
+    shutil.move(spec_file, moved)
+    try:
+        results.append(case("daemon-lost-gpu", DockerRuntime(tag, client=client, gpu_style=style),
+                            [0], "CDI"))  # fmt: skip
+    finally:
+        shutil.move(moved, spec_file)
+    oom = DockerRuntime(tag, client=client, gpu_style=style)
+    oom.docker = DockerContainer(tag, client=client, gpu_style=style, memory="1g")
+    oom.container = oom.docker
+    results.append(case("oom", oom, [0], "OOMKilled"))
+    no_gpu = DockerRuntime(tag, client=client, gpu_style=NoGpus())
+    results.append(case("no-gpu-in-container", no_gpu, [0], "torch sees no GPU"))
+    return 0 if all(results) else 1
+
+
+class NoGpus(gpus.NvidiaRuntime):
+    """A request style that hands the container nothing: an image that cannot reach CUDA."""
+
+    def requests(self, gpu_ids):  # type: ignore[no-untyped-def]
+        return []
+
+
+if __name__ == "__main__":
+    sys.exit(main())
