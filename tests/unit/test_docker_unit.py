@@ -139,7 +139,9 @@ def test_gpu_container_options(monkeypatch, tmp_path):
 
 
 def test_unknown_environment_lists_the_available_ones():
-    with pytest.raises(InputError, match=r"environment 'nope': .* available: cpu, cuda13"):
+    with pytest.raises(
+        InputError, match=r"environment 'nope': .* available: cpu, cuda13, ngc-pytorch"
+    ):
         environments.load("nope")
 
 
@@ -160,6 +162,10 @@ def test_bad_env_yaml_names_file_and_field(tmp_path: Path):
 def test_locks_pin_every_package_with_a_hash():
     for name in environments.available():
         env = environments.load(name)
+        assert env.default_base_image().split("@")[1].startswith("sha256:")
+        if not env.locked:  # the base image's own packages: pinned by the image's digest
+            assert env.packages == "image" and not env.lock.exists()
+            continue
         entries = [ln for ln in env.lock.read_text().splitlines() if "==" in ln]
         assert entries and len(environments.lock_hashes(env.lock)) == len(entries)
         assert env.default_base_image().split("@")[1].startswith("sha256:")
