@@ -30,7 +30,8 @@ STATE=/tmp/kit-device
 BASE=kit-host-stack:local
 mkdir -p "$OUT" "$STATE"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-if [ -d .whl ] && [ ! -d /tmp/site ]; then
+if [ -d .whl ]; then
+  rm -rf /tmp/site
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target /tmp/site .whl/*.whl
 fi

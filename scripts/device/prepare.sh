@@ -13,8 +13,8 @@ py=(--no-deps --only-binary=:all: --python-version 3.12 --implementation cp
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
     -d .whl)
 if ! ls .whl/pydantic_core-* >/dev/null 2>&1; then
-  python3 -m pip download -q "${py[@]}" pydantic==2.14.3 pydantic-core==2.50.4 typing-extensions==4.15.0 \
-      annotated-types==0.7.0 typing-inspection==0.4.2 docker==7.1.0
+  python3 -m pip download -q "${py[@]}" pydantic==2.14.3 pydantic-core==2.50.4 typing-extensions==4.16.0 \
+      annotated-types==0.8.0 typing-inspection==0.4.5 docker==7.2.0
 fi
 if [ ! -s .device/docker-bin.tar.xz ]; then
   bins=$(mktemp -d /tmp/kit-docker-bins.XXXXXX)
