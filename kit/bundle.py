@@ -43,12 +43,13 @@ from kit.model.files import read_json as read_model_json
 from kit.model.loader import read_recipe
 from kit.recipe import Recipe
 from kit.safeio import check_folder, read_bytes, scan, write_bytes, write_text
+from kit.shared import files
 from kit.worker.common import dumps, now_iso
 
-MANIFEST = "MANIFEST.sha256"
-SIGNATURE = MANIFEST + ".sig"
+MANIFEST = files.MANIFEST
+SIGNATURE = files.SIGNATURE
 # the files `kit report` writes, by exact name: the only ones it may replace in a sealed bundle
-REPORT_FILES = ("report.html", "report.pdf")
+REPORT_FILES = files.REPORT_FILES
 
 
 def default_bundle_dir(root: Path, recipe_name: str) -> Path:
@@ -97,11 +98,11 @@ class Bundle:
         try:
             if path.exists() and (not path.is_dir() or any(path.iterdir())):
                 raise InputError(f"{path}: already exists and is not empty; choose another --out")
-            (path / "logs").mkdir(parents=True, exist_ok=True)
-            (path / "runs").mkdir(exist_ok=True)
+            (path / files.LOGS).mkdir(parents=True, exist_ok=True)
+            (path / files.RUNS).mkdir(exist_ok=True)
         except OSError as exc:
             raise InputError(f"{path}: cannot create the bundle there ({exc.strerror})") from None
-        write_text(path / "recipe.yaml", yaml.safe_dump(recipe, sort_keys=False))
+        write_text(path / files.RECIPE, yaml.safe_dump(recipe, sort_keys=False))
         bundle = cls(path)
         bundle.results = {
             "schema": BUNDLE_SCHEMA,
@@ -126,15 +127,15 @@ class Bundle:
         by kit.model.load_bundle, which readers call after the manifest check."""
         path = Path(path)
         check_folder(path)
-        if not os.path.lexists(path / "results.json"):
+        if not os.path.lexists(path / files.RESULTS):
             raise InputError(f"{path}: not a kit bundle (no results.json)")
-        shown = path / "results.json"
-        data = read_model_json(path, "results.json")
+        shown = path / files.RESULTS
+        data = read_model_json(path, files.RESULTS)
         if not isinstance(data, dict):
             raise InputError(f"{shown}: expected a JSON object, got {type(data).__name__}")
-        check_schema(data, "results.json", shown)
+        check_schema(data, files.RESULTS, shown)
         for i, run in enumerate(data.get("runs") if isinstance(data.get("runs"), list) else []):
-            check_schema(run, "result.json", Path(f"{shown}: runs.{i}"))
+            check_schema(run, files.RESULT, Path(f"{shown}: runs.{i}"))
         return cls(path, data)
 
     def read_json(self, name: str) -> Any:
@@ -164,24 +165,24 @@ class Bundle:
         """recipe.yaml as written, as a dict, read safely (no link followed, bounded). Readers
         that need it checked and with defaults filled take `recipe_model()` or kit.model's
         load_bundle; this stays lenient while the report's readers move to those."""
-        raw = read_model_bytes(self.path, "recipe.yaml", MAX_YAML_BYTES)
-        text = decode(raw, self.path / "recipe.yaml")
+        raw = read_model_bytes(self.path, files.RECIPE, MAX_YAML_BYTES)
+        text = decode(raw, self.path / files.RECIPE)
         return yaml.safe_load(text)
 
     def run_dir(self, run_id: str) -> Path:
-        path = self.path / "runs" / run_id
+        path = self.path / files.RUNS / run_id
         path.mkdir(parents=True, exist_ok=True)
         return path
 
     def log_path(self, run_id: str) -> Path:
-        return self.path / "logs" / f"{run_id}.log"
+        return self.path / files.LOGS / f"{run_id}.log"
 
     def add_run(self, result: dict[str, Any]) -> None:
         self.results["runs"].append(result)
         self.save()
 
     def save(self) -> None:
-        write_json(self.path / "results.json", self.results)
+        write_json(self.path / files.RESULTS, self.results)
 
     def finish(self, status: str) -> None:
         self.results["status"] = status
@@ -198,12 +199,12 @@ def write_json(path: Path, data: Any) -> None:
 def _model_of(name: str) -> tuple[type[BaseModel], str | None] | None:
     """The model (and the schema name readers check) of a bundle file, by its path."""
     parts = name.split("/")
-    if len(parts) == 3 and parts[0] == "runs" and parts[2] in ("spec.json", "result.json"):
-        return (RunSpec, "spec.json") if parts[2] == "spec.json" else (RunResult, "result.json")
+    if len(parts) == 3 and parts[0] == files.RUNS and parts[2] in (files.SPEC, files.RESULT):
+        return (RunSpec, files.SPEC) if parts[2] == files.SPEC else (RunResult, files.RESULT)
     return {
-        "results.json": (Results, "results.json"),
-        "hardware.json": (Hardware, "hardware.json"),
-        "environment.json": (Environment, "environment.json"),
+        files.RESULTS: (Results, files.RESULTS),
+        files.HARDWARE: (Hardware, files.HARDWARE),
+        files.ENVIRONMENT: (Environment, files.ENVIRONMENT),
     }.get(name)
 
 
@@ -273,7 +274,7 @@ def read_manifest(root: Path) -> dict[str, str]:
     """The recorded name -> sha256 of a sealed bundle; a malformed line is one error."""
     manifest = Path(root) / MANIFEST
     if not os.path.lexists(manifest):
-        if not os.path.lexists(Path(root) / "results.json"):
+        if not os.path.lexists(Path(root) / files.RESULTS):
             raise InputError(f"{root}: not a kit bundle (no results.json, no {MANIFEST})")
         raise InputError(f"{root}: no {MANIFEST}; this bundle was never sealed (`kit seal` it)")
     try:

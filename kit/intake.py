@@ -16,9 +16,10 @@ from kit.bundle import MANIFEST, require_sealed
 from kit.errors import InputError
 from kit.model import BundleData, load_bundle
 from kit.model.files import read_json
+from kit.shared import files
 from kit.signature import check_allowed_signers, signature_status
 
-REQUIRED = ("results.json", "recipe.yaml", "hardware.json", "environment.json", MANIFEST)
+REQUIRED = (files.RESULTS, files.RECIPE, files.HARDWARE, files.ENVIRONMENT, MANIFEST)
 """The files every bundle holds: every kit version writes all of them (a Slurm job's bundle
 gets hardware.json and environment.json when `kit slurm collect` seals it)."""
 
@@ -31,7 +32,7 @@ def missing_files(root: Path) -> list[str]:
 def _written_by(root: Path) -> str:
     """ "kit 0.1.0" from results.json, or "" when it cannot be read."""
     try:
-        data = read_json(Path(root), "results.json")
+        data = read_json(Path(root), files.RESULTS)
     except InputError:
         return ""
     version = data.get("kit_version") if isinstance(data, dict) else None
@@ -43,7 +44,7 @@ def check_complete(root: Path) -> None:
     (A missing manifest is require_sealed's to name: its line says how to seal the bundle.)"""
     missing = [name for name in missing_files(root) if name != MANIFEST]
     if missing:
-        who = _written_by(root) if "results.json" not in missing else ""
+        who = _written_by(root) if files.RESULTS not in missing else ""
         by = f"; {who} wrote this bundle and writes every one of them" if who else ""
         raise InputError(
             f"{root}: incomplete bundle: no {', '.join(missing)} (every bundle holds "

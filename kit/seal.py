@@ -19,6 +19,7 @@ from kit.bundle import MANIFEST, Bundle, write_manifest
 from kit.errors import InputError, KitError
 from kit.runtime.heartbeat import FILE as HEARTBEAT
 from kit.safeio import TMP_SUFFIX, scan
+from kit.shared import files
 from kit.worker.common import now_iso
 
 try:  # the report's libraries (matplotlib, jinja2) may be absent where only the runs happen
@@ -59,7 +60,7 @@ def _stray_results(bundle: Bundle) -> list[dict[str, Any]]:
     found = []
     for name in scan(bundle.path).files:
         parts = name.split("/")
-        if len(parts) != 3 or parts[0] != "runs" or parts[2] != "result.json":
+        if len(parts) != 3 or parts[0] != files.RUNS or parts[2] != files.RESULT:
             continue
         if parts[1] in known:
             continue
@@ -85,7 +86,7 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
     # a write cut short (.tmp), and the heartbeat a killed driver could not remove
     removed = [
         n for n in scan(path).files
-        if n.endswith(TMP_SUFFIX) or (n.startswith("runs/") and n.endswith("/" + HEARTBEAT))
+        if n.endswith(TMP_SUFFIX) or (n.startswith(f"{files.RUNS}/") and n.endswith("/" + HEARTBEAT))
     ]  # fmt: skip
     for name in removed:  # a write cut short; the file it was to replace holds the last whole one
         os.unlink(path / name)

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from kit.shared import files
 from kit.worker.common import RESULT_SCHEMA, SPEC_SCHEMA
 
 BUNDLE_SCHEMA = 1
@@ -24,11 +25,11 @@ ENVIRONMENT_SCHEMA = 1
 from a kit this one cannot read."""
 
 SCHEMAS: dict[str, int] = {
-    "results.json": BUNDLE_SCHEMA,
-    "result.json": RESULT_SCHEMA,
-    "spec.json": SPEC_SCHEMA,
-    "hardware.json": HARDWARE_SCHEMA,
-    "environment.json": ENVIRONMENT_SCHEMA,
+    files.RESULTS: BUNDLE_SCHEMA,
+    files.RESULT: RESULT_SCHEMA,
+    files.SPEC: SPEC_SCHEMA,
+    files.HARDWARE: HARDWARE_SCHEMA,
+    files.ENVIRONMENT: ENVIRONMENT_SCHEMA,
 }
 """The newest `schema` number this kit reads, per file name; older numbers still load."""
 

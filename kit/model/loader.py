@@ -23,11 +23,12 @@ from kit.model.hardware import Hardware
 from kit.model.results import Results
 from kit.model.run import RunResult, RunSpec
 from kit.recipe import Recipe, parse_recipe
+from kit.shared import files
 
 M = TypeVar("M", bound=BaseModel)
 MAX_RUNS = 10_000
 """Most run folders a bundle may hold (recipes cap repeats at 100)."""
-REQUIRED_SCHEMA = ("results.json", "result.json", "spec.json")
+REQUIRED_SCHEMA = (files.RESULTS, files.RESULT, files.SPEC)
 """Files that must carry `schema`; hardware.json and environment.json may lack it (older kits)."""
 RUN_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 """A run folder's name: benchmark.variant.rN, each part a recipe name."""
@@ -112,12 +113,12 @@ def read_model(root: Path, rel: str, model: type[M], schema: str | None = None) 
         if schema is not None:
             check_schema(data, schema, shown, required=schema in REQUIRED_SCHEMA)
         if (
-            schema == "results.json"
+            schema == files.RESULTS
             and isinstance(data, dict)
             and isinstance(data.get("runs"), list)
         ):
             for i, run in enumerate(data["runs"]):  # each run record is a result.json's
-                check_schema(run, "result.json", Path(f"{shown}: runs.{i}"))
+                check_schema(run, files.RESULT, Path(f"{shown}: runs.{i}"))
         return validate(model, data, shown)
     except InputError as exc:
         raise InputError(one_line(str(exc))) from None
@@ -125,8 +126,8 @@ def read_model(root: Path, rel: str, model: type[M], schema: str | None = None) 
 
 def read_recipe(root: Path) -> Recipe:
     """recipe.yaml as stored (resolved), through the recipe's own strict loader."""
-    shown = root / "recipe.yaml"
-    text = decode(read_bytes(root, "recipe.yaml", MAX_YAML_BYTES), shown)
+    shown = root / files.RECIPE
+    text = decode(read_bytes(root, files.RECIPE, MAX_YAML_BYTES), shown)
     try:
         return parse_recipe(text, str(shown))
     except RecursionError:
@@ -141,21 +142,23 @@ def _optional(
 
 def read_runs(root: Path) -> dict[str, RunFiles]:
     """runs/<id>/spec.json (required) and result.json (when the worker wrote one)."""
-    names = list_dir(root, "runs")
+    names = list_dir(root, files.RUNS)
     if len(names) > MAX_RUNS:
-        raise InputError(f"{root / 'runs'}: {len(names)} entries, more than {MAX_RUNS}")
+        raise InputError(f"{root / files.RUNS}: {len(names)} entries, more than {MAX_RUNS}")
     runs: dict[str, RunFiles] = {}
     for name in names:
         if not RUN_ID.match(name):
-            raise InputError(f"{root / 'runs' / name}: not a run folder name ({RUN_ID.pattern})")
-        files = list_dir(root, f"runs/{name}")
-        spec = read_model(root, f"runs/{name}/spec.json", RunSpec, "spec.json")
+            raise InputError(
+                f"{root / files.RUNS / name}: not a run folder name ({RUN_ID.pattern})"
+            )
+        present = list_dir(root, f"{files.RUNS}/{name}")
+        spec = read_model(root, files.run_file(name, files.SPEC), RunSpec, files.SPEC)
         result = None
-        if "result.json" in files:
-            result = read_model(root, f"runs/{name}/result.json", RunResult, "result.json")
+        if files.RESULT in present:
+            result = read_model(root, files.run_file(name, files.RESULT), RunResult, files.RESULT)
         if spec.run_id != name:
             raise InputError(
-                f"{root / 'runs' / name / 'spec.json'}: run_id: expected {name!r} (its folder),"
+                f"{root / files.run_file(name, files.SPEC)}: run_id: expected {name!r} (its folder),"
                 f" got {spec.run_id!r}"
             )
         runs[name] = RunFiles(name, spec, result)
@@ -178,12 +181,12 @@ def _load(root: Path) -> BundleData:
     names = list_dir(root, ".") if root.is_dir() else None
     if names is None:
         raise InputError(f"{root}: not a kit bundle (not a directory)")
-    if "results.json" not in names:
+    if files.RESULTS not in names:
         raise InputError(f"{root}: not a kit bundle (no results.json)")
-    results = read_model(root, "results.json", Results, "results.json")
-    if "recipe.yaml" not in names:
+    results = read_model(root, files.RESULTS, Results, files.RESULTS)
+    if files.RECIPE not in names:
         raise InputError(f"{root / 'recipe.yaml'}: missing")
     recipe = read_recipe(root)
-    hardware = _optional(root, names, "hardware.json", Hardware, "hardware.json")
-    environment = _optional(root, names, "environment.json", Environment, "environment.json")
+    hardware = _optional(root, names, files.HARDWARE, Hardware, files.HARDWARE)
+    environment = _optional(root, names, files.ENVIRONMENT, Environment, files.ENVIRONMENT)
     return BundleData(root, recipe, results, hardware, environment, read_runs(root))

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from kit.model.base import Closed, Open
+from kit.shared import files
 
 RunStatus = Literal["ok", "failed", "timeout", "skipped"]
 
@@ -29,7 +30,7 @@ class RunSpec(Closed):
     smoke: bool
     params: dict[str, Any]
     env: dict[str, str] = Field(default_factory=dict)
-    result_path: str = "result.json"
+    result_path: str = files.RESULT
 
 
 class Metric(Open):

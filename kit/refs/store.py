@@ -25,6 +25,7 @@ from typing import Any
 from kit.bundle import Bundle
 from kit.errors import InputError
 from kit.intake import receive
+from kit.shared import files
 from kit.shared import metrics as catalog
 from kit.workloads.registry import headline_metric
 
@@ -67,11 +68,11 @@ def hardware_summary(hardware: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def extract(bundle_dir: Path, label: str | None = None) -> dict[str, Any]:
     """The compact reference of a bundle (InputError for a directory that is not one)."""
-    if not (Path(bundle_dir) / "results.json").is_file():  # before walking a large folder
+    if not (Path(bundle_dir) / files.RESULTS).is_file():  # before walking a large folder
         raise InputError(f"{bundle_dir}: not a kit bundle (no results.json)")
     bundle = Bundle.load(Path(bundle_dir))
     res = bundle.results
-    hw = hardware_summary(bundle.read_json("hardware.json"))
+    hw = hardware_summary(bundle.read_json(files.HARDWARE))
     benches: dict[tuple[str, str], dict[str, Any]] = {}
     for run in res.get("runs", []):
         if run.get("status") != "ok":

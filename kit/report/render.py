@@ -34,6 +34,7 @@ from kit.report.sections import (
     nodes_view,
 )
 from kit.safeio import write_bytes, write_text
+from kit.shared import files
 from kit.shared import metrics as catalog
 
 HERE = Path(__file__).parent
@@ -371,7 +372,7 @@ def render_bundle(bundle: Bundle, price_per_gpu_hour: float | None = None) -> Pa
     `price_per_gpu_hour` (any currency) adds the cost of 1M units of work to page 1.
     Raises PdfNotWritten (after report.html is written) where WeasyPrint cannot run here."""
     ctx = context(bundle, price_per_gpu_hour)
-    out = bundle.path / "report.html"
+    out = bundle.path / files.REPORT_HTML
     # created anew and renamed into place: a link planted at either name is replaced, not followed
     write_text(out, render_html(bundle, ctx))
     buffer = io.BytesIO()
@@ -382,5 +383,5 @@ def render_bundle(bundle: Bundle, price_per_gpu_hour: float | None = None) -> Pa
             f"report.html written, report.pdf not: {exc.why}",
             f"for the PDF, run `kit report {bundle.path}` where WeasyPrint works ({exc.install})",
         ) from None
-    write_bytes(bundle.path / "report.pdf", buffer.getvalue())
+    write_bytes(bundle.path / files.REPORT_PDF, buffer.getvalue())
     return out

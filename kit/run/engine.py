@@ -24,6 +24,7 @@ from kit.run.preflight import PreflightOptions, check_recipe, raise_if_fatal
 from kit.run.results import bundle_status, console, result_of, seal
 from kit.runtime import registry
 from kit.runtime.base import RunOutcome, Runtime, RuntimeRequest
+from kit.shared import files
 from kit.stats import AdaptiveRepeats, coefficient_of_variation, is_noisy
 from kit.workloads.registry import headline_metric
 
@@ -171,9 +172,9 @@ def run_recipe(
     )
     if runtime.inventory:
         hardware["nodes"] = runtime.inventory
-    bundle.write_json("hardware.json", hardware)
+    bundle.write_json(files.HARDWARE, hardware)
     bundle.results["preflight"] = findings
-    bundle.write_json("environment.json", runtime.environment)
+    bundle.write_json(files.ENVIRONMENT, runtime.environment)
     previous = {sig: signal.signal(sig, _on_sigterm) for sig in STOP_SIGNALS}
     interrupted, code = False, 0
     fault: Exception | None = None
@@ -183,7 +184,7 @@ def run_recipe(
             spec = queue.popleft()
             i += 1
             run_dir = bundle.run_dir(spec.run_id)
-            write_json(run_dir / "spec.json", spec.to_json())
+            write_json(run_dir / files.SPEC, spec.to_json())
             log_path = bundle.log_path(spec.run_id)
             console.print(f"[{i}/{i + len(queue)}] {spec.run_id} ...", end=" ")
             stopped = False
@@ -241,10 +242,10 @@ def run_recipe(
         if fault is not None and status == "complete":
             status = "partial"
         ok = [r for r in bundle.results["runs"] if r.get("status") == "ok"]
-        env = bundle.read_json("environment.json") or {}
+        env = bundle.read_json(files.ENVIRONMENT) or {}
         if ok and not env.get("container"):
             env["container"] = ok[0].get("versions")
-            bundle.write_json("environment.json", env)
+            bundle.write_json(files.ENVIRONMENT, env)
         if after_runs is not None:
             try:  # a malformed record must not leave the bundle unsealed
                 after_runs(bundle)

@@ -12,6 +12,7 @@ from typing import Any
 
 from kit.recipe import Recipe, Variant
 from kit.runtime.base import SAFE_ENV
+from kit.shared import files
 from kit.worker.common import SPEC_SCHEMA
 
 # NCCL_DEBUG=INFO makes NCCL name the transport of every channel (P2P, SHM, NET): the report's
@@ -48,7 +49,7 @@ class RunSpec:
             "smoke": self.smoke,
             "params": self.params,
             "env": self.env,
-            "result_path": "result.json",
+            "result_path": files.RESULT,
         }
 
 

@@ -20,6 +20,7 @@ from kit.model import RunResult, read_model
 from kit.run.plan import RunSpec
 from kit.runtime.base import RunOutcome, tail
 from kit.seal import seal_bundle
+from kit.shared import files
 from kit.shared.p2p import p2p_off
 from kit.worker.common import RESULT_SCHEMA
 from kit.worker.nccl_log import parse_nccl_log, verdict
@@ -52,11 +53,11 @@ def worker_result(spec: RunSpec, run_dir: Path) -> tuple[dict[str, Any] | None, 
     (None, the loader's one-line message); it is moved aside to result.rejected.json (a link is
     removed), so the bundle holds no result.json its own loader refuses.
     """
-    file = run_dir / "result.json"
+    file = run_dir / files.RESULT
     if not os.path.lexists(file):
         return None, None
     try:
-        result = read_model(run_dir, "result.json", RunResult, "result.json")
+        result = read_model(run_dir, files.RESULT, RunResult, files.RESULT)
         if result.run_id != spec.run_id:
             raise InputError(f"{file}: run_id: expected {spec.run_id!r}, got {result.run_id!r}")
         return result.dump(as_written=True), None

@@ -14,6 +14,7 @@ import time
 import traceback
 from pathlib import Path
 
+from kit.shared import files
 from kit.worker.common import RESULT_SCHEMA, init, now_iso, versions, write_json
 from kit.worker.telemetry import GpuTelemetry
 from kit.worker.watchdog import start_from_env
@@ -76,7 +77,7 @@ def main(argv: list[str]) -> int:
     result["finished_at"] = now_iso()
     result["wall_s"] = time.perf_counter() - t0
     if ctx.rank == 0:
-        write_json(ctx.run_dir / spec.get("result_path", "result.json"), result)
+        write_json(ctx.run_dir / spec.get("result_path", files.RESULT), result)
     import torch.distributed as dist
 
     if code == 0:

@@ -1,0 +1,28 @@
+"""The names of a bundle's files, in one place: every writer and reader (the worker's result
+too) takes them from here.
+
+    BUNDLE/  results.json  recipe.yaml  hardware.json  environment.json
+             runs/<run id>/spec.json  runs/<run id>/result.json  logs/
+             report.html  report.pdf  MANIFEST.sha256  (MANIFEST.sha256.sig)
+"""
+
+from __future__ import annotations
+
+RESULTS = "results.json"
+RECIPE = "recipe.yaml"
+HARDWARE = "hardware.json"
+ENVIRONMENT = "environment.json"
+RUNS = "runs"
+LOGS = "logs"
+SPEC = "spec.json"  # runs/<id>/spec.json: what the driver asks one launch to run
+RESULT = "result.json"  # runs/<id>/result.json: what the worker measured
+REPORT_HTML = "report.html"
+REPORT_PDF = "report.pdf"
+REPORT_FILES = (REPORT_HTML, REPORT_PDF)
+MANIFEST = "MANIFEST.sha256"
+SIGNATURE = MANIFEST + ".sig"
+
+
+def run_file(run_id: str, name: str) -> str:
+    """A run's file, relative to the bundle: run_file("ar.p2p.r0", SPEC)."""
+    return f"{RUNS}/{run_id}/{name}"
