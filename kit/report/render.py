@@ -239,6 +239,42 @@ def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
     return view
 
 
+def silicon_view(
+    benches: list[analysis.Benchmark], hardware: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The silicon section: its facts (analysis.silicon) and its figures, or None."""
+    facts = analysis.silicon(benches, hardware)
+    if facts is None:
+        return None
+    figures = []
+    for m in facts.matrices:
+        unit = "us" if m["key"] == "latency_us" else "GB/s"
+        svg = plots.heatmap(m["matrix"], m["title"], unit, f"silicon-{m['key']}")
+        if svg:
+            figures.append(Figure(m["key"], f"GPU pairs: {m['title']}, row = source", svg))
+    svg = plots.plateau(
+        facts.plateau, "copy bandwidth against buffer size, first GPU", "silicon-plateau"
+    )
+    if svg:
+        figures.append(
+            Figure(
+                "plateau",
+                "copy bandwidth against buffer size on the first GPU (median of samples)",
+                svg,
+            )
+        )
+    svg = plots.ceilings(
+        facts.ceilings, "matmul ceiling per GPU, all GPUs at once", "silicon-ceilings"
+    )
+    if svg:
+        figures.append(
+            Figure(
+                "ceilings", "best sustained matmul TFLOP/s per dtype and GPU, all GPUs at once", svg
+            )
+        )
+    return {"facts": facts, "figures": figures}
+
+
 # --- rendering -----------------------------------------------------------------------------
 
 
@@ -260,11 +296,10 @@ def context(bundle: Bundle, price_per_gpu_hour: float | None = None) -> dict[str
     environment = data.environment.dump(as_written=True) if data.environment else {}
     benches = analysis.build_benchmarks(results, recipe)
     views = [bench_view(b, i) for i, b in enumerate(benches)]
-    n = 0
-    for v in views:
-        for f in v.figures:
-            n += 1
-            f.caption = f"Figure {n}. {f.caption}"
+    silicon = silicon_view(benches, hardware)
+    figures = [f for v in views for f in v.figures] + (silicon["figures"] if silicon else [])
+    for n, f in enumerate(figures, start=1):
+        f.caption = f"Figure {n}. {f.caption}"
     smoke = bool(results.get("smoke"))
     summaries = [
         analysis.summarize_bench(
@@ -278,6 +313,7 @@ def context(bundle: Bundle, price_per_gpu_hour: float | None = None) -> dict[str
         "bundle_name": bundle.path.name,
         "machine": machine_line(hardware, results),
         "benches": views,
+        "silicon": silicon,
         "summaries": summaries,
         "price_per_gpu_hour": price_per_gpu_hour,
         # shipped references only: a sealed report reads the same on every machine

@@ -13,6 +13,9 @@ Conventions:
 - NVLink: GB/s per link per direction (nccl-tests' bus bandwidth is per direction), and the
   number of links of the part. nvidia-smi reports NVLink 4 links at 26.56 GB/s (signalling
   rate); the datasheets' 900 GB/s total is 18 x 50 GB/s both directions, i.e. 25 per direction.
+- fp8: dense e4m3/e5m2 tensor-core rate, where the datasheet gives one (Hopper, Blackwell).
+- hbm_gbs: the datasheet's memory bandwidth (bytes read plus written per second); 0 where a
+  family name covers parts with different memories (A100 40 GB and 80 GB).
 - First match wins in `SPECS`: specific names ("H100 PCIe") come before family names ("H100").
 """
 
@@ -36,6 +39,7 @@ class GpuSpec:
     tdp_w: float
     source: str
     notes: str = ""
+    hbm_gbs: float = 0.0  # memory bandwidth, decimal GB/s (read + write); 0: not one figure
 
     @property
     def nvlink_total_gbs(self) -> float:
@@ -43,30 +47,34 @@ class GpuSpec:
         return self.nvlink_links * self.nvlink_gbs_per_link
 
 
-def _flops(bf16: float, tf32: float, fp32: float, fp16: float | None = None) -> dict[str, float]:
-    return {"bf16": bf16 * T, "fp16": (fp16 or bf16) * T, "tf32": tf32 * T, "fp32": fp32 * T}
+def _flops(
+    bf16: float, tf32: float, fp32: float, fp16: float | None = None, fp8: float | None = None
+) -> dict[str, float]:
+    out = {"bf16": bf16 * T, "fp16": (fp16 or bf16) * T, "tf32": tf32 * T, "fp32": fp32 * T}
+    return out | ({"fp8": fp8 * T} if fp8 else {})
 
 
 SPECS: tuple[GpuSpec, ...] = (
-    GpuSpec("GH200", ("GH200",), _flops(989, 494.5, 67), 18, 25.0, 5, 1000,
+    GpuSpec("GH200", ("GH200",), _flops(989, 494.5, 67, fp8=1979), 18, 25.0, 5, 1000,
             "NVIDIA GH200 Grace Hopper Superchip datasheet", "before H200: its name contains it"),
-    GpuSpec("H200 NVL", ("H200 NVL",), _flops(835, 417.5, 60), 18, 25.0, 5, 600,
+    GpuSpec("H200 NVL", ("H200 NVL",), _flops(835, 417.5, 60, fp8=1670.5), 18, 25.0, 5, 600,
             "NVIDIA H200 Tensor Core GPU datasheet (H200 NVL column)",
-            "NVLink through a 2- or 4-way bridge, 900 GB/s total"),
-    GpuSpec("H200 SXM", ("H200",), _flops(989, 494.5, 67), 18, 25.0, 5, 700,
-            "NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column)"),
-    GpuSpec("H100 NVL", ("H100 NVL",), _flops(835, 417.5, 60), 12, 25.0, 5, 400,
+            "NVLink through a 2- or 4-way bridge, 900 GB/s total", hbm_gbs=4800),
+    GpuSpec("H200 SXM", ("H200",), _flops(989, 494.5, 67, fp8=1979), 18, 25.0, 5, 700,
+            "NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column)", hbm_gbs=4800),
+    GpuSpec("H100 NVL", ("H100 NVL",), _flops(835, 417.5, 60, fp8=1670.5), 12, 25.0, 5, 400,
             "NVIDIA H100 Tensor Core GPU datasheet (H100 NVL column)",
-            "NVLink bridge, 600 GB/s total"),
-    GpuSpec("H100 PCIe", ("H100 PCIe",), _flops(756, 378, 51), 12, 25.0, 5, 350,
+            "NVLink bridge, 600 GB/s total", hbm_gbs=3900),
+    GpuSpec("H100 PCIe", ("H100 PCIe",), _flops(756, 378, 51, fp8=1513), 12, 25.0, 5, 350,
             "NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe column)",
-            "NVLink bridge 600 GB/s total (2 GPUs)"),
-    GpuSpec("H100 SXM", ("H100", "H800"), _flops(989, 494.5, 67), 18, 25.0, 5, 700,
+            "NVLink bridge 600 GB/s total (2 GPUs)", hbm_gbs=2000),
+    GpuSpec("H100 SXM", ("H100", "H800"), _flops(989, 494.5, 67, fp8=1979), 18, 25.0, 5, 700,
             "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM column)",
-            "H800 listed with the H100 SXM compute figures; its NVLink is 400 GB/s total"),
-    GpuSpec("B200", ("B200",), _flops(2250, 1100, 80), 18, 50.0, 6, 1000,
+            "H800 listed with the H100 SXM compute figures; its NVLink is 400 GB/s total",
+            hbm_gbs=3350),
+    GpuSpec("B200", ("B200",), _flops(2250, 1100, 80, fp8=4500), 18, 50.0, 6, 1000,
             "NVIDIA HGX B200 datasheet (per GPU: the 8-GPU figures / 8)",
-            "NVLink 5: 1.8 TB/s total"),
+            "NVLink 5: 1.8 TB/s total", hbm_gbs=8000),
     GpuSpec("A100 PCIe", ("A100-PCIE", "A100 PCIe", "A100 80GB PCIe"), _flops(312, 156, 19.5),
             12, 25.0, 4, 300, "NVIDIA A100 Tensor Core GPU datasheet (A100 PCIe column)",
             "NVLink bridge for 2 GPUs, 600 GB/s total"),

@@ -51,6 +51,9 @@ def test_the_silicon_recipe_smoke_runs_on_the_cpu(kit_cmd, tmp_path):
     assert "bf16 skipped: the CPU analogue measures fp32 only" not in mm["notes"]  # smoke: fp32
     report = (out / "report.html").read_text()
     assert "copy bandwidth" in report and "matmul ceiling" in report
+    assert "Silicon: what these GPUs can do" in report
+    assert "These runs used the CPU: host memory copies and an fp32 matmul" in report
+    assert "No GPU pair was measured (one GPU, or pairs turned off)." in report
 
 
 @pytest.mark.slow

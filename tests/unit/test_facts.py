@@ -120,8 +120,12 @@ def test_spec_table_matches_names_and_every_row_has_a_source():
     assert spec_for("NVIDIA A100 80GB PCIe").key == "A100 PCIe"
     assert spec_for("NVIDIA GeForce GTX 1080") is None
     for s in SPECS:
-        assert s.source and set(s.peak_flops) == {"bf16", "fp16", "tf32", "fp32"}
+        assert s.source and set(s.peak_flops) - {"fp8"} == {"bf16", "fp16", "tf32", "fp32"}
         assert s.peak_flops["bf16"] >= s.peak_flops["tf32"] >= s.peak_flops["fp32"] / 2
+        assert s.peak_flops.get("fp8", 2 * s.peak_flops["bf16"]) == pytest.approx(
+            2 * s.peak_flops["bf16"], rel=0.01
+        )  # fp8 tensor cores run twice the bf16 rate where the datasheet lists them
+        assert s.hbm_gbs >= 0
 
 
 def test_cost_and_scaling():

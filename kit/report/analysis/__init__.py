@@ -17,6 +17,7 @@ from kit.report.analysis.model import (
     is_ok,
     p2p_disabled,
 )
+from kit.report.analysis.silicon import Silicon, silicon
 from kit.report.analysis.summary import (
     BenchSummary,
     VariantSummary,
@@ -51,6 +52,7 @@ __all__ = [
     "Benchmark",
     "Finding",
     "MetricRow",
+    "Silicon",
     "VariantBlock",
     "VariantSummary",
     "Verdict",
@@ -69,6 +71,7 @@ __all__ = [
     "ran_line",
     "raw_sizes",
     "settings",
+    "silicon",
     "step_traces",
     "summarize_bench",
     "sweep_curves",

@@ -1,0 +1,223 @@
+"""The report's silicon section: what the GPUs, their host links and their pairs can do, how far
+that is from the datasheet, and where the bundle's other workloads sit against it.
+
+Pure functions over the benchmarks (kit.report.analysis.grouping) and hardware.json. Reads the
+copy_bandwidth and matmul_ceiling runs; every figure is the median over their finished runs
+(cell by cell for the matrices). The datasheet figures come from kit.worker.gpu_specs, the table
+the worker's MFU uses; the pair matrix's layout from the workload's own matrix module.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from kit.facts.efficiency import link_share, mfu_basis
+from kit.report.analysis.model import Benchmark, is_ok
+from kit.worker.gpu_specs import pcie_gbs, peak_flops, spec_for
+from kit.workloads.copy_bandwidth import matrix
+
+MATRICES = {  # data key -> nvbandwidth's words for it
+    "ce_one_way": "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)",
+    "ce_both_ways": "memcpy CE GPU(row) <-> GPU(column) Total bandwidth (GB/s)",
+    "sm_one_way": "memcpy SM GPU(row) -> GPU(column) bandwidth (GB/s)",
+    "sm_both_ways": "memcpy SM GPU(row) <-> GPU(column) Total bandwidth (GB/s)",
+    "latency_us": "memcpy CE GPU(row) -> GPU(column) latency of a 4-byte copy (us)",
+    "staged_one_way": "staged through pinned host memory GPU(row) -> GPU(column) bandwidth (GB/s)",
+}
+
+
+@dataclass
+class Silicon:
+    names: list[str] = field(default_factory=list)  # per GPU, as the runs read them
+    host: list[dict[str, Any]] = field(default_factory=list)  # per GPU: bandwidths and datasheet
+    plateau: list[dict[str, Any]] = field(default_factory=list)  # first GPU, by size
+    matrices: list[dict[str, Any]] = field(default_factory=list)  # key, title, matrix, text
+    ceilings: list[dict[str, Any]] = field(default_factory=list)  # per dtype
+    placements: list[str] = field(default_factory=list)  # the other workloads against these
+    notes: list[str] = field(default_factory=list)
+
+
+def _ok(benches: list[Benchmark], kind: str) -> list[dict[str, Any]]:
+    return [r for b in benches if b.kind == kind for r in b.runs if is_ok(r) and r.get("data")]
+
+
+def _median(values: list[Any]) -> float | None:
+    xs = [v for v in values if isinstance(v, int | float)]
+    return statistics.median(xs) if xs else None
+
+
+def _cellwise(mats: list[list[list[float | None]]]) -> list[list[float | None]]:
+    return [
+        [_median([m[i][j] for m in mats]) for j in range(len(mats[0][i]))]
+        for i in range(len(mats[0]))
+    ]
+
+
+def _share(value: float | None, figure: float | None) -> float | None:
+    return value / figure if value is not None and figure else None
+
+
+def _copy(s: Silicon, runs: list[dict[str, Any]], hardware: dict[str, Any]) -> None:
+    hw_gpus = hardware.get("gpus") or []
+    datas = [r["data"] for r in runs]
+    n = min(len(d.get("per_gpu") or []) for d in datas)
+    s.names = s.names or (datas[0].get("names") or [])
+    for i in range(n):
+        cell = {
+            k: _median([d["per_gpu"][i].get(k) for d in datas])
+            for k in ("h2d_gbps", "d2h_gbps", "local_gbps")
+        }
+        name = s.names[i] if i < len(s.names) else None
+        spec = spec_for(name)
+        pcie = (hw_gpus[i].get("pcie") or {}) if i < len(hw_gpus) else {}
+        link = pcie_gbs(pcie.get("gen_current"), pcie.get("width_current"))
+        hbm = spec.hbm_gbs if spec and spec.hbm_gbs else None
+        traffic = 2 * cell["local_gbps"] if cell["local_gbps"] is not None else None
+        s.host.append(
+            {
+                "gpu": i,
+                **cell,
+                "pcie_gbs": link,
+                "pcie": f"gen {pcie.get('gen_current')} x{pcie.get('width_current')}"
+                if link
+                else None,
+                "h2d_share": _share(cell["h2d_gbps"], link),
+                "d2h_share": _share(cell["d2h_gbps"], link),
+                "local_traffic_gbps": traffic,
+                "hbm_gbs": hbm,
+                "hbm_share": _share(traffic, hbm),
+                "hbm_source": spec.source if hbm and spec else None,
+            }
+        )
+    sizes = sorted({p["mib"] for d in datas for p in d.get("plateau") or []})
+    for mib in sizes:
+        rows = [p for d in datas for p in d.get("plateau") or [] if p["mib"] == mib]
+        s.plateau.append(
+            {"mib": mib}
+            | {k: _median([p.get(k) for p in rows]) for k in ("h2d_gbps", "d2h_gbps", "local_gbps")}
+        )
+    pairs = [d["pairs"] for d in datas if d.get("pairs")]
+    for key, title in MATRICES.items():
+        mats = [p[key] for p in pairs if p.get(key)]
+        if mats:
+            m = _cellwise(mats)
+            s.matrices.append(
+                {"key": key, "title": title, "matrix": m, "text": matrix.render(title, m)}
+            )
+    if not pairs:
+        s.notes.append("No GPU pair was measured (one GPU, or pairs turned off).")
+    ce = next((m for m in s.matrices if m["key"] == "ce_one_way"), None)
+    if ce and (values := matrix.off_diagonal(ce["matrix"])):
+        share = link_share(statistics.median(values), hardware, "nvlink")
+        if share:
+            s.notes.append(
+                f"GPU pairs, copy engine one way: median {statistics.median(values):.1f} GB/s, "
+                f"{share['share']:.0%} of the NVLink datasheet figure per direction "
+                f"({share['basis']})."
+            )
+
+
+def _matmul(s: Silicon, runs: list[dict[str, Any]]) -> None:
+    datas = [r["data"] for r in runs]
+    s.names = s.names or (datas[0].get("gpus") or [])
+    for dtype in datas[0].get("dtypes") or {}:
+        found = [d["dtypes"][dtype] for d in datas if dtype in (d.get("dtypes") or {})]
+        together = [
+            _median([f["together"][i]["tflops"] for f in found])
+            for i in range(len(found[0]["together"]))
+        ]
+        alone = [
+            _median([f["alone"][i]["tflops"] for f in found if f.get("alone")])
+            for i in range(len(found[0].get("alone") or []))
+        ]
+        median = _median(together)
+        name = s.names[0] if s.names else None
+        peak = peak_flops(name, dtype)
+        flagged = sorted(
+            {i for f in found for i in f.get("outliers_together") or []}
+            | {i for f in found for i in f.get("outliers_alone") or []}
+        )
+        s.ceilings.append(
+            {
+                "dtype": dtype,
+                "shape": "x".join(map(str, found[0]["best_shape"])),
+                "median": median,
+                "weakest": min(v for v in together if v is not None),
+                "alone_median": _median(alone),
+                "together": together,
+                "alone": alone,
+                "peak_tflops": peak[0] / 1e12 if peak else None,
+                "peak_source": peak[1] if peak else None,
+                "share": _share(median, peak[0] / 1e12 if peak else None),
+                "outliers": flagged,
+                "outlier_pct": (datas[0].get("params") or {}).get("outlier_pct"),
+            }
+        )
+    skipped = datas[0].get("skipped") or {}
+    s.notes += [f"{d}: not measured ({why})." for d, why in skipped.items()]
+
+
+def _placements(s: Silicon, benches: list[Benchmark]) -> None:
+    """The training workloads' MFU against the measured ceiling of their dtype, and all-reduce
+    bus bandwidth against the measured pair bandwidth."""
+    ceiling = {c["dtype"]: c for c in s.ceilings}
+    for b in benches:
+        if b.spec is None:
+            continue
+        if b.spec.figures == "training":
+            for v in b.variants:
+                bases = [x for r in v.ok if (x := mfu_basis(r))]
+                if not bases:
+                    continue
+                mfu = statistics.median(x["mfu"] for x in bases)
+                basis = bases[0]
+                achieved = mfu * basis["peak_flops_per_gpu"] / 1e12
+                c = ceiling.get(basis["dtype"])
+                measured = (
+                    f"{achieved / c['median']:.0%} of the {c['median']:.0f} TFLOP/s {basis['dtype']}"
+                    " ceiling measured here (MFU against what this machine can actually do)"
+                    if c and c["median"]
+                    else f"no {basis['dtype']} ceiling was measured in this bundle"
+                )
+                s.placements.append(
+                    f"{b.label}, {v.name}: {achieved:.0f} TFLOP/s per GPU, {mfu:.0%} of the "
+                    f"datasheet's {basis['peak_flops_per_gpu'] / 1e12:g} TFLOP/s and {measured}."
+                )
+        elif b.kind == "allreduce":
+            pair = {m["key"]: matrix.off_diagonal(m["matrix"]) for m in s.matrices}
+            one, both = pair.get("ce_one_way"), pair.get("ce_both_ways")
+            for v in b.variants:
+                row = (b.metrics.get("busbw_largest") or {}).get(v.name)
+                if not one or row is None or row.summary is None or v.p2p_off:
+                    continue
+                busbw = row.summary.median
+                text = (
+                    f"{b.label}, {v.name}: bus bandwidth {busbw:.1f} GB/s at the largest size is "
+                    f"{busbw / statistics.median(one):.0%} of the median GPU pair's copy-engine "
+                    f"bandwidth one way ({statistics.median(one):.1f} GB/s)"
+                )
+                if both:
+                    half = statistics.median(both) / 2
+                    text += f" and {busbw / half:.0%} of its per-direction share both ways ({half:.1f} GB/s)"
+                s.placements.append(text + ".")
+
+
+def silicon(benches: list[Benchmark], hardware: dict[str, Any]) -> Silicon | None:
+    """The section's facts, or None when the bundle measured no silicon."""
+    copy, mm = _ok(benches, "copy_bandwidth"), _ok(benches, "matmul_ceiling")
+    if not copy and not mm:
+        return None
+    s = Silicon()
+    if any(r.get("device") == "cpu" for r in copy + mm):
+        s.notes.append(
+            "These runs used the CPU: host memory copies and an fp32 matmul at smoke sizes test "
+            "the method; no GPU, link or datasheet figure is measured here."
+        )
+    if copy:
+        _copy(s, copy, hardware)
+    if mm:
+        _matmul(s, mm)
+    _placements(s, benches)
+    return s
