@@ -39,8 +39,12 @@ class Silicon:
     notes: list[str] = field(default_factory=list)
 
 
-def _ok(benches: list[Benchmark], kind: str) -> list[dict[str, Any]]:
-    return [r for b in benches if b.kind == kind for r in b.runs if is_ok(r) and r.get("data")]
+def _ok(benches: list[Benchmark], figures: str) -> list[dict[str, Any]]:
+    """The finished runs of the benchmarks whose spec draws `figures` ("matrix": copy
+    bandwidth, "ceiling": matmul ceilings; the spec says which, never a kind name here)."""
+    return [
+        r for b in benches if b.figures == figures for r in b.runs if is_ok(r) and r.get("data")
+    ]
 
 
 def _median(values: list[Any]) -> float | None:
@@ -160,8 +164,8 @@ def _matmul(s: Silicon, runs: list[dict[str, Any]]) -> None:
 
 
 def _placements(s: Silicon, benches: list[Benchmark]) -> None:
-    """The training workloads' MFU against the measured ceiling of their dtype, and all-reduce
-    bus bandwidth against the measured pair bandwidth."""
+    """The training workloads' MFU against the measured ceiling of their dtype, and each
+    collective's bus bandwidth (all-reduce's above all) against the measured pair bandwidth."""
     ceiling = {c["dtype"]: c for c in s.ceilings}
     for b in benches:
         if b.spec is None:
@@ -185,7 +189,7 @@ def _placements(s: Silicon, benches: list[Benchmark]) -> None:
                     f"{b.label}, {v.name}: {achieved:.0f} TFLOP/s per GPU, {mfu:.0%} of the "
                     f"datasheet's {basis['peak_flops_per_gpu'] / 1e12:g} TFLOP/s and {measured}."
                 )
-        elif b.kind == "allreduce":
+        elif b.spec.figures == "sweep":  # a collective: its bus bandwidth is per link
             pair = {m["key"]: matrix.off_diagonal(m["matrix"]) for m in s.matrices}
             one, both = pair.get("ce_one_way"), pair.get("ce_both_ways")
             for v in b.variants:
@@ -206,7 +210,7 @@ def _placements(s: Silicon, benches: list[Benchmark]) -> None:
 
 def silicon(benches: list[Benchmark], hardware: dict[str, Any]) -> Silicon | None:
     """The section's facts, or None when the bundle measured no silicon."""
-    copy, mm = _ok(benches, "copy_bandwidth"), _ok(benches, "matmul_ceiling")
+    copy, mm = _ok(benches, "matrix"), _ok(benches, "ceiling")
     if not copy and not mm:
         return None
     s = Silicon()
