@@ -114,6 +114,13 @@ def reproduce(
         bool,
         typer.Option("--allow-unsigned", help="With --allowed-signers: accept an unsigned bundle."),
     ] = False,
+    allow_path: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="Rerunning a bundle: a local path its recipe names (model_path, data_path) that "
+            "the runs may open; every such path must be named (repeatable)."
+        ),
+    ] = None,
     strict: Annotated[bool, typer.Option(help="Treat preflight warnings as fatal.")] = False,
     allow: Annotated[
         str | None, typer.Option(help="Preflight checks allowed to fail, comma-separated.")
@@ -144,10 +151,12 @@ def reproduce(
         from kit.run.rerun import rerun_bundle
 
         check_signer_options(allowed_signers, allow_unsigned)
-        bundle, code = rerun_bundle(recipe, options, strict_env, allowed_signers, allow_unsigned)
+        bundle, code = rerun_bundle(recipe, options, strict_env, allowed_signers, allow_unsigned,
+                                    tuple(allow_path or ()))  # fmt: skip
     else:
         for flag, given in (("--strict-env", strict_env), ("--allowed-signers", allowed_signers),
-                            ("--allow-unsigned", allow_unsigned)):  # fmt: skip
+                            ("--allow-unsigned", allow_unsigned),
+                            ("--allow-path", allow_path)):  # fmt: skip
             if given:
                 raise InputError(f"{flag}: only for rerunning a bundle directory")
         options.device, options.runtime = device or "auto", runtime or "auto"

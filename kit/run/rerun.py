@@ -20,6 +20,7 @@ from kit.intake import receive
 from kit.model import BundleData, Environment
 from kit.recipe import NAME_PATTERN, Recipe
 from kit.run.engine import Options, resolve_device, run_recipe
+from kit.run.rerun_paths import check_paths
 from kit.run.results import console
 from kit.runtime import registry
 from kit.runtime.base import RuntimeRequest
@@ -142,14 +143,17 @@ def rerun_bundle(
     strict_env: bool = False,
     allowed_signers: Path | None = None,
     allow_unsigned: bool = False,
+    allowed_paths: tuple[Path, ...] = (),
 ) -> tuple[Bundle, int]:
     """Rerun `path` with its recorded device, smoke scale and repeats unless `options` override.
 
-    `options.device`/`smoke`/`repeats`/`runtime` left as None mean "as recorded".
+    `options.device`/`smoke`/`repeats`/`runtime` left as None mean "as recorded". A local path
+    the bundle's recipe names is opened only when it is in `allowed_paths` (--allow-path).
     """
     refuse_out_inside(path, options.out)
     old = load_for_rerun(path, allowed_signers, allow_unsigned)
     recipe, recorded = old.recipe, old.results
+    check_paths(path, recipe, allowed_paths)
     old_env = old.environment.dump(as_written=True) if old.environment else {}
     old_hw = old.hardware.dump(as_written=True) if old.hardware else None
     if options.device is None:
