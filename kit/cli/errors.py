@@ -10,6 +10,7 @@ import sys
 
 import typer
 
+from kit.cli.argv import check_argv
 from kit.errors import InputError, KitError
 
 
@@ -56,6 +57,7 @@ def run(app: typer.Typer) -> int:
     exits, aborts, usage, click_errors = _click_exceptions()
     try:
         _contradictions(sys.argv[1:])
+        check_argv(typer.main.get_command(app), sys.argv[1:])
         # in this mode typer returns the exit code of typer.Exit instead of exiting
         code = app(standalone_mode=False, prog_name="kit")
     except KitError as exc:

@@ -101,11 +101,11 @@ def make_runtime(name: str, recipe: Recipe, options: Options, device: str = "cpu
         nodes=registry.nodes(recipe.nodes, options.nodes),
     )  # fmt: skip
     chosen, note = registry.choose(name, request)
-    if note:
-        console.print(f"kit: {note}")
-    request, why = registry.fit_environment(
+    request, why = registry.fit_environment(  # refuses --env where no image is built: first
         chosen, request, recipe.environment, options.environment
     )
+    if note:
+        console.print(f"kit: {note}")
     if why:
         console.print(f"kit: {why}")
     return registry.prepare(chosen, request)

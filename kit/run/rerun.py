@@ -20,7 +20,7 @@ from kit.intake import receive
 from kit.model import BundleData, Environment
 from kit.recipe import NAME_PATTERN, Recipe
 from kit.run.engine import Options, resolve_device, run_recipe
-from kit.run.rerun_paths import check_paths
+from kit.run.rerun_paths import check_nodes, check_paths
 from kit.run.results import console
 from kit.runtime import registry
 from kit.runtime.base import RuntimeRequest
@@ -98,6 +98,17 @@ def refuse_out_inside(path: Path, out: Path | None) -> None:
         raise InputError(f"{where}: is inside the bundle being rerun; a rerun never writes into it")
 
 
+def refuse_environment_options(options: Options) -> None:
+    """A rerun runs in the environment the bundle recorded: its own environment and base image
+    (or a `kit export` archive of it, --image-archive). --env and --base-image would be ignored."""
+    for flag, given in (("--env", options.environment), ("--base-image", options.base_image)):
+        if given is not None:
+            raise InputError(
+                f"{flag}: a rerun builds the environment the bundle recorded, FROM its recorded "
+                "base image (--image-archive FILE runs a `kit export` of it instead)"
+            )
+
+
 def check_recorded(path: Path, options: Options) -> None:
     """The device the rerun takes from results.json (or --device), checked before anything is
     created. Smoke (a boolean) and repeats (1 to MAX_REPEATS) are the typed model's checks."""
@@ -117,9 +128,19 @@ def check_environment_record(path: Path, env: Environment | None) -> None:
         raise InputError(
             f"{path}/environment.json: name {env.name!r}: an environment of this kit (docker/NAME)"
         )
+    console.print(f"kit: {base_image_line(env)}", markup=False)
+
+
+def base_image_line(env: Environment) -> str:
+    """What the bundle's environment record says it ran in: the base image its image was built
+    FROM (any runtime that pins an image: docker, multinode), or that it ran on the host."""
     base = base_image(env)
-    if base and env.runtime == "docker":
-        console.print(f"kit: the bundle's image was built FROM {base}", markup=False)
+    if base:
+        digest = f" ({env.base_image_digest})" if env.base_image_digest else ""
+        return f"the bundle's image ({env.name or 'environment'}) was built FROM {base}{digest}"
+    if env.pinned:
+        return "the bundle's environment record names no base image (pinned, built FROM unknown)"
+    return f"the bundle ran on the {env.runtime} runtime: no image, nothing built FROM a base"
 
 
 def print_recipe_env(recipe: Recipe) -> None:
@@ -151,9 +172,11 @@ def rerun_bundle(
     the bundle's recipe names is opened only when it is in `allowed_paths` (--allow-path).
     """
     refuse_out_inside(path, options.out)
+    refuse_environment_options(options)
     old = load_for_rerun(path, allowed_signers, allow_unsigned)
     recipe, recorded = old.recipe, old.results
     check_paths(path, recipe, allowed_paths)
+    check_nodes(path, recipe, options.nodes)
     old_env = old.environment.dump(as_written=True) if old.environment else {}
     old_hw = old.hardware.dump(as_written=True) if old.hardware else None
     if options.device is None:
@@ -163,6 +186,12 @@ def rerun_bundle(
     if options.repeats is None:
         options.repeats = recorded.planned_repeats
     check_recorded(path, options)
+    where = options.runtime or (old.environment.runtime if old.environment else "host")
+    if where == "host" and options.image_archive is not None:
+        raise InputError(
+            "--image-archive: needs the docker runtime; this rerun uses the host runtime "
+            f"({'--runtime host' if options.runtime else 'as the bundle recorded'})"
+        )
     check_environment_record(path, old.environment)
     console.print(f"kit: rerunning {path} (recipe {recipe.name}, {recorded.created_at})")
     print_recipe_env(recipe)

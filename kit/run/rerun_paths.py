@@ -1,4 +1,5 @@
-"""A foreign bundle names no local path that its rerun opens, unless the user names it again.
+"""A foreign bundle names no local path that its rerun opens, and no host it dials, unless the
+user names it again.
 
 A workload's parameters may name local files (a Llama `model_path` with config.json and
 weights, a `data_path` of token ids). In a recipe you wrote, that is your file. In a bundle from
@@ -6,6 +7,8 @@ someone else, it is the sender choosing what your workers open on your machine: 
 pickle where token ids should be. So a rerun refuses every non-empty path parameter of the
 bundle's recipe unless the user repeats it with `--allow-path PATH`. A path parameter is one
 whose name ends in `_path`, `_dir` or `_file` (every workload names its paths that way).
+A multi-node bundle's recipe names the Docker daemons of the sender's nodes; a rerun dials only
+the nodes the user gives with --nodes.
 """
 
 from __future__ import annotations
@@ -47,4 +50,14 @@ def check_paths(source: Path, recipe: Recipe, allowed: tuple[Path, ...]) -> None
         raise InputError(
             f"--allow-path {unused[0]}: the bundle's recipe names no such path "
             f"(it names: {', '.join(v for _, v in path_params(recipe)) or 'none'})"
+        )
+
+
+def check_nodes(source: Path, recipe: Recipe, nodes: tuple[str, ...]) -> None:
+    """A multi-node bundle is rerun on nodes the user names, never on the hosts it names."""
+    if recipe.nodes is not None and not nodes:
+        hosts = ", ".join(recipe.nodes.hosts)
+        raise InputError(
+            f"{source}/recipe.yaml: nodes.hosts names the sender's Docker daemons ({hosts}); a "
+            "rerun dials only the nodes you name: add --nodes URL,URL (this site's daemons)"
         )

@@ -50,8 +50,13 @@ def choose(requested: str, request: RuntimeRequest) -> tuple[str, str | None]:
             why = DockerRuntime.unavailable(request.device)
             name = "host" if why else "docker"
             note = f"{why}: host runtime (not pinned)" if why else None
-    if name == "host" and request.image_archive is not None:
-        raise InputError("--image-archive: needs the docker runtime (--runtime docker)")
+    if name == "host":  # the host runs this machine's Python: an image option cannot apply
+        for flag, given in (("--image-archive", request.image_archive),
+                            ("--base-image", request.base_image)):  # fmt: skip
+            if given is not None:
+                why = f" ({note})" if note else ""
+                raise InputError(f"{flag}: needs the docker runtime (--runtime docker); this run "
+                                 f"uses the host runtime{why}")  # fmt: skip
     return name, note
 
 
@@ -62,6 +67,9 @@ def fit_environment(
     builds for this device, and a line saying why when it is not the recipe's; a runtime that
     pins nothing gets the request unchanged."""
     if name not in RUNTIMES or not RUNTIMES[name].pinned:
+        if asked:
+            raise InputError(f"--env {asked}: needs a runtime that builds an image (--runtime "
+                             f"docker); the {name} runtime runs this machine's Python")  # fmt: skip
         return request, None
     env, why = for_device(recipe_environment, request.device, asked)
     return replace(request, environment=env), why
