@@ -431,8 +431,10 @@ def test_image_archive_needs_the_docker_runtime(tmp_path):
            "--runtime", "host", "--image-archive", str(tmp_path / "x.tar")]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env())
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].startswith(
-        "kit: error: --image-archive: needs the docker runtime (--runtime docker)"
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith("kit: error: --image-archive: needs the docker runtime (--runtime docker)")
     )
 
 
