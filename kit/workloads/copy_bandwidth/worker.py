@@ -4,8 +4,9 @@ One process drives every GPU of the node, as nvbandwidth does: rank 0 measures w
 ranks wait on a host-side (gloo) barrier, so no NCCL kernel occupies a GPU being measured.
 
 A sample (nvbandwidth's MemcpyOperation): the measured stream is held by a spin kernel
-(torch.cuda._sleep, nvbandwidth's blocking kernel) while a start event, `loop_count` copies and
-an end event are queued, so the queueing time stays out of the window; then
+(torch.cuda._sleep, nvbandwidth's blocking kernel) while 4 warm-up copies, a start event,
+`loop_count` copies and an end event are queued, so the queueing time stays out of the window;
+then
 
     bandwidth = copied bytes x loop_count / (end - start)      (decimal GB/s, per direction)
 
@@ -37,6 +38,7 @@ from kit.workloads.copy_bandwidth import matrix
 from kit.workloads.copy_bandwidth.params import CopyBandwidthParams
 
 MIB = 1 << 20
+WARMUP_COPIES = 4  # nvbandwidth's WARMUP_COUNT: queued behind the spin, before the start event
 SPIN_CYCLES_MIN = 2_000_000  # about 1 ms at 2 GHz: longer than queueing a sample's first copies
 SPIN_CYCLES_PER_OP = 100_000  # about 50 us of spin per queued operation (a cross-device
 # copy queues two event fences besides the copy)
@@ -66,20 +68,31 @@ class Gpus:
         self.busy = [torch.cuda.Stream(device=d) for d in range(n)]
         self.idle = [torch.cuda.Stream(device=d) for d in range(n)]
 
+    def _queue(self, dev: int) -> contextlib.ExitStack:
+        """Queue on `dev`'s measured stream, every other GPU's idle stream current."""
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.cuda.device(dev))
+        stack.enter_context(_on(*(self.idle[d] for d in range(self.n) if d != dev), self.busy[dev]))
+        return stack
+
     def sample(self, lanes: list[tuple[int, Callable[[], None], int]], loop: int) -> list[float]:
         """One sample of simultaneous lanes (device, one copy, bytes): GB/s per lane."""
         first = lanes[0][0]
         starts = [torch.cuda.Event(enable_timing=True) for _ in lanes]
         ends = [torch.cuda.Event(enable_timing=True) for _ in lanes]
-        with torch.cuda.device(first), torch.cuda.stream(self.busy[first]):
-            _spin(loop * len(lanes))
+        for dev in dict.fromkeys(d for d, _, _ in lanes):
+            with torch.cuda.device(dev), torch.cuda.stream(self.busy[dev]):
+                _spin((loop + WARMUP_COPIES) * len(lanes))
+        for dev, op, _ in lanes:
+            with self._queue(dev):
+                for _ in range(WARMUP_COPIES):
+                    op()
         starts[0].record(self.busy[first])
         for i, (dev, _, _) in enumerate(lanes[1:], start=1):
             self.busy[dev].wait_event(starts[0])
             starts[i].record(self.busy[dev])
         for i, (dev, op, _) in enumerate(lanes):
-            others = [self.idle[d] for d in range(self.n) if d != dev]
-            with torch.cuda.device(dev), _on(*others, self.busy[dev]):
+            with self._queue(dev):
                 for _ in range(loop):
                     op()
             ends[i].record(self.busy[dev])
