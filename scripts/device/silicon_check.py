@@ -115,6 +115,8 @@ def find_nvcc() -> Path | None:
     candidates += [
         "/usr/local/cuda/bin/nvcc",
         *sorted(map(str, Path("/usr/local").glob("cuda*/bin/nvcc"))),
+        # a toolkit installed as Python wheels beside torch
+        *sorted(map(str, Path(sys.prefix).glob("lib/python3*/site-packages/nvidia/*/bin/nvcc"))),
     ]
     return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
 

@@ -18,14 +18,9 @@ from kit.report.analysis.model import Benchmark, is_ok
 from kit.worker.gpu_specs import pcie_gbs, peak_flops, spec_for
 from kit.workloads.copy_bandwidth import matrix
 
-MATRICES = {  # data key -> nvbandwidth's words for it
-    "ce_one_way": "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)",
-    "ce_both_ways": "memcpy CE GPU(row) <-> GPU(column) Total bandwidth (GB/s)",
-    "sm_one_way": "memcpy SM GPU(row) -> GPU(column) bandwidth (GB/s)",
-    "sm_both_ways": "memcpy SM GPU(row) <-> GPU(column) Total bandwidth (GB/s)",
-    "latency_us": "memcpy CE GPU(row) -> GPU(column) latency of a 4-byte copy (us)",
-    "staged_one_way": "staged through pinned host memory GPU(row) -> GPU(column) bandwidth (GB/s)",
-}
+MATRICES = [  # the pair matrices, in the order nvbandwidth lists its testcases
+    "ce_one_way", "ce_both_ways", "sm_one_way", "sm_both_ways", "latency_us", "staged_one_way",
+]  # fmt: skip
 
 
 @dataclass
@@ -103,7 +98,8 @@ def _copy(s: Silicon, runs: list[dict[str, Any]], hardware: dict[str, Any]) -> N
             | {k: _median([p.get(k) for p in rows]) for k in ("h2d_gbps", "d2h_gbps", "local_gbps")}
         )
     pairs = [d["pairs"] for d in datas if d.get("pairs")]
-    for key, title in MATRICES.items():
+    for key in MATRICES:
+        title = matrix.TITLES[key]
         mats = [p[key] for p in pairs if p.get(key)]
         if mats:
             m = _cellwise(mats)

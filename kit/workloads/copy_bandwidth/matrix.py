@@ -12,6 +12,18 @@ from itertools import combinations, permutations
 
 Matrix = list[list[float | None]]  # [row][column], None: not measured (nvbandwidth's N/A)
 
+TITLES = {  # each measurement's heading, in nvbandwidth's words where nvbandwidth has it
+    "h2d_gbps": "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)",
+    "d2h_gbps": "memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)",
+    "local_gbps": "memcpy local GPU(column) bandwidth (GB/s)",
+    "ce_one_way": "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)",
+    "ce_both_ways": "memcpy CE GPU(row) <-> GPU(column) Total bandwidth (GB/s)",
+    "sm_one_way": "memcpy SM GPU(row) -> GPU(column) bandwidth (GB/s)",
+    "sm_both_ways": "memcpy SM GPU(row) <-> GPU(column) Total bandwidth (GB/s)",
+    "latency_us": "memcpy CE GPU(row) -> GPU(column) latency of a 4-byte copy (us)",
+    "staged_one_way": "staged through pinned host memory GPU(row) -> GPU(column) bandwidth (GB/s)",
+}
+
 
 def one_way(n: int, measure: Callable[[int, int], float | None]) -> Matrix:
     """measure(src, dst) for every ordered pair of distinct devices; the diagonal stays N/A.

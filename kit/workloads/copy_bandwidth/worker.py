@@ -293,6 +293,9 @@ def measure_pairs(g: Gpus, p: CopyBandwidthParams, ctx: Context) -> dict[str, An
     if p.staged:
         tests["staged_one_way"] = matrix.PairTest("one", rig.staged, needs_peer=False)
     out = matrix.measure_all(n, peer, tests, ctx.notes, ctx.log)
+    for key, m in out.items():
+        if m is not None:
+            ctx.log("\n" + matrix.render(matrix.TITLES[key], m))
     return {"peer_access": peer, **out, "samples": rig.samples, "wrong": rig.wrong}
 
 
@@ -314,6 +317,8 @@ def _measure_cuda(ctx: Context, p: CopyBandwidthParams, n: int) -> dict[str, Any
             f"plateau {mib:>5d} MiB: h2d {row['h2d_gbps']:.2f}  d2h {row['d2h_gbps']:.2f}  "
             f"local {row['local_gbps']:.2f} GB/s"
         )
+    for key in ("h2d_gbps", "d2h_gbps", "local_gbps"):  # as nvbandwidth prints them
+        ctx.log("\n" + matrix.render(matrix.TITLES[key], [[r[key] for r in per_gpu]]))
     plateau.append(per_gpu[0])
     pairs = measure_pairs(g, p, ctx) if p.pairs and n >= 2 else None
     if p.pairs and n < 2:
