@@ -17,12 +17,22 @@ from kit.worker.gpu_specs import pcie_gbs, peak_flops, spec_for
 KWH_J = 3.6e6
 
 
+COUNTER = "counter"
+"""Energy.source when NVML's total-energy counter was read at the window's edges (exact)."""
+SAMPLED = "sampled"
+"""Energy.source when only sampled power was integrated (older bundles; reads low on short
+windows because NVML's power reading is a one-second average)."""
+
+
 @dataclass(frozen=True)
 class Energy:
-    """Energy per unit of work inside the timed window, GPU board power only.
+    """Energy per unit of work inside the timed window, GPU board only.
 
-    `gpus_sampled` of `gpus` GPUs had telemetry; when fewer, the figure covers only those and
-    `complete` is False (the report must not print it as the machine's figure).
+    `source`: COUNTER (NVML's total-energy counter of every GPU, read by the worker at the
+    window's edges) or SAMPLED (board power sampled every ~0.25 s and integrated: what bundles
+    made before the counter was read hold). `gpus_sampled` of `gpus` GPUs had a reading; when
+    fewer, the figure covers only those and `complete` is False (the report must not print it
+    as the machine's figure).
     """
 
     unit: str  # "tokens", "images", "samples"
@@ -35,6 +45,7 @@ class Energy:
     complete: bool
     power_limited: bool
     basis: str
+    source: str = SAMPLED
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -54,12 +65,38 @@ def energy_per_unit(
     run: Mapping[str, Any], hardware: Mapping[str, Any] | None = None
 ) -> Energy | None:
     """Joules per token/image/sample and units per kWh over the run's timed window, or None
-    (not a training result, no telemetry, no window)."""
+    (not a training result, no energy reading, no window).
+
+    From NVML's energy counter when the worker recorded it for every GPU (`data.energy_counter`),
+    else from sampled power integrated over the window, labelled as such."""
     work = window_units(run)
-    facts = window_facts(run, hardware)
-    if work is None or facts is None or facts.energy_j <= 0:
+    if work is None:
         return None
+    facts = window_facts(run, hardware)
     units, unit = work
+    counter = (run.get("data") or {}).get("energy_counter") or {}
+    if counter.get("complete") and (counter.get("energy_j") or 0) > 0:
+        energy_j, gpus = float(counter["energy_j"]), len(counter.get("gpus") or [])
+        world = int(run.get("world_size") or gpus)
+        return Energy(
+            unit=unit,
+            units=units,
+            energy_j=energy_j,
+            j_per_unit=energy_j / units,
+            units_per_kwh=units / energy_j * KWH_J,
+            gpus=world,
+            gpus_sampled=gpus,
+            complete=gpus >= world,
+            power_limited=facts is not None and facts.power_limited,
+            basis=(
+                f"NVML's total-energy counter ({counter.get('counter')}) of {gpus} GPU(s), read "
+                "at the timed window's edges; GPU board only, excludes CPU, memory, fans and "
+                "PSU losses"
+            ),
+            source=COUNTER,
+        )
+    if facts is None or facts.energy_j <= 0:
+        return None
     world = int(run.get("world_size") or facts.gpus)
     return Energy(
         unit=unit,
@@ -72,9 +109,12 @@ def energy_per_unit(
         complete=facts.gpus >= world,
         power_limited=facts.power_limited,
         basis=(
-            f"GPU board power (NVML) of {facts.gpus} GPU(s), integrated over the "
-            f"{window_label(facts.window)}; excludes CPU, memory, fans and PSU losses"
+            f"GPU board power (NVML) of {facts.gpus} GPU(s) sampled every ~0.25 s and "
+            f"integrated over the {window_label(facts.window)} (no energy counter recorded; "
+            "NVML's power reading is a one-second average, so this reads low on windows of a "
+            "few seconds); excludes CPU, memory, fans and PSU losses"
         ),
+        source=SAMPLED,
     )
 
 

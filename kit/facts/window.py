@@ -29,7 +29,10 @@ from kit.worker.telemetry import SLOWDOWN_MASK, decode_reasons
 POWER_LIMITED_WITHIN = 0.05
 """A sample is "at the cap" when its power is within 5% of the enforced power limit."""
 POWER_LIMITED_SHARE = 0.5
-"""A figure is power-limited when most (over half) of its window's samples sit at the cap."""
+"""A figure is power-limited when most (over half) of its window's samples sit at the cap, by
+the power reading or by NVML's own SwPowerCap clock-event reason (the cap acts faster than the
+one-second power average shows: a window can read 0% at the cap with SwPowerCap in half of it)."""
+POWER_CAP_REASON = "SwPowerCap"
 
 
 @dataclass(frozen=True)
@@ -163,10 +166,18 @@ def window_facts(
         sm_clock_mhz_max_spec=max(max_clocks) if max_clocks and all(max_clocks) else None,
         power_limit_w=known_limits[0] if share is not None else None,
         at_cap_share=share,
-        power_limited=share is not None and share > POWER_LIMITED_SHARE,
+        power_limited=(share is not None and share > POWER_LIMITED_SHARE)
+        or reasons.get(POWER_CAP_REASON, 0) / n_samples > POWER_LIMITED_SHARE,
         throttle_share={k: v / n_samples for k, v in sorted(reasons.items())},
         throttled_share=throttled / n_samples,
     )
+
+
+def power_capped(run: Mapping[str, Any], hardware: Mapping[str, Any] | None = None) -> bool:
+    """Whether the run's GPUs sat at their power cap for most of the timed window (then the
+    median step hides the clock swings and the headline is whole-window throughput)."""
+    facts = window_facts(run, hardware)
+    return facts is not None and facts.power_limited
 
 
 def integrate(t: Sequence[float], y: Sequence[float | None], a: float, b: float) -> float:

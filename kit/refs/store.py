@@ -40,9 +40,14 @@ def db_path() -> Path:
     return Path(base) / "kit" / "refs.sqlite"
 
 
+WINDOW_ONLY = ("min_window_s",)
+"""Parameters that say how long a window is timed, not what runs in it: not in the signature."""
+
+
 def signature(kind: str, params: Mapping[str, Any] | None) -> str:
     """ "kind:sha256(params)[:12]": equal when the workload is the same, GPU count aside."""
-    blob = json.dumps(params or {}, sort_keys=True, separators=(",", ":"))
+    same = {k: v for k, v in (params or {}).items() if k not in WINDOW_ONLY}
+    blob = json.dumps(same, sort_keys=True, separators=(",", ":"))
     return f"{kind}:{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 

@@ -30,7 +30,28 @@ def _method_facts(b: analysis.Benchmark) -> dict[str, Any]:
         "peak": data.get("peak_flops_source"),
         "weights": data.get("weights"),
         "data": data.get("data"),
-    }
+        "synced_per_step": SYNCED_PER_STEP in str(data.get("step_times_note") or ""),
+        "window_s": _span([(r.get("data") or {}).get("window_s") for r in ok]),
+        "window_rules": sorted({str(d["window_rule"]) for r in ok if (d := r.get("data") or {})
+                                .get("window_rule")}),
+        "energy": sorted(
+            {"counter" if ((r.get("data") or {}).get("energy_counter") or {}).get("complete")
+             else "sampled" for r in ok if r.get("device") == "cuda"}
+        ),
+    }  # fmt: skip
+
+
+SYNCED_PER_STEP = "the device synchronized before each clock read"
+"""What the step-times note of bundles recorded before the CUDA-event step timer says."""
+
+
+def _span(values: list[Any]) -> str:
+    """ "1.7 s" or "1.7 to 2.9 s" over the runs' recorded values ("" when none)."""
+    xs = sorted(float(v) for v in values if isinstance(v, int | float))
+    if not xs:
+        return ""
+    lo, hi = f"{xs[0]:.1f}", f"{xs[-1]:.1f}"
+    return f"{lo} s" if lo == hi else f"{lo} to {hi} s"
 
 
 def repeats_words(benches: list[analysis.Benchmark], results: dict[str, Any]) -> str:

@@ -34,6 +34,7 @@ import torch.distributed as dist
 
 from kit.shared.metrics import record
 from kit.worker.common import Context, StepTimer
+from kit.worker.energy import EnergyCounter, gathered
 from kit.worker.gpu_specs import peak_flops  # one table of datasheet peaks, shared with the report
 
 GIB = 1 << 30
@@ -100,8 +101,14 @@ def measure(
     batches: list[Any],
     warmup_steps: int,
     steps: int,
+    min_window_s: float = 0.0,
 ) -> Measured:
-    """Run warm-up steps, then `steps` measured ones; `step(batch)` returns the detached loss.
+    """Run warm-up steps, then measured ones; `step(batch)` returns the detached loss.
+
+    The timed window holds at least `steps` steps and lasts at least `min_window_s` seconds
+    (full-scale recipes: 30 s, long enough for clocks and power to settle; a 0.2-7 s window
+    is not steady state). On a GPU, NVML's energy counter of each rank's GPU is read at the
+    window's edges (kit.worker.energy).
 
     Warm-up steps are timed too (kept in the record, left out of every figure). Losses stay on
     the device during the loop and are read after it, so the loop adds no host sync. Peak memory counts from the first warm-up step (the model build excluded).
@@ -117,19 +124,34 @@ def measure(
         warmup_losses.append(step(batches[i % len(batches)]))
         warm_timer.mark()
     warmup_times = warm_timer.times()  # waits for the device: the window starts idle
+    counter = EnergyCounter.open(ctx.local_rank) if ctx.is_cuda else None
     dist.barrier()  # every rank starts the measured window together
     ctx.synchronize()
     timer, losses = StepTimer(ctx), []
+    energy_t0 = counter.read() if counter else None
     window_t0, mono_t0 = time.perf_counter(), time.monotonic()
     timer.mark()
-    for i in range(warmup_steps, warmup_steps + steps):
+    i = warmup_steps
+    # at least `steps` steps and at least `min_window_s` seconds (host clock, which runs ahead
+    # of the device by at most the launch queue: the rule decides when to stop, not a time)
+    while i < warmup_steps + steps or time.perf_counter() - window_t0 < min_window_s:
         losses.append(step(batches[i % len(batches)]))
         timer.mark()
+        i += 1
     step_times = timer.times()  # the one synchronize of the window, after its last step
+    energy_t1 = counter.read() if counter else None
     window_s = time.perf_counter() - window_t0
     # telemetry's clock (t_s = monotonic - telemetry's t0_monotonic_s): this rank's window on it
-    window = {"window_monotonic_s": [mono_t0, time.monotonic()]}
-    return Measured(warmup_times, step_times, window_s, warmup_losses, losses, mem_before, window)
+    extra: dict[str, Any] = {"window_monotonic_s": [mono_t0, time.monotonic()]}
+    if counter is not None:
+        extra["energy_counter"] = counter.record(energy_t0, energy_t1)
+        counter.close()
+    if min_window_s > 0:
+        extra["window_rule"] = (
+            f"at least {steps} steps and at least {min_window_s:g} s of timed steps: "
+            f"{len(step_times)} steps ran"
+        )
+    return Measured(warmup_times, step_times, window_s, warmup_losses, losses, mem_before, extra)
 
 
 def _reduce(
@@ -158,6 +180,11 @@ def summarize(
     whole job's per optimizer step). precision picks the peak for MFU ("bf16" or "fp32").
     """
     n = ctx.world_size
+    energy = m.extra.pop("energy_counter", None)
+    if energy is not None:
+        records: list[Any] = [None] * n
+        dist.all_gather_object(records, energy)
+        m.extra["energy_counter"] = gathered(records)
     # the slowest rank's time of each step: a step is done when its last rank is
     all_times = _reduce(ctx, m.warmup_times + m.step_times, dist.ReduceOp.MAX)
     warmup_times, step_times = all_times[: len(m.warmup_times)], all_times[len(m.warmup_times) :]

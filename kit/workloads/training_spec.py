@@ -19,12 +19,28 @@ Every step time is kept (the step-time figure shows them all).
 divided by the <b>median step time</b> of the timed window; "throughput over the whole window" is
 the work of all timed steps over the window's length, printed beside it. Per-GPU throughput is the
 headline over the number of GPUs.
+{% if a.synced_per_step %}<b>How this bundle was timed:</b> it was recorded before the kit timed
+steps with CUDA events. Its step times are host-clock readings taken after a device synchronize at
+every step boundary (its results record this as each run's step_times_note), which drains the launch
+queue at each step: a launch-bound step reads slower than it runs (ResNet-50 DDP on one H200: 3%).
+Bundles recorded since time steps with CUDA events and no synchronize inside the window.{% endif %}
+{% if a.window_s %}Timed window: {{ a.window_s }}{% if a.window_rules %} ({{ a.window_rules|join("; ") }}){% endif %}.
+{% if not a.window_rules %}This bundle set no minimum window; full-scale recipes now time at least 30 s,
+so that clocks and power settle.{% endif %}{% endif %}
+When the GPUs sit at their power cap (NVML reports SwPowerCap in most of the window's samples),
+the headline is the throughput over the whole window, not the median step.
 A run is flagged as not at steady state when the median step time of the
 second half of its timed window differs from the first half's by more than {{ (me.drift * 100)|round|int }}%.
 {% if a.flops_formula %}Model FLOPs per token: {{ a.flops_formula }}; utilisation (MFU) = model FLOPs
 per step over the median step time, over the GPUs' dense peak for the run's precision{% if a.peak %} ({{ a.peak }}){% endif %}.{% endif %}
-Energy per unit of work integrates NVML's GPU board power over each run's timed window (CPU,
-memory, fans and power-supply losses excluded).
+{% if a.energy == ["counter"] %}Energy per unit of work is the difference of NVML's total-energy counter
+(nvmlDeviceGetTotalEnergyConsumption) of every GPU, read at each run's timed window edges
+{%- elif a.energy %}Energy per unit of work integrates GPU board power sampled every ~0.25 s over each
+run's timed window{% if "counter" not in a.energy %}: this bundle recorded no energy counter, and
+NVML's power reading is a one-second average, so on a window of a few seconds this reads low
+(sampled power over 1.7 s read 0.70 of the counter on an H100){% else %}, or the energy counter
+where a run recorded it{% endif %}{% else %}Energy is measured on GPUs only{% endif %} (CPU,
+memory, fans and power-supply losses excluded). Sampled power is drawn in the telemetry plots.
 Weights: {{ a.weights or "not recorded" }}. Data: {{ a.data or "not recorded" }}.
 Models are built from their architecture configs with random weights and fed synthetic data,
 unless the run names a local path: hardware throughput does not depend on the weights' values,

@@ -162,3 +162,25 @@ def test_reference_scripts_run_on_cpu(script, args, key):
     (line,) = [x for x in proc.stdout.splitlines() if x.startswith("REFERENCE ")]
     record = json.loads(line.removeprefix("REFERENCE "))
     assert record["world_size"] == 2 and record[key] > 0
+
+
+def test_a_minimum_window_runs_more_steps_until_it_is_long_enough(tmp_path):
+    """min_window_s: the timed window lasts at least that long; the rule is recorded."""
+    recipe = yaml.safe_load((ROOT / "recipes" / "resnet_ddp.yaml").read_text())
+    bench = next(b for b in recipe["benchmarks"] if b["name"] == "resnet18-32")
+    bench["smoke"]["min_window_s"] = 2.0
+    code, results, err = reproduce_smoke(tmp_path, "resnet_ddp", benchmarks=[bench])
+    assert code == 0, err
+    (run,) = results["runs"]
+    d = run["data"]
+    assert d["window_s"] >= 2.0 and d["steps"] > 3
+    assert (
+        len(d["step_times_s"])
+        == d["warmup_steps"] + d["steps"]
+        == d["warmup_steps"] + len(d["loss"])
+    )
+    assert (
+        d["window_rule"]
+        == f"at least 3 steps and at least 2 s of timed steps: {d['steps']} steps ran"
+    )
+    assert "energy_counter" not in d  # the CPU has no energy counter to read

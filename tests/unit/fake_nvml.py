@@ -111,6 +111,14 @@ class FakeNvml:
     def nvmlDeviceGetPowerUsage(self, h: int) -> int:
         return self.g[h]["power_mw"]["usage"]
 
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
+        """Millijoules since the driver loaded: each read is one more second at the snapshot's
+        power draw (a GPU without the counter: `total_energy_mj` None, NVML says Not Supported)."""
+        base = _value_or_raise(self.g[h].get("total_energy_mj", 10**9 * (h + 1)))
+        reads = self.__dict__.setdefault("_energy_reads", {})
+        reads[h] = reads.get(h, 0) + 1
+        return base + (reads[h] - 1) * self.g[h]["power_mw"]["usage"]
+
     def nvmlDeviceGetCurrPcieLinkGeneration(self, h: int) -> int:
         return self.g[h]["pcie"]["gen_current"]
 

@@ -59,9 +59,10 @@ def test_llama_energy_per_token_matches_power_over_throughput():
         assert e.units_per_kwh == pytest.approx(3.6e6 / e.j_per_unit)
         assert "GPU board power" in e.basis
         by_variant.setdefault(run["variant"], []).append(e)
-    # P2P runs sat at the 700 W cap; the no-P2P runs did not, and cost more energy per token
+    # P2P runs sat at the 700 W cap; the no-P2P runs touched it (SwPowerCap in 44-53% of the
+    # samples: only the one over half counts as limited), and cost more energy per token
     assert all(e.power_limited for e in by_variant["p2p"])
-    assert not any(e.power_limited for e in by_variant["no-p2p"])
+    assert [e.power_limited for e in by_variant["no-p2p"]] == [False, False, True]
     assert max(e.j_per_unit for e in by_variant["p2p"]) < min(
         e.j_per_unit for e in by_variant["no-p2p"]
     )

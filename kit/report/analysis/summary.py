@@ -12,8 +12,15 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.facts.efficiency import cost_per_million, energy_per_unit, link_share, mfu_basis
-from kit.facts.window import WindowFacts, window_facts
+from kit.facts.efficiency import (
+    COUNTER,
+    SAMPLED,
+    cost_per_million,
+    energy_per_unit,
+    link_share,
+    mfu_basis,
+)
+from kit.facts.window import POWER_CAP_REASON, WindowFacts, window_facts
 from kit.report.analysis.model import Benchmark, VariantBlock
 from kit.report.analysis.trust import transports
 from kit.report.analysis.verdicts import expectations, verdict_metric
@@ -45,12 +52,24 @@ class Power:
     def sentence(self) -> str:
         """E.g. "power-limited: 100% of the timed window at the 700 W cap, SM clock 1,750 MHz
         against 1,980 max"."""
-        head = "power-limited" if self.limited else "not power-limited"
+        capped = self.throttle_share.get(POWER_CAP_REASON, 0.0)
+        head = (
+            "power-limited"
+            if self.limited
+            else "power-capped in part of the window"
+            if capped >= 0.05
+            else "not power-limited"
+        )
+        facts = []
         if self.at_cap_share is not None and self.power_limit_w:
-            head += (
-                f": {self.at_cap_share:.0%} of the timed window at the "
+            facts.append(
+                f"{self.at_cap_share:.0%} of the timed window's power readings within 5% of the "
                 f"{self.power_limit_w:,.0f} W cap"
             )
+        if capped:
+            facts.append(f"NVML's {POWER_CAP_REASON} clock reason in {capped:.0%} of its samples")
+        if facts:
+            head += ": " + " and ".join(facts)
         parts = [head, f"{self.power_w_per_gpu:,.0f} W per GPU"]
         if self.sm_clock_mhz is not None:
             top = f" against {self.sm_clock_max_mhz:,.0f} max" if self.sm_clock_max_mhz else ""
@@ -74,6 +93,7 @@ class VariantSummary:
     units_per_kwh: float | None = None
     work_unit: str = ""
     energy_note: str = ""
+    energy_basis: str = ""  # which reading the energy comes from (counter or sampled power)
     power: Power | None = None
     mfu: str = ""  # "26% MFU, bf16"
     link: str = ""  # "73% of NVLink spec"
@@ -137,15 +157,20 @@ def _power(facts: list[WindowFacts]) -> Power | None:
 
 
 def _energy(vs: VariantSummary, ok: list[dict[str, Any]], hardware: dict[str, Any]) -> None:
-    energies = [e for r in ok if (e := energy_per_unit(r, hardware)) is not None]
-    facts = [f for r in ok if (f := window_facts(r, hardware)) is not None]
+    by_run = [(energy_per_unit(r, hardware), window_facts(r, hardware)) for r in ok]
+    facts = [f for _, f in by_run if f is not None]
     vs.power = _power(facts)
-    if not energies:
+    if all(e is None for e, _ in by_run):
         return
     usable = [
         e
-        for e, f in zip(energies, facts, strict=False)
-        if e.complete and f.samples / max(1, f.gpus) >= MIN_SAMPLES_PER_GPU
+        for e, f in by_run
+        if e is not None
+        and e.complete
+        and (
+            e.source == COUNTER
+            or (f is not None and f.samples / max(1, f.gpus) >= MIN_SAMPLES_PER_GPU)
+        )
     ]
     if not usable:
         shortest = min(f.window.seconds for f in facts) if facts else 0.0
@@ -159,6 +184,16 @@ def _energy(vs: VariantSummary, ok: list[dict[str, Any]], hardware: dict[str, An
     vs.j_per_unit = statistics.median(e.j_per_unit for e in usable)
     vs.units_per_kwh = statistics.median(e.units_per_kwh for e in usable)
     vs.work_unit = usable[0].unit.rstrip("s")
+    sources = {e.source for e in usable}
+    vs.energy_basis = (
+        "NVML's total-energy counter of every GPU, read at each run's timed window edges"
+        if sources == {COUNTER}
+        else "GPU board power sampled every ~0.25 s and integrated over each run's timed window "
+        "(this bundle recorded no energy counter; NVML's power reading is a one-second average, "
+        "so on windows of a few seconds this reads low)"
+        if sources == {SAMPLED}
+        else "the energy counter where the run recorded it, sampled power elsewhere"
+    )
 
 
 def _sweep_link(vs: VariantSummary, hardware: dict[str, Any]) -> None:

@@ -29,6 +29,7 @@ class Gpt2DdpParams:
     max_grad_norm: float = 1.0  # the HF Trainer clips at 1.0; 0 turns clipping off
     warmup_steps: int = 5
     steps: int = 30
+    min_window_s: float = 0.0  # the timed window lasts at least this long (steps permitting more)
     data_batches: int = 8
     seed: int = 0
     model_path: str = ""  # a LOCAL directory with config.json (and weights); "" = GPT2Config()
@@ -41,3 +42,4 @@ class Gpt2DdpParams:
         check(self.lr > 0, "lr", "greater than 0")
         check(self.max_grad_norm >= 0, "max_grad_norm", "0 (off) or more")
         check_steps(self.warmup_steps, self.steps, self.data_batches)
+        check(0 <= self.min_window_s <= 3600, "min_window_s", "between 0 and 3600 seconds")

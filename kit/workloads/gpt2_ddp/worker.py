@@ -92,7 +92,7 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         f"gpt2: {sum(x.numel() for x in model.parameters()) / 1e6:.1f}M params, "
         f"{p.batch_per_gpu} x {p.seq_len} tokens per rank, {p.precision}, init {init_s:.1f} s"
     )
-    m = measure(ctx, step, batches, p.warmup_steps, p.steps)
+    m = measure(ctx, step, batches, p.warmup_steps, p.steps, p.min_window_s)
     samples = p.batch_per_gpu * ctx.world_size
     tokens = samples * p.seq_len
     per_token = gpt2_flops_per_token(cfg.n_layer, cfg.n_embd, cfg.vocab_size, p.seq_len)

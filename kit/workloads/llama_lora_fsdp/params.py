@@ -39,6 +39,7 @@ class LlamaLoraFsdpParams:
     lr: float = 1e-4
     warmup_steps: int = 3
     steps: int = 12
+    min_window_s: float = 0.0  # the timed window lasts at least this long (steps permitting more)
     data_batches: int = 4
     seed: int = 0
     model_path: str = ""  # a LOCAL directory with config.json (and weights); "" = the shape above
@@ -60,3 +61,4 @@ class LlamaLoraFsdpParams:
             f"a non-empty list of {', '.join(LORA_TARGETS)}",
         )
         check_steps(self.warmup_steps, self.steps, self.data_batches)
+        check(0 <= self.min_window_s <= 3600, "min_window_s", "between 0 and 3600 seconds")

@@ -142,7 +142,7 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         opt.zero_grad(set_to_none=True)
         return loss.detach()
 
-    m = measure(ctx, step, batches, p.warmup_steps, p.steps)
+    m = measure(ctx, step, batches, p.warmup_steps, p.steps, p.min_window_s)
     tokens = p.micro_batch * p.seq_len * ctx.world_size
     shape = (
         cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size,

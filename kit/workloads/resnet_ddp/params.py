@@ -27,6 +27,7 @@ class ResnetDdpParams:
     weight_decay: float = 1e-4
     warmup_steps: int = 5
     steps: int = 30
+    min_window_s: float = 0.0  # the timed window lasts at least this long (steps permitting more)
     data_batches: int = 2
     seed: int = 0
 
@@ -38,3 +39,4 @@ class ResnetDdpParams:
         check(0 <= self.momentum < 1, "momentum", "in [0, 1)")
         check(self.weight_decay >= 0, "weight_decay", "0 or more")
         check_steps(self.warmup_steps, self.steps, self.data_batches)
+        check(0 <= self.min_window_s <= 3600, "min_window_s", "between 0 and 3600 seconds")

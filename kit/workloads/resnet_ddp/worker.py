@@ -96,7 +96,7 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         f"{p.batch_per_gpu} x {p.image_size}px images per rank, {p.precision}, "
         f"{'channels_last' if p.channels_last else 'NCHW'}, init {init_s:.1f} s"
     )
-    m = measure(ctx, step, batches, p.warmup_steps, p.steps)
+    m = measure(ctx, step, batches, p.warmup_steps, p.steps, p.min_window_s)
     images = p.batch_per_gpu * ctx.world_size
     m.extra.update(
         {
