@@ -254,6 +254,7 @@ for _command in (
     bundle_commands.verify,
     bundle_commands.sign,
     bundle_commands.seal,
+    bundle_commands.accept,
 ):
     app.command()(_command)
 

@@ -133,3 +133,64 @@ def seal(bundle: Annotated[Path, typer.Argument(help="A bundle whose seal was in
         f"{len(note['removed_temporary_files'])} temporary files removed"
     )
     print(b.path)
+
+
+ACCEPT_EXIT = {"PASS": 0, "FAIL": 1, "UNDECIDED": 3}
+"""`kit accept` exit codes: a cluster's tooling reads the verdict without parsing text."""
+
+
+def accept(
+    bundle: Annotated[Path, typer.Argument(help="A bundle directory.")],
+    against: Annotated[
+        str,
+        typer.Option(
+            help="A published figure's id (kit refs published), another bundle, or a number "
+            "with its unit (330GB/s)."
+        ),
+    ],
+    tolerance: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Fraction below the reference still accepted, for every metric (0.05) or one "
+            "(busbw_largest=0.03); repeatable. Default: 0 for floors and numbers, 0.05 otherwise."
+        ),
+    ] = None,
+    metric: Annotated[
+        str | None, typer.Option(help="Judge this metric (default: each benchmark's headline).")
+    ] = None,
+    variant: Annotated[
+        str | None, typer.Option(help="Judge this variant (default: p2p, else the first).")
+    ] = None,
+    json_out: Annotated[
+        Path | None,
+        typer.Option("--json", help="Also write the verdicts as JSON to this file ('-': stdout)."),
+    ] = None,
+) -> None:
+    """PASS, FAIL or UNDECIDED for a bundle against a reference, decided by the interval.
+
+    PASS when the interval's lower end clears the reference less the tolerance, FAIL when its
+    upper end does not reach it, UNDECIDED when it straddles it or fewer than 3 runs finished
+    (then it says how many more repeats would settle it). Every repeat counts. Exit status:
+    0 PASS, 1 FAIL, 3 UNDECIDED, 2 bad input.
+
+    Example: kit accept reports/examples/h200x2-allreduce --against azure-ndh200v5-allreduce-floor --json accept.json
+    """
+    from kit.refs.accept import accept as accept_bundle
+    from kit.worker.common import dumps
+
+    doc = accept_bundle(bundle, against, tolerance or [], metric, variant)
+    if json_out is not None and str(json_out) == "-":
+        sys.stdout.write(dumps(doc))
+        raise typer.Exit(ACCEPT_EXIT[doc["verdict"]])
+    for d in doc["decisions"]:
+        print(f"{d['verdict']:9s} {d['benchmark']} {d['variant']} {d['label']}: {d['reason']}")
+        for diff in d["differences"]:
+            print(f"          conditions differ: {diff}")
+    for s in doc["skipped"]:
+        print(f"skipped   {s}")
+    print(f"overall: {doc['verdict']} against {doc['against']['label']} ({doc['rule']})")
+    if json_out is not None:
+        from kit.safeio import write_text
+
+        write_text(json_out, dumps(doc))
+    raise typer.Exit(ACCEPT_EXIT[doc["verdict"]])

@@ -80,3 +80,16 @@ def standing_cmd(bundle: Annotated[Path, typer.Argument(help="A bundle directory
             f"(n={r['reference_n']}, {r['reference_gpus']} GPUs): {r['ratio_better']:.2f}x as good"
             f"{per_gpu}"
         )
+
+
+@refs_app.command("published")
+def published_cmd() -> None:
+    """List the published figures shipped with kit: id, value, conditions and source.
+
+    Example: kit refs published
+    """
+    from kit.refs.published import figures
+
+    for f in figures():
+        typer.echo(f"{f.id}\n  {f.title}: {f.value_words}{' (a floor)' if f.floor else ''}")
+        typer.echo(f"  conditions: {f.conditions}\n  source: {f.cited}, {f.url}")

@@ -1,0 +1,170 @@
+"""Acceptance verdicts: PASS, FAIL or UNDECIDED, decided by the interval, never the point estimate.
+
+The rule (for a higher-is-better metric; mirrored for times):
+
+    threshold = reference x (1 - tolerance)
+    PASS       the interval's lower end is at or above the threshold
+    FAIL       the interval's upper end is below it
+    UNDECIDED  the interval straddles it, or there is no confidence interval (fewer than 3 runs:
+               a range of 2 runs is not one); with the repeats that would settle it, projected
+               from the spread seen so far
+
+Every finished repeat counts: no best-of-N, no "passes on the first run that clears the bar".
+The interval is the one the report prints for the same values (kit.stats.summarize), so a
+verdict and the figure beside it never disagree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from scipy.special import stdtrit
+
+from kit.intervals import CONFIDENCE
+from kit.stats import summarize
+
+PASS, FAIL, UNDECIDED = "PASS", "FAIL", "UNDECIDED"
+RULE = (
+    "PASS when the interval's lower end clears the threshold (reference less the tolerance; "
+    "for times, more), FAIL when its upper end does not reach it, UNDECIDED when it straddles "
+    "it or there is no confidence interval (fewer than 3 runs); every repeat counts"
+)
+MIN_RUNS = 3
+"""Fewer finished runs give no confidence interval (kit.stats: 2 give only their range)."""
+MAX_PROJECTED = 200
+"""Projections past this many runs are reported as "more than 200": the spread, not the count,
+is then the problem."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One metric of one benchmark and variant against one reference figure."""
+
+    verdict: str
+    metric: str
+    unit: str
+    higher_is_better: bool
+    n: int
+    median: float
+    low: float | None
+    high: float | None
+    interval: str  # what (low, high) is, in the report's words
+    threshold: float
+    reference: float
+    tolerance: float
+    reason: str
+    more_repeats: int | None = None  # UNDECIDED: how many more runs would settle it
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def sentence(self) -> str:
+        """E.g. "PASS: 95% t-interval 325.9 to 327.0 GB/s (n=3) clears the threshold 313.5
+        GB/s (330 less 5%)"."""
+        return f"{self.verdict}: {self.reason}"
+
+
+def threshold_of(reference: float, tolerance: float, higher_is_better: bool) -> float:
+    return reference * (1 - tolerance) if higher_is_better else reference * (1 + tolerance)
+
+
+def decide(
+    values: Sequence[float],
+    reference: float,
+    tolerance: float,
+    higher_is_better: bool,
+    metric: str = "",
+    unit: str = "",
+) -> Decision:
+    """The verdict of `values` (every finished repeat) against `reference` within `tolerance`."""
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
+    thr = threshold_of(reference, tolerance, higher_is_better)
+    s = summarize(values)
+    side = "less" if higher_is_better else "more"
+    limit = (
+        f"the threshold {_n(thr)} {unit} ({_n(reference)} {side} {tolerance:.0%})"
+        if tolerance
+        else f"the threshold {_n(thr)} {unit}"
+    ).replace("  ", " ")
+    base = dict(
+        metric=metric,
+        unit=unit,
+        higher_is_better=higher_is_better,
+        n=s.n,
+        median=s.median,
+        threshold=thr,
+        reference=reference,
+        tolerance=tolerance,
+    )
+    if not s.is_ci:
+        more = max(MIN_RUNS - s.n, _more_repeats(values, thr) or 0)
+        return Decision(
+            UNDECIDED,
+            low=None,
+            high=None,
+            interval=s.label,
+            reason=(
+                f"{s.n} run{'s' if s.n > 1 else ''} give no confidence interval ({s.label}); "
+                f"median {_n(s.median)} {unit} against {limit}"
+            ),
+            more_repeats=more,
+            **base,
+        )
+    span = f"{s.label}: {_n(s.ci_low)} to {_n(s.ci_high)} {unit}"
+    clears = s.ci_low >= thr if higher_is_better else s.ci_high <= thr
+    misses = s.ci_high < thr if higher_is_better else s.ci_low > thr
+    if clears:
+        verdict, reason, more = PASS, f"{span} clears {limit}", None
+    elif misses:
+        verdict, reason, more = FAIL, f"{span} does not reach {limit}", None
+    else:
+        more = _more_repeats(values, thr)
+        settle = (
+            f"about {more} more run{'s' if more > 1 else ''} would settle it at this spread"
+            if more is not None
+            else f"more runs would not settle it: the runs sit on the threshold (over "
+            f"{MAX_PROJECTED} projected)"
+        )
+        verdict, reason = UNDECIDED, f"{span} straddles {limit}; {settle}"
+    return Decision(verdict, low=s.ci_low, high=s.ci_high, interval=s.label, reason=reason,
+                    more_repeats=more, **base)  # fmt: skip
+
+
+def _more_repeats(values: Sequence[float], threshold: float) -> int | None:
+    """Runs to add before a 95% t-interval on the logs, as wide as the present spread implies,
+    lies wholly on one side of the threshold; None past MAX_PROJECTED or with no spread known.
+
+    A projection, not a promise: the spread of the next runs may differ from these."""
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2 or (x <= 0).any() or threshold <= 0:
+        return None
+    logs = np.log(x)
+    sd, gap = float(np.std(logs, ddof=1)), abs(float(np.mean(logs)) - math.log(threshold))
+    if sd == 0:
+        return max(0, MIN_RUNS - len(x)) if gap > 0 else None
+    if gap == 0:
+        return None
+    for m in range(max(len(x) + 1, MIN_RUNS), MAX_PROJECTED + 1):
+        if float(stdtrit(m - 1, 0.5 + CONFIDENCE / 2)) * sd / math.sqrt(m) < gap:
+            return m - len(x)
+    return None
+
+
+def overall(verdicts: Iterable[str]) -> str:
+    """FAIL if any fails, else UNDECIDED if any is, else PASS (no verdict at all: UNDECIDED)."""
+    verdicts = set(verdicts)
+    if FAIL in verdicts:
+        return FAIL
+    if UNDECIDED in verdicts or not verdicts:
+        return UNDECIDED
+    return PASS
+
+
+def _n(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"

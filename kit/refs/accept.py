@@ -1,0 +1,233 @@
+"""`kit accept BUNDLE --against REF`: acceptance verdicts of a bundle against a reference.
+
+REF is one of
+- a published figure's id (`kit refs published` lists them): its workload's benchmarks are
+  judged on its metric, per GPU where the figure is per GPU;
+- another bundle directory: each benchmark of the same name, the same variant, judged on the
+  headline metric (per GPU for throughputs when the GPU counts differ), against that bundle's
+  median;
+- a number with its unit ("330GB/s", "14000tokens/s"): every benchmark whose judged metric has
+  that unit.
+
+Tolerance: a fraction for every metric ("0.05") or per metric ("busbw_largest=0.03"); defaults:
+0 against a published floor or a number, 0.05 against a published figure or a bundle. The
+verdicts are kit.acceptance's (PASS only when the interval's lower end clears the threshold).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit import __version__
+from kit.acceptance import RULE, decide, overall
+from kit.errors import InputError
+from kit.model import load_bundle
+from kit.refs.published import Conditions, Figure, by_id, differences, figures
+from kit.report import analysis
+
+SCHEMA = 1
+PER_GPU_METRICS = frozenset({"throughput", "throughput_window", "tokens_per_s"})
+"""Metrics that are work per second of the whole job: compared per GPU across GPU counts.
+Bus bandwidth is already normalised for the GPU count and is never divided."""
+DEFAULT_TOLERANCE = 0.05
+NUMBER = re.compile(r"^\s*([0-9][0-9_,]*(?:\.[0-9]+)?)\s*([A-Za-z/%][A-Za-z/% ]*)?\s*$")
+
+
+@dataclass
+class Against:
+    """What the bundle is judged against."""
+
+    what: str  # "figure" | "bundle" | "number"
+    label: str
+    figure: Figure | None = None
+    bundle: Path | None = None
+    value: float | None = None
+    unit: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"what": self.what, "label": self.label}
+        if self.figure is not None:
+            out["figure"] = self.figure.to_dict()
+        if self.bundle is not None:
+            out["bundle"] = str(self.bundle)
+            out.update(self.detail)
+        if self.value is not None:
+            out.update({"value": self.value, "unit": self.unit})
+        return out
+
+
+def parse_against(text: str) -> Against:
+    """A published figure's id, a bundle directory, or a number with its unit."""
+    if any(f.id == text for f in figures()):
+        f = by_id(text)
+        return Against("figure", f.title, figure=f)
+    path = Path(text)
+    if path.is_dir():
+        if not (path / "results.json").is_file():
+            raise InputError(f"--against {text}: a directory, but not a kit bundle")
+        return Against("bundle", path.name, bundle=path)
+    m = NUMBER.match(text)
+    if m:
+        value = float(m.group(1).replace(",", "").replace("_", ""))
+        unit = (m.group(2) or "").strip() or None
+        return Against("number", text.strip(), value=value, unit=unit)
+    raise InputError(
+        f"--against {text!r}: not a published figure's id (kit refs published), a bundle "
+        "directory, or a number with its unit such as 330GB/s"
+    )
+
+
+def parse_tolerances(items: list[str]) -> tuple[float | None, dict[str, float]]:
+    """(for every metric, per metric) from "0.05" and "metric=0.03" items."""
+    every, per = None, {}
+    for item in items:
+        name, _, raw = item.rpartition("=")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise InputError(
+                f"--tolerance {item!r}: a fraction (0.05) or METRIC=FRACTION"
+            ) from None
+        if not 0 <= value < 1:
+            raise InputError(f"--tolerance {item!r}: the fraction must be in [0, 1)")
+        if name:
+            per[name] = value
+        else:
+            every = value
+    return every, per
+
+
+def _variant(bench: analysis.Benchmark, wanted: str | None) -> analysis.VariantBlock | None:
+    if wanted:
+        return next((v for v in bench.variants if v.name == wanted), None)
+    return next((v for v in bench.variants if v.name == "p2p"), None) or (
+        bench.variants[0] if bench.variants else None
+    )
+
+
+def _gpus(block: analysis.VariantBlock) -> int | None:
+    return next((int(r["world_size"]) for r in block.ok if r.get("world_size")), None)
+
+
+def _conditions(bench: analysis.Benchmark, block: analysis.VariantBlock, hw: dict) -> Conditions:
+    names = sorted({g.get("name") for g in hw.get("gpus") or [] if g.get("name")})
+    env = [r.get("env") or {} for r in block.ok]
+    nvls = None
+    if env and all(str(e.get("NCCL_NVLS_ENABLE", "")).strip() == "0" for e in env):
+        nvls = False
+    sizes = [
+        max(int(s["bytes"]) for s in (r.get("data") or {}).get("sizes") or [{"bytes": 0}])
+        for r in block.ok
+    ]
+    return Conditions(
+        gpus=_gpus(block),
+        gpu=names[0] if len(names) == 1 else None,
+        nvls=nvls,
+        size_bytes=max(sizes) if sizes and max(sizes) > 0 else None,
+    )
+
+
+def _benches(bundle_dir: Path) -> tuple[list[analysis.Benchmark], dict[str, Any], dict[str, Any]]:
+    data = load_bundle(bundle_dir)
+    results = data.results.dump(as_written=True)
+    recipe = data.recipe.model_dump(mode="json")
+    hardware = data.hardware.dump(as_written=True) if data.hardware else {}
+    return analysis.build_benchmarks(results, recipe), results, hardware
+
+
+def accept(
+    bundle_dir: Path,
+    against: str,
+    tolerances: list[str] | None = None,
+    metric: str | None = None,
+    variant: str | None = None,
+) -> dict[str, Any]:
+    """The acceptance document: one decision per judged benchmark, and the overall verdict."""
+    ref = parse_against(against)
+    every, per_metric = parse_tolerances(tolerances or [])
+    benches, results, hardware = _benches(bundle_dir)
+    ref_benches = {b.name: b for b in _benches(ref.bundle)[0]} if ref.bundle else {}
+    decisions = []
+    skipped = []
+    for bench in benches:
+        block = _variant(bench, variant)
+        if block is None:
+            skipped.append(f"{bench.name}: no variant {variant!r}")
+            continue
+        name = ref.figure.metric if ref.figure else metric or analysis.verdict_metric(bench)
+        if ref.figure and ref.figure.kind != bench.kind:
+            continue
+        row = (bench.metrics.get(name) or {}).get(block.name)
+        if row is None or row.summary is None:
+            skipped.append(f"{bench.name} {block.name}: no finished run has {name}")
+            continue
+        gpus = _gpus(block)
+        values = list(row.values)
+        per_gpu, differ, source = False, [], ""
+        if ref.figure is not None:
+            value, unit = ref.figure.value, ref.figure.unit
+            default = 0.0 if ref.figure.floor else DEFAULT_TOLERANCE
+            per_gpu = ref.figure.per_gpu
+            differ = differences(ref.figure, _conditions(bench, block, hardware))
+            source = ref.figure.cited
+        elif ref.bundle is not None:
+            other = ref_benches.get(bench.name)
+            oblock = _variant(other, block.name) if other else None
+            orow = (other.metrics.get(name) or {}).get(oblock.name) if oblock else None
+            if orow is None or not orow.values:
+                skipped.append(f"{bench.name} {block.name}: {ref.label} has no {name} to compare")
+                continue
+            value, unit, default = statistics.median(orow.values), row.unit, DEFAULT_TOLERANCE
+            ogpus = _gpus(oblock)
+            if name in PER_GPU_METRICS and gpus and ogpus and gpus != ogpus:
+                per_gpu, value = True, value / ogpus
+                differ.append(f"{ogpus} GPUs there, {gpus} here: compared per GPU")
+            if other.kind != bench.kind or other.params != bench.params:
+                differ.append("the workload's parameters differ")
+            source = f"median of {len(orow.values)} run(s) of {ref.label}"
+        else:
+            if ref.unit and ref.unit.replace(" ", "") != row.unit.replace(" ", ""):
+                continue
+            value, unit, default = float(ref.value), row.unit, 0.0
+            source = "the figure given on the command line"
+        if per_gpu and gpus:
+            values = [v / gpus for v in values]
+        tol = per_metric.get(name, every if every is not None else default)
+        shown = f"{unit} per GPU" if per_gpu else unit
+        d = decide(values, value, tol, row.higher_is_better, name, shown)
+        decisions.append(
+            {
+                "benchmark": bench.name,
+                "variant": block.name,
+                "label": row.label,
+                "gpus": gpus,
+                "per_gpu": per_gpu,
+                "source": source,
+                "differences": differ,
+                "sentence": d.sentence,
+                **d.to_dict(),
+            }
+        )
+    if not decisions:
+        why = "; ".join(skipped) or "no benchmark measures what the reference names"
+        raise InputError(f"nothing in {bundle_dir} to judge against {against}: {why}")
+    return {
+        "schema": SCHEMA,
+        "kit_version": __version__,
+        "bundle": {
+            "path": str(bundle_dir),
+            "recipe": results.get("recipe"),
+            "created_at": results.get("created_at"),
+            "status": results.get("status"),
+        },
+        "against": ref.to_dict(),
+        "rule": RULE,
+        "verdict": overall(d["verdict"] for d in decisions),
+        "decisions": decisions,
+        "skipped": skipped,
+    }

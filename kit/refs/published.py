@@ -1,0 +1,135 @@
+"""Published figures (kit/refs/published.json) and where a run stands against them.
+
+Each figure carries its source, date, the conditions it was measured under and how far it
+compares with a kit run; none was measured by kit. `place` sets a run's figure beside each
+published one of the same workload and says in words which conditions differ (GPU count, GPU
+model, NVLink SHARP, message size, the task), so that a ratio is never read as like-for-like
+when it is not.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from kit.errors import InputError
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One published figure (see published.json for the meaning of each field)."""
+
+    id: str
+    title: str
+    kind: str
+    metric: str
+    value: float
+    approximate: bool
+    unit: str
+    per_gpu: bool
+    floor: bool
+    gpus: int
+    gpu: str
+    nvls: bool | None
+    size_bytes: int | None
+    conditions: str
+    comparability: str
+    source: str
+    url: str
+    date: str
+
+    @property
+    def value_words(self) -> str:
+        v = f"{self.value:,.0f}" if self.value >= 100 else f"{self.value:g}"
+        per = " per GPU" if self.per_gpu else ""
+        return f"{'about ' if self.approximate else ''}{v} {self.unit}{per}"
+
+    @property
+    def cited(self) -> str:
+        """ "NVIDIA/nccl-tests issue 212, ... (2024-05-06)"."""
+        return f"{self.source} ({self.date})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "value_words": self.value_words, "cited": self.cited}
+
+
+@cache
+def figures() -> tuple[Figure, ...]:
+    """Every shipped published figure."""
+    text = resources.files("kit.refs").joinpath("published.json").read_text()
+    return tuple(Figure(**f) for f in json.loads(text)["figures"])
+
+
+def by_id(figure_id: str) -> Figure:
+    """The figure with this id; an InputError naming the ids there are."""
+    for f in figures():
+        if f.id == figure_id:
+            return f
+    known = ", ".join(f.id for f in figures())
+    raise InputError(f"no published figure {figure_id!r}; known: {known}")
+
+
+def for_kind(kind: str) -> list[Figure]:
+    return [f for f in figures() if f.kind == kind]
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What a run's conditions were, as the comparison needs them."""
+
+    gpus: int | None
+    gpu: str | None
+    nvls: bool | None  # None: not known from the run's environment
+    size_bytes: int | None  # the size the headline was taken at (sweeps)
+
+
+def differences(figure: Figure, mine: Conditions) -> list[str]:
+    """The conditions that differ between a published figure and this run, in words."""
+    out = []
+    if mine.gpus and figure.gpus != mine.gpus:
+        out.append(f"{figure.gpus} GPUs there, {mine.gpus} here")
+    if mine.gpu and not _same_gpu(figure.gpu, mine.gpu):
+        out.append(f"{figure.gpu} there, {mine.gpu} here")
+    if figure.nvls is not None and mine.nvls is not None and figure.nvls != mine.nvls:
+        there = "on" if figure.nvls else "off"
+        here = "on" if mine.nvls else "off (NCCL_NVLS_ENABLE=0)"
+        out.append(f"NVLink SHARP (NVLS) {there} there, {here} here")
+    if figure.size_bytes and mine.size_bytes and figure.size_bytes != mine.size_bytes:
+        out.append(f"taken at {_bytes(figure.size_bytes)} there, {_bytes(mine.size_bytes)} here")
+    return out
+
+
+def place(
+    figure: Figure, median: float, gpus: int | None, mine: Conditions
+) -> dict[str, Any]:
+    """A run's median against one published figure: both, the ratio (per GPU where the figure
+    is), and the conditions that differ. `median` is the run's figure in the figure's metric."""
+    value = median / gpus if figure.per_gpu and gpus else median
+    diff = differences(figure, mine)
+    return {
+        "figure": figure.to_dict(),
+        "value": value,
+        "unit": figure.unit + (" per GPU" if figure.per_gpu else ""),
+        "ratio": value / figure.value if figure.value else None,
+        "differences": diff,
+        "like_for_like": not diff,
+    }
+
+
+def _same_gpu(published: str, recorded: str) -> bool:
+    """ "H100 SXM" vs "NVIDIA H100 80GB HBM3": the same model when the model number matches."""
+    def model(name: str) -> str:
+        words = name.upper().replace("NVIDIA", "").split()
+        return words[0] if words else ""
+
+    return any(model(p) == model(recorded) for p in published.split("/"))
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:g} {unit}"
+    return f"{n} B"
