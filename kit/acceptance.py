@@ -116,7 +116,7 @@ def decide(
             more_repeats=more,
             **base,
         )
-    span = f"{s.label}: {_n(s.ci_low)} to {_n(s.ci_high)} {unit}"
+    span = s.words(unit)
     clears = s.ci_low >= thr if higher_is_better else s.ci_high <= thr
     misses = s.ci_high < thr if higher_is_better else s.ci_low > thr
     if clears:

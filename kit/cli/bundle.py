@@ -188,7 +188,8 @@ def accept(
             print(f"          conditions differ: {diff}")
     for s in doc["skipped"]:
         print(f"skipped   {s}")
-    print(f"overall: {doc['verdict']} against {doc['against']['label']} ({doc['rule']})")
+    print(f"overall: {doc['verdict']} against {doc['against']['label']}")
+    print(f"rule: {doc['rule']}")
     if json_out is not None:
         from kit.safeio import write_text
 

@@ -4,8 +4,8 @@ REF is one of
 - a published figure's id (`kit refs published` lists them): its workload's benchmarks are
   judged on its metric, per GPU where the figure is per GPU;
 - another bundle directory: each benchmark of the same name, the same variant, judged on the
-  headline metric (per GPU for throughputs when the GPU counts differ), against that bundle's
-  median;
+  headline metric (per GPU when the GPU counts differ and the catalog says the metric is work
+  summed over GPUs; bus bandwidth never is), against that bundle's median;
 - a number with its unit ("330GB/s", "14000tokens/s"): every benchmark whose judged metric has
   that unit.
 
@@ -26,13 +26,11 @@ from kit import __version__
 from kit.acceptance import RULE, decide, overall
 from kit.errors import InputError
 from kit.model import load_bundle
-from kit.refs.published import Conditions, Figure, by_id, differences, figures
+from kit.refs.published import Figure, by_id, differences, figures, run_conditions
 from kit.report import analysis
+from kit.shared.metrics import per_gpu as per_gpu_metric
 
 SCHEMA = 1
-PER_GPU_METRICS = frozenset({"throughput", "throughput_window", "tokens_per_s"})
-"""Metrics that are work per second of the whole job: compared per GPU across GPU counts.
-Bus bandwidth is already normalised for the GPU count and is never divided."""
 DEFAULT_TOLERANCE = 0.05
 NUMBER = re.compile(r"^\s*([0-9][0-9_,]*(?:\.[0-9]+)?)\s*([A-Za-z/%][A-Za-z/% ]*)?\s*$")
 
@@ -105,31 +103,13 @@ def parse_tolerances(items: list[str]) -> tuple[float | None, dict[str, float]]:
 def _variant(bench: analysis.Benchmark, wanted: str | None) -> analysis.VariantBlock | None:
     if wanted:
         return next((v for v in bench.variants if v.name == wanted), None)
-    return next((v for v in bench.variants if v.name == "p2p"), None) or (
+    return next((v for v in bench.variants if v.p2p_off is False), None) or (
         bench.variants[0] if bench.variants else None
     )
 
 
 def _gpus(block: analysis.VariantBlock) -> int | None:
     return next((int(r["world_size"]) for r in block.ok if r.get("world_size")), None)
-
-
-def _conditions(bench: analysis.Benchmark, block: analysis.VariantBlock, hw: dict) -> Conditions:
-    names = sorted({g.get("name") for g in hw.get("gpus") or [] if g.get("name")})
-    env = [r.get("env") or {} for r in block.ok]
-    nvls = None
-    if env and all(str(e.get("NCCL_NVLS_ENABLE", "")).strip() == "0" for e in env):
-        nvls = False
-    sizes = [
-        max(int(s["bytes"]) for s in (r.get("data") or {}).get("sizes") or [{"bytes": 0}])
-        for r in block.ok
-    ]
-    return Conditions(
-        gpus=_gpus(block),
-        gpu=names[0] if len(names) == 1 else None,
-        nvls=nvls,
-        size_bytes=max(sizes) if sizes and max(sizes) > 0 else None,
-    )
 
 
 def _benches(bundle_dir: Path) -> tuple[list[analysis.Benchmark], dict[str, Any], dict[str, Any]]:
@@ -159,7 +139,10 @@ def accept(
         if block is None:
             skipped.append(f"{bench.name}: no variant {variant!r}")
             continue
-        name = ref.figure.metric if ref.figure else metric or analysis.verdict_metric(bench)
+        if ref.figure:
+            name = analysis.judged_metric(bench, ref.figure.metric)
+        else:
+            name = metric or analysis.verdict_metric(bench)
         if ref.figure and ref.figure.kind != bench.kind:
             continue
         row = (bench.metrics.get(name) or {}).get(block.name)
@@ -173,7 +156,7 @@ def accept(
             value, unit = ref.figure.value, ref.figure.unit
             default = 0.0 if ref.figure.floor else DEFAULT_TOLERANCE
             per_gpu = ref.figure.per_gpu
-            differ = differences(ref.figure, _conditions(bench, block, hardware))
+            differ = differences(ref.figure, run_conditions(block.ok, hardware))
             source = ref.figure.cited
         elif ref.bundle is not None:
             other = ref_benches.get(bench.name)
@@ -184,7 +167,7 @@ def accept(
                 continue
             value, unit, default = statistics.median(orow.values), row.unit, DEFAULT_TOLERANCE
             ogpus = _gpus(oblock)
-            if name in PER_GPU_METRICS and gpus and ogpus and gpus != ogpus:
+            if per_gpu_metric(name) and gpus and ogpus and gpus != ogpus:
                 per_gpu, value = True, value / ogpus
                 differ.append(f"{ogpus} GPUs there, {gpus} here: compared per GPU")
             if other.kind != bench.kind or other.params != bench.params:

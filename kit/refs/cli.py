@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from kit.intake import check_signer_options
-from kit.refs import store
+from kit.refs import published, store
 
 refs_app = typer.Typer(
     help="Known machines: list, add and remove reference results.", no_args_is_help=True
@@ -88,8 +88,6 @@ def published_cmd() -> None:
 
     Example: kit refs published
     """
-    from kit.refs.published import figures
-
-    for f in figures():
+    for f in published.figures():
         typer.echo(f"{f.id}\n  {f.title}: {f.value_words}{' (a floor)' if f.floor else ''}")
         typer.echo(f"  conditions: {f.conditions}\n  source: {f.cited}, {f.url}")

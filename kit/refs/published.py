@@ -40,6 +40,8 @@ class Figure:
     source: str
     url: str
     date: str
+    seq_len: int | None = None
+    always_differs: tuple[str, ...] = ()
 
     @property
     def value_words(self) -> str:
@@ -60,7 +62,10 @@ class Figure:
 def figures() -> tuple[Figure, ...]:
     """Every shipped published figure."""
     text = resources.files("kit.refs").joinpath("published.json").read_text()
-    return tuple(Figure(**f) for f in json.loads(text)["figures"])
+    return tuple(
+        Figure(**{**f, "always_differs": tuple(f.get("always_differs") or ())})
+        for f in json.loads(text)["figures"]
+    )
 
 
 def by_id(figure_id: str) -> Figure:
@@ -84,6 +89,32 @@ class Conditions:
     gpu: str | None
     nvls: bool | None  # None: not known from the run's environment
     size_bytes: int | None  # the size the headline was taken at (sweeps)
+    seq_len: int | None = None  # training: the sequence length the runs used
+
+
+def run_conditions(runs: list[dict[str, Any]], hardware: dict[str, Any]) -> Conditions:
+    """A variant's conditions from its finished runs (results.json entries) and hardware.json:
+    GPU count and model, NVLS (off when every run set NCCL_NVLS_ENABLE=0, else unknown), and the
+    largest message size of a sweep."""
+    names = sorted({g.get("name") for g in hardware.get("gpus") or [] if g.get("name")})
+    envs = [r.get("env") or {} for r in runs]
+    off = bool(envs) and all(str(e.get("NCCL_NVLS_ENABLE", "")).strip() == "0" for e in envs)
+    sizes = [
+        int(s.get("bytes") or 0) for r in runs for s in (r.get("data") or {}).get("sizes") or []
+    ]
+    gpus = next((int(r["world_size"]) for r in runs if r.get("world_size")), None)
+    seq = next(
+        (p["seq_len"] for r in runs if isinstance(p := (r.get("data") or {}).get("params"), dict)
+         and isinstance(p.get("seq_len"), int)),
+        None,
+    )  # fmt: skip
+    return Conditions(
+        seq_len=seq,
+        gpus=gpus,
+        gpu=names[0] if len(names) == 1 else None,
+        nvls=False if off else None,
+        size_bytes=max(sizes) if sizes and max(sizes) > 0 else None,
+    )
 
 
 def differences(figure: Figure, mine: Conditions) -> list[str]:
@@ -99,12 +130,12 @@ def differences(figure: Figure, mine: Conditions) -> list[str]:
         out.append(f"NVLink SHARP (NVLS) {there} there, {here} here")
     if figure.size_bytes and mine.size_bytes and figure.size_bytes != mine.size_bytes:
         out.append(f"taken at {_bytes(figure.size_bytes)} there, {_bytes(mine.size_bytes)} here")
-    return out
+    if figure.seq_len and mine.seq_len and figure.seq_len != mine.seq_len:
+        out.append(f"sequence {figure.seq_len} there, {mine.seq_len} here")
+    return out + list(figure.always_differs)
 
 
-def place(
-    figure: Figure, median: float, gpus: int | None, mine: Conditions
-) -> dict[str, Any]:
+def place(figure: Figure, median: float, gpus: int | None, mine: Conditions) -> dict[str, Any]:
     """A run's median against one published figure: both, the ratio (per GPU where the figure
     is), and the conditions that differ. `median` is the run's figure in the figure's metric."""
     value = median / gpus if figure.per_gpu and gpus else median
@@ -121,6 +152,7 @@ def place(
 
 def _same_gpu(published: str, recorded: str) -> bool:
     """ "H100 SXM" vs "NVIDIA H100 80GB HBM3": the same model when the model number matches."""
+
     def model(name: str) -> str:
         words = name.upper().replace("NVIDIA", "").split()
         return words[0] if words else ""

@@ -42,7 +42,14 @@ from kit.report.analysis.trust import (
     transports,
     trust_facts,
 )
-from kit.report.analysis.verdicts import compare, expectations, headline, verdict_metric, verdicts
+from kit.report.analysis.verdicts import (
+    compare,
+    expectations,
+    headline,
+    judged_metric,
+    verdict_metric,
+    verdicts,
+)
 
 __all__ = [
     "CV_THRESHOLD",
@@ -66,6 +73,7 @@ __all__ = [
     "findings",
     "headline",
     "is_ok",
+    "judged_metric",
     "nccl_contradiction",
     "p2p_disabled",
     "ran_line",

@@ -21,9 +21,10 @@ from kit.facts.efficiency import (
     mfu_basis,
 )
 from kit.facts.window import POWER_CAP_REASON, WindowFacts, window_facts
+from kit.refs.published import for_kind, place, run_conditions
 from kit.report.analysis.model import Benchmark, VariantBlock
 from kit.report.analysis.trust import transports
-from kit.report.analysis.verdicts import expectations, verdict_metric
+from kit.report.analysis.verdicts import expectations, judged_metric, verdict_metric
 from kit.shared import p2p
 
 MIN_SAMPLES_PER_GPU = 4
@@ -101,6 +102,7 @@ class VariantSummary:
     cost_per_million: float | None = None
     transports: list[str] = field(default_factory=list)
     settings: list[str] = field(default_factory=list)
+    plateau: str = ""  # sweeps: whether the headline size sits on the bandwidth plateau
 
 
 @dataclass
@@ -112,6 +114,9 @@ class BenchSummary:
     variants: list[VariantSummary]
     references: list[dict[str, Any]]
     common_settings: list[str]
+    published: list[dict[str, Any]] = field(default_factory=list)
+    published_note: str = ""
+    terms: list[tuple[str, str]] = field(default_factory=list)  # words page 1 uses, explained
 
 
 def variant_definition(v: VariantBlock) -> str:
@@ -242,17 +247,14 @@ def summarize_bench(
             metric_label=row.label if row is not None else metric,
             unit=row.unit if row is not None else "",
             median=s.median if s is not None else None,
-            interval=(
-                f"{s.label} {_n(s.ci_low)} to {_n(s.ci_high)}"
-                if s is not None and s.ci_available
-                else ("one run, no interval" if s is not None else "")
-            ),
+            interval=s.words() if s is not None else "",
             transports=used.get(v.name, []),
             settings=[x for x in mine if x not in common],
         )
         if bench.figures == "sweep":
             if not smoke:
                 _sweep_link(vs, hardware)
+                vs.plateau = plateau_words(v.ok)
         elif s is not None:
             if row.per_gpu and gpus and all(r.get("device") != "cpu" for r in v.ok):
                 vs.per_gpu = s.median / gpus
@@ -271,11 +273,102 @@ def summarize_bench(
                     )
         out.append(vs)
     refs = [] if smoke else expectations(bench)
-    return BenchSummary(bench.name, bench.label, bench.kind, ran, out, refs, common)
+    summary = BenchSummary(bench.name, bench.label, bench.kind, ran, out, refs, common)
+    summary.terms = terms_used(out)
+    if not smoke:
+        summary.published, summary.published_note = against_published(bench, hardware)
+    return summary
 
 
-def _n(x: float) -> str:
-    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+TERMS = {
+    "P2P": "NCCL moved the data directly from GPU to GPU (peer-to-peer over NVLink or PCIe)",
+    "P2P/CUMEM": "peer-to-peer, with buffers from CUDA's virtual memory API (cuMem) that the "
+    "peer GPU maps directly",
+    "P2P/IPC": "peer-to-peer, with buffers shared between processes through CUDA IPC handles",
+    "SHM": "NCCL staged the data through host shared memory: GPU to host, host to GPU",
+    "NET": "NCCL went through the network stack (sockets or InfiniBand), even inside one host",
+    POWER_CAP_REASON: "NVML's clock reason that the driver lowered the clocks to hold the "
+    "board's power limit; normal under full load, and the figure is what that limit allows",
+}
+"""Plain words for the transport and clock-reason names page 1 prints."""
+
+
+def terms_used(variants: list[VariantSummary]) -> list[tuple[str, str]]:
+    """(term, words) for every TERMS name page 1 shows for these variants."""
+    seen = {t for v in variants for t in v.transports}
+    seen |= {k for v in variants if v.power for k in v.power.throttle_share}
+    return [(t, w) for t, w in TERMS.items() if t in seen]
+
+
+PLATEAU_RISE = 0.02
+"""Bus bandwidth still rising by more than this from the size before the largest: the sweep
+stopped before the plateau."""
+
+
+def plateau_words(runs: list[dict[str, Any]]) -> str:
+    """Whether the largest size of a sweep sits on the bandwidth plateau, in words, from the
+    median busbw over the runs at the last two sizes."""
+    per_size: dict[int, list[float]] = {}
+    for r in runs:
+        for row in (r.get("data") or {}).get("sizes") or []:
+            if row.get("busbw_gbps"):
+                per_size.setdefault(int(row["bytes"]), []).append(
+                    statistics.median(row["busbw_gbps"])
+                )
+    sizes = sorted(per_size)
+    if len(sizes) < 2:
+        return ""
+    last, before = sizes[-1], sizes[-2]
+    b_last, b_before = (statistics.median(per_size[x]) for x in (last, before))
+    if b_before <= 0:
+        return ""
+    rise = b_last / b_before - 1
+    if rise > PLATEAU_RISE:
+        return (
+            f"taken at {_bytes(last)}, where bus bandwidth was still rising ({rise:+.1%} from "
+            f"{_bytes(before)}): below the plateau, so it understates the link; nccl-tests "
+            "practice sweeps to 8 or 16 GiB where memory allows"
+        )
+    return f"taken at {_bytes(last)}, on the plateau ({rise:+.1%} from {_bytes(before)})"
+
+
+def against_published(
+    bench: Benchmark, hardware: dict[str, Any]
+) -> tuple[list[dict[str, Any]], str]:
+    """The first variant with P2P on (else the first) against every published figure of the
+    same workload (kit/refs/published.json), with the conditions that differ; and, for
+    collectives run with NVLink SHARP off, what that means for published HGX figures."""
+    block = next((v for v in bench.variants if v.p2p_off is False), None) or (
+        bench.variants[0] if bench.variants else None
+    )
+    if block is None or not block.ok:
+        return [], ""
+    mine = run_conditions(block.ok, hardware)
+    rows = []
+    for fig in for_kind(bench.kind):
+        row = (bench.metrics.get(judged_metric(bench, fig.metric)) or {}).get(block.name)
+        if row is None or row.summary is None:
+            continue
+        placed = place(fig, row.summary.median, mine.gpus, mine)
+        placed["variant"] = block.name
+        placed["metric_label"] = row.label
+        data = block.ok[0].get("data") or {}
+        placed["flops_here"] = (
+            f"here MFU counts {data['flops_formula']}"
+            if fig.kind == bench.kind and "MFU" in fig.conditions and data.get("flops_formula")
+            else ""
+        )
+        rows.append(placed)
+    note = ""
+    if rows and mine.nvls is False and any(r["figure"]["nvls"] for r in rows):
+        note = (
+            "NVLink SHARP (NVLS) was off in every run (NCCL_NVLS_ENABLE=0). On NVSwitch "
+            "systems NCCL's all-reduce uses it by default and reduces inside the switch, so "
+            "published HGX all-reduce figures taken with it (about 480 GB/s busbw on 8x H100) "
+            "are not the wire bandwidth and are not reachable with it off; the ring figure "
+            "(about 370 GB/s) is the closer comparison."
+        )
+    return rows, note
 
 
 # (parameter names, words) in the order a reader wants them; the first name present is used

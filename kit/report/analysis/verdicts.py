@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kit.acceptance import decide
 from kit.facts.window import power_capped
 from kit.report.analysis.model import Benchmark, VariantBlock, Verdict
 from kit.report.analysis.training import DRIFT_THRESHOLD, run_drift
@@ -75,14 +76,15 @@ def _compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) ->
         sentence = f"Peer-to-peer makes {bench.label} {text} in {label} ({n})."
     else:
         sentence = f"{bench.label} is {text} with {a.name} than with {b.name}, in {label} ({n})."
+    why = withheld_because(bench, a, b, metric)
     if all(r.get("backend") == "gloo" for r in a.ok + b.ok):
         sentence = (
             f"{bench.label} on the CPU (gloo, where NCCL settings have no effect), "
-            f"{a.name} against {b.name}: {text} in {label} ({n}); both variants ran "
-            "the same code, so this difference is noise."
+            f"{a.name} against {b.name}: "
+            + (f"verdict withheld: {why}" if why else f"{text} in {label} ({n})")
+            + "; both variants ran the same code, so any difference is noise."
         )
-        return Verdict(bench.name, metric, sentence, ratio, len(xs))
-    why = withheld_because(bench, a, b, metric)
+        return Verdict(bench.name, metric, sentence, ratio, len(xs), withheld=why)
     if why:
         sentence = (
             f"{bench.label}: verdict withheld ({a.name} against {b.name}, {label}): {why}. "
@@ -138,6 +140,12 @@ def verdict_metric(bench: Benchmark) -> str:
     return metric if metric in bench.metrics else next(iter(bench.metrics), metric)
 
 
+def judged_metric(bench: Benchmark, metric: str) -> str:
+    """`metric`, or the whole-window throughput where the headline throughput is replaced by it
+    (power-capped runs): a published throughput is judged on the figure the page leads with."""
+    return verdict_metric(bench) if metric == headline_metric(bench.kind) else metric
+
+
 def power_capped_runs(bench: Benchmark) -> bool:
     """Most finished runs of the benchmark sat at their power cap in the timed window."""
     ok = [r for v in bench.variants for r in v.ok]
@@ -188,17 +196,11 @@ REF_GPUS = re.compile(r"\b(\d+)\s*x\s*[A-Z]")
 """A reference's GPU count as its source names it: "2x H200 NV18, P2P on" -> 2."""
 
 
-def _against(measured: float, value: float, tol: float, hib: bool) -> str:
-    low_ok = measured >= value * (1 - tol)
-    high_ok = measured <= value * (1 + tol)
-    if low_ok and high_ok:
-        return "within tolerance"
-    better = (hib and not high_ok) or (not hib and not low_ok)
-    return "better than the reference" if better else "WORSE than the reference"
-
-
 def expectations(bench: Benchmark) -> list[dict[str, Any]]:
-    """The recipe's `expect:` references against the median of the first variant with P2P on.
+    """The recipe's `expect:` references against the first variant with P2P on, each an
+    acceptance verdict decided by the interval (kit.acceptance: PASS only when the interval's
+    lower end clears the reference less its tolerance; UNDECIDED when it straddles it or fewer
+    than 3 runs finished), never by the median alone.
 
     A throughput reference whose source names another GPU count ("2x H200") than the runs used
     is compared per GPU (`per_gpu`: reference and measured figures divided by their counts)."""
@@ -223,10 +225,14 @@ def expectations(bench: Benchmark) -> list[dict[str, Any]]:
         if per_gpu:
             value = value / ref_gpus
             measured = measured / gpus if measured is not None else None
+        decision = None
         if measured is None:
-            verdict = "failed: no finished run"
+            verdict, reason = "failed: no finished run", ""
         else:
-            verdict = _against(measured, value, tol, row.higher_is_better)
+            values = [v / gpus for v in row.values] if per_gpu and gpus else list(row.values)
+            shown = f"{unit} per GPU" if per_gpu else unit
+            decision = decide(values, value, min(tol, 0.99), row.higher_is_better, metric, shown)
+            verdict, reason = decision.verdict, decision.reason
         out.append(
             {
                 "metric": metric,
@@ -237,6 +243,8 @@ def expectations(bench: Benchmark) -> list[dict[str, Any]]:
                 "variant": ref.name if ref else "-",
                 "measured": measured,
                 "verdict": verdict,
+                "reason": reason,
+                "more_repeats": decision.more_repeats if decision else None,
                 "source": str(exp.get("source") or ""),
                 "per_gpu": per_gpu,
                 "ref_gpus": ref_gpus,
