@@ -1,0 +1,159 @@
+"""Acceptance verdicts decided by the interval (kit.acceptance), the published figures they are
+placed against (kit.refs.published), and `kit accept` end to end on the committed bundles."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.special import stdtrit
+
+from kit.acceptance import FAIL, PASS, UNDECIDED, decide, overall
+from kit.refs.published import by_id, figures, run_conditions
+from kit.stats import summarize
+from tests.conftest import ROOT, run_kit
+
+EXAMPLES = ROOT / "reports" / "examples"
+ALLREDUCE = EXAMPLES / "h200x2-allreduce"
+
+
+def test_pass_only_when_the_lower_end_clears_the_threshold():
+    values = [100.0, 101.0, 99.0, 100.5, 99.5]
+    s = summarize(values)
+    assert decide(values, s.ci_low / 0.95 - 1e-9, 0.05, True).verdict == PASS
+    assert decide(values, s.ci_high / 0.95 + 1e-6, 0.05, True).verdict == FAIL
+    mid = decide(values, 100.0, 0.0, True)
+    assert mid.verdict == UNDECIDED and "straddles" in mid.reason
+    # lower is better (times): mirrored, the tolerance adds
+    assert decide(values, s.ci_high / 1.05 + 1e-6, 0.05, False).verdict == PASS
+    assert decide(values, s.ci_low / 1.05 - 1e-6, 0.05, False).verdict == FAIL
+
+
+def test_no_best_of_n_every_repeat_counts():
+    """One run far above the bar does not pass a set whose interval reaches below it."""
+    values = [130.0, 90.0, 95.0]
+    d = decide(values, 100.0, 0.0, True)
+    assert max(values) > 100 and d.verdict == UNDECIDED and d.low < 100 < d.high
+
+
+def test_fewer_than_three_runs_are_undecided_with_the_runs_to_add():
+    d = decide([200.0, 201.0], 100.0, 0.0, True)
+    assert d.verdict == UNDECIDED and d.more_repeats == 1 and d.low is None
+    assert "range of 2 runs" in d.reason and "no confidence interval" in d.reason
+    assert decide([200.0], 100.0, 0.0, True).more_repeats == 2
+
+
+def test_the_projected_repeats_settle_it_at_the_same_spread():
+    values = [100.0, 104.0, 97.0, 102.0]
+    threshold = 98.5
+    d = decide(values, threshold, 0.0, True)
+    assert d.verdict == UNDECIDED and d.more_repeats is not None
+    logs = np.log(values)
+    sd, gap = np.std(logs, ddof=1), np.mean(logs) - math.log(threshold)
+
+    def half(m: int) -> float:
+        return float(stdtrit(m - 1, 0.975)) * sd / math.sqrt(m)
+
+    m = len(values) + d.more_repeats
+    assert half(m) < gap <= half(m - 1)
+
+
+def test_runs_on_the_threshold_cannot_be_settled():
+    d = decide([99.0, 101.0, 100.0], 100.0, 0.0, True)
+    assert d.verdict == UNDECIDED and d.more_repeats is None and "would not settle" in d.reason
+
+
+def test_overall_and_a_bad_tolerance():
+    assert overall([PASS, PASS]) == PASS and overall([PASS, UNDECIDED]) == UNDECIDED
+    assert overall([UNDECIDED, FAIL]) == FAIL and overall([]) == UNDECIDED
+    with pytest.raises(ValueError):
+        decide([1.0, 2.0, 3.0], 1.0, 1.5, True)
+
+
+def test_the_interval_names_its_centre():
+    s = summarize([13640.0, 14073.0, 14300.0])
+    gm = math.exp(sum(math.log(v) for v in (13640.0, 14073.0, 14300.0)) / 3)
+    assert s.centre == "geometric mean" and s.centre_value == pytest.approx(gm)
+    assert s.words("tokens/s").startswith(f"95% t-interval of the geometric mean {gm:,.0f}, n=3: ")
+    tight = summarize([1.0101, 1.0104])  # a range that two significant digits would hide
+    assert tight.words() == "range of 2 runs: 1.0101 to 1.0104"
+
+
+def test_every_published_figure_names_its_source_date_and_conditions():
+    figs = figures()
+    assert len({f.id for f in figs}) == len(figs) >= 7
+    for f in figs:
+        assert f.source and f.url.startswith("https://github.com/") and f.date
+        assert f.conditions and f.comparability and f.value > 0 and f.gpus >= 1
+    assert by_id("azure-ndh200v5-allreduce-floor").value == 431
+    assert by_id("h100x8-llama31-8b-pretrain-dgxc").per_gpu
+
+
+def test_conditions_of_the_2gpu_sweep_differ_from_an_8gpu_nvls_floor():
+    if not ALLREDUCE.is_dir():
+        pytest.skip("the all-reduce example is not here")
+    from kit.refs.published import differences
+
+    results = json.loads((ALLREDUCE / "results.json").read_text())
+    hw = json.loads((ALLREDUCE / "hardware.json").read_text())
+    runs = [r for r in results["runs"] if r["variant"] == "p2p" and r["status"] == "ok"]
+    mine = run_conditions(runs, hw)
+    assert (mine.gpus, mine.nvls, mine.size_bytes) == (2, False, 1 << 30)
+    diff = differences(by_id("azure-ndh200v5-allreduce-floor"), mine)
+    assert diff == [
+        "8 GPUs there, 2 here",
+        "NVLink SHARP (NVLS) on there, off (NCCL_NVLS_ENABLE=0) here",
+        "taken at 16 GiB there, 1 GiB here",
+    ]
+
+
+@pytest.mark.skipif(not ALLREDUCE.is_dir(), reason="the all-reduce example is not here")
+def test_kit_accept_exit_status_and_json(tmp_path):
+    out = tmp_path / "accept.json"
+    proc = run_kit(
+        "accept", str(ALLREDUCE), "--against", "azure-ndh200v5-allreduce-floor", "--json", str(out)
+    )
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(out.read_text())
+    (d,) = doc["decisions"]
+    runs = json.loads((ALLREDUCE / "results.json").read_text())["runs"]
+    values = [r["metrics"]["busbw_largest"]["value"] for r in runs
+              if r["variant"] == "p2p" and r["status"] == "ok"]  # fmt: skip
+    s = summarize(values)
+    assert doc["verdict"] == d["verdict"] == "FAIL" and d["threshold"] == 431
+    assert (d["low"], d["high"], d["n"]) == (pytest.approx(s.ci_low), pytest.approx(s.ci_high), 3)
+    assert "NVLink SHARP (NVLS) on there" in " ".join(d["differences"])
+    assert "FAIL" in proc.stdout and "overall: FAIL" in proc.stdout
+    low = run_kit("accept", str(ALLREDUCE), "--against", "300GB/s", "--json", "-")
+    assert low.returncode == 0 and json.loads(low.stdout)["verdict"] == "PASS"
+    tol = run_kit("accept", str(ALLREDUCE), "--against", "330GB/s", "--tolerance", "0.05")
+    assert tol.returncode == 0 and "330 less 5%" in tol.stdout
+
+
+@pytest.mark.skipif(not (EXAMPLES / "h200x4-fsdp-llama").is_dir(), reason="examples not here")
+def test_kit_accept_against_another_bundle_is_per_gpu_and_undecided_on_two_runs():
+    proc = run_kit(
+        "accept", str(EXAMPLES / "h200x4-fsdp-llama"), "--against",
+        str(EXAMPLES / "h200x2-fsdp-llama"), "--json", "-",
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    (d,) = json.loads(proc.stdout)["decisions"]
+    assert d["per_gpu"] and d["unit"] == "tokens/s per GPU" and d["more_repeats"] == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--against", "no-such-figure"], "not a published figure's id"),
+        (["--against", "300GB/s", "--tolerance", "lots"], "--tolerance 'lots'"),
+        (["--against", "300GB/s", "--tolerance", "1.5"], "must be in [0, 1)"),
+        (["--against", "300tokens/s"], "nothing in"),
+    ],
+)
+def test_kit_accept_bad_input_is_one_line_exit_2(args, message):
+    if not ALLREDUCE.is_dir():
+        pytest.skip("the all-reduce example is not here")
+    proc = run_kit("accept", str(ALLREDUCE), *args)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr
