@@ -308,17 +308,16 @@ def warnings_for(machines: list[Machine], base: int) -> list[dict[str, str]]:
                 ),
             }
         )
+    unpinned: dict[str, list[str]] = {}  # runtime -> machines: one line each, a fleet too
     for m in machines:
         if not m.results.get("pinned"):
-            out.append(
-                {
-                    "level": "note",
-                    "text": (
-                        f"{m.label} ran on the {m.results.get('runtime', 'host')} runtime: its software "
-                        "environment was not pinned."
-                    ),
-                }
-            )
+            unpinned.setdefault(str(m.results.get("runtime", "host")), []).append(m.label)
+    for runtime, labels in unpinned.items():
+        who = labels[0] if len(labels) == 1 else f"{len(labels)} machines ({', '.join(labels)})"
+        verb = "ran" if len(labels) == 1 else "each ran"
+        out.append({"level": "note", "text": f"{who} {verb} on the {runtime} runtime: the software "
+                    "environment was not pinned."})  # fmt: skip
+    for m in machines:
         if m.results.get("status") != "complete":
             out.append(
                 {"level": "note", "text": f"{m.label}: bundle status {m.results.get('status')!r}."}

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 import matplotlib
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure  # not pyplot: no global figure registry, no GUI backend
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
@@ -36,10 +37,16 @@ WIDTH_IN = 7.0
 
 
 def colors(variants: list[str]) -> dict[str, str]:
-    out, spare = {}, iter(OTHER_COLORS * 4)
-    for v in variants:
-        out[v] = FIXED_COLORS.get(v) or next(spare)
-    return out
+    """A colour per series: p2p and no-p2p keep theirs, the rest take the palette, and past it
+    (a comparison of a fleet: dozens of machines) evenly spaced hues, none repeated."""
+    others = [v for v in dict.fromkeys(variants) if v not in FIXED_COLORS]
+    if len(others) <= len(OTHER_COLORS):
+        spare = OTHER_COLORS[: len(others)]
+    else:
+        ramp = matplotlib.colormaps["turbo"]
+        spare = [to_hex(ramp(0.05 + 0.9 * i / (len(others) - 1))) for i in range(len(others))]
+    picked = dict(zip(others, spare, strict=True))
+    return {v: FIXED_COLORS.get(v) or picked[v] for v in variants}
 
 
 def text(label: Any) -> str:
@@ -149,6 +156,20 @@ def _sweep_lines(ax: Any, curves: dict[str, Any], key: str, median_label: bool) 
     _failed_note(ax, curves)
 
 
+LEGEND_INSIDE = 12
+"""Most legend entries drawn over the plot; a fleet's comparison puts its legend below."""
+
+
+def _legend(ax: Any) -> None:
+    """Upper left over the plot, or, with more entries than fit there, below it in columns."""
+    entries = len(ax.get_legend_handles_labels()[1])
+    if entries <= LEGEND_INSIDE:
+        ax.legend(loc="upper left", frameon=False)
+        return
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False, ncol=3,
+              fontsize=6)  # fmt: skip
+
+
 def sweep_busbw(curves: dict[str, Any], title: str, salt: str) -> str | None:
     """Bus bandwidth against size, one line per variant, the min..max band of the repeats."""
     if not any(curves["curves"].values()):
@@ -159,7 +180,7 @@ def sweep_busbw(curves: dict[str, Any], title: str, salt: str) -> str | None:
         ax.set_ylabel("busbw (GB/s)")
         ax.set_ylim(bottom=0)
         ax.set_title(text(title))
-        ax.legend(loc="upper left", frameon=False)
+        _legend(ax)
         return to_svg(fig, salt)
 
 
@@ -175,7 +196,7 @@ def sweep_time(curves: dict[str, Any], title: str, salt: str, op: str = "operati
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_ylabel(f"time per {text(op)} (us, log)")
         ax.set_title(text(title))
-        ax.legend(loc="upper left", frameon=False)
+        _legend(ax)
         return to_svg(fig, salt)
 
 

@@ -1,0 +1,59 @@
+"""A site compares its fleet: `kit compare` of 50 bundles works and stays readable.
+
+Twenty bundles used to end in a traceback (the colour palette ran out). Fifty copies of a real
+sealed bundle are compared with the real command; the comparison must name each machine, give
+every series its own colour, keep its heading short and its legends off the plots.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+
+import pytest
+
+from kit.report.plots import LEGEND_INSIDE, colors
+from tests.conftest import ROOT, needs_pdf, run_kit
+
+FIXTURE = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"
+FLEET = 50
+
+
+def test_every_series_gets_its_own_colour():
+    for n in (1, 6, 7, 24, 25, 100):
+        names = [f"m{i} p2p" for i in range(n)] + ["p2p", "no-p2p"]
+        col = colors(names)
+        assert len(set(col.values())) == len(names), n
+        assert col["p2p"] == "#1f5fa8" and col["no-p2p"] == "#d9822b"
+
+
+@pytest.mark.slow
+@needs_pdf
+def test_compare_of_fifty_bundles(tmp_path):
+    paths = []
+    for i in range(FLEET):
+        shutil.copytree(FIXTURE, tmp_path / f"b{i:02d}")
+        paths.append(str(tmp_path / f"b{i:02d}"))
+    out = tmp_path / "cmp"
+    proc = run_kit("compare", *paths, "--out", str(out), "--label", "7=rack-7", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    data = json.loads((out / "compare.json").read_text())
+    assert len(data["machines"]) == FLEET
+    assert len({m["label"] for m in data["machines"]}) == FLEET  # each named apart
+    assert any(m["label"].startswith("rack-7") for m in data["machines"])
+    html = (out / "compare.html").read_text()
+    heading = re.search(r"<h1>(.*?)</h1>", html, re.S).group(1)
+    assert len(heading) < 120 and f"{FLEET} machines" in heading, heading
+    notes = [w["text"] for w in data["warnings"] if "not pinned" in w["text"]]
+    assert len(notes) == 1 and f"{FLEET} machines" in notes[0]
+    svgs = [
+        base64.b64decode(x).decode()
+        for x in re.findall(r"data:image/svg\+xml;base64,([^\"]+)", html)
+    ]
+    fills = {c for svg in svgs for c in re.findall(r"stroke: ?(#[0-9a-f]{6})", svg)}
+    assert len(fills) >= FLEET, len(fills)  # a line colour per machine and variant
+    assert (out / "compare.pdf").stat().st_size > 0
+    assert FLEET * 2 > LEGEND_INSIDE  # the sweep's legend goes below its plot
