@@ -17,7 +17,6 @@ import os
 import sqlite3
 import statistics
 from collections.abc import Iterator, Mapping
-from contextlib import closing
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 from kit.bundle import Bundle
 from kit.errors import InputError
 from kit.intake import receive
+from kit.refs.db import open_db
 from kit.shared import files
 from kit.shared import metrics as catalog
 from kit.workloads.registry import headline_metric
@@ -122,22 +122,6 @@ def shipped() -> list[dict[str, Any]]:
     return out
 
 
-def _connect(path: Path | None = None) -> sqlite3.Connection:
-    path = path or db_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    con = sqlite3.connect(path)
-    con.execute(
-        "CREATE TABLE IF NOT EXISTS refs (id INTEGER PRIMARY KEY, label TEXT NOT NULL UNIQUE, "
-        "source TEXT, added_at TEXT DEFAULT CURRENT_TIMESTAMP, doc TEXT NOT NULL)"
-    )
-    con.execute(
-        "CREATE TABLE IF NOT EXISTS ref_benchmarks (ref_id INTEGER REFERENCES refs(id) "
-        "ON DELETE CASCADE, kind TEXT, signature TEXT)"
-    )
-    con.execute("CREATE INDEX IF NOT EXISTS by_sig ON ref_benchmarks(signature)")
-    return con
-
-
 def add(
     bundle_dir: Path,
     label: str | None = None,
@@ -149,7 +133,7 @@ def add(
     The bundle must be sealed, complete and (with `allowed_signers`) signed (kit.intake)."""
     receive(Path(bundle_dir), "add only an untouched bundle", allowed_signers, allow_unsigned)
     doc = extract(bundle_dir, label)
-    with closing(_connect(db)) as con, con:
+    with open_db(db or db_path(), write=True) as con:
         try:
             cur = con.execute(
                 "INSERT INTO refs (label, source, doc) VALUES (?, ?, ?)",
@@ -167,7 +151,7 @@ def add(
 
 
 def remove(label: str, db: Path | None = None) -> None:
-    with closing(_connect(db)) as con, con:
+    with open_db(db or db_path(), write=True) as con:
         row = con.execute("SELECT id FROM refs WHERE label = ?", (label,)).fetchone()
         if row is None:
             raise InputError(f"no user reference labelled {label!r} (see: kit refs list)")
@@ -181,11 +165,24 @@ def list_refs(
     """Every reference: the shipped ones, then the user's (each with `origin`)."""
     out = shipped() if include_shipped else []
     path = db or db_path()
-    if include_user and path.exists():
-        with closing(_connect(path)) as con:
-            for rid, doc in con.execute("SELECT id, doc FROM refs ORDER BY id"):
-                out.append({**json.loads(doc), "origin": "user", "id": rid})
+    if not include_user:
+        return out
+    with open_db(path, write=False) as con:
+        rows = con.execute("SELECT id, doc FROM refs ORDER BY id").fetchall() if con else []
+    for rid, doc in rows:
+        out.append({**_stored(doc, path, rid), "origin": "user", "id": rid})
     return out
+
+
+def _stored(doc: object, path: Path, rid: int) -> dict[str, Any]:
+    """A stored reference document, or one line: the database was edited by something else."""
+    try:
+        data = json.loads(doc) if isinstance(doc, str) else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+        raise InputError(f"references database {path}: row {rid} is not a kit reference")
+    return data
 
 
 def lookup(

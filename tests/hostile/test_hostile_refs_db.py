@@ -1,0 +1,86 @@
+"""The references database ($KIT_REFS_DB) opens, migrates, or is refused with one line.
+
+A directory, a FIFO, a file of garbage, another program's SQLite file, a table of another
+layout, a newer kit's database, a path under a file: every `kit refs` command says what is wrong
+in one line, exit 2, and leaves the file as it was. A database of the first layout (no version
+written) is migrated.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from kit.refs.db import DB_VERSION
+from tests.conftest import ROOT, run_kit
+
+BUNDLE = str(ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke")
+COMMANDS = [["refs", "list"], ["refs", "add", BUNDLE], ["refs", "remove", "x"],
+            ["refs", "standing", BUNDLE]]  # fmt: skip
+
+
+def _sqlite(path: Path, *statements: str) -> Path:
+    con = sqlite3.connect(path)
+    for s in statements:
+        con.execute(s)
+    con.commit()
+    con.close()
+    return path
+
+
+CASES = {
+    "directory": (lambda p: p.mkdir() or p, "is a directory"),
+    "fifo": (lambda p: os.mkfifo(p) or p, "not a regular file"),
+    "garbage": (lambda p: p.write_text("garbage\n" * 100) and p, "file is not a database"),
+    "other-program": (lambda p: _sqlite(p, "CREATE TABLE users (name)"), "another program's tables"),
+    "other-layout": (lambda p: _sqlite(p, "CREATE TABLE refs (x)"), "table refs has columns x"),
+    "newer-kit": (lambda p: _sqlite(p, "PRAGMA user_version = 99"), "newer than this kit"),
+    "under-a-file": (lambda p: p.write_text("x") and p / "refs.sqlite", "Not a directory"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_refs_command_refuses_a_bad_database_in_one_line(tmp_path, case):
+    make, words = CASES[case]
+    db = make(tmp_path / "refs.sqlite")
+    before = db.read_bytes() if db.is_file() else None
+    for args in COMMANDS:
+        proc = run_kit(*args, env={**os.environ, "KIT_REFS_DB": str(db)}, timeout=60)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert (
+            proc.stderr.startswith("kit: error: references database ")
+            and proc.stderr.count("\n") == 1
+        )
+        assert words in proc.stderr and "Traceback" not in proc.stderr
+    if before is not None:
+        assert db.read_bytes() == before
+
+
+def test_a_database_of_the_first_layout_is_migrated(tmp_path):
+    db = _sqlite(
+        tmp_path / "refs.sqlite",
+        "CREATE TABLE refs (id INTEGER PRIMARY KEY, label TEXT NOT NULL UNIQUE, source TEXT, "
+        "added_at TEXT DEFAULT CURRENT_TIMESTAMP, doc TEXT NOT NULL)",
+        "CREATE TABLE ref_benchmarks (ref_id INTEGER, kind TEXT, signature TEXT)",
+    )
+    env = {**os.environ, "KIT_REFS_DB": str(db)}
+    assert run_kit("refs", "list", env=env).returncode == 0  # read-only: nothing written
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == 0
+    added = run_kit("refs", "add", BUNDLE, "--label", "lab box", env=env)
+    assert added.returncode == 0, added.stderr
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == DB_VERSION
+    listed = run_kit("refs", "list", env=env)
+    assert listed.returncode == 0 and "lab box" in listed.stdout
+
+
+def test_a_row_that_is_no_reference_is_one_line(tmp_path):
+    db = tmp_path / "refs.sqlite"
+    env = {**os.environ, "KIT_REFS_DB": str(db)}
+    assert run_kit("refs", "add", BUNDLE, env=env).returncode == 0
+    _sqlite(db, "UPDATE refs SET doc = 'not json'")
+    proc = run_kit("refs", "list", env=env)
+    assert proc.returncode == 2 and "is not a kit reference" in proc.stderr
+    assert proc.stderr.count("\n") == 1
