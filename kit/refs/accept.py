@@ -25,7 +25,7 @@ from typing import Any
 from kit import __version__
 from kit.acceptance import RULE, decide, overall
 from kit.errors import InputError
-from kit.model import load_bundle
+from kit.intake import receive
 from kit.refs.published import Figure, by_id, differences, figures, run_conditions
 from kit.report import analysis
 from kit.shared.metrics import per_gpu as per_gpu_metric
@@ -113,7 +113,7 @@ def _gpus(block: analysis.VariantBlock) -> int | None:
 
 
 def _benches(bundle_dir: Path) -> tuple[list[analysis.Benchmark], dict[str, Any], dict[str, Any]]:
-    data = load_bundle(bundle_dir)
+    data = receive(Path(bundle_dir), "accept only an untouched bundle")  # sealed and complete
     results = data.results.dump(as_written=True)
     recipe = data.recipe.model_dump(mode="json")
     hardware = data.hardware.dump(as_written=True) if data.hardware else {}

@@ -61,7 +61,8 @@ def test_incomplete_bundle_is_refused_everywhere(tmp_path, removed):
     verify = run_kit("verify", str(b))
     assert verify.returncode in (1, 2) and "OK" not in verify.stdout, verify.stdout
     assert removed[0] in verify.stderr + verify.stdout
-    commands = {"report": ["report", str(b)], **readers(b, tmp_path)}
+    commands = {"report": ["report", str(b)], "accept": ["accept", str(b), "--against", "1GB/s"],
+                **readers(b, tmp_path)}  # fmt: skip
     for command, args in commands.items():
         line = one_line(run_kit(*args, timeout=120, env=ENV))
         assert all(name in line for name in removed), (command, line)

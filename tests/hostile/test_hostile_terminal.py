@@ -83,6 +83,7 @@ def test_verify_report_seal_of_a_hostile_folder(hostile, tmp_path):
     assert "\\u202eevil" in assert_clean(report)
     (hostile / "results.json").write_text((hostile / "results.json").read_text() + " ")
     for args in (["report", str(hostile)], ["seal", str(hostile)],
+                 ["accept", str(hostile), "--against", "1GB/s"],
                  ["sign", str(hostile), "--key", str(tmp_path / "nokey")]):  # fmt: skip
         proc = kit(*args)
         assert proc.returncode == 2, (args, proc.stderr)
