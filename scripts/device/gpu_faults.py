@@ -21,6 +21,7 @@ from pathlib import Path
 
 import docker
 
+from kit.run.results import worker_error
 from kit.runtime.containers import gpus
 from kit.runtime.containers.docker import DockerContainer
 from kit.runtime.docker.client import LABEL_OWNER
@@ -50,7 +51,8 @@ def case(name: str, runtime: DockerRuntime, gpu_ids: list[int] | None, want: str
     t0 = time.monotonic()
     out = runtime.run(d, 1, {}, d / "log", timeout_s=180, gpu_ids=gpu_ids, device="cuda")
     took = time.monotonic() - t0
-    error = out.error or (d / "log").read_text(errors="replace").strip().splitlines()[-1:]
+    # the reason as the run's result would give it: the launch's error, else the worker's own
+    error = out.error or worker_error(d / "log") or "(no reason found in the log)"
     ok = out.exit_code != 0 and not out.timed_out and want in str(error)
     left = runtime.client.containers.list(
         all=True, filters={"label": f"{LABEL_OWNER}={runtime.owner}"}
