@@ -1,4 +1,9 @@
-"""What the three training workers share: batches, the timed loop, and how its numbers are made.
+"""The one training loop every training workload plugs into, and how its numbers are made.
+
+A workload's worker.py gives a `build(ctx, params) -> Built` (its model, data, step function,
+work and FLOPs per step, and the facts it records) and `run = runner(ParamsClass, build)`;
+`train` seeds, builds, times the warm-up and measured steps and summarizes, the same for all, as
+torchtitan's train specs plug a model into one trainer.
 
 Method: a step's time is the time between CUDA events recorded at its boundaries, with no host
 synchronize inside the window (StepTimer; the wall clock on the CPU); every step time and every loss is kept, warm-up steps included, and the warm-up
@@ -25,7 +30,7 @@ import resource
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +43,55 @@ from kit.worker.energy import EnergyCounter, gathered
 from kit.worker.gpu_specs import peak_flops  # one table of datasheet peaks, shared with the report
 
 GIB = 1 << 30
+
+
+@dataclass
+class Built:
+    """What a training workload's builder hands the loop.
+
+    work: the unit of work ("samples", "tokens", "images"); work_per_step and flops_per_step
+    are the whole job's per optimizer step (flops None where unknown); facts: what the result's
+    data records about the build (model, weights, data, parallelism, optimizer, formulas);
+    describe: the log line's words; finish(metrics, data): figures only this workload derives
+    from the summary (tokens per second, hardware FLOPs utilisation)."""
+
+    step: Callable[[Any], torch.Tensor]
+    batches: list[Any]
+    work: str
+    work_per_step: float
+    flops_per_step: float | None
+    precision: str
+    facts: dict[str, Any]
+    describe: str
+    finish: Callable[[dict[str, Any], dict[str, Any]], None] | None = None
+
+
+Builder = Callable[[Context, Any], Built]
+
+
+def train(ctx: Context, p: Any, build: Builder) -> dict[str, Any]:
+    """Seed, build (timed apart: init_s), run warm-up and measured steps, summarize."""
+    seed_all(p.seed)
+    t0 = time.perf_counter()
+    b = build(ctx, p)
+    ctx.synchronize()
+    init_s = time.perf_counter() - t0
+    ctx.log(f"{b.describe}, init {init_s:.1f} s")
+    m = measure(ctx, b.step, b.batches, p.warmup_steps, p.steps, p.min_window_s)
+    m.extra.update({"params": asdict(p), **b.facts, "init_s": init_s})
+    metrics, data = summarize(ctx, m, b.work, b.work_per_step, b.flops_per_step, b.precision)
+    if b.finish is not None:
+        b.finish(metrics, data)
+    return {"metrics": metrics, "data": data}
+
+
+def runner(params: type, build: Builder) -> Callable[[Context, dict[str, Any]], dict[str, Any]]:
+    """A worker module's run(ctx, params): the spec's parameters, then the one loop."""
+
+    def run(ctx: Context, raw: dict[str, Any]) -> dict[str, Any]:
+        return train(ctx, params(**raw), build)
+
+    return run
 
 
 def seed_all(seed: int) -> None:

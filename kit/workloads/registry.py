@@ -1,28 +1,25 @@
-"""The workload registry: every kind the kit runs, one line each, and what the rest may ask.
+"""The workload registry: every kind the kit runs, found by its folder, and what the rest may ask.
 
 The worker's dispatcher, the recipe loader, the report, compare and adaptive repeats all ask
 here; nothing outside a workload's folder names a kind. Standard library only, so the worker
 imports it inside the container. A new workload is a folder kit/workloads/<kind>/ with
-params.py, worker.py and spec.py (SPEC), and one line in KINDS.
+params.py, worker.py and spec.py (SPEC): the folder registers it, no list names it.
 """
 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 from kit.workloads.base import WorkloadSpec
 
-KINDS = (
-    "allreduce",
-    "all_gather",
-    "reduce_scatter",
-    "alltoall",
-    "gpt2_ddp",
-    "llama_lora_fsdp",
-    "resnet_ddp",
-    "copy_bandwidth",
-    "matmul_ceiling",
-)
+
+def discover(folder: Path) -> tuple[str, ...]:
+    """The kinds under a workloads folder: every subfolder that holds a spec.py, sorted."""
+    return tuple(sorted(p.parent.name for p in folder.glob("*/spec.py")))
+
+
+KINDS = discover(Path(__file__).resolve().parent)
 
 SPECS: dict[str, WorkloadSpec] = {
     kind: importlib.import_module(f"kit.workloads.{kind}.spec").SPEC for kind in KINDS

@@ -12,8 +12,6 @@ MFU (kit.worker.flops.gpt2_flops_per_token), every weight trained:
 
 from __future__ import annotations
 
-import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from kit.shared.metrics import record
 from kit.worker.common import Context
 from kit.worker.flops import gpt2_flops_per_token, gpt2_param_count
-from kit.worker.training import measure, seed_all, summarize, token_batches
+from kit.worker.training import Built, runner, token_batches
 from kit.workloads.gpt2_ddp.params import Gpt2DdpParams
 
 
@@ -55,12 +53,9 @@ def build_model(ctx: Context, p: Gpt2DdpParams) -> tuple[torch.nn.Module, str]:
     return model, weights
 
 
-def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+def build(ctx: Context, p: Gpt2DdpParams) -> Built:
     import transformers
 
-    p = Gpt2DdpParams(**params)
-    seed_all(p.seed)
-    t0 = time.perf_counter()
     model, weights = build_model(ctx, p)
     cfg = model.config
     model.train()
@@ -74,8 +69,6 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     batches, data_source = token_batches(
         ctx, cfg.vocab_size, p.batch_per_gpu, p.seq_len, p.data_batches, p.data_path, p.seed
     )
-    ctx.synchronize()
-    init_s = time.perf_counter() - t0
     bf16 = p.precision == "bf16"
 
     def step(batch: torch.Tensor) -> torch.Tensor:
@@ -88,37 +81,43 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         opt.zero_grad(set_to_none=True)
         return loss.detach()
 
-    ctx.log(
-        f"gpt2: {sum(x.numel() for x in model.parameters()) / 1e6:.1f}M params, "
-        f"{p.batch_per_gpu} x {p.seq_len} tokens per rank, {p.precision}, init {init_s:.1f} s"
-    )
-    m = measure(ctx, step, batches, p.warmup_steps, p.steps, p.min_window_s)
     samples = p.batch_per_gpu * ctx.world_size
     tokens = samples * p.seq_len
     per_token = gpt2_flops_per_token(cfg.n_layer, cfg.n_embd, cfg.vocab_size, p.seq_len)
-    m.extra.update(
-        {
-            "params": asdict(p),
+    n_params = sum(x.numel() for x in model.parameters())
+
+    def finish(metrics: dict[str, Any], data: dict[str, Any]) -> None:
+        tps = data["throughput_median"] * p.seq_len
+        metrics["tokens_per_s"] = record("tokens_per_s", tps)
+        data["tokens_per_s"] = tps
+
+    return Built(
+        step=step,
+        batches=batches,
+        work="samples",
+        work_per_step=samples,
+        flops_per_step=per_token * tokens,
+        precision="bf16" if bf16 else "fp32",
+        facts={
             "model": "GPT2LMHeadModel",
             "weights": weights,
             "data": data_source,
-            "param_count": sum(x.numel() for x in model.parameters()),
+            "param_count": n_params,
             "param_count_formula": gpt2_param_count(
                 cfg.n_layer, cfg.n_embd, cfg.vocab_size, cfg.n_positions
             ),
             "attn_implementation": cfg._attn_implementation,
             "parallelism": "DistributedDataParallel (gradient_as_bucket_view)",
             "optimizer": f"AdamW lr {p.lr}{' fused' if fused else ''}",
-            "init_s": init_s,
             "tokens_per_step": tokens,
             "flops_per_token": per_token,
             "flops_formula": "6 N_mm + 12 L T d, N_mm = 12 L d^2 + V d (all weights trained)",
             "transformers": transformers.__version__,
-        }
+        },
+        describe=f"gpt2: {n_params / 1e6:.1f}M params, {p.batch_per_gpu} x {p.seq_len} tokens "
+        f"per rank, {p.precision}",
+        finish=finish,
     )
-    precision = "bf16" if bf16 else "fp32"
-    metrics, data = summarize(ctx, m, "samples", samples, per_token * tokens, precision)
-    tps = data["throughput_median"] * p.seq_len
-    metrics["tokens_per_s"] = record("tokens_per_s", tps)
-    data["tokens_per_s"] = tps
-    return {"metrics": metrics, "data": data}
+
+
+run = runner(Gpt2DdpParams, build)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ import torch
 
 from kit.worker.common import Context
 from kit.worker.flops import llama_lora_flops_per_token, llama_param_count
-from kit.worker.training import measure, seed_all, summarize, token_batches
+from kit.worker.training import Built, runner, token_batches
 from kit.workloads.llama_lora_fsdp.params import LlamaLoraFsdpParams
 
 
@@ -83,15 +82,13 @@ def build_base(ctx: Context, p: LlamaLoraFsdpParams) -> tuple[torch.nn.Module, s
     return model, weights
 
 
-def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+def build(ctx: Context, p: LlamaLoraFsdpParams) -> Built:
     import peft
     import transformers
     from peft import LoraConfig, get_peft_model
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    p = LlamaLoraFsdpParams(**params)
-    seed_all(p.seed)
     t0 = time.perf_counter()
     model, weights = build_base(ctx, p)
     ctx.synchronize()
@@ -124,16 +121,8 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     batches, data_source = token_batches(
         ctx, cfg.vocab_size, p.micro_batch, p.seq_len, p.data_batches, p.data_path, p.seed
     )
-    ctx.synchronize()
-    init_s = time.perf_counter() - t0
     n_trainable = sum(x.numel() for x in trainable)  # DTensors: numel is the global size
     n_total = sum(x.numel() for x in model.parameters()) - n_trainable  # the base model
-    ctx.log(
-        f"llama: {n_total / 1e9:.3f}B base params ({n_trainable / 1e6:.2f}M LoRA), "
-        f"{p.micro_batch} x {p.seq_len} tokens per rank, checkpointing "
-        f"{'on' if p.gradient_checkpointing else 'off'}, compile {'on' if p.compile else 'off'}, "
-        f"init {init_s:.1f} s (model build {build_s:.1f} s)"
-    )
 
     def step(batch: torch.Tensor) -> torch.Tensor:
         loss = model(input_ids=batch, labels=batch, use_cache=False).loss
@@ -142,7 +131,6 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         opt.zero_grad(set_to_none=True)
         return loss.detach()
 
-    m = measure(ctx, step, batches, p.warmup_steps, p.steps, p.min_window_s)
     tokens = p.micro_batch * p.seq_len * ctx.world_size
     shape = (
         cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size,
@@ -152,9 +140,19 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         *shape, cfg.vocab_size, p.seq_len, p.lora_r, list(p.lora_targets)
     )
     hw_per_token = fl["model"] + (fl["recompute"] if p.gradient_checkpointing else 0)
-    m.extra.update(
-        {
-            "params": asdict(p),
+
+    def finish(metrics: dict[str, Any], data: dict[str, Any]) -> None:
+        mfu = data["mfu"]
+        data["hfu"] = mfu * hw_per_token / fl["model"] if mfu is not None else None
+
+    return Built(
+        step=step,
+        batches=batches,
+        work="tokens",
+        work_per_step=tokens,
+        flops_per_step=fl["model"] * tokens,
+        precision="bf16",
+        facts={
             "model": "LlamaForCausalLM + peft LoRA",
             "weights": weights,
             "data": data_source,
@@ -181,15 +179,19 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
             ),
             "optimizer": f"AdamW lr {p.lr} on the LoRA parameters",
             "build_s": build_s,
-            "init_s": init_s,
             "tokens_per_step": tokens,
             "flops_per_token": fl["model"],
             "flops_formula": fl["formula"],
             "recompute_flops_per_token": fl["recompute"] if p.gradient_checkpointing else 0,
             "transformers": transformers.__version__,
             "peft": peft.__version__,
-        }
+        },
+        describe=f"llama: {n_total / 1e9:.3f}B base params ({n_trainable / 1e6:.2f}M LoRA), "
+        f"{p.micro_batch} x {p.seq_len} tokens per rank, checkpointing "
+        f"{'on' if p.gradient_checkpointing else 'off'}, compile {'on' if p.compile else 'off'}, "
+        f"model build {build_s:.1f} s",
+        finish=finish,
     )
-    metrics, data = summarize(ctx, m, "tokens", tokens, fl["model"] * tokens, "bf16")
-    data["hfu"] = data["mfu"] * hw_per_token / fl["model"] if data["mfu"] is not None else None
-    return {"metrics": metrics, "data": data}
+
+
+run = runner(LlamaLoraFsdpParams, build)

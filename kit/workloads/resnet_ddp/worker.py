@@ -12,15 +12,11 @@ images before the run (what autograd executes: no input gradient for the first c
 
 from __future__ import annotations
 
-import time
-from dataclasses import asdict
-from typing import Any
-
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from kit.worker.common import Context
-from kit.worker.training import measure, seed_all, summarize
+from kit.worker.training import Built, runner
 from kit.workloads.resnet_ddp.params import ResnetDdpParams
 
 
@@ -48,12 +44,9 @@ def count_flops_per_image(
     return counter.get_total_flops() / 2
 
 
-def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+def build(ctx: Context, p: ResnetDdpParams) -> Built:
     import torchvision
 
-    p = ResnetDdpParams(**params)
-    seed_all(p.seed)
-    t0 = time.perf_counter()
     if ctx.is_cuda:
         torch.backends.cudnn.benchmark = True
     memory_format = torch.channels_last if p.channels_last else torch.contiguous_format
@@ -78,8 +71,6 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
             0, p.num_classes, (p.batch_per_gpu,), device=ctx.device, generator=gen
         )
         batches.append((images.contiguous(memory_format=memory_format), labels))
-    ctx.synchronize()
-    init_s = time.perf_counter() - t0
     bf16 = p.precision == "bf16"
 
     def step(batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
@@ -91,32 +82,34 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         opt.zero_grad(set_to_none=True)
         return loss.detach()
 
-    ctx.log(
-        f"{p.arch}: {sum(x.numel() for x in model.parameters()) / 1e6:.1f}M params, "
-        f"{p.batch_per_gpu} x {p.image_size}px images per rank, {p.precision}, "
-        f"{'channels_last' if p.channels_last else 'NCHW'}, init {init_s:.1f} s"
-    )
-    m = measure(ctx, step, batches, p.warmup_steps, p.steps, p.min_window_s)
     images = p.batch_per_gpu * ctx.world_size
-    m.extra.update(
-        {
-            "params": asdict(p),
+    n_params = sum(x.numel() for x in model.parameters())
+    return Built(
+        step=step,
+        batches=batches,
+        work="images",
+        work_per_step=images,
+        flops_per_step=flops_per_image * images,
+        precision="bf16" if bf16 else "fp32",
+        facts={
             "model": f"torchvision.models.{p.arch}",
             "weights": "random (from torchvision's architecture)",
             "data": "synthetic (normal random images, uniform random labels)",
-            "param_count": sum(x.numel() for x in model.parameters()),
+            "param_count": n_params,
             "parallelism": "DistributedDataParallel (gradient_as_bucket_view)",
             "optimizer": f"SGD lr {p.lr} momentum {p.momentum} weight decay {p.weight_decay}",
             "cudnn_benchmark": torch.backends.cudnn.benchmark,
-            "init_s": init_s,
             "flops_per_image": flops_per_image,
             "flops_formula": (
                 "torch.utils.flop_counter.FlopCounterMode over one forward + backward "
                 "(conv and matmul FLOPs), per image"
             ),
             "torchvision": torchvision.__version__,
-        }
+        },
+        describe=f"{p.arch}: {n_params / 1e6:.1f}M params, {p.batch_per_gpu} x "
+        f"{p.image_size}px images per rank, {p.precision}, "
+        f"{'channels_last' if p.channels_last else 'NCHW'}",
     )
-    precision = "bf16" if bf16 else "fp32"
-    metrics, data = summarize(ctx, m, "images", images, flops_per_image * images, precision)
-    return {"metrics": metrics, "data": data}
+
+
+run = runner(ResnetDdpParams, build)
