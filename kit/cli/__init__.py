@@ -279,8 +279,15 @@ def compare(
         ),
     ] = None,
     price_per_gpu_hour: Annotated[
-        float | None,
-        typer.Option(help="Price of one GPU for one hour (> 0, < 1000): adds cost per 1M units."),
+        str | None,
+        typer.Option(
+            help="Price of one GPU for one hour with its currency (3.50USD; > 0, < 1000): adds "
+            "cost per 1M units."
+        ),
+    ] = None,
+    price_source: Annotated[
+        str | None,
+        typer.Option(help="Where the price comes from (a quote, a list price and its date)."),
     ] = None,
     allowed_signers: Annotated[
         Path | None,
@@ -301,15 +308,15 @@ def compare(
     given per GPU with the scaling efficiency. Writes compare.html, compare.pdf and
     compare.json. Bundles from different environments are compared, and the first page says so.
 
-    Example: kit compare reports/examples/h200x2-fsdp-llama reports/examples/h200x4-fsdp-llama --label 2=vendor-x --price-per-gpu-hour 3.5
+    Example: kit compare reports/examples/h200x2-fsdp-llama reports/examples/h200x4-fsdp-llama --label 2=vendor-x --price-per-gpu-hour 3.50USD
     """
     from kit.intake import check_signer_options
     from kit.report.compare import check_price, parse_labels, write_comparison
 
-    check_price(price_per_gpu_hour)
+    price = check_price(price_per_gpu_hour, price_source)
     check_signer_options(allowed_signers, allow_unsigned)
     labels = parse_labels(label, bundles)
-    paths = write_comparison(bundles, baseline, out, labels, price_per_gpu_hour, allowed_signers,
+    paths = write_comparison(bundles, baseline, out, labels, price, allowed_signers,
                              allow_unsigned)  # fmt: skip
     for path in paths:
         print(path)

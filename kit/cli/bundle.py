@@ -21,10 +21,15 @@ def _warn(line: str) -> None:
 def report(
     bundle: Annotated[Path, typer.Argument(help="A bundle directory.")],
     price_per_gpu_hour: Annotated[
-        float | None,
+        str | None,
         typer.Option(
-            help="Price of one GPU for one hour (> 0, < 1000): adds cost per 1M units of work."
+            help="Price of one GPU for one hour with its currency (3.50USD; > 0, < 1000): adds "
+            "cost per 1M units of work."
         ),
+    ] = None,
+    price_source: Annotated[
+        str | None,
+        typer.Option(help="Where the price comes from (a quote, a list price and its date)."),
     ] = None,
 ) -> None:
     """Re-render a bundle's report from its files; re-seal the report files and nothing else.
@@ -33,14 +38,14 @@ def report(
     extra file, a link), when a file every bundle holds is missing, and for a signed bundle (a
     new report would void the signature: so there is no --allowed-signers here).
 
-    Example: kit report reports/allreduce-20261121-120000 --price-per-gpu-hour 3.5
+    Example: kit report reports/allreduce-20261121-120000 --price-per-gpu-hour 3.50USD --price-source "vendor quote, 2026-11"
     """
     from kit.bundle import Bundle, reseal_report
     from kit.intake import check_complete
     from kit.report.compare import check_price
     from kit.report.render import render_bundle
 
-    price = check_price(price_per_gpu_hour)
+    price = check_price(price_per_gpu_hour, price_source)
     b = Bundle.load(bundle)
     check_complete(b.path)
     print(reseal_report(b.path, lambda: render_bundle(b, price_per_gpu_hour=price)))

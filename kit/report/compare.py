@@ -25,6 +25,7 @@ from kit.bundle import MANIFEST, now_iso, sha256_file
 from kit.envdiff import VERSION_KEYS
 from kit.errors import InputError
 from kit.facts.efficiency import cost_per_million, per_gpu, scaling_efficiency
+from kit.facts.price import Price, parse_price
 from kit.report import analysis
 from kit.report.compare_figures import headline_figures, sweep_figures
 from kit.report.machines import (
@@ -113,10 +114,11 @@ def _samples(m: Machine) -> dict[tuple[str, str, str], tuple[analysis.MetricRow,
 
 
 def workload_rows(
-    machines: list[Machine], base: int, price_per_gpu_hour: float | None = None
+    machines: list[Machine], base: int, price_per_gpu_hour: Price | float | None = None
 ) -> list[MetricRow]:
     """Each benchmark, variant and metric: per machine median, interval, n, ratio to baseline;
     for rates also per GPU, the scaling efficiency and the cost; sharding named for memory."""
+    price = parse_price(price_per_gpu_hour)
     per = [_samples(m) for m in machines]
     headline = {(b.name, b.kind): analysis.verdict_metric(b) for m in machines for b in m.benches}
     kinds = {b.name: b.kind for m in machines for b in m.benches}
@@ -156,9 +158,9 @@ def workload_rows(
             }
             if row.rate and summary and gpus:
                 cell["per_gpu"] = _per_gpu_summary(summary, gpus)
-                if price_per_gpu_hour is not None and summary["median"] > 0:
+                if price is not None and summary["median"] > 0:
                     cell["cost_per_million"] = cost_per_million(
-                        summary["median"], gpus, price_per_gpu_hour
+                        summary["median"], gpus, price.amount
                     )
             if i != base and values and base_values:
                 try:
@@ -257,14 +259,15 @@ def p2p_effects(machines: list[Machine]) -> list[dict[str, Any]]:
 def comparison(
     machines: list[Machine],
     base: int,
-    price_per_gpu_hour: float | None = None,
+    price_per_gpu_hour: Price | float | None = None,
     allowed_signers: Path | None = None,
 ) -> dict[str, Any]:
     """Everything the page shows, as plain data (also written as compare.json).
 
     Each machine's signature is checked (kit.signature): who signed it with `allowed_signers`,
     else only that the signature matches the manifest."""
-    rows = workload_rows(machines, base, price_per_gpu_hour)
+    price = parse_price(price_per_gpu_hour)
+    rows = workload_rows(machines, base, price)
     warnings = warnings_for(machines, base)
     for w in warnings:
         if w["level"] == "scale":
@@ -272,7 +275,9 @@ def comparison(
     return {
         "created_at": now_iso(),
         "baseline": base + 1,
-        "price_per_gpu_hour": price_per_gpu_hour,
+        "price_per_gpu_hour": price.amount if price else None,
+        "price": price.to_dict() if price else None,
+        "price_words": price.words if price else "",
         "machines": [
             {
                 "index": m.index,
@@ -325,19 +330,10 @@ def render_html(data: dict[str, Any], figures: list[Figure]) -> str:
     return jinja_env().get_template(TEMPLATE).render(c=data, figures=figures)
 
 
-MAX_PRICE = 1000.0
-
-
-def check_price(price: float | None) -> float | None:
-    """A price per GPU-hour is > 0 and < 1000 (a currency unit per hour); one-line error else."""
-    if price is None:
-        return None
-    if not 0 < price < MAX_PRICE:
-        raise InputError(
-            f"--price-per-gpu-hour {price:g}: must be more than 0 and less than {MAX_PRICE:g} "
-            "(price of one GPU for one hour)"
-        )
-    return float(price)
+def check_price(price: str | float | Price | None, source: str | None = None) -> Price | None:
+    """The price per GPU-hour with its currency and source (kit.facts.price); one-line error
+    for anything else."""
+    return parse_price(price, source)
 
 
 def write_comparison(
@@ -345,16 +341,17 @@ def write_comparison(
     baseline: str | int | None = None,
     out: Path | None = None,
     labels: dict[int, str] | None = None,
-    price_per_gpu_hour: float | None = None,
+    price_per_gpu_hour: str | float | Price | None = None,
     allowed_signers: Path | None = None,
     allow_unsigned: bool = False,
+    price_source: str | None = None,
 ) -> list[Path]:
     """Write compare.html, compare.pdf and compare.json into `out`; returns their paths.
 
     labels: {0-based position: text} (parse_labels reads `--label 2=vendor-x`). With
     `allowed_signers`, every bundle must be signed by a listed signer (unsigned ones too when
     `allow_unsigned`), else nothing is written."""
-    price = check_price(price_per_gpu_hour)
+    price = check_price(price_per_gpu_hour, price_source)
     machines = load_machines(paths, labels, allowed_signers, allow_unsigned)
     base = pick_baseline(baseline, machines)
     out = out or Path("reports") / f"compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}"

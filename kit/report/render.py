@@ -22,6 +22,7 @@ from markupsafe import Markup
 from kit import __version__
 from kit.bundle import Bundle
 from kit.errors import KitError
+from kit.facts.price import Price, parse_price
 from kit.inventory import summary_line
 from kit.model import BundleData, load_bundle
 from kit.refs.store import standing
@@ -288,7 +289,7 @@ def ran_lines(benches: list[analysis.Benchmark], smoke: bool) -> list[str]:
     return [f"{b.label}: {analysis.ran_line(b, smoke)}" for b in benches]
 
 
-def context(bundle: Bundle, price_per_gpu_hour: float | None = None) -> dict[str, Any]:
+def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> dict[str, Any]:
     data = load(bundle)
     results = data.results.dump(as_written=True)
     recipe = data.recipe.model_dump(mode="json")
@@ -316,6 +317,7 @@ def context(bundle: Bundle, price_per_gpu_hour: float | None = None) -> dict[str
         "silicon": silicon,
         "summaries": summaries,
         "price_per_gpu_hour": price_per_gpu_hour,
+        "price": parse_price(price_per_gpu_hour),
         # shipped references only: a sealed report reads the same on every machine
         "standing": [] if smoke else standing(bundle.path, headline_only=True, include_user=False),
         "ran": ran_lines(benches, smoke),
@@ -402,10 +404,11 @@ def write_pdf(html: str, out: Path | io.BytesIO, fetcher: Any = None) -> Any:
     return fetcher
 
 
-def render_bundle(bundle: Bundle, price_per_gpu_hour: float | None = None) -> Path:
+def render_bundle(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> Path:
     """Write report.html and report.pdf into the bundle; returns the HTML's path.
 
-    `price_per_gpu_hour` (any currency) adds the cost of 1M units of work to page 1.
+    `price_per_gpu_hour` (kit.facts.price: amount, currency, source) adds the cost of 1M units
+    of work to page 1, in that currency.
     Raises PdfNotWritten (after report.html is written) where WeasyPrint cannot run here."""
     ctx = context(bundle, price_per_gpu_hour)
     out = bundle.path / files.REPORT_HTML

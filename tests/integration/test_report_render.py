@@ -18,6 +18,7 @@ import pytest
 from pypdf import PdfReader
 
 from kit.bundle import Bundle, verify_manifest, write_manifest
+from kit.facts.price import parse_price
 from kit.report.render import offline_fetcher, render_bundle, write_pdf
 from tests.conftest import needs_pdf, run_kit
 
@@ -213,9 +214,14 @@ def test_llama_first_page_is_the_buyers_summary(tmp_path):
 def test_a_price_adds_cost_per_million(tmp_path):
     b = tmp_path / "llama"
     shutil.copytree(LLAMA, b)
-    render_bundle(Bundle.load(b), price_per_gpu_hour=2.5)
+    render_bundle(Bundle.load(b), price_per_gpu_hour=parse_price("2.50USD", "list price, 2026"))
     html = (b / "report.html").read_text()
-    assert "cost per 1M" in html and "at 2.5 per GPU-hour" in html
+    assert "cost per 1M (USD)" in html
+    assert "at 2.5 USD per GPU-hour, source: list price, 2026" in html
+    render_bundle(Bundle.load(b), price_per_gpu_hour=2.5)  # a bare number: said to lack both
+    html = (b / "report.html").read_text()
+    assert "cost per 1M (currency units)" in html and "(currency not given)" in html
+    assert "source: not given (--price-source)" in html
 
 
 def test_method_page_defines_the_headline_as_the_median_step_time(once):

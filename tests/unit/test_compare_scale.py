@@ -125,9 +125,22 @@ def test_cost_per_million_units_at_a_given_price(pair):
     assert "cost_per_million" not in headline(comparison(load_machines(list(pair)), 0))["cells"][0]
 
 
-@pytest.mark.parametrize("price", [0, -1, 1000, 5000])
+@pytest.mark.parametrize(
+    ("text", "amount", "currency"),
+    [("3.50USD", 3.5, "USD"), ("USD 3.5", 3.5, "USD"), ("$3.5", 3.5, "USD"),
+     ("2.9 eur", 2.9, "EUR"), ("4", 4.0, None)],
+)  # fmt: skip
+def test_a_price_names_its_currency_and_source(pair, text, amount, currency):
+    price = check_price(text, " vendor quote ")
+    assert (price.amount, price.currency, price.source) == (amount, currency, "vendor quote")
+    data = comparison(load_machines(list(pair)), 0, price_per_gpu_hour=price)
+    assert data["price"]["currency"] == currency and data["price_per_gpu_hour"] == amount
+    assert ("currency not given" in data["price_words"]) == (currency is None)
+
+
+@pytest.mark.parametrize("price", [0, -1, 1000, 5000, "USD3.5EUR", "3.5 dollars"])
 def test_price_out_of_bounds_is_refused(price):
-    with pytest.raises(InputError, match="more than 0 and less than 1000"):
+    with pytest.raises(InputError, match=r"more than 0 and less than 1000|such as 3\.50USD"):
         check_price(price)
 
 

@@ -20,6 +20,7 @@ from kit.facts.efficiency import (
     link_share,
     mfu_basis,
 )
+from kit.facts.price import Price, parse_price
 from kit.facts.window import POWER_CAP_REASON, WindowFacts, window_facts
 from kit.refs.published import for_kind, place, run_conditions
 from kit.report.analysis.model import Benchmark, VariantBlock
@@ -223,7 +224,7 @@ def summarize_bench(
     bench: Benchmark,
     hardware: dict[str, Any],
     ran: str,
-    price_per_gpu_hour: float | None = None,
+    price_per_gpu_hour: Price | float | None = None,
     smoke: bool = False,
 ) -> BenchSummary:
     metric = verdict_metric(bench)
@@ -258,8 +259,9 @@ def summarize_bench(
         elif s is not None:
             if row.per_gpu and gpus and all(r.get("device") != "cpu" for r in v.ok):
                 vs.per_gpu = s.median / gpus
-                if price_per_gpu_hour is not None and s.median > 0:
-                    vs.cost_per_million = cost_per_million(s.median, gpus, price_per_gpu_hour)
+                price = parse_price(price_per_gpu_hour)
+                if price is not None and s.median > 0:
+                    vs.cost_per_million = cost_per_million(s.median, gpus, price.amount)
             if not smoke:
                 _energy(vs, v.ok, hardware)
                 basis = [b for r in v.ok if (b := mfu_basis(r))]
