@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from kit import inventory
+from kit import inventory, terminal
 from kit.errors import InputError
 
 WIDTH = 80  # the text is laid out for this width, whatever the terminal says
@@ -311,5 +311,5 @@ def inspect_command(
         out = console.file if console else sys.stdout
         out.write(json.dumps(inv, indent=2) + "\n")
         return 0
-    render(inv, console or Console())
+    render(inv, console or terminal.console(stderr=False))
     return 0

@@ -2,20 +2,26 @@
 
 A bundle, a recipe or a label is written by someone else. A file name or a manifest line that
 holds ESC, CR or an OSC sequence could move the cursor, erase the real error and print "OK" in
-its place, or set the window title; a bidi override (U+202E) reorders what a reader sees. So
-`kit` writes through `SafeStream` (installed on stdout and stderr by kit.cli.main): every
-control character but newline and tab, every C1 control and every bidi or invisible format
-character is written as an escape (`\\x1b`, `\\r`, `\\u202e`). The one sequence let through is
-SGR (`ESC [ ... m`, colour), which rich writes for the kit's own coloured lines on a terminal;
-strings from a bundle are escaped with `escape()` where they are formatted, so they never hold
-one by then. `escape()` also escapes newline and tab: a name is one line.
+its place, set the window title, or hide text (SGR conceal); a bidi override (U+202E) reorders
+what a reader sees. So `kit` writes through `SafeStream` (installed on stdout and stderr by
+kit.cli.main): every control character but newline and tab, every C1 control and every bidi or
+invisible format character is written as an escape (`\\x1b`, `\\r`, `\\u202e`), ESC included.
+
+The kit's own colours come from rich, through `console()`: a rich Console that escapes the text
+of everything it renders (markup, tables, any string) the same way, then adds its own styles and
+writes to the stream beneath SafeStream. `escape()` also escapes newline and tab: a name is one
+line.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterable
 from typing import Any, TextIO
+
+from rich.console import Console
+from rich.segment import Segment
 
 # C0 but newline and tab, DEL, C1; bidi marks, embeddings, overrides and isolates; zero-width
 # and other invisible format characters; line and paragraph separators
@@ -23,7 +29,7 @@ _UNSAFE = (
     "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb"
     "\ud800-\udfff"  # lone surrogates: undecodable bytes of a file name (os.fsdecode)
 )
-_STREAM = re.compile(rf"\x1b\[[0-9;]{{0,32}}m|[{_UNSAFE}]")
+_STREAM = re.compile(rf"[{_UNSAFE}]")
 _ANY = re.compile(rf"[{_UNSAFE}\n\t]")
 
 
@@ -39,14 +45,9 @@ def escape(text: object) -> str:
     return _ANY.sub(lambda m: _code(m.group()), str(text))
 
 
-def _stream_sub(m: re.Match[str]) -> str:
-    s = m.group()
-    return s if len(s) > 1 else _code(s)
-
-
 def escape_stream(text: str) -> str:
-    """`text` as SafeStream writes it: newlines, tabs and SGR colour kept, the rest escaped."""
-    return _STREAM.sub(_stream_sub, text)
+    """`text` as SafeStream writes it: newlines and tabs kept, every other control escaped."""
+    return _STREAM.sub(lambda m: _code(m.group()), text)
 
 
 class SafeStream:
@@ -58,6 +59,11 @@ class SafeStream:
 
     def __init__(self, inner: TextIO) -> None:
         self._inner = inner
+
+    @property
+    def inner(self) -> TextIO:
+        """The stream beneath: only `console()` writes to it, after escaping its text."""
+        return self._inner
 
     def write(self, text: str) -> int:
         self._inner.write(escape_stream(text))
@@ -101,3 +107,44 @@ def install() -> None:
         stream = getattr(sys, name)
         if stream is not None and not isinstance(stream, SafeStream):
             setattr(sys, name, SafeStream(stream))
+
+
+class _Beneath:
+    """The stream beneath SafeStream (sys.stdout or sys.stderr, looked up at each write)."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+
+    def _stream(self) -> TextIO:
+        stream = sys.stderr if self._stderr else sys.stdout
+        return stream.inner if isinstance(stream, SafeStream) else stream
+
+    def write(self, text: str) -> int:
+        return self._stream().write(text)
+
+    def flush(self) -> None:
+        self._stream().flush()
+
+    def isatty(self) -> bool:
+        return self._stream().isatty()
+
+    def fileno(self) -> int:
+        return self._stream().fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self._stream(), "encoding", None) or "utf-8"
+
+
+class _SafeConsole(Console):
+    """A rich Console that escapes the text of every segment it renders (escape_stream) before
+    it adds its own styles: the colours are the kit's, the text can hold no control sequence."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        safe = (s if s.control else Segment(escape_stream(s.text), s.style) for s in buffer)
+        return super()._render_buffer(safe)
+
+
+def console(stderr: bool = True, **options: Any) -> Console:
+    """The kit's rich console: coloured on a terminal, every rendered text escaped."""
+    return _SafeConsole(file=_Beneath(stderr), **options)  # type: ignore[arg-type]

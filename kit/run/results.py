@@ -12,8 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
+from kit import terminal
 from kit.bundle import Bundle
 from kit.errors import InputError
 from kit.model import RunResult, read_model
@@ -25,7 +24,7 @@ from kit.shared.p2p import p2p_off
 from kit.worker.common import RESULT_SCHEMA
 from kit.worker.nccl_log import parse_nccl_log, verdict
 
-console = Console(stderr=True, highlight=False, soft_wrap=True)
+console = terminal.console(highlight=False, soft_wrap=True)
 
 _EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
 

@@ -8,6 +8,7 @@ control character but newline and tab, and no bidi or invisible format character
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -17,9 +18,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.table import Table
 
 from kit.bundle import MANIFEST, write_manifest
-from kit.terminal import escape, escape_stream
+from kit.terminal import SafeStream, console, escape, escape_stream
 from tests.conftest import ROOT
 
 FIXTURE = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"
@@ -60,9 +62,22 @@ def hostile(tmp_path: Path) -> Path:
 
 def test_escape_and_the_stream_filter():
     assert escape("a\x1b[2K\rb\u202ec\n") == "a\\x1b[2K\\rb\\u202ec\\n"
-    assert escape_stream("ok\x1b[31mred\x1b[0m\n") == "ok\x1b[31mred\x1b[0m\n"  # kit's colours
+    assert escape_stream("ok\x1b[8mhidden\n") == "ok\\x1b[8mhidden\n"  # SGR too (conceal)
     assert escape_stream("\x1b]0;t\x07\x1b[2K\r\x9b") == "\\x1b]0;t\\x07\\x1b[2K\\r\\x9b"
     assert escape_stream("name\udcff") == "name\\udcff"  # an undecodable byte of a file name
+
+
+def test_the_kits_console_keeps_its_colours_and_escapes_the_text(monkeypatch):
+    """rich writes the kit's own styles beneath SafeStream; what it renders is escaped first."""
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", SafeStream(out))
+    con = console(force_terminal=True, color_system="standard", highlight=False)
+    con.print(f"[red]kit: {HOSTILE}[/]", markup=True)
+    con.print(Table("name"), HOSTILE)
+    text = out.getvalue()
+    assert "\x1b[31m" in text  # the kit's red
+    assert UNSAFE.search(re.sub(r"\x1b\[[0-9;]*m", "", text)) is None, text  # rich's styles only
+    assert "\\x1b]0;owned" in text  # escaped (rich drops the BEL itself)
 
 
 def test_verify_of_a_hostile_manifest_entry(tmp_path):

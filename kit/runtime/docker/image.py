@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kit import terminal
 from kit.bundle import sha256_file
 from kit.errors import InputError, KitError
 from kit.runtime.docker.client import docker_client
@@ -252,10 +253,8 @@ def _build_failed(env: Environment, tag: str, err: str, log: list[str]) -> Build
 
 
 def console() -> Any:
-    """The terminal (stderr) through rich, as the rest of the driver prints."""
-    from rich.console import Console
-
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    """The terminal (stderr) through rich, as the rest of the driver prints (kit.terminal)."""
+    return terminal.console(highlight=False, soft_wrap=True)
 
 
 def _terminal_echo() -> Callable[[str], None]:

@@ -17,8 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
+from kit import terminal
 from kit.bundle import Bundle, write_json
 from kit.errors import InputError, KitError
 from kit.model import Results, load_bundle
@@ -29,7 +28,7 @@ from kit.runtime.base import RunOutcome, tail
 from kit.runtime.slurm.script import TIMEOUT_EXIT, Job, SlurmOptions, make_job, render_script
 from kit.safeio import write_text
 
-console = Console(stderr=True, highlight=False)
+console = terminal.console(highlight=False)
 
 
 def write_bundle(job: Job) -> Path:
