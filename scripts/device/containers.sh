@@ -84,15 +84,22 @@ PY
 }
 
 import_base() {
+  if [ "${REIMPORT:-0}" = 1 ]; then
+    python3 -c "import docker; c = docker.from_env(); [c.images.remove(t, force=True) for t in ('$BASE',) if c.images.list(name=t)]"
+  fi
   if python3 -c "import docker; docker.from_env().images.get('$BASE')" 2>/dev/null; then
     log "base image $BASE: already there"; return 0
   fi
   log "importing / (usr, opt/torch, etc; not the driver folder) as $BASE"
   local t0=$SECONDS
-  # --sort=name and numeric owners: the same files give the same layer on another machine
-  tar --sort=name --numeric-owner -C / -cf - --exclude=usr/local/nvidia \
+  # The same files must give the same layer on another machine: names sorted, owners numeric,
+  # one mtime, and nothing a running machine writes (Python's byte code caches, the host's
+  # identity files, ssh host keys)
+  tar --sort=name --numeric-owner --mtime=@0 -C / -cf - \
+      --exclude=usr/local/nvidia --exclude=__pycache__ --exclude='*.pyc' \
       --exclude=etc/hostname --exclude=etc/hosts --exclude=etc/resolv.conf \
-      --exclude=etc/machine-id --exclude=etc/mtab bin sbin lib lib64 usr opt/torch etc \
+      --exclude=etc/machine-id --exclude=etc/mtab --exclude=etc/ssh \
+      bin sbin lib lib64 usr opt/torch etc \
       2>"$OUT/import-tar.log" | python3 -c "
 import sys, docker
 api = docker.from_env(timeout=1800).api

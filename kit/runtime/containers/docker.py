@@ -206,6 +206,10 @@ class DockerContainer:
             # would share the host's); all ranks share it since they run in this one container.
             "shm_size": self.shm_size,
             "ulimits": ulimits(device),
+            # a private, writable /tmp (HOME too): an image may have none (`docker import` of a
+            # machine's software), and torchrun then makes its scratch folders in the working
+            # directory, the run directory, which the bundle's manifest must not find changed
+            "tmpfs": {"/tmp": "rw,exec,mode=1777"},
             # an init process forwards SIGTERM to torchrun and reaps the ranks
             "init": True,
             "detach": True,
