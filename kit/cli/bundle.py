@@ -180,9 +180,12 @@ def accept(
 
     Example: kit accept reports/examples/h200x2-allreduce --against azure-ndh200v5-allreduce-floor --json accept.json
     """
+    from kit.intake import refuse_writing_inside
     from kit.refs.accept import accept as accept_bundle
     from kit.worker.common import dumps
 
+    if json_out is not None and str(json_out) != "-":
+        refuse_writing_inside(json_out, [bundle, Path(against)], "--json")
     doc = accept_bundle(bundle, against, tolerance or [], metric, variant)
     if json_out is not None and str(json_out) == "-":
         sys.stdout.write(dumps(doc))

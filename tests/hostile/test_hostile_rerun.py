@@ -1,4 +1,5 @@
-"""A rerun of someone else's bundle opens no path the bundle names and writes nothing into it.
+"""A rerun of someone else's bundle opens no path the bundle names, and no command writes into a
+bundle it reads (a rerun's --out, kit accept's --json).
 
 The sender edits a Llama bundle's recipe so that its params name `model_path: /etc` or a
 `data_path` holding a pickle, and reseals it; a rerun must refuse each before any run, with one
@@ -78,4 +79,14 @@ def test_a_rerun_never_writes_inside_its_source(tmp_path, where):
     assert verify_manifest(b).ok
     inside = run_kit("reproduce", ".", cwd=b, timeout=120)  # the default --out: ./reports
     assert inside.returncode == 2 and "inside the bundle" in inside.stderr
+    assert verify_manifest(b).ok
+
+
+@pytest.mark.parametrize("where", ["x.json", "logs/y.json", "runs/z.json"])
+def test_accept_never_writes_its_json_inside_a_bundle_it_reads(tmp_path, where):
+    b = tmp_path / "b"
+    shutil.copytree(SMOKE, b)
+    proc = run_kit("accept", str(b), "--against", "1GB/s", "--json", str(b / where))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "inside the bundle" in proc.stderr and not (b / where).exists()
     assert verify_manifest(b).ok
