@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kit.intake import check_signer_options
+from kit.intake import check_signer_options, receive
 from kit.refs import published, store
 
 refs_app = typer.Typer(
@@ -69,6 +69,7 @@ def standing_cmd(bundle: Annotated[Path, typer.Argument(help="A bundle directory
 
     Example: kit refs standing reports/fsdp-llama-20261121-130936
     """
+    receive(bundle, "place only an untouched bundle")  # sealed and complete (kit.intake)
     rows = store.standing(bundle)
     if not rows:
         typer.echo("no known machine ran these workloads with the same parameters")

@@ -86,6 +86,7 @@ def test_every_command_refuses_it_in_one_line(tmp_path, case):
         "reproduce": ["reproduce", str(b), "--out", str(tmp_path / "r")],
         "refs add": ["refs", "add", str(b)],
         "accept": ["accept", str(b), "--against", "0.01GB/s"],
+        "refs standing": ["refs", "standing", str(b)],
     }
     for command, args in commands.items():
         proc = run_kit(*args, timeout=120, env=env)
