@@ -88,13 +88,17 @@ class Summary:
             if lo != hi or self.ci_low == self.ci_high:
                 break
             lo, hi = _num(self.ci_low, digits), _num(self.ci_high, digits)
-        label = self.label
-        if self.centre and self.centre_value is not None and self.ci_kind != "range":
-            of = f"{self.centre} {_num(self.centre_value)}"
-            label = label.replace("t-interval", f"t-interval of the {of}", 1).replace(
-                "bootstrap CI", f"bootstrap CI of the {of}", 1
-            )
-        return f"{label}: {lo} to {hi}{unit}"
+        return f"{self.centred_label(with_value=True)}: {lo} to {hi}{unit}"
+
+    def centred_label(self, with_value: bool = False) -> str:
+        """The label with the centre the interval belongs to ("95% t-interval of the geometric
+        mean, n=3"; with its value: "... geometric mean 13,992, n=3")."""
+        if not self.centre or self.centre_value is None or self.ci_kind == "range":
+            return self.label
+        of = f"{self.centre} {_num(self.centre_value)}" if with_value else self.centre
+        return self.label.replace("t-interval", f"t-interval of the {of}", 1).replace(
+            "bootstrap CI", f"bootstrap CI of the {of}", 1
+        )
 
 
 def _num(x: float, digits: int = 3) -> str:

@@ -8,6 +8,7 @@ Labels that come from a bundle (benchmark and variant names) are escaped for mat
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import re
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import matplotlib
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure  # not pyplot: no global figure registry, no GUI backend
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter, NullLocator
 
 RC = {
     "svg.fonttype": "none",
@@ -111,6 +112,33 @@ def _size_axis(ax: Any, sizes: list[int]) -> None:
     ax.set_xlabel("message size (bytes, log2 scale)")
 
 
+TIMING_WORDS = {
+    "cuda-graph": "CUDA graph",
+    "cuda-events": "CUDA events",
+    "host-clock": "host clock",
+}
+
+
+def _mark_timing(ax: Any, curves: dict[str, Any]) -> None:
+    """A dotted line where the timing rule changes from one size to the next (small sizes
+    replayed from a CUDA graph, larger ones timed with CUDA events), named on both sides: a step
+    in the curve there is the clock's, not the link's."""
+    per_size: dict[int, set[str]] = {}
+    for c in curves["curves"].values():
+        for size, point in (c or {}).items():
+            per_size.setdefault(size, set()).update(point.get("timing") or [])
+    sizes = [x for x in sorted(per_size) if per_size[x]]
+    for a, b in itertools.pairwise(sizes):
+        if per_size[a] != per_size[b]:
+            edge = math.sqrt(a * b)
+            ax.axvline(edge, color="#777", linewidth=0.8, linestyle=":")
+            left = "/".join(TIMING_WORDS.get(t, t) for t in sorted(per_size[a]))
+            right = "/".join(TIMING_WORDS.get(t, t) for t in sorted(per_size[b]))
+            ax.text(edge, 0.98, f"timed by {left} | {right}", transform=ax.get_xaxis_transform(),
+                    ha="center", va="top", fontsize=6.5, color="#555",
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})  # fmt: skip
+
+
 def _failed_note(ax: Any, curves: dict[str, Any]) -> None:
     """Say in the plot which variants have no line because none of their runs finished."""
     failed = [v for v, c in curves["curves"].items() if not c]
@@ -153,6 +181,7 @@ def _sweep_lines(ax: Any, curves: dict[str, Any], key: str, median_label: bool) 
             linewidth=0,
         )
     _size_axis(ax, curves["sizes"])
+    _mark_timing(ax, curves)
     _failed_note(ax, curves)
 
 
@@ -283,10 +312,15 @@ def step_traces(traces: list[dict[str, Any]], title: str, salt: str) -> str | No
             lo, hi = min(measured), max(measured)
             pad = (hi - lo) * 0.25 or hi * 0.05
             ax.set_ylim(max(0, lo - pad), hi + pad * 3)
-        ax.set_xlabel("step (line style: repeat)")
+        # the line styles named: one grey proxy line per repeat drawn
+        for rep in sorted({t["repeat"] for t in traces}):
+            ax.plot([], [], color="#555", linewidth=0.9, linestyle=styles[rep % len(styles)],
+                    label=f"repeat {rep}")  # fmt: skip
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
+        ax.set_xlabel("step (colour: variant; line style: repeat)")
         ax.set_ylabel("step time (s)")
         ax.set_title(text(title))
-        ax.legend(loc="upper right", frameon=False)
+        ax.legend(loc="upper right", frameon=False, ncol=2, fontsize=7)
         return to_svg(fig, salt)
 
 

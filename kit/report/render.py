@@ -157,7 +157,9 @@ def _bar_rows(bench: analysis.Benchmark, metric: str) -> list[dict[str, Any]]:
 def interval_labels(bench: analysis.Benchmark, metric: str) -> str:
     """What the bars' whiskers are, in the stats module's words ("range of 2 runs")."""
     rows = (bench.metrics.get(metric) or {}).values()
-    return "; ".join(sorted({r.summary.label for r in rows if r.summary and r.summary.label}))
+    return "; ".join(
+        sorted({r.summary.centred_label() for r in rows if r.summary and r.summary.label})
+    )
 
 
 def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
@@ -175,7 +177,21 @@ def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
                     Figure(
                         "busbw",
                         f"{bench.label}: bus bandwidth against "
-                        "message size (line: median over repeats; band: min to max of the repeats)",
+                        "message size (line: median over repeats; band: min to max of the repeats"
+                        + (
+                            "; dotted line: where the timing rule changes, so a step there is "
+                            "the clock's, not the link's)"
+                            if len(
+                                {
+                                    t
+                                    for c in view.curves["curves"].values()
+                                    for p in c.values()
+                                    for t in p.get("timing") or []
+                                }
+                            )
+                            > 1
+                            else ")"
+                        ),
                         svg,
                     )
                 )
@@ -232,8 +248,13 @@ def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
             Figure(
                 "telemetry",
                 f"{bench.label}: NVML telemetry during every finished run, every GPU; "
-                "the shaded spans between dashed lines are each run's timed window (where "
-                "the figures are measured), the rest is start-up and warm-up",
+                + (
+                    "the shaded spans between dashed lines are each run's timed window (where "
+                    "the figures are measured), the rest is start-up and warm-up"
+                    if any(x.get("window") for x in series)
+                    else "these runs recorded no timed window on telemetry's clock, so none is "
+                    "shaded: the whole run is drawn, start-up and warm-up included"
+                ),
                 svg,
             )
         )

@@ -217,7 +217,7 @@ def test_html_and_pdf_say_it_on_the_first_page(tmp_path):
     first = re.sub(r"\s+", " ", pages[0].extract_text())
     assert "DIFFERENT ENVIRONMENTS" in first and "torch 2.14.1+cu130 vs 2.11.0+cu130" in first
     assert "2x H200 NV18 [1]" in first and "2x H200 NV18 [2]" in first
-    assert "95% t-interval, n=5" in first  # the interval says what it is
+    assert "95% t-interval of the geometric mean, n=5" in first  # the interval says what it is
     assert "2.00x faster" in first and "no measurable difference" in first
     # the comparison never writes into a bundle
     with pytest.raises(InputError, match="inside a bundle"):
