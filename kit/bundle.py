@@ -44,7 +44,7 @@ from kit.model.loader import read_recipe
 from kit.recipe import Recipe
 from kit.safeio import check_folder, read_bytes, scan, write_bytes, write_text
 from kit.shared import files
-from kit.worker.common import dumps, now_iso
+from kit.shared.jsonio import dumps, now_iso
 
 MANIFEST = files.MANIFEST
 SIGNATURE = files.SIGNATURE
@@ -192,7 +192,7 @@ class Bundle:
 
 def write_json(path: Path, data: Any) -> None:
     """JSON into a bundle, created anew (kit.safeio.write_bytes), strict JSON: a NaN or infinity
-    is written as null (kit.worker.common.dumps, as the worker writes), never as `NaN`."""
+    is written as null (kit.shared.jsonio.dumps, as the worker writes), never as `NaN`."""
     write_bytes(path, dumps(data).encode("utf-8"))
 
 

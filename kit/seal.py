@@ -20,7 +20,7 @@ from kit.errors import InputError, KitError
 from kit.runtime.heartbeat import FILE as HEARTBEAT
 from kit.safeio import TMP_SUFFIX, scan
 from kit.shared import files
-from kit.worker.common import now_iso
+from kit.shared.jsonio import now_iso
 
 try:  # the report's libraries (matplotlib, jinja2) may be absent where only the runs happen
     from kit.report.render import PdfNotWritten, render_bundle

@@ -182,7 +182,7 @@ def accept(
     """
     from kit.intake import refuse_writing_inside
     from kit.refs.accept import accept as accept_bundle
-    from kit.worker.common import dumps
+    from kit.shared.jsonio import dumps
 
     if json_out is not None and str(json_out) != "-":
         refuse_writing_inside(json_out, [bundle, Path(against)], "--json")

@@ -1,7 +1,7 @@
 """Work per joule, per GPU, per dollar, and as a share of the datasheet peak.
 
 Pure functions over one run result (a results.json `runs` entry) and hardware.json. The peaks
-and link figures come from kit.worker.gpu_specs, the one table the worker's MFU also uses, so
+and link figures come from kit.shared.gpu_specs, the one table the worker's MFU also uses, so
 the report can name the exact peak, dtype and datasheet it divides by.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kit.facts.window import WindowFacts, window_facts, window_label
-from kit.worker.gpu_specs import pcie_gbs, peak_flops, spec_for
+from kit.shared.gpu_specs import pcie_gbs, peak_flops, spec_for
 
 KWH_J = 3.6e6
 

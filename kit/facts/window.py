@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kit.worker.telemetry import SLOWDOWN_MASK, decode_reasons
+from kit.shared.throttle import SLOWDOWN_MASK, decode_reasons
 
 POWER_LIMITED_WITHIN = 0.05
 """A sample is "at the cap" when its power is within 5% of the enforced power limit."""

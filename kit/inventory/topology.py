@@ -8,7 +8,7 @@ from itertools import combinations
 from typing import Any
 
 from kit.inventory.host import format_cpulist, mask_words_to_list
-from kit.worker.telemetry import decode_reasons  # NVML's throttle reason bits: one table
+from kit.shared.throttle import decode_reasons  # NVML's throttle reason bits: one table
 
 SCHEMA = 1
 

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from kit.shared import files
-from kit.worker.common import RESULT_SCHEMA, SPEC_SCHEMA
+from kit.shared.files import RESULT_SCHEMA, SPEC_SCHEMA
 
 BUNDLE_SCHEMA = 1
 """results.json `schema`: the newest this kit reads (kit.bundle writes the same number)."""

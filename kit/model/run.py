@@ -83,7 +83,7 @@ class Telemetry(Open):
 
 
 class NcclRecord(Open):
-    """What NCCL_DEBUG=INFO said about the transports (kit.worker.nccl_log), and the verdict."""
+    """What NCCL_DEBUG=INFO said about the transports (kit.shared.nccl_log), and the verdict."""
 
     version: str | None = None
     transports: dict[str, int] = Field(default_factory=dict)

@@ -40,9 +40,9 @@ from kit.report.machines import (
 )
 from kit.report.render import Figure, jinja_env, write_pdf
 from kit.shared import metrics as catalog
+from kit.shared.jsonio import dumps
 from kit.signature import signature_status
 from kit.stats import Ratio, StatsError, summarize, unpaired_ratio
-from kit.worker.common import dumps
 
 __all__ = [
     "comparison",

@@ -13,7 +13,7 @@ from typing import Any
 from kit.recipe import Recipe, Variant
 from kit.runtime.base import SAFE_ENV
 from kit.shared import files
-from kit.worker.common import SPEC_SCHEMA
+from kit.shared.files import SPEC_SCHEMA
 
 # NCCL_DEBUG=INFO makes NCCL name the transport of every channel (P2P, SHM, NET): the report's
 # proof that a variant did what it claims. PCI bus order makes CUDA's GPU numbers match NVML's

@@ -14,7 +14,7 @@ from typing import Any
 from kit.errors import KitError
 from kit.recipe import Recipe
 from kit.shared.p2p import p2p_off
-from kit.worker.telemetry import SLOWDOWN_MASK, decode_reasons
+from kit.shared.throttle import SLOWDOWN_MASK, decode_reasons
 
 CHECKS = (
     "gpu-count",

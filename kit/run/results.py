@@ -20,9 +20,9 @@ from kit.run.plan import RunSpec
 from kit.runtime.base import RunOutcome, tail
 from kit.seal import seal_bundle
 from kit.shared import files
+from kit.shared.files import RESULT_SCHEMA
+from kit.shared.nccl_log import parse_nccl_log, verdict
 from kit.shared.p2p import p2p_off
-from kit.worker.common import RESULT_SCHEMA
-from kit.worker.nccl_log import parse_nccl_log, verdict
 
 console = terminal.console(highlight=False, soft_wrap=True)
 

@@ -8,6 +8,9 @@ too) takes them from here.
 
 from __future__ import annotations
 
+SPEC_SCHEMA = 1  # the run spec's `schema`: what the worker reads
+RESULT_SCHEMA = 1  # the run result's `schema`: what the worker writes
+
 RESULTS = "results.json"
 RECIPE = "recipe.yaml"
 HARDWARE = "hardware.json"

@@ -15,7 +15,9 @@ import traceback
 from pathlib import Path
 
 from kit.shared import files
-from kit.worker.common import RESULT_SCHEMA, init, now_iso, versions, write_json
+from kit.shared.files import RESULT_SCHEMA
+from kit.shared.jsonio import now_iso
+from kit.worker.common import init, versions, write_json
 from kit.worker.telemetry import GpuTelemetry
 from kit.worker.watchdog import start_from_env
 from kit.workloads.registry import worker_module

@@ -8,40 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import platform
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-SPEC_SCHEMA = 1
-RESULT_SCHEMA = 1
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def finite(data: Any) -> Any:
-    """`data` with every NaN or infinity as None: JSON has no such number, and the driver's
-    loader (kit.model) refuses them, so the kit writes them as null (a diverged loss, say)."""
-    if isinstance(data, float) and not math.isfinite(data):
-        return None
-    if isinstance(data, dict):
-        return {k: finite(v) for k, v in data.items()}
-    if isinstance(data, list | tuple):
-        return [finite(v) for v in data]
-    return data
-
-
-def dumps(data: Any) -> str:
-    """Strict JSON text as every kit file is written: non-finite floats as null (`finite`)."""
-    return json.dumps(finite(data), indent=2, sort_keys=False, allow_nan=False) + "\n"
+from kit.shared.files import SPEC_SCHEMA
+from kit.shared.jsonio import dumps
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
-from kit.worker.common import RESULT_SCHEMA, SPEC_SCHEMA
+from kit.shared.files import RESULT_SCHEMA, SPEC_SCHEMA
 
 RunStatus = Literal["ok", "failed", "timeout", "skipped"]
 

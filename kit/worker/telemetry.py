@@ -20,23 +20,7 @@ import threading
 import time
 from typing import Any
 
-# nvmlClocksEventReasons bits, NVML's names.
-THROTTLE_REASONS = {
-    0x1: "GpuIdle",
-    0x2: "ApplicationsClocksSetting",
-    0x4: "SwPowerCap",
-    0x8: "HwSlowdown",
-    0x10: "SyncBoost",
-    0x20: "SwThermalSlowdown",
-    0x40: "HwThermalSlowdown",
-    0x80: "HwPowerBrakeSlowdown",
-    0x100: "DisplayClockSetting",
-    0x200: "BoardLimit",
-    0x400: "Reliability",
-}
-# The reasons that mean "slower than it could be" (not idle, not a clock setting someone chose).
-SLOWDOWN_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
-THERMAL_MASK = 0x8 | 0x20 | 0x40 | 0x80
+from kit.shared.throttle import SLOWDOWN_MASK, THERMAL_MASK, decode_reasons
 
 # Field ids (numeric: older nvidia-ml-py lacks some names). Cumulative counters.
 FI_NVLINK_TX_KIB = 138  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
@@ -61,10 +45,6 @@ COLUMNS = (
     "nvlink_tx_kib",
     "nvlink_rx_kib",
 )
-
-
-def decode_reasons(mask: int) -> list[str]:
-    return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
 
 
 def visible_indices(nvml: Any, env: dict[str, str] | None = None) -> list[int]:

@@ -37,10 +37,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from kit.shared.gpu_specs import peak_flops  # one table of datasheet peaks, shared with the report
 from kit.shared.metrics import record
 from kit.worker.common import Context, StepTimer
 from kit.worker.energy import EnergyCounter, gathered
-from kit.worker.gpu_specs import peak_flops  # one table of datasheet peaks, shared with the report
 
 GIB = 1 << 30
 

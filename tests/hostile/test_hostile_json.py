@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import write_manifest
-from kit.worker.common import dumps
+from kit.shared.jsonio import dumps
 from tests.conftest import ROOT, run_kit
 
 FIXTURE = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"

@@ -7,7 +7,7 @@ from kit.workloads.registry import KINDS
 from tests.conftest import ROOT
 
 WORKER_MODULES = [
-    "kit.worker.__main__", "kit.worker.telemetry", "kit.worker.nccl_log", "kit.worker.probe",
+    "kit.worker.__main__", "kit.worker.telemetry", "kit.shared.nccl_log", "kit.worker.probe",
     "kit.worker.nodeinfo", "kit.workloads.registry", "kit.workloads.collective_sweep",
     *(f"kit.workloads.{kind}.{part}" for kind in KINDS for part in ("params", "worker", "spec")),
 ]  # fmt: skip

@@ -15,7 +15,7 @@ from kit.facts.efficiency import (
     scaling_efficiency,
 )
 from kit.facts.window import integrate, timed_window, window_facts
-from kit.worker.gpu_specs import SPECS, pcie_gbs, peak_flops, spec_for
+from kit.shared.gpu_specs import SPECS, pcie_gbs, peak_flops, spec_for
 from tests.conftest import ROOT
 
 EXAMPLES = ROOT / "reports" / "examples"

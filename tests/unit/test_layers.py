@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 
 KIT = ROOT / "kit"
 
 # The worker half: what runs inside the container, where the driver's packages are absent.
+# kit.shared holds what both halves read; it imports only the standard library (SHARED_RULE).
 WORKER_SIDE = (
     "kit",  # the package's own __init__: kept import-light for this reason
     "kit.worker",
@@ -39,14 +42,35 @@ FORBIDDEN: list[tuple[tuple[str, ...], tuple[str, ...], str]] = [
      "the report reads bundles; it never runs anything"),
     (("kit.bundle", "kit.model", "kit.model.*"), ("kit.cli", "kit.cli.*", "kit.runtime", "kit.runtime.*"),
      "the bundle model is read by everyone; it depends on no command and no runtime"),
-    (("kit.runtime", "kit.runtime.*"), ("kit.run.engine", "kit.run.rerun", "kit.cli", "kit.cli.*"),
-     "runtimes are plug-ins the engine chooses; they never call the engine or the CLI"),
+    (("kit.runtime", "kit.runtime.*"), ("kit.run", "kit.run.*", "kit.cli", "kit.cli.*"),
+     "runtimes are plug-ins the engine chooses; they never call the engine, rerun, the preflight "
+     "or the CLI (a batch runtime writes its plan and reads its results through run.plan and "
+     "run.results: ALLOWED)"),
     (("kit.run.engine",), ("kit.run.rerun", "kit.cli", "kit.cli.*"),
      "rerun wraps the engine (a hook); the engine never imports rerun"),
 ]  # fmt: skip
+# Targets a FORBIDDEN rule lets through: (modules the rule covers, targets allowed).
+ALLOWED = {"kit.runtime": ("kit.run.plan", "kit.run.results")}
+# Direct imports only: (modules covered, targets in this family, the only ones allowed, why).
+DIRECT_ONLY = [
+    (("kit.run.engine",), ("kit.runtime.*",), ("kit.runtime", "kit.runtime.registry",
+                                               "kit.runtime.base"),
+     "the engine reaches runtimes through the registry and the protocol, never one runtime"),
+]  # fmt: skip
+# What the driver may not load: the worker package runs inside the container; what both sides
+# need lives in kit.shared. The runtimes launch the worker and probe with it (excepted).
+DRIVER_NEVER = ("kit.worker", "kit.worker.*")
+DRIVER_MAY_LAUNCH = ("kit.runtime", "kit.runtime.*")
 # Modules that may import kit modules inside functions: the CLI imports each command's
 # modules when the command runs, so that `kit --help` starts in a fraction of a second.
 LAZY_IMPORTS_ALLOWED = ("kit.cli", "kit.cli.*")
+# importlib with a name computed at run time: what each such call may load (anything else is a
+# dynamic import the rules cannot see, and fails).
+# None: the call loads no kit module.
+DYNAMIC_IMPORTS: dict[str, str | None] = {
+    "kit.worker.__main__": "kit.workloads.*.worker",  # the workload the spec names
+    "kit.cli.errors": None,  # click's exception classes, wherever typer keeps them
+}
 
 
 @dataclass(frozen=True)
@@ -56,9 +80,11 @@ class Import:
     path: Path
     line: int
     in_function: bool
+    dynamic: bool = False  # through importlib
 
     def where(self) -> str:
-        return f"{self.path.relative_to(ROOT)}:{self.line}: {self.importer} -> {self.imported}"
+        shown = self.path.relative_to(ROOT) if self.path.is_relative_to(ROOT) else self.path
+        return f"{shown}:{self.line}: {self.importer} -> {self.imported}"
 
 
 def module_name(path: Path) -> str:
@@ -76,8 +102,25 @@ def matches(module: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatchcase(module, p) for p in patterns)
 
 
+def _dynamic_target(call: ast.Call) -> str | None:
+    """The module name (a glob where parts are computed) an importlib.import_module or
+    __import__ call loads: "kit.run.engine", "kit.workloads.*.spec", "?" when not readable;
+    None when the call is no import."""
+    f = call.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    if name not in ("import_module", "__import__") or not call.args:
+        return None
+    arg = call.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if isinstance(arg, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "*" for v in arg.values)
+    return "?"
+
+
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[Import]:
-    """Every import statement of one module, each resolved to the module it loads."""
+    """Every import statement of one module, each resolved to the module it loads; importlib
+    calls too (a computed name counts as every module it can match)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: list[Import] = []
@@ -85,6 +128,13 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[Import]:
     def visit(node: ast.AST, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):
             nested = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+            target = _dynamic_target(child) if isinstance(child, ast.Call) else None
+            if target == "?":
+                target = DYNAMIC_IMPORTS.get(name, "?")
+            if target is not None and (is_kit(target) or target == "?"):
+                hits = [m for m in modules if fnmatchcase(m, target)] if "*" in target else []
+                for t in hits or [target]:
+                    found.append(Import(name, t, path, child.lineno, in_function, dynamic=True))
             if isinstance(child, ast.Import):
                 for alias in child.names:
                     found.append(Import(name, alias.name, path, child.lineno, in_function))
@@ -103,8 +153,8 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[Import]:
     return found
 
 
-def all_imports() -> list[Import]:
-    modules = kit_modules()
+def all_imports(modules: dict[str, Path] | None = None) -> list[Import]:
+    modules = modules if modules is not None else kit_modules()
     return [i for name, path in modules.items() for i in _imports(name, path, modules)]
 
 
@@ -112,11 +162,12 @@ def is_kit(module: str) -> bool:
     return module == "kit" or module.startswith("kit.")
 
 
-def graph(imports: list[Import]) -> dict[str, list[Import]]:
-    """Module-level kit -> kit edges (what runs when the module is imported)."""
+def graph(imports: list[Import], functions: bool = False) -> dict[str, list[Import]]:
+    """Module-level kit -> kit edges (what runs when the module is imported); with `functions`,
+    the imports inside functions too (what the module can load at all)."""
     edges: dict[str, list[Import]] = {}
     for i in imports:
-        if is_kit(i.imported) and not i.in_function and i.imported != i.importer:
+        if is_kit(i.imported) and (functions or not i.in_function) and i.imported != i.importer:
             edges.setdefault(i.importer, []).append(i)
     return edges
 
@@ -177,38 +228,91 @@ def cycles(edges: dict[str, list[Import]]) -> list[list[Import]]:
     return chains
 
 
-def test_worker_side_imports_nothing_from_the_driver():
-    imports = all_imports()
+def worker_side(imports: list[Import]) -> set[str]:
     worker = {i.importer for i in imports if matches(i.importer, WORKER_SIDE)}
     # importing kit.workloads.x.worker runs kit/workloads/__init__.py and kit/workloads/x/
     # __init__.py first: those packages are on the worker side too
-    worker |= {".".join(m.split(".")[:n]) for m in worker for n in range(1, len(m.split(".")))}
+    return worker | {
+        ".".join(m.split(".")[:n]) for m in worker for n in range(1, len(m.split(".")))
+    }
+
+
+def worker_violations(imports: list[Import]) -> list[str]:
+    worker = worker_side(imports)
     bad = []
     for i in imports:
         if i.importer not in worker:
             continue
         top = i.imported.split(".")[0]
+        shared = matches(i.importer, ("kit.shared", "kit.shared.*"))
         if is_kit(i.imported):
-            if i.imported not in worker and not matches(i.imported, WORKER_SIDE):
+            if shared and not matches(i.imported, ("kit.shared", "kit.shared.*")):
+                bad.append(i.where() + " (kit.shared imports only kit.shared)")
+            elif i.imported not in worker and not matches(i.imported, WORKER_SIDE):
                 bad.append(i.where() + " (a driver module)")
+        elif shared and top not in sys.stdlib_module_names:
+            bad.append(i.where() + f" ({top}: kit.shared is standard library only)")
         elif top not in sys.stdlib_module_names and top not in WORKER_THIRD_PARTY:
             bad.append(i.where() + f" ({top}: not a worker dependency)")
+    return bad
+
+
+def _chain_words(chain: list[Import], why: str) -> str:
+    via = " -> ".join(e.imported for e in chain[1:])
+    return f"{chain[0].where()}{' -> ' + via if via else ''} ({why})"
+
+
+def layer_violations(imports: list[Import], modules: dict[str, Path]) -> list[str]:
+    """FORBIDDEN (reach, less ALLOWED), DIRECT_ONLY and DRIVER_NEVER, as one list of lines;
+    imports inside functions count (a lazy import loads the module all the same)."""
+    edges = graph(imports, functions=True)
+    worker = worker_side(imports)
+    bad = []
+    for covered, forbidden, why in FORBIDDEN:
+        allowed = next((v for k, v in ALLOWED.items() if k in covered), ())
+        for module in sorted(modules):
+            if not matches(module, covered):
+                continue
+            for target, chain in reach(module, edges).items():
+                if chain and matches(target, forbidden) and not matches(target, allowed):
+                    if any(matches(e.imported, allowed) for e in chain):
+                        continue  # through an allowed module (a batch runtime's run.results)
+                    bad.append(_chain_words(chain, why))
+                    break
+    for covered, family, allowed, why in DIRECT_ONLY:
+        bad += [
+            f"{i.where()} ({why})"
+            for i in imports
+            if matches(i.importer, covered)
+            and matches(i.imported, family)
+            and not matches(i.imported, allowed)
+        ]
+    for module in sorted(modules):
+        if module in worker or matches(module, WORKER_SIDE + DRIVER_MAY_LAUNCH):
+            continue
+        for target, chain in reach(module, edges).items():
+            if any(matches(e.imported, DRIVER_MAY_LAUNCH) for e in chain):
+                continue  # a runtime launches or probes with the worker
+            if chain and matches(target, DRIVER_NEVER):
+                bad.append(
+                    _chain_words(
+                        chain,
+                        "the driver never loads the worker package; "
+                        "what both sides need is in kit.shared",
+                    )
+                )
+                break
+    return bad
+
+
+def test_worker_side_imports_nothing_from_the_driver():
+    bad = worker_violations(all_imports())
     assert not bad, "the worker must not import the driver:\n" + "\n".join(bad)
 
 
 def test_forbidden_layers():
-    imports = all_imports()
-    edges = graph(imports)
-    bad = []
-    for covered, forbidden, why in FORBIDDEN:
-        for module in sorted(kit_modules()):
-            if not matches(module, covered):
-                continue
-            for target, chain in reach(module, edges).items():
-                if chain and matches(target, forbidden):
-                    via = " -> ".join(e.imported for e in chain[1:])
-                    bad.append(f"{chain[0].where()}{' -> ' + via if via else ''} ({why})")
-                    break
+    modules = kit_modules()
+    bad = layer_violations(all_imports(modules), modules)
     assert not bad, "layer rules broken:\n" + "\n".join(bad)
 
 
@@ -218,20 +322,73 @@ def test_no_import_circles():
     assert not found, "import circles:\n" + text
 
 
-def test_no_kit_import_inside_a_function():
-    bad = [
+def lazy_violations(imports: list[Import]) -> list[str]:
+    return [
         i.where()
-        for i in all_imports()
-        if i.in_function and is_kit(i.imported) and not matches(i.importer, LAZY_IMPORTS_ALLOWED)
+        for i in imports
+        if i.in_function
+        and is_kit(i.imported)
+        and not matches(i.importer, LAZY_IMPORTS_ALLOWED)
+        and not (i.dynamic and i.importer in DYNAMIC_IMPORTS)
     ]
+
+
+def test_no_kit_import_inside_a_function():
+    bad = lazy_violations(all_imports())
     assert not bad, "kit imports inside functions (import at the top instead):\n" + "\n".join(bad)
 
 
 def test_every_kit_import_names_a_module_of_this_tree():
-    """A moved module leaves no stale path behind (an installed older kit could still answer it)."""
+    """A moved module leaves no stale path behind (an installed older kit could still answer it);
+    an importlib call names what it loads (a glob of modules counts), or is listed."""
     modules = kit_modules()
-    bad = [i.where() for i in all_imports() if is_kit(i.imported) and i.imported not in modules]
+    bad = [i.where() for i in all_imports() if (is_kit(i.imported) or i.imported == "?")
+           and i.imported not in modules]  # fmt: skip
     assert not bad, "imports of kit modules that do not exist here:\n" + "\n".join(bad)
+
+
+def _plant(tmp_path: Path, modules: dict[str, Path], name: str, source: str) -> None:
+    path = tmp_path / (name.replace(".", "_") + ".py")
+    path.write_text(source)
+    modules[name] = path
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "words"),
+    [
+        ("kit.report.planted",
+         "import importlib\n\ndef f():\n    return importlib.import_module('kit.run.engine')\n",
+         "the report reads bundles"),
+        ("kit.report.planted2", "import importlib\nE = importlib.import_module(f'kit.run.{1}')\n",
+         "the report reads bundles"),
+        ("kit.runtime.planted", "from kit.run.preflight import check_recipe\n",
+         "runtimes are plug-ins"),
+        ("kit.run.engine", (KIT / "run" / "engine.py").read_text()
+         + "\nfrom kit.runtime.docker import image\n", "never one runtime"),
+        ("kit.facts.planted", "from kit.worker import telemetry\n", "never loads the worker"),
+    ],
+)  # fmt: skip
+def test_planted_violations_fail(tmp_path, name, source, words):
+    """The rules catch what they claim: each planted import is named, with its rule's words."""
+    modules = kit_modules()
+    _plant(tmp_path, modules, name, source)
+    bad = layer_violations(all_imports(modules), modules)
+    assert any(name in line and words in line for line in bad), bad
+
+
+def test_planted_worker_and_lazy_violations_fail(tmp_path):
+    modules = kit_modules()
+    _plant(tmp_path, modules, "kit.shared.planted", "import numpy\nfrom kit.worker import common\n")
+    _plant(tmp_path, modules, "kit.facts.lazy", "def f():\n    from kit import stats\n")
+    _plant(
+        tmp_path, modules, "kit.facts.hidden", "import importlib\nM = importlib.import_module(x)\n"
+    )
+    imports = all_imports(modules)
+    worker = worker_violations(imports)
+    assert any("numpy: kit.shared is standard library only" in b for b in worker)
+    assert any("kit.shared imports only kit.shared" in b for b in worker)
+    assert any("kit.facts.lazy" in b for b in lazy_violations(imports))
+    assert any(i.importer == "kit.facts.hidden" and i.imported == "?" for i in imports)
 
 
 def test_the_checker_sees_what_it_checks():
@@ -241,6 +398,8 @@ def test_the_checker_sees_what_it_checks():
     assert any(e.imported == "kit.runtime.registry" for e in edges["kit.run.engine"])
     assert any(i.in_function and i.imported == "kit.run.engine" for i in imports
                if i.importer == "kit.cli")  # fmt: skip
+    assert any(e.imported == "kit.workloads.allreduce.spec" and e.dynamic
+               for e in edges["kit.workloads.registry"])  # fmt: skip
     fake = {
         "a": [Import("a", "b", KIT / "a.py", 1, False)],
         "b": [Import("b", "c", KIT / "b.py", 2, False)],

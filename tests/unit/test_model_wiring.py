@@ -17,6 +17,7 @@ from kit.recipe import load_recipe
 from kit.run.plan import RunSpec, plan
 from kit.run.results import REJECTED, result_of
 from kit.runtime.base import RunOutcome
+from kit.shared.files import RESULT_SCHEMA
 from kit.shared.metrics import record
 from kit.worker import common
 
@@ -31,7 +32,7 @@ def first_spec() -> RunSpec:
 def worker_record(spec: RunSpec, **extra: object) -> dict:
     """A result as a worker writes it (kit.worker.records.ResultRecord)."""
     return {
-        "schema": common.RESULT_SCHEMA, "run_id": spec.run_id, "benchmark": spec.benchmark,
+        "schema": RESULT_SCHEMA, "run_id": spec.run_id, "benchmark": spec.benchmark,
         "kind": spec.kind, "variant": spec.variant.name, "repeat": spec.repeat, "status": "ok",
         "device": "cpu", "metrics": {"busbw_peak": record("busbw_peak", 1.5)}, **extra,
     }  # fmt: skip

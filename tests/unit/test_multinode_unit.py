@@ -20,8 +20,8 @@ from kit.runtime.containers import gpus
 from kit.runtime.multinode.config import NodeConfig, host_of, node_config
 from kit.runtime.multinode.runtime import MultiNodeRuntime
 from kit.runtime.multinode.transport import LABEL_NODE, Node, node_log_path
+from kit.shared.nccl_log import contradiction
 from kit.worker import nodeinfo
-from kit.worker.nccl_log import contradiction
 
 RECIPE = """\
 kit: 1

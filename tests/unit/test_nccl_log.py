@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kit.worker.nccl_log import parse_nccl_log, transport_key, verdict
+from kit.shared.nccl_log import parse_nccl_log, transport_key, verdict
 
 P2P_LOG = """\
 h200-node:48211:48211 [0] NCCL INFO Bootstrap: Using eth0:10.0.3.7<0>

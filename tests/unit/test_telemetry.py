@@ -89,7 +89,7 @@ def test_without_nvml_records_why_and_runs_the_block() -> None:
 
 def test_worker_module_imports_only_stdlib() -> None:
     code = (
-        "import sys; import kit.worker.telemetry, kit.worker.nccl_log; "
+        "import sys; import kit.worker.telemetry, kit.shared.nccl_log; "
         "bad = [m for m in ('pydantic','docker','jinja2','rich','numpy','torch','pynvml') "
         "if m in sys.modules]; print(bad)"
     )

@@ -3,7 +3,7 @@ that is from the datasheet, and where the bundle's other workloads sit against i
 
 Pure functions over the benchmarks (kit.report.analysis.grouping) and hardware.json. Reads the
 copy_bandwidth and matmul_ceiling runs; every figure is the median over their finished runs
-(cell by cell for the matrices). The datasheet figures come from kit.worker.gpu_specs, the table
+(cell by cell for the matrices). The datasheet figures come from kit.shared.gpu_specs, the table
 the worker's MFU uses; the pair matrix's layout from the workload's own matrix module.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from kit.facts.efficiency import link_share, mfu_basis
 from kit.report.analysis.model import Benchmark, is_ok
-from kit.worker.gpu_specs import pcie_gbs, peak_flops, spec_for
+from kit.shared.gpu_specs import pcie_gbs, peak_flops, spec_for
 from kit.workloads.copy_bandwidth import matrix
 
 MATRICES = [  # the pair matrices, in the order nvbandwidth lists its testcases

@@ -7,7 +7,7 @@ from typing import Any
 
 from kit.report.analysis.model import Benchmark, is_ok, p2p_disabled
 from kit.report.analysis.training import DRIFT_THRESHOLD, drifting
-from kit.worker.nccl_log import contradiction
+from kit.shared.nccl_log import contradiction
 
 
 def nccl_contradiction(run: dict[str, Any]) -> str | None:
