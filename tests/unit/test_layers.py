@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from kit.runtime.docker.image import WORKER_FILES
 from tests.conftest import ROOT
 
 KIT = ROOT / "kit"
@@ -308,6 +309,18 @@ def layer_violations(imports: list[Import], modules: dict[str, Path]) -> list[st
 def test_worker_side_imports_nothing_from_the_driver():
     bad = worker_violations(all_imports())
     assert not bad, "the worker must not import the driver:\n" + "\n".join(bad)
+
+
+def test_the_image_carries_every_worker_module():
+    """What the worker imports is copied into the benchmark image (kit.shared included)."""
+    modules = kit_modules()
+    missing = [
+        name
+        for name in sorted(worker_side(all_imports(modules)))
+        if name in modules
+        and not any(modules[name].relative_to(ROOT).as_posix().startswith(f) for f in WORKER_FILES)
+    ]
+    assert not missing, f"worker modules the image lacks: {missing}"
 
 
 def test_forbidden_layers():

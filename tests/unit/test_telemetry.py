@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from kit.worker.telemetry import GpuTelemetry, decode_reasons, summarize, visible_indices
+from kit.shared.throttle import decode_reasons
+from kit.worker.telemetry import GpuTelemetry, summarize, visible_indices
 
 
 class ScriptedNvml:
