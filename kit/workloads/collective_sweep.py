@@ -85,6 +85,24 @@ def _slowest(ctx: Context, seconds: float) -> float:
     return float(t.item())
 
 
+MEMORY_PER_BYTE = 4
+"""Device memory a size may take, per byte of its buffer: input, output and the check's reference
+with room to spare (the sweep stops before a size that would not fit, as nccl-tests' -e is set to
+what memory allows)."""
+
+
+def _room(ctx: Context, need: int) -> tuple[bool, int]:
+    """(fits, bytes available on the rank with the least): free device memory plus what the
+    caching allocator holds unused, the smallest over ranks. Always fits on the CPU."""
+    if not ctx.is_cuda:
+        return True, 0
+    free, _ = torch.cuda.mem_get_info(ctx.device)
+    cached = torch.cuda.memory_reserved(ctx.device) - torch.cuda.memory_allocated(ctx.device)
+    t = torch.tensor([free + cached], dtype=torch.int64, device=ctx.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return int(t.item()) >= need, int(t.item())
+
+
 def _time_host(ctx: Context, op: Op, p: CollectiveParams) -> float:
     for _ in range(p.warmup_iters):
         op()
@@ -149,6 +167,14 @@ def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]
     graphs_ok = ctx.is_cuda and p.timing in ("auto", "graph")
     for nbytes in p.sizes():
         chunk, size = coll.layout(nbytes, elsize, ctx.world_size)
+        fits, room = _room(ctx, MEMORY_PER_BYTE * size)
+        if not fits and rows:
+            ctx.notes.append(
+                f"sweep stopped before {size} B: {room / 2**30:.1f} GiB of device memory free on "
+                f"the fullest GPU, about {MEMORY_PER_BYTE}x the size needed"
+            )
+            ctx.log(ctx.notes[-1])
+            break
         wrong = _total(ctx, coll.wrong(ctx, chunk, dtype))
         op, refill = coll.prepare(ctx, chunk, dtype)
         method, graph = "host-clock", None
