@@ -66,6 +66,7 @@ def parse_cpuinfo(text: str) -> dict[str, Any]:
     packages: set[str] = set()
     cores: set[tuple[str, str]] = set()
     physical = core = None
+    hypervisor = False
     for line in [*text.splitlines(), ""]:
         if not line.strip():
             if physical is not None and core is not None:
@@ -81,7 +82,10 @@ def parse_cpuinfo(text: str) -> dict[str, Any]:
             packages.add(value)
         elif key == "core id":
             core = value
+        elif key == "flags" and "hypervisor" in value.split():
+            hypervisor = True
     return {
+        "hypervisor": hypervisor,
         "model": model,
         "sockets": len(packages) or None,
         "physical_cores": len(cores) or None,
@@ -136,6 +140,32 @@ def detect_container(
         runtime = runtime or env["container"]
         evidence.append(f"container={env['container']}")
     return {"detected": runtime is not None, "runtime": runtime, "evidence": evidence}
+
+
+def detect_virtualization(root: Path = Path("/"), hypervisor_flag: bool = False) -> dict[str, Any]:
+    """Whether this is a virtual machine: the CPU's hypervisor flag (/proc/cpuinfo) and the
+    DMI vendor and product the firmware reports (absent in micro-VMs such as Firecracker)."""
+    dmi = root / "sys/class/dmi/id"
+    vendor, product = read_file(dmi / "sys_vendor"), read_file(dmi / "product_name")
+    evidence = ["hypervisor flag in /proc/cpuinfo"] if hypervisor_flag else []
+    words = f"{vendor or ''} {product or ''}".lower()
+    if any(
+        w in words
+        for w in (
+            "qemu",
+            "kvm",
+            "vmware",
+            "virtualbox",
+            "xen",
+            "hvm domu",
+            "virtual machine",
+            "amazon ec2",
+            "google compute",
+            "bhyve",
+        )
+    ):
+        evidence.append(f"DMI: {vendor} {product}".strip())  # fmt: skip
+    return {"detected": bool(evidence), "evidence": evidence, "vendor": vendor, "product": product}
 
 
 def collect_host_snapshot() -> dict[str, Any]:
@@ -193,6 +223,7 @@ def collect_host_snapshot() -> dict[str, Any]:
         "arch": platform.machine(),
         "python": platform.python_version(),
         "container": detect_container(),
+        "virtualization": detect_virtualization(hypervisor_flag=cpuinfo["hypervisor"]),
     }
 
 

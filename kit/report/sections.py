@@ -3,6 +3,7 @@ environment and the manifest. Every field optional: a CPU-only bundle has few.""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,7 @@ def hardware_view(hw: dict[str, Any]) -> dict[str, Any]:
     topo = hw.get("topology") or {}
     peer = hw.get("peer_access") or {}
     return {
+        "slice": slice_words(hw),
         "gpus": rows,
         "driver": hw.get("driver") or {},
         "nvml_error": hw.get("nvml_error"),
@@ -113,6 +115,41 @@ def hardware_view(hw: dict[str, Any]) -> dict[str, Any]:
         "numa": numa,
         "numa_note": numa_note(host),
     }
+
+
+MODEL_NUMBER = re.compile(r"\d{3,}|\b[A-Z]{1,3}\d+[A-Za-z]*\b")
+"""A CPU model string that names a model has a model number ("8480+", "9654", "E5-2698", "M2")."""
+
+
+def slice_words(hw: dict[str, Any]) -> list[tuple[str, str]]:
+    """What kind of machine the inventory saw, when it is not bare metal: a virtual machine (the
+    hypervisor flag, the DMI vendor, or a CPU model the hypervisor masked), a container the kit
+    did not start, a CPU slice; (short words for page 1, the evidence) each, from what
+    hardware.json records, nothing guessed."""
+    host = hw.get("host") or {}
+    out = []
+    virt = host.get("virtualization") or {}
+    model = str(host.get("cpu_model") or "")
+    masked = bool(model) and not MODEL_NUMBER.search(model)
+    if virt.get("detected") or masked:
+        why = list(virt.get("evidence") or [])
+        if masked:
+            why.append(f'the CPU model reads "{model}", naming no model: a hypervisor masks it')
+        out.append(("a virtual machine", "a virtual machine (" + "; ".join(why) + ")"))
+    container = host.get("container") or {}
+    if container.get("detected"):
+        kind = container.get("runtime") or "a"
+        evidence = ", ".join(container.get("evidence") or []) or "its marks"
+        out.append((
+            f"inside a {kind} container",
+            f"the inventory was taken inside a {kind} container ({evidence}); runs on the host "
+            'runtime ran in that same container, so "host" in this report means that '
+            "container, not bare metal",
+        ))  # fmt: skip
+    allowed, logical = host.get("allowed_cpus"), host.get("logical_cpus")
+    if allowed and logical and allowed != f"0-{int(logical) - 1}":
+        out.append(("a CPU slice", f"this process could use CPUs {allowed} of {logical}"))
+    return out
 
 
 def numa_note(host: dict[str, Any]) -> str:

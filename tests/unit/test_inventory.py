@@ -278,10 +278,44 @@ def test_parse_cpuinfo_counts_sockets_and_cores() -> None:
         )
     info = host_info.parse_cpuinfo(text)
     assert info == {
+        "hypervisor": False,
         "model": "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz",
         "sockets": 2,
         "physical_cores": 4,
     }
+
+
+def test_a_virtual_machine_is_named_from_its_marks(tmp_path: Path) -> None:
+    """The hypervisor flag and the DMI vendor; the report says "not bare metal" from them, from a
+    masked CPU model, a container the kit did not start and a CPU slice."""
+    from kit.report.sections import slice_words
+
+    flags = "processor\t: 0\nmodel name\t: AMD EPYC 9654\nflags\t\t: fpu sse2 hypervisor\n\n"
+    assert host_info.parse_cpuinfo(flags)["hypervisor"] is True
+    assert host_info.detect_virtualization(tmp_path) == {
+        "detected": False, "evidence": [], "vendor": None, "product": None,
+    }  # fmt: skip
+    dmi = tmp_path / "sys/class/dmi/id"
+    dmi.mkdir(parents=True)
+    (dmi / "sys_vendor").write_text("QEMU\n")
+    (dmi / "product_name").write_text("Standard PC (Q35 + ICH9, 2009)\n")
+    found = host_info.detect_virtualization(tmp_path, hypervisor_flag=True)
+    assert found["detected"] and found["evidence"] == [
+        "hypervisor flag in /proc/cpuinfo", "DMI: QEMU Standard PC (Q35 + ICH9, 2009)",
+    ]  # fmt: skip
+    bare = {"host": {"cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "logical_cpus": 4,
+                     "allowed_cpus": "0-3", "container": {"detected": False}}}  # fmt: skip
+    assert slice_words(bare) == []
+    vm = {"host": {"cpu_model": "Intel(R) Xeon(R) Processor", "logical_cpus": 32,
+                   "allowed_cpus": "0-7", "virtualization": found,
+                   "container": {"detected": True, "runtime": "docker",
+                                 "evidence": ["/.dockerenv"]}}}  # fmt: skip
+    short = [w for w, _ in slice_words(vm)]
+    assert short == ["a virtual machine", "inside a docker container", "a CPU slice"]
+    evidence = " ".join(e for _, e in slice_words(vm))
+    assert (
+        "naming no model" in evidence and "DMI: QEMU" in evidence and "CPUs 0-7 of 32" in evidence
+    )
 
 
 def test_parse_meminfo_and_os_release() -> None:
