@@ -136,7 +136,7 @@ stage_rerun() {
   mkdir -p /tmp/received && tar -xzf "$archive" -C /tmp/received
   local bundle=/tmp/received/$(tar -tzf "$archive" | head -1 | cut -d/ -f1)
   log "rerun: kit reproduce $bundle (recorded runtime: docker)"
-  kit reproduce "$bundle" --out /tmp/bundles/rerun 2>&1 | tee "$OUT/rerun.log"
+  kit reproduce "$bundle" --out /tmp/bundles/rerun ${RERUN_ARGS:-} 2>&1 | tee "$OUT/rerun.log"
   log "rerun: exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s"
   pack /tmp/bundles/rerun
 }
