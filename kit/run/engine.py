@@ -195,7 +195,7 @@ def run_recipe(
                     spec.env,
                     log_path,
                     spec.timeout_s,
-                    spec.variant.gpu_ids,
+                    spec.gpu_ids,
                     device,
                 )
             except (KeyboardInterrupt, _Terminated):

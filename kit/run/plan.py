@@ -7,12 +7,13 @@ drift of the machine (heat, a neighbour) touches all variants alike.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from kit.recipe import Recipe, Variant
+from pydantic import Field
+
+from kit.model import RunSpec as SpecFile
+from kit.recipe import Recipe
 from kit.runtime.base import SAFE_ENV
-from kit.shared import files
 from kit.shared.files import SPEC_SCHEMA
 
 # NCCL_DEBUG=INFO makes NCCL name the transport of every channel (P2P, SHM, NET): the report's
@@ -21,36 +22,16 @@ from kit.shared.files import SPEC_SCHEMA
 CUDA_ENV = {"NCCL_DEBUG": "INFO", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
-@dataclass
-class RunSpec:
-    run_id: str
-    benchmark: str
-    kind: str
-    variant: Variant
-    repeat: int
-    device: str
-    nproc: int
-    smoke: bool
-    params: dict[str, Any]
-    timeout_s: float
-    env: dict[str, str] = field(default_factory=dict)
+class RunSpec(SpecFile):
+    """A planned run: the bundle model's run spec (runs/<id>/spec.json, what the worker reads),
+    plus what only the driver needs, never written to the file."""
+
+    timeout_s: float = Field(exclude=True)
+    gpu_ids: list[int] | None = Field(default=None, exclude=True)  # the variant's, if it names any
 
     def to_json(self) -> dict[str, Any]:
-        """The spec file the worker reads (kit/worker/common.py)."""
-        return {
-            "schema": SPEC_SCHEMA,
-            "run_id": self.run_id,
-            "benchmark": self.benchmark,
-            "kind": self.kind,
-            "variant": self.variant.name,
-            "repeat": self.repeat,
-            "device": self.device,
-            "nproc": self.nproc,
-            "smoke": self.smoke,
-            "params": self.params,
-            "env": self.env,
-            "result_path": files.RESULT,
-        }
+        """The spec file the worker reads (kit.worker.records.SpecRecord)."""
+        return self.dump()
 
 
 def plan(recipe: Recipe, device: str, smoke: bool, repeats: int | None = None) -> list[RunSpec]:
@@ -74,10 +55,12 @@ def plan_repeat(
         nproc = len(variant.gpu_ids) if variant.gpu_ids else recipe.gpus
         runs.append(
             RunSpec(
+                schema=SPEC_SCHEMA,
                 run_id=f"{bench.label}.{variant.name}.r{repeat}",
                 benchmark=bench.label,
                 kind=bench.kind,
-                variant=variant,
+                variant=variant.name,
+                gpu_ids=variant.gpu_ids,
                 repeat=repeat,
                 device=device,
                 nproc=nproc,

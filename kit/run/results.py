@@ -94,7 +94,7 @@ def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path)
             "run_id": spec.run_id,
             "benchmark": spec.benchmark,
             "kind": spec.kind,
-            "variant": spec.variant.name,
+            "variant": spec.variant,
             "repeat": spec.repeat,
             "status": status,
             "error": error,

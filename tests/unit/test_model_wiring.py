@@ -33,7 +33,7 @@ def worker_record(spec: RunSpec, **extra: object) -> dict:
     """A result as a worker writes it (kit.worker.records.ResultRecord)."""
     return {
         "schema": RESULT_SCHEMA, "run_id": spec.run_id, "benchmark": spec.benchmark,
-        "kind": spec.kind, "variant": spec.variant.name, "repeat": spec.repeat, "status": "ok",
+        "kind": spec.kind, "variant": spec.variant, "repeat": spec.repeat, "status": "ok",
         "device": "cpu", "metrics": {"busbw_peak": record("busbw_peak", 1.5)}, **extra,
     }  # fmt: skip
 
