@@ -2,7 +2,8 @@
 
 Twenty bundles used to end in a traceback (the colour palette ran out). Fifty copies of a real
 sealed bundle are compared with the real command; the comparison must name each machine, give
-every series its own colour, keep its heading short and its legends off the plots.
+every series its own colour, keep its heading short, its legends off the plots and its tables
+within the page (split into parts of six machines).
 """
 
 from __future__ import annotations
@@ -55,5 +56,8 @@ def test_compare_of_fifty_bundles(tmp_path):
     ]
     fills = {c for svg in svgs for c in re.findall(r"stroke: ?(#[0-9a-f]{6})", svg)}
     assert len(fills) >= FLEET, len(fills)  # a line colour per machine and variant
+    # per-machine tables are split so that no column leaves the page: at most 6 machines each
+    rows = re.findall(r"<tr>(<th>[^\n]*?)</tr>", html)
+    assert rows and max(r.count("<th>") for r in rows) <= 7, max(r.count("<th>") for r in rows)
     assert (out / "compare.pdf").stat().st_size > 0
     assert FLEET * 2 > LEGEND_INSIDE  # the sweep's legend goes below its plot
