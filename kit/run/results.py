@@ -15,7 +15,7 @@ from typing import Any
 from kit import terminal
 from kit.bundle import Bundle
 from kit.errors import InputError
-from kit.model import RunResult, read_model
+from kit.model import RunData, RunResult, read_model
 from kit.run.plan import RunSpec
 from kit.runtime.base import RunOutcome, tail
 from kit.seal import seal_bundle
@@ -89,21 +89,21 @@ def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path)
             cause = worker_error(log_path)
             if cause:
                 error += f"; {cause}"
-        result = {
-            "schema": RESULT_SCHEMA,
-            "run_id": spec.run_id,
-            "benchmark": spec.benchmark,
-            "kind": spec.kind,
-            "variant": spec.variant,
-            "repeat": spec.repeat,
-            "status": status,
-            "error": error,
-            "world_size": spec.nproc,
-            "device": spec.device,
-            "env": spec.env,
-            "metrics": {},
-            "data": {},
-        }
+        result = RunResult(
+            schema=RESULT_SCHEMA,
+            run_id=spec.run_id,
+            benchmark=spec.benchmark,
+            kind=spec.kind,
+            variant=spec.variant,
+            repeat=spec.repeat,
+            status=status,
+            error=error,
+            world_size=spec.nproc,
+            device=spec.device,
+            env=spec.env,
+            metrics={},
+            data=RunData(),
+        ).dump(as_written=True)
     elif outcome.timed_out and result.get("status") == "ok":
         result["status"], result["error"] = (
             "timeout",
