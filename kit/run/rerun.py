@@ -24,6 +24,7 @@ from kit.run.rerun_paths import check_nodes, check_paths
 from kit.run.results import console
 from kit.runtime import registry
 from kit.runtime.base import RuntimeRequest
+from kit.runtime.multinode.config import node_config
 
 
 def base_image(env: Environment | None) -> str | None:
@@ -39,6 +40,7 @@ def rerun_request(
     device: str,
     recipe: Recipe,
     image_archive: Path | None = None,
+    nodes: tuple[str, ...] = (),
 ) -> tuple[str, RuntimeRequest]:
     """The runtime a rerun uses (the user's --runtime, else the bundle's own) and what it is
     asked to prepare: the recorded environment, built FROM the recorded base image (or the
@@ -49,7 +51,7 @@ def rerun_request(
     request = RuntimeRequest(
         environment=(old_env.name if old_env else None) or recipe.environment,
         device=device, gpus=recipe.gpus, base_image=base_image(old_env),
-        image_archive=image_archive,
+        image_archive=image_archive, nodes=node_config(recipe.nodes, nodes),
     )  # fmt: skip
     return name, request
 
@@ -197,7 +199,7 @@ def rerun_bundle(
     print_recipe_env(recipe)
     name, request = rerun_request(
         old.environment, options.runtime, resolve_device(options.device), recipe,
-        options.image_archive,
+        options.image_archive, options.nodes,
     )  # fmt: skip
     runtime = registry.prepare(name, request)  # docker: the recorded environment, built or loaded
     options.runtime, options.environment, options.base_image = (

@@ -88,3 +88,9 @@ def test_a_multi_node_bundle_is_rerun_only_on_nodes_the_user_names(tmp_path):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "ssh://evil.example" in proc.stderr and "--nodes" in proc.stderr
     assert proc.stdout == "" and not (tmp_path / "r").exists()
+    nodes = f"unix://{tmp_path}/n1.sock,unix://{tmp_path}/n2.sock"  # the user's, unreachable here
+    named = run_kit(
+        "reproduce", str(b), "--nodes", nodes, "--out", str(tmp_path / "r"), timeout=120
+    )
+    assert named.returncode in (1, 2) and "Traceback" not in named.stderr, named.stderr
+    assert named.stderr.strip().splitlines()[-1].startswith("kit: error: node 0 (unix://")
