@@ -208,7 +208,7 @@ def test_bundle_rerun_with_an_archive_loads_it_and_never_builds(monkeypatch, tmp
     recorded = Environment.model_validate(
         {"name": "cpu", "runtime": "docker", "pinned": True, "base_image": "base:1"}
     )
-    recipe = SimpleNamespace(environment="cuda13", gpus=2)
+    recipe = SimpleNamespace(environment="cuda13", gpus=2, nodes=None)
     name, request = rerun.rerun_request(recorded, None, "cpu", recipe, image_archive=archive)
     assert name == "docker" and request.environment == "cpu" and request.base_image == "base:1"
     runtime = registry.prepare(name, request)
