@@ -135,6 +135,7 @@ class BenchView:
     traces: int = 0
     telemetry: int = 0
     raw: dict[str, Any] | None = None
+    nccl: dict[str, str] = field(default_factory=dict)  # sweeps: NCCL's setup per variant
     index: int = 0
 
 
@@ -170,6 +171,7 @@ def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
         op = sweep.op if sweep else "operation"
         view.curves = analysis.sweep_curves(bench)
         view.raw = analysis.raw_sizes(bench)
+        view.nccl = analysis.nccl_setup(bench)
         if view.curves["sizes"]:
             svg = plots.sweep_busbw(view.curves, f"{bench.label}: bus bandwidth", f"{salt}-busbw")
             if svg:

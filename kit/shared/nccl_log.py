@@ -25,6 +25,11 @@ _ENV = re.compile(
     r"NCCL INFO (?P<key>NCCL_[A-Z0-9_]+) set by environment to (?P<value>\S+?)\.?\s*$"
 )
 
+_CHANNELS = re.compile(
+    r"NCCL INFO (?P<coll>\d+) coll channels, (?P<collnet>\d+) collnet channels, "
+    r"(?P<nvls>\d+) nvls channels, (?P<p2p>\d+) p2p channels"
+)
+
 CATEGORIES = ("P2P", "SHM", "NET", "COLLNET", "NVLS")
 
 
@@ -42,7 +47,7 @@ def transport_key(via: str) -> tuple[str, list[str]]:
 
 def parse_nccl_log(text: str) -> dict[str, Any]:
     """{"version", "transports": {key: connections}, "peers": {"0->1": {key: n}}, "summary",
-    "rings_connected", "env"}. summary: "P2P" | "SHM" | "NET" | ... | "mixed" | None (no lines:
+    "rings_connected", "env", "channels"}. summary: "P2P" | "SHM" | "NET" | ... | "mixed" | None (no lines:
     NCCL_DEBUG was not INFO, or no NCCL communicator was made)."""
     version = None
     transports: dict[str, int] = {}
@@ -50,8 +55,13 @@ def parse_nccl_log(text: str) -> dict[str, Any]:
     details: set[str] = set()
     env: dict[str, str] = {}
     rings = False
+    channels: dict[str, int] | None = None
     for line in text.splitlines():
         if "NCCL INFO" not in line:
+            continue
+        m = _CHANNELS.search(line)
+        if m and channels is None:
+            channels = {k: int(v) for k, v in m.groupdict().items()}
             continue
         m = _CONNECTION.search(line)
         if m:
@@ -86,6 +96,7 @@ def parse_nccl_log(text: str) -> dict[str, Any]:
         "summary": summary,
         "rings_connected": rings,
         "env": env,
+        "channels": channels,  # {"coll", "collnet", "nvls", "p2p"}: NCCL's count, or None
     }
 
 

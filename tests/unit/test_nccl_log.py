@@ -101,3 +101,30 @@ def test_transport_key() -> None:
     assert transport_key("P2P/CUMEM/read") == ("P2P/CUMEM", ["read"])
     assert transport_key("SHM/direct/direct") == ("SHM", ["direct", "direct"])
     assert transport_key("NET/IB/0/GDRDMA") == ("NET/IB", ["0", "GDRDMA"])
+
+
+def test_channels_are_read_from_the_log():
+    """NCCL's own count of the channels it set up (the 2x H200 example's log line)."""
+    log = (
+        "vm:1:2 [0] NCCL INFO NCCL version 2.28.9+cuda13.0\n"
+        "vm:1:2 [0] NCCL INFO 4 coll channels, 4 collnet channels, 0 nvls channels, "
+        "4 p2p channels, 2 p2p channels per peer\n"
+    )
+    parsed = parse_nccl_log(log)
+    assert parsed["channels"] == {"coll": 4, "collnet": 4, "nvls": 0, "p2p": 4}
+    assert parse_nccl_log("no nccl here")["channels"] is None
+
+
+def test_the_nccl_tests_table_says_what_nccl_set_up():
+    from kit.report import analysis
+    from tests.unit.test_report_analysis import EXAMPLES, load
+
+    _, benches = load("h200x2-allreduce", EXAMPLES)
+    setup = analysis.nccl_setup(benches[0])
+    assert setup["p2p"].startswith("NCCL 2.28.9") and "transport P2P/CUMEM" in setup["p2p"]
+    assert "channels not recorded" in setup["p2p"]  # recorded before channels were parsed
+    assert "transport SHM" in setup["no-p2p"]
+    bench = benches[0]
+    for run in bench.variants[0].ok:
+        run["nccl"]["channels"] = {"coll": 4, "collnet": 4, "nvls": 0, "p2p": 4}
+    assert "4 coll channels, 0 NVLS channels, 4 p2p channels" in analysis.nccl_setup(bench)["p2p"]

@@ -26,7 +26,7 @@ from kit.report.analysis.summary import (
     summarize_bench,
     variant_definition,
 )
-from kit.report.analysis.sweeps import allreduce_curves, raw_sizes, sweep_curves
+from kit.report.analysis.sweeps import allreduce_curves, nccl_setup, raw_sizes, sweep_curves
 from kit.report.analysis.training import (
     DRIFT_MIN_STEPS,
     DRIFT_THRESHOLD,
@@ -75,6 +75,7 @@ __all__ = [
     "is_ok",
     "judged_metric",
     "nccl_contradiction",
+    "nccl_setup",
     "p2p_disabled",
     "ran_line",
     "raw_sizes",

@@ -26,6 +26,7 @@ def sweep_curves(bench: Benchmark) -> dict[str, Any]:
                 per[b]["algbw"].append(statistics.median(row.get("algbw_gbps") or [0.0]))
                 per[b]["wrong"].append(int(row.get("wrong") or 0))
                 per[b]["timing"].append(row.get("timing") or "")
+                per[b]["count"].append(int(row.get("count") or 0))
         curves[v.name] = {
             b: {
                 "busbw": statistics.median(d["busbw"]),
@@ -38,10 +39,38 @@ def sweep_curves(bench: Benchmark) -> dict[str, Any]:
                 "wrong": sum(d["wrong"]),
                 "n": len(d["busbw"]),
                 "timing": sorted({t for t in d["timing"] if t}),
+                "count": max(d["count"]) or None,
             }
             for b, d in per.items()
         }
     return {"sizes": sorted(sizes), "curves": curves}
+
+
+def nccl_setup(bench: Benchmark) -> dict[str, str]:
+    """Per variant, what NCCL's own log of its finished runs says it set up: version, channels
+    (coll, NVLS, p2p), transports; and that the INFO log names no algorithm or protocol."""
+    out = {}
+    for v in bench.variants:
+        records = [r.get("nccl") or {} for r in v.ok if r.get("nccl")]
+        if not records:
+            out[v.name] = "NCCL's log was not recorded for these runs"
+            continue
+        versions = sorted({x["version"] for x in records if x.get("version")})
+        chans = sorted(
+            {(c["coll"], c["nvls"], c["p2p"]) for x in records if (c := x.get("channels"))}
+        )
+        used = sorted({k for x in records for k in (x.get("transports") or {})})
+        parts = [f"NCCL {', '.join(versions)}" if versions else "NCCL (version not logged)"]
+        parts.append(
+            "; ".join(
+                f"{c} coll channels, {n} NVLS channels, {p} p2p channels" for c, n, p in chans
+            )
+            if chans
+            else "channels not recorded in this bundle's results (its logs/ hold NCCL's lines)"
+        )
+        parts.append(f"transport {', '.join(used) or 'not logged'}")
+        out[v.name] = "; ".join(parts)
+    return out
 
 
 def raw_sizes(bench: Benchmark) -> dict[str, Any] | None:
