@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from kit.errors import KitError
+from kit.errors import InputError, KitError
 
 
 def _warn(line: str) -> None:
@@ -31,6 +31,17 @@ def report(
         str | None,
         typer.Option(help="Where the price comes from (a quote, a list price and its date)."),
     ] = None,
+    against: Annotated[
+        str | None,
+        typer.Option(
+            help="Put `kit accept`'s verdict against this reference (a published figure's id, "
+            "a bundle, or a number with its unit) on page 1."
+        ),
+    ] = None,
+    tolerance: Annotated[
+        list[str] | None,
+        typer.Option(help="With --against: as kit accept's --tolerance (repeatable)."),
+    ] = None,
 ) -> None:
     """Re-render a bundle's report from its files; re-seal the report files and nothing else.
 
@@ -38,7 +49,7 @@ def report(
     extra file, a link), when a file every bundle holds is missing, and for a signed bundle (a
     new report would void the signature: so there is no --allowed-signers here).
 
-    Example: kit report reports/allreduce-20261121-120000 --price-per-gpu-hour 3.50USD --price-source "vendor quote, 2026-11"
+    Example: kit report reports/allreduce-20261121-120000 --price-per-gpu-hour 3.50USD --price-source "vendor quote, 2026-11" --against azure-ndh200v5-allreduce-floor
     """
     from kit.bundle import Bundle, reseal_report
     from kit.intake import check_complete
@@ -46,9 +57,18 @@ def report(
     from kit.report.render import render_bundle
 
     price = check_price(price_per_gpu_hour, price_source)
+    if tolerance and against is None:
+        raise InputError("--tolerance applies to --against: name the reference too")
     b = Bundle.load(bundle)
     check_complete(b.path)
-    print(reseal_report(b.path, lambda: render_bundle(b, price_per_gpu_hour=price)))
+    acceptance = None
+    if against is not None:
+        from kit.refs.accept import accept as accept_bundle
+
+        acceptance = accept_bundle(b.path, against, tolerance or [])
+    print(reseal_report(
+        b.path, lambda: render_bundle(b, price_per_gpu_hour=price, acceptance=acceptance)
+    ))  # fmt: skip
 
 
 def verify(

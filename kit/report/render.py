@@ -427,13 +427,19 @@ def write_pdf(html: str, out: Path | io.BytesIO, fetcher: Any = None) -> Any:
     return fetcher
 
 
-def render_bundle(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> Path:
+def render_bundle(
+    bundle: Bundle,
+    price_per_gpu_hour: Price | float | None = None,
+    acceptance: dict[str, Any] | None = None,
+) -> Path:
     """Write report.html and report.pdf into the bundle; returns the HTML's path.
 
     `price_per_gpu_hour` (kit.facts.price: amount, currency, source) adds the cost of 1M units
-    of work to page 1, in that currency.
+    of work to page 1, in that currency; `acceptance` (kit.refs.accept's document) puts its
+    verdicts on page 1.
     Raises PdfNotWritten (after report.html is written) where WeasyPrint cannot run here."""
     ctx = context(bundle, price_per_gpu_hour)
+    ctx["acceptance"] = acceptance
     out = bundle.path / files.REPORT_HTML
     # created anew and renamed into place: a link planted at either name is replaced, not followed
     write_text(out, render_html(bundle, ctx))

@@ -416,3 +416,21 @@ def test_page_one_tables_name_every_cell_for_phones(once, name):
         for cells in rows:
             assert len(cells) == len(table["heads"]), table
             assert cells[1:] == table["heads"][1:], (cells, table["heads"])
+
+
+ALLREDUCE_EXAMPLE = ROOT / "reports" / "examples" / "h200x2-allreduce"
+
+
+@pytest.mark.skipif(not ALLREDUCE_EXAMPLE.is_dir(), reason="the all-reduce example is not here")
+def test_kit_report_against_puts_the_acceptance_verdict_on_page_1(tmp_path):
+    b = tmp_path / "allreduce"
+    shutil.copytree(ALLREDUCE_EXAMPLE, b)
+    alone = run_kit("report", str(b), "--tolerance", "0.05")
+    assert alone.returncode == 2 and "--tolerance applies to --against" in alone.stderr
+    proc = run_kit("report", str(b), "--against", "azure-ndh200v5-allreduce-floor")
+    assert proc.returncode == 0, proc.stderr
+    first = " ".join(pdf_text(b / "report.pdf").split("\f")[0].split())
+    assert "Acceptance: FAIL against Azure ND H200 v5 acceptance floor" in first
+    assert "does not reach the threshold 431 GB/s" in first
+    assert "NVLink SHARP (NVLS) on there" in first
+    assert run_kit("verify", str(b)).returncode == 0  # the re-rendered report is re-sealed
