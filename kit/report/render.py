@@ -332,7 +332,7 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         for b in benches
     ]
     return {
-        "results": results,
+        "results": data.results,  # the typed header (kit.model.Results), as the page reads it
         "recipe": recipe,
         "bundle_name": bundle.path.name,
         "machine": machine_line(hardware, results),
@@ -356,7 +356,7 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         "environment": environment_view(environment, results),
         "method": method_view(benches, results, jinja_env()),
         "manifest": manifest_view(bundle.path),
-        "runs": results.get("runs") or [],
+        "runs": data.results.runs,  # typed (kit.model.RunResult)
         "kit_version": __version__,
         "renderer": f"kit {__version__}, Python {platform.python_version()}",
         "style": STYLE.read_text(),
