@@ -22,8 +22,10 @@ from kit.facts.efficiency import (
 )
 from kit.facts.price import Price, parse_price
 from kit.facts.window import POWER_CAP_REASON, WindowFacts, window_facts
+from kit.refs.nccl_tests import BELOW, below, reference_for
 from kit.refs.published import for_kind, place, run_conditions
 from kit.report.analysis.model import Benchmark, VariantBlock
+from kit.report.analysis.sweeps import sweep_curves
 from kit.report.analysis.trust import transports
 from kit.report.analysis.verdicts import expectations, judged_metric, verdict_metric
 from kit.shared import p2p
@@ -104,6 +106,7 @@ class VariantSummary:
     transports: list[str] = field(default_factory=list)
     settings: list[str] = field(default_factory=list)
     plateau: str = ""  # sweeps: whether the headline size sits on the bandwidth plateau
+    below_reference: str = ""  # sweeps: the sizes where the kit reads below nccl-tests
 
 
 @dataclass
@@ -256,6 +259,7 @@ def summarize_bench(
             if not smoke:
                 _sweep_link(vs, hardware)
                 vs.plateau = plateau_words(v.ok)
+                vs.below_reference = below_nccl_tests(bench, v, gpus, hardware)
         elif s is not None:
             if row.per_gpu and gpus and all(r.get("device") != "cpu" for r in v.ok):
                 vs.per_gpu = s.median / gpus
@@ -332,6 +336,25 @@ def plateau_words(runs: list[dict[str, Any]]) -> str:
             "practice sweeps to 8 or 16 GiB where memory allows"
         )
     return f"taken at {_bytes(last)}, on the plateau ({rise:+.1%} from {_bytes(before)})"
+
+
+def below_nccl_tests(
+    bench: Benchmark, v: VariantBlock, gpus: int | None, hardware: dict[str, Any]
+) -> str:
+    """The sizes where this variant's busbw is below the shipped nccl-tests run of the same
+    program on the same GPU model and count (kit/refs/nccl_tests), in words; "" without one."""
+    names = sorted({g.get("name") for g in hardware.get("gpus") or [] if g.get("name")})
+    tool = bench.spec.sweep.tool if bench.spec and bench.spec.sweep else ""
+    ref = reference_for(tool, names[0] if len(names) == 1 else None, gpus, v.name)
+    if ref is None:
+        return ""
+    curve = sweep_curves(bench)["curves"].get(v.name) or {}
+    low = below(curve, ref)
+    where = f"nccl-tests {ref.test} on {gpus}x {ref.gpu} (kit/refs/nccl_tests/{ref.name})"
+    if not low:
+        return f"within {1 - BELOW:.0%} of {where} at every size it moved 1 GB/s or more"
+    sizes = ", ".join(f"{_bytes(size)} ({ratio:.2f}x)" for size, ratio in low)
+    return f"below {BELOW:.0%} of {where} at {sizes}"
 
 
 def against_published(

@@ -1,0 +1,99 @@
+"""nccl-tests output as a per-size reference for a kit sweep.
+
+`parse` reads what all_reduce_perf (and the other *_perf programs) print: the devices and, per
+size, the out-of-place time, algbw and busbw. kit/refs/nccl_tests/*.txt ship the runs made beside
+the committed examples (same machine, same session, same NCCL), so a report can name the sizes
+where the kit's own reading falls below nccl-tests', rather than leave a dip unexplained.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+ROW = re.compile(
+    r"^\s*(?P<bytes>\d+)\s+(?P<count>\d+)\s+(?P<type>\w+)\s+(?P<redop>\w+)\s+(?P<root>-?\d+)"
+    r"\s+(?P<time>[\d.]+)\s+(?P<algbw>[\d.]+)\s+(?P<busbw>[\d.]+)\s+(?P<wrong>\S+)"
+)
+DEVICE = re.compile(r"^#\s+Rank\s+\d+ .* device\s+\d+ \[[^\]]*\] (?P<name>.+?)\s*$")
+TEST = re.compile(r"Collective test starting: (?P<test>\w+)")
+BELOW = 0.95
+"""A size is named when the kit reads below this share of nccl-tests' busbw."""
+
+
+@dataclass(frozen=True)
+class NcclTestsRun:
+    """One nccl-tests run: its program, GPUs and, per size, (time us, busbw GB/s) out of place."""
+
+    name: str
+    test: str
+    gpus: list[str]
+    sizes: dict[int, tuple[float, float]]
+
+    @property
+    def gpu(self) -> str:
+        return self.gpus[0] if len(set(self.gpus)) == 1 else ", ".join(sorted(set(self.gpus)))
+
+
+def parse(text: str, name: str = "") -> NcclTestsRun:
+    """The run as nccl-tests printed it (ValueError when no size row is there)."""
+    gpus, sizes, test = [], {}, ""
+    for line in text.splitlines():
+        if m := TEST.search(line):
+            test = m["test"]
+        elif m := DEVICE.match(line):
+            gpus.append(m["name"])
+        elif m := ROW.match(line):
+            sizes[int(m["bytes"])] = (float(m["time"]), float(m["busbw"]))
+    if not sizes:
+        raise ValueError(f"{name or 'text'}: no nccl-tests size rows")
+    return NcclTestsRun(name, test, gpus, sizes)
+
+
+@cache
+def shipped() -> dict[str, NcclTestsRun]:
+    """The nccl-tests runs shipped with kit, by file name (kit/refs/nccl_tests/*.txt)."""
+    folder = resources.files("kit.refs").joinpath("nccl_tests")
+    return {
+        f.name: parse(f.read_text(), f.name)
+        for f in sorted(folder.iterdir(), key=lambda p: p.name)
+        if f.name.endswith(".txt")
+    }
+
+
+SHIPPED_VARIANTS = {"p2p": "p2p", "no-p2p": "no-p2p"}
+"""A kit variant -> the word in a shipped file's name: nccl-tests-{word}-{n}gpu.txt."""
+
+
+def reference_for(
+    test: str, gpu: str | None, gpus: int | None, variant: str
+) -> NcclTestsRun | None:
+    """The shipped nccl-tests run of the same program, GPU model and count, and variant."""
+    word = SHIPPED_VARIANTS.get(variant)
+    if word is None or not gpu or not gpus:
+        return None
+    run = shipped().get(f"nccl-tests-{word}-{gpus}gpu-{_slug(gpu)}.txt")
+    return run if run is not None and run.test == test and len(run.gpus) == gpus else None
+
+
+def below(
+    curve: dict[int, dict[str, Any]], ref: NcclTestsRun, share: float = BELOW
+) -> list[tuple[int, float]]:
+    """(size, kit busbw / nccl-tests busbw) for every size both measured where the kit reads
+    below `share` of nccl-tests (sizes where nccl-tests reads under 1 GB/s are left out: there
+    the figure is latency, and the time table says it better)."""
+    out = []
+    for size, point in sorted(curve.items()):
+        theirs = ref.sizes.get(size)
+        if theirs and theirs[1] >= 1.0 and point.get("busbw") is not None:
+            ratio = point["busbw"] / theirs[1]
+            if ratio < share:
+                out.append((size, ratio))
+    return out
+
+
+def _slug(gpu: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", gpu.lower().replace("nvidia", "")).strip("-")
