@@ -105,6 +105,9 @@ def test_cpu_smoke_findings_and_gloo_verdict():
     sentence = benches[0].verdicts[0].sentence
     assert "on the CPU (gloo, where NCCL settings have no effect)" in sentence
     assert "noise" in sentence
+    # noisy runs: the verdict is withheld, never "no measurable difference" beside a CV of 80%
+    assert benches[0].verdicts[0].withheld and "verdict withheld: the runs were noisy" in sentence
+    assert "no measurable difference" not in sentence
 
 
 @pytest.mark.parametrize(
@@ -319,3 +322,13 @@ def test_a_reference_from_another_gpu_count_is_compared_per_gpu():
     # two runs give only their range, not a confidence interval: no PASS yet, one more run
     assert e["unit"] == "tokens/s per GPU" and e["verdict"] == "UNDECIDED"
     assert e["more_repeats"] == 1 and "2 runs give no confidence interval" in e["reason"]
+
+
+def test_a_preflight_that_did_not_run_is_not_called_passed():
+    """Multi-node: the driver's machine is not a node, so no preflight ran: skipped, not passed."""
+    single = dict(analysis.trust_facts({"preflight": []}, {}))
+    assert single["preflight"] == "passed, nothing flagged"
+    multi = dict(analysis.trust_facts({"preflight": [], "runtime": "multinode"}, {"nodes": []}))
+    assert (
+        multi["preflight"].startswith("not run: multi-node") and "passed," not in multi["preflight"]
+    )

@@ -187,8 +187,12 @@ def trust_facts(results: dict[str, Any], hardware: dict[str, Any]) -> list[tuple
     ECC, VBIOS, driver, and the kit that measured (version and commit)."""
     checks = results.get("preflight") or []
     errors = sum(1 for f in checks if f.get("level") == "error")
+    multinode = bool(hardware.get("nodes")) or results.get("runtime") == "multinode"
     preflight = (
-        "passed, nothing flagged"
+        "not run: multi-node, the driver's machine is not one of the nodes (skipped is not "
+        "passed; each node's inventory is under Hardware)"
+        if not checks and multinode
+        else "passed, nothing flagged"
         if not checks
         else f"{len(checks)} finding{'s' if len(checks) > 1 else ''}"
         + (f", {errors} fatal" if errors else ", none fatal")
