@@ -20,6 +20,8 @@
 #           first-run figure)
 #   host    kit reproduce RECIPE --runtime host, the same recipe in the machine's own Python
 #   rerun   kit reproduce BUNDLE of a bundle made by `docker` on another machine (a .tar.gz)
+# KIT_ARGS adds options to the docker and host stages (--repeats 1), RERUN_ARGS to the rerun;
+# REIMPORT=1 imports the base image anew.
 #   faults  the GPU path's faults: a GPU the CDI spec lacks, a container killed for memory, an
 #           image without torch; each must be one line or a failed run, never a hang
 # Logs and bundles go to $OUT (bundles as .tar.gz: the device tool returns 2 folder levels).
@@ -118,7 +120,7 @@ stage_docker() {
   local out=/tmp/bundles/docker-$(basename "$RECIPE" .yaml) t0=$SECONDS
   log "docker: kit reproduce $RECIPE --runtime docker --env ngc-pytorch --base-image $BASE"
   kit reproduce "$RECIPE" --device cuda --runtime docker --env ngc-pytorch --base-image "$BASE" \
-      --out "$out" 2>&1 | tee "$OUT/docker.log"
+      --out "$out" ${KIT_ARGS:-} 2>&1 | tee "$OUT/docker.log"
   log "docker: exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s from the command to the sealed bundle"
   pack "$out"
 }
@@ -126,7 +128,7 @@ stage_docker() {
 stage_host() {
   local out=/tmp/bundles/host-$(basename "$RECIPE" .yaml) t0=$SECONDS
   log "host: kit reproduce $RECIPE --runtime host"
-  kit reproduce "$RECIPE" --device cuda --runtime host --out "$out" 2>&1 | tee "$OUT/host.log"
+  kit reproduce "$RECIPE" --device cuda --runtime host --out "$out" ${KIT_ARGS:-} 2>&1 | tee "$OUT/host.log"
   log "host: exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s"
   pack "$out"
 }
