@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 import matplotlib
-from matplotlib.colors import to_hex
+from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure  # not pyplot: no global figure registry, no GUI backend
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter, NullLocator
 
@@ -38,16 +38,35 @@ WIDTH_IN = 7.0
 
 
 def colors(variants: list[str]) -> dict[str, str]:
-    """A colour per series: p2p and no-p2p keep theirs, the rest take the palette, and past it
-    (a comparison of a fleet: dozens of machines) evenly spaced hues, none repeated."""
-    others = [v for v in dict.fromkeys(variants) if v not in FIXED_COLORS]
+    """A colour per series: p2p and no-p2p keep theirs, in the report and in a comparison alike
+    (a comparison's "MACHINE p2p" series take p2p's hue, one shade per machine); the rest take
+    the palette, and past it (a comparison of a fleet: dozens of machines) evenly spaced hues,
+    none repeated."""
+    shades: dict[str, str] = {}
+    for fixed, hue in FIXED_COLORS.items():
+        named = [v for v in dict.fromkeys(variants) if v.endswith(f" {fixed}")]
+        ks = SHADES[1:] if fixed in variants else SHADES  # the hue itself is taken already
+        if named and len(named) <= len(ks):
+            shades.update({v: _shade(hue, k) for v, k in zip(named, ks, strict=False)})
+    others = [v for v in dict.fromkeys(variants) if v not in FIXED_COLORS and v not in shades]
     if len(others) <= len(OTHER_COLORS):
         spare = OTHER_COLORS[: len(others)]
     else:
         ramp = matplotlib.colormaps["turbo"]
         spare = [to_hex(ramp(0.05 + 0.9 * i / (len(others) - 1))) for i in range(len(others))]
     picked = dict(zip(others, spare, strict=True))
-    return {v: FIXED_COLORS.get(v) or picked[v] for v in variants}
+    return {v: FIXED_COLORS.get(v) or shades.get(v) or picked[v] for v in variants}
+
+
+SHADES = (0.0, -0.45, 0.45, -0.7, 0.65)
+"""Machine k of a comparison draws a fixed variant's hue mixed this far towards black (< 0) or
+white (> 0): the first machine in the report's own colour."""
+
+
+def _shade(hue: str, k: float) -> str:
+    r, g, b = to_rgb(hue)
+    target = 1.0 if k > 0 else 0.0
+    return to_hex(tuple(c + (target - c) * abs(k) for c in (r, g, b)))
 
 
 def text(label: Any) -> str:

@@ -61,3 +61,11 @@ def test_compare_of_fifty_bundles(tmp_path):
     assert rows and max(r.count("<th>") for r in rows) <= 7, max(r.count("<th>") for r in rows)
     assert (out / "compare.pdf").stat().st_size > 0
     assert FLEET * 2 > LEGEND_INSIDE  # the sweep's legend goes below its plot
+
+
+def test_a_comparison_keeps_the_reports_variant_colours():
+    """The first machine's p2p and no-p2p series are drawn in the report's own colours; the
+    next machines in shades of the same hue, all distinct."""
+    col = colors(["2x H200 [1] p2p", "2x H200 [1] no-p2p", "4x H200 [2] p2p", "4x H200 [2] no-p2p"])
+    assert col["2x H200 [1] p2p"] == "#1f5fa8" and col["2x H200 [1] no-p2p"] == "#d9822b"
+    assert len(set(col.values())) == 4
