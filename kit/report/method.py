@@ -54,10 +54,10 @@ def _span(values: list[Any]) -> str:
     return f"{lo} s" if lo == hi else f"{lo} to {hi} s"
 
 
-def repeats_words(benches: list[analysis.Benchmark], results: dict[str, Any]) -> str:
+def repeats_words(benches: list[analysis.Benchmark]) -> str:
     """How many times each benchmark ran per variant: the count that ran, with the planned
     count and the adaptive decision beside it wherever the two differ."""
-    planned = results.get("repeats")
+    planned = benches[0].planned_repeats if benches else None
     if all(b.repeats_ran == planned for b in benches):
         return f"Every benchmark ran {planned or '?'} times per variant"
     parts = []
@@ -76,9 +76,9 @@ def repeats_words(benches: list[analysis.Benchmark], results: dict[str, Any]) ->
     return "; ".join(parts)
 
 
-def repeats_short(benches: list[analysis.Benchmark], results: dict[str, Any]) -> str:
+def repeats_short(benches: list[analysis.Benchmark]) -> str:
     """Page 1's count: "3 repeats per variant", or "2 to 4 repeats per variant (2 planned)"."""
-    planned = results.get("repeats")
+    planned = benches[0].planned_repeats if benches else None
     ran = sorted({b.repeats_ran for b in benches})
     if not ran or ran == [planned]:
         return f"{planned or '?'} repeats per variant"
@@ -86,14 +86,12 @@ def repeats_short(benches: list[analysis.Benchmark], results: dict[str, Any]) ->
     return f"{count} repeats per variant ({planned} planned)"
 
 
-def method_view(
-    benches: list[analysis.Benchmark], results: dict[str, Any], env: Environment
-) -> dict[str, Any]:
+def method_view(benches: list[analysis.Benchmark], env: Environment) -> dict[str, Any]:
     """Facts the Method section states, read from the runs (never assumed), and each
     workload's paragraph, rendered from its spec's method template."""
     out: dict[str, Any] = {
-        "repeats": repeats_words(benches, results),
-        "repeats_short": repeats_short(benches, results),
+        "repeats": repeats_words(benches),
+        "repeats_short": repeats_short(benches),
         "cv": benches[0].cv_threshold if benches else analysis.CV_THRESHOLD,
         "drift": analysis.DRIFT_THRESHOLD,
     }

@@ -324,7 +324,7 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
     figures = [f for v in views for f in v.figures] + (silicon["figures"] if silicon else [])
     for n, f in enumerate(figures, start=1):
         f.caption = f"Figure {n}. {f.caption}"
-    smoke = bool(results.get("smoke"))
+    smoke = data.results.smoke
     summaries = [
         analysis.summarize_bench(
             b, hardware, analysis.ran_line(b, smoke), price_per_gpu_hour, smoke=smoke
@@ -354,7 +354,7 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         "has_hardware": bool(hardware),
         "nodes": nodes_view(hardware, results),
         "environment": environment_view(environment, results),
-        "method": method_view(benches, results, jinja_env()),
+        "method": method_view(benches, jinja_env()),
         "manifest": manifest_view(bundle.path),
         "runs": data.results.runs,  # typed (kit.model.RunResult)
         "kit_version": __version__,
