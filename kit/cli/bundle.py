@@ -186,6 +186,17 @@ def accept(
     variant: Annotated[
         str | None, typer.Option(help="Judge this variant (default: p2p, else the first).")
     ] = None,
+    allowed_signers: Annotated[
+        Path | None,
+        typer.Option(
+            help="OpenSSH allowed_signers file: the bundle (and a reference bundle) must "
+            "be signed by a signer it lists."
+        ),
+    ] = None,
+    allow_unsigned: Annotated[
+        bool,
+        typer.Option("--allow-unsigned", help="With --allowed-signers: accept unsigned bundles."),
+    ] = False,
     json_out: Annotated[
         Path | None,
         typer.Option("--json", help="Also write the verdicts as JSON to this file ('-': stdout)."),
@@ -200,13 +211,15 @@ def accept(
 
     Example: kit accept reports/examples/h200x2-allreduce --against azure-ndh200v5-allreduce-floor --json accept.json
     """
-    from kit.intake import refuse_writing_inside
+    from kit.intake import check_signer_options, refuse_writing_inside
     from kit.refs.accept import accept as accept_bundle
     from kit.shared.jsonio import dumps
 
+    check_signer_options(allowed_signers, allow_unsigned)
     if json_out is not None and str(json_out) != "-":
         refuse_writing_inside(json_out, [bundle, Path(against)], "--json")
-    doc = accept_bundle(bundle, against, tolerance or [], metric, variant)
+    doc = accept_bundle(bundle, against, tolerance or [], metric, variant, allowed_signers,
+                        allow_unsigned)  # fmt: skip
     if json_out is not None and str(json_out) == "-":
         sys.stdout.write(dumps(doc))
         raise typer.Exit(ACCEPT_EXIT[doc["verdict"]])

@@ -112,8 +112,12 @@ def _gpus(block: analysis.VariantBlock) -> int | None:
     return next((int(r["world_size"]) for r in block.ok if r.get("world_size")), None)
 
 
-def _benches(bundle_dir: Path) -> tuple[list[analysis.Benchmark], dict[str, Any], dict[str, Any]]:
-    data = receive(Path(bundle_dir), "accept only an untouched bundle")  # sealed and complete
+def _benches(
+    bundle_dir: Path, signers: tuple[Path | None, bool] = (None, False)
+) -> tuple[list[analysis.Benchmark], dict[str, Any], dict[str, Any]]:
+    """The bundle read once: sealed, complete and, with an allowed-signers file, signed by a
+    listed signer (kit.intake; `signers` is the file and whether unsigned is accepted)."""
+    data = receive(Path(bundle_dir), "accept only an untouched bundle", *signers)
     results = data.results.dump(as_written=True)
     recipe = data.recipe.model_dump(mode="json")
     hardware = data.hardware.dump(as_written=True) if data.hardware else {}
@@ -126,12 +130,16 @@ def accept(
     tolerances: list[str] | None = None,
     metric: str | None = None,
     variant: str | None = None,
+    allowed_signers: Path | None = None,
+    allow_unsigned: bool = False,
 ) -> dict[str, Any]:
-    """The acceptance document: one decision per judged benchmark, and the overall verdict."""
+    """The acceptance document: one decision per judged benchmark, and the overall verdict.
+    With `allowed_signers`, the bundle and a reference bundle must be signed by a listed signer."""
     ref = parse_against(against)
     every, per_metric = parse_tolerances(tolerances or [])
-    benches, results, hardware = _benches(bundle_dir)
-    ref_benches = {b.name: b for b in _benches(ref.bundle)[0]} if ref.bundle else {}
+    signers = (allowed_signers, allow_unsigned)
+    benches, results, hardware = _benches(bundle_dir, signers)
+    ref_benches = {b.name: b for b in _benches(ref.bundle, signers)[0]} if ref.bundle else {}
     decisions = []
     skipped = []
     for bench in benches:

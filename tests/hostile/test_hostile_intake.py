@@ -42,6 +42,7 @@ def readers(b: Path, tmp_path: Path, *extra: str) -> dict[str, list[str]]:
         "compare": ["compare", str(other), str(b), "--out", str(tmp_path / "c"), *extra],
         "reproduce": ["reproduce", str(b), "--out", str(tmp_path / "r"), *extra],
         "refs add": ["refs", "add", str(b), *extra],
+        "accept": ["accept", str(b), "--against", "1GB/s", *extra],
     }
 
 
