@@ -25,7 +25,7 @@ class IntervalRule:
 
     up_to: int | None
     kind: Literal["none", "range", "t", "bootstrap"]
-    words: str  # how the Method page says it; {first} and {last}: the counts this rule covers
+    words: str  # the Method page's words; {first}, {last}: the counts it covers; {pct}: CONFIDENCE
 
 
 INTERVALS = (
@@ -38,12 +38,12 @@ INTERVALS = (
     IntervalRule(
         5,
         "t",
-        '{first} to {last} runs give a 95% t-interval on the logarithms ("95% t-interval, n=3")',
+        '{first} to {last} runs give a {pct} t-interval on the logarithms ("{pct} t-interval, n=3")',
     ),
     IntervalRule(
         None,
         "bootstrap",
-        "{first} or more a 95% bootstrap interval of the median (fixed seed, so a "
+        "{first} or more a {pct} bootstrap interval of the median (fixed seed, so a "
         "bundle always renders the same numbers)",
     ),
 )
@@ -63,7 +63,7 @@ def interval_words() -> str:
     """The interval rule in the report's words, from INTERVALS (the Method page prints it)."""
     out, first = [], 1
     for r in INTERVALS:
-        out.append(r.words.format(first=first, last=r.up_to))
+        out.append(r.words.format(first=first, last=r.up_to, pct=f"{CONFIDENCE * 100:g}%"))
         first = (r.up_to or first) + 1
     return "; ".join(out)
 
