@@ -30,6 +30,7 @@ def _method_facts(b: analysis.Benchmark) -> dict[str, Any]:
         "peak": data.get("peak_flops_source"),
         "weights": data.get("weights"),
         "data": data.get("data"),
+        "whole_window": analysis.verdict_metric(b) == "throughput_window",
         "synced_per_step": SYNCED_PER_STEP in str(data.get("step_times_note") or ""),
         "window_s": _span([(r.get("data") or {}).get("window_s") for r in ok]),
         "window_rules": sorted({str(d["window_rule"]) for r in ok if (d := r.get("data") or {})

@@ -28,7 +28,8 @@ Bundles recorded since time steps with CUDA events and no synchronize inside the
 {% if not a.window_rules %}This bundle set no minimum window; full-scale recipes now time at least 30 s,
 so that clocks and power settle.{% endif %}{% endif %}
 When the GPUs sit at their power cap (NVML reports SwPowerCap in most of the window's samples),
-the headline is the throughput over the whole window, not the median step.
+the headline is the throughput over the whole window, not the median step{% if a.whole_window %}: these
+runs did, so this bundle's headline is the throughput over the whole window{% endif %}.
 A run is flagged as not at steady state when the median step time of the
 second half of its timed window differs from the first half's by more than {{ (me.drift * 100)|round|int }}%.
 {% if a.flops_formula %}Model FLOPs per token: {{ a.flops_formula }}; utilisation (MFU) = model FLOPs
