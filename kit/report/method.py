@@ -11,9 +11,11 @@ from markupsafe import Markup
 from kit.report import analysis
 
 
-def _method_facts(b: analysis.Benchmark) -> dict[str, Any]:
-    """What a workload's method paragraph may state, read from its finished runs."""
-    ok = [r for v in b.variants for r in v.ok]
+def _method_facts(group: list[analysis.Benchmark]) -> dict[str, Any]:
+    """What a workload's method paragraph may state, read from the finished runs of every
+    benchmark of that workload (one paragraph covers them all, so it must hold for each)."""
+    b = group[0]
+    ok = [r for g in group for v in g.variants for r in v.ok]
     data = (ok[0].get("data") or {}) if ok else {}
     rows = [row for r in ok for row in (r.get("data") or {}).get("sizes") or []]
     return {
@@ -30,7 +32,7 @@ def _method_facts(b: analysis.Benchmark) -> dict[str, Any]:
         "peak": data.get("peak_flops_source"),
         "weights": data.get("weights"),
         "data": data.get("data"),
-        "whole_window": analysis.verdict_metric(b) == "throughput_window",
+        "whole_window": any(analysis.verdict_metric(g) == "throughput_window" for g in group),
         "synced_per_step": SYNCED_PER_STEP in str(data.get("step_times_note") or ""),
         "window_s": _span([(r.get("data") or {}).get("window_s") for r in ok]),
         "window_rules": sorted({str(d["window_rule"]) for r in ok if (d := r.get("data") or {})
@@ -105,10 +107,10 @@ def method_view(benches: list[analysis.Benchmark], env: Environment) -> dict[str
             kinds.setdefault(b.kind, []).append(b)
     for group in kinds.values():  # one paragraph per workload, its parameters per benchmark
         first = group[0]
-        facts = _method_facts(first)
+        facts = _method_facts(group)
         facts["label"] = " and ".join(b.label for b in group)
         html = env.from_string(first.spec.method).render(a=facts, s=first.spec, me=out)
-        params = [(b.label, _method_facts(b)["params"]) for b in group]
+        params = [(b.label, _method_facts([b])["params"]) for b in group]
         paragraphs.append(
             {"label": facts["label"], "kind": first.kind, "html": Markup(html), "params": params}
         )

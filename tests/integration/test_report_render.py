@@ -434,3 +434,52 @@ def test_kit_report_against_puts_the_acceptance_verdict_on_page_1(tmp_path):
     assert "does not reach the threshold 431 GB/s" in first
     assert "NVLink SHARP (NVLS) on there" in first
     assert run_kit("verify", str(b)).returncode == 0  # the re-rendered report is re-sealed
+
+
+H100 = ROOT / "reports" / "measurements"
+H100_SILICON = H100 / "2026-11-23-h100x1-silicon-vs-nvbandwidth" / "bundle"  # real 1x H100 runs
+H100_ENERGY = H100 / "2026-11-24-h100x1-energy-counter-and-window" / "bundle"
+
+
+def text_past_right_margin(path: Path, margin_pt: float = 14 / 25.4 * 72) -> list[str]:
+    """Strings that start right of the page's content box (the CSS margin is 14 mm): a table
+    too wide for the page, drawn into the margin or off the paper."""
+    out: list[str] = []
+    for page in PdfReader(path).pages:
+        edge = float(page.mediabox.width) - margin_pt
+
+        def visit(text, cm, tm, _font, _size, edge=edge):
+            if text.strip() and cm[0] * tm[4] + cm[2] * tm[5] + cm[4] > edge + 1:
+                out.append(text.strip())
+
+        page.extract_text(visitor_text=visit)
+    return out
+
+
+def test_real_h100_silicon_bundle_fits_the_page_and_says_what_ran(tmp_path):
+    """The 1x H100 silicon bundle: its seven-column silicon tables stay on the page, page 1
+    names what ran (not "parameters not recorded"), and a one-process run raises no caution
+    about NCCL connection lines (there is no peer to connect to)."""
+    dst = tmp_path / "silicon"
+    shutil.copytree(H100_SILICON, dst)
+    render_bundle(Bundle.load(dst))
+    pdf = dst / "report.pdf"
+    assert text_past_right_margin(pdf) == []
+    text = " ".join(pdf_text(pdf).split())
+    assert "copy bandwidth: 512 MiB copies on 1 GPU;" in text
+    assert "matmul ceiling: bf16/fp16/tf32/fp8 on 1 GPU." in text
+    assert "parameters not recorded" not in text
+    assert "HBM datasheet" in text and "3,350 GB/s" in text
+    assert "NCCL transport was not recorded" not in text
+
+
+def test_real_h100_energy_bundle_method_covers_both_windows(tmp_path):
+    """One method paragraph covers a 2 s and a 30 s benchmark of the same workload: it must
+    hold for both, not only for the first (which set no minimum window)."""
+    dst = tmp_path / "energy"
+    shutil.copytree(H100_ENERGY, dst)
+    render_bundle(Bundle.load(dst))
+    text = " ".join(pdf_text(dst / "report.pdf").split())
+    assert "Timed window: 2.0 to 30.1 s (at least 30 steps and at least 30 s" in text
+    assert "This bundle set no minimum window" not in text
+    assert "35 or 464 or 465 steps in all" in text

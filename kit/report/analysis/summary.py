@@ -408,6 +408,8 @@ RAN_PARAMS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("lora_r",), "LoRA r{}"),
     (("precision",), "{}"),
     (("dtype",), "{}"),
+    (("dtypes",), "{}"),
+    (("size_mib",), "{} MiB copies"),
 )
 # boolean switches that change throughput: (name, words when on, words when off)
 RAN_SWITCHES = (
@@ -429,7 +431,10 @@ def ran_line(bench: Benchmark, smoke: bool = False) -> str:
     for names, words in RAN_PARAMS:
         key = next((k for k in names if params.get(k) not in (None, "")), None)
         if key is not None:
-            parts.append(words.format(params[key]))
+            value = params[key]
+            if isinstance(value, list | tuple):
+                value = "/".join(map(str, value))
+            parts.append(words.format(value))
     for name, on, off in RAN_SWITCHES:
         if name in params and (words := on if params[name] else off):
             parts.append(words)
@@ -437,6 +442,8 @@ def ran_line(bench: Benchmark, smoke: bool = False) -> str:
         parts.insert(0, f"{_bytes(params['min_bytes'])} to {_bytes(params['max_bytes'])}")
     world = sorted({int(r["world_size"]) for r in ok if r.get("world_size")})
     on = "processes" if ok and ok[0].get("device") == "cpu" else "GPUs"
+    if world == [1]:
+        on = on.removesuffix("es" if on == "processes" else "s")
     where = f" on {'/'.join(map(str, world))} {on}" if world else ""
     text = ", ".join(parts) + where if parts else "parameters not recorded" + where
     return text

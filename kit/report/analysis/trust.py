@@ -93,6 +93,7 @@ def findings(results: dict[str, Any], benches: list[Benchmark]) -> list[Finding]
         if is_ok(r)
         and isinstance(r.get("nccl"), dict)
         and str(r["nccl"].get("verdict") or "").startswith("NCCL printed no connection lines")
+        and int(r.get("world_size") or 2) > 1  # one process: no peer to connect to
     ]
     if unproven:
         out.append(
