@@ -57,15 +57,20 @@ def _span(values: list[Any]) -> str:
     return f"{lo} s" if lo == hi else f"{lo} to {hi} s"
 
 
+def _times(n: int | None) -> str:
+    """ "once", "3 times" ("? times" when the count was not recorded)."""
+    return "once" if n == 1 else f"{n or '?'} times"
+
+
 def repeats_words(benches: list[analysis.Benchmark]) -> str:
     """How many times each benchmark ran per variant: the count that ran, with the planned
     count and the adaptive decision beside it wherever the two differ."""
     planned = benches[0].planned_repeats if benches else None
     if all(b.repeats_ran == planned for b in benches):
-        return f"Every benchmark ran {planned or '?'} times per variant"
+        return f"Every benchmark ran {_times(planned)} per variant"
     parts = []
     for b in benches:
-        words = f"{b.label} ran {b.repeats_ran} times per variant"
+        words = f"{b.label} ran {_times(b.repeats_ran)} per variant"
         if b.repeats_ran != b.planned_repeats:
             added = b.repeats_ran - b.planned_repeats
             why = (b.adaptive or {}).get("reason") or ""
@@ -84,7 +89,7 @@ def repeats_short(benches: list[analysis.Benchmark]) -> str:
     planned = benches[0].planned_repeats if benches else None
     ran = sorted({b.repeats_ran for b in benches})
     if not ran or ran == [planned]:
-        return f"{planned or '?'} repeats per variant"
+        return f"{planned or '?'} repeat{'' if planned == 1 else 's'} per variant"
     count = f"{ran[0]}" if len(ran) == 1 else f"{ran[0]} to {ran[-1]}"
     return f"{count} repeats per variant ({planned} planned)"
 

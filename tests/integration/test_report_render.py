@@ -471,6 +471,7 @@ def test_real_h100_silicon_bundle_fits_the_page_and_says_what_ran(tmp_path):
     assert "parameters not recorded" not in text
     assert "HBM datasheet" in text and "3,350 GB/s" in text
     assert "NCCL transport was not recorded" not in text
+    assert "1 repeat per variant" in text and "Every benchmark ran once per variant" in text
 
 
 def test_real_h100_energy_bundle_method_covers_both_windows(tmp_path):
