@@ -60,16 +60,21 @@ def fault_reason(e: BaseException) -> str:
 def launch_error(e: BaseException) -> str:
     """One line for a container that could not be created or started."""
     text = first_line(e)
+    if "error setting rlimits" in text:
+        return (
+            "the daemon cannot raise the container's memlock limit (a rootless or nested daemon?): "
+            f"GPU containers need it for pinned host memory ({text})"
+        )
     return gpus.daemon_error(text) or f"could not start the container: {text}"
 
 
-def ulimits(device: str) -> list[Any]:
+def ulimits(device: str, memlock: bool = True) -> list[Any]:
     """A deep stack for the ranks; on GPUs unlimited memlock for CUDA's, NCCL's and InfiniBand's
     pinned host buffers (CPU runs skip it: rootless or nested daemons may not raise it)."""
     import docker
 
     out = [docker.types.Ulimit(name="stack", soft=STACK_BYTES, hard=STACK_BYTES)]
-    if device == "cuda":
+    if device == "cuda" and memlock:
         out.append(docker.types.Ulimit(name="memlock", soft=-1, hard=-1))
     return out
 
@@ -149,6 +154,7 @@ class DockerContainer:
         owner: str | None = None,
         gpu_style: gpus.GpuStyle | None = None,
         memory: str | None = None,
+        memlock: bool = True,
     ) -> None:
         self.image = image
         self.client = client or docker_client()
@@ -156,6 +162,7 @@ class DockerContainer:
         self.echo = echo
         self.owner = owner or new_owner()
         self.memory = memory  # a memory limit ("64g"); None: the host's
+        self.memlock = memlock  # unlimited memlock on GPU runs (a nested test daemon cannot)
         self._gpus = gpu_style  # asked of the daemon at the first GPU launch when not given
 
     def gpu_style(self) -> gpus.GpuStyle:
@@ -205,7 +212,7 @@ class DockerContainer:
             # A large private shm keeps the container's IPC namespace isolated (ipc_mode="host"
             # would share the host's); all ranks share it since they run in this one container.
             "shm_size": self.shm_size,
-            "ulimits": ulimits(device),
+            "ulimits": ulimits(device, self.memlock),
             # a private, writable /tmp (HOME too): an image may have none (`docker import` of a
             # machine's software), and torchrun then makes its scratch folders in the working
             # directory, the run directory, which the bundle's manifest must not find changed

@@ -39,10 +39,12 @@ class DockerRuntime(LocalRuntime):
         shm_size: str = "16g",
         echo: Callable[[str], None] | None = None,
         gpu_style: gpus.GpuStyle | None = None,
+        memlock: bool = True,
     ) -> None:
         self.docker = DockerContainer(
-            image, client=client, shm_size=shm_size, echo=echo, gpu_style=gpu_style
-        )
+            image, client=client, shm_size=shm_size, echo=echo, gpu_style=gpu_style,
+            memlock=memlock,
+        )  # fmt: skip
         super().__init__(self.docker)
 
     @property
