@@ -55,7 +55,7 @@ def client():
     c, why = _daemon()
     if c is None:
         pytest.skip(
-            f"needs a Docker daemon (none answers: {why}): as root, bash scripts/ci-docker.sh (installs docker.io)"
+            f"needs a Docker daemon (none answers: {why}): as root, bash scripts/ci-docker.sh (Docker 26 from Debian trixie's .deb files)"
         )
     return c
 
