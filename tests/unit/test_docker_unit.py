@@ -76,6 +76,9 @@ def test_gpu_style_cdi_from_the_daemons_spec_dirs(monkeypatch, tmp_path):
     assert gpus.style(both).name == "nvidia runtime"
     monkeypatch.setenv("KIT_GPU_REQUEST", "cdi")
     assert gpus.style(both).name == "cdi"
+    monkeypatch.setenv("KIT_GPU_REQUEST", "amd")
+    with pytest.raises(KitError, match=r"^KIT_GPU_REQUEST='amd': allowed: cdi, nvidia"):
+        gpus.style(both)
 
 
 def test_gpu_run_without_toolkit_is_one_line_naming_the_toolkit(monkeypatch, tmp_path):

@@ -153,6 +153,8 @@ def style(client: Any) -> GpuStyle | None:
     except Exception:
         return None
     forced = os.environ.get("KIT_GPU_REQUEST", "").strip().lower()
+    if forced not in ("", "cdi", "nvidia"):
+        raise KitError(f"KIT_GPU_REQUEST={forced!r}: allowed: cdi, nvidia (or unset: the daemon's)")
     nvidia = "nvidia" in (info.get("Runtimes") or {})
     cdi_dirs = [str(d) for d in info.get("CDISpecDirs") or []]
     kind = cdi_kind()

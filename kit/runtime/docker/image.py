@@ -158,6 +158,9 @@ def ensure_base(client: Any, ref: str, echo: Callable[[str], None], env: str = "
         return
     except docker.errors.ImageNotFound:
         pass
+    except docker.errors.APIError as e:  # not a reference at all ("invalid reference format")
+        why = str(e.explanation or e).strip().splitlines()[0][:200]
+        raise InputError(f"base image {ref!r} (environment {env}): {why}") from e
     echo(f"pulling base image {ref}")
     try:
         client.images.pull(ref)
