@@ -15,13 +15,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kit.bundle import Bundle, default_bundle_dir, now_iso, write_json
+from kit.bundle import Bundle, default_bundle_dir, now_iso
 from kit.errors import InputError, KitError
 from kit.inventory import collect
 from kit.recipe import Recipe
-from kit.run.plan import plan, plan_repeat
+from kit.run.plan import RunSpec, plan, plan_repeat
 from kit.run.preflight import PreflightOptions, check_recipe, raise_if_fatal
-from kit.run.results import bundle_status, console, result_of, seal
+from kit.run.results import (
+    close_bundle,
+    console,
+    open_bundle,
+    record_container,
+    result_of,
+    write_specs,
+)
 from kit.runtime import registry
 from kit.runtime.base import RunOutcome, Runtime, RuntimeRequest
 from kit.shared import files
@@ -111,20 +118,31 @@ def make_runtime(name: str, recipe: Recipe, options: Options, device: str = "cpu
     return registry.prepare(chosen, request)
 
 
-def run_recipe(
-    recipe: Recipe,
-    options: Options,
-    on_result: Callable[[dict[str, Any]], None] | None = None,
-    after_runs: Callable[[Bundle], None] | None = None,
-    runtime: Runtime | None = None,
-) -> tuple[Bundle, int]:
-    """Run every planned run and write the bundle. Returns the bundle and the exit code.
+@dataclass
+class Prepared:
+    """Everything `execute` needs: the plan, the runtime and the bundle it writes into."""
 
-    `on_result` sees each run's result as it lands; `after_runs` sees the bundle once the runs
-    ended (also when interrupted), before it is sealed: the hook a rerun checks its environment in.
-    `runtime`: one already prepared (a rerun's, from the recorded environment); else the
-    registry prepares the one the options ask for.
-    """
+    recipe: Recipe
+    device: str
+    smoke: bool
+    runs: list[RunSpec]
+    runtime: Runtime
+    bundle: Bundle
+    policy: AdaptiveRepeats
+
+
+@dataclass
+class Execution:
+    """How the runs ended: interrupted (Ctrl-C, SIGTERM), the exit code, an engine fault."""
+
+    interrupted: bool = False
+    code: int = 0
+    fault: Exception | None = None
+
+
+def prepare(recipe: Recipe, options: Options, runtime: Runtime | None = None) -> Prepared:
+    """Device, plan, inventory, preflight (a fatal finding stops here), runtime, and the bundle
+    with its header, hardware.json and environment.json."""
     nodes = registry.nodes(recipe.nodes, options.nodes)
     device = (
         resolve_device(options.device)
@@ -132,8 +150,8 @@ def run_recipe(
         else registry.device_of_nodes(options.device, nodes)
     )
     smoke = options.smoke if options.smoke is not None else device == "cpu"
-    repeats = options.repeats or (min(recipe.repeats, 2) if smoke else None)
-    runs = plan(recipe, device, smoke, repeats)
+    planned = options.repeats or (min(recipe.repeats, 2) if smoke else recipe.repeats)
+    runs = plan(recipe, device, smoke, planned)
     hardware = collect()
     # the driver's machine is not one of the nodes: each node's inventory goes to hardware.json
     checks = PreflightOptions(strict=options.strict, allow=frozenset(options.allow))
@@ -147,25 +165,12 @@ def run_recipe(
         runtime = make_runtime(options.runtime, recipe, options, device)
     # absolute: the workers run with the run directory as their working directory
     out = (options.out or default_bundle_dir(Path("reports"), recipe.name)).resolve()
-    bundle = Bundle.create(
-        out,
-        recipe.resolved(),
-        {
-            "recipe": recipe.name,
-            "device": device,
-            "runtime": runtime.name,
-            "pinned": runtime.pinned,
-            "smoke": smoke,
-            "repeats": repeats or recipe.repeats,
-            "command": options.command or "kit reproduce",
-            "planned_runs": len(runs),
-            "reproduces": options.reproduces,
-        },
-    )
-    planned = repeats or recipe.repeats
+    bundle = open_bundle(
+        out, recipe, device, runtime.name, runtime.pinned, smoke, planned,
+        options.command or "kit reproduce", len(runs), options.reproduces,
+    )  # fmt: skip
     adaptive = (recipe.max_repeats or 0) > recipe.repeats  # off unless the recipe asks
     cap = max(planned, recipe.max_repeats or 0) if adaptive else planned
-    policy = AdaptiveRepeats(planned, cap, recipe.cv_threshold)
     console.print(
         f"kit: {recipe.name}: {len(runs)} runs on {device} ({runtime.name} runtime"
         f"{', smoke scale' if smoke else ''}) -> {bundle.path}"
@@ -175,38 +180,44 @@ def run_recipe(
     bundle.write_json(files.HARDWARE, hardware)
     bundle.results["preflight"] = findings
     bundle.write_json(files.ENVIRONMENT, runtime.environment)
-    previous = {sig: signal.signal(sig, _on_sigterm) for sig in STOP_SIGNALS}
-    interrupted, code = False, 0
-    fault: Exception | None = None
+    policy = AdaptiveRepeats(planned, cap, recipe.cv_threshold)
+    return Prepared(recipe, device, smoke, runs, runtime, bundle, policy)
+
+
+def _launch(p: Prepared, spec: RunSpec) -> tuple[RunOutcome, bool]:
+    """One run through the runtime; a runtime fault is this run's failure. (outcome, stopped)."""
+    run_dir = p.bundle.run_dir(spec.run_id)
+    log_path = p.bundle.log_path(spec.run_id)
     try:
-        queue, i = deque(runs), 0
+        outcome = p.runtime.run(
+            run_dir, spec.nproc, spec.env, log_path, spec.timeout_s, spec.gpu_ids, p.device
+        )
+    except (KeyboardInterrupt, _Terminated):
+        return RunOutcome(None, False, True, 0.0, [], "interrupted"), True
+    except KitError as exc:  # the runtime's own one-line reason: this run failed
+        return RunOutcome(None, False, False, 0.0, [], str(exc)), False
+    except Exception as exc:  # a runtime fault (daemon gone, ...): this run failed
+        why = f"runtime error: {type(exc).__name__}: {exc}"
+        return RunOutcome(None, False, False, 0.0, [], why), False
+    return outcome, False
+
+
+def execute(
+    p: Prepared, state: Execution, on_result: Callable[[dict[str, Any]], None] | None = None
+) -> None:
+    """Every planned run in order, results.json rewritten after each; after a benchmark's last
+    planned repeat, adaptive repeats may add whole repeats. Ctrl-C or SIGTERM stop it (state)."""
+    bundle = p.bundle
+    previous = {sig: signal.signal(sig, _on_sigterm) for sig in STOP_SIGNALS}
+    try:
+        queue, i = deque(p.runs), 0
         while queue:
             spec = queue.popleft()
             i += 1
-            run_dir = bundle.run_dir(spec.run_id)
-            write_json(run_dir / files.SPEC, spec.to_json())
-            log_path = bundle.log_path(spec.run_id)
+            write_specs(bundle, [spec])
             console.print(f"[{i}/{i + len(queue)}] {spec.run_id} ...", end=" ")
-            stopped = False
-            try:
-                outcome = runtime.run(
-                    run_dir,
-                    spec.nproc,
-                    spec.env,
-                    log_path,
-                    spec.timeout_s,
-                    spec.gpu_ids,
-                    device,
-                )
-            except (KeyboardInterrupt, _Terminated):
-                stopped = True
-                outcome = RunOutcome(None, False, True, 0.0, [], "interrupted")
-            except KitError as exc:  # the runtime's own one-line reason: this run failed
-                outcome = RunOutcome(None, False, False, 0.0, [], str(exc))
-            except Exception as exc:  # a runtime fault (daemon gone, ...): this run failed
-                outcome = RunOutcome(
-                    None, False, False, 0.0, [], f"runtime error: {type(exc).__name__}: {exc}"
-                )
+            outcome, stopped = _launch(p, spec)
+            run_dir, log_path = bundle.run_dir(spec.run_id), bundle.log_path(spec.run_id)
             result = result_of(spec, run_dir, outcome, log_path)
             bundle.add_run(result)
             if on_result:
@@ -214,53 +225,78 @@ def run_recipe(
             if result["status"] == "ok":
                 console.print(f"ok {result.get('wall_s', 0):.1f} s {_headline(result)}")
             else:
-                code = 1
+                state.code = 1
                 # an error may hold [brackets] (gloo's "[/path/pair.cc:553]"): not rich markup
                 console.print(f"{result['status'].upper()}: {result.get('error')}", markup=False)
             if stopped:
                 raise KeyboardInterrupt
             if not queue or queue[0].benchmark != spec.benchmark:  # its last planned repeat
-                record = adaptive_record(bundle.results["runs"], spec.benchmark, policy)
+                record = adaptive_record(bundle.results["runs"], spec.benchmark, p.policy)
                 bundle.results.setdefault("adaptive", {})[spec.benchmark] = record
                 bundle.save()
                 if record["more"]:
-                    extra = plan_repeat(recipe, spec.benchmark, record["repeats"], device, smoke)
+                    extra = plan_repeat(
+                        p.recipe, spec.benchmark, record["repeats"], p.device, p.smoke
+                    )
                     console.print(f"kit: {spec.benchmark}: {record['reason']}; one more repeat")
                     queue.extendleft(reversed(extra))
     except (KeyboardInterrupt, _Terminated):
-        interrupted, code = True, 130
+        state.interrupted, state.code = True, 130
         console.print("kit: interrupted; writing the bundle with what finished")
     except Exception as exc:  # the engine itself: never a `complete` bundle, then one line
-        fault, code = exc, 1
+        state.fault, state.code = exc, 1
         bundle.results["error"] = f"{type(exc).__name__}: {exc}"
         console.print(f"kit: run stopped by {type(exc).__name__}: {exc}", markup=False)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        runs_done = bundle.results["runs"]
-        status = bundle_status(runs_done, len(runs), interrupted)
-        if fault is not None and status == "complete":
-            status = "partial"
-        ok = [r for r in bundle.results["runs"] if r.get("status") == "ok"]
-        env = bundle.read_json(files.ENVIRONMENT) or {}
-        if ok and not env.get("container"):
-            env["container"] = ok[0].get("versions")
-            bundle.write_json(files.ENVIRONMENT, env)
+
+
+def finalize(
+    p: Prepared, state: Execution, after_runs: Callable[[Bundle], None] | None = None
+) -> str:
+    """The bundle's status from its runs, the container's versions from the first finished run,
+    the `after_runs` hook, then sealed (report and manifest) and the runtime closed. The status."""
+    bundle = p.bundle
+    try:
+        record_container(bundle)
         if after_runs is not None:
             try:  # a malformed record must not leave the bundle unsealed
                 after_runs(bundle)
             except Exception as exc:
                 console.print(f"kit: warning: environment not compared: {exc}", markup=False)
-        bundle.finish(status)
-        try:
-            seal(bundle)
-        finally:
-            runtime.close()
-    if fault is not None:
+        return close_bundle(bundle, len(p.runs), state.interrupted, state.fault is not None)
+    finally:
+        p.runtime.close()
+
+
+def run_recipe(
+    recipe: Recipe,
+    options: Options,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+    after_runs: Callable[[Bundle], None] | None = None,
+    runtime: Runtime | None = None,
+) -> tuple[Bundle, int]:
+    """Run every planned run and write the bundle (prepare, execute, finalize). Returns the bundle
+    and the exit code.
+
+    `on_result` sees each run's result as it lands; `after_runs` sees the bundle once the runs
+    ended (also when interrupted), before it is sealed: the hook a rerun checks its environment in.
+    `runtime`: one already prepared (a rerun's, from the recorded environment); else the
+    registry prepares the one the options ask for.
+    """
+    p = prepare(recipe, options, runtime)
+    state = Execution()
+    try:
+        execute(p, state, on_result)
+    finally:
+        status = finalize(p, state, after_runs)
+    if state.fault is not None:
         raise KitError(
-            f"the run stopped: {type(fault).__name__}: {fault}; bundle {bundle.path} is {status}"
-        ) from fault
-    return bundle, code
+            f"the run stopped: {type(state.fault).__name__}: {state.fault}; "
+            f"bundle {p.bundle.path} is {status}"
+        ) from state.fault
+    return p.bundle, state.code
 
 
 def headline_name(runs: list[dict[str, Any]]) -> str | None:
@@ -316,4 +352,4 @@ def command_line(argv: list[str]) -> str:
     return "kit " + " ".join(shlex.quote(a) for a in argv)
 
 
-__all__ = ["Options", "now_iso", "run_recipe", "seal"]
+__all__ = ["Options", "Prepared", "execute", "finalize", "now_iso", "prepare", "run_recipe"]

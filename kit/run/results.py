@@ -1,7 +1,8 @@
-"""A run's result, from what its launch left behind; and the sealed bundle.
+"""A bundle's life around its runs, and a run's result from what its launch left behind.
 
-Shared by the run engine (each launch, as it ends) and batch runtimes (kit slurm collect, after
-the job): a run reads the same whichever runtime ran it.
+Shared by the run engine (each launch, as it ends) and batch runtimes (kit slurm: the bundle
+before the job, its results after): the header is written, a run reads, and a bundle is closed
+the same whichever runtime ran it.
 """
 
 from __future__ import annotations
@@ -9,13 +10,15 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kit import terminal
-from kit.bundle import Bundle
+from kit.bundle import Bundle, write_json
 from kit.errors import InputError
 from kit.model import RunData, RunResult, read_model
+from kit.recipe import Recipe
 from kit.run.plan import RunSpec
 from kit.runtime.base import RunOutcome, tail
 from kit.seal import seal_bundle
@@ -173,6 +176,72 @@ def bundle_status(runs: list[dict[str, Any]], planned: int, interrupted: bool = 
     if ok == len(runs) and len(runs) >= planned:
         return "complete"
     return "partial"
+
+
+def open_bundle(
+    path: Path,
+    recipe: Recipe,
+    device: str,
+    runtime: str,
+    pinned: bool,
+    smoke: bool,
+    planned_repeats: int,
+    command: str,
+    planned_runs: int,
+    reproduces: dict[str, Any] | None = None,
+) -> Bundle:
+    """The bundle with its recipe and results.json header (kit.model.Results): every runtime's."""
+    header = {
+        "recipe": recipe.name,
+        "device": device,
+        "runtime": runtime,
+        "pinned": pinned,
+        "smoke": smoke,
+        "repeats": planned_repeats,
+        "command": command,
+        "planned_runs": planned_runs,
+        "reproduces": reproduces,
+    }
+    return Bundle.create(path, recipe.resolved(), header)
+
+
+def write_specs(bundle: Bundle, runs: list[RunSpec]) -> None:
+    """runs/<id>/spec.json of each planned run: what its worker reads."""
+    for spec in runs:
+        write_json(bundle.run_dir(spec.run_id) / files.SPEC, spec.to_json())
+
+
+def record_container(bundle: Bundle, environment: dict[str, Any] | None = None) -> None:
+    """environment.json (the given record, else the one written) with the software the first
+    finished run reported inside its container, where the record has none."""
+    ok = [r for r in bundle.results["runs"] if r.get("status") == "ok"]
+    env = environment if environment is not None else bundle.read_json(files.ENVIRONMENT) or {}
+    missing = bool(ok) and not env.get("container")
+    if missing:
+        env["container"] = ok[0].get("versions")
+    if missing or environment is not None:
+        bundle.write_json(files.ENVIRONMENT, env)
+
+
+def close_bundle(
+    bundle: Bundle,
+    planned: int,
+    interrupted: bool = False,
+    fault: bool = False,
+    check: Callable[[Path], object] | None = None,
+) -> str:
+    """The status from the runs (never `complete` after an engine fault), finished, `check`ed
+    (a batch runtime reads back what it wrote) and sealed whatever the check says."""
+    status = bundle_status(bundle.results["runs"], planned, interrupted)
+    if fault and status == "complete":
+        status = "partial"
+    bundle.finish(status)
+    try:
+        if check is not None:
+            check(bundle.path)
+    finally:
+        seal(bundle)
+    return status
 
 
 def seal(bundle: Bundle) -> None:

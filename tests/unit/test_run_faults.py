@@ -10,6 +10,7 @@ import pytest
 from kit.errors import KitError
 from kit.recipe import parse_recipe
 from kit.run import engine
+from kit.run import results as run_results
 from kit.run.results import bundle_status
 from kit.runtime.base import RunOutcome
 
@@ -53,7 +54,7 @@ class FaultyRuntime:
 def _run(tmp_path: Path, monkeypatch, fail: set[int]):
     runtime = FaultyRuntime(fail)
     monkeypatch.setattr(engine, "make_runtime", lambda *a, **k: runtime)
-    monkeypatch.setattr(engine, "seal", lambda b: (b.path / "MANIFEST.sha256").write_text(""))
+    monkeypatch.setattr(run_results, "seal", lambda b: (b.path / "MANIFEST.sha256").write_text(""))
     options = engine.Options(device="cpu", out=tmp_path / "b")
     bundle, code = engine.run_recipe(parse_recipe(RECIPE, "faults.yaml"), options)
     return bundle, code, runtime
