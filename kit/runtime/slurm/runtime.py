@@ -18,15 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from kit import terminal
-from kit.bundle import Bundle, write_json
+from kit.bundle import Bundle
 from kit.errors import InputError, KitError
 from kit.model import Results, load_bundle
 from kit.recipe import Recipe, load_recipe
 from kit.run.plan import plan
-from kit.run.results import bundle_status, result_of, seal
+from kit.run.results import close_bundle, open_bundle, record_container, result_of, write_specs
 from kit.runtime.base import RunOutcome, tail
 from kit.runtime.slurm.script import TIMEOUT_EXIT, Job, SlurmOptions, make_job, render_script
 from kit.safeio import write_text
+from kit.shared import files
 
 console = terminal.console(highlight=False)
 
@@ -34,21 +35,11 @@ console = terminal.console(highlight=False)
 def write_bundle(job: Job) -> Path:
     """The bundle before the job: recipe, results.json header, run specs, the script."""
     o = job.opts
-    bundle = Bundle.create(
-        job.bundle,
-        job.recipe.resolved(),
-        {
-            "recipe": job.recipe.name,
-            "device": o.device,
-            "runtime": "slurm",
-            "pinned": o.launcher != "host",
-            "smoke": job.runs[0].smoke if job.runs else False,
-            "repeats": 1 + max((r.repeat for r in job.runs), default=0),
-            "command": o.command,
-            "planned_runs": len(job.runs),
-            "reproduces": None,
-        },
-    )
+    bundle = open_bundle(
+        job.bundle, job.recipe, o.device, "slurm", o.launcher != "host",
+        job.runs[0].smoke if job.runs else False,
+        1 + max((r.repeat for r in job.runs), default=0), o.command, len(job.runs),
+    )  # fmt: skip
     bundle.results["status"] = "submitted"
     bundle.results["slurm"] = {
         "nodes": job.nodes,
@@ -61,8 +52,7 @@ def write_bundle(job: Job) -> Path:
         "job_id": None,
     }
     bundle.save()
-    for spec in job.runs:
-        write_json(bundle.run_dir(spec.run_id) / "spec.json", spec.to_json())
+    write_specs(bundle, job.runs)
     (bundle.path / "slurm" / "nodes").mkdir(parents=True)
     script = bundle.path / "slurm" / "job.sbatch"
     script.write_text(render_script(job))
@@ -188,22 +178,18 @@ def collect(path: Path) -> tuple[Bundle, int]:
             inventory.append({"node": int(f.stem.removeprefix("node")), **json.loads(last)})
         except (ValueError, IndexError, json.JSONDecodeError):
             inventory.append({"node": f.stem, "error": f"unreadable: {f.name}"})
-    bundle.write_json("hardware.json", {"nodes": sorted(inventory, key=lambda n: str(n["node"])),
-                                        "source": "kit slurm: each node's kit.worker.nodeinfo"})  # fmt: skip
-    ok = [x for x in bundle.results["runs"] if x.get("status") == "ok"]
-    bundle.write_json(
-        "environment.json",
+    bundle.write_json(files.HARDWARE, {"nodes": sorted(inventory, key=lambda n: str(n["node"])),
+                                       "source": "kit slurm: each node's kit.worker.nodeinfo"})  # fmt: skip
+    record_container(
+        bundle,
         {"name": recipe.environment, "pinned": info.launcher != "host", "runtime": "slurm",
          "launcher": info.launcher, "image": info.image,
          "python_executable": info.python, "kit_version": header.kit_version,
-         "container": ok[0].get("versions") if ok else None},
+         "container": None},
     )  # fmt: skip
-    runs = bundle.results["runs"]
-    bundle.finish(bundle_status(runs, int(bundle.results.get("planned_runs") or len(runs))))
-    try:
-        load_bundle(bundle.path)  # what collect wrote reads back through the one loader
-    finally:
-        seal(bundle)  # renders the report and writes the manifest
+    planned = header.planned_runs or len(bundle.results["runs"])
+    # what collect wrote reads back through the one loader, then the report and the manifest
+    close_bundle(bundle, planned, check=load_bundle)
     return bundle, code
 
 
