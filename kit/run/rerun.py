@@ -25,6 +25,7 @@ from kit.run.results import console
 from kit.runtime import registry
 from kit.runtime.base import RuntimeRequest
 from kit.runtime.multinode.config import node_config
+from kit.shared import files
 
 
 def base_image(env: Environment | None) -> str | None:
@@ -234,9 +235,9 @@ def check_after_run(
     bundle: Bundle, expected: dict[str, Any], expected_hardware: dict[str, Any] | None
 ) -> list[Difference]:
     """Compare what the runs recorded with the reproduced bundle; store it in results.json."""
-    env = bundle.read_json("environment.json") or {}
+    env = bundle.read_json(files.ENVIRONMENT) or {}
     diffs = environment_diff(
-        expected, env, expected_hardware, bundle.read_json("hardware.json"), informational=True
+        expected, env, expected_hardware, bundle.read_json(files.HARDWARE), informational=True
     )
     bundle.results["environment_diff"] = [d.to_dict() for d in diffs if d.matters]
     notes = [d.to_dict() for d in diffs if not d.matters]

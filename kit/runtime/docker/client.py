@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import KitError
+from kit.shared import files
 
 LABEL_RUN = "kit.run"
 # the driver invocation that made a container, PID@HOST/TOKEN: each driver removes only its own
@@ -36,7 +37,7 @@ def docker_client() -> Any:
 
 def run_id_of(run_dir: Path) -> str:
     try:
-        return str(json.loads((run_dir / "spec.json").read_text())["run_id"])
+        return str(json.loads((run_dir / files.SPEC).read_text())["run_id"])
     except (OSError, ValueError, KeyError):
         return run_dir.name
 

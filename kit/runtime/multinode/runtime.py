@@ -69,6 +69,7 @@ from kit.runtime.multinode.transport import (
     tar_of,
     watch,
 )
+from kit.shared import files
 
 # --- the runtime ------------------------------------------------------------------------------
 
@@ -200,7 +201,7 @@ class MultiNodeRuntime:
                     error = f"node {node.index} ({node.url}): {gpus.TOOLKIT_HINT}"
                     return RunOutcome(None, False, False, 0.0, shown, error, nodes=[])
                 self.gpu_styles[node.index] = style
-        spec = (run_dir / "spec.json").read_bytes()
+        spec = (run_dir / files.SPEC).read_bytes()
         containers: list[Any] = [None] * len(self.nodes)
         addresses: list[str | None] = [None] * len(self.nodes)
         networks: list[Any] = []
@@ -231,7 +232,7 @@ class MultiNodeRuntime:
                     log.file.write(f"$ {' '.join(opts['command'])}\n".encode())
                     try:
                         containers[node.index] = node.client.containers.create(**opts)
-                        containers[node.index].put_archive(MOUNT, tar_of({"spec.json": spec}))
+                        containers[node.index].put_archive(MOUNT, tar_of({files.SPEC: spec}))
                     except docker.errors.APIError as exc:
                         error = f"node {node.index} ({node.url}): {launch_error(exc)}"
                         return RunOutcome(None, False, False, time.perf_counter() - t0, shown,

@@ -22,6 +22,7 @@ from kit.runtime.containers.gpus import style as gpu_style
 from kit.runtime.docker.client import LABEL_OWNER, remove_container
 from kit.runtime.launch import MOUNT
 from kit.runtime.multinode.config import NodeConfig
+from kit.shared import files
 
 LABEL_NODE = "kit.node"
 LABEL_NETWORK = "kit.network"
@@ -139,7 +140,7 @@ def copy_out(container: Any, run_dir: Path) -> list[str]:
         for member in tar.getmembers():
             name = Path(member.name)
             # `run/result.json`: only plain files directly in the run directory, never a path out
-            if not member.isfile() or len(name.parts) != 2 or name.name == "spec.json":
+            if not member.isfile() or len(name.parts) != 2 or name.name == files.SPEC:
                 continue
             if name.name.endswith(".tmp") or (run_dir / name.name).exists():
                 continue
