@@ -64,6 +64,7 @@ class WorkloadSpec:
     metrics: tuple[Metric, ...] = ()
     secondary: tuple[str, ...] = ()
     sweep: Sweep | None = None
+    smoke_model: bool = False  # a smoke run builds a smaller model than the label names
 
     def metric(self, name: str) -> Metric | None:
         return next((m for m in self.metrics if m.name == name), None)

@@ -60,4 +60,5 @@ def training_spec(kind: str, label: str, description: str, params: type) -> Work
         figures="training",
         method=TRAINING_METHOD,
         metrics=TRAINING_METRICS,
+        smoke_model=True,
     )

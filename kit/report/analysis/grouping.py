@@ -40,12 +40,6 @@ def _variant_info(recipe: dict[str, Any], runs: list[dict[str, Any]]) -> list[tu
     return list(out.items())
 
 
-def bench_is_model(kind: str) -> bool:
-    """A training workload (its label names a model size that smoke runs shrink)."""
-    s = spec(kind)
-    return s is not None and s.figures == "training"
-
-
 def cv_threshold(recipe: dict[str, Any]) -> float:
     """The recipe's cv_threshold (what adaptive repeats used), else the recipe default."""
     value = recipe.get("cv_threshold")
@@ -89,7 +83,8 @@ def build_benchmarks(results: dict[str, Any], recipe: dict[str, Any]) -> list[Be
         same_kind = sum(1 for b in declared if b.get("kind") == kind) > 1
         label = benchmark_label(name, kind) if same_kind else kind_label(kind)
         label = label if spec(kind) or same_kind else name
-        if results.get("smoke") and spec(kind) and bench_is_model(kind):
+        found = spec(kind)
+        if results.get("smoke") and found is not None and found.smoke_model:
             label = f"{label} recipe at smoke size"  # a tiny model ran, not the named one
         bench = Benchmark(
             name,
