@@ -484,3 +484,18 @@ def test_real_h100_energy_bundle_method_covers_both_windows(tmp_path):
     assert "Timed window: 2.0 to 30.1 s (at least 30 steps and at least 30 s" in text
     assert "This bundle set no minimum window" not in text
     assert "35 or 464 or 465 steps in all" in text
+
+
+H100_CONTAINER = H100 / "2026-11-23-h100x1-containers" / "docker-same-call"
+
+
+def test_real_h100_one_gpu_all_reduce_is_not_placed_against_published_machines(tmp_path):
+    """On one GPU an all-reduce's bus bandwidth is 0 by definition: page 1 says so instead of
+    printing '0.00x' against published 8-GPU machines; the container run says it was pinned."""
+    dst = tmp_path / "container"
+    shutil.copytree(H100_CONTAINER, dst)
+    render_bundle(Bundle.load(dst))
+    text = " ".join(pdf_text(dst / "report.pdf").split())
+    assert "On one GPU a collective moves no data between GPUs" in text
+    assert "0.00x its figure" not in text
+    assert "docker runtime (pinned image)" in text and "gpu_request cdi" in text

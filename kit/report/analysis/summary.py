@@ -369,6 +369,12 @@ def against_published(
     if block is None or not block.ok:
         return [], ""
     mine = run_conditions(block.ok, hardware)
+    if mine.size_bytes is not None and mine.gpus == 1:  # a collective's sweep on one rank
+        return [], (
+            "On one GPU a collective moves no data between GPUs: its bus bandwidth is 0 by "
+            "definition (the factor 2(n-1)/n is 0), so it is not placed against published "
+            "machines; its time per call is NCCL's own overhead here."
+        )
     rows = []
     for fig in for_kind(bench.kind):
         row = (bench.metrics.get(judged_metric(bench, fig.metric)) or {}).get(block.name)
