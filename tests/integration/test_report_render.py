@@ -188,7 +188,10 @@ def test_llama_first_page_is_the_buyers_summary(tmp_path):
     tput = sorted(r["metrics"]["throughput_window"]["value"] for r in p2p)[1]
     joules = sorted(energy_per_unit(r, hw).j_per_unit for r in p2p)[1]
     assert f"{tput / 2:,.0f} tokens/s" in first  # per GPU
-    assert f"{joules:.3g} J/token" in first and "GPU board power sampled every ~0.25 s" in first
+    assert (
+        f"{joules:#.3g} J/token".replace(". J", " J") in first
+        and "GPU board power sampled every ~0.25 s" in first
+    )
     assert "recorded no energy counter" in first  # recorded before the counter was read
     assert "MFU, bf16" in first and "989 TFLOP/s bf16 dense per GPU" in first
     assert "source: plain FSDP2 loop" in first
@@ -499,3 +502,12 @@ def test_real_h100_one_gpu_all_reduce_is_not_placed_against_published_machines(t
     assert "On one GPU a collective moves no data between GPUs" in text
     assert "0.00x its figure" not in text
     assert "docker runtime (pinned image)" in text and "gpu_request cdi" in text
+
+
+def test_energy_per_unit_keeps_three_significant_figures(tmp_path):
+    """0.1003 J/token prints as 0.100, not 0.1 (the other figures beside it carry three)."""
+    dst = tmp_path / "container"
+    shutil.copytree(H100_CONTAINER, dst)
+    render_bundle(Bundle.load(dst))
+    text = " ".join(pdf_text(dst / "report.pdf").split())
+    assert "0.100 J/token" in text and "0.1 J/token" not in text
