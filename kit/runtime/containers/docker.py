@@ -157,13 +157,19 @@ class DockerContainer:
         memlock: bool = True,
     ) -> None:
         self.image = image
-        self.client = client or docker_client()
+        self._client = client  # asked for at the first use: building options needs no daemon
         self.shm_size = shm_size
         self.echo = echo
         self.owner = owner or new_owner()
         self.memory = memory  # a memory limit ("64g"); None: the host's
         self.memlock = memlock  # unlimited memlock on GPU runs (a nested test daemon cannot)
         self._gpus = gpu_style  # asked of the daemon at the first GPU launch when not given
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = docker_client()
+        return self._client
 
     def gpu_style(self) -> gpus.GpuStyle:
         """The daemon's GPU request style, asked once; a one-line KitError when it has none."""
