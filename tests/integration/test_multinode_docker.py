@@ -48,7 +48,7 @@ def client():
         c.ping()
     except Exception as e:
         pytest.skip(
-            f"needs a Docker daemon (none answers: {type(e).__name__}): as root, bash scripts/ci-docker.sh (installs docker.io)"
+            f"needs a Docker daemon (none answers: {type(e).__name__}): as root, bash scripts/ci-docker.sh (Docker 26 from Debian trixie's .deb files)"
         )
     return c
 
