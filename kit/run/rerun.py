@@ -46,9 +46,8 @@ def rerun_request(
     """The runtime a rerun uses (the user's --runtime, else the bundle's own) and what it is
     asked to prepare: the recorded environment, built FROM the recorded base image (or the
     exported archive `image_archive`, loaded without building)."""
-    name = runtime or (old_env.runtime if old_env else None) or "host"
-    if name == "auto":
-        name = (old_env.runtime if old_env else None) or "host"
+    recorded = (old_env.runtime if old_env else None) or "host"
+    name = recorded if runtime in (None, "auto") else runtime
     request = RuntimeRequest(
         environment=(old_env.name if old_env else None) or recipe.environment,
         device=device, gpus=recipe.gpus, base_image=base_image(old_env),

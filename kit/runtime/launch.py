@@ -16,10 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kit.runtime.heartbeat import worker_env
-from kit.shared import files
 
 MOUNT = "/kit/run"  # where a container sees the run directory
-SPEC = files.SPEC  # the run spec the worker reads, in the run directory
 WORKER = ["-m", "kit.worker"]
 
 

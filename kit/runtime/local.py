@@ -18,6 +18,7 @@ from kit.runtime import launch
 from kit.runtime.base import RunOutcome
 from kit.runtime.containers.base import Container, LaunchError
 from kit.runtime.heartbeat import Heartbeat
+from kit.shared import files
 
 
 class LocalRuntime:
@@ -39,7 +40,7 @@ class LocalRuntime:
         return self.environment if self.pinned else None
 
     def command(self, run_dir: Path, nproc: int) -> list[str]:
-        spec = f"{self.container.run_dir(run_dir)}/{launch.SPEC}"
+        spec = f"{self.container.run_dir(run_dir)}/{files.SPEC}"
         return launch.torchrun(nproc, spec, python=self.container.python)
 
     def launch_env(self, run_dir: Path, env: dict[str, str], device: str) -> dict[str, str]:

@@ -26,6 +26,7 @@ from kit.runtime.containers import gpus
 from kit.runtime.containers.docker import DockerContainer
 from kit.runtime.docker.client import LABEL_OWNER
 from kit.runtime.docker.runtime import DockerRuntime
+from kit.runtime.local import LocalRuntime
 
 SPEC = {"schema": 1, "benchmark": "allreduce", "kind": "allreduce", "variant": "one-gpu",
         "repeat": 0, "device": "cuda", "nproc": 1, "smoke": True,
@@ -46,7 +47,7 @@ def run_dir(name: str) -> Path:
     return d
 
 
-def case(name: str, runtime: DockerRuntime, gpu_ids: list[int] | None, want: str) -> bool:
+def case(name: str, runtime: LocalRuntime, gpu_ids: list[int] | None, want: str) -> bool:
     d = run_dir(name)
     t0 = time.monotonic()
     out = runtime.run(d, 1, {}, d / "log", timeout_s=180, gpu_ids=gpu_ids, device="cuda")
@@ -78,9 +79,7 @@ def main() -> int:
                             [0], "CDI"))  # fmt: skip
     finally:
         shutil.move(moved, spec_file)
-    oom = DockerRuntime(tag, client=client, gpu_style=style)
-    oom.docker = DockerContainer(tag, client=client, gpu_style=style, memory="1g")
-    oom.container = oom.docker
+    oom = LocalRuntime(DockerContainer(tag, client=client, gpu_style=style, memory="1g"))
     results.append(case("oom", oom, [0], "OOMKilled"))
     no_gpu = DockerRuntime(tag, client=client, gpu_style=NoGpus())
     results.append(case("no-gpu-in-container", no_gpu, [0], "torch sees no GPU"))

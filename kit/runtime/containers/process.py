@@ -112,10 +112,12 @@ class NoContainer:
 
     def process_env(self, env: dict[str, str], gpu_ids: list[int] | None) -> dict[str, str]:
         full = {**os.environ, **env}
-        # the worker package must be importable from the launch, wherever kit is installed
-        full["PYTHONPATH"] = os.pathsep.join(
-            p for p in (KIT_ROOT, os.environ.get("PYTHONPATH")) if p
-        )
+        if not self.isolated:
+            # the worker package must be importable from the launch, wherever kit is installed
+            # (an image carries its own copy)
+            full["PYTHONPATH"] = os.pathsep.join(
+                p for p in (KIT_ROOT, os.environ.get("PYTHONPATH")) if p
+            )
         if gpu_ids is not None:
             full["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpu_ids))
         return full
@@ -181,12 +183,6 @@ class Apptainer(NoContainer):
 
     def shown(self, argv: list[str]) -> list[str]:
         return [self.executable, "exec", self.image, *argv]
-
-    def process_env(self, env: dict[str, str], gpu_ids: list[int] | None) -> dict[str, str]:
-        full = {**os.environ, **env}
-        if gpu_ids is not None:
-            full["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpu_ids))
-        return full
 
     def command(self, argv: list[str], run_dir: Path, device: str) -> list[str]:
         return [*self.prefix(str(run_dir.resolve()), device), *argv]

@@ -135,7 +135,7 @@ class MultiNodeRuntime:
             nnodes=len(self.nodes), endpoint=self.rdzv_endpoint(run), run_id=run,
             is_host=index == 0,
         )  # fmt: skip
-        return launch.torchrun(nproc_per_node, f"{MOUNT}/{launch.SPEC}", rendezvous=rdzv)
+        return launch.torchrun(nproc_per_node, f"{MOUNT}/{files.SPEC}", rendezvous=rdzv)
 
     def node_env(self, env: dict[str, str], device: str) -> dict[str, str]:
         """The node section's variables and socket interface, then the variant's (no heartbeat:

@@ -31,8 +31,9 @@ from kit.recipe import Recipe
 from kit.run.plan import RunSpec, plan
 from kit.runtime.containers.process import Apptainer
 from kit.runtime.containers.pyxis import Pyxis
-from kit.runtime.launch import MOUNT, SPEC, Rendezvous, torchrun
+from kit.runtime.launch import MOUNT, Rendezvous, torchrun
 from kit.runtime.launch import environment as launch_environment
+from kit.shared.files import SPEC
 
 TIMEOUT_EXIT = 124  # timeout(1)'s status when the limit passed
 TIME_PATTERN = r"^(\d+-)?\d+(:\d{2}){0,2}$"
