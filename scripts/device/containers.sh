@@ -21,7 +21,11 @@
 #   host    kit reproduce RECIPE --runtime host, the same recipe in the machine's own Python
 #   rerun   kit reproduce BUNDLE of a bundle made by `docker` on another machine (a .tar.gz)
 # KIT_ARGS adds options to the docker and host stages (--repeats 1), RERUN_ARGS to the rerun;
-# REIMPORT=1 imports the base image anew.
+# REIMPORT=1 imports the base image anew. A stage named again writes a new bundle (NAME-2, ...):
+# `docker host docker host` are interleaved rounds (scripts/device/runtime_ratio.py pairs them);
+# PACK=0 leaves the bundles in /tmp/bundles for the caller to pack. `recipe=PATH` between stages
+# switches the recipe for the stages after it; BUDGET_S=N starts no stage after N seconds (a
+# device call has 600).
 #   faults  the GPU path's faults: a GPU the CDI spec lacks, a container killed for memory, an
 #           image without torch; each must be one line or a failed run, never a hang
 # Logs and bundles go to $OUT (bundles as .tar.gz: the device tool returns 2 folder levels).
@@ -112,25 +116,33 @@ print(api.import_image(src=sys.stdin.buffer, repository='kit-host-stack', tag='l
   python3 -c "import docker; i = docker.from_env().images.get('$BASE'); print('$BASE', i.id, round(i.attrs['Size'] / 1e9, 1), 'GB, layers', i.attrs['RootFS']['Layers'])" | tee -a "$OUT/device.log"
 }
 
+fresh() {  # a bundle folder not used yet: NAME, then NAME-2, NAME-3 (stages may repeat: rounds)
+  local out=$1 n=2
+  while [ -e "$out" ]; do out=$1-$n; n=$((n + 1)); done
+  echo "$out"
+}
+
 pack() {  # pack a bundle folder into $OUT
   tar -czf "$OUT/$(basename "$1").tar.gz" -C "$(dirname "$1")" "$(basename "$1")"
 }
 
 stage_docker() {
-  local out=/tmp/bundles/docker-$(basename "$RECIPE" .yaml) t0=$SECONDS
+  local out t0=$SECONDS
+  out=$(fresh "/tmp/bundles/docker-$(basename "$RECIPE" .yaml)")
   log "docker: kit reproduce $RECIPE --runtime docker --env ngc-pytorch --base-image $BASE"
   kit reproduce "$RECIPE" --device cuda --runtime docker --env ngc-pytorch --base-image "$BASE" \
-      --out "$out" ${KIT_ARGS:-} 2>&1 | tee "$OUT/docker.log"
+      --out "$out" ${KIT_ARGS:-} 2>&1 | tee -a "$OUT/docker.log"
   log "docker: exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s from the command to the sealed bundle"
-  pack "$out"
+  [ "${PACK:-1}" = 1 ] && pack "$out"
 }
 
 stage_host() {
-  local out=/tmp/bundles/host-$(basename "$RECIPE" .yaml) t0=$SECONDS
+  local out t0=$SECONDS
+  out=$(fresh "/tmp/bundles/host-$(basename "$RECIPE" .yaml)")
   log "host: kit reproduce $RECIPE --runtime host"
-  kit reproduce "$RECIPE" --device cuda --runtime host --out "$out" ${KIT_ARGS:-} 2>&1 | tee "$OUT/host.log"
+  kit reproduce "$RECIPE" --device cuda --runtime host --out "$out" ${KIT_ARGS:-} 2>&1 | tee -a "$OUT/host.log"
   log "host: exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s"
-  pack "$out"
+  [ "${PACK:-1}" = 1 ] && pack "$out"
 }
 
 stage_rerun() {
@@ -151,7 +163,11 @@ stage_faults() {
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,power.draw,temperature.gpu \
     --format=csv | tee -a "$OUT/device.log"
 while [ $# -gt 0 ]; do
+  if [ -n "${BUDGET_S:-}" ] && [ "$SECONDS" -gt "$BUDGET_S" ]; then
+    log "stopping before '$*': $SECONDS s used, BUDGET_S=$BUDGET_S"; break
+  fi
   case $1 in
+    recipe=*) RECIPE=${1#recipe=}; log "recipe: $RECIPE" ;;
     daemon) start_daemon; write_cdi_spec | tee -a "$OUT/device.log"; import_base ;;
     docker) stage_docker ;;
     host) stage_host ;;

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""The kit's collective sweeps against nccl-tests' *_perf programs run in the same device call.
+
+    python3 scripts/device/collectives_check.py BUNDLE NCCL_TESTS_DIR [--out comparison.md]
+
+NCCL_TESTS_DIR holds `<program>-<variant>.txt` (all_reduce_perf-p2p.txt, ...), what
+scripts/device/multi_gpu.sh writes. For each collective and variant, per size from 1 MiB up: the
+kit's busbw (median over repeats of each repeat's median trial) over nccl-tests' busbw in the
+column that times what the kit times (torch's all_reduce works in place: nccl-tests' in-place
+column; all-gather, reduce-scatter and all-to-all take a separate output: the out-of-place
+column). PASS when every size from 1 MiB up reads at least 0.97x, and the kit's headline (busbw
+at the largest size) lies on the plateau (within 3% of the sweep's highest busbw).
+Standard library only, plus the kit's own nccl-tests row pattern.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from kit.refs.nccl_tests import ROW  # noqa: E402
+
+PROGRAMS = {  # the kit's kind -> nccl-tests' program, and the column that times what the kit times
+    "allreduce": ("all_reduce_perf", "in-place"),
+    "all_gather": ("all_gather_perf", "out-of-place"),
+    "reduce_scatter": ("reduce_scatter_perf", "out-of-place"),
+    "alltoall": ("alltoall_perf", "out-of-place"),
+}
+FLOOR = 0.97
+FROM_BYTES = 1 << 20
+PLATEAU = 0.97
+# the in-place half of a row: time, algbw, busbw, #wrong after the out-of-place half
+IN_PLACE = re.compile(
+    r"\s+(?P<time>[\d.]+)\s+(?P<algbw>[\d.]+)\s+(?P<busbw>[\d.]+)\s+(?P<wrong>\S+)\s*$"
+)
+
+
+def nccl_tests_rows(text: str) -> dict[int, dict[str, float]]:
+    """A *_perf output -> {bytes: {out-of-place busbw, in-place busbw, and their times}}."""
+    rows: dict[int, dict[str, float]] = {}
+    for line in text.splitlines():
+        m = ROW.match(line)
+        if not m:
+            continue
+        row = {"out-of-place": float(m["busbw"]), "out-of-place time": float(m["time"])}
+        rest = IN_PLACE.match(line[m.end() :])
+        if rest:
+            row |= {"in-place": float(rest["busbw"]), "in-place time": float(rest["time"])}
+        rows[int(m["bytes"])] = row
+    return rows
+
+
+def kit_rows(results: dict, kind: str, variant: str) -> dict[int, tuple[float, float]]:
+    """{bytes: (time us, busbw GB/s)}: the median over repeats of each repeat's median trial."""
+    runs = [
+        r
+        for r in results["runs"]
+        if r["kind"] == kind and r["variant"] == variant and r["status"] == "ok"
+    ]
+    if not runs:
+        return {}
+    out = {}
+    for i, size in enumerate(runs[0]["data"]["sizes"]):
+        t = statistics.median(statistics.median(r["data"]["sizes"][i]["time_us"]) for r in runs)
+        b = statistics.median(statistics.median(r["data"]["sizes"][i]["busbw_gbps"]) for r in runs)
+        out[size["bytes"]] = (t, b)
+    return out
+
+
+def human(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n} B"
+
+
+def compare(bundle: Path, refs: Path) -> tuple[str, dict]:
+    results = json.loads((bundle / "results.json").read_text())
+    variants = list(dict.fromkeys(r["variant"] for r in results["runs"]))
+    lines = [
+        f"# Collectives: kit (`{bundle.name}`) against nccl-tests, same call\n",
+        f"Per size from {human(FROM_BYTES)} up: the kit's busbw over nccl-tests' busbw in the "
+        "column that times what the kit times. PASS: every such size at least "
+        f"{FLOOR}x and the kit's headline (largest size) within {1 - PLATEAU:.0%} of its sweep's "
+        "highest busbw.\n",
+    ]
+    summary: dict = {}
+    for kind, (program, column) in PROGRAMS.items():
+        for variant in variants:
+            kit = kit_rows(results, kind, variant)
+            ref_file = refs / f"{program}-{variant}.txt"
+            if not kit or not ref_file.is_file():
+                lines.append(
+                    f"\n## {kind}, {variant}: not compared "
+                    f"({'no kit run' if not kit else f'no {ref_file.name}'})\n"
+                )
+                continue
+            ref = nccl_tests_rows(ref_file.read_text())
+            lines += [
+                f"\n## {kind}, {variant} (nccl-tests {program}, {column} column)\n",
+                "| size | kit time (us) | nccl-tests time (us) | kit busbw (GB/s) "
+                f"| nccl-tests busbw {column} | other column | ratio |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            ratios = []
+            for size in sorted(kit):
+                if size < FROM_BYTES or size not in ref or column not in ref[size]:
+                    continue
+                (kt, kb), r = kit[size], ref[size]
+                other = "in-place" if column == "out-of-place" else "out-of-place"
+                ratio = kb / r[column] if r[column] else float("nan")
+                ratios.append((size, ratio))
+                lines.append(
+                    f"| {human(size)} | {kt:.1f} | {r[column + ' time']:.1f} | {kb:.2f} | "
+                    f"{r[column]:.2f} | {r.get(other, float('nan')):.2f} | {ratio:.3f} |"
+                )
+            largest = max(kit)
+            peak = max(b for _, b in kit.values())
+            on_plateau = kit[largest][1] >= PLATEAU * peak
+            worst = min(ratios, key=lambda x: x[1]) if ratios else (None, float("nan"))
+            ok = bool(ratios) and worst[1] >= FLOOR and on_plateau
+            summary[f"{kind}/{variant}"] = {
+                "lowest_ratio": worst[1],
+                "lowest_at_bytes": worst[0],
+                "headline_gbps": kit[largest][1],
+                "peak_gbps": peak,
+                "on_plateau": on_plateau,
+                "pass": ok,
+            }
+            lines.append(
+                f"\n{'PASS' if ok else 'FAIL'}: lowest ratio {worst[1]:.3f}"
+                f"{f' at {human(worst[0])}' if worst[0] else ''}; headline "
+                f"{kit[largest][1]:.1f} GB/s at {human(largest)}, sweep peak {peak:.1f} "
+                f"({'on' if on_plateau else 'NOT on'} the plateau)\n"
+            )
+    return "\n".join(lines), summary
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("bundle", type=Path)
+    ap.add_argument("refs", type=Path)
+    ap.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args()
+    text, summary = compare(a.bundle, a.refs)
+    print(text)
+    if a.out:
+        a.out.write_text(text)
+        a.out.with_suffix(".json").write_text(json.dumps(summary, indent=1))
+    return 0 if summary and all(s["pass"] for s in summary.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# On a lent machine of several GPUs (nvidia-h200-x2, -x4): the kit's collectives against
+# nccl-tests' *_perf programs built there, in one call, P2P on and off.
+#
+#   here, once:  bash scripts/device/prepare.sh            # .whl/ (and .device/ for containers)
+#                NCCL_TESTS_GIT=DIR bash scripts/device/multi_gpu.sh prepare   # .nccl-tests/
+#   device run, carry [".whl", ".nccl-tests"]:
+#                bash scripts/device/multi_gpu.sh refs collectives pack
+#
+# Stages, in the order given:
+#   prepare      (here) export nccl-tests' source from a clone or fetched snapshot into
+#                .nccl-tests/ (ignored by git, never committed; COMMIT names the commit)
+#   refs         build all_reduce_perf, all_gather_perf, reduce_scatter_perf, alltoall_perf
+#                against the NCCL that torch loads (its wheel's headers and library), with MPI
+#                when the machine has mpirun (one process per GPU, as the kit's torchrun), else
+#                one process driving every GPU (-g N; the log says which); run each with
+#                -b 8 -e 1G -f 2 -w 5 -n 20 -c 1, P2P on, then NCCL_P2P_DISABLE=1
+#   collectives  kit reproduce recipes/collectives.yaml --runtime host (REPEATS, default 2),
+#                then scripts/device/collectives_check.py against the refs
+#   pack         everything under $WORK into $OUT/multi_gpu.tar.gz (the device tool returns at
+#                most 8 files), the comparison beside it
+set -uo pipefail
+: "${OUT:=/tmp/out}"
+WORK=${WORK:-/tmp/kit-multi}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+mkdir -p "$OUT" "$WORK/nccl-tests" "$WORK/bundles"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$WORK/multi_gpu.log"; }
+wheels() {
+  if [ -d .whl ] && [ ! -d /tmp/site ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl
+  fi
+  export PYTHONPATH="/tmp/site:$ROOT:${PYTHONPATH:-}"
+}
+gpus() { nvidia-smi -L | wc -l; }
+PROGRAMS="all_reduce all_gather reduce_scatter alltoall"
+
+stage_prepare() {
+  local git_dir=${NCCL_TESTS_GIT:?NCCL_TESTS_GIT=DIR: a clone or fetched snapshot of github.com/NVIDIA/nccl-tests}
+  rm -rf .nccl-tests && mkdir -p .nccl-tests
+  git --git-dir="$git_dir" archive HEAD | tar -x -C .nccl-tests --exclude=doc
+  git --git-dir="$git_dir" rev-parse HEAD >.nccl-tests/COMMIT
+  du -sh .nccl-tests
+}
+
+stage_refs() {
+  local build=$WORK/nccl-tests-build n t0=$SECONDS
+  n=$(gpus)
+  # the NCCL torch loads: its wheel's headers and library (a libnccl.so link for the linker)
+  local nccl
+  nccl=$(python3 -c "import importlib.util as u; print(u.find_spec('nvidia.nccl').submodule_search_locations[0])")
+  mkdir -p "$WORK/nccl/lib"
+  ln -sf "$nccl"/lib/libnccl.so.2 "$WORK/nccl/lib/libnccl.so"
+  ln -sfn "$nccl/include" "$WORK/nccl/include"
+  local mpi=0 launch
+  if command -v mpirun >/dev/null; then
+    mpi=1
+    local mpi_home
+    mpi_home=$(dirname "$(dirname "$(command -v mpirun)")")
+    # Debian-style layouts keep mpi.h under include/<arch>/<mpi>: ask the compiler wrapper
+    command -v mpicc >/dev/null && export CPATH="$(mpicc --showme:incdirs 2>/dev/null | tr ' ' ':'):${CPATH:-}"
+  fi
+  log "nccl-tests $(cat .nccl-tests/COMMIT) against $nccl ($(python3 -c 'import torch; print(torch.cuda.nccl.version())')), mpirun: $(command -v mpirun || echo none), $n GPUs"
+  build_tests() {  # MPI=0|1
+    make -C .nccl-tests/src -j"$(nproc)" BUILDDIR="$build" CUDA_HOME=/usr/local/cuda \
+        NCCL_HOME="$WORK/nccl" MPI="$1" ${mpi_home:+MPI_HOME=$mpi_home} \
+        NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" \
+        $(for p in $PROGRAMS; do echo "$build/${p}_perf"; done) >>"$WORK/nccl-tests-build.log" 2>&1
+  }
+  if [ ! -x "$build/alltoall_perf" ]; then
+    if ! build_tests $mpi; then
+      log "nccl-tests build with MPI=$mpi failed: tail of the log"
+      tail -8 "$WORK/nccl-tests-build.log" | tee -a "$WORK/multi_gpu.log"
+      [ $mpi = 1 ] || return 1
+      mpi=0; rm -rf "$build"
+      build_tests 0 || { log "nccl-tests build failed"; return 1; }
+    fi
+    log "nccl-tests built (MPI=$mpi) in $((SECONDS - t0)) s"
+  fi
+  echo $mpi >"$WORK/nccl-tests-mpi"
+  export LD_LIBRARY_PATH="$nccl/lib:/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}"
+  for p in $PROGRAMS; do
+    for variant in p2p no-p2p; do
+      local p2p=0
+      [ "$variant" = no-p2p ] && p2p=1
+      if [ "$(cat "$WORK/nccl-tests-mpi")" = 1 ]; then
+        # one process per GPU, as the kit's torchrun; Open MPI passes only the variables named
+        launch="mpirun --allow-run-as-root -np $n -x NCCL_P2P_DISABLE -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS $build/${p}_perf -g 1"
+        mpirun --version 2>&1 | grep -q "Open MPI" || launch="mpirun -np $n $build/${p}_perf -g 1"
+      else
+        launch="env NCCL_P2P_DISABLE=$p2p $build/${p}_perf -g $n"
+      fi
+      log "$launch -b 8 -e 1G -f 2 -w 5 -n 20 -c 1"
+      NCCL_P2P_DISABLE=$p2p timeout 300 $launch -b 8 -e 1G -f 2 -w 5 -n 20 -c 1 \
+          >"$WORK/nccl-tests/${p}_perf-$variant.txt" 2>&1
+      log "  exit $?: $(grep -m1 'Avg bus bandwidth' "$WORK/nccl-tests/${p}_perf-$variant.txt")"
+    done
+  done
+}
+
+stage_collectives() {
+  wheels
+  local bundle=$WORK/bundles/collectives-$(gpus)gpu t0=$SECONDS
+  rm -rf "$bundle"
+  log "kit reproduce recipes/collectives.yaml --runtime host --repeats ${REPEATS:-2}"
+  # KIT_DEVICE=cpu tries the stage on a machine without a GPU (smoke scale, gloo)
+  local scale=--full
+  [ "${KIT_DEVICE:-cuda}" = cpu ] && scale=--smoke
+  python3 -m kit reproduce recipes/collectives.yaml --device "${KIT_DEVICE:-cuda}" $scale --runtime host \
+      --repeats "${REPEATS:-2}" --out "$bundle" >"$WORK/collectives.log" 2>&1
+  log "  exit $?, $((SECONDS - t0)) s"
+  tail -5 "$WORK/collectives.log" | tee -a "$WORK/multi_gpu.log"
+  python3 scripts/device/collectives_check.py "$bundle" "$WORK/nccl-tests" \
+      --out "$WORK/collectives_check.md" >/dev/null
+  log "  collectives_check exit $?"
+  grep -E '^(PASS|FAIL)' "$WORK/collectives_check.md" | tee -a "$WORK/multi_gpu.log"
+}
+
+stage_pack() {
+  cp "$WORK"/collectives_check.md "$OUT/" 2>/dev/null
+  tar -czf "$OUT/multi_gpu.tar.gz" --exclude=nccl-tests-build --exclude=nccl \
+      -C "$(dirname "$WORK")" "$(basename "$WORK")"
+  ls -la "$OUT"
+}
+
+[ $# -gt 0 ] || { echo "usage: multi_gpu.sh prepare | refs collectives pack" >&2; exit 2; }
+nvidia-smi --query-gpu=index,name,memory.total,driver_version,power.limit --format=csv \
+    >>"$WORK/multi_gpu.log" 2>&1
+while [ $# -gt 0 ]; do
+  case $1 in
+    prepare) stage_prepare ;;
+    refs) stage_refs ;;
+    collectives) stage_collectives ;;
+    pack) stage_pack ;;
+    *) echo "unknown stage $1" >&2; exit 2 ;;
+  esac
+  shift
+done

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Containers against the host runtime: the headline of each benchmark and variant, paired by round.
+
+    python3 scripts/device/runtime_ratio.py BUNDLE... [--out runtime_ratio.md]
+
+The bundles come from interleaved rounds in one device call (docker, host, docker, host, ...;
+scripts/device/containers.sh makes them): each bundle's runtime is read from its
+environment.json, and round i of the container goes with round i of the host, so drift that
+hits both (clocks, temperature) cancels inside each pair. Per benchmark and variant: every
+round's headline on both runtimes, the paired ratio container / host with its interval
+(kit.stats.paired_ratio), and the P2P effect (p2p / no-p2p) on each runtime, paired by round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from kit.stats import paired_ratio  # noqa: E402
+from kit.workloads.registry import headline_metric  # noqa: E402
+
+Key = tuple[str, str]  # (benchmark, variant)
+
+
+def headlines(bundle: Path) -> tuple[str, dict[Key, tuple[float, str, str]]]:
+    """(runtime, {(benchmark, variant): (median headline over the bundle's repeats, metric, unit)})."""
+    env = json.loads((bundle / "environment.json").read_text())
+    runs = json.loads((bundle / "results.json").read_text())["runs"]
+    values: dict[Key, list[float]] = defaultdict(list)
+    names: dict[Key, tuple[str, str]] = {}
+    for r in runs:
+        metric = headline_metric(r["kind"])
+        if r["status"] != "ok" or not (r["metrics"].get(metric) or {}).get("value"):
+            continue  # a failed run, or a headline of 0 (busbw on one GPU): no ratio
+        key = (r["benchmark"], r["variant"])
+        values[key].append(r["metrics"][metric]["value"])
+        names[key] = (metric, r["metrics"][metric]["unit"])
+    out = {k: (sorted(v)[len(v) // 2], *names[k]) for k, v in values.items()}
+    return env.get("runtime", "?"), out
+
+
+def fmt(r) -> str:
+    iv = f" [{r.ci_low:.3f}, {r.ci_high:.3f}] {r.label}" if r.ci_available else ""
+    return f"{r.estimate:.3f}x{iv} ({r.ci_method}, n={r.n_a})"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("bundles", type=Path, nargs="+")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    rounds: dict[str, list[dict]] = defaultdict(list)
+    units: dict[Key, tuple[str, str]] = {}
+    for b in a.bundles:
+        if not (b / "results.json").is_file():
+            print(f"skipped {b}: no results.json", file=sys.stderr)
+            continue
+        runtime, found = headlines(b)
+        rounds[runtime].append({k: v[0] for k, v in found.items()})
+        units |= {k: v[1:] for k, v in found.items()}
+    docker, host = rounds.get("docker", []), rounds.get("host", [])
+    lines = [
+        "# Containers against the host runtime, interleaved rounds in one call\n",
+        f"Bundles: {len(docker)} docker, {len(host)} host, in the order run: "
+        + ", ".join(b.name for b in a.bundles)
+        + "\n",
+        "| benchmark | variant | metric | docker rounds | host rounds | docker / host (paired) |",
+        "|---|---|---|---|---|---|",
+    ]
+    n = min(len(docker), len(host))
+    for key in sorted(units):
+        d = [r[key] for r in docker[:n] if key in r]
+        h = [r[key] for r in host[:n] if key in r]
+        ratio = fmt(paired_ratio(d, h)) if len(d) == len(h) and d else "not paired"
+        metric, unit = units[key]
+        lines.append(
+            f"| {key[0]} | {key[1]} | {metric} ({unit}) | {', '.join(f'{x:.1f}' for x in d)} "
+            f"| {', '.join(f'{x:.1f}' for x in h)} | {ratio} |"
+        )
+    lines += ["", "P2P effect (p2p / no-p2p, paired by round) on each runtime:", ""]
+    for bench in sorted({k[0] for k in units}):
+        if (bench, "p2p") not in units or (bench, "no-p2p") not in units:
+            continue
+        for name, rs in (("docker", docker), ("host", host)):
+            pairs = [(r[(bench, "p2p")], r[(bench, "no-p2p")]) for r in rs
+                     if (bench, "p2p") in r and (bench, "no-p2p") in r]  # fmt: skip
+            if pairs:
+                ratio = paired_ratio([p for p, _ in pairs], [q for _, q in pairs])
+                lines.append(f"- {bench}, {name}: {fmt(ratio)}")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.out:
+        a.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
