@@ -73,7 +73,7 @@ def sweep_figures(machines: list[Machine]) -> list[Figure]:
     merged: dict[str, dict[str, Any]] = {}
     for m in machines:
         for b in m.benches:
-            if b.figures != "sweep":
+            if not b.figures.by_size:
                 continue
             curves = analysis.sweep_curves(b)
             entry = merged.setdefault(b.name, {"label": b.label, "sizes": set(), "curves": {}})

@@ -12,6 +12,7 @@ import base64
 import functools
 import io
 import platform
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,85 +164,111 @@ def interval_labels(bench: analysis.Benchmark, metric: str) -> str:
     )
 
 
+def _busbw(view: BenchView, salt: str) -> None:
+    bench = view.bench
+    if not view.curves or not view.curves["sizes"]:
+        return
+    svg = plots.sweep_busbw(view.curves, f"{bench.label}: bus bandwidth", f"{salt}-busbw")
+    if svg:
+        view.figures.append(
+            Figure(
+                "busbw",
+                f"{bench.label}: bus bandwidth against "
+                "message size (line: median over repeats; band: min to max of the repeats"
+                + (
+                    "; dotted line: where the timing rule changes, so a step there is "
+                    "the clock's, not the link's)"
+                    if len(
+                        {
+                            t
+                            for c in view.curves["curves"].values()
+                            for p in c.values()
+                            for t in p.get("timing") or []
+                        }
+                    )
+                    > 1
+                    else ")"
+                ),
+                svg,
+            )
+        )
+
+
+def _time(view: BenchView, salt: str) -> None:
+    bench = view.bench
+    if not view.curves or not view.curves["sizes"]:
+        return
+    sweep = bench.spec.sweep if bench.spec else None
+    op = sweep.op if sweep else "operation"
+    svg = plots.sweep_time(view.curves, f"{bench.label}: time per operation", f"{salt}-time", op)
+    if svg:
+        view.figures.append(
+            Figure(
+                "time",
+                f"{bench.label}: time per {op} against message size, log-log",
+                svg,
+            )
+        )
+
+
+def _bars(view: BenchView, salt: str) -> None:
+    bench = view.bench
+    metric = analysis.verdict_metric(bench)
+    rows = next(iter((bench.metrics.get(metric) or {}).values()), None)
+    if rows is None:
+        return
+    unit = rows.unit
+    svg = plots.metric_bars(
+        _bar_rows(bench, metric),
+        f"{rows.label} ({unit})",
+        f"{bench.label}: {rows.label}",
+        f"{salt}-bars",
+    )
+    if svg:
+        view.figures.append(
+            Figure(
+                "bars",
+                f"{bench.label}: {rows.label}, median with its interval "
+                f"({interval_labels(bench, metric)})",
+                svg,
+            )
+        )
+
+
+def _steps(view: BenchView, salt: str) -> None:
+    bench = view.bench
+    traces = analysis.step_traces(bench)
+    view.traces = len(traces)
+    svg = plots.step_traces(traces, f"{bench.label}: every step of every repeat", f"{salt}-steps")
+    if svg:
+        view.figures.append(
+            Figure(
+                "steps",
+                f"{bench.label}: step times of every repeat; "
+                "the shaded warm-up steps are not measured",
+                svg,
+            )
+        )
+
+
+PLOTS: dict[str, Callable[[BenchView, str], None]] = {
+    "busbw": _busbw,
+    "time": _time,
+    "bars": _bars,
+    "steps": _steps,
+}
+"""A benchmark section's plots by name: a figure kind (kit.report.kinds) lists the ones it gets."""
+
+
 def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
     view = BenchView(bench, index=index + 1)
     salt = f"{index}-{bench.name}"
-    if bench.figures == "sweep":
-        sweep = bench.spec.sweep if bench.spec else None
-        op = sweep.op if sweep else "operation"
+    if bench.figures.by_size:
         view.curves = analysis.sweep_curves(bench)
         view.raw = analysis.raw_sizes(bench)
         view.nccl = analysis.nccl_setup(bench)
-        if view.curves["sizes"]:
-            svg = plots.sweep_busbw(view.curves, f"{bench.label}: bus bandwidth", f"{salt}-busbw")
-            if svg:
-                view.figures.append(
-                    Figure(
-                        "busbw",
-                        f"{bench.label}: bus bandwidth against "
-                        "message size (line: median over repeats; band: min to max of the repeats"
-                        + (
-                            "; dotted line: where the timing rule changes, so a step there is "
-                            "the clock's, not the link's)"
-                            if len(
-                                {
-                                    t
-                                    for c in view.curves["curves"].values()
-                                    for p in c.values()
-                                    for t in p.get("timing") or []
-                                }
-                            )
-                            > 1
-                            else ")"
-                        ),
-                        svg,
-                    )
-                )
-            svg = plots.sweep_time(
-                view.curves, f"{bench.label}: time per operation", f"{salt}-time", op
-            )
-            if svg:
-                view.figures.append(
-                    Figure(
-                        "time",
-                        f"{bench.label}: time per {op} against message size, log-log",
-                        svg,
-                    )
-                )
-    else:
-        metric = analysis.verdict_metric(bench)
-        rows = next(iter((bench.metrics.get(metric) or {}).values()), None)
-        if rows is not None:
-            unit = rows.unit
-            svg = plots.metric_bars(
-                _bar_rows(bench, metric),
-                f"{rows.label} ({unit})",
-                f"{bench.label}: {rows.label}",
-                f"{salt}-bars",
-            )
-            if svg:
-                view.figures.append(
-                    Figure(
-                        "bars",
-                        f"{bench.label}: {rows.label}, median with its interval "
-                        f"({interval_labels(bench, metric)})",
-                        svg,
-                    )
-                )
-        traces = analysis.step_traces(bench)
-        view.traces = len(traces)
-        svg = plots.step_traces(
-            traces, f"{bench.label}: every step of every repeat", f"{salt}-steps"
-        )
-        if svg:
-            view.figures.append(
-                Figure(
-                    "steps",
-                    f"{bench.label}: step times of every repeat; "
-                    "the shaded warm-up steps are not measured",
-                    svg,
-                )
-            )
+    for plot in bench.figures.plots:
+        PLOTS[plot](view, salt)
     series = analysis.telemetry_series(bench)
     view.telemetry = len(series)
     svg = plots.telemetry(series, f"{bench.label}: GPU telemetry", f"{salt}-telemetry")

@@ -45,9 +45,8 @@ class WorkloadSpec:
     verdicts, headline cells and bars use it, and compare's headline table and P2P effect too.
     metrics: the catalog's entries (kit.shared.metrics) this workload reports.
     secondary: further metrics that get a verdict sentence of their own when present.
-    figures: which figures the report and compare draw ("sweep": bandwidth and time against
-    message size from data["sizes"]; "training": headline bars and every step time; "matrix":
-    the GPU-pair heat maps and the plateau; "ceiling": the matmul search and the per-GPU bars).
+    figures: its figure kind, a name in kit.report.kinds.KINDS, which says what the report and
+    compare draw and print for it ("sweep", "training", "matrix", "ceiling").
     method: the workload's paragraph on the report's Method page, a Jinja template that sees `a`
     (facts read from the runs: label, params, world, backend, timing, bus_factor, ...) and `s`
     (this spec).
@@ -59,7 +58,7 @@ class WorkloadSpec:
     params: type
     worker: str  # the module whose run(ctx, params) the worker calls
     headline: str
-    figures: str  # "sweep" | "training" | "matrix" (copy bandwidth) | "ceiling" (matmul)
+    figures: str  # a figure kind's name (kit.report.kinds)
     method: str
     metrics: tuple[Metric, ...] = ()
     secondary: tuple[str, ...] = ()

@@ -332,3 +332,34 @@ def test_a_preflight_that_did_not_run_is_not_called_passed():
     assert (
         multi["preflight"].startswith("not run: multi-node") and "passed," not in multi["preflight"]
     )
+
+
+def test_a_figure_kind_is_one_entry_that_the_section_asks(monkeypatch):
+    """kit.report.kinds is the one place that knows a figure kind: every plot a kind names is
+    drawn by the renderer, and a new kind is one entry there."""
+    import dataclasses
+
+    from kit.report import kinds, render
+
+    assert {p for k in kinds.KINDS.values() for p in k.plots} <= set(render.PLOTS)
+    _, benches = load("synthetic-2gpu")
+    gpt2 = by_name(benches, "gpt2-ddp")
+    assert [f.key for f in render.bench_view(gpt2, 0).figures][:2] == ["bars", "steps"]
+    monkeypatch.setitem(kinds.KINDS, "bars-only", kinds.FigureKind("bars-only", plots=("bars",)))
+    gpt2.spec = dataclasses.replace(gpt2.spec, figures="bars-only")
+    view = render.bench_view(gpt2, 0)
+    assert [f.key for f in view.figures if f.key != "telemetry"] == ["bars"]
+    assert view.traces == 0 and view.curves is None
+    html = (
+        render.jinja_env()
+        .get_template("benchmark.j2")
+        .render(
+            view=view,
+            transports={gpt2.name: []},
+            summaries=[],
+            expectations={gpt2.name: []},
+            results=None,
+            pdf=False,
+        )
+    )
+    assert "No step times were recorded" not in html  # only a kind with step_note says so

@@ -11,6 +11,7 @@ import re
 import pytest
 
 from kit.recipe import load_recipe
+from kit.report.kinds import KINDS as FIGURE_KINDS
 from kit.shared import metrics as catalog
 from kit.workloads import registry
 from kit.workloads.base import WorkloadSpec
@@ -39,7 +40,7 @@ def test_every_kind_is_a_folder_with_params_worker_and_spec():
         assert isinstance(spec, WorkloadSpec) and spec.kind == kind
         assert spec.worker == f"kit.workloads.{kind}.worker"
         assert dataclasses.is_dataclass(spec.params) and spec.params().__class__ is spec.params
-        assert spec.figures in ("sweep", "training", "matrix", "ceiling")
+        assert spec.figures in FIGURE_KINDS, f"{kind}: no figure kind {spec.figures!r}"
         assert spec.metric(spec.headline) is not None, f"{kind}: headline has no metric entry"
         assert all(spec.metric(m) for m in spec.secondary)
         with pytest.raises(dataclasses.FrozenInstanceError):

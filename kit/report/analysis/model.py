@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit.report.kinds import FigureKind, figure_kind
 from kit.shared.metrics import CV_THRESHOLD
 from kit.shared.p2p import p2p_off
 from kit.workloads.base import WorkloadSpec
@@ -93,9 +94,10 @@ class Benchmark:
         return [r for v in self.variants for r in v.runs]
 
     @property
-    def figures(self) -> str:
-        """Which figures the report draws: the spec's, else guessed from the runs' data."""
+    def figures(self) -> FigureKind:
+        """What the report draws for it (kit.report.kinds): the spec's kind, else one guessed
+        from the runs' data."""
         if self.spec is not None:
-            return self.spec.figures
+            return figure_kind(self.spec.figures)
         data = [r.get("data") or {} for r in self.runs if is_ok(r)]
-        return "sweep" if any(d.get("sizes") for d in data) else "training"
+        return figure_kind("sweep" if any(d.get("sizes") for d in data) else "training")

@@ -34,11 +34,15 @@ class Silicon:
     notes: list[str] = field(default_factory=list)
 
 
-def _ok(benches: list[Benchmark], figures: str) -> list[dict[str, Any]]:
-    """The finished runs of the benchmarks whose spec draws `figures` ("matrix": copy
-    bandwidth, "ceiling": matmul ceilings; the spec says which, never a kind name here)."""
+def _ok(benches: list[Benchmark], facts: str) -> list[dict[str, Any]]:
+    """The finished runs of the benchmarks whose figure kind gives these silicon `facts`
+    ("copy" or "matmul": kit.report.kinds, never a kind name here)."""
     return [
-        r for b in benches if b.figures == figures for r in b.runs if is_ok(r) and r.get("data")
+        r
+        for b in benches
+        if b.figures.silicon == facts
+        for r in b.runs
+        if is_ok(r) and r.get("data")
     ]
 
 
@@ -166,7 +170,7 @@ def _placements(s: Silicon, benches: list[Benchmark]) -> None:
     for b in benches:
         if b.spec is None:
             continue
-        if b.spec.figures == "training":
+        if b.figures.placed == "mfu":
             for v in b.variants:
                 bases = [x for r in v.ok if (x := mfu_basis(r))]
                 if not bases:
@@ -185,7 +189,7 @@ def _placements(s: Silicon, benches: list[Benchmark]) -> None:
                     f"{b.label}, {v.name}: {achieved:.0f} TFLOP/s per GPU, {mfu:.0%} of the "
                     f"datasheet's {basis['peak_flops_per_gpu'] / 1e12:g} TFLOP/s and {measured}."
                 )
-        elif b.spec.figures == "sweep":  # a collective: its bus bandwidth is per link
+        elif b.figures.placed == "busbw":  # a collective: its bus bandwidth is per link
             pair = {m["key"]: matrix.off_diagonal(m["matrix"]) for m in s.matrices}
             one, both = pair.get("ce_one_way"), pair.get("ce_both_ways")
             for v in b.variants:
@@ -206,7 +210,7 @@ def _placements(s: Silicon, benches: list[Benchmark]) -> None:
 
 def silicon(benches: list[Benchmark], hardware: dict[str, Any]) -> Silicon | None:
     """The section's facts, or None when the bundle measured no silicon."""
-    copy, mm = _ok(benches, "matrix"), _ok(benches, "ceiling")
+    copy, mm = _ok(benches, "copy"), _ok(benches, "matmul")
     if not copy and not mm:
         return None
     s = Silicon()

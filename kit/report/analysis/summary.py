@@ -255,7 +255,7 @@ def summarize_bench(
             transports=used.get(v.name, []),
             settings=[x for x in mine if x not in common],
         )
-        if bench.figures == "sweep":
+        if bench.figures.page1 == "link":
             if not smoke:
                 _sweep_link(vs, hardware)
                 vs.plateau = plateau_words(v.ok)
