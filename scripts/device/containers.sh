@@ -24,7 +24,7 @@
 # REIMPORT=1 imports the base image anew. A stage named again writes a new bundle (NAME-2, ...):
 # `docker host docker host` are interleaved rounds (scripts/device/runtime_ratio.py pairs them);
 # PACK=0 leaves the bundles in /tmp/bundles for the caller to pack. `recipe=PATH` between stages
-# switches the recipe for the stages after it; BUDGET_S=N starts no stage after N seconds (a
+# switches the recipe for the stages after it, `only=NAME` keeps one of its benchmarks; BUDGET_S=N starts no stage after N seconds (a
 # device call has 600).
 #   faults  the GPU path's faults: a GPU the CDI spec lacks, a container killed for memory, an
 #           image without torch; each must be one line or a failed run, never a hang
@@ -116,6 +116,21 @@ print(api.import_image(src=sys.stdin.buffer, repository='kit-host-stack', tag='l
   python3 -c "import docker; i = docker.from_env().images.get('$BASE'); print('$BASE', i.id, round(i.attrs['Size'] / 1e9, 1), 'GB, layers', i.attrs['RootFS']['Layers'])" | tee -a "$OUT/device.log"
 }
 
+only_benchmark() {  # RECIPE cut down to one benchmark (by name or kind), for rounds of one workload
+  local cut="$STATE/$(basename "$RECIPE" .yaml)-$1.yaml"
+  python3 - "$RECIPE" "$1" "$cut" <<'PY' || exit 2
+import sys, yaml
+recipe, name, cut = sys.argv[1:]
+data = yaml.safe_load(open(recipe))
+keep = [b for b in data["benchmarks"] if name in (b.get("name"), b["kind"])]
+if not keep:
+    sys.exit(f"{recipe} has no benchmark named {name}")
+data["benchmarks"] = keep
+yaml.safe_dump(data, open(cut, "w"), sort_keys=False)
+PY
+  RECIPE=$cut; log "recipe: $RECIPE (only $1)"
+}
+
 fresh() {  # a bundle folder not used yet: NAME, then NAME-2, NAME-3 (stages may repeat: rounds)
   local out=$1 n=2
   while [ -e "$out" ]; do out=$1-$n; n=$((n + 1)); done
@@ -168,6 +183,7 @@ while [ $# -gt 0 ]; do
   fi
   case $1 in
     recipe=*) RECIPE=${1#recipe=}; log "recipe: $RECIPE" ;;
+    only=*) only_benchmark "${1#only=}" ;;
     daemon) start_daemon; write_cdi_spec | tee -a "$OUT/device.log"; import_base ;;
     docker) stage_docker ;;
     host) stage_host ;;

@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 from kit.stats import paired_ratio  # noqa: E402
 from kit.workloads.registry import headline_metric  # noqa: E402
 
-Key = tuple[str, str]  # (benchmark, variant)
+Key = tuple[str, str, str]  # (benchmark, variant, metric)
+WINDOW = "throughput_window"  # whole-window throughput, beside each kind's headline
 
 
 def headlines(bundle: Path) -> tuple[str, dict[Key, tuple[float, str, str]]]:
@@ -35,14 +36,20 @@ def headlines(bundle: Path) -> tuple[str, dict[Key, tuple[float, str, str]]]:
     values: dict[Key, list[float]] = defaultdict(list)
     names: dict[Key, tuple[str, str]] = {}
     for r in runs:
-        metric = headline_metric(r["kind"])
-        if r["status"] != "ok" or not (r["metrics"].get(metric) or {}).get("value"):
-            continue  # a failed run, or a headline of 0 (busbw on one GPU): no ratio
-        key = (r["benchmark"], r["variant"])
-        values[key].append(r["metrics"][metric]["value"])
-        names[key] = (metric, r["metrics"][metric]["unit"])
+        for metric in dict.fromkeys([headline_metric(r["kind"]), WINDOW]):
+            if r["status"] != "ok" or not (r["metrics"].get(metric) or {}).get("value"):
+                continue  # a failed run, or a headline of 0 (busbw on one GPU): no ratio
+            key = (r["benchmark"], r["variant"], metric)
+            values[key].append(r["metrics"][metric]["value"])
+            names[key] = (metric, r["metrics"][metric]["unit"])
     out = {k: (sorted(v)[len(v) // 2], *names[k]) for k, v in values.items()}
     return env.get("runtime", "?"), out
+
+
+def started(bundle: Path) -> str:
+    """When the bundle's first run started (ISO time, so it sorts)."""
+    runs = json.loads((bundle / "results.json").read_text())["runs"]
+    return min((r.get("started_at") or "" for r in runs), default="")
 
 
 def fmt(r) -> str:
@@ -57,10 +64,11 @@ def main() -> int:
     a = ap.parse_args()
     rounds: dict[str, list[dict]] = defaultdict(list)
     units: dict[Key, tuple[str, str]] = {}
-    for b in a.bundles:
-        if not (b / "results.json").is_file():
-            print(f"skipped {b}: no results.json", file=sys.stderr)
-            continue
+    bundles = [b for b in a.bundles if (b / "results.json").is_file()]
+    for b in sorted(set(a.bundles) - set(bundles)):
+        print(f"skipped {b}: no results.json", file=sys.stderr)
+    bundles.sort(key=started)  # the order they ran in: round i of each runtime pairs with round i
+    for b in bundles:
         runtime, found = headlines(b)
         rounds[runtime].append({k: v[0] for k, v in found.items()})
         units |= {k: v[1:] for k, v in found.items()}
@@ -68,7 +76,7 @@ def main() -> int:
     lines = [
         "# Containers against the host runtime, interleaved rounds in one call\n",
         f"Bundles: {len(docker)} docker, {len(host)} host, in the order run: "
-        + ", ".join(b.name for b in a.bundles)
+        + ", ".join(b.name for b in bundles)
         + "\n",
         "| benchmark | variant | metric | docker rounds | host rounds | docker / host (paired) |",
         "|---|---|---|---|---|---|",
@@ -84,15 +92,15 @@ def main() -> int:
             f"| {', '.join(f'{x:.1f}' for x in h)} | {ratio} |"
         )
     lines += ["", "P2P effect (p2p / no-p2p, paired by round) on each runtime:", ""]
-    for bench in sorted({k[0] for k in units}):
-        if (bench, "p2p") not in units or (bench, "no-p2p") not in units:
+    for bench, metric in sorted({(k[0], k[2]) for k in units}):
+        on, off = (bench, "p2p", metric), (bench, "no-p2p", metric)
+        if on not in units or off not in units:
             continue
         for name, rs in (("docker", docker), ("host", host)):
-            pairs = [(r[(bench, "p2p")], r[(bench, "no-p2p")]) for r in rs
-                     if (bench, "p2p") in r and (bench, "no-p2p") in r]  # fmt: skip
+            pairs = [(r[on], r[off]) for r in rs if on in r and off in r]
             if pairs:
                 ratio = paired_ratio([p for p, _ in pairs], [q for _, q in pairs])
-                lines.append(f"- {bench}, {name}: {fmt(ratio)}")
+                lines.append(f"- {bench}, {metric}, {name}: {fmt(ratio)}")
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:
