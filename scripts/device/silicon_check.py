@@ -17,9 +17,22 @@ On a lent GPU machine (no package index, no Docker), from the repository root:
 6. writes comparison.md / comparison.json: kit against reference, their ratio, PASS when within
    3%, and every raw output, under $OUT.
 
+`--pairs` checks the GPU-pair matrix instead, on a machine with two or more GPUs:
+
+    python3 scripts/device/silicon_check.py --pairs    # carry: .whl .nvbandwidth
+
+it builds nvbandwidth, runs its four pair testcases (NVB_PAIR_TESTS) with the recipe's pair
+buffer size, copies and samples (-b pair_size_mib, --loopCount pair_loop_count, -i pair_samples),
+runs the kit with a recipe holding only the copy_bandwidth benchmark on every GPU, runs
+nvbandwidth again, and writes one row per pair and testcase: one way per ordered pair (row =
+source), both ways per unordered pair (nvbandwidth's Total: the two directions' sum, measured
+for (a, b) and for (b, a), both taken as reference samples). The kit's pair latency is not
+compared: nvbandwidth's device_to_device_latency_sm is an SM pointer chase, not a 4-byte copy.
+
 `--cpu` runs the same steps that make sense without a GPU (no nvbandwidth: there is no GPU to
-copy to; the kit's CPU smoke recipe; an fp32 matmul loop), so the script's own code is tested on
-the CPU. Standard library, PyYAML and torch only: the machine's own Python runs it.
+copy to; the kit's CPU smoke recipe; an fp32 matmul loop; with --pairs, the pair rows read "not
+run": a CPU has no GPU pair), so the script's own code is tested on the CPU. Standard library,
+PyYAML and torch only: the machine's own Python runs it.
 """
 
 from __future__ import annotations
@@ -27,6 +40,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import io
+import itertools
 import json
 import os
 import shutil
@@ -45,6 +59,14 @@ NVB_TESTS = {  # nvbandwidth testcase -> the kit's per-GPU field of the copy_ban
     "device_to_host_memcpy_ce": "d2h_gbps",
     "device_local_copy": "local_gbps",
 }
+NVB_PAIR_TESTS = {  # nvbandwidth pair testcase -> the kit's matrix in the run's data["pairs"]
+    "device_to_device_memcpy_write_ce": "ce_one_way",
+    "device_to_device_bidirectional_memcpy_write_ce": "ce_both_ways",
+    "device_to_device_memcpy_write_sm": "sm_one_way",
+    "device_to_device_bidirectional_memcpy_write_sm": "sm_both_ways",
+}
+NVB_TIMEOUT_S = 150  # one nvbandwidth invocation; a hung one costs its rows, not the whole call
+PAIRS_KIT_TIMEOUT_S = 120  # --pairs: the kit's copy run (about 25 s on 2 GPUs), in a ~4 min call
 NVB_SOURCES = [
     "testcase.cpp",
     "testcases_ce.cpp",
@@ -198,6 +220,14 @@ def build_nvbandwidth(tree: Path, work: Path, arch: str, log: Log) -> Path:
     return work / "nvbandwidth"
 
 
+Matrix = list[list[float | None]]  # [row][column], None: nvbandwidth's N/A
+
+
+def cells(rows: list[list[str]]) -> Matrix:
+    """nvbandwidth's JSON matrix rows (numbers as strings, "N/A") as floats and None."""
+    return [[None if v == "N/A" else float(v) for v in r] for r in rows]
+
+
 def parse_nvbandwidth(doc: dict[str, Any]) -> dict[str, list[float | None]]:
     """nvbandwidth -j output -> testcase name -> its first matrix row as floats (None: N/A).
 
@@ -209,23 +239,48 @@ def parse_nvbandwidth(doc: dict[str, Any]) -> dict[str, list[float | None]]:
                 f"nvbandwidth {case.get('name')}: {case.get('status')} "
                 f"{case.get('error', '')}".strip()
             )
-        row = case["bandwidth_matrix"][0]
-        out[case["name"]] = [None if v == "N/A" else float(v) for v in row]
+        out[case["name"]] = cells(case["bandwidth_matrix"][:1])[0]
     return out
 
 
-def run_nvbandwidth(exe: Path, p: dict[str, Any], out: Path, tag: str) -> dict[str, list]:
-    """The three testcases with the kit's sizes; raw JSON and text kept under out/."""
-    args = [
-        "-b",
-        str(p["size_mib"]),
-        "--loopCount",
-        str(p["loop_count"]),
-        "-i",
-        str(p["samples"]),
-        "-t",
-        *NVB_TESTS,
-    ]
+def pair_matrix(case: dict[str, Any], n: int) -> Matrix:
+    """A pair testcase's N x N matrix (row = source GPU, column = destination; N/A diagonal).
+
+    json_output.cpp's addTestcaseResults appends every matrix a testcase adds to the one
+    bandwidth_matrix list and overwrites its description and sum: a bidirectional testcase holds
+    three N x N blocks (Write1, Write2, then Total) under the Total's description, so the last
+    block is the one the description names."""
+    rows = case["bandwidth_matrix"]
+    if not rows or len(rows) % n or any(len(r) != n for r in rows):
+        raise ValueError(f"{case.get('name')}: not {n} x {n} blocks ({len(rows)} rows)")
+    if len(rows) > n and "Total" not in case.get("bandwidth_description", ""):
+        raise ValueError(f"{case.get('name')}: {len(rows) // n} blocks and no Total description")
+    return cells(rows[-n:])
+
+
+def parse_pairs(doc: dict[str, Any]) -> tuple[dict[str, Matrix], dict[str, str]]:
+    """nvbandwidth -j output -> (pair testcase -> its matrix, testcase -> why it has none).
+
+    N is the number of GPUs nvbandwidth listed; a testcase it waived (no peer pair) or failed is
+    named with its status, and its rows read "not run"."""
+    nvb = doc["nvbandwidth"]
+    found, missing = {}, {}
+    for case in nvb["testcases"]:
+        name = case.get("name", "?")
+        if case.get("status") != "Passed":
+            missing[name] = f"{case.get('status')} {case.get('error', '')}".strip()
+            continue
+        n = len(nvb.get("GPU Device list") or case["bandwidth_matrix"][0])
+        found[name] = pair_matrix(case, n)
+    return found, missing
+
+
+def nvbandwidth_args(size_mib: int, loop_count: int, samples: int, tests: list[str]) -> list[str]:
+    return ["-b", str(size_mib), "--loopCount", str(loop_count), "-i", str(samples), "-t", *tests]
+
+
+def run_nvbandwidth(exe: Path, args: list[str], out: Path, tag: str) -> dict[str, Any]:
+    """nvbandwidth with `args`, as text then as JSON; both kept under out/; the JSON document."""
     env = {
         **os.environ,
         "LD_LIBRARY_PATH": ":".join(
@@ -239,15 +294,37 @@ def run_nvbandwidth(exe: Path, p: dict[str, Any], out: Path, tag: str) -> dict[s
             )
         ),
     }
-    text = subprocess.run([str(exe), *args], capture_output=True, text=True, env=env, check=True)
+    text = subprocess.run(
+        [str(exe), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=NVB_TIMEOUT_S,
+    )
     (out / f"nvbandwidth-{tag}.txt").write_text(
         f"$ {exe} {' '.join(args)}\n{text.stdout}{text.stderr}"
     )
     res = subprocess.run(
-        [str(exe), *args, "-j"], capture_output=True, text=True, env=env, check=True
+        [str(exe), *args, "-j"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=NVB_TIMEOUT_S,
     )
     (out / f"nvbandwidth-{tag}.json").write_text(res.stdout)
-    return parse_nvbandwidth(json.loads(res.stdout[res.stdout.find("{") :]))
+    return json.loads(res.stdout[res.stdout.find("{") :])
+
+
+NVB_ERRORS = (
+    OSError,
+    RuntimeError,
+    ValueError,
+    KeyError,
+    subprocess.CalledProcessError,
+    subprocess.TimeoutExpired,
+)
 
 
 def reference_copies(
@@ -256,24 +333,56 @@ def reference_copies(
     """One nvbandwidth run as a list (empty when it could not run; the log says why)."""
     if exe is None:
         return []
+    args = nvbandwidth_args(p["size_mib"], p["loop_count"], p["samples"], list(NVB_TESTS))
     try:
-        found = run_nvbandwidth(exe, p, raw, tag)
-    except (OSError, RuntimeError, ValueError, KeyError, subprocess.CalledProcessError) as exc:
+        found = parse_nvbandwidth(run_nvbandwidth(exe, args, raw, tag))
+    except NVB_ERRORS as exc:
         log(f"nvbandwidth {tag} failed: {exc}")
         return []
     log((raw / f"nvbandwidth-{tag}.txt").read_text())
     return [found]
 
 
+def reference_pairs(
+    exe: Path | None, p: dict[str, Any], raw: Path, tag: str, log: Log
+) -> list[dict[str, Matrix]]:
+    """One run of nvbandwidth's pair testcases with the recipe's pair sizes, as a list (empty
+    when it could not run; the log says why, and names any testcase it waived)."""
+    if exe is None:
+        return []
+    args = nvbandwidth_args(
+        p["pair_size_mib"], p["pair_loop_count"], p["pair_samples"], list(NVB_PAIR_TESTS)
+    )
+    try:
+        found, missing = parse_pairs(run_nvbandwidth(exe, args, raw, tag))
+    except NVB_ERRORS as exc:
+        log(f"nvbandwidth {tag} failed: {exc}")
+        return []
+    log((raw / f"nvbandwidth-{tag}.txt").read_text())
+    for name, why in missing.items():
+        log(f"nvbandwidth {tag}: {name} {why}: its rows read not run")
+    return [found]
+
+
 # ---- the kit's run ----------------------------------------------------------------------------
 
 
-def recipe_for(recipe: Path, gpus: int, dest: Path) -> Path:
-    """The recipe with `gpus` set to what this machine has (the recipe is written for 8)."""
+def recipe_for(
+    recipe: Path, gpus: int, dest: Path, only: str | None = None, timeout_s: float | None = None
+) -> Path:
+    """The recipe with `gpus` set to what this machine has (the recipe is written for 8); with
+    `only`, just that benchmark kind; with `timeout_s`, that limit per run (a hung run then
+    costs its rows, and the call still writes its comparison and raw outputs)."""
     import yaml
 
     data = yaml.safe_load(recipe.read_text())
     data["gpus"] = gpus
+    if timeout_s is not None:
+        data["timeout_s"] = timeout_s
+    if only is not None:
+        data["benchmarks"] = [b for b in data["benchmarks"] if b["kind"] == only]
+        if not data["benchmarks"]:
+            raise ValueError(f"{recipe}: no {only} benchmark")
     path = dest / recipe.name
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -402,6 +511,64 @@ def copy_rows(copy_run: dict[str, Any], nvb_runs: list[dict[str, list]]) -> list
     return rows
 
 
+def pair_rows(
+    pairs: dict[str, Any] | None, n: int, nvb_runs: list[dict[str, Matrix]]
+) -> list[dict[str, Any]]:
+    """Per nvbandwidth pair testcase and GPU pair: the kit's median against the median of
+    nvbandwidth's cells over its runs. One way: each ordered pair (row = source). Both ways: each
+    unordered pair; the kit measures it once (both cells hold it), nvbandwidth measures (a, b)
+    and (b, a) apart, the same two copies at once, so both cells of every run are its samples."""
+    rows = []
+    for test, key in NVB_PAIR_TESTS.items():
+        both = key.endswith("both_ways")
+        kit_m = (pairs or {}).get(key)
+        for a, b in (itertools.combinations if both else itertools.permutations)(range(n), 2):
+            where = [(a, b), (b, a)] if both else [(a, b)]
+            refs = [
+                v
+                for run in nvb_runs
+                if test in run
+                for i, j in where
+                if (v := run[test][i][j]) is not None
+            ]
+            ref = statistics.median(refs) if refs else None
+            pair = f"{a} <-> {b}" if both else f"{a} -> {b}"
+            kit = kit_m[a][b] if kit_m else None
+            r = row(f"{key} GPU {pair}", "GB/s", kit, ref, refs)
+            rows.append({"pair": pair, "test": key, "nvbandwidth_test": test, **r})
+    return rows
+
+
+def pair_table(rows: list[dict[str, Any]]) -> str:
+    """pair_rows as a table: pair, test (the kit's and nvbandwidth's names), both GB/s, ratio."""
+
+    def num(v: float | None, f: str) -> str:
+        return "-" if v is None else format(v, f)
+
+    lines = [
+        "| pair | test (kit / nvbandwidth) | kit GB/s | nvbandwidth GB/s | kit / nvbandwidth "
+        f"| within {TOLERANCE:.0%} |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['pair']} | {r['test']} / {r['nvbandwidth_test']} | {num(r['kit'], '.2f')} | "
+            f"{num(r['reference'], '.2f')} | {num(r['ratio'], '.4f')} | {r['verdict']} |"
+        )
+    return "\n".join(lines)
+
+
+def drift(rows: list[dict[str, Any]]) -> float | None:
+    """nvbandwidth against itself: the largest spread of a row's reference samples, relative to
+    their median (the before/after drift, and for both ways the (a, b) / (b, a) difference)."""
+    spreads = [
+        (max(r["reference_runs"]) - min(r["reference_runs"])) / r["reference"]
+        for r in rows
+        if len(r["reference_runs"]) > 1 and r["reference"]
+    ]
+    return max(spreads) if spreads else None
+
+
 def matmul_rows(mm_run: dict[str, Any], device: str, trials: int, log: Log) -> list[dict[str, Any]]:
     """Per dtype and GPU the kit held alone: its median trial against a plain loop's median."""
     rows = []
@@ -479,6 +646,11 @@ def gpu_count() -> int:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cpu", action="store_true", help="CPU smoke: no nvbandwidth, kit on gloo")
+    ap.add_argument(
+        "--pairs",
+        action="store_true",
+        help="the GPU-pair matrix against nvbandwidth's pair testcases (two or more GPUs)",
+    )
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/out")))
     ap.add_argument("--recipe", type=Path, default=ROOT / "recipes/silicon.yaml")
     ap.add_argument("--nvbandwidth", type=Path, default=ROOT / ".nvbandwidth")
@@ -500,22 +672,33 @@ def main(argv: list[str]) -> int:
             "silicon_check: no GPU visible to torch; use --cpu for the smoke test", file=sys.stderr
         )
         return 2
+    if args.pairs and gpus < 2:
+        print(f"silicon_check: --pairs needs two or more GPUs, found {gpus}", file=sys.stderr)
+        return 2
     raw, t_start = work / "raw", time.monotonic()
     for cmd in (
         ["nvidia-smi", "-L"],
-        ["nvidia-smi", "-q", "-d", "CLOCK,POWER,PCIE"],
+        ["nvidia-smi", "topo", "-m"],
+        ["nvidia-smi", "-q", "-d", "CLOCK,POWER"],
         ["nvcc", "--version"],
     ):
         if shutil.which(cmd[0]):
             res = subprocess.run(cmd, capture_output=True, text=True)
-            (raw / f"{'_'.join(cmd).replace('-', '')}.txt").write_text(res.stdout + res.stderr)
+            (raw / f"{'_'.join(cmd).replace('-', '').replace(',', '_')}.txt").write_text(
+                res.stdout + res.stderr
+            )
 
-    recipe = recipe_for(args.recipe, gpus, work)
+    recipe = (
+        recipe_for(args.recipe, gpus, work, "copy_bandwidth", PAIRS_KIT_TIMEOUT_S)
+        if args.pairs
+        else recipe_for(args.recipe, gpus, work)
+    )
     import yaml
 
     bench = {b["kind"]: b for b in yaml.safe_load(recipe.read_text())["benchmarks"]}
     copy_params = bench["copy_bandwidth"]["params"]
-    nvb_runs: list[dict[str, list]] = []
+    reference = reference_pairs if args.pairs else reference_copies
+    nvb_runs: list[dict[str, Any]] = []
     exe = None
     if not args.cpu:  # a failed build or run costs the nvbandwidth rows, not the whole call
         import torch
@@ -527,33 +710,68 @@ def main(argv: list[str]) -> int:
             log(f"nvbandwidth NOT built: {exc}")
         if (work / "build.log").is_file():
             shutil.copy(work / "build.log", raw / "nvbandwidth-build.log")
-        nvb_runs += reference_copies(exe, copy_params, raw, "before", log)
+        nvb_runs += reference(exe, copy_params, raw, "before", log)
 
-    results = run_kit(recipe, device, work / "bundle", log)
+    try:
+        results = run_kit(recipe, device, work / "bundle", log)
+    except RuntimeError as exc:
+        if not args.pairs:
+            raise
+        log(f"kit: {exc}")  # --pairs: the kit's rows read not run beside nvbandwidth's figures
+        results = {"runs": []}
     if exe is not None:
-        nvb_runs += reference_copies(exe, copy_params, raw, "after", log)
+        nvb_runs += reference(exe, copy_params, raw, "after", log)
 
-    rows = copy_rows(kit_run(results, "copy_bandwidth"), nvb_runs) if not args.cpu else []
-    rows += matmul_rows(kit_run(results, "matmul_ceiling"), device, args.matmul_trials, log)
-    text = table(rows)
+    if args.pairs:
+        try:
+            kit_pairs = kit_run(results, "copy_bandwidth")["data"].get("pairs")
+        except RuntimeError as exc:
+            log(str(exc))
+            kit_pairs = None
+        rows = pair_rows(kit_pairs, gpus, nvb_runs)
+        text = pair_table(rows)
+        spread = drift(rows)
+        title = f"kit GPU pairs vs nvbandwidth ({device}, {gpus} GPU(s))"
+        notes = (
+            "Reference: the median of nvbandwidth's runs before and after the kit's "
+            f"(-b {copy_params['pair_size_mib']} --loopCount {copy_params['pair_loop_count']} "
+            f"-i {copy_params['pair_samples']}, the recipe's pair_* parameters; "
+            "device_to_device_*_write_*: the copy runs on the source GPU, as the kit's). "
+            "One way: row = source. Both ways: nvbandwidth's Total (both directions at once, "
+            "summed), its (a, b) and (b, a) cells both taken as samples. nvbandwidth's largest "
+            "spread across its samples of one row: "
+            f"{'-' if spread is None else format(spread, '.1%')}. Not compared: the kit's pair "
+            "latency (a 4-byte copy engine copy; nvbandwidth's device_to_device_latency_sm is an "
+            "SM pointer chase) and its staged-through-host copies (nvbandwidth has none).\n"
+        )
+    else:
+        rows = copy_rows(kit_run(results, "copy_bandwidth"), nvb_runs) if not args.cpu else []
+        rows += matmul_rows(kit_run(results, "matmul_ceiling"), device, args.matmul_trials, log)
+        text = table(rows)
+        spread = None
+        title = f"kit silicon vs nvbandwidth and a plain matmul loop ({device}, {gpus} GPU(s))"
+        notes = (
+            "Reference: the median of nvbandwidth's runs before and after the kit's "
+            "(-b/--loopCount/-i as the recipe), and of a plain torch.matmul loop's trials.\n"
+        )
     summary = {
+        "mode": "pairs" if args.pairs else "silicon",
         "device": device,
         "gpus": gpus,
         "tolerance": TOLERANCE,
         "rows": rows,
         "all_pass": all(r["verdict"] == "PASS" for r in rows) and bool(rows),
+        "nvbandwidth_runs": len(nvb_runs),
+        "nvbandwidth_spread": spread,
         "wall_s": time.monotonic() - t_start,
         "command": " ".join(["python3", *sys.argv]),
     }
     (out / "comparison.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / "comparison.md").write_text(
-        f"# kit silicon vs nvbandwidth and a plain matmul loop ({device}, {gpus} GPU(s))\n\n"
-        f"{text}\n\nReference: the median of nvbandwidth's runs before and after the kit's "
-        "(-b/--loopCount/-i as the recipe), and of a plain torch.matmul loop's trials.\n"
-    )
+    (out / "comparison.md").write_text(f"# {title}\n\n{text}\n\n{notes}")
     log(text)
-    with tarfile.open(out / "bundle.tar.gz", "w:gz") as tar:
-        tar.add(work / "bundle", arcname="bundle")
+    if (work / "bundle").is_dir():
+        with tarfile.open(out / "bundle.tar.gz", "w:gz") as tar:
+            tar.add(work / "bundle", arcname="bundle")
     with tarfile.open(out / "raw.tar.gz", "w:gz") as tar:
         tar.add(raw, arcname="raw")
     log(

@@ -82,3 +82,30 @@ def test_the_device_check_script_runs_its_cpu_mode(tmp_path):
         "| what | kit | reference | kit / reference | within 3% |"
         in (out / "comparison.md").read_text()
     )
+
+
+@pytest.mark.slow
+def test_the_device_check_script_runs_its_cpu_pairs_mode(tmp_path):
+    """--pairs on the CPU: the kit runs the copy benchmark alone; a CPU has no GPU pair, so
+    every pair row is there and reads not run (the table's code, not a measurement)."""
+    out, work = tmp_path / "out", tmp_path / "work"
+    proc = subprocess.run(
+        [sys.executable, "scripts/device/silicon_check.py", "--cpu", "--pairs", "--out", str(out),
+         "--work", str(work)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((out / "comparison.json").read_text())
+    assert summary["mode"] == "pairs" and summary["gpus"] == 2 and not summary["all_pass"]
+    assert [(r["pair"], r["test"]) for r in summary["rows"]] == [
+        ("0 -> 1", "ce_one_way"), ("1 -> 0", "ce_one_way"), ("0 <-> 1", "ce_both_ways"),
+        ("0 -> 1", "sm_one_way"), ("1 -> 0", "sm_one_way"), ("0 <-> 1", "sm_both_ways"),
+    ]  # fmt: skip
+    assert {r["verdict"] for r in summary["rows"]} == {"not run"}
+    with tarfile.open(out / "bundle.tar.gz") as tar:
+        results = json.load(tar.extractfile("bundle/results.json"))
+    assert [r["kind"] for r in results["runs"]] == ["copy_bandwidth"]
+    md = (out / "comparison.md").read_text()
+    assert "| pair | test (kit / nvbandwidth) | kit GB/s | nvbandwidth GB/s |" in md
+    assert "| 0 <-> 1 | ce_both_ways / device_to_device_bidirectional_memcpy_write_ce |" in md
