@@ -1,4 +1,5 @@
-"""Shared test helpers: run the real `kit` command in a subprocess, as a user would."""
+"""Shared test helpers: run the real `kit` command in a subprocess, as a user would; a typed
+results.json from the few fields a test cares about."""
 
 from __future__ import annotations
 
@@ -11,6 +12,24 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def results_model(runs: list[dict] | None = None, **header):
+    """kit.model.Results (validated, as the report reads it) from a test's runs and header fields,
+    the rest filled with a plain complete CUDA bundle's."""
+    from kit.model import Results
+
+    run = {
+        "schema": 1, "benchmark": "b", "kind": "allreduce", "variant": "p2p", "repeat": 0,
+        "status": "ok", "device": "cuda",
+    }  # fmt: skip
+    fields = {
+        "schema": 1, "kit_version": "test", "created_at": "2026-01-01T00:00:00+00:00",
+        "status": "complete", "recipe": "test", "device": "cuda", "runtime": "host",
+        "pinned": False, "smoke": False, "repeats": 1,
+    }  # fmt: skip
+    typed_runs = [{**run, "run_id": f"r{i}", **r} for i, r in enumerate(runs or [])]
+    return Results.model_validate({**fields, **header, "runs": typed_runs})
 
 
 def sigint_as_default() -> None:

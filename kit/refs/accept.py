@@ -26,6 +26,7 @@ from kit import __version__
 from kit.acceptance import RULE, decide, overall
 from kit.errors import InputError
 from kit.intake import receive
+from kit.model import Results
 from kit.refs.published import Figure, by_id, differences, figures, run_conditions
 from kit.report import analysis
 from kit.shared.metrics import per_gpu as per_gpu_metric
@@ -114,13 +115,13 @@ def _gpus(block: analysis.VariantBlock) -> int | None:
 
 def _benches(
     bundle_dir: Path, signers: tuple[Path | None, bool] = (None, False)
-) -> tuple[list[analysis.Benchmark], dict[str, Any], dict[str, Any]]:
+) -> tuple[list[analysis.Benchmark], Results, dict[str, Any]]:
     """The bundle read once: sealed, complete and, with an allowed-signers file, signed by a
     listed signer (kit.intake; `signers` is the file and whether unsigned is accepted)."""
     data = receive(Path(bundle_dir), "accept only an untouched bundle", *signers)
-    results = data.results.dump(as_written=True)
+    results = data.results
     recipe = data.recipe.model_dump(mode="json")
-    hardware = data.hardware.dump(as_written=True) if data.hardware else {}
+    hardware = data.inventory()[0]
     return analysis.build_benchmarks(results, recipe), results, hardware
 
 
@@ -212,9 +213,9 @@ def accept(
         "kit_version": __version__,
         "bundle": {
             "path": str(bundle_dir),
-            "recipe": results.get("recipe"),
-            "created_at": results.get("created_at"),
-            "status": results.get("status"),
+            "recipe": results.recipe,
+            "created_at": results.created_at,
+            "status": results.status,
         },
         "against": ref.to_dict(),
         "rule": RULE,

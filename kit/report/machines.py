@@ -18,7 +18,7 @@ from kit.bundle import MANIFEST, sha256_file
 from kit.envdiff import environment_diff, environment_versions
 from kit.errors import InputError
 from kit.intake import receive
-from kit.model import BundleData, recipe_differences
+from kit.model import BundleData, Results, recipe_differences
 from kit.report import analysis
 from kit.report.render import machine_line
 
@@ -51,17 +51,17 @@ class Machine:
     user_label: str | None = None
     label: str = ""  # set by load_machines: hardware, user label, position if still ambiguous
 
-    @cached_property
-    def results(self) -> dict[str, Any]:
-        return self.data.results.dump(as_written=True)
+    @property
+    def results(self) -> Results:
+        return self.data.results
 
     @cached_property
     def hardware(self) -> dict[str, Any]:
-        return self.data.hardware.dump(as_written=True) if self.data.hardware else {}
+        return self.data.inventory()[0]
 
     @cached_property
     def environment(self) -> dict[str, Any]:
-        return self.data.environment.dump(as_written=True) if self.data.environment else {}
+        return self.data.inventory()[1]
 
     @cached_property
     def recipe(self) -> dict[str, Any]:
@@ -77,7 +77,7 @@ class Machine:
 
     @property
     def summary(self) -> str:
-        return machine_line(self.hardware, {})
+        return machine_line(self.hardware)
 
     @property
     def gpus_total(self) -> int:
@@ -86,18 +86,18 @@ class Machine:
     def gpus_used(self, benchmark: str | None = None) -> int:
         """GPUs (ranks) the runs used: the largest world size of the benchmark's runs."""
         sizes = [
-            int(r.get("world_size") or 0)
-            for r in self.results.get("runs") or []
-            if benchmark is None or r.get("benchmark") == benchmark
+            r.world_size or 0
+            for r in self.results.runs
+            if benchmark is None or r.benchmark == benchmark
         ]
         return max(sizes, default=0)
 
     def sharding(self, benchmark: str) -> str | None:
         """ "FSDP" when the benchmark's runs record a parallelism that shards the model (its
         words, from the run's data), else None: memory per GPU then falls with the GPU count."""
-        for r in self.results.get("runs") or []:
-            words = str((r.get("data") or {}).get("parallelism") or "")
-            if r.get("benchmark") == benchmark and "shard" in words.lower():
+        for r in self.results.runs:
+            words = str(getattr(r.data, "parallelism", None) or "")  # the workload's own field
+            if r.benchmark == benchmark and "shard" in words.lower():
                 found = re.match(r"[A-Za-z]+", words)
                 return found.group(0) if found else "sharding"
         return None
@@ -204,7 +204,7 @@ def hardware_rows(machines: list[Machine]) -> list[dict[str, Any]]:
         return next((str(hh[k]) for k in keys if hh.get(k)), "-")
 
     getters = [
-        ("summary", lambda h: machine_line(h, {})),
+        ("summary", machine_line),
         ("host", lambda h: host(h, "hostname")),
         ("GPUs", gpus),
         ("GPU memory", gpu_mem),
@@ -289,16 +289,16 @@ def warnings_for(machines: list[Machine], base: int) -> list[dict[str, str]]:
         if m is not ref:
             out.extend(recipe_notes(ref, m))
     for key, word in (("smoke", "smoke scale"), ("device", "device")):
-        values = {str(m.results.get(key)) for m in machines}
+        values = {str(getattr(m.results, key)) for m in machines}
         if len(values) > 1:
             out.append(
                 {
                     "level": "recipe",
                     "text": f"The bundles differ in {word}: "
-                    + ", ".join(f"{m.label} {m.results.get(key)}" for m in machines),
+                    + ", ".join(f"{m.label} {getattr(m.results, key)}" for m in machines),
                 }
             )
-    if any(m.results.get("smoke") for m in machines):
+    if any(m.results.smoke for m in machines):
         out.append(
             {
                 "level": "note",
@@ -310,26 +310,24 @@ def warnings_for(machines: list[Machine], base: int) -> list[dict[str, str]]:
         )
     unpinned: dict[str, list[str]] = {}  # runtime -> machines: one line each, a fleet too
     for m in machines:
-        if not m.results.get("pinned"):
-            unpinned.setdefault(str(m.results.get("runtime", "host")), []).append(m.label)
+        if not m.results.pinned:
+            unpinned.setdefault(m.results.runtime, []).append(m.label)
     for runtime, labels in unpinned.items():
         who = labels[0] if len(labels) == 1 else f"{len(labels)} machines ({', '.join(labels)})"
         verb = "ran" if len(labels) == 1 else "each ran"
         out.append({"level": "note", "text": f"{who} {verb} on the {runtime} runtime: the software "
                     "environment was not pinned."})  # fmt: skip
     for m in machines:
-        if m.results.get("status") != "complete":
-            out.append(
-                {"level": "note", "text": f"{m.label}: bundle status {m.results.get('status')!r}."}
-            )
-        for bench, rec in (m.results.get("adaptive") or {}).items():
-            if rec.get("cap_reached"):
+        if m.results.status != "complete":
+            out.append({"level": "note", "text": f"{m.label}: bundle status {m.results.status!r}."})
+        for bench, rec in m.results.adaptive.items():
+            if rec.cap_reached:
                 out.append(
                     {
                         "level": "note",
                         "text": (
-                            f"{m.label}: {bench} stayed noisy ({rec.get('reason')}) after "
-                            f"{rec.get('repeats')} repeats, the cap."
+                            f"{m.label}: {bench} stayed noisy ({rec.reason}) after "
+                            f"{rec.repeats} repeats, the cap."
                         ),
                     }
                 )
@@ -341,10 +339,10 @@ def reproductions(machines: list[Machine]) -> list[str]:
     digests = {sha256_file(m.path / MANIFEST): m for m in machines}
     lines = []
     for m in machines:
-        src = m.results.get("reproduces") or {}
-        if not src:
+        src = m.results.reproduces
+        if src is None:
             continue
-        other = digests.get(src.get("manifest_sha256"))
-        target = other.label if other else f"{src.get('bundle')} (not in this comparison)"
-        lines.append(f"{m.label} reruns {target}, created {src.get('created_at')}.")
+        other = digests.get(src.manifest_sha256 or "")
+        target = other.label if other else f"{src.bundle} (not in this comparison)"
+        lines.append(f"{m.label} reruns {target}, created {src.created_at}.")
     return lines

@@ -73,7 +73,7 @@ def repeats_words(benches: list[analysis.Benchmark]) -> str:
         words = f"{b.label} ran {_times(b.repeats_ran)} per variant"
         if b.repeats_ran != b.planned_repeats:
             added = b.repeats_ran - b.planned_repeats
-            why = (b.adaptive or {}).get("reason") or ""
+            why = b.adaptive.reason if b.adaptive else ""
             extra = (
                 f"; adaptive repeats added {added}{f' ({why})' if why else ''}"
                 if added > 0

@@ -93,7 +93,7 @@ def jinja_env() -> Environment:
 # --- sections ------------------------------------------------------------------------------
 
 
-def machine_line(hardware: dict[str, Any], results: dict[str, Any]) -> str:
+def machine_line(hardware: dict[str, Any]) -> str:
     """The machine in one line: the inventory's summary_line for a full inventory."""
 
     if hardware.get("gpus") is not None and "topology" in hardware:
@@ -341,10 +341,9 @@ def ran_lines(benches: list[analysis.Benchmark], smoke: bool) -> list[str]:
 
 def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> dict[str, Any]:
     data = load(bundle)
-    results = data.results.dump(as_written=True)
+    results = data.results
     recipe = data.recipe.model_dump(mode="json")
-    hardware = data.hardware.dump(as_written=True) if data.hardware else {}
-    environment = data.environment.dump(as_written=True) if data.environment else {}
+    hardware, environment = data.inventory()
     benches = analysis.build_benchmarks(results, recipe)
     views = [bench_view(b, i) for i, b in enumerate(benches)]
     silicon = silicon_view(benches, hardware)
@@ -359,10 +358,10 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         for b in benches
     ]
     return {
-        "results": data.results,  # the typed header (kit.model.Results), as the page reads it
+        "results": results,
         "recipe": recipe,
         "bundle_name": bundle.path.name,
-        "machine": machine_line(hardware, results),
+        "machine": machine_line(hardware),
         "benches": views,
         "silicon": silicon,
         "summaries": summaries,
@@ -383,7 +382,7 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         "environment": environment_view(environment, results),
         "method": method_view(benches, jinja_env()),
         "manifest": manifest_view(bundle.path),
-        "runs": data.results.runs,  # typed (kit.model.RunResult)
+        "runs": results.runs,
         "kit_version": __version__,
         "renderer": f"kit {__version__}, Python {platform.python_version()}",
         "style": STYLE.read_text(),

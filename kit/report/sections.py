@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import MANIFEST, REPORT_FILES, SIGNATURE, sha256_file
+from kit.model import Results
 from kit.report.plots import human_bytes as _human_bytes
 from kit.safeio import scan
 
@@ -175,7 +176,7 @@ def _speed(mbps: Any) -> str:
     return f"{mbps / 1000:g} Gb/s" if mbps >= 1000 else f"{mbps} Mb/s"
 
 
-def nodes_view(hw: dict[str, Any], results: dict[str, Any]) -> dict[str, Any] | None:
+def nodes_view(hw: dict[str, Any], results: Results) -> dict[str, Any] | None:
     """Multi-node bundles: each node (daemon, name, GPUs, network) and how the nodes talked."""
     nodes = hw.get("nodes")
     if not nodes:
@@ -207,15 +208,17 @@ def nodes_view(hw: dict[str, Any], results: dict[str, Any]) -> dict[str, Any] | 
             }
         )
     transports: dict[str, list[str]] = {}
-    for r in results.get("runs") or []:
-        used = (r.get("network") or {}).get("transport") or []
+    for r in results.runs:
+        used = (r.network or {}).get("transport") or []
         if used:
-            transports.setdefault(r.get("variant") or "?", [])
-            transports[r.get("variant") or "?"] += [t for t in used if t not in transports[r.get("variant") or "?"]]  # fmt: skip
+            mine = transports.setdefault(r.variant or "?", [])
+            mine += [t for t in used if t not in mine]
     return {"rows": rows, "transports": transports}
 
 
-def environment_view(env: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+def environment_view(env: dict[str, Any], results: Results) -> dict[str, Any]:
+    """The environment's fields as environment.json wrote them, in its order (so a dict), and
+    the versions each run saw."""
     container = env.get("container") or {}
     packages = container.get("packages") if isinstance(container, dict) else None
     versions = (
@@ -224,11 +227,11 @@ def environment_view(env: dict[str, Any], results: dict[str, Any]) -> dict[str, 
         else []
     )
     fingerprint = [(k, v) for k, v in env.items() if k != "container" and v not in (None, "")]
-    runtime = env.get("runtime") or results.get("runtime")
+    runtime = env.get("runtime") or results.runtime
     # versions seen by the runs themselves: they must agree with each other
     seen: dict[str, set[str]] = {}
-    for r in results.get("runs") or []:
-        for k, v in (r.get("versions") or {}).items():
+    for r in results.runs:
+        for k, v in r.versions.items():
             if v is not None:
                 seen.setdefault(k, set()).add(str(v))
     disagree = {k: sorted(v) for k, v in seen.items() if len(v) > 1}
@@ -238,7 +241,7 @@ def environment_view(env: dict[str, Any], results: dict[str, Any]) -> dict[str, 
         "packages": sorted((packages or {}).items()),
         "in_container": runtime == "docker",
         "runtime": runtime,
-        "pinned": bool(env.get("pinned", results.get("pinned"))),
+        "pinned": bool(env.get("pinned", results.pinned)),
         "disagree": disagree,
     }
 

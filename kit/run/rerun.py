@@ -179,8 +179,8 @@ def rerun_bundle(
     recipe, recorded = old.recipe, old.results
     check_paths(path, recipe, allowed_paths)
     check_nodes(path, recipe, options.nodes)
-    old_env = old.environment.dump(as_written=True) if old.environment else {}
-    old_hw = old.hardware.dump(as_written=True) if old.hardware else None
+    # as written: kit.envdiff compares them with the live environment and inventory, both dicts
+    old_hw, old_env = old.inventory()
     if options.device is None:
         options.device = recorded.device
     if options.smoke is None:

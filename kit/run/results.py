@@ -62,6 +62,7 @@ def worker_result(spec: RunSpec, run_dir: Path) -> tuple[dict[str, Any] | None, 
         result = read_model(run_dir, files.RESULT, RunResult, files.RESULT)
         if result.run_id != spec.run_id:
             raise InputError(f"{file}: run_id: expected {spec.run_id!r}, got {result.run_id!r}")
+        # a dict: the driver adds its own fields (kit.model.run.RunResult) and writes it out
         return result.dump(as_written=True), None
     except InputError as exc:
         with contextlib.suppress(OSError):  # a container's root-owned folder: left as it is
@@ -106,7 +107,7 @@ def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path)
             env=spec.env,
             metrics={},
             data=RunData(),
-        ).dump(as_written=True)
+        ).dump(as_written=True)  # as the worker's: the driver adds its fields, then writes it
     elif outcome.timed_out and result.get("status") == "ok":
         result["status"], result["error"] = (
             "timeout",

@@ -202,8 +202,8 @@ def test_edited_or_unsealed_bundles_are_refused(two):
 
 
 def test_hardware_summary_fallback():
-    assert machine_line({"summary": "2x H200, NV18"}, {}) == "2x H200, NV18"
-    line = machine_line({"gpus": [{"name": "H100"}] * 2, "driver": {"version": "1.2"}}, {})
+    assert machine_line({"summary": "2x H200, NV18"}) == "2x H200, NV18"
+    line = machine_line({"gpus": [{"name": "H100"}] * 2, "driver": {"version": "1.2"}})
     assert line.startswith("2x H100")
 
 

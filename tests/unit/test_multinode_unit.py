@@ -22,6 +22,7 @@ from kit.runtime.multinode.runtime import MultiNodeRuntime
 from kit.runtime.multinode.transport import LABEL_NODE, Node, node_log_path
 from kit.shared.nccl_log import contradiction
 from kit.worker import nodeinfo
+from tests.conftest import results_model
 
 RECIPE = """\
 kit: 1
@@ -257,8 +258,8 @@ def test_report_nodes_table(tmp_path):
                      "mem_total_bytes": 2**40, "interfaces": nodeinfo.interfaces(net),
                      "infiniband": nodeinfo.infiniband(ib),
                      "gpus": [{"name": "NVIDIA H200"}, {"name": "NVIDIA H200"}]}]}  # fmt: skip
-    results = {"runs": [{"variant": "p2p", "network": {"transport": ["NET/IB"]}},
-                        {"variant": "p2p", "network": {"transport": ["NET/IB"]}}]}  # fmt: skip
+    results = results_model([{"variant": "p2p", "network": {"transport": ["NET/IB"]}},
+                             {"variant": "p2p", "network": {"transport": ["NET/IB"]}}])  # fmt: skip
     view = nodes_view(hw, results)
     (row,) = view["rows"]
     assert row["gpus"] == "2 x NVIDIA H200" and row["memory"] == "1 TiB"

@@ -8,6 +8,7 @@ from kit.recipe import BUILTIN_VARIANTS
 from kit.report.analysis import build_benchmarks
 from kit.shared import p2p
 from kit.shared.p2p import p2p_off
+from tests.conftest import results_model
 
 
 @pytest.mark.parametrize(
@@ -52,7 +53,7 @@ def test_a_variant_is_judged_by_what_its_runs_held_not_by_its_name():
                           ("word", 310.0 + i, word))
     ]  # fmt: skip
     recipe = {"variants": [{"name": "staged"}, {"name": "direct"}, {"name": "word"}]}
-    (bench,) = build_benchmarks({"runs": runs, "repeats": 3}, recipe)
+    (bench,) = build_benchmarks(results_model(runs, repeats=3), recipe)
     assert [v.p2p_off for v in bench.variants] == [True, False, False]
     first = bench.verdicts[0]
     assert first.p2p and first.sentence.startswith("Peer-to-peer makes")

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import Bundle
+from kit.model import Results, load_bundle
 from kit.report import analysis, plots
 from kit.report.render import context, machine_line
 from kit.stats import paired_ratio
+from tests.conftest import results_model
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "bundles"
 
@@ -21,7 +23,11 @@ EXAMPLES = Path(__file__).resolve().parent.parent.parent / "reports" / "examples
 
 def load(name: str, root: Path = FIXTURES) -> tuple[Bundle, list[analysis.Benchmark]]:
     b = Bundle.load(root / name)
-    return b, analysis.build_benchmarks(b.results, b.recipe)
+    return b, analysis.build_benchmarks(typed(b), b.recipe)
+
+
+def typed(b: Bundle) -> Results:
+    return load_bundle(b.path).results
 
 
 def by_name(benches, name):
@@ -58,7 +64,7 @@ def test_p2p_verdict_is_the_paired_ratio_of_the_runs():
 
 def test_clean_bundle_has_no_findings():
     b, benches = load("synthetic-2gpu")
-    assert analysis.findings(b.results, benches) == []
+    assert analysis.findings(typed(b), benches) == []
 
 
 def test_failures_are_named_and_never_numbers():
@@ -84,7 +90,7 @@ def test_failures_are_named_and_never_numbers():
 def test_failures_bundle_findings_cover_every_trust_problem():
     b, benches = load("synthetic-failures")
     text = "\n".join(
-        f"{f.level} {f.title} {f.detail}" for f in analysis.findings(b.results, benches)
+        f"{f.level} {f.title} {f.detail}" for f in analysis.findings(typed(b), benches)
     )
     assert "error 4 of 17 runs did not finish" in text
     assert "allreduce.no-p2p.r0 (timeout)" in text and "gpt2-ddp.p2p.r1 (failed)" in text
@@ -98,7 +104,7 @@ def test_failures_bundle_findings_cover_every_trust_problem():
 
 def test_cpu_smoke_findings_and_gloo_verdict():
     b, benches = load("cpu-smoke")
-    titles = [f.title for f in analysis.findings(b.results, benches)]
+    titles = [f.title for f in analysis.findings(typed(b), benches)]
     assert any(t.startswith("smoke scale") for t in titles)
     assert any("CPU (gloo)" in t for t in titles)
     assert any(t.startswith("unpinned environment") for t in titles)
@@ -128,9 +134,9 @@ def test_nccl_contradiction(transports, env, expected):
 
 def test_machine_line_from_the_inventory_and_for_a_cpu_bundle():
     hw = json.loads((FIXTURES / "synthetic-2gpu" / "hardware.json").read_text())
-    assert machine_line(hw, {}) == "2x NVIDIA H200, NV18, driver 580.95.05"
+    assert machine_line(hw) == "2x NVIDIA H200, NV18, driver 580.95.05"
     cpu = json.loads((FIXTURES / "cpu-smoke" / "hardware.json").read_text())
-    line = machine_line(cpu, {})
+    line = machine_line(cpu)
     assert "GPU" in line and "2 CPUs" in line
 
 
@@ -199,7 +205,7 @@ def test_drifting_runs_are_a_finding_and_steady_ones_are_not():
     assert analysis.drifting(llama) == [
         f"{llama.label} {llama.variants[0].name} r{run['repeat']}: 1,000 → 800 ms (-20%)"
     ]
-    found = [f for f in analysis.findings(b.results, benches) if "steady state" in f.title]
+    found = [f for f in analysis.findings(typed(b), benches) if "steady state" in f.title]
     assert len(found) == 1 and found[0].level == "warn"
     assert "more than 5% between the two halves" in found[0].title
 
@@ -208,7 +214,7 @@ def test_real_h200_resnet18_runs_had_not_settled():
     """The 2x H200 ResNet bundle: ResNet-18 at 32 px sped up inside its 30-step window."""
     real = Path(__file__).resolve().parents[2] / "reports" / "examples" / "h200x2-resnet-ddp"
     b = Bundle.load(real)
-    benches = analysis.build_benchmarks(b.results, b.recipe)
+    benches = analysis.build_benchmarks(typed(b), b.recipe)
     flagged = [d for bench in benches for d in analysis.drifting(bench)]
     assert flagged and all(d.startswith("resnet18-32") for d in flagged)
     assert any("p2p r1: 7.87 → 6.05 ms (-23%)" in d for d in flagged)
@@ -220,8 +226,8 @@ def test_the_recipes_cv_threshold_decides_what_is_noisy():
                 "variant": variant, "repeat": repeat, "status": "ok", "backend": "nccl",
                 "metrics": {"throughput": {"value": value, "unit": "samples/s"}}}  # fmt: skip
 
-    results = {"repeats": 3, "runs": [run(v, i, x) for v in ("p2p", "no-p2p")
-                                      for i, x in enumerate([90.0, 100.0, 110.0])]}  # fmt: skip
+    results = results_model([run(v, i, x) for v in ("p2p", "no-p2p")
+                             for i, x in enumerate([90.0, 100.0, 110.0])], repeats=3)  # fmt: skip
     recipe = {"benchmarks": [{"kind": "gpt2_ddp", "name": "g"}], "variants": ["p2p", "no-p2p"]}
     (default,) = analysis.build_benchmarks(results, recipe)  # CV 10% > the default 3%
     assert default.metrics["throughput"]["p2p"].noisy
@@ -326,9 +332,9 @@ def test_a_reference_from_another_gpu_count_is_compared_per_gpu():
 
 def test_a_preflight_that_did_not_run_is_not_called_passed():
     """Multi-node: the driver's machine is not a node, so no preflight ran: skipped, not passed."""
-    single = dict(analysis.trust_facts({"preflight": []}, {}))
+    single = dict(analysis.trust_facts(results_model(), {}))
     assert single["preflight"] == "passed, nothing flagged"
-    multi = dict(analysis.trust_facts({"preflight": [], "runtime": "multinode"}, {"nodes": []}))
+    multi = dict(analysis.trust_facts(results_model(runtime="multinode"), {"nodes": []}))
     assert (
         multi["preflight"].startswith("not run: multi-node") and "passed," not in multi["preflight"]
     )

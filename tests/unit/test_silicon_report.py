@@ -12,6 +12,7 @@ import pytest
 
 from kit.report import analysis, plots
 from kit.workloads.copy_bandwidth import matrix
+from tests.conftest import results_model
 
 N = 4
 NAME = "NVIDIA H100 80GB HBM3"
@@ -128,7 +129,7 @@ def _benches():
         ],
     }
     recipe = {"variants": ["p2p", "no-p2p"], "benchmarks": []}
-    return analysis.build_benchmarks(results, recipe)
+    return analysis.build_benchmarks(results_model(**results), recipe)
 
 
 HARDWARE = {
@@ -195,7 +196,7 @@ def test_training_and_allreduce_are_placed_against_the_measured_ceilings():
 
 
 def test_no_silicon_runs_no_section():
-    results = {"runs": [_run("allreduce", "allreduce", {"sizes": []})]}
+    results = results_model([_run("allreduce", "allreduce", {"sizes": []})])
     assert analysis.silicon(analysis.build_benchmarks(results, {"benchmarks": []}), {}) is None
 
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from kit.model import Results
 from kit.report.analysis.model import (
     CV_THRESHOLD,
     Benchmark,
     MetricRow,
     VariantBlock,
     is_ok,
+    run_records,
 )
 from kit.report.analysis.verdicts import verdicts
 from kit.shared import metrics as catalog
@@ -47,11 +49,10 @@ def cv_threshold(recipe: dict[str, Any]) -> float:
     return float(value) if ok else CV_THRESHOLD
 
 
-def build_benchmarks(results: dict[str, Any], recipe: dict[str, Any]) -> list[Benchmark]:
+def build_benchmarks(results: Results, recipe: dict[str, Any]) -> list[Benchmark]:
     """Group runs by benchmark and variant; summarize each metric over the finished repeats."""
-    runs = results.get("runs") or []
-    planned = int(results.get("repeats") or recipe.get("repeats") or 0)
-    adaptive = results.get("adaptive") or {}
+    runs = run_records(results)
+    planned = results.planned_repeats
     threshold = cv_threshold(recipe)
     declared = [b for b in recipe.get("benchmarks") or [] if isinstance(b, dict)]
     names = [b.get("name") or b.get("kind") for b in declared]
@@ -84,7 +85,7 @@ def build_benchmarks(results: dict[str, Any], recipe: dict[str, Any]) -> list[Be
         label = benchmark_label(name, kind) if same_kind else kind_label(kind)
         label = label if spec(kind) or same_kind else name
         found = spec(kind)
-        if results.get("smoke") and found is not None and found.smoke_model:
+        if results.smoke and found is not None and found.smoke_model:
             label = f"{label} recipe at smoke size"  # a tiny model ran, not the named one
         bench = Benchmark(
             name,
@@ -97,7 +98,7 @@ def build_benchmarks(results: dict[str, Any], recipe: dict[str, Any]) -> list[Be
             cv_threshold=threshold,
             planned_repeats=planned,
             repeats_ran=ran,
-            adaptive=adaptive.get(name),
+            adaptive=results.adaptive.get(name),
         )
         _summarize_metrics(bench)
         bench.wrong_total = sum(_wrong(r) for r in mine if is_ok(r))

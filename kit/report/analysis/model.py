@@ -1,6 +1,7 @@
 """The report's view of a bundle's runs: benchmarks, their variants and per-metric summaries.
 
-Plain data over the run dicts of results.json; built by grouping.build_benchmarks.
+Plain data over results.json's typed header and its runs as written (run_records); built by
+grouping.build_benchmarks.
 """
 
 from __future__ import annotations
@@ -8,10 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit.model import AdaptiveRecord, Results
 from kit.report.kinds import FigureKind, figure_kind
 from kit.shared.metrics import CV_THRESHOLD
 from kit.shared.p2p import p2p_off
 from kit.workloads.base import WorkloadSpec
+
+
+def run_records(results: Results) -> list[dict[str, Any]]:
+    """Every run as its result.json wrote it: the analysis and kit.facts read a run's open,
+    workload-written payload (data, telemetry) as the mapping the worker wrote."""
+    return [r.dump(as_written=True) for r in results.runs]
 
 
 def is_ok(run: dict[str, Any]) -> bool:
@@ -87,7 +95,7 @@ class Benchmark:
     # adaptive decision itself (kit.run.engine.adaptive_record), None where none was recorded
     planned_repeats: int = 0
     repeats_ran: int = 0
-    adaptive: dict[str, Any] | None = None
+    adaptive: AdaptiveRecord | None = None
 
     @property
     def runs(self) -> list[dict[str, Any]]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kit.report.analysis.model import Benchmark, is_ok, p2p_disabled
+from kit.model import Results
+from kit.report.analysis.model import Benchmark, is_ok, p2p_disabled, run_records
 from kit.report.analysis.training import DRIFT_THRESHOLD, drifting
 from kit.shared.nccl_log import contradiction
 
@@ -45,10 +46,10 @@ class Finding:
     detail: str = ""
 
 
-def findings(results: dict[str, Any], benches: list[Benchmark]) -> list[Finding]:
+def findings(results: Results, benches: list[Benchmark]) -> list[Finding]:
     """Everything that affects how far the numbers can be trusted, worst first."""
     out: list[Finding] = []
-    runs = results.get("runs") or []
+    runs = run_records(results)
     failed = [r for r in runs if not is_ok(r)]
     if failed:
         names = ", ".join(f"{r.get('run_id')} ({r.get('status')})" for r in failed)
@@ -59,18 +60,18 @@ def findings(results: dict[str, Any], benches: list[Benchmark]) -> list[Finding]
                 names,
             )
         )
-    planned = results.get("planned_runs")
-    if isinstance(planned, int) and planned > len(runs):
+    planned = results.planned_runs
+    if planned > len(runs):
         gone = planned - len(runs)
         out.append(
             Finding(
                 "error",
                 f"{gone} planned run{'s' if gone > 1 else ''} never ran",
-                f"the bundle's status is {results.get('status')!r}",
+                f"the bundle's status is {results.status!r}",
             )
         )
-    elif results.get("status") not in (None, "complete"):
-        out.append(Finding("error", f"the bundle is {results.get('status')}, not complete"))
+    elif results.status != "complete":
+        out.append(Finding("error", f"the bundle is {results.status}, not complete"))
     wrong = [(b.label, b.wrong_total) for b in benches if b.wrong_total]
     for label, n in wrong:
         out.append(
@@ -103,7 +104,7 @@ def findings(results: dict[str, Any], benches: list[Benchmark]) -> list[Finding]
                 ", ".join(unproven),
             )
         )
-    if results.get("smoke"):
+    if results.smoke:
         out.append(
             Finding(
                 "warn",
@@ -111,7 +112,7 @@ def findings(results: dict[str, Any], benches: list[Benchmark]) -> list[Finding]
                 "these numbers do not measure the hardware",
             )
         )
-    if results.get("device") == "cpu":
+    if results.device == "cpu":
         out.append(
             Finding(
                 "warn",
@@ -119,7 +120,7 @@ def findings(results: dict[str, Any], benches: list[Benchmark]) -> list[Finding]
                 "nothing here describes GPU or NVLink performance",
             )
         )
-    if not results.get("pinned"):
+    if not results.pinned:
         out.append(
             Finding(
                 "warn",
@@ -177,18 +178,17 @@ def findings(results: dict[str, Any], benches: list[Benchmark]) -> list[Finding]
                 "the settled pace.",
             )
         )
-    for f in results.get("preflight") or []:
-        level = "error" if f.get("level") == "error" else "warn"
-        out.append(Finding(level, f"preflight {f.get('check')}: {f.get('message')}"))
+    for f in results.preflight:
+        out.append(Finding(f.level, f"preflight {f.check}: {f.message}"))
     return out
 
 
-def trust_facts(results: dict[str, Any], hardware: dict[str, Any]) -> list[tuple[str, str]]:
+def trust_facts(results: Results, hardware: dict[str, Any]) -> list[tuple[str, str]]:
     """The machine's state a buyer checks before trusting a figure: the preflight outcome,
     ECC, VBIOS, driver, and the kit that measured (version and commit)."""
-    checks = results.get("preflight") or []
-    errors = sum(1 for f in checks if f.get("level") == "error")
-    multinode = bool(hardware.get("nodes")) or results.get("runtime") == "multinode"
+    checks = results.preflight
+    errors = sum(1 for f in checks if f.level == "error")
+    multinode = bool(hardware.get("nodes")) or results.runtime == "multinode"
     preflight = (
         "not run: multi-node, the driver's machine is not one of the nodes (skipped is not "
         "passed; each node's inventory is under Hardware)"
@@ -198,7 +198,7 @@ def trust_facts(results: dict[str, Any], hardware: dict[str, Any]) -> list[tuple
         else f"{len(checks)} finding{'s' if len(checks) > 1 else ''}"
         + (f", {errors} fatal" if errors else ", none fatal")
         + ": "
-        + "; ".join(f"{f.get('check')}: {f.get('message')}" for f in checks)
+        + "; ".join(f"{f.check}: {f.message}" for f in checks)
     )
     gpus = hardware.get("gpus") or []
     out = [("preflight", preflight)]
@@ -222,11 +222,11 @@ def trust_facts(results: dict[str, Any], hardware: dict[str, Any]) -> list[tuple
         driver = (hardware.get("driver") or {}).get("version")
         if driver:
             out.append(("driver", str(driver)))
-    commit = results.get("kit_commit")
+    commit = results.kit_commit
     out.append(
         (
             "kit",
-            f"{results.get('kit_version') or '?'}, commit "
+            f"{results.kit_version or '?'}, commit "
             + (str(commit) if commit else "not recorded (bundle made before kit recorded it)"),
         )
     )
