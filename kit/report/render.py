@@ -137,6 +137,7 @@ class BenchView:
     telemetry: int = 0
     raw: dict[str, Any] | None = None
     nccl: dict[str, str] = field(default_factory=dict)  # sweeps: NCCL's setup per variant
+    nccl_choice: dict[str, str] = field(default_factory=dict)  # how the per-size choice was read
     index: int = 0
 
 
@@ -267,6 +268,7 @@ def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
         view.curves = analysis.sweep_curves(bench)
         view.raw = analysis.raw_sizes(bench)
         view.nccl = analysis.nccl_setup(bench)
+        view.nccl_choice = analysis.nccl_choice(bench)
     for plot in bench.figures.plots:
         PLOTS[plot](view, salt)
     series = analysis.telemetry_series(bench)

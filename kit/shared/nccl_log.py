@@ -122,3 +122,70 @@ def verdict(parsed: dict[str, Any], p2p_disabled: bool, single_node: bool = True
     if parsed.get("summary") is None:
         return "NCCL printed no connection lines (was NCCL_DEBUG=INFO set?)"
     return contradiction(parsed["transports"], p2p_disabled, single_node)
+
+
+# NCCL_DEBUG_SUBSYS=TUNING: the algorithm and protocol NCCL picked for one collective call, printed
+# by rank 0 when it schedules the call (src/enqueue.cc, the same format string in NCCL 2.26-2.30):
+#   "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}"
+# Symmetric-memory kernels (2.27+) and copy-engine collectives (2.29+) print instead
+#   "%s [Symmetric]: %ld Bytes -> Kernel %s nchannels %d nthreads %d" (2.28+: " nWorks %d")
+#   "%s [Copy Engine]: %ld Bytes -> cudaMemcpy%s"
+# Bytes are NCCL's count x type size: the per-rank chunk for all-gather and reduce-scatter.
+_TUNING = re.compile(
+    r"NCCL INFO (?P<func>[A-Za-z]+): (?P<bytes>\d+) Bytes -> Algo (?P<algo>\S+) "
+    r"proto (?P<proto>\S+) channel\{Lo\.\.Hi\}=\{(?P<lo>\d+)\.\.(?P<hi>\d+)\}"
+)
+_TUNING_SYMMETRIC = re.compile(
+    r"NCCL INFO (?P<func>[A-Za-z]+) \[Symmetric\]: (?P<bytes>\d+) Bytes -> Kernel (?P<kernel>\S+) "
+    r"nchannels (?P<nchannels>\d+)"
+)
+_TUNING_CE = re.compile(
+    r"NCCL INFO (?P<func>[A-Za-z]+) \[Copy Engine\]: (?P<bytes>\d+) Bytes -> (?P<copy>cudaMemcpy\S*)"
+)
+
+
+def parse_tuning(text: str) -> list[dict[str, Any]]:
+    """Every collective call NCCL's TUNING log names, in order: {"func", "bytes", "algo",
+    "proto", "channels"} where channels = hi - lo + 1 (None when the line names none)."""
+    calls: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        if "NCCL INFO" not in line or "Bytes ->" not in line:
+            continue
+        if m := _TUNING.search(line):
+            calls.append(
+                {
+                    "func": m["func"],
+                    "bytes": int(m["bytes"]),
+                    "algo": m["algo"],
+                    "proto": m["proto"],
+                    "channels": int(m["hi"]) - int(m["lo"]) + 1,
+                }
+            )
+        elif m := _TUNING_SYMMETRIC.search(line):
+            calls.append(
+                {
+                    "func": m["func"],
+                    "bytes": int(m["bytes"]),
+                    "algo": f"symmetric kernel {m['kernel']}",
+                    "proto": "-",
+                    "channels": int(m["nchannels"]),
+                }
+            )
+        elif m := _TUNING_CE.search(line):
+            calls.append(
+                {
+                    "func": m["func"],
+                    "bytes": int(m["bytes"]),
+                    "algo": f"copy engine ({m['copy']})",
+                    "proto": "-",
+                    "channels": None,
+                }
+            )
+    return calls
+
+
+def choice_words(call: dict[str, Any]) -> str:
+    """One call's choice as the report prints it: "RING/LL, 16 ch"."""
+    ch = f", {call['channels']} ch" if call.get("channels") else ""
+    proto = call.get("proto")
+    return f"{call['algo']}/{proto}{ch}" if proto and proto != "-" else f"{call['algo']}{ch}"

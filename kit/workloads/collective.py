@@ -33,6 +33,9 @@ class CollectiveParams:
     # 20.3 us) and eager launches from 2 MiB (28.4 against 32.0 us): the threshold sits between.
     timing: Literal["auto", "events", "graph"] = "auto"
     graph_max_bytes: int = 1 << 20
+    # NCCL's algorithm and protocol per size: one extra untimed call per size with
+    # NCCL_DEBUG_SUBSYS=TUNING on (kit/worker/nccl_tuning.py); false skips it.
+    log_nccl_choice: bool = True
 
     def __post_init__(self) -> None:
         check(self.min_bytes >= 1, "min_bytes", "at least 1")

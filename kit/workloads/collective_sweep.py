@@ -26,6 +26,7 @@ import torch.distributed as dist
 
 from kit.shared.metrics import record
 from kit.worker.common import Context
+from kit.worker.nccl_tuning import TuningLog
 from kit.workloads.collective import CollectiveParams
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -158,6 +159,40 @@ def _time_graph(graph: torch.cuda.CUDAGraph, p: CollectiveParams) -> float:
     return start.elapsed_time(end) / 1e3 / p.iters
 
 
+def _one_graph(op: Op) -> None:
+    """Capture one call into a graph that is thrown away: what NCCL picks under capture (it may
+    register buffers then), for the sizes timed by graph replay. Called after `_capture`, whose
+    eager calls on the side stream NCCL needs first."""
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            op()
+    except RuntimeError:  # _capture of the same call succeeded; if this one fails, no line
+        pass
+    torch.cuda.synchronize()
+    del graph
+
+
+def _tuning_log(ctx: Context, p: CollectiveParams) -> TuningLog:
+    """The switch for NCCL's per-size choice: on for NCCL runs unless the params turn it off."""
+    if not p.log_nccl_choice:
+        return TuningLog(ctx.rank, False, "not logged: log_nccl_choice is false")
+    if not ctx.is_cuda or ctx.backend != "nccl":
+        return TuningLog(ctx.rank, False, f"not logged: {ctx.backend} is not NCCL")
+    return TuningLog(ctx.rank, True)
+
+
+def _choice(log: TuningLog, ctx: Context, op: Op, graph: Any) -> list[dict[str, Any]] | None:
+    """NCCL's choice for this size, from one untimed call made as the timed ones are (graph
+    capture or eager), before any trial."""
+
+    def eager() -> None:
+        op()
+        ctx.synchronize()
+
+    return log.choice((lambda: _one_graph(op)) if graph is not None else eager, eager)
+
+
 def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]:
     """Check and time the collective at every size; the result's metrics and data."""
     dtype = DTYPES[p.dtype]
@@ -165,6 +200,7 @@ def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]
     factor = coll.bus_factor(ctx.world_size)
     rows = []
     graphs_ok = ctx.is_cuda and p.timing in ("auto", "graph")
+    log = _tuning_log(ctx, p)
     for nbytes in p.sizes():
         chunk, size = coll.layout(nbytes, elsize, ctx.world_size)
         fits, room = _room(ctx, MEMORY_PER_BYTE * size)
@@ -187,6 +223,7 @@ def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]
                 graphs_ok = False
         if graph is None and ctx.is_cuda:
             method = "cuda-events"
+        nccl_calls = _choice(log, ctx, op, graph)
         times, mono_t0 = [], time.monotonic()
         for _ in range(p.trials):
             refill()
@@ -212,6 +249,8 @@ def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]
                 "window_monotonic_s": [mono_t0, time.monotonic()],  # the trials, telemetry's clock
             }
         )
+        if nccl_calls is not None:  # rank 0 with the log on: what NCCL printed (maybe nothing)
+            rows[-1]["nccl_calls"] = nccl_calls
         ctx.log(
             f"{coll.name} {size:>12d} B  {statistics.median(times) * 1e6:10.1f} us  "
             f"busbw {statistics.median(algbw) * factor:8.2f} GB/s  wrong {wrong}  ({method})"
@@ -230,5 +269,24 @@ def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]
         "dtype": p.dtype,
         "bus_factor": factor,
         "sizes": rows,
+        "nccl_choice": _choice_note(log, coll, rows),
     }
+    log.close()
     return {"metrics": metrics, "data": data}
+
+
+def _choice_note(log: TuningLog, coll: Collective, rows: list[dict[str, Any]]) -> str:
+    """How the rows' `nccl_calls` were read, or why there are none, in the report's words."""
+    if log.reason:
+        return log.reason
+    if not any(r.get("nccl_calls") for r in rows):
+        if coll.name == "alltoall":
+            return (
+                "not logged by this NCCL: all-to-all runs as NCCL send/receive pairs, for "
+                "which NCCL picks no collective algorithm"
+            )
+        return "not logged by this NCCL: its TUNING log named no algorithm for these calls"
+    return (
+        "NCCL_DEBUG_SUBSYS=TUNING, one untimed call per size before its trials (captured into "
+        "a graph for the sizes timed by graph replay)"
+    )

@@ -42,6 +42,9 @@ def test_collective_sweep_on_two_gloo_ranks(kind, tmp_path):
     factor = FACTORS_AT_2[kind]
     assert data["bus_factor"] == pytest.approx(factor)
     rows = data["sizes"]
+    # NCCL's per-size choice: gloo has none to log, and the sweep makes no extra call for it
+    assert data["nccl_choice"] == "not logged: gloo is not NCCL"
+    assert not any("nccl_calls" in r for r in rows)
     # 4 B asks for less than one float32 per rank: one element each, as nccl-tests rounds
     expected_sizes = [4, 32, 256, 2048] if not PER_RANK_CHUNKS[kind] else [8, 32, 256, 2048]
     assert [r["bytes"] for r in rows] == expected_sizes

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kit.shared.nccl_log import parse_nccl_log, transport_key, verdict
+from kit.shared.nccl_log import choice_words, parse_nccl_log, parse_tuning, transport_key, verdict
 
 P2P_LOG = """\
 h200-node:48211:48211 [0] NCCL INFO Bootstrap: Using eth0:10.0.3.7<0>
@@ -128,3 +128,86 @@ def test_the_nccl_tests_table_says_what_nccl_set_up():
     for run in bench.variants[0].ok:
         run["nccl"]["channels"] = {"coll": 4, "collnet": 4, "nvls": 0, "p2p": 4}
     assert "4 coll channels, 0 NVLS channels, 4 p2p channels" in analysis.nccl_setup(bench)["p2p"]
+
+
+# NCCL_DEBUG_SUBSYS=TUNING lines, each NCCL's format string (src/enqueue.cc and
+# src/scheduler/symmetric_sched.cc of NCCL 2.27.7 / 2.28.9, src/ce_coll.cc of 2.30) filled in as
+# ncclDebugLog prefixes it ("host:pid:tid [cudaDev] NCCL INFO "):
+#   "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}"
+#   "%s [Symmetric]: %ld Bytes -> Kernel %s nchannels %d nthreads %d nWorks %d"
+#   "%s [Copy Engine]: %ld Bytes -> cudaMemcpy%s"
+TUNING_LOG = """\
+h200-node:48211:48211 [0] NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto LL128 channel{Lo..Hi}={0..15}
+h200-node:48211:48211 [0] NCCL INFO AllGather: 536870912 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..23}
+h200-node:48211:48211 [0] NCCL INFO ReduceScatter: 8 Bytes -> Algo PAT proto LL channel{Lo..Hi}={0..0}
+h200-node:48211:48211 [0] NCCL INFO AllReduce: 64 Bytes -> Algo NVLS_TREE proto SIMPLE channel{Lo..Hi}={2..5}
+h200-node:48211:48211 [0] NCCL INFO AllReduce [Symmetric]: 4096 Bytes -> Kernel AllReduce_AGxLL_R nchannels 4 nthreads 512 nWorks 1
+h200-node:48211:48211 [0] NCCL INFO AllGather [Copy Engine]: 4096 Bytes -> cudaMemcpyBatchAsync
+h200-node:48211:48211 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
+h200-node:48211:48211 [0] NCCL INFO AllReduce: tuner chunk size 4194304 exceeds buffer max 2097152, clamping
+"""
+
+
+def test_tuning_lines_name_algorithm_protocol_and_channels() -> None:
+    calls = parse_tuning(TUNING_LOG)
+    assert [(c["func"], c["bytes"], c["algo"], c["proto"], c["channels"]) for c in calls] == [
+        ("AllReduce", 1048576, "RING", "LL128", 16),
+        ("AllGather", 536870912, "RING", "SIMPLE", 24),
+        ("ReduceScatter", 8, "PAT", "LL", 1),
+        ("AllReduce", 64, "NVLS_TREE", "SIMPLE", 4),
+        ("AllReduce", 4096, "symmetric kernel AllReduce_AGxLL_R", "-", 4),
+        ("AllGather", 4096, "copy engine (cudaMemcpyBatchAsync)", "-", None),
+    ]
+    assert [choice_words(c) for c in calls[:1] + calls[4:]] == [
+        "RING/LL128, 16 ch",
+        "symmetric kernel AllReduce_AGxLL_R, 4 ch",
+        "copy engine (cudaMemcpyBatchAsync)",
+    ]
+
+
+def test_the_2_27_symmetric_line_without_nworks_and_no_tuning_lines() -> None:
+    line = (
+        "h:1:1 [0] NCCL INFO AllReduce [Symmetric]: 128 Bytes -> Kernel AllReduce_LL "
+        "nchannels 2 nthreads 256"
+    )
+    assert parse_tuning(line)[0]["channels"] == 2
+    assert parse_tuning(P2P_LOG) == []
+
+
+def test_the_sizes_table_prints_what_nccl_picked(tmp_path):
+    """The 2x H200 example with NCCL's per-size choice added to its p2p runs, as the worker
+    records it: the table gains the column, a size with no line says "not logged", and the
+    runs without the log (no-p2p here) say it was not recorded."""
+    import json
+    import shutil
+
+    from kit.bundle import Bundle
+    from kit.report import analysis
+    from kit.report.render import render_html
+    from tests.unit.test_report_analysis import EXAMPLES
+
+    copy = tmp_path / "b"
+    shutil.copytree(EXAMPLES / "h200x2-allreduce", copy)
+    results = json.loads((copy / "results.json").read_text())
+    line = "h:1:1 [0] NCCL INFO AllReduce: {} Bytes -> Algo {} proto {} channel{{Lo..Hi}}={{0..{}}}"
+    for run in results["runs"]:
+        if run["variant"] != "p2p" or run["status"] != "ok":
+            continue
+        run["data"]["nccl_choice"] = "NCCL_DEBUG_SUBSYS=TUNING, one untimed call per size"
+        for row in run["data"]["sizes"][1:]:
+            algo, proto = ("RING", "LL") if row["bytes"] < 1 << 20 else ("RING", "SIMPLE")
+            row["nccl_calls"] = parse_tuning(line.format(row["bytes"], algo, proto, 3))
+    (copy / "results.json").write_text(json.dumps(results))
+    bundle = Bundle.load(copy)
+    bench = analysis.build_benchmarks(bundle.results, bundle.recipe)[0]
+    curves = analysis.sweep_curves(bench)
+    sizes = curves["sizes"]
+    assert curves["curves"]["p2p"][sizes[0]]["nccl"] == []
+    assert curves["curves"]["p2p"][sizes[-1]]["nccl"] == ["RING/SIMPLE, 4 ch"]
+    assert curves["curves"]["no-p2p"][sizes[-1]]["nccl"] == []
+    assert analysis.nccl_choice(bench)["no-p2p"].startswith("not recorded by these runs")
+    html = render_html(bundle)
+    assert "<th>NCCL algo/proto</th>" in html
+    assert "<td>RING/LL, 4 ch</td>" in html and "<td>RING/SIMPLE, 4 ch</td>" in html
+    assert "<td>not logged</td>" in html  # the first size of p2p and every size of no-p2p
+    assert "per size: NCCL_DEBUG_SUBSYS=TUNING, one untimed call per size." in html

@@ -26,7 +26,13 @@ from kit.report.analysis.summary import (
     summarize_bench,
     variant_definition,
 )
-from kit.report.analysis.sweeps import allreduce_curves, nccl_setup, raw_sizes, sweep_curves
+from kit.report.analysis.sweeps import (
+    allreduce_curves,
+    nccl_choice,
+    nccl_setup,
+    raw_sizes,
+    sweep_curves,
+)
 from kit.report.analysis.training import (
     DRIFT_MIN_STEPS,
     DRIFT_THRESHOLD,
@@ -74,6 +80,7 @@ __all__ = [
     "headline",
     "is_ok",
     "judged_metric",
+    "nccl_choice",
     "nccl_contradiction",
     "nccl_setup",
     "p2p_disabled",

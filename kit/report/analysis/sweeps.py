@@ -7,6 +7,7 @@ from collections import defaultdict
 from typing import Any
 
 from kit.report.analysis.model import Benchmark, is_ok
+from kit.shared.nccl_log import choice_words
 
 
 def sweep_curves(bench: Benchmark) -> dict[str, Any]:
@@ -27,6 +28,7 @@ def sweep_curves(bench: Benchmark) -> dict[str, Any]:
                 per[b]["wrong"].append(int(row.get("wrong") or 0))
                 per[b]["timing"].append(row.get("timing") or "")
                 per[b]["count"].append(int(row.get("count") or 0))
+                per[b]["nccl"].extend(choice_words(c) for c in row.get("nccl_calls") or [])
         curves[v.name] = {
             b: {
                 "busbw": statistics.median(d["busbw"]),
@@ -40,6 +42,8 @@ def sweep_curves(bench: Benchmark) -> dict[str, Any]:
                 "n": len(d["busbw"]),
                 "timing": sorted({t for t in d["timing"] if t}),
                 "count": max(d["count"]) or None,
+                # what NCCL's TUNING log said it picked, every distinct answer over the repeats
+                "nccl": sorted(set(d["nccl"])),
             }
             for b, d in per.items()
         }
@@ -48,7 +52,7 @@ def sweep_curves(bench: Benchmark) -> dict[str, Any]:
 
 def nccl_setup(bench: Benchmark) -> dict[str, str]:
     """Per variant, what NCCL's own log of its finished runs says it set up: version, channels
-    (coll, NVLS, p2p), transports; and that the INFO log names no algorithm or protocol."""
+    (coll, NVLS, p2p), transports (the algorithm per size: `nccl_choice`)."""
     out = {}
     for v in bench.variants:
         records = [r.get("nccl") or {} for r in v.ok if r.get("nccl")]
@@ -70,6 +74,16 @@ def nccl_setup(bench: Benchmark) -> dict[str, str]:
         )
         parts.append(f"transport {', '.join(used) or 'not logged'}")
         out[v.name] = "; ".join(parts)
+    return out
+
+
+def nccl_choice(bench: Benchmark) -> dict[str, str]:
+    """Per variant, how its runs read NCCL's per-size algorithm and protocol (the worker's
+    words: kit/workloads/collective_sweep.py), or that runs before that did not record it."""
+    out = {}
+    for v in bench.variants:
+        notes = sorted({n for r in v.ok if (n := (r.get("data") or {}).get("nccl_choice"))})
+        out[v.name] = "; ".join(notes) or "not recorded by these runs (a kit before the log)"
     return out
 
 

@@ -1,0 +1,89 @@
+"""The switch that turns NCCL's TUNING log on for one call, against the real libnccl torch loads.
+
+No GPU here, so no collective can print its algorithm (the parser is tested on NCCL's own format
+strings in test_nccl_log.py). What can be checked for real: NCCL re-reads its settings after
+ncclResetDebugInit and writes to the file the switch names (ncclGetUniqueId needs no GPU and is
+the first NCCL call of the process), the environment is put back exactly, the ranks that do not
+log make the same calls, and a sweep with the log off makes no extra call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+PROBE = r"""
+import ctypes, json, os
+from pathlib import Path
+import torch  # loads libnccl, as in the worker
+from kit.worker.nccl_tuning import TuningLog, loaded_nccl
+
+if loaded_nccl() is None:
+    print(json.dumps({"no_nccl": True}))
+    raise SystemExit(0)
+os.environ["NCCL_DEBUG"] = "WARN"
+os.environ.pop("NCCL_DEBUG_SUBSYS", None)
+os.environ.pop("NCCL_DEBUG_FILE", None)
+lib = ctypes.CDLL(loaded_nccl())
+uid = ctypes.create_string_buffer(128)
+seen, order = {}, []
+
+def logged():
+    order.append("logged")
+    seen["env"] = [os.environ.get(k) for k in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS")]
+    seen["rc"] = lib.ncclGetUniqueId(uid)
+    seen["file_made_by_nccl"] = Path(os.environ["NCCL_DEBUG_FILE"]).exists()
+
+log = TuningLog(0, True)
+calls = log.choice(logged, lambda: order.append("settle"))
+after = {k: os.environ.get(k) for k in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")}
+other = TuningLog(1, True).choice(lambda: order.append("rank1"), lambda: order.append("rank1"))
+off = TuningLog(0, False, "not logged: off").choice(lambda: order.append("off"), lambda: None)
+log.close()
+print(json.dumps({"calls": calls, "seen": seen, "after": after, "other": other, "off": off,
+                  "order": order, "reason": log.reason}))
+"""
+
+
+def _probe(env_extra: dict[str, str]) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env_extra},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_the_tuning_switch_reaches_the_real_nccl_and_puts_everything_back() -> None:
+    out = _probe({})
+    if out.get("no_nccl"):
+        pytest.skip("this torch build loads no libnccl")
+    assert out["reason"] == ""
+    assert out["seen"] == {"env": ["INFO", "TUNING"], "rc": 0, "file_made_by_nccl": True}
+    assert out["calls"] == []  # NCCL wrote the file; no collective ran, so no choice in it
+    assert out["after"] == {
+        "NCCL_DEBUG": "WARN",
+        "NCCL_DEBUG_SUBSYS": None,
+        "NCCL_DEBUG_FILE": None,
+    }
+    assert out["other"] is None
+    assert out["off"] is None
+    assert out["order"] == ["logged", "settle", "rank1", "rank1"]  # the log off: no extra call
+
+
+def test_a_debug_file_set_by_the_user_is_left_alone(monkeypatch) -> None:
+    from kit.worker.nccl_tuning import TuningLog
+
+    monkeypatch.setenv("NCCL_DEBUG_FILE", "/tmp/theirs.log")
+    log = TuningLog(0, True)
+    assert log.reset is None and "NCCL_DEBUG_FILE" in log.reason
+    order: list[str] = []
+    assert log.choice(lambda: order.append("a"), lambda: order.append("b")) is None
+    assert order == ["a", "b"]  # the other ranks make these calls too: rank 0 must keep step
