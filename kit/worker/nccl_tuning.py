@@ -2,11 +2,13 @@
 
 NCCL reads NCCL_DEBUG / NCCL_DEBUG_SUBSYS once, when it first logs; `ncclResetDebugInit` (an
 exported symbol since NCCL 2.24, deprecated as API in 2.28 but still exported) makes it read
-them again. So rank 0 points NCCL's log at a private file with only the TUNING subsystem on,
-resets, runs one call, reads the file, puts the environment back and resets again; one more
-call after that lets NCCL re-read its settings before any timing starts. Logging costs host
-time, so it never happens inside a timed window; anything that fails here only means "not
-logged", never a failed or different measurement. Worker side: standard library only.
+them again. So rank 0 points NCCL's log at a private file with TUNING added to the subsystems
+the run prints, resets, runs one call, reads the file, puts the environment back and resets
+again; one more call after that lets NCCL re-read its settings before any timing starts. The
+file's other lines are copied back to stdout: a connection NCCL makes lazily for that call
+still shows in the log where the driver checks transports. Logging costs host time, so it never
+happens inside a timed window; anything that fails here only means "not logged", never a
+failed or different measurement. Worker side: standard library only.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -51,11 +54,28 @@ def reset_function() -> tuple[Callable[[], None] | None, str]:
     return fn, ""
 
 
+def info_on() -> bool:
+    """Whether the run's own NCCL_DEBUG prints INFO lines (the kit sets INFO on CUDA runs)."""
+    return os.environ.get("NCCL_DEBUG", "").upper() in ("INFO", "TRACE")
+
+
+def with_tuning(subsys: str | None) -> str:
+    """NCCL_DEBUG_SUBSYS with TUNING added to what the run prints: NCCL's default set when
+    unset, the list plus TUNING, or for "^A,B" (all but A, B) the same list without TUNING."""
+    if subsys is None or not subsys.strip():
+        return "INIT,BOOTSTRAP,ENV,TUNING"
+    if subsys.startswith("^"):
+        kept = [x for x in subsys[1:].split(",") if x.strip().upper() != "TUNING"]
+        return "^" + ",".join(kept)
+    return f"{subsys},TUNING"
+
+
 @contextlib.contextmanager
 def _tuning_env(path: Path, reset: Callable[[], None]) -> Iterator[None]:
     saved = {k: os.environ.get(k) for k in _KEYS}
+    subsys = with_tuning(saved["NCCL_DEBUG_SUBSYS"]) if info_on() else "TUNING"
     os.environ.update(
-        {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "TUNING", "NCCL_DEBUG_FILE": str(path)}
+        {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": subsys, "NCCL_DEBUG_FILE": str(path)}
     )
     reset()
     try:
@@ -67,6 +87,21 @@ def _tuning_env(path: Path, reset: Callable[[], None]) -> Iterator[None]:
             else:
                 os.environ[k] = v
         reset()
+
+
+def echo(text: str) -> None:
+    """Put back on stdout what NCCL would have printed there anyway: while the log went to the
+    private file, a connection NCCL set up for this call (it connects lazily) logged its
+    transport, which the driver's transport check reads from the run's log. TUNING lines stay
+    out; without INFO on, only warnings come back."""
+    keep = [
+        line
+        for line in text.splitlines()
+        if line.strip() and not parse_tuning(line) and (info_on() or "NCCL WARN" in line)
+    ]
+    if keep:
+        sys.stdout.write("\n".join(keep) + "\n")
+        sys.stdout.flush()
 
 
 class TuningLog:
@@ -103,7 +138,9 @@ class TuningLog:
             logged()
         settle()
         try:
-            return parse_tuning(path.read_text(errors="replace")) if path.exists() else []
+            text = path.read_text(errors="replace") if path.exists() else ""
+            echo(text)
+            return parse_tuning(text)
         except OSError as exc:
             self.reason = f"not logged: NCCL's log file could not be read ({exc})"
             self.reset = None

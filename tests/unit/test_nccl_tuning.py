@@ -27,7 +27,8 @@ from kit.worker.nccl_tuning import TuningLog, loaded_nccl
 if loaded_nccl() is None:
     print(json.dumps({"no_nccl": True}))
     raise SystemExit(0)
-os.environ["NCCL_DEBUG"] = "WARN"
+import sys
+os.environ["NCCL_DEBUG"] = sys.argv[1]
 os.environ.pop("NCCL_DEBUG_SUBSYS", None)
 os.environ.pop("NCCL_DEBUG_FILE", None)
 lib = ctypes.CDLL(loaded_nccl())
@@ -51,21 +52,22 @@ print(json.dumps({"calls": calls, "seen": seen, "after": after, "other": other, 
 """
 
 
-def _probe(env_extra: dict[str, str]) -> dict:
+def _probe(level: str) -> tuple[dict, str]:
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **env_extra},
+        [sys.executable, "-c", PROBE, level], capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stdout
 
 
 @pytest.mark.slow
 def test_the_tuning_switch_reaches_the_real_nccl_and_puts_everything_back() -> None:
-    out = _probe({})
+    out, stdout = _probe("WARN")
     if out.get("no_nccl"):
         pytest.skip("this torch build loads no libnccl")
     assert out["reason"] == ""
+    # NCCL_DEBUG was WARN: TUNING alone, and only warnings would be copied back to stdout
     assert out["seen"] == {"env": ["INFO", "TUNING"], "rc": 0, "file_made_by_nccl": True}
     assert out["calls"] == []  # NCCL wrote the file; no collective ran, so no choice in it
     assert out["after"] == {
@@ -76,6 +78,20 @@ def test_the_tuning_switch_reaches_the_real_nccl_and_puts_everything_back() -> N
     assert out["other"] is None
     assert out["off"] is None
     assert out["order"] == ["logged", "settle", "rank1", "rank1"]  # the log off: no extra call
+    assert "NCCL INFO" not in stdout
+
+
+@pytest.mark.slow
+def test_with_info_on_nccls_other_lines_come_back_to_stdout() -> None:
+    """The kit's CUDA runs set NCCL_DEBUG=INFO: NCCL's first call logs its INIT/ENV lines, which
+    went to the private file and must reach stdout, where the driver reads the run's log."""
+    out, stdout = _probe("INFO")
+    if out.get("no_nccl"):
+        pytest.skip("this torch build loads no libnccl")
+    assert out["seen"]["env"] == ["INFO", "INIT,BOOTSTRAP,ENV,TUNING"]
+    assert out["calls"] == [] and out["after"]["NCCL_DEBUG"] == "INFO"
+    assert out["after"]["NCCL_DEBUG_SUBSYS"] is None
+    assert any(" NCCL INFO " in line for line in stdout.splitlines()[:-1])
 
 
 def test_a_debug_file_set_by_the_user_is_left_alone(monkeypatch) -> None:
@@ -87,3 +103,20 @@ def test_a_debug_file_set_by_the_user_is_left_alone(monkeypatch) -> None:
     order: list[str] = []
     assert log.choice(lambda: order.append("a"), lambda: order.append("b")) is None
     assert order == ["a", "b"]  # the other ranks make these calls too: rank 0 must keep step
+
+
+def test_tuning_is_added_to_what_the_run_prints(monkeypatch, capsys) -> None:
+    from kit.worker.nccl_tuning import echo, with_tuning
+
+    assert with_tuning(None) == "INIT,BOOTSTRAP,ENV,TUNING"  # NCCL's default set, plus TUNING
+    assert with_tuning("INIT,P2P") == "INIT,P2P,TUNING"
+    assert with_tuning("^NET,TUNING") == "^NET"  # all but NET: TUNING included
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    conn = "h:1:2 [0] NCCL INFO Channel 02/0 : 0[0] -> 1[1] via P2P/CUMEM/read"
+    tuning = "h:1:2 [0] NCCL INFO AllReduce: 8 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..1}"
+    warn = "h:1:2 [0] enqueue.cc:1 NCCL WARN something"
+    echo("\n".join([conn, tuning, warn]))
+    assert capsys.readouterr().out.splitlines() == [conn, warn]  # the transport stays visible
+    monkeypatch.setenv("NCCL_DEBUG", "WARN")
+    echo("\n".join([conn, tuning, warn]))
+    assert capsys.readouterr().out.splitlines() == [warn]
