@@ -184,7 +184,7 @@ def test_the_sizes_table_prints_what_nccl_picked(tmp_path):
     from kit.bundle import Bundle
     from kit.report import analysis
     from kit.report.render import render_html
-    from tests.unit.test_report_analysis import EXAMPLES
+    from tests.unit.test_report_analysis import EXAMPLES, typed
 
     copy = tmp_path / "b"
     shutil.copytree(EXAMPLES / "h200x2-allreduce", copy)
@@ -199,7 +199,7 @@ def test_the_sizes_table_prints_what_nccl_picked(tmp_path):
             row["nccl_calls"] = parse_tuning(line.format(row["bytes"], algo, proto, 3))
     (copy / "results.json").write_text(json.dumps(results))
     bundle = Bundle.load(copy)
-    bench = analysis.build_benchmarks(bundle.results, bundle.recipe)[0]
+    bench = analysis.build_benchmarks(typed(bundle), bundle.recipe)[0]
     curves = analysis.sweep_curves(bench)
     sizes = curves["sizes"]
     assert curves["curves"]["p2p"][sizes[0]]["nccl"] == []
