@@ -117,7 +117,10 @@ class TuningLog:
             self.reset, why = reset_function()
             self.reason = self.reason or why
             if self.reset is not None:
-                self.dir = tempfile.TemporaryDirectory(prefix="kit-nccl-tuning-")
+                try:
+                    self.dir = tempfile.TemporaryDirectory(prefix="kit-nccl-tuning-")
+                except OSError as exc:  # no writable temporary directory: no log, same timing
+                    self.reset, self.reason = None, f"not logged: no file for NCCL's log ({exc})"
 
     def choice(
         self, logged: Callable[[], None], settle: Callable[[], None]

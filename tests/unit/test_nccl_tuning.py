@@ -120,3 +120,18 @@ def test_tuning_is_added_to_what_the_run_prints(monkeypatch, capsys) -> None:
     monkeypatch.setenv("NCCL_DEBUG", "WARN")
     echo("\n".join([conn, tuning, warn]))
     assert capsys.readouterr().out.splitlines() == [warn]
+
+
+def test_no_writable_temporary_directory_means_not_logged(monkeypatch) -> None:
+    import tempfile
+
+    import torch  # noqa: F401  (loads libnccl where the build has it)
+
+    from kit.worker.nccl_tuning import TuningLog, loaded_nccl
+
+    if loaded_nccl() is None:
+        pytest.skip("this torch build loads no libnccl")
+    monkeypatch.delenv("NCCL_DEBUG_FILE", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", "/proc/kit-no-such-dir")
+    log = TuningLog(0, True)
+    assert log.reset is None and log.reason.startswith("not logged: no file for NCCL's log")
