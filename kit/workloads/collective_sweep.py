@@ -1,7 +1,9 @@
 """One message-size sweep for every collective, with nccl-tests' definitions (worker side).
 
-A collective's worker module describes itself as a Collective (its layout of a size into
-buffers, its bus factor, the operation and its #wrong check) and calls `sweep`. For each size:
+A collective's worker module describes itself as a Collective (its bus factor, its layout of a
+size into buffers, the torch.distributed call, and the exact answer its #wrong check expects)
+and is `run = runner(ParamsClass, COLLECTIVE)`: the buffers, the check and the timing loop are
+written once, here. For each size:
 check the result first (wrong-element count, as nccl-tests' #wrong), then time `iters`
 back-to-back operations per trial after `warmup_iters` untimed ones. On CUDA the time is read on
 the device with CUDA events; small messages are captured into a CUDA graph and replayed, which
@@ -38,16 +40,63 @@ class Collective:
     """How one collective is laid out, run and checked.
 
     layout(nbytes, elsize, n) -> (elements per rank chunk, size in bytes as nccl-tests prints it)
-    prepare(ctx, chunk, dtype) -> (op, refill): the operation on preallocated buffers, and what
-        restores its input between trials (a reduction grows its buffer every call)
-    wrong(ctx, chunk, dtype) -> this rank's count of elements that differ from the exact answer
+    counts(chunk, n) -> (elements of a rank's input, of its output)
+    call(output, input): the torch.distributed operation (in_place: one buffer, both)
+    expected(ctx, base, chunk) -> the exact output when rank r's input is base x (r + 1)
+    in_place: the operation reduces into its input, so the input is refilled between trials
+    (a reduction grows its buffer every call)
     """
 
     name: str
     bus_factor: Callable[[int], float]
     layout: Callable[[int, int, int], tuple[int, int]]
-    prepare: Callable[[Context, int, torch.dtype], tuple[Op, Op]]
-    wrong: Callable[[Context, int, torch.dtype], int]
+    counts: Callable[[int, int], tuple[int, int]]
+    call: Callable[[torch.Tensor, torch.Tensor], Any]
+    expected: Callable[[Context, torch.Tensor, int], torch.Tensor]
+    in_place: bool = False
+
+    def prepare(self, ctx: Context, chunk: int, dtype: torch.dtype) -> tuple[Op, Op]:
+        """(op, refill): the operation on buffers allocated once, and what restores its input."""
+        ins, outs = self.counts(chunk, ctx.world_size)
+        send = torch.ones(ins, dtype=dtype, device=ctx.device)
+        if self.in_place:
+            return (lambda: self.call(send, send)), (lambda: send.fill_(1))
+        recv = torch.empty(outs, dtype=dtype, device=ctx.device)
+        return (lambda: self.call(recv, send)), (lambda: None)
+
+    def wrong(self, ctx: Context, chunk: int, dtype: torch.dtype) -> int:
+        """This rank's count of elements off the exact answer, for a known input pattern."""
+        ins, outs = self.counts(chunk, ctx.world_size)
+        base = pattern(ins, dtype, ctx.device)
+        send = base * (ctx.rank + 1)
+        recv = send if self.in_place else torch.zeros(outs, dtype=dtype, device=ctx.device)
+        self.call(recv, send)
+        return mismatches(recv, self.expected(ctx, base, chunk))
+
+
+def split_collective(
+    name: str,
+    counts: Callable[[int, int], tuple[int, int]],
+    call: Callable[[torch.Tensor, torch.Tensor], Any],
+    expected: Callable[[Context, torch.Tensor, int], torch.Tensor],
+) -> Collective:
+    """A collective over a buffer split into world-size chunks (all-gather, reduce-scatter,
+    all-to-all): nccl-tests' bus factor (n-1)/n, and size/n whole elements per rank."""
+    return Collective(name, ring_bus_factor, split_layout, counts, call, expected)
+
+
+def runner(params: type[CollectiveParams], coll: Collective) -> Callable[..., dict[str, Any]]:
+    """A collective worker's `run(ctx, params)`: its parameters, then the sweep."""
+
+    def run(ctx: Context, values: dict[str, Any]) -> dict[str, Any]:
+        return sweep(ctx, params(**values), coll)
+
+    return run
+
+
+def own_chunk(ctx: Context, base: torch.Tensor, chunk: int) -> torch.Tensor:
+    """This rank's chunk of a buffer split into world-size chunks."""
+    return base[ctx.rank * chunk : (ctx.rank + 1) * chunk]
 
 
 def ring_bus_factor(world_size: int) -> float:

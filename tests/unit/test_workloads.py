@@ -75,19 +75,29 @@ def _worker(kind: str):
                               ("reduce_scatter", 0.75), ("alltoall", 0.75)]
 )  # fmt: skip
 def test_bus_factors_are_nccl_tests(kind, factor_at_4):
-    w = _worker(kind)
-    assert w.bus_factor(4) == pytest.approx(factor_at_4)
-    assert w.bus_factor(1) == 0
+    c = _worker(kind).COLLECTIVE
+    assert c.bus_factor(4) == pytest.approx(factor_at_4)
+    assert c.bus_factor(1) == 0
 
 
 def test_size_conventions_are_nccl_tests():
     # all_reduce: the buffer; all_gather: the gathered output (size/n sent per rank);
     # reduce_scatter: each rank's input (size/n out); alltoall: what each rank sends in all
-    assert _worker("allreduce").layout(1024, 4, 4) == (256, 1024)
+    assert _worker("allreduce").COLLECTIVE.layout(1024, 4, 4) == (256, 1024)
     for kind in ("all_gather", "reduce_scatter", "alltoall"):
-        assert _worker(kind).layout(1024, 4, 4) == (64, 1024), kind
-        assert _worker(kind).layout(1000, 4, 3) == (83, 996), kind  # whole elements per rank
-        assert _worker(kind).layout(8, 4, 4) == (1, 16), kind  # at least one element each
+        layout = _worker(kind).COLLECTIVE.layout
+        assert layout(1024, 4, 4) == (64, 1024), kind
+        assert layout(1000, 4, 3) == (83, 996), kind  # whole elements per rank
+        assert layout(8, 4, 4) == (1, 16), kind  # at least one element each
+
+
+def test_the_buffers_hold_the_size_nccl_tests_prints():
+    """The size printed is the buffer nccl-tests names: all-reduce's buffer, all-gather's
+    output, reduce-scatter's and all-to-all's input; the other side is size/n or the same."""
+    for kind, side in (("allreduce", 0), ("all_gather", 1), ("reduce_scatter", 0), ("alltoall", 0)):
+        c = _worker(kind).COLLECTIVE
+        chunk, size = c.layout(1000, 4, 3)
+        assert c.counts(chunk, 3)[side] * 4 == size, kind
 
 
 def _str_constants(tree: ast.AST) -> list[tuple[int, str]]:
@@ -121,3 +131,33 @@ def test_no_module_outside_the_workloads_names_a_kind():
             if quoted.search(line) or re.search(r"\.kind\s*[!=]=", line):
                 offenders.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
     assert offenders == [], "kind names outside kit/workloads:\n" + "\n".join(offenders)
+
+
+def test_the_shared_check_counts_what_the_call_got_wrong(tmp_path):
+    """Each collective's #wrong check through the one Collective.wrong, on a one-rank gloo group
+    in this process: the real call gets 0; a call that corrupts one element of its output, 1."""
+    import dataclasses
+
+    import torch
+    import torch.distributed as dist
+
+    from kit.worker.common import Context
+
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    try:
+        ctx = Context({}, tmp_path, 0, 0, 1, torch.device("cpu"), "gloo")
+        for kind in sorted(COLLECTIVES):
+            c = _worker(kind).COLLECTIVE
+
+            def corrupt(out, inp, call=c.call):
+                call(out, inp)
+                out[0] += 1
+
+            assert c.wrong(ctx, 10, torch.float32) == 0, kind
+            assert dataclasses.replace(c, call=corrupt).wrong(ctx, 10, torch.float32) == 1, kind
+            op, refill = c.prepare(ctx, 10, torch.float32)
+            op(), refill()  # the buffers the sweep times, allocated once
+    finally:
+        dist.destroy_process_group()

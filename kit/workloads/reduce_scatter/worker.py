@@ -5,44 +5,24 @@ busbw = algbw * (n - 1)/n (each rank sends the n - 1 partial chunks it does not 
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.distributed as dist
 
 from kit.worker.common import Context
-from kit.workloads.collective_sweep import (
-    Collective,
-    Op,
-    mismatches,
-    pattern,
-    ring_bus_factor,
-    split_layout,
-    sweep,
-)
+from kit.workloads.collective_sweep import own_chunk, runner, split_collective
 from kit.workloads.reduce_scatter.params import ReduceScatterParams
 
-bus_factor = ring_bus_factor  # (n-1)/n
-layout = split_layout  # size = what the buffer holds in all; size/n per rank
 
-
-def prepare(ctx: Context, chunk: int, dtype: torch.dtype) -> tuple[Op, Op]:
-    send = torch.ones(chunk * ctx.world_size, dtype=dtype, device=ctx.device)
-    recv = torch.empty(chunk, dtype=dtype, device=ctx.device)
-    return (lambda: dist.reduce_scatter_tensor(recv, send)), (lambda: None)
-
-
-def count_wrong(ctx: Context, chunk: int, dtype: torch.dtype) -> int:
+def expected(ctx: Context, base: torch.Tensor, chunk: int) -> torch.Tensor:
+    """This rank's chunk of the exact sum of base x (r + 1) over the ranks."""
     n = ctx.world_size
-    base = pattern(chunk * n, dtype, ctx.device)
-    recv = torch.zeros(chunk, dtype=dtype, device=ctx.device)
-    dist.reduce_scatter_tensor(recv, base * (ctx.rank + 1))
-    mine = base[ctx.rank * chunk : (ctx.rank + 1) * chunk]
-    return mismatches(recv, mine * (n * (n + 1) // 2))
+    return own_chunk(ctx, base, chunk) * (n * (n + 1) // 2)
 
 
-COLLECTIVE = Collective("reduce_scatter", bus_factor, layout, prepare, count_wrong)
-
-
-def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-    return sweep(ctx, ReduceScatterParams(**params), COLLECTIVE)
+COLLECTIVE = split_collective(
+    "reduce_scatter",
+    counts=lambda chunk, n: (chunk * n, chunk),
+    call=dist.reduce_scatter_tensor,
+    expected=expected,
+)
+run = runner(ReduceScatterParams, COLLECTIVE)
