@@ -140,6 +140,11 @@ class BenchView:
     nccl_choice: dict[str, str] = field(default_factory=dict)  # how the per-size choice was read
     index: int = 0
 
+    def add(self, key: str, caption: str, svg: str | None) -> None:
+        """A drawn figure, in order; nothing where its plot had nothing to draw."""
+        if svg:
+            self.figures.append(Figure(key, caption, svg))
+
 
 def _bar_rows(bench: analysis.Benchmark, metric: str) -> list[dict[str, Any]]:
     rows = []
@@ -170,29 +175,26 @@ def _busbw(view: BenchView, salt: str) -> None:
     if not view.curves or not view.curves["sizes"]:
         return
     svg = plots.sweep_busbw(view.curves, f"{bench.label}: bus bandwidth", f"{salt}-busbw")
-    if svg:
-        view.figures.append(
-            Figure(
-                "busbw",
-                f"{bench.label}: bus bandwidth against "
-                "message size (line: median over repeats; band: min to max of the repeats"
-                + (
-                    "; dotted line: where the timing rule changes, so a step there is "
-                    "the clock's, not the link's)"
-                    if len(
-                        {
-                            t
-                            for c in view.curves["curves"].values()
-                            for p in c.values()
-                            for t in p.get("timing") or []
-                        }
-                    )
-                    > 1
-                    else ")"
-                ),
-                svg,
+    view.add(
+        "busbw",
+        f"{bench.label}: bus bandwidth against "
+        "message size (line: median over repeats; band: min to max of the repeats"
+        + (
+            "; dotted line: where the timing rule changes, so a step there is "
+            "the clock's, not the link's)"
+            if len(
+                {
+                    t
+                    for c in view.curves["curves"].values()
+                    for p in c.values()
+                    for t in p.get("timing") or []
+                }
             )
-        )
+            > 1
+            else ")"
+        ),
+        svg,
+    )
 
 
 def _time(view: BenchView, salt: str) -> None:
@@ -202,14 +204,11 @@ def _time(view: BenchView, salt: str) -> None:
     sweep = bench.spec.sweep if bench.spec else None
     op = sweep.op if sweep else "operation"
     svg = plots.sweep_time(view.curves, f"{bench.label}: time per operation", f"{salt}-time", op)
-    if svg:
-        view.figures.append(
-            Figure(
-                "time",
-                f"{bench.label}: time per {op} against message size, log-log",
-                svg,
-            )
-        )
+    view.add(
+        "time",
+        f"{bench.label}: time per {op} against message size, log-log",
+        svg,
+    )
 
 
 def _bars(view: BenchView, salt: str) -> None:
@@ -225,15 +224,11 @@ def _bars(view: BenchView, salt: str) -> None:
         f"{bench.label}: {rows.label}",
         f"{salt}-bars",
     )
-    if svg:
-        view.figures.append(
-            Figure(
-                "bars",
-                f"{bench.label}: {rows.label}, median with its interval "
-                f"({interval_labels(bench, metric)})",
-                svg,
-            )
-        )
+    view.add(
+        "bars",
+        f"{bench.label}: {rows.label}, median with its interval ({interval_labels(bench, metric)})",
+        svg,
+    )
 
 
 def _steps(view: BenchView, salt: str) -> None:
@@ -241,15 +236,11 @@ def _steps(view: BenchView, salt: str) -> None:
     traces = analysis.step_traces(bench)
     view.traces = len(traces)
     svg = plots.step_traces(traces, f"{bench.label}: every step of every repeat", f"{salt}-steps")
-    if svg:
-        view.figures.append(
-            Figure(
-                "steps",
-                f"{bench.label}: step times of every repeat; "
-                "the shaded warm-up steps are not measured",
-                svg,
-            )
-        )
+    view.add(
+        "steps",
+        f"{bench.label}: step times of every repeat; the shaded warm-up steps are not measured",
+        svg,
+    )
 
 
 PLOTS: dict[str, Callable[[BenchView, str], None]] = {
@@ -274,21 +265,18 @@ def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
     series = analysis.telemetry_series(bench)
     view.telemetry = len(series)
     svg = plots.telemetry(series, f"{bench.label}: GPU telemetry", f"{salt}-telemetry")
-    if svg:
-        view.figures.append(
-            Figure(
-                "telemetry",
-                f"{bench.label}: NVML telemetry during every finished run, every GPU; "
-                + (
-                    "the shaded spans between dashed lines are each run's timed window (where "
-                    "the figures are measured), the rest is start-up and warm-up"
-                    if any(x.get("window") for x in series)
-                    else "these runs recorded no timed window on telemetry's clock, so none is "
-                    "shaded: the whole run is drawn, start-up and warm-up included"
-                ),
-                svg,
-            )
-        )
+    view.add(
+        "telemetry",
+        f"{bench.label}: NVML telemetry during every finished run, every GPU; "
+        + (
+            "the shaded spans between dashed lines are each run's timed window (where "
+            "the figures are measured), the rest is start-up and warm-up"
+            if any(x.get("window") for x in series)
+            else "these runs recorded no timed window on telemetry's clock, so none is "
+            "shaded: the whole run is drawn, start-up and warm-up included"
+        ),
+        svg,
+    )
     return view
 
 
