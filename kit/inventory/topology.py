@@ -271,3 +271,45 @@ def summary_line(inv: dict[str, Any]) -> str:
     if driver:
         parts.append(f"driver {driver}")
     return ", ".join(parts)
+
+
+_FABRIC = {
+    frozenset(): "PCIe",
+    frozenset({"NVSwitch"}): "NVSwitch",
+    frozenset({"GPU"}): "direct NVLink",
+}
+
+
+def gpu_fabric(hardware: dict[str, Any]) -> str | None:
+    """How the recorded GPUs meet, from hardware.json's NVLink table (what the Hardware page
+    lists per GPU): "NVSwitch" (every GPU's active links lead to NVSwitches), "direct NVLink"
+    (links lead to other GPUs), "PCIe" (NVLink was read and none is active), "mixed", or None
+    (fewer than two GPUs, or NVLink not recorded)."""
+    gpus = hardware.get("gpus") or []
+    if len(gpus) < 2 or any(g.get("nvlinks") is None for g in gpus):
+        return None
+    kinds = set()
+    for g in gpus:
+        remotes = frozenset(str(n.get("remote")) for n in g["nvlinks"] if n.get("active"))
+        kinds.add(_FABRIC.get(remotes, "mixed"))
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def fabric_words(hardware: dict[str, Any]) -> str | None:
+    """The fabric in a sentence, with the topology matrix's words beside it."""
+    fabric = gpu_fabric(hardware)
+    if fabric is None:
+        return None
+    matrix = (hardware.get("topology") or {}).get("matrix") or []
+    words = sorted({w for row in matrix for w in row if w != "X"}, key=link_rank)
+    topo = ""
+    if len(words) == 1:
+        topo = f" (nvidia-smi topo -m: {words[0]} between every pair)"
+    elif words:
+        topo = f" (nvidia-smi topo -m: {', '.join(words)})"
+    return {
+        "NVSwitch": f"the GPUs meet through NVSwitch{topo}",
+        "direct NVLink": f"the GPUs are joined directly by NVLink, no NVSwitch{topo}",
+        "PCIe": f"no active NVLink: the GPUs meet over PCIe{topo}",
+        "mixed": f"some GPU pairs meet through NVSwitch or NVLink, others not{topo}",
+    }[fabric]

@@ -16,6 +16,7 @@ from importlib import resources
 from typing import Any
 
 from kit.errors import InputError
+from kit.inventory.topology import fabric_words, gpu_fabric
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class Figure:
     date: str
     seq_len: int | None = None
     always_differs: tuple[str, ...] = ()
+    fabric: str | None = None  # how its GPUs met: "NVSwitch", "direct NVLink", "PCIe"
 
     @property
     def value_words(self) -> str:
@@ -90,12 +92,15 @@ class Conditions:
     nvls: bool | None  # None: not known from the run's environment
     size_bytes: int | None  # the size the headline was taken at (sweeps)
     seq_len: int | None = None  # training: the sequence length the runs used
+    fabric: str | None = None  # kit.inventory.topology.gpu_fabric of the recorded hardware
+    fabric_words: str | None = None  # the same, in a sentence with the topology's words
 
 
 def run_conditions(runs: list[dict[str, Any]], hardware: dict[str, Any]) -> Conditions:
     """A variant's conditions from its finished runs (results.json entries) and hardware.json:
-    GPU count and model, NVLS (off when every run set NCCL_NVLS_ENABLE=0, else unknown), and the
-    largest message size of a sweep."""
+    GPU count and model, NVLS (off when every run set NCCL_NVLS_ENABLE=0, else unknown), the
+    largest message size of a sweep, and how the GPUs meet (the recorded NVLink table, never
+    assumed)."""
     names = sorted({g.get("name") for g in hardware.get("gpus") or [] if g.get("name")})
     envs = [r.get("env") or {} for r in runs]
     off = bool(envs) and all(str(e.get("NCCL_NVLS_ENABLE", "")).strip() == "0" for e in envs)
@@ -114,6 +119,8 @@ def run_conditions(runs: list[dict[str, Any]], hardware: dict[str, Any]) -> Cond
         gpu=names[0] if len(names) == 1 else None,
         nvls=False if off else None,
         size_bytes=max(sizes) if sizes and max(sizes) > 0 else None,
+        fabric=gpu_fabric(hardware),
+        fabric_words=fabric_words(hardware),
     )
 
 
@@ -128,6 +135,8 @@ def differences(figure: Figure, mine: Conditions) -> list[str]:
         there = "on" if figure.nvls else "off"
         here = "on" if mine.nvls else "off (NCCL_NVLS_ENABLE=0)"
         out.append(f"NVLink SHARP (NVLS) {there} there, {here} here")
+    if figure.fabric and mine.fabric and figure.fabric != mine.fabric:
+        out.append(f"GPUs joined by {figure.fabric} there, by {mine.fabric} here")
     if figure.size_bytes and mine.size_bytes and figure.size_bytes != mine.size_bytes:
         out.append(f"taken at {_bytes(figure.size_bytes)} there, {_bytes(mine.size_bytes)} here")
     if figure.seq_len and mine.seq_len and figure.seq_len != mine.seq_len:
@@ -147,6 +156,7 @@ def place(figure: Figure, median: float, gpus: int | None, mine: Conditions) -> 
         "ratio": value / figure.value if figure.value else None,
         "differences": diff,
         "like_for_like": not diff,
+        "fabric_here": mine.fabric_words,  # from the bundle's recorded topology, or None
     }
 
 

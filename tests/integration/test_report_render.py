@@ -437,6 +437,11 @@ def test_kit_report_against_puts_the_acceptance_verdict_on_page_1(tmp_path):
     assert "does not reach the threshold 431 GB/s" in first
     assert "NVLink SHARP (NVLS) on there" in first
     assert run_kit("verify", str(b)).returncode == 0  # the re-rendered report is re-sealed
+    # the published-figure section says how this machine's GPUs meet from its recorded topology
+    # (its Hardware page: NV18, links to NVSwitch), never "without NVSwitch"
+    text = " ".join(pdf_text(b / "report.pdf").split())
+    assert "recorded topology (Hardware section): the GPUs meet through NVSwitch" in text
+    assert "without NVSwitch joins" not in text and "NV18" in text
 
 
 H100 = ROOT / "reports" / "measurements"

@@ -110,6 +110,47 @@ def test_conditions_of_the_2gpu_sweep_differ_from_an_8gpu_nvls_floor():
     ]
 
 
+def test_the_fabric_is_read_from_the_recorded_topology_never_assumed():
+    """The 2x H200 example's NVLinks lead to NVSwitch (its Hardware page: NV18, "to NVSwitch"):
+    the comparison says so, and no published figure's words may call it anything else. The same
+    hardware with its links pointed at the other GPU, or with none active, reads differently."""
+    if not ALLREDUCE.is_dir():
+        pytest.skip("the all-reduce example is not here")
+    import copy
+
+    from kit.inventory.topology import fabric_words, gpu_fabric
+    from kit.refs.published import differences
+
+    results = json.loads((ALLREDUCE / "results.json").read_text())
+    hw = json.loads((ALLREDUCE / "hardware.json").read_text())
+    runs = [r for r in results["runs"] if r["variant"] == "p2p" and r["status"] == "ok"]
+    mine = run_conditions(runs, hw)
+    assert mine.fabric == "NVSwitch"
+    assert mine.fabric_words == (
+        "the GPUs meet through NVSwitch (nvidia-smi topo -m: NV18 between every pair)"
+    )
+    ring = by_id("h100x8-allreduce-ring-nccl-tests-212")
+    assert ring.fabric == "NVSwitch" and not any(
+        "GPUs joined" in d for d in differences(ring, mine)
+    )
+    for f in figures():  # the machine's fabric is the bundle's fact, not a figure's sentence
+        assert "a 2-GPU machine without NVSwitch" not in f.comparability
+    direct = copy.deepcopy(hw)
+    for g in direct["gpus"]:
+        for link in g["nvlinks"]:
+            link["remote"] = "GPU"
+    assert gpu_fabric(direct) == "direct NVLink"
+    assert "GPUs joined by NVSwitch there, by direct NVLink here" in differences(
+        ring, run_conditions(runs, direct)
+    )
+    pcie = copy.deepcopy(hw)
+    for g in pcie["gpus"]:
+        for link in g["nvlinks"]:
+            link["active"] = False
+    assert fabric_words(pcie).startswith("no active NVLink")
+    assert gpu_fabric({"gpus": hw["gpus"][:1]}) is None  # one GPU: no fabric to speak of
+
+
 @pytest.mark.skipif(not ALLREDUCE.is_dir(), reason="the all-reduce example is not here")
 def test_kit_accept_exit_status_and_json(tmp_path):
     out = tmp_path / "accept.json"
