@@ -204,11 +204,7 @@ def _time(view: BenchView, salt: str) -> None:
     sweep = bench.spec.sweep if bench.spec else None
     op = sweep.op if sweep else "operation"
     svg = plots.sweep_time(view.curves, f"{bench.label}: time per operation", f"{salt}-time", op)
-    view.add(
-        "time",
-        f"{bench.label}: time per {op} against message size, log-log",
-        svg,
-    )
+    view.add("time", f"{bench.label}: time per {op} against message size, log-log", svg)
 
 
 def _bars(view: BenchView, salt: str) -> None:
@@ -217,18 +213,10 @@ def _bars(view: BenchView, salt: str) -> None:
     rows = next(iter((bench.metrics.get(metric) or {}).values()), None)
     if rows is None:
         return
-    unit = rows.unit
-    svg = plots.metric_bars(
-        _bar_rows(bench, metric),
-        f"{rows.label} ({unit})",
-        f"{bench.label}: {rows.label}",
-        f"{salt}-bars",
-    )
-    view.add(
-        "bars",
-        f"{bench.label}: {rows.label}, median with its interval ({interval_labels(bench, metric)})",
-        svg,
-    )
+    title, axis = f"{bench.label}: {rows.label}", f"{rows.label} ({rows.unit})"
+    svg = plots.metric_bars(_bar_rows(bench, metric), axis, title, f"{salt}-bars")
+    words = interval_labels(bench, metric)
+    view.add("bars", f"{title}, median with its interval ({words})", svg)
 
 
 def _steps(view: BenchView, salt: str) -> None:
