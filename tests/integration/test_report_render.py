@@ -201,6 +201,10 @@ def test_llama_first_page_is_the_buyers_summary(tmp_path):
     )
     assert "SwPowerCap clock reason in 48% of its samples" in first  # no-p2p: not "0% at the cap"
     assert "PASS" in first and "clears the threshold 12,807 tokens/s" in first
+    # the verdict judges the figure the page leads with (whole window: the runs sat at the cap)
+    assert "Acceptance against throughput over the whole window 14,230 tokens/s" in first
+    assert "the figure above, not the median step's throughput the expect names" in first
+    assert "13,640 to 14,353 tokens/s clears the threshold" in first
     assert "Llama 3.1 8B pretraining" in first and "10,682 tokens/s" in first  # table cells
     assert "0.65x its figure" in first and "8 GPUs there, 2 here" in first
     assert "inside this one session" in first and "SwPowerCap: NVML's clock reason" in first

@@ -330,6 +330,35 @@ def test_a_reference_from_another_gpu_count_is_compared_per_gpu():
     assert e["more_repeats"] == 1 and "2 runs give no confidence interval" in e["reason"]
 
 
+def test_under_a_power_cap_the_acceptance_judges_the_figure_the_page_leads_with():
+    """The 2x H200 Llama runs sat at the 700 W cap: the headline is whole-window throughput, and
+    the recipe's `expect: throughput` is judged on that same figure (one fact, one place), with
+    the page saying why; the GPT-2 recipe's expect names the whole-window figure itself while its
+    uncapped headline is the median step: judged as named, and the page says it is not the
+    headline."""
+    _, benches = load("h200x2-fsdp-llama", EXAMPLES)
+    bench = benches[0]
+    assert analysis.verdict_metric(bench) == "throughput_window"
+    (e,) = analysis.expectations(bench)
+    headline = next(h for h in analysis.headline(bench) if h["variant"] == e["variant"])
+    assert e["named"] == "throughput" and e["metric"] == headline["metric"] == "throughput_window"
+    assert e["measured"] == pytest.approx(headline["row"].summary.median)
+    assert e["label"] == "throughput over the whole window"
+    assert e["judged_note"] == (
+        "the figure above, not the median step's throughput the expect names: the GPUs sat at "
+        "their power cap"
+    )
+    step = bench.metrics["throughput"][e["variant"]].summary.median
+    assert step != pytest.approx(e["measured"], rel=1e-3)  # the two figures really differ here
+    _, benches = load("h200x2-gpt2-ddp", EXAMPLES)
+    (g,) = analysis.expectations(benches[0])
+    assert analysis.verdict_metric(benches[0]) == "throughput"
+    assert g["named"] == g["metric"] == "throughput_window"
+    assert g["judged_note"].endswith("the figure above is the throughput")
+    _, benches = load("h200x2-resnet-ddp", EXAMPLES)
+    assert all(x["judged_note"] == "" for b in benches for x in analysis.expectations(b))
+
+
 def test_a_preflight_that_did_not_run_is_not_called_passed():
     """Multi-node: the driver's machine is not a node, so no preflight ran: skipped, not passed."""
     single = dict(analysis.trust_facts(results_model(), {}))

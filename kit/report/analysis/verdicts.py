@@ -192,6 +192,22 @@ def headline(bench: Benchmark) -> list[dict[str, Any]]:
     return out
 
 
+def judged_note(named: str, judged: str, headline: str) -> str:
+    """Why an acceptance verdict judges the figure it does, when a reader could expect another:
+    empty when the recipe named the headline and the headline was judged."""
+    if judged != named:
+        return (
+            f"the figure above, not the median step's {catalog.label(named)} the expect names: "
+            "the GPUs sat at their power cap"
+        )
+    if judged != headline:
+        return (
+            f"judged on the {catalog.label(judged)}, as the expect names it; the figure above "
+            f"is the {catalog.label(headline)}"
+        )
+    return ""
+
+
 REF_GPUS = re.compile(r"\b(\d+)\s*x\s*[A-Z]")
 """A reference's GPU count as its source names it: "2x H200 NV18, P2P on" -> 2."""
 
@@ -203,17 +219,24 @@ def expectations(bench: Benchmark) -> list[dict[str, Any]]:
     than 3 runs finished), never by the median alone.
 
     A throughput reference whose source names another GPU count ("2x H200") than the runs used
-    is compared per GPU (`per_gpu`: reference and measured figures divided by their counts)."""
+    is compared per GPU (`per_gpu`: reference and measured figures divided by their counts).
+
+    One figure, one verdict: an `expect` on the headline metric is judged on the figure the page
+    leads with (`judged_metric`: the whole-window throughput when the GPUs sat at their power
+    cap); an `expect` that names another metric is judged on that one, and `judged_note` says
+    which, and why it is not the headline."""
     out = []
+    headline = verdict_metric(bench)
     ref = next((v for v in bench.variants if v.p2p_off is False), None) or (
         bench.variants[0] if bench.variants else None
     )
     gpus = (
         next((int(r["world_size"]) for r in ref.ok if r.get("world_size")), None) if ref else None
     )
-    for metric, exp in (bench.expect or {}).items():
+    for named, exp in (bench.expect or {}).items():
         if not isinstance(exp, dict) or "value" not in exp:
             continue
+        metric = judged_metric(bench, named)
         row = (bench.metrics.get(metric) or {}).get(ref.name) if ref else None
         tol = float(exp.get("tolerance") or 0.0)
         value = float(exp["value"])
@@ -237,6 +260,8 @@ def expectations(bench: Benchmark) -> list[dict[str, Any]]:
             {
                 "metric": metric,
                 "label": catalog.label(metric),
+                "named": named,  # the metric the recipe's expect names
+                "judged_note": judged_note(named, metric, headline),
                 "value": value,
                 "unit": f"{unit} per GPU" if per_gpu else unit,
                 "tolerance": tol,
