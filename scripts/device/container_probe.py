@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Why a workload reads slower in a GPU container than on the host: one probe, several places.
+
+    python3 scripts/device/container_probe.py [--image kit-host-stack:local] [--rounds 2]
+
+Run on a lent GPU machine after `scripts/device/containers.sh daemon` (dockerd with CDI and the
+machine's own stack imported as an image). The same probe runs on the host and in containers
+that differ in one thing each, interleaved round by round:
+
+  host        the machine's own Python
+  kit         a container with the options the kit gives its runs (CDI GPUs, network none, a
+              private /tmp and 16 GB /dev/shm, memlock unlimited, an init process)
+  unconfined  the same, with Docker's seccomp filter off (every system call otherwise passes
+              a BPF filter: the CUDA driver's ioctls too)
+  host-env    the same as kit, with the host's environment variables copied in
+
+The probe prints: the environment variables, the CPUs it may use, the shared libraries torch
+loaded (cuBLAS, cuDNN, NCCL: a container may find other copies than the host), and three
+timings: host-side launch cost (tiny in-place adds, synchronized at the end), a bf16 matmul of
+the Llama-8B MLP shape, and flash attention at sequence 4096. Output: a table on stdout and
+probe.json under $OUT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PROBE = r"""
+import json, os, time, torch
+import torch.nn.functional as F
+out = {"cpus": len(os.sched_getaffinity(0)), "env": dict(sorted(os.environ.items()))}
+dev = torch.device("cuda")
+x = torch.zeros(16, device=dev)
+def launches(n=20000):
+    torch.cuda.synchronize(); t0 = time.perf_counter()
+    for _ in range(n):
+        x.add_(1)
+    torch.cuda.synchronize(); return (time.perf_counter() - t0) / n * 1e6
+launches(2000)
+out["launch_us"] = min(launches() for _ in range(3))
+a = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
+b = torch.randn(4096, 14336, device=dev, dtype=torch.bfloat16)
+def mm(n=50):
+    torch.cuda.synchronize(); t0 = time.perf_counter()
+    for _ in range(n):
+        a @ b
+    torch.cuda.synchronize(); return 2 * 4096 * 4096 * 14336 * n / (time.perf_counter() - t0) / 1e12
+mm(10)
+out["matmul_tflops"] = max(mm() for _ in range(3))
+q = torch.randn(1, 32, 4096, 128, device=dev, dtype=torch.bfloat16, requires_grad=True)
+def attn(n=20):
+    torch.cuda.synchronize(); t0 = time.perf_counter()
+    for _ in range(n):
+        F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+    torch.cuda.synchronize(); return (time.perf_counter() - t0) / n * 1e3
+attn(3)
+out["attention_ms"] = min(attn() for _ in range(3))
+libs = set()
+for line in open("/proc/self/maps"):
+    p = line.split()[-1]
+    if any(k in p for k in ("cublas", "cudnn", "nccl", "cudart", "libcuda.so", "nvrtc")):
+        libs.add(p)
+out["libs"] = sorted(libs)
+out["versions"] = {"torch": torch.__version__, "cuda": torch.version.cuda,
+                   "cudnn": torch.backends.cudnn.version(), "nccl": list(torch.cuda.nccl.version())}
+print("PROBE " + json.dumps(out))
+"""
+
+SKIP_ENV = {"HOSTNAME", "HOME", "PWD", "OLDPWD", "SHLVL", "_", "TERM"}
+
+
+def parse(text: str) -> dict:
+    line = next((x for x in text.splitlines() if x.startswith("PROBE ")), None)
+    if line is None:
+        raise RuntimeError(f"the probe printed no result: {text[-800:]}")
+    return json.loads(line[len("PROBE ") :])
+
+
+def on_host() -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300
+    )
+    return parse(proc.stdout + proc.stderr)
+
+
+def in_container(client, image: str, extra: dict) -> dict:
+    import docker
+
+    opts = {
+        "image": image,
+        "command": ["python3", "-c", PROBE],
+        "device_requests": [
+            docker.types.DeviceRequest(driver="cdi", device_ids=["nvidia.com/gpu=all"])
+        ],
+        "network_mode": "none",
+        "shm_size": "16g",
+        "tmpfs": {"/tmp": "rw,exec,mode=1777"},
+        "ulimits": [docker.types.Ulimit(name="memlock", soft=-1, hard=-1)],
+        "init": True,
+        "detach": True,
+        **extra,
+    }
+    c = client.containers.run(**opts)
+    try:
+        c.wait(timeout=300)
+        return parse(c.logs().decode(errors="replace"))
+    finally:
+        c.remove(force=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--image", default="kit-host-stack:local")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/out")))
+    a = ap.parse_args()
+    import docker
+
+    client = docker.from_env()
+    host_env = {k: v for k, v in os.environ.items() if k not in SKIP_ENV}
+    places = {
+        "host": on_host,
+        "kit": lambda: in_container(client, a.image, {}),
+        "unconfined": lambda: in_container(
+            client, a.image, {"security_opt": ["seccomp=unconfined"]}
+        ),
+        "host-env": lambda: in_container(client, a.image, {"environment": host_env}),
+    }
+    found: dict[str, list[dict]] = {name: [] for name in places}
+    for r in range(a.rounds):
+        for name, probe in places.items():
+            try:
+                found[name].append(probe())
+            except Exception as exc:  # one place failing must not hide the others
+                print(f"{name} round {r}: {type(exc).__name__}: {exc}", flush=True)
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "probe.json").write_text(json.dumps(found, indent=1))
+    print(f"{'place':<11} {'launch us':>10} {'matmul TFLOP/s':>15} {'attention ms':>13} cpus")
+    for name, rows in found.items():
+        for row in rows:
+            print(
+                f"{name:<11} {row['launch_us']:>10.2f} {row['matmul_tflops']:>15.1f} "
+                f"{row['attention_ms']:>13.2f} {row['cpus']}"
+            )
+    base = found["host"][0] if found["host"] else None
+    for name, rows in found.items():
+        if not rows or base is None:
+            continue
+        env = rows[0]["env"]
+        only_host = sorted(set(base["env"]) - set(env) - SKIP_ENV)
+        only_here = sorted(set(env) - set(base["env"]) - SKIP_ENV)
+        differ = sorted(
+            k for k in set(env) & set(base["env"]) - SKIP_ENV if env[k] != base["env"][k]
+        )
+        print(f"\n{name}: env only on the host: {only_host}")
+        print(f"{name}: env only here: {only_here}; differing: {differ}")
+        for k in differ:
+            print(f"   {k}: host={base['env'][k][:200]!r} here={env[k][:200]!r}")
+        if rows[0]["libs"] != base["libs"]:
+            print(f"{name}: libraries differ:\n   host {base['libs']}\n   here {rows[0]['libs']}")
+        else:
+            print(f"{name}: the same libraries as the host")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
