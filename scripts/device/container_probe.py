@@ -17,7 +17,8 @@ that differ in one thing each, interleaved round by round:
 The probe prints: the environment variables, the CPUs it may use, the shared libraries torch
 loaded (cuBLAS, cuDNN, NCCL: a container may find other copies than the host), and three
 timings: host-side launch cost (tiny in-place adds, synchronized at the end), a bf16 matmul of
-the Llama-8B MLP shape, and flash attention at sequence 4096. Output: a table on stdout and
+the Llama-8B MLP shape, and flash attention at sequence 4096; the cost of a system call
+(os.stat); and a LoRA training step of four Llama-8B-shaped layers. Output: a table on stdout and
 probe.json under $OUT.
 """
 
@@ -60,6 +61,36 @@ def attn(n=20):
     torch.cuda.synchronize(); return (time.perf_counter() - t0) / n * 1e3
 attn(3)
 out["attention_ms"] = min(attn() for _ in range(3))
+def syscalls(n=200000):
+    t0 = time.perf_counter()
+    for _ in range(n):
+        os.stat("/")
+    return (time.perf_counter() - t0) / n * 1e6
+out["syscall_us"] = min(syscalls() for _ in range(3))
+# four decoder layers of the Llama-3.1-8B shape, LoRA r8 on every linear layer, non-reentrant
+# gradient checkpointing, AdamW on the adapters: the kit's Llama step at a tenth of its depth
+# (the host-side launch pace matters as it does in the whole model)
+from transformers import LlamaConfig, LlamaForCausalLM
+from peft import LoraConfig, get_peft_model
+torch.manual_seed(0)
+cfg = LlamaConfig(vocab_size=32000, hidden_size=4096, intermediate_size=14336,
+                  num_hidden_layers=4, num_attention_heads=32, num_key_value_heads=8,
+                  max_position_embeddings=4096, rope_theta=500000.0)
+model = LlamaForCausalLM(cfg).to(dev, torch.bfloat16)
+model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.05,
+    target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]))
+opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+ids = torch.randint(0, 32000, (1, 4096), device=dev)
+def step():
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+for _ in range(3):
+    step()
+torch.cuda.synchronize(); t0 = time.perf_counter()
+for _ in range(15):
+    step()
+torch.cuda.synchronize(); out["lora_step_ms"] = (time.perf_counter() - t0) / 15 * 1e3
 libs = set()
 for line in open("/proc/self/maps"):
     p = line.split()[-1]
@@ -117,6 +148,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--image", default="kit-host-stack:local")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--places", default="host,kit,unconfined,host-env")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/out")))
     a = ap.parse_args()
     import docker
@@ -131,6 +163,7 @@ def main() -> int:
         ),
         "host-env": lambda: in_container(client, a.image, {"environment": host_env}),
     }
+    places = {k: v for k, v in places.items() if k in a.places.split(",")}
     found: dict[str, list[dict]] = {name: [] for name in places}
     for r in range(a.rounds):
         for name, probe in places.items():
@@ -140,12 +173,16 @@ def main() -> int:
                 print(f"{name} round {r}: {type(exc).__name__}: {exc}", flush=True)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "probe.json").write_text(json.dumps(found, indent=1))
-    print(f"{'place':<11} {'launch us':>10} {'matmul TFLOP/s':>15} {'attention ms':>13} cpus")
+    print(
+        f"{'place':<11} {'launch us':>10} {'syscall us':>11} {'matmul TFLOP/s':>15} "
+        f"{'attention ms':>13} {'LoRA step ms':>13} cpus"
+    )
     for name, rows in found.items():
         for row in rows:
             print(
-                f"{name:<11} {row['launch_us']:>10.2f} {row['matmul_tflops']:>15.1f} "
-                f"{row['attention_ms']:>13.2f} {row['cpus']}"
+                f"{name:<11} {row['launch_us']:>10.2f} {row['syscall_us']:>11.3f} "
+                f"{row['matmul_tflops']:>15.1f} {row['attention_ms']:>13.2f} "
+                f"{row['lora_step_ms']:>13.1f} {row['cpus']}"
             )
     base = found["host"][0] if found["host"] else None
     for name, rows in found.items():
