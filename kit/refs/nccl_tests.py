@@ -1,7 +1,8 @@
 """nccl-tests output as a per-size reference for a kit sweep.
 
 `parse` reads what all_reduce_perf (and the other *_perf programs) print: the devices and, per
-size, the out-of-place time, algbw and busbw. kit/refs/nccl_tests/*.txt ship the runs made beside
+size, the time and busbw out of place and in place; a kit sweep is compared with the column of
+the placement it timed (its all-reduce is in place). kit/refs/nccl_tests/*.txt ship the runs made beside
 the committed examples (same machine, same session, same NCCL), so a report can name the sizes
 where the kit's own reading falls below nccl-tests', rather than leave a dip unexplained.
 """
@@ -9,7 +10,7 @@ where the kit's own reading falls below nccl-tests', rather than leave a dip une
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 ROW = re.compile(
     r"^\s*(?P<bytes>\d+)\s+(?P<count>\d+)\s+(?P<type>\w+)\s+(?P<redop>\w+)\s+(?P<root>-?\d+)"
     r"\s+(?P<time>[\d.]+)\s+(?P<algbw>[\d.]+)\s+(?P<busbw>[\d.]+)\s+(?P<wrong>\S+)"
+    r"(?:\s+(?P<itime>[\d.]+)\s+(?P<ialgbw>[\d.]+)\s+(?P<ibusbw>[\d.]+)\s+(?P<iwrong>\S+))?"
 )
 DEVICE = re.compile(r"^#\s+Rank\s+\d+ .* device\s+\d+ \[[^\]]*\] (?P<name>.+?)\s*$")
 TEST = re.compile(r"Collective test starting: (?P<test>\w+)")
@@ -26,12 +28,18 @@ BELOW = 0.95
 
 @dataclass(frozen=True)
 class NcclTestsRun:
-    """One nccl-tests run: its program, GPUs and, per size, (time us, busbw GB/s) out of place."""
+    """One nccl-tests run: its program, GPUs and, per size, (time us, busbw GB/s) out of place
+    (`sizes`) and in place (`in_place`: nccl-tests prints both columns)."""
 
     name: str
     test: str
     gpus: list[str]
     sizes: dict[int, tuple[float, float]]
+    in_place: dict[int, tuple[float, float]] = field(default_factory=dict)
+
+    def column(self, placement: str) -> dict[int, tuple[float, float]]:
+        """The column a kit sweep timed with this placement compares with."""
+        return self.in_place if placement == "in-place" else self.sizes
 
     @property
     def gpu(self) -> str:
@@ -40,7 +48,7 @@ class NcclTestsRun:
 
 def parse(text: str, name: str = "") -> NcclTestsRun:
     """The run as nccl-tests printed it (ValueError when no size row is there)."""
-    gpus, sizes, test = [], {}, ""
+    gpus, sizes, in_place, test = [], {}, {}, ""
     for line in text.splitlines():
         if m := TEST.search(line):
             test = m["test"]
@@ -48,9 +56,11 @@ def parse(text: str, name: str = "") -> NcclTestsRun:
             gpus.append(m["name"])
         elif m := ROW.match(line):
             sizes[int(m["bytes"])] = (float(m["time"]), float(m["busbw"]))
+            if m["ibusbw"] is not None:
+                in_place[int(m["bytes"])] = (float(m["itime"]), float(m["ibusbw"]))
     if not sizes:
         raise ValueError(f"{name or 'text'}: no nccl-tests size rows")
-    return NcclTestsRun(name, test, gpus, sizes)
+    return NcclTestsRun(name, test, gpus, sizes, in_place)
 
 
 @cache
@@ -80,14 +90,19 @@ def reference_for(
 
 
 def below(
-    curve: dict[int, dict[str, Any]], ref: NcclTestsRun, share: float = BELOW
+    curve: dict[int, dict[str, Any]],
+    ref: NcclTestsRun,
+    placement: str = "out-of-place",
+    share: float = BELOW,
 ) -> list[tuple[int, float]]:
     """(size, kit busbw / nccl-tests busbw) for every size both measured where the kit reads
-    below `share` of nccl-tests (sizes where nccl-tests reads under 1 GB/s are left out: there
-    the figure is latency, and the time table says it better)."""
+    below `share` of nccl-tests' column of the same placement (sizes where nccl-tests reads
+    under 1 GB/s are left out: there the figure is latency, and the time table says it
+    better)."""
     out = []
+    column = ref.column(placement)
     for size, point in sorted(curve.items()):
-        theirs = ref.sizes.get(size)
+        theirs = column.get(size)
         if theirs and theirs[1] >= 1.0 and point.get("busbw") is not None:
             ratio = point["busbw"] / theirs[1]
             if ratio < share:

@@ -35,6 +35,10 @@ class Sweep:
     bus_factor: str  # "2(n-1)/n": busbw = algbw x this
     size: str  # what a size means (nccl-tests' conventions differ per collective)
     check: str  # what #wrong counts
+    # which of nccl-tests' two columns the timed operation is: "in-place" (one buffer is input
+    # and output) or "out-of-place"; and why, with what became of the other placement
+    placement: str = "out-of-place"
+    placement_why: str = ""
 
 
 @dataclass(frozen=True)

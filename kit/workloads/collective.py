@@ -36,6 +36,9 @@ class CollectiveParams:
     # NCCL's algorithm and protocol per size: one extra untimed call per size with
     # NCCL_DEBUG_SUBSYS=TUNING on (kit/worker/nccl_tuning.py); false skips it.
     log_nccl_choice: bool = True
+    # all-gather and reduce-scatter: also time the in-place form (nccl-tests' second column)
+    # after the out-of-place one at each size; all-reduce is in place already
+    time_in_place: bool = True
 
     def __post_init__(self) -> None:
         check(self.min_bytes >= 1, "min_bytes", "at least 1")

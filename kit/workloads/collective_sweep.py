@@ -44,7 +44,9 @@ class Collective:
     call(output, input): the torch.distributed operation (in_place: one buffer, both)
     expected(ctx, base, chunk) -> the exact output when rank r's input is base x (r + 1)
     in_place: the operation reduces into its input, so the input is refilled between trials
-    (a reduction grows its buffer every call)
+    (a reduction grows its buffer every call); nccl-tests' in-place column
+    also_in_place: an out-of-place collective whose in-place form torch also takes (all-gather,
+    reduce-scatter): timed after it, as nccl-tests' second column
     """
 
     name: str
@@ -54,6 +56,38 @@ class Collective:
     call: Callable[[torch.Tensor, torch.Tensor], Any]
     expected: Callable[[Context, torch.Tensor, int], torch.Tensor]
     in_place: bool = False
+    also_in_place: bool = False  # out of place, and its in-place form is timed after it
+
+    @property
+    def placement(self) -> str:
+        """nccl-tests' column for what `prepare` times: all-reduce's one buffer is in place."""
+        return "in-place" if self.in_place else "out-of-place"
+
+    def _in_place_buffers(
+        self, ctx: Context, chunk: int, buf: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(output, input) inside one buffer, as nccl-tests lays out an in-place split
+        collective: the input is the rank's chunk of the output (all-gather), or the output
+        the rank's chunk of the input (reduce-scatter)."""
+        ins, outs = self.counts(chunk, ctx.world_size)
+        mine = own_chunk(ctx, buf, chunk)
+        return (buf, mine) if outs > ins else (mine, buf)
+
+    def prepare_in_place(self, ctx: Context, chunk: int, dtype: torch.dtype) -> tuple[Op, Op]:
+        """(op, refill) of the in-place form: one buffer, refilled between trials."""
+        buf = torch.ones(max(self.counts(chunk, ctx.world_size)), dtype=dtype, device=ctx.device)
+        out, inp = self._in_place_buffers(ctx, chunk, buf)
+        return (lambda: self.call(out, inp)), (lambda: buf.fill_(1))
+
+    def wrong_in_place(self, ctx: Context, chunk: int, dtype: torch.dtype) -> int:
+        """The #wrong check of the in-place form: the same input pattern, in place."""
+        ins, outs = self.counts(chunk, ctx.world_size)
+        base = pattern(ins, dtype, ctx.device)
+        buf = torch.zeros(max(ins, outs), dtype=dtype, device=ctx.device)
+        out, inp = self._in_place_buffers(ctx, chunk, buf)
+        inp.copy_(base * (ctx.rank + 1))
+        self.call(out, inp)
+        return mismatches(out, self.expected(ctx, base, chunk))
 
     def prepare(self, ctx: Context, chunk: int, dtype: torch.dtype) -> tuple[Op, Op]:
         """(op, refill): the operation on buffers allocated once, and what restores its input."""
@@ -79,10 +113,13 @@ def split_collective(
     counts: Callable[[int, int], tuple[int, int]],
     call: Callable[[torch.Tensor, torch.Tensor], Any],
     expected: Callable[[Context, torch.Tensor, int], torch.Tensor],
+    also_in_place: bool = False,
 ) -> Collective:
     """A collective over a buffer split into world-size chunks (all-gather, reduce-scatter,
     all-to-all): nccl-tests' bus factor (n-1)/n, and size/n whole elements per rank."""
-    return Collective(name, ring_bus_factor, split_layout, counts, call, expected)
+    return Collective(
+        name, ring_bus_factor, split_layout, counts, call, expected, also_in_place=also_in_place
+    )
 
 
 def runner(params: type[CollectiveParams], coll: Collective) -> Callable[..., dict[str, Any]]:
@@ -242,6 +279,63 @@ def _choice(log: TuningLog, ctx: Context, op: Op, graph: Any) -> list[dict[str, 
     return log.choice((lambda: _one_graph(op)) if graph is not None else eager, eager)
 
 
+def _graph_for(
+    ctx: Context, p: CollectiveParams, op: Op, size: int, graphs_ok: bool
+) -> tuple[Any, str, bool]:
+    """(graph or None, timing method, whether graphs still work): sizes up to graph_max_bytes
+    are captured into a CUDA graph; a failed capture drops graphs for the rest of the sweep."""
+    method, graph = "host-clock", None
+    if graphs_ok and (p.timing == "graph" or size <= p.graph_max_bytes):
+        try:
+            graph = _capture(op, p)
+            method = "cuda-graph"
+        except RuntimeError as exc:  # keep measuring; say why graphs were dropped
+            ctx.notes.append(f"CUDA graph capture failed ({exc}); timed with CUDA events")
+            graphs_ok = False
+    if graph is None and ctx.is_cuda:
+        method = "cuda-events"
+    return graph, method, graphs_ok
+
+
+def _trials(ctx: Context, p: CollectiveParams, op: Op, refill: Op, graph: Any) -> list[float]:
+    """Each trial's time per operation, the slowest rank's."""
+    times = []
+    for _ in range(p.trials):
+        refill()
+        if graph is not None:
+            seconds = _time_graph(graph, p)
+        elif ctx.is_cuda:
+            seconds = _time_events(op, p)
+        else:
+            seconds = _time_host(ctx, op, p)
+        times.append(_slowest(ctx, seconds))
+    return times
+
+
+def _in_place(
+    ctx: Context, p: CollectiveParams, coll: Collective, chunk: int, size: int, graphs_ok: bool
+) -> tuple[dict[str, Any], bool]:
+    """The same size in place (nccl-tests' second column), after the timed placement, with its
+    own buffer: checked and timed by the same rules."""
+    dtype = DTYPES[p.dtype]
+    wrong = _total(ctx, coll.wrong_in_place(ctx, chunk, dtype))
+    op, refill = coll.prepare_in_place(ctx, chunk, dtype)
+    graph, method, graphs_ok = _graph_for(ctx, p, op, size, graphs_ok)
+    times = _trials(ctx, p, op, refill, graph)
+    del graph
+    algbw = [size / t / 1e9 for t in times]
+    factor = coll.bus_factor(ctx.world_size)
+    row = {
+        "placement": "in-place",
+        "time_us": [t * 1e6 for t in times],
+        "algbw_gbps": algbw,
+        "busbw_gbps": [a * factor for a in algbw],
+        "wrong": wrong,
+        "timing": method,
+    }
+    return row, graphs_ok
+
+
 def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]:
     """Check and time the collective at every size; the result's metrics and data."""
     dtype = DTYPES[p.dtype]
@@ -262,47 +356,39 @@ def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]
             break
         wrong = _total(ctx, coll.wrong(ctx, chunk, dtype))
         op, refill = coll.prepare(ctx, chunk, dtype)
-        method, graph = "host-clock", None
-        if graphs_ok and (p.timing == "graph" or size <= p.graph_max_bytes):
-            try:
-                graph = _capture(op, p)
-                method = "cuda-graph"
-            except RuntimeError as exc:  # keep measuring; say why graphs were dropped
-                ctx.notes.append(f"CUDA graph capture failed ({exc}); timed with CUDA events")
-                graphs_ok = False
-        if graph is None and ctx.is_cuda:
-            method = "cuda-events"
+        graph, method, graphs_ok = _graph_for(ctx, p, op, size, graphs_ok)
         nccl_calls = _choice(log, ctx, op, graph)
-        times, mono_t0 = [], time.monotonic()
-        for _ in range(p.trials):
-            refill()
-            if graph is not None:
-                seconds = _time_graph(graph, p)
-            elif ctx.is_cuda:
-                seconds = _time_events(op, p)
-            else:
-                seconds = _time_host(ctx, op, p)
-            times.append(_slowest(ctx, seconds))
-        del graph
+        mono_t0 = time.monotonic()
+        times = _trials(ctx, p, op, refill, graph)
+        window = [mono_t0, time.monotonic()]  # the trials, on telemetry's clock
+        del graph, op, refill
         algbw = [size / t / 1e9 for t in times]
         rows.append(
             {
                 "bytes": size,
                 "count": size // elsize,
                 "chunk": chunk,
+                "placement": coll.placement,
                 "time_us": [t * 1e6 for t in times],
                 "algbw_gbps": algbw,
                 "busbw_gbps": [a * factor for a in algbw],
                 "wrong": wrong,
                 "timing": method,
-                "window_monotonic_s": [mono_t0, time.monotonic()],  # the trials, telemetry's clock
+                "window_monotonic_s": window,
             }
         )
         if nccl_calls is not None:  # rank 0 with the log on: what NCCL printed (maybe nothing)
             rows[-1]["nccl_calls"] = nccl_calls
+        also = ""
+        if coll.also_in_place and p.time_in_place:
+            rows[-1]["other"], graphs_ok = _in_place(ctx, p, coll, chunk, size, graphs_ok)
+            other = rows[-1]["other"]
+            also = (
+                f"; in place {statistics.median(other['time_us']):.1f} us, wrong {other['wrong']}"
+            )
         ctx.log(
             f"{coll.name} {size:>12d} B  {statistics.median(times) * 1e6:10.1f} us  "
-            f"busbw {statistics.median(algbw) * factor:8.2f} GB/s  wrong {wrong}  ({method})"
+            f"busbw {statistics.median(algbw) * factor:8.2f} GB/s  wrong {wrong}  ({method}){also}"
         )
     medians = [statistics.median(r["busbw_gbps"]) for r in rows]
     metrics = {

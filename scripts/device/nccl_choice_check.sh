@@ -6,6 +6,8 @@
 #  2. all-reduce with the log on and off (log_nccl_choice false), alternated 3 times: the busbw
 #     per size must not differ beyond run-to-run noise (the log is outside the timed window).
 #  3. the transports NCCL logged on stdout are still there (the lines copied back).
+#  4. all-gather and reduce-scatter: the in-place form timed after the out-of-place one
+#     (#wrong 0 in both), all-reduce labelled in-place.
 # Needs only torch (the machine's own); about 3 minutes on 2x H200.
 # usage (device tool, kind nvidia-h200-x2): command: bash scripts/device/nccl_choice_check.sh
 # on a machine without a GPU (checks the script; gloo: "not logged"):
@@ -79,8 +81,12 @@ for d in sorted(w.iterdir()):
     print(f"   nccl_choice: {data.get('nccl_choice')}")
     for row in rows:
         words = "; ".join(choice_words(c) for c in row.get("nccl_calls") or []) or "-"
-        print(f"   {row['bytes']:>12} B  {statistics.median(row['busbw_gbps']):8.2f} GB/s  "
-              f"{row.get('timing'):12s} {words}")
+        o = row.get("other")
+        inplace = (f"  in-place {statistics.median(o['busbw_gbps']):8.2f} GB/s wrong {o['wrong']}"
+                   if o else "")
+        print(f"   {row['bytes']:>12} B  {row.get('placement', '?'):12s} "
+              f"{statistics.median(row['busbw_gbps']):8.2f} GB/s  wrong {row['wrong']}  "
+              f"{row.get('timing'):12s} {words}{inplace}")
 print("\n== all-reduce busbw, log off against on (3 alternations each), median and range")
 sizes = sorted({b for k, s in summary.items() if k.startswith("ab-") for b in s["sizes"]})
 for b in sizes:

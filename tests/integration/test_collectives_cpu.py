@@ -45,6 +45,18 @@ def test_collective_sweep_on_two_gloo_ranks(kind, tmp_path):
     # NCCL's per-size choice: gloo has none to log, and the sweep makes no extra call for it
     assert data["nccl_choice"] == "not logged: gloo is not NCCL"
     assert not any("nccl_calls" in r for r in rows)
+    # the placement each row timed, as nccl-tests' columns name it; all-gather and
+    # reduce-scatter are out of place and time their in-place form after it, checked too
+    assert {r["placement"] for r in rows} == {"in-place" if kind == "allreduce" else "out-of-place"}
+    if kind in ("all_gather", "reduce_scatter"):
+        for r in rows:
+            o = r["other"]
+            assert o["placement"] == "in-place" and o["wrong"] == 0 and o["timing"] == "host-clock"
+            for t, alg, bus in zip(o["time_us"], o["algbw_gbps"], o["busbw_gbps"], strict=True):
+                assert alg == pytest.approx(r["bytes"] / (t * 1e-6) / 1e9)
+                assert bus == pytest.approx(alg * factor)
+    else:
+        assert not any("other" in r for r in rows)
     # 4 B asks for less than one float32 per rank: one element each, as nccl-tests rounds
     expected_sizes = [4, 32, 256, 2048] if not PER_RANK_CHUNKS[kind] else [8, 32, 256, 2048]
     assert [r["bytes"] for r in rows] == expected_sizes

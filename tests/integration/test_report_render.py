@@ -520,3 +520,34 @@ def test_energy_per_unit_keeps_three_significant_figures(tmp_path):
     render_bundle(Bundle.load(dst))
     text = " ".join(pdf_text(dst / "report.pdf").split())
     assert "0.100 J/token" in text and "0.1 J/token" not in text
+
+
+def test_the_sizes_table_names_each_placement_and_times_both_where_torch_has_both(tmp_path):
+    """A real CPU run of an all-gather and an all-reduce sweep: the all-gather table has
+    nccl-tests' two column groups (out-of-place, then in-place, each with its #wrong) and fits
+    the page; the all-reduce is labelled in-place, with why no out-of-place form is timed."""
+    recipe = tmp_path / "r.yaml"
+    smoke = "{max_bytes: 4096, factor: 8, iters: 2, warmup_iters: 1, trials: 2}"
+    recipe.write_text(
+        "kit: 1\nname: placements\ndescription: both placements\ngpus: 2\nrepeats: 1\n"
+        "variants: [p2p]\nbenchmarks:\n"
+        f"  - kind: all_gather\n    params: {{max_bytes: 4096}}\n    smoke: {smoke}\n"
+        f"  - kind: allreduce\n    params: {{max_bytes: 4096}}\n    smoke: {smoke}\n"
+    )
+    proc = run_kit(
+        "reproduce", str(recipe), "--device", "cpu", "--smoke", "--out", str(tmp_path / "b")
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    html = (tmp_path / "b" / "report.html").read_text()
+    assert (
+        '<th colspan="2">float32, sum</th><th colspan="4">out-of-place</th>'
+        '<th colspan="4">in-place</th>' in html
+    )
+    assert '<th colspan="4"></th><th colspan="4">in-place</th>' in html  # the all-reduce
+    text = " ".join(pdf_text(tmp_path / "b" / "report.pdf").split())
+    assert "Timed out-of-place: all_gather_into_tensor gathers a separate send buffer" in text
+    assert "The second group of columns: the in-place form" in text
+    assert "Timed in-place: torch's dist.all_reduce reduces its one buffer in place" in text
+    assert "torch has no out-of-place all-reduce" in text
+    assert "does not time in-place" not in text
+    assert text_past_right_margin(tmp_path / "b" / "report.pdf") == []

@@ -159,5 +159,17 @@ def test_the_shared_check_counts_what_the_call_got_wrong(tmp_path):
             assert dataclasses.replace(c, call=corrupt).wrong(ctx, 10, torch.float32) == 1, kind
             op, refill = c.prepare(ctx, 10, torch.float32)
             op(), refill()  # the buffers the sweep times, allocated once
+            assert c.placement == ("in-place" if c.in_place else "out-of-place"), kind
+            if c.also_in_place:  # all-gather, reduce-scatter: the in-place form, checked too
+                assert c.wrong_in_place(ctx, 10, torch.float32) == 0, kind
+                bad = dataclasses.replace(c, call=corrupt)
+                assert bad.wrong_in_place(ctx, 10, torch.float32) == 1, kind
+                op, refill = c.prepare_in_place(ctx, 10, torch.float32)
+                op(), refill()
+        assert {k for k in COLLECTIVES if _worker(k).COLLECTIVE.also_in_place} == {
+            "all_gather",
+            "reduce_scatter",
+        }
+        assert _worker("allreduce").COLLECTIVE.placement == "in-place"
     finally:
         dist.destroy_process_group()

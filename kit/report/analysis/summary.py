@@ -349,8 +349,12 @@ def below_nccl_tests(
     if ref is None:
         return ""
     curve = sweep_curves(bench)["curves"].get(v.name) or {}
-    low = below(curve, ref)
-    where = f"nccl-tests {ref.test} on {gpus}x {ref.gpu} (kit/refs/nccl_tests/{ref.name})"
+    placement = bench.spec.sweep.placement if bench.spec and bench.spec.sweep else "out-of-place"
+    low = below(curve, ref, placement)
+    where = (
+        f"nccl-tests {ref.test} on {gpus}x {ref.gpu}, its {placement} column "
+        f"(kit/refs/nccl_tests/{ref.name})"
+    )
     if not low:
         return f"within {1 - BELOW:.0%} of {where} at every size it moved 1 GB/s or more"
     sizes = ", ".join(f"{_bytes(size)} ({ratio:.2f}x)" for size, ratio in low)

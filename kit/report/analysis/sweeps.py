@@ -29,6 +29,8 @@ def sweep_curves(bench: Benchmark) -> dict[str, Any]:
                 per[b]["timing"].append(row.get("timing") or "")
                 per[b]["count"].append(int(row.get("count") or 0))
                 per[b]["nccl"].extend(choice_words(c) for c in row.get("nccl_calls") or [])
+                if other := row.get("other"):  # the other placement, timed after this one
+                    per[b]["other"].append(other)
         curves[v.name] = {
             b: {
                 "busbw": statistics.median(d["busbw"]),
@@ -44,10 +46,25 @@ def sweep_curves(bench: Benchmark) -> dict[str, Any]:
                 "count": max(d["count"]) or None,
                 # what NCCL's TUNING log said it picked, every distinct answer over the repeats
                 "nccl": sorted(set(d["nccl"])),
+                "other": _other(d["other"]),
             }
             for b, d in per.items()
         }
     return {"sizes": sorted(sizes), "curves": curves}
+
+
+def _other(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The other placement at one size over the repeats (median of each repeat's median), or
+    None where no run timed it."""
+    if not rows:
+        return None
+    return {
+        "placement": rows[0].get("placement") or "in-place",
+        "time": statistics.median(statistics.median(r["time_us"]) for r in rows),
+        "algbw": statistics.median(statistics.median(r["algbw_gbps"]) for r in rows),
+        "busbw": statistics.median(statistics.median(r["busbw_gbps"]) for r in rows),
+        "wrong": sum(int(r.get("wrong") or 0) for r in rows),
+    }
 
 
 def nccl_setup(bench: Benchmark) -> dict[str, str]:

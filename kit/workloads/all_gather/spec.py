@@ -16,5 +16,8 @@ SPEC = collective_spec(
         size="Size, as all_gather_perf prints it: the gathered output; each rank sends size/n.",
         check="each rank sends a known pattern times (rank + 1); elements of the gathered "
         "output that differ from what their rank sent are counted",
+        placement="out-of-place",
+        placement_why="all_gather_into_tensor gathers a separate send buffer into the output: nccl-tests' "
+        "out-of-place column",
     ),
 )

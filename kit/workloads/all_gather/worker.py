@@ -23,5 +23,6 @@ COLLECTIVE = split_collective(
     counts=lambda chunk, n: (chunk, chunk * n),
     call=dist.all_gather_into_tensor,
     expected=expected,
+    also_in_place=True,
 )
 run = runner(AllGatherParams, COLLECTIVE)

@@ -16,5 +16,9 @@ SPEC = collective_spec(
         size="Size: the buffer every rank contributes and receives, summed over the ranks.",
         check="each rank contributes a known pattern times (rank + 1); elements that differ "
         "from the exact sum are counted",
+        placement="in-place",
+        placement_why="torch's dist.all_reduce reduces its one buffer in place, so this is nccl-tests' "
+        "in-place column; torch has no out-of-place all-reduce (its functional all_reduce copies "
+        "the input, then reduces the copy in place), so the out-of-place column is not timed",
     ),
 )

@@ -24,5 +24,6 @@ COLLECTIVE = split_collective(
     counts=lambda chunk, n: (chunk * n, chunk),
     call=dist.reduce_scatter_tensor,
     expected=expected,
+    also_in_place=True,
 )
 run = runner(ReduceScatterParams, COLLECTIVE)
