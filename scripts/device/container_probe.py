@@ -13,6 +13,7 @@ that differ in one thing each, interleaved round by round:
   unconfined  the same, with Docker's seccomp filter off (every system call otherwise passes
               a BPF filter: the CUDA driver's ioctls too)
   host-env    the same as kit, with the host's environment variables copied in
+  privileged  the same as kit, privileged (no seccomp, every capability, every device)
 
 The probe prints: the environment variables, the CPUs it may use, the shared libraries torch
 loaded (cuBLAS, cuDNN, NCCL: a container may find other copies than the host), and three
@@ -35,6 +36,16 @@ PROBE = r"""
 import json, os, time, torch
 import torch.nn.functional as F
 out = {"cpus": len(os.sched_getaffinity(0)), "env": dict(sorted(os.environ.items()))}
+out["status"] = {k: v.strip() for k, v in (l.split(":", 1) for l in open("/proc/self/status"))
+                 if k in ("Seccomp", "NoNewPrivs", "Speculation_Store_Bypass",
+                          "SpeculationIndirectBranch", "Cpus_allowed_list")}
+out["cgroup"] = open("/proc/self/cgroup").read().strip()
+def python_loop(n=3_000_000):
+    t0 = time.perf_counter(); d = {}
+    for i in range(n):
+        d[i & 1023] = i * 2
+    return (time.perf_counter() - t0) / n * 1e9
+out["python_ns"] = min(python_loop() for _ in range(3))
 dev = torch.device("cuda")
 x = torch.zeros(16, device=dev)
 def launches(n=20000):
@@ -162,11 +173,15 @@ def main() -> int:
             client, a.image, {"security_opt": ["seccomp=unconfined"]}
         ),
         "host-env": lambda: in_container(client, a.image, {"environment": host_env}),
+        "privileged": lambda: in_container(client, a.image, {"privileged": True}),
     }
     places = {k: v for k, v in places.items() if k in a.places.split(",")}
     found: dict[str, list[dict]] = {name: [] for name in places}
+    names = list(places)
     for r in range(a.rounds):
-        for name, probe in places.items():
+        # each round starts one place later, so no place always runs first (or on a warmer GPU)
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            probe = places[name]
             try:
                 found[name].append(probe())
             except Exception as exc:  # one place failing must not hide the others
@@ -174,13 +189,14 @@ def main() -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "probe.json").write_text(json.dumps(found, indent=1))
     print(
-        f"{'place':<11} {'launch us':>10} {'syscall us':>11} {'matmul TFLOP/s':>15} "
-        f"{'attention ms':>13} {'LoRA step ms':>13} cpus"
+        f"{'place':<11} {'launch us':>10} {'syscall us':>11} {'python ns':>10} "
+        f"{'matmul TFLOP/s':>15} {'attention ms':>13} {'LoRA step ms':>13} cpus"
     )
     for name, rows in found.items():
         for row in rows:
             print(
                 f"{name:<11} {row['launch_us']:>10.2f} {row['syscall_us']:>11.3f} "
+                f"{row['python_ns']:>10.1f} "
                 f"{row['matmul_tflops']:>15.1f} {row['attention_ms']:>13.2f} "
                 f"{row['lora_step_ms']:>13.1f} {row['cpus']}"
             )
@@ -198,6 +214,7 @@ def main() -> int:
         print(f"{name}: env only here: {only_here}; differing: {differ}")
         for k in differ:
             print(f"   {k}: host={base['env'][k][:200]!r} here={env[k][:200]!r}")
+        print(f"{name}: {rows[0]['status']} cgroup {rows[0]['cgroup']}")
         if rows[0]["libs"] != base["libs"]:
             print(f"{name}: libraries differ:\n   host {base['libs']}\n   here {rows[0]['libs']}")
         else:
