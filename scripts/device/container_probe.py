@@ -155,6 +155,14 @@ def in_container(client, image: str, extra: dict) -> dict:
         c.remove(force=True)
 
 
+def row_text(name: str, row: dict) -> str:
+    return (
+        f"{name:<11} {row['launch_us']:>10.2f} {row['syscall_us']:>11.3f} "
+        f"{row['python_ns']:>10.1f} {row['matmul_tflops']:>15.1f} {row['attention_ms']:>13.2f} "
+        f"{row['lora_step_ms']:>13.1f} {row['cpus']}"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--image", default="kit-host-stack:local")
@@ -186,6 +194,11 @@ def main() -> int:
                 found[name].append(probe())
             except Exception as exc:  # one place failing must not hide the others
                 print(f"{name} round {r}: {type(exc).__name__}: {exc}", flush=True)
+                continue
+            print(f"round {r} {row_text(name, found[name][-1])}", flush=True)
+            # kept as it goes: a call killed at its limit keeps the rows it has
+            a.out.mkdir(parents=True, exist_ok=True)
+            (a.out / "probe.json").write_text(json.dumps(found, indent=1))
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "probe.json").write_text(json.dumps(found, indent=1))
     print(
@@ -194,12 +207,7 @@ def main() -> int:
     )
     for name, rows in found.items():
         for row in rows:
-            print(
-                f"{name:<11} {row['launch_us']:>10.2f} {row['syscall_us']:>11.3f} "
-                f"{row['python_ns']:>10.1f} "
-                f"{row['matmul_tflops']:>15.1f} {row['attention_ms']:>13.2f} "
-                f"{row['lora_step_ms']:>13.1f} {row['cpus']}"
-            )
+            print(row_text(name, row))
     base = found["host"][0] if found["host"] else None
     for name, rows in found.items():
         if not rows or base is None:
