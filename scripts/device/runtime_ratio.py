@@ -91,7 +91,7 @@ def main() -> int:
             f"| {key[0]} | {key[1]} | {metric} ({unit}) | {', '.join(f'{x:.1f}' for x in d)} "
             f"| {', '.join(f'{x:.1f}' for x in h)} | {ratio} |"
         )
-    lines += ["", "P2P effect (p2p / no-p2p, paired by round) on each runtime:", ""]
+    effects = []
     for bench, metric in sorted({(k[0], k[2]) for k in units}):
         on, off = (bench, "p2p", metric), (bench, "no-p2p", metric)
         if on not in units or off not in units:
@@ -100,7 +100,9 @@ def main() -> int:
             pairs = [(r[on], r[off]) for r in rs if on in r and off in r]
             if pairs:
                 ratio = paired_ratio([p for p, _ in pairs], [q for _, q in pairs])
-                lines.append(f"- {bench}, {metric}, {name}: {fmt(ratio)}")
+                effects.append(f"- {bench}, {metric}, {name}: {fmt(ratio)}")
+    if effects:
+        lines += ["", "P2P effect (p2p / no-p2p, paired by round) on each runtime:", "", *effects]
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:
