@@ -6,18 +6,16 @@
 NCCL_TESTS_DIR holds `<program>-<variant>.txt` (all_reduce_perf-p2p.txt, ...), what
 scripts/device/multi_gpu.sh writes. For each collective and variant, per size from 1 MiB up: the
 kit's busbw (median over repeats of each repeat's median trial) over nccl-tests' busbw in the
-column that times what the kit times (torch's all_reduce works in place: nccl-tests' in-place
-column; all-gather, reduce-scatter and all-to-all take a separate output: the out-of-place
-column). PASS when every size from 1 MiB up reads at least 0.97x, and the kit's headline (busbw
+column that times what the kit times (each workload's spec names its placement: torch's
+all_reduce works in place, all-gather, reduce-scatter and all-to-all take a separate output). PASS when every size from 1 MiB up reads at least 0.97x, and the kit's headline (busbw
 at the largest size) lies on the plateau (within 3% of the sweep's highest busbw).
-Standard library only, plus the kit's own nccl-tests row pattern.
+nccl-tests' output is read by the kit's own parser (kit.refs.nccl_tests).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 from pathlib import Path
@@ -25,36 +23,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from kit.refs.nccl_tests import ROW  # noqa: E402
+from kit.refs.nccl_tests import parse  # noqa: E402
+from kit.workloads.registry import spec  # noqa: E402
 
-PROGRAMS = {  # the kit's kind -> nccl-tests' program, and the column that times what the kit times
-    "allreduce": ("all_reduce_perf", "in-place"),
-    "all_gather": ("all_gather_perf", "out-of-place"),
-    "reduce_scatter": ("reduce_scatter_perf", "out-of-place"),
-    "alltoall": ("alltoall_perf", "out-of-place"),
-}
+KINDS = ["allreduce", "all_gather", "reduce_scatter", "alltoall"]
 FLOOR = 0.97
 FROM_BYTES = 1 << 20
 PLATEAU = 0.97
-# the in-place half of a row: time, algbw, busbw, #wrong after the out-of-place half
-IN_PLACE = re.compile(
-    r"\s+(?P<time>[\d.]+)\s+(?P<algbw>[\d.]+)\s+(?P<busbw>[\d.]+)\s+(?P<wrong>\S+)\s*$"
-)
 
 
-def nccl_tests_rows(text: str) -> dict[int, dict[str, float]]:
-    """A *_perf output -> {bytes: {out-of-place busbw, in-place busbw, and their times}}."""
-    rows: dict[int, dict[str, float]] = {}
-    for line in text.splitlines():
-        m = ROW.match(line)
-        if not m:
-            continue
-        row = {"out-of-place": float(m["busbw"]), "out-of-place time": float(m["time"])}
-        rest = IN_PLACE.match(line[m.end() :])
-        if rest:
-            row |= {"in-place": float(rest["busbw"]), "in-place time": float(rest["time"])}
-        rows[int(m["bytes"])] = row
-    return rows
+def program_and_column(kind: str) -> tuple[str, str]:
+    """The nccl-tests program a kind follows and the column it times, from its workload spec."""
+    sweep = spec(kind).sweep
+    return sweep.tool, sweep.placement
 
 
 def kit_rows(results: dict, kind: str, variant: str) -> dict[int, tuple[float, float]]:
@@ -72,6 +53,9 @@ def kit_rows(results: dict, kind: str, variant: str) -> dict[int, tuple[float, f
         b = statistics.median(statistics.median(r["data"]["sizes"][i]["busbw_gbps"]) for r in runs)
         out[size["bytes"]] = (t, b)
     return out
+
+
+OTHER = {"in-place": "out-of-place", "out-of-place": "in-place"}
 
 
 def human(n: int) -> str:
@@ -92,7 +76,8 @@ def compare(bundle: Path, refs: Path) -> tuple[str, dict]:
         "highest busbw.\n",
     ]
     summary: dict = {}
-    for kind, (program, column) in PROGRAMS.items():
+    for kind in KINDS:
+        program, column = program_and_column(kind)
         for variant in variants:
             kit = kit_rows(results, kind, variant)
             ref_file = refs / f"{program}-{variant}.txt"
@@ -102,7 +87,8 @@ def compare(bundle: Path, refs: Path) -> tuple[str, dict]:
                     f"({'no kit run' if not kit else f'no {ref_file.name}'})\n"
                 )
                 continue
-            ref = nccl_tests_rows(ref_file.read_text())
+            run = parse(ref_file.read_text(), ref_file.name)
+            ref, other_ref = run.column(column), run.column(OTHER[column])
             lines += [
                 f"\n## {kind}, {variant} (nccl-tests {program}, {column} column)\n",
                 "| size | kit time (us) | nccl-tests time (us) | kit busbw (GB/s) "
@@ -111,15 +97,14 @@ def compare(bundle: Path, refs: Path) -> tuple[str, dict]:
             ]
             ratios = []
             for size in sorted(kit):
-                if size < FROM_BYTES or size not in ref or column not in ref[size]:
+                if size < FROM_BYTES or size not in ref:
                     continue
-                (kt, kb), r = kit[size], ref[size]
-                other = "in-place" if column == "out-of-place" else "out-of-place"
-                ratio = kb / r[column] if r[column] else float("nan")
+                (kt, kb), (rt, rb) = kit[size], ref[size]
+                ratio = kb / rb if rb else float("nan")
                 ratios.append((size, ratio))
                 lines.append(
-                    f"| {human(size)} | {kt:.1f} | {r[column + ' time']:.1f} | {kb:.2f} | "
-                    f"{r[column]:.2f} | {r.get(other, float('nan')):.2f} | {ratio:.3f} |"
+                    f"| {human(size)} | {kt:.1f} | {rt:.1f} | {kb:.2f} | {rb:.2f} | "
+                    f"{other_ref.get(size, (0, float('nan')))[1]:.2f} | {ratio:.3f} |"
                 )
             largest = max(kit)
             peak = max(b for _, b in kit.values())

@@ -1,0 +1,75 @@
+"""The device harness's comparison scripts, on committed bundles and shipped nccl-tests runs.
+
+collectives_check.py and runtime_ratio.py judge what a device call brings back; here they read
+real recorded data (the 2x H200 all-reduce example with the nccl-tests runs of its session, and
+the interleaved H100 container rounds), so a change that breaks their reading fails on the CPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts/device" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+cc = _load("collectives_check")
+ROUNDS = ROOT / "reports/measurements/2026-11-24-h100x1-llama-container-rounds/bundles"
+
+
+def test_each_collective_is_judged_on_the_column_its_spec_names() -> None:
+    assert cc.program_and_column("allreduce") == ("all_reduce_perf", "in-place")
+    assert cc.program_and_column("all_gather") == ("all_gather_perf", "out-of-place")
+    assert cc.program_and_column("reduce_scatter") == ("reduce_scatter_perf", "out-of-place")
+    assert cc.program_and_column("alltoall") == ("alltoall_perf", "out-of-place")
+
+
+def test_collectives_check_judges_the_in_place_column(tmp_path: Path) -> None:
+    refs = tmp_path / "refs"
+    refs.mkdir()
+    for variant in ("p2p", "no-p2p"):
+        shutil.copy(
+            ROOT / f"kit/refs/nccl_tests/nccl-tests-{variant}-2gpu-h200.txt",
+            refs / f"all_reduce_perf-{variant}.txt",
+        )
+    text, summary = cc.compare(ROOT / "reports/examples/h200x2-allreduce", refs)
+    assert "allreduce, p2p (nccl-tests all_reduce_perf, in-place column)" in text
+    # the 1 MiB row: kit 26.6 us, nccl-tests in place 14.77 us / 71.00 GB/s, out of place 71.07
+    assert "| 1 MiB | 26.6 | 14.8 | 39.35 | 71.00 | 71.07 | 0.554 |" in text
+    # the committed example's 1 MiB reading (39.35 GB/s) against nccl-tests' in-place 71.00
+    assert summary["allreduce/p2p"]["lowest_at_bytes"] == 1 << 20
+    assert round(summary["allreduce/p2p"]["lowest_ratio"], 3) == 0.554
+    assert summary["allreduce/p2p"]["pass"] is False
+    assert summary["allreduce/p2p"]["on_plateau"] is True
+    # the collectives the bundle did not run are named, not judged
+    assert "all_gather, p2p: not compared (no kit run)" in text
+    assert set(summary) == {"allreduce/p2p", "allreduce/no-p2p"}
+
+
+def test_runtime_ratio_pairs_rounds_in_the_order_they_ran(tmp_path: Path) -> None:
+    bundles = sorted(ROUNDS.iterdir(), reverse=True)  # any order on the command line
+    out = tmp_path / "ratio.md"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/device/runtime_ratio.py"), *map(str, bundles),
+         "--out", str(out)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    text = out.read_text()
+    assert text.strip() in proc.stdout  # the file holds what was printed
+    assert "Bundles: 6 docker, 6 host" in text
+    # the first container round ran first: 6709.4 tokens/s, then the host's 6542.0
+    assert "| 6709.4, 6582.3, 6521.8, 6390.4, 6532.0, 6787.1 |" in text
+    assert "| 6542.0, 6715.3, 6724.2, 6638.0, 6737.5, 6777.2 |" in text
+    assert "throughput_window (tokens/s)" in text
+    assert "0.975x" in text
+    assert "P2P effect" not in text  # one variant: nothing to pair
