@@ -404,17 +404,19 @@ def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]
         "dtype": p.dtype,
         "bus_factor": factor,
         "sizes": rows,
-        "nccl_choice": _choice_note(log, coll, rows),
+        "nccl_choice": _choice_note(log, coll, rows, ctx.world_size),
     }
     log.close()
     return {"metrics": metrics, "data": data}
 
 
-def _choice_note(log: TuningLog, coll: Collective, rows: list[dict[str, Any]]) -> str:
+def _choice_note(log: TuningLog, coll: Collective, rows: list[dict[str, Any]], world: int) -> str:
     """How the rows' `nccl_calls` were read, or why there are none, in the report's words."""
     if log.reason:
         return log.reason
     if not any(r.get("nccl_calls") for r in rows):
+        if world == 1:  # seen on one H100, NCCL 2.28.9: the TUNING log names no algorithm
+            return "not logged: on one rank NCCL copies locally and chooses no algorithm"
         if coll.name == "alltoall":
             return (
                 "not logged by this NCCL: all-to-all runs as NCCL send/receive pairs, for "

@@ -135,3 +135,18 @@ def test_no_writable_temporary_directory_means_not_logged(monkeypatch) -> None:
     monkeypatch.setattr(tempfile, "tempdir", "/proc/kit-no-such-dir")
     log = TuningLog(0, True)
     assert log.reset is None and log.reason.startswith("not logged: no file for NCCL's log")
+
+
+def test_one_rank_is_said_to_choose_no_algorithm() -> None:
+    """On one rank NCCL copies locally: its TUNING log names no algorithm (one H100, NCCL
+    2.28.9); the note says why rather than blaming the NCCL version."""
+    from kit.worker.nccl_tuning import TuningLog
+    from kit.workloads.allreduce.worker import COLLECTIVE
+    from kit.workloads.collective_sweep import _choice_note
+
+    rows = [{"bytes": 8, "nccl_calls": []}]
+    log = TuningLog(rank=1, enabled=False)
+    assert _choice_note(log, COLLECTIVE, rows, 1) == (
+        "not logged: on one rank NCCL copies locally and chooses no algorithm"
+    )
+    assert _choice_note(log, COLLECTIVE, rows, 2).startswith("not logged by this NCCL")
