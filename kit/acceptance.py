@@ -103,15 +103,21 @@ def decide(
         tolerance=tolerance,
     )
     if not s.is_ci:
-        more = max(MIN_RUNS - s.n, _more_repeats(values, thr) or 0)
+        projected = _more_repeats(values, thr)
+        more = max(MIN_RUNS - s.n, projected or 0)
+        settle = (
+            f"about {more} more run{'s' if more > 1 else ''} would settle it at this spread"
+            if projected is not None
+            else f"{more} more run{'s' if more > 1 else ''} would give an interval"
+        )
         return Decision(
             UNDECIDED,
             low=None,
             high=None,
             interval=s.label,
             reason=(
-                f"{s.n} run{'s' if s.n > 1 else ''} give no confidence interval ({s.label}); "
-                f"median {_n(s.median)} {unit} against {limit}"
+                f"{s.n} run{'s give' if s.n > 1 else ' gives'} no confidence interval ({s.label}); "
+                f"median {_n(s.median)} {unit} against {limit}; {settle}"
             ),
             more_repeats=more,
             **base,

@@ -51,11 +51,15 @@ fmt_num = plots.fmt_num
 
 
 def display(value: float | None, unit: str) -> tuple[str, str]:
-    """(number, unit) for a table: fractions as percent."""
+    """(number, unit) for a table: fractions as percent, with three significant digits under
+    10% (9.61, 0.178) so that a spread is not printed away ("0.2 to 0.2" at a CV of 4%)."""
     if value is None:
         return "-", unit
     if unit == "fraction":
-        return f"{value * 100:.1f}", "%"
+        pct = value * 100
+        if pct == 0 or abs(pct) >= 10:
+            return f"{pct:.1f}", "%"
+        return (f"{pct:.2f}" if abs(pct) >= 1 else f"{pct:.3g}"), "%"
     return fmt_num(value), unit
 
 

@@ -32,7 +32,7 @@ the headline is the throughput over the whole window, not the median step{% if a
 runs did, so this bundle's headline is the throughput over the whole window{% endif %}.
 A run is flagged as not at steady state when the median step time of the
 second half of its timed window differs from the first half's by more than {{ (me.drift * 100)|round|int }}%.
-{% if a.flops_formula %}Model FLOPs per token: {{ a.flops_formula }}; utilisation (MFU) = model FLOPs
+{% if a.flops_formula %}Model FLOPs{% if " per " not in a.flops_formula %} per token{% endif %}: {{ a.flops_formula }}; utilisation (MFU) = model FLOPs
 per step over the median step time, over the GPUs' dense peak for the run's precision{% if a.peak %} ({{ a.peak }}){% endif %}.{% endif %}
 {% if a.energy == ["counter"] %}Energy per unit of work is the difference of NVML's total-energy counter
 (nvmlDeviceGetTotalEnergyConsumption) of every GPU, read at each run's timed window edges

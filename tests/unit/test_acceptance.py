@@ -43,7 +43,10 @@ def test_fewer_than_three_runs_are_undecided_with_the_runs_to_add():
     d = decide([200.0, 201.0], 100.0, 0.0, True)
     assert d.verdict == UNDECIDED and d.more_repeats == 1 and d.low is None
     assert "range of 2 runs" in d.reason and "no confidence interval" in d.reason
-    assert decide([200.0], 100.0, 0.0, True).more_repeats == 2
+    assert "about 1 more run would settle it" in d.reason  # the page and the JSON agree
+    one = decide([200.0], 100.0, 0.0, True)
+    assert one.more_repeats == 2 and "1 run gives no" in one.reason
+    assert one.reason.endswith("2 more runs would give an interval")
 
 
 def test_the_projected_repeats_settle_it_at_the_same_spread():
@@ -243,4 +246,6 @@ def test_the_sizes_below_nccl_tests_are_named():
         "1 MiB (0.55x)" in p2p.below_reference
         and "nccl-tests-p2p-2gpu-h200" in p2p.below_reference
         and "its in-place column" in p2p.below_reference
+        # sizes where nccl-tests reads under 1 GB/s are left out, and the sentence says so
+        and "moved 1 GB/s or more" in p2p.below_reference
     )

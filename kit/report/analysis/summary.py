@@ -358,7 +358,10 @@ def below_nccl_tests(
     if not low:
         return f"within {1 - BELOW:.0%} of {where} at every size it moved 1 GB/s or more"
     sizes = ", ".join(f"{_bytes(size)} ({ratio:.2f}x)" for size, ratio in low)
-    return f"below {BELOW:.0%} of {where} at {sizes}"
+    return (
+        f"below {BELOW:.0%} of {where} at {sizes} (of the sizes where nccl-tests moved 1 GB/s "
+        "or more; under that the figure is latency: see the time column)"
+    )
 
 
 def against_published(

@@ -13,7 +13,8 @@ SPEC = collective_spec(
         op="all-reduce",
         tool="all_reduce_perf",
         bus_factor="2(n-1)/n",
-        size="Size: the buffer every rank contributes and receives, summed over the ranks.",
+        size="Size, as all_reduce_perf prints it: the buffer each rank contributes and gets back "
+        "reduced (count elements per rank, not summed over the ranks).",
         check="each rank contributes a known pattern times (rank + 1); elements that differ "
         "from the exact sum are counted",
         placement="in-place",

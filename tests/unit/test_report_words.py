@@ -1,0 +1,55 @@
+"""Words the report prints beside its numbers: each checked against a committed bundle's raw
+samples, so a label that misstates what was measured fails here (review of issue 22)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+
+from kit.report import render
+from kit.report.method import method_view
+from tests.unit.test_report_analysis import EXAMPLES, load
+
+RESNET = EXAMPLES / "h200x2-resnet-ddp"
+ALLREDUCE = EXAMPLES / "h200x2-allreduce"
+
+
+def test_a_percentage_keeps_the_spread_its_cv_reports():
+    """ResNet-18's MFU is 0.178% to 0.189% (CV 4%): one decimal printed "0.2 to 0.2"."""
+    assert render.display(0.26031, "fraction") == ("26.0", "%")
+    assert render.display(0.096060, "fraction")[0] == "9.61"
+    lo, hi = render.display(0.0017823, "fraction")[0], render.display(0.0018924, "fraction")[0]
+    assert (lo, hi) == ("0.178", "0.189")
+    assert render.display(0.0, "fraction")[0] == "0.0"
+
+
+@pytest.mark.skipif(not RESNET.is_dir(), reason="the ResNet example is not here")
+def test_resnet_mfu_interval_is_not_printed_away():
+    runs = json.loads((RESNET / "results.json").read_text())["runs"]
+    mfu = sorted(r["metrics"]["mfu"]["value"] for r in runs
+                 if r["benchmark"] == "resnet18-32" and r["variant"] == "p2p")  # fmt: skip
+    shown = [render.display(x, "fraction")[0] for x in mfu]
+    assert statistics.stdev(mfu) / statistics.mean(mfu) > 0.03 and len(set(shown)) == 2
+
+
+@pytest.mark.skipif(
+    not (RESNET.is_dir() and ALLREDUCE.is_dir()), reason="the examples are not here"
+)
+def test_method_names_the_unit_of_the_flop_count_and_the_all_reduce_size():
+    env = render.jinja_env()
+    _, resnet = load("h200x2-resnet-ddp", EXAMPLES)
+    text = " ".join(str(w["html"]) for w in method_view(resnet, env)["workloads"])
+    assert "per image" in text and "FLOPs per token" not in text
+    _, llama = load("h200x2-fsdp-llama", EXAMPLES)
+    text = " ".join(str(w["html"]) for w in method_view(llama, env)["workloads"])
+    assert "Model FLOPs per token: 4 N_mm" in text
+    _, allreduce = load("h200x2-allreduce", EXAMPLES)
+    text = " ".join(str(w["html"]) for w in method_view(allreduce, env)["workloads"])
+    # nccl-tests' all-reduce size is one rank's buffer: 8 B is 2 float32 elements per rank
+    runs = json.loads((ALLREDUCE / "results.json").read_text())["runs"]
+    row = runs[0]["data"]["sizes"][0]
+    assert row["bytes"] == row["count"] * 4
+    assert "summed over the ranks" not in text.replace("not summed over the ranks", "")
+    assert "count elements per rank" in text
