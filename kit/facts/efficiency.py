@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kit.facts.window import WindowFacts, window_facts, window_label
+from kit.model import RunResult
 from kit.shared.gpu_specs import pcie_gbs, peak_flops, spec_for
 
 KWH_J = 3.6e6
@@ -51,19 +52,16 @@ class Energy:
         return asdict(self)
 
 
-def window_units(run: Mapping[str, Any]) -> tuple[float, str] | None:
+def window_units(run: RunResult) -> tuple[float, str] | None:
     """(units of work in the timed window, unit) of a training result: per-step units x steps."""
-    data = run.get("data") or {}
-    unit = data.get("unit")
-    per_step, steps = data.get(f"{unit}_per_step"), data.get("steps")
+    unit = run.data.unit
+    per_step, steps = run.data.extra(f"{unit}_per_step"), run.data.steps
     if not unit or not isinstance(per_step, int | float) or not isinstance(steps, int):
         return None
     return float(per_step) * steps, unit
 
 
-def energy_per_unit(
-    run: Mapping[str, Any], hardware: Mapping[str, Any] | None = None
-) -> Energy | None:
+def energy_per_unit(run: RunResult, hardware: Mapping[str, Any] | None = None) -> Energy | None:
     """Joules per token/image/sample and units per kWh over the run's timed window, or None
     (not a training result, no energy reading, no window).
 
@@ -74,10 +72,10 @@ def energy_per_unit(
         return None
     facts = window_facts(run, hardware)
     units, unit = work
-    counter = (run.get("data") or {}).get("energy_counter") or {}
+    counter = run.data.extra("energy_counter") or {}
     if counter.get("complete") and (counter.get("energy_j") or 0) > 0:
         energy_j, gpus = float(counter["energy_j"]), len(counter.get("gpus") or [])
-        world = int(run.get("world_size") or gpus)
+        world = run.world_size or gpus
         return Energy(
             unit=unit,
             units=units,
@@ -97,7 +95,7 @@ def energy_per_unit(
         )
     if facts is None or facts.energy_j <= 0:
         return None
-    world = int(run.get("world_size") or facts.gpus)
+    world = run.world_size or facts.gpus
     return Energy(
         unit=unit,
         units=units,
@@ -150,19 +148,19 @@ def scaling_efficiency(throughput_a: float, gpus_a: int, throughput_b: float, gp
     return (throughput_a / gpus_a) / (throughput_b / gpus_b)
 
 
-def mfu_basis(run: Mapping[str, Any], dtype: str | None = None) -> dict[str, Any] | None:
+def mfu_basis(run: RunResult, dtype: str | None = None) -> dict[str, Any] | None:
     """MFU with its peak named: {mfu, dtype, peak_flops_per_gpu, source, gpus}, or None.
 
     Uses the peak the worker recorded when present (it is what the MFU was divided by), else
     the table's row for the run's GPU and `dtype` (default: the run's precision).
     """
-    data = run.get("data") or {}
-    mfu, dtype = data.get("mfu"), dtype or data.get("precision")
+    data = run.data
+    mfu, dtype = data.extra("mfu"), dtype or data.extra("precision")
     if mfu is None or not dtype:
         return None
-    peak, source = data.get("peak_flops_per_gpu"), data.get("peak_flops_source")
+    peak, source = data.extra("peak_flops_per_gpu"), data.extra("peak_flops_source")
     if not peak:
-        found = peak_flops(data.get("gpu"), dtype)
+        found = peak_flops(data.extra("gpu"), dtype)
         if found is None:
             return None
         peak, source = found
@@ -171,7 +169,7 @@ def mfu_basis(run: Mapping[str, Any], dtype: str | None = None) -> dict[str, Any
         "dtype": dtype,
         "peak_flops_per_gpu": peak,
         "source": source,
-        "gpus": run.get("world_size"),
+        "gpus": run.world_size,
         "sentence": f"{mfu:.0%} MFU of {peak / 1e12:g} TFLOP/s {dtype} dense per GPU ({source})",
     }
 

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kit.model import RunResult
 from kit.shared.throttle import SLOWDOWN_MASK, decode_reasons
 
 POWER_LIMITED_WITHIN = 0.05
@@ -81,17 +82,16 @@ class WindowFacts:
         return d
 
 
-def timed_window(run: Mapping[str, Any]) -> Window | None:
+def timed_window(run: RunResult) -> Window | None:
     """The run's timed window on telemetry's clock, or None (no telemetry, no window_s)."""
-    tel = run.get("telemetry") or {}
-    data = run.get("data") or {}
-    if not tel.get("available") or not tel.get("gpus"):
+    tel = run.telemetry
+    if tel is None or not tel.available or not tel.gpus:
         return None
-    mono, t0 = data.get("window_monotonic_s"), tel.get("t0_monotonic_s")
+    mono, t0 = run.data.extra("window_monotonic_s"), tel.extra("t0_monotonic_s")
     if isinstance(mono, Sequence) and len(mono) == 2 and isinstance(t0, int | float):
         return Window(float(mono[0]) - t0, float(mono[1]) - t0, "recorded")
-    window_s = data.get("window_s")
-    times = tel["gpus"][0]["samples"].get("t_s") or []
+    window_s = run.data.extra("window_s")
+    times = tel.gpus[0]["samples"].get("t_s") or []
     if not isinstance(window_s, int | float) or window_s <= 0 or not times:
         return None
     end = float(times[-1])
@@ -108,7 +108,7 @@ def window_label(w: Window) -> str:
 
 
 def window_facts(
-    run: Mapping[str, Any],
+    run: RunResult,
     hardware: Mapping[str, Any] | None = None,
     window: Window | None = None,
 ) -> WindowFacts | None:
@@ -118,8 +118,8 @@ def window_facts(
     enforced limit); without it `power_limited` is False and `at_cap_share` None.
     """
     w = window or timed_window(run)
-    tel = run.get("telemetry") or {}
-    if w is None or not tel.get("gpus"):
+    tel = run.telemetry
+    if w is None or tel is None or not tel.gpus:
         return None
     limits = {g.get("index"): g.get("power_limit_w") for g in (hardware or {}).get("gpus", [])}
     energy = 0.0
@@ -128,7 +128,7 @@ def window_facts(
     clock_n = 0
     reasons: dict[str, int] = {}
     max_clocks = []
-    for gpu in tel["gpus"]:
+    for gpu in tel.gpus:
         s = gpu["samples"]
         t, p = s["t_s"], s["power_w"]
         energy += integrate(t, p, w.start_s, w.end_s)
@@ -152,8 +152,8 @@ def window_facts(
                 max_clocks.append((hw.get("clocks_max_mhz") or {}).get("sm"))
     if n_samples == 0:
         return None
-    gpus = len(tel["gpus"])
-    known_limits = [limits.get(g.get("index")) for g in tel["gpus"]]
+    gpus = len(tel.gpus)
+    known_limits = [limits.get(g.get("index")) for g in tel.gpus]
     share = at_cap / n_samples if all(known_limits) else None
     return WindowFacts(
         window=w,
@@ -173,7 +173,7 @@ def window_facts(
     )
 
 
-def power_capped(run: Mapping[str, Any], hardware: Mapping[str, Any] | None = None) -> bool:
+def power_capped(run: RunResult, hardware: Mapping[str, Any] | None = None) -> bool:
     """Whether the run's GPUs sat at their power cap for most of the timed window (then the
     median step hides the clock swings and the headline is whole-window throughput)."""
     facts = window_facts(run, hardware)

@@ -54,3 +54,10 @@ class Open(_Model):
     """A record with typed common fields; other fields are kept as written."""
 
     model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+    def extra(self, name: str, default: Any = None) -> Any:
+        """A field this model does not type (a workload's own, NVML's), as written, else
+        `default`. The one way to read them: a typed field is read as its attribute."""
+        if name in type(self).model_fields:
+            raise AttributeError(f"{type(self).__name__}.{name} is typed: read the attribute")
+        return (self.model_extra or {}).get(name, default)

@@ -109,10 +109,6 @@ def _variant(bench: analysis.Benchmark, wanted: str | None) -> analysis.VariantB
     )
 
 
-def _gpus(block: analysis.VariantBlock) -> int | None:
-    return next((int(r["world_size"]) for r in block.ok if r.get("world_size")), None)
-
-
 def _benches(
     bundle_dir: Path, signers: tuple[Path | None, bool] = (None, False)
 ) -> tuple[list[analysis.Benchmark], Results, dict[str, Any]]:
@@ -158,7 +154,7 @@ def accept(
         if row is None or row.summary is None:
             skipped.append(f"{bench.name} {block.name}: no finished run has {name}")
             continue
-        gpus = _gpus(block)
+        gpus = block.gpus
         values = list(row.values)
         per_gpu, differ, source = False, [], ""
         if ref.figure is not None:
@@ -175,7 +171,7 @@ def accept(
                 skipped.append(f"{bench.name} {block.name}: {ref.label} has no {name} to compare")
                 continue
             value, unit, default = statistics.median(orow.values), row.unit, DEFAULT_TOLERANCE
-            ogpus = _gpus(oblock)
+            ogpus = oblock.gpus
             if per_gpu_metric(name) and gpus and ogpus and gpus != ogpus:
                 per_gpu, value = True, value / ogpus
                 differ.append(f"{ogpus} GPUs there, {gpus} here: compared per GPU")

@@ -17,6 +17,7 @@ from typing import Any
 
 from kit.errors import InputError
 from kit.inventory.topology import fabric_words, gpu_fabric
+from kit.model import RunResult
 
 
 @dataclass(frozen=True)
@@ -96,23 +97,20 @@ class Conditions:
     fabric_words: str | None = None  # the same, in a sentence with the topology's words
 
 
-def run_conditions(runs: list[dict[str, Any]], hardware: dict[str, Any]) -> Conditions:
+def run_conditions(runs: list[RunResult], hardware: dict[str, Any]) -> Conditions:
     """A variant's conditions from its finished runs (results.json entries) and hardware.json:
     GPU count and model, NVLS (off when every run set NCCL_NVLS_ENABLE=0, else unknown), the
     largest message size of a sweep, and how the GPUs meet (the recorded NVLink table, never
     assumed)."""
     names = sorted({g.get("name") for g in hardware.get("gpus") or [] if g.get("name")})
-    envs = [r.get("env") or {} for r in runs]
-    off = bool(envs) and all(str(e.get("NCCL_NVLS_ENABLE", "")).strip() == "0" for e in envs)
-    sizes = [
-        int(s.get("bytes") or 0) for r in runs for s in (r.get("data") or {}).get("sizes") or []
-    ]
-    gpus = next((int(r["world_size"]) for r in runs if r.get("world_size")), None)
+    envs = [r.env for r in runs]
+    off = bool(envs) and all(e.get("NCCL_NVLS_ENABLE", "").strip() == "0" for e in envs)
+    sizes = [s.bytes for r in runs for s in r.data.sizes or []]
+    gpus = next((r.world_size for r in runs if r.world_size), None)
     seq = next(
-        (p["seq_len"] for r in runs if isinstance(p := (r.get("data") or {}).get("params"), dict)
-         and isinstance(p.get("seq_len"), int)),
+        (p["seq_len"] for r in runs if (p := r.data.params) and isinstance(p.get("seq_len"), int)),
         None,
-    )  # fmt: skip
+    )
     return Conditions(
         seq_len=seq,
         gpus=gpus,

@@ -8,6 +8,7 @@ from typing import Any
 from jinja2 import Environment
 from markupsafe import Markup
 
+from kit.model import RunData
 from kit.report import analysis
 
 
@@ -16,30 +17,29 @@ def _method_facts(group: list[analysis.Benchmark]) -> dict[str, Any]:
     benchmark of that workload (one paragraph covers them all, so it must hold for each)."""
     b = group[0]
     ok = [r for g in group for v in g.variants for r in v.ok]
-    data = (ok[0].get("data") or {}) if ok else {}
-    rows = [row for r in ok for row in (r.get("data") or {}).get("sizes") or []]
+    data = ok[0].data if ok else RunData()
+    rows = [row for r in ok for row in r.data.sizes or []]
     return {
         "label": b.label,
-        "params": data.get("params") or b.params,
-        "timing": sorted({row.get("timing") for row in rows if row.get("timing")}),
-        "world": sorted({r.get("world_size") for r in ok if r.get("world_size")}),
-        "bus_factor": data.get("bus_factor"),
-        "backend": sorted({r.get("backend") for r in ok if r.get("backend")}),
-        "warmup": sorted({(r.get("data") or {}).get("warmup_steps") for r in ok} - {None}),
-        "steps": sorted({len((r.get("data") or {}).get("step_times_s") or []) for r in ok} - {0}),
-        "flops_formula": data.get("flops_formula"),
-        "step_note": str(data.get("step_times_note") or "").rstrip("."),
-        "peak": data.get("peak_flops_source"),
-        "weights": data.get("weights"),
-        "data": data.get("data"),
+        "params": data.params or b.params,
+        "timing": sorted({row.timing for row in rows if row.timing}),
+        "world": sorted({r.world_size for r in ok if r.world_size}),
+        "bus_factor": data.bus_factor,
+        "backend": sorted({r.backend for r in ok if r.backend}),
+        "warmup": sorted({r.data.warmup_steps for r in ok} - {None}),
+        "steps": sorted({len(r.data.step_times_s or []) for r in ok} - {0}),
+        "flops_formula": data.extra("flops_formula"),
+        "step_note": str(data.extra("step_times_note") or "").rstrip("."),
+        "peak": data.extra("peak_flops_source"),
+        "weights": data.extra("weights"),
+        "data": data.extra("data"),
         "whole_window": any(analysis.verdict_metric(g) == "throughput_window" for g in group),
-        "synced_per_step": SYNCED_PER_STEP in str(data.get("step_times_note") or ""),
-        "window_s": _span([(r.get("data") or {}).get("window_s") for r in ok]),
-        "window_rules": sorted({str(d["window_rule"]) for r in ok if (d := r.get("data") or {})
-                                .get("window_rule")}),
+        "synced_per_step": SYNCED_PER_STEP in str(data.extra("step_times_note") or ""),
+        "window_s": _span([r.data.extra("window_s") for r in ok]),
+        "window_rules": sorted({str(rule) for r in ok if (rule := r.data.extra("window_rule"))}),
         "energy": sorted(
-            {"counter" if ((r.get("data") or {}).get("energy_counter") or {}).get("complete")
-             else "sampled" for r in ok if r.get("device") == "cuda"}
+            {"counter" if (r.data.extra("energy_counter") or {}).get("complete")
+             else "sampled" for r in ok if r.device == "cuda"}
         ),
     }  # fmt: skip
 

@@ -12,6 +12,7 @@ import pytest
 from scipy.special import stdtrit
 
 from kit.acceptance import FAIL, PASS, UNDECIDED, decide, overall
+from kit.model import load_bundle
 from kit.refs.published import by_id, figures, run_conditions
 from kit.stats import summarize
 from tests.conftest import ROOT, run_kit
@@ -100,9 +101,9 @@ def test_conditions_of_the_2gpu_sweep_differ_from_an_8gpu_nvls_floor():
         pytest.skip("the all-reduce example is not here")
     from kit.refs.published import differences
 
-    results = json.loads((ALLREDUCE / "results.json").read_text())
+    results = load_bundle(ALLREDUCE).results
     hw = json.loads((ALLREDUCE / "hardware.json").read_text())
-    runs = [r for r in results["runs"] if r["variant"] == "p2p" and r["status"] == "ok"]
+    runs = [r for r in results.runs if r.variant == "p2p" and r.status == "ok"]
     mine = run_conditions(runs, hw)
     assert (mine.gpus, mine.nvls, mine.size_bytes) == (2, False, 1 << 30)
     diff = differences(by_id("azure-ndh200v5-allreduce-floor"), mine)
@@ -124,9 +125,9 @@ def test_the_fabric_is_read_from_the_recorded_topology_never_assumed():
     from kit.inventory.topology import fabric_words, gpu_fabric
     from kit.refs.published import differences
 
-    results = json.loads((ALLREDUCE / "results.json").read_text())
+    results = load_bundle(ALLREDUCE).results
     hw = json.loads((ALLREDUCE / "hardware.json").read_text())
-    runs = [r for r in results["runs"] if r["variant"] == "p2p" and r["status"] == "ok"]
+    runs = [r for r in results.runs if r.variant == "p2p" and r.status == "ok"]
     mine = run_conditions(runs, hw)
     assert mine.fabric == "NVSwitch"
     assert mine.fabric_words == (

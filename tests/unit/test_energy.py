@@ -3,7 +3,6 @@ and the facts the report prints from it, against sampled power for bundles witho
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 import sys
@@ -11,6 +10,7 @@ import sys
 import pytest
 
 from kit.facts.efficiency import COUNTER, SAMPLED, energy_per_unit
+from kit.model import RunResult, load_bundle
 from kit.worker.energy import EnergyCounter, gathered
 from tests.conftest import ROOT
 from tests.unit.fake_nvml import FakeNvml
@@ -67,25 +67,25 @@ def test_without_nvml_in_a_real_process() -> None:
     assert rec["energy_j"] is None and rec["reason"]
 
 
-def _llama_run() -> tuple[dict, dict]:
+def _llama_run() -> tuple[RunResult, dict]:
     if not LLAMA.is_dir():
         pytest.skip("the committed Llama bundle is not here")
-    results = json.loads((LLAMA / "results.json").read_text())
-    return results["runs"][0], json.loads((LLAMA / "hardware.json").read_text())
+    results = load_bundle(LLAMA).results
+    return results.runs[0], json.loads((LLAMA / "hardware.json").read_text())
 
 
 def test_energy_comes_from_the_counter_when_recorded() -> None:
     run, hw = _llama_run()
     sampled = energy_per_unit(run, hw)
     assert sampled.source == SAMPLED and "sampled every ~0.25 s" in sampled.basis
-    with_counter = copy.deepcopy(run)
+    with_counter = run.model_copy(deep=True)
     per_gpu = [1000.0 * 1.2 * sampled.energy_j / 2] * 2  # 20% more than the samples said
     records = [
         {"nvml_index": i, "uuid": f"GPU-{i}", "start_mj": 5e6, "end_mj": 5e6 + mj, "reason": None,
          "energy_j": mj / 1000}
         for i, mj in enumerate(per_gpu)
     ]  # fmt: skip
-    with_counter["data"]["energy_counter"] = gathered(records)
+    with_counter.data.energy_counter = gathered(records)
     e = energy_per_unit(with_counter, hw)
     assert e.source == COUNTER and e.complete and e.gpus_sampled == 2
     assert e.energy_j == pytest.approx(sum(per_gpu) / 1000)
@@ -94,5 +94,5 @@ def test_energy_comes_from_the_counter_when_recorded() -> None:
     assert "nvmlDeviceGetTotalEnergyConsumption" in e.basis
     # one GPU without a reading: back to sampled power, labelled so
     records[1] = {**records[1], "energy_j": None, "reason": "Not Supported"}
-    with_counter["data"]["energy_counter"] = gathered(records)
+    with_counter.data.energy_counter = gathered(records)
     assert energy_per_unit(with_counter, hw).source == SAMPLED

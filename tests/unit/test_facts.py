@@ -1,6 +1,5 @@
 """kit.facts on the committed 2x H200 bundles: energy, power in the window, share of peak, cost."""
 
-import copy
 import json
 import statistics
 
@@ -15,6 +14,7 @@ from kit.facts.efficiency import (
     scaling_efficiency,
 )
 from kit.facts.window import integrate, timed_window, window_facts
+from kit.model import load_bundle
 from kit.shared.gpu_specs import SPECS, pcie_gbs, peak_flops, spec_for
 from tests.conftest import ROOT
 
@@ -26,9 +26,7 @@ ALLREDUCE = EXAMPLES / "h200x2-allreduce"
 def load(bundle):
     if not bundle.is_dir():
         pytest.skip(f"{bundle.name} is not here")
-    return json.loads((bundle / "results.json").read_text()), json.loads(
-        (bundle / "hardware.json").read_text()
-    )
+    return load_bundle(bundle).results, json.loads((bundle / "hardware.json").read_text())
 
 
 def test_integrate_interpolates_at_the_edges():
@@ -41,7 +39,7 @@ def test_integrate_interpolates_at_the_edges():
 def test_llama_energy_per_token_matches_power_over_throughput():
     results, hw = load(LLAMA)
     by_variant = {}
-    for run in results["runs"]:
+    for run in results.runs:
         e = energy_per_unit(run, hw)
         assert e is not None and e.unit == "tokens" and e.complete and e.gpus == 2
         assert timed_window(run).method == "inferred"  # written before the worker marked it
@@ -53,12 +51,13 @@ def test_llama_energy_per_token_matches_power_over_throughput():
                 for t, p in zip(g["samples"]["t_s"], g["samples"]["power_w"], strict=True)
                 if w.start_s <= t
             )
-            for g in run["telemetry"]["gpus"]
+            for g in run.telemetry.gpus
         )
-        assert e.j_per_unit == pytest.approx(total_power / run["data"]["throughput_window"], 0.03)
+        window_throughput = run.data.extra("throughput_window")
+        assert e.j_per_unit == pytest.approx(total_power / window_throughput, 0.03)
         assert e.units_per_kwh == pytest.approx(3.6e6 / e.j_per_unit)
         assert "GPU board power" in e.basis
-        by_variant.setdefault(run["variant"], []).append(e)
+        by_variant.setdefault(run.variant, []).append(e)
     # P2P runs sat at the 700 W cap; the no-P2P runs touched it (SwPowerCap in 44-53% of the
     # samples: only the one over half counts as limited), and cost more energy per token
     assert all(e.power_limited for e in by_variant["p2p"])
@@ -70,7 +69,7 @@ def test_llama_energy_per_token_matches_power_over_throughput():
 
 def test_window_facts_name_the_throttle_reason_and_clocks():
     results, hw = load(LLAMA)
-    run = next(r for r in results["runs"] if r["variant"] == "p2p")
+    run = next(r for r in results.runs if r.variant == "p2p")
     f = window_facts(run, hw)
     assert f.power_limit_w == hw["gpus"][0]["power_limit_w"]
     assert set(f.throttle_share) <= {"SwPowerCap", "HwSlowdown", "SwThermalSlowdown"}
@@ -82,10 +81,10 @@ def test_window_facts_name_the_throttle_reason_and_clocks():
 
 def test_a_recorded_window_is_used_exactly():
     results, hw = load(LLAMA)
-    run = copy.deepcopy(results["runs"][0])
-    t = run["telemetry"]["gpus"][0]["samples"]["t_s"]
-    run["telemetry"]["t0_monotonic_s"] = 1000.0
-    run["data"]["window_monotonic_s"] = [1000.0 + t[0], 1000.01 + t[3]]  # idle start: ~120 W
+    run = results.runs[0].model_copy(deep=True)
+    t = run.telemetry.gpus[0]["samples"]["t_s"]
+    run.telemetry.t0_monotonic_s = 1000.0
+    run.data.window_monotonic_s = [1000.0 + t[0], 1000.01 + t[3]]  # idle start: ~120 W
     w = timed_window(run)
     assert (w.method, w.start_s, w.end_s) == ("recorded", t[0], pytest.approx(t[3] + 0.01))
     f = window_facts(run, hw)
@@ -94,15 +93,15 @@ def test_a_recorded_window_is_used_exactly():
 
 def test_mfu_names_its_peak_and_dtype():
     results, _ = load(LLAMA)
-    m = mfu_basis(results["runs"][0])
+    m = mfu_basis(results.runs[0])
     assert m["dtype"] == "bf16" and m["peak_flops_per_gpu"] == peak_flops("NVIDIA H200", "bf16")[0]
     assert "bf16 dense per GPU" in m["sentence"]
 
 
 def test_busbw_share_of_nvlink_and_pcie():
     results, hw = load(ALLREDUCE)
-    run = next(r for r in results["runs"] if r["variant"] == "p2p" and r["status"] == "ok")
-    busbw = run["metrics"]["busbw_peak"]["value"]
+    run = next(r for r in results.runs if r.variant == "p2p" and r.status == "ok")
+    busbw = run.metrics["busbw_peak"].value
     nv = link_share(busbw, hw, "nvlink")
     links = sum(x["active"] for x in hw["gpus"][0]["nvlinks"])
     assert nv["figure_gbs"] == links * spec_for("NVIDIA H200").nvlink_gbs_per_link

@@ -202,7 +202,7 @@ def test_network_transport_from_nccl_and_no_false_p2p_verdict():
     assert result["world_size"] == 2  # the worker's own record stays
     # across nodes NET is the only way: no contradiction, at the run and in the report
     assert contradiction({"NET/IB": 8}, p2p_disabled=False, single_node=False) is None
-    assert analysis.nccl_contradiction({**result, "run_id": "r"}) is None
+    assert analysis.nccl_contradiction(results_model([result]).runs[0]) is None
     # the same transports on one node did avoid P2P
     assert contradiction({"NET/IB": 8}, p2p_disabled=False, single_node=True).startswith(
         "P2P was allowed"
@@ -212,7 +212,9 @@ def test_network_transport_from_nccl_and_no_false_p2p_verdict():
     annotate_result(mixed, RunOutcome(0, False, False, 1.0, [], nodes=_nodes("ok")))
     assert mixed["network"] == {"transport": ["NET/Socket"]}
     # SHM inside a node: still a contradiction
-    assert analysis.nccl_contradiction(mixed).startswith("m: P2P was allowed")
+    assert analysis.nccl_contradiction(results_model([mixed]).runs[0]).startswith(
+        "m: P2P was allowed"
+    )
 
 
 def _fake_sysfs(root: Path) -> tuple[Path, Path]:

@@ -126,7 +126,7 @@ def test_the_nccl_tests_table_says_what_nccl_set_up():
     assert "transport SHM" in setup["no-p2p"]
     bench = benches[0]
     for run in bench.variants[0].ok:
-        run["nccl"]["channels"] = {"coll": 4, "collnet": 4, "nvls": 0, "p2p": 4}
+        run.nccl.channels = {"coll": 4, "collnet": 4, "nvls": 0, "p2p": 4}
     assert "4 coll channels, 0 NVLS channels, 4 p2p channels" in analysis.nccl_setup(bench)["p2p"]
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import Bundle
-from kit.model import Results, load_bundle
+from kit.model import Results, Telemetry, load_bundle
 from kit.report import analysis, plots
 from kit.report.render import context, machine_line
 from kit.stats import paired_ratio
@@ -127,7 +127,7 @@ def test_cpu_smoke_findings_and_gloo_verdict():
     ],
 )
 def test_nccl_contradiction(transports, env, expected):
-    run = {"run_id": "x", "env": env, "world_size": 2, "nccl": {"transports": transports}}
+    run = results_model([{"env": env, "world_size": 2, "nccl": {"transports": transports}}]).runs[0]
     got = analysis.nccl_contradiction(run)
     assert (got is None) if expected is None else (expected in got)
 
@@ -198,12 +198,12 @@ def test_drifting_runs_are_a_finding_and_steady_ones_are_not():
     llama = by_name(benches, "llama-lora-fsdp")
     assert analysis.drifting(llama) == []  # the fixture's runs are steady
     run = llama.variants[0].ok[0]
-    warm = run["data"]["warmup_steps"]
-    timed = len(run["data"]["step_times_s"]) - warm
+    warm = run.data.warmup_steps
+    timed = len(run.data.step_times_s) - warm
     half = timed // 2
-    run["data"]["step_times_s"] = [9.0] * warm + [1.0] * half + [0.8] * (timed - half)
+    run.data.step_times_s = [9.0] * warm + [1.0] * half + [0.8] * (timed - half)
     assert analysis.drifting(llama) == [
-        f"{llama.label} {llama.variants[0].name} r{run['repeat']}: 1,000 → 800 ms (-20%)"
+        f"{llama.label} {llama.variants[0].name} r{run.repeat}: 1,000 → 800 ms (-20%)"
     ]
     found = [f for f in analysis.findings(typed(b), benches) if "steady state" in f.title]
     assert len(found) == 1 and found[0].level == "warn"
@@ -252,11 +252,12 @@ def test_drifting_runs_withhold_the_verdict_but_power_capping_does_not():
     llama = by_name(benches, "llama-lora-fsdp")
     assert not llama.verdicts[0].withheld  # steady, quiet, complete: a finding
     run = llama.variants[0].ok[0]
-    warm = run["data"]["warmup_steps"]
-    timed = len(run["data"]["step_times_s"]) - warm
-    run["data"]["step_times_s"] = [9.0] * warm + [1.0] * (timed // 2) + [0.7] * (timed - timed // 2)
+    warm = run.data.warmup_steps
+    timed = len(run.data.step_times_s) - warm
+    run.data.step_times_s = [9.0] * warm + [1.0] * (timed // 2) + [0.7] * (timed - timed // 2)
     for r in llama.runs:  # every run at the power cap: sized, never a reason to withhold
-        r.setdefault("telemetry", {})["throttle_reasons_seen"] = ["SwPowerCap"]
+        r.telemetry = r.telemetry or Telemetry(available=False)
+        r.telemetry.throttle_reasons_seen = ["SwPowerCap"]
     again = analysis.verdicts(llama)[0]
     assert again.withheld.startswith("1 of 6 runs were not at steady state")
     assert "-30%" in again.withheld and "power" not in again.withheld
@@ -284,7 +285,7 @@ def test_summary_per_gpu_and_energy_match_kit_facts_on_the_llama_example():
     # most runs sat at the 700 W cap: the headline is the whole window's throughput
     assert analysis.verdict_metric(llama) == "throughput_window"
     for vs, block in zip(summary.variants, llama.variants, strict=True):
-        values = sorted(r["metrics"]["throughput_window"]["value"] for r in block.ok)
+        values = sorted(r.metrics["throughput_window"].value for r in block.ok)
         assert vs.median == pytest.approx(values[1]) and vs.gpus == 2
         assert vs.per_gpu == pytest.approx(values[1] / 2)
         joules = sorted(energy_per_unit(r, hw).j_per_unit for r in block.ok)

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kit.model import Results
+from kit.model import Metric, Results, RunResult
 from kit.report.analysis.model import (
     CV_THRESHOLD,
     Benchmark,
     MetricRow,
     VariantBlock,
     is_ok,
-    run_records,
 )
 from kit.report.analysis.verdicts import verdicts
 from kit.shared import metrics as catalog
@@ -29,7 +28,7 @@ def benchmark_label(name: str, kind: str) -> str:
     return base if name in (kind, base) else f"{name} ({base})"
 
 
-def _variant_info(recipe: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def _variant_info(recipe: dict[str, Any], runs: list[RunResult]) -> list[tuple[str, str]]:
     """Variant names in recipe order (then any the runs add), with their descriptions."""
     out: dict[str, str] = {}
     for v in recipe.get("variants") or []:
@@ -38,7 +37,7 @@ def _variant_info(recipe: dict[str, Any], runs: list[dict[str, Any]]) -> list[tu
         elif isinstance(v, str):
             out[v] = ""
     for r in runs:
-        out.setdefault(r.get("variant", "?"), "")
+        out.setdefault(r.variant, "")
     return list(out.items())
 
 
@@ -51,25 +50,23 @@ def cv_threshold(recipe: dict[str, Any]) -> float:
 
 def build_benchmarks(results: Results, recipe: dict[str, Any]) -> list[Benchmark]:
     """Group runs by benchmark and variant; summarize each metric over the finished repeats."""
-    runs = run_records(results)
+    runs = results.runs
     planned = results.planned_repeats
     threshold = cv_threshold(recipe)
     declared = [b for b in recipe.get("benchmarks") or [] if isinstance(b, dict)]
     names = [b.get("name") or b.get("kind") for b in declared]
     for r in runs:
-        if r.get("benchmark") not in names:
-            names.append(r.get("benchmark"))
+        if r.benchmark not in names:
+            names.append(r.benchmark)
     out = []
     for name in names:
         decl = next((b for b in declared if (b.get("name") or b.get("kind")) == name), {})
-        mine = [r for r in runs if r.get("benchmark") == name]
-        kind = decl.get("kind") or (mine[0].get("kind") if mine else "?")
-        ran = 1 + max((int(r.get("repeat") or 0) for r in mine), default=-1)
+        mine = [r for r in runs if r.benchmark == name]
+        kind = decl.get("kind") or (mine[0].kind if mine else "?")
+        ran = 1 + max((r.repeat for r in mine), default=-1)
         blocks = []
         for vname, desc in _variant_info(recipe, mine):
-            vr = sorted(
-                (r for r in mine if r.get("variant") == vname), key=lambda r: r.get("repeat", 0)
-            )
+            vr = sorted((r for r in mine if r.variant == vname), key=lambda r: r.repeat)
             ok = [r for r in vr if is_ok(r)]
             blocks.append(
                 VariantBlock(
@@ -107,36 +104,31 @@ def build_benchmarks(results: Results, recipe: dict[str, Any]) -> list[Benchmark
     return out
 
 
-def _wrong(run: dict[str, Any]) -> int:
-    rows = (run.get("data") or {}).get("sizes") or []
-    if rows:
-        return int(sum(int(r.get("wrong") or 0) for r in rows))
-    m = (run.get("metrics") or {}).get("wrong_total")
-    return int(m["value"]) if m else 0
+def _wrong(run: RunResult) -> int:
+    if run.data.sizes:
+        return sum(row.wrong for row in run.data.sizes)
+    m = run.metrics.get("wrong_total")
+    return int(m.value) if m else 0
 
 
 def _summarize_metrics(bench: Benchmark) -> None:
     order: list[str] = []
-    info: dict[str, dict[str, Any]] = {}
+    info: dict[str, Metric] = {}
     for v in bench.variants:
         for r in v.ok:
-            for name, m in (r.get("metrics") or {}).items():
+            for name, m in r.metrics.items():
                 known = catalog.metric(name)
                 if known and known.aggregate != "median":
                     continue  # a count (wrong elements) is totalled, not summarized
-                if not isinstance(m, dict) or "value" not in m:
-                    continue
                 if name not in info:
                     order.append(name)
                     info[name] = m
     for name in order:
-        unit = info[name].get("unit", "")
-        hib = catalog.higher_is_better(name, info[name].get("higher_is_better", True))
+        unit = info[name].unit
+        hib = catalog.higher_is_better(name, info[name].higher_is_better)
         per_variant = {}
         for v in bench.variants:
-            values = [
-                float(r["metrics"][name]["value"]) for r in v.ok if name in (r.get("metrics") or {})
-            ]
+            values = [float(r.metrics[name].value) for r in v.ok if name in r.metrics]
             row = MetricRow(
                 name, catalog.label(name), unit, hib, values, per_gpu=catalog.per_gpu(name)
             )

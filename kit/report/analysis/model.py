@@ -1,7 +1,7 @@
 """The report's view of a bundle's runs: benchmarks, their variants and per-metric summaries.
 
-Plain data over results.json's typed header and its runs as written (run_records); built by
-grouping.build_benchmarks.
+Plain data over results.json's typed header and its typed runs (kit.model.RunResult); a
+workload's own payload fields are read through RunData.extra. Built by grouping.build_benchmarks.
 """
 
 from __future__ import annotations
@@ -9,25 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.model import AdaptiveRecord, Results
+from kit.model import AdaptiveRecord, RunResult
 from kit.report.kinds import FigureKind, figure_kind
 from kit.shared.metrics import CV_THRESHOLD
 from kit.shared.p2p import p2p_off
 from kit.workloads.base import WorkloadSpec
 
 
-def run_records(results: Results) -> list[dict[str, Any]]:
-    """Every run as its result.json wrote it: the analysis and kit.facts read a run's open,
-    workload-written payload (data, telemetry) as the mapping the worker wrote."""
-    return [r.dump(as_written=True) for r in results.runs]
+def is_ok(run: RunResult) -> bool:
+    return run.status == "ok"
 
 
-def is_ok(run: dict[str, Any]) -> bool:
-    return run.get("status") == "ok"
-
-
-def p2p_disabled(run: dict[str, Any]) -> bool:
-    return p2p_off(run.get("env"), run.get("nccl"))
+def p2p_disabled(run: RunResult) -> bool:
+    return p2p_off(run.env, {"env": run.nccl.env} if run.nccl is not None else None)
 
 
 @dataclass
@@ -51,10 +45,15 @@ class MetricRow:
 class VariantBlock:
     name: str
     description: str
-    runs: list[dict[str, Any]]
-    ok: list[dict[str, Any]]
-    failed: list[dict[str, Any]]
+    runs: list[RunResult]
+    ok: list[RunResult]
+    failed: list[RunResult]
     missing: int = 0  # repeats planned but never run
+
+    @property
+    def gpus(self) -> int | None:
+        """The GPU (rank) count of the first finished run that recorded one."""
+        return next((r.world_size for r in self.ok if r.world_size), None)
 
     @property
     def p2p_off(self) -> bool | None:
@@ -98,7 +97,7 @@ class Benchmark:
     adaptive: AdaptiveRecord | None = None
 
     @property
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[RunResult]:
         return [r for v in self.variants for r in v.runs]
 
     @property
@@ -107,5 +106,5 @@ class Benchmark:
         from the runs' data."""
         if self.spec is not None:
             return figure_kind(self.spec.figures)
-        data = [r.get("data") or {} for r in self.runs if is_ok(r)]
-        return figure_kind("sweep" if any(d.get("sizes") for d in data) else "training")
+        swept = any(r.data.sizes for r in self.runs if is_ok(r))
+        return figure_kind("sweep" if swept else "training")

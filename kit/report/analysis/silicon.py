@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.facts.efficiency import link_share, mfu_basis
+from kit.model import RunResult
 from kit.report.analysis.model import Benchmark, is_ok
 from kit.shared.gpu_specs import pcie_gbs, peak_flops, spec_for
 from kit.workloads.copy_bandwidth import matrix
@@ -34,15 +35,15 @@ class Silicon:
     notes: list[str] = field(default_factory=list)
 
 
-def _ok(benches: list[Benchmark], facts: str) -> list[dict[str, Any]]:
-    """The finished runs of the benchmarks whose figure kind gives these silicon `facts`
-    ("copy" or "matmul": kit.report.kinds, never a kind name here)."""
+def _ok(benches: list[Benchmark], facts: str) -> list[RunResult]:
+    """The finished runs, with a payload, of the benchmarks whose figure kind gives these
+    silicon `facts` ("copy" or "matmul": kit.report.kinds, never a kind name here)."""
     return [
         r
         for b in benches
         if b.figures.silicon == facts
         for r in b.runs
-        if is_ok(r) and r.get("data")
+        if is_ok(r) and (r.data.model_fields_set or r.data.model_extra)
     ]
 
 
@@ -62,14 +63,14 @@ def _share(value: float | None, figure: float | None) -> float | None:
     return value / figure if value is not None and figure else None
 
 
-def _copy(s: Silicon, runs: list[dict[str, Any]], hardware: dict[str, Any]) -> None:
+def _copy(s: Silicon, runs: list[RunResult], hardware: dict[str, Any]) -> None:
     hw_gpus = hardware.get("gpus") or []
-    datas = [r["data"] for r in runs]
-    n = min(len(d.get("per_gpu") or []) for d in datas)
-    s.names = s.names or (datas[0].get("names") or [])
+    datas = [r.data for r in runs]
+    n = min(len(d.extra("per_gpu") or []) for d in datas)
+    s.names = s.names or (datas[0].extra("names") or [])
     for i in range(n):
         cell = {
-            k: _median([d["per_gpu"][i].get(k) for d in datas])
+            k: _median([d.extra("per_gpu")[i].get(k) for d in datas])
             for k in ("h2d_gbps", "d2h_gbps", "local_gbps")
         }
         name = s.names[i] if i < len(s.names) else None
@@ -94,14 +95,14 @@ def _copy(s: Silicon, runs: list[dict[str, Any]], hardware: dict[str, Any]) -> N
                 "hbm_source": spec.source if hbm and spec else None,
             }
         )
-    sizes = sorted({p["mib"] for d in datas for p in d.get("plateau") or []})
+    sizes = sorted({p["mib"] for d in datas for p in d.extra("plateau") or []})
     for mib in sizes:
-        rows = [p for d in datas for p in d.get("plateau") or [] if p["mib"] == mib]
+        rows = [p for d in datas for p in d.extra("plateau") or [] if p["mib"] == mib]
         s.plateau.append(
             {"mib": mib}
             | {k: _median([p.get(k) for p in rows]) for k in ("h2d_gbps", "d2h_gbps", "local_gbps")}
         )
-    pairs = [d["pairs"] for d in datas if d.get("pairs")]
+    pairs = [d.extra("pairs") for d in datas if d.extra("pairs")]
     for key in MATRICES:
         title = matrix.TITLES[key]
         mats = [p[key] for p in pairs if p.get(key)]
@@ -123,11 +124,11 @@ def _copy(s: Silicon, runs: list[dict[str, Any]], hardware: dict[str, Any]) -> N
             )
 
 
-def _matmul(s: Silicon, runs: list[dict[str, Any]]) -> None:
-    datas = [r["data"] for r in runs]
-    s.names = s.names or (datas[0].get("gpus") or [])
-    for dtype in datas[0].get("dtypes") or {}:
-        found = [d["dtypes"][dtype] for d in datas if dtype in (d.get("dtypes") or {})]
+def _matmul(s: Silicon, runs: list[RunResult]) -> None:
+    datas = [r.data for r in runs]
+    s.names = s.names or (datas[0].extra("gpus") or [])
+    for dtype in datas[0].extra("dtypes") or {}:
+        found = [d.extra("dtypes")[dtype] for d in datas if dtype in (d.extra("dtypes") or {})]
         together = [
             _median([f["together"][i]["tflops"] for f in found])
             for i in range(len(found[0]["together"]))
@@ -156,10 +157,10 @@ def _matmul(s: Silicon, runs: list[dict[str, Any]]) -> None:
                 "peak_source": peak[1] if peak else None,
                 "share": _share(median, peak[0] / 1e12 if peak else None),
                 "outliers": flagged,
-                "outlier_pct": (datas[0].get("params") or {}).get("outlier_pct"),
+                "outlier_pct": (datas[0].params or {}).get("outlier_pct"),
             }
         )
-    skipped = datas[0].get("skipped") or {}
+    skipped = datas[0].extra("skipped") or {}
     s.notes += [f"{d}: not measured ({why})." for d, why in skipped.items()]
 
 
@@ -214,7 +215,7 @@ def silicon(benches: list[Benchmark], hardware: dict[str, Any]) -> Silicon | Non
     if not copy and not mm:
         return None
     s = Silicon()
-    if any(r.get("device") == "cpu" for r in copy + mm):
+    if any(r.device == "cpu" for r in copy + mm):
         s.notes.append(
             "These runs used the CPU: host memory copies and an fp32 matmul at smoke sizes test "
             "the method; no GPU, link or datasheet figure is measured here."

@@ -22,6 +22,7 @@ from kit.facts.efficiency import (
 )
 from kit.facts.price import Price, parse_price
 from kit.facts.window import POWER_CAP_REASON, WindowFacts, window_facts
+from kit.model import RunResult
 from kit.refs.nccl_tests import BELOW, below, reference_for
 from kit.refs.published import for_kind, place, run_conditions
 from kit.report.analysis.model import Benchmark, VariantBlock
@@ -127,16 +128,16 @@ def variant_definition(v: VariantBlock) -> str:
     """One sentence defining the variant: the kit's own for p2p/no-p2p, else the recipe's."""
     builtin = p2p.VARIANTS.get(v.name)
     text = builtin[1] if builtin else v.description or "as the recipe defines it"
-    if v.ok and all(r.get("backend") == "gloo" for r in v.ok):
+    if v.ok and all(r.backend == "gloo" for r in v.ok):
         text += " Here the runs used gloo on the CPU, where NCCL settings have no effect."
     return text
 
 
-def settings(runs: list[dict[str, Any]]) -> list[str]:
+def settings(runs: list[RunResult]) -> list[str]:
     """NCCL and multicast settings the runs set (K=V), logging switches left out."""
     seen: dict[str, str] = {}
     for r in runs:
-        for k, val in (r.get("env") or {}).items():
+        for k, val in r.env.items():
             if k.startswith(SETTING_PREFIXES) and k not in LOGGING_ONLY:
                 seen[k] = str(val)
     return [f"{k}={v}" for k, v in sorted(seen.items())]
@@ -165,7 +166,7 @@ def _power(facts: list[WindowFacts]) -> Power | None:
     )
 
 
-def _energy(vs: VariantSummary, ok: list[dict[str, Any]], hardware: dict[str, Any]) -> None:
+def _energy(vs: VariantSummary, ok: list[RunResult], hardware: dict[str, Any]) -> None:
     by_run = [(energy_per_unit(r, hardware), window_facts(r, hardware)) for r in ok]
     facts = [f for _, f in by_run if f is not None]
     vs.power = _power(facts)
@@ -241,7 +242,7 @@ def summarize_bench(
     for v, mine in zip(bench.variants, all_settings, strict=True):
         row = rows.get(v.name)
         s = row.summary if row is not None else None
-        gpus = next((int(r["world_size"]) for r in v.ok if r.get("world_size")), None)
+        gpus = v.gpus
         vs = VariantSummary(
             variant=v.name,
             definition=variant_definition(v),
@@ -261,7 +262,7 @@ def summarize_bench(
                 vs.plateau = plateau_words(v.ok)
                 vs.below_reference = below_nccl_tests(bench, v, gpus, hardware)
         elif s is not None:
-            if row.per_gpu and gpus and all(r.get("device") != "cpu" for r in v.ok):
+            if row.per_gpu and gpus and all(r.device != "cpu" for r in v.ok):
                 vs.per_gpu = s.median / gpus
                 price = parse_price(price_per_gpu_hour)
                 if price is not None and s.median > 0:
@@ -311,16 +312,14 @@ PLATEAU_RISE = 0.02
 stopped before the plateau."""
 
 
-def plateau_words(runs: list[dict[str, Any]]) -> str:
+def plateau_words(runs: list[RunResult]) -> str:
     """Whether the largest size of a sweep sits on the bandwidth plateau, in words, from the
     median busbw over the runs at the last two sizes."""
     per_size: dict[int, list[float]] = {}
     for r in runs:
-        for row in (r.get("data") or {}).get("sizes") or []:
-            if row.get("busbw_gbps"):
-                per_size.setdefault(int(row["bytes"]), []).append(
-                    statistics.median(row["busbw_gbps"])
-                )
+        for row in r.data.sizes or []:
+            if row.busbw_gbps:
+                per_size.setdefault(row.bytes, []).append(statistics.median(row.busbw_gbps))
     sizes = sorted(per_size)
     if len(sizes) < 2:
         return ""
@@ -390,10 +389,10 @@ def against_published(
         placed = place(fig, row.summary.median, mine.gpus, mine)
         placed["variant"] = block.name
         placed["metric_label"] = row.label
-        data = block.ok[0].get("data") or {}
+        formula = block.ok[0].data.extra("flops_formula")
         placed["flops_here"] = (
-            f"here MFU counts {data['flops_formula']}"
-            if fig.kind == bench.kind and "MFU" in fig.conditions and data.get("flops_formula")
+            f"here MFU counts {formula}"
+            if fig.kind == bench.kind and "MFU" in fig.conditions and formula
             else ""
         )
         rows.append(placed)
@@ -436,10 +435,10 @@ def ran_line(bench: Benchmark, smoke: bool = False) -> str:
     """What ran, from the finished runs' recorded parameters (else the recipe's): e.g.
     "32 layers, 4096 wide, sequence 4096, micro batch 1, LoRA r8, bf16 on 2 GPUs"."""
     ok = [r for v in bench.variants for r in v.ok]
-    data = (ok[0].get("data") or {}) if ok else {}
-    params = {**bench.params, **(data.get("params") or {})}
-    if data.get("precision"):
-        params.setdefault("precision", data["precision"])
+    data = ok[0].data if ok else None
+    params = {**bench.params, **((data.params if data else None) or {})}
+    if precision := data.extra("precision") if data else None:
+        params.setdefault("precision", precision)
     parts = []
     for names, words in RAN_PARAMS:
         key = next((k for k in names if params.get(k) not in (None, "")), None)
@@ -453,8 +452,8 @@ def ran_line(bench: Benchmark, smoke: bool = False) -> str:
             parts.append(words)
     if "min_bytes" in params and "max_bytes" in params:
         parts.insert(0, f"{_bytes(params['min_bytes'])} to {_bytes(params['max_bytes'])}")
-    world = sorted({int(r["world_size"]) for r in ok if r.get("world_size")})
-    on = "processes" if ok and ok[0].get("device") == "cpu" else "GPUs"
+    world = sorted({r.world_size for r in ok if r.world_size})
+    on = "processes" if ok and ok[0].device == "cpu" else "GPUs"
     if world == [1]:
         on = on.removesuffix("es" if on == "processes" else "s")
     where = f" on {'/'.join(map(str, world))} {on}" if world else ""

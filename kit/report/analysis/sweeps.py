@@ -18,18 +18,18 @@ def sweep_curves(bench: Benchmark) -> dict[str, Any]:
     for v in bench.variants:
         per: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for r in v.ok:
-            for row in (r.get("data") or {}).get("sizes") or []:
-                b = int(row["bytes"])
+            for row in r.data.sizes or []:
+                b = row.bytes
                 if b not in sizes:
                     sizes.append(b)
-                per[b]["busbw"].append(statistics.median(row["busbw_gbps"]))
-                per[b]["time"].append(statistics.median(row["time_us"]))
-                per[b]["algbw"].append(statistics.median(row.get("algbw_gbps") or [0.0]))
-                per[b]["wrong"].append(int(row.get("wrong") or 0))
-                per[b]["timing"].append(row.get("timing") or "")
-                per[b]["count"].append(int(row.get("count") or 0))
-                per[b]["nccl"].extend(choice_words(c) for c in row.get("nccl_calls") or [])
-                if other := row.get("other"):  # the other placement, timed after this one
+                per[b]["busbw"].append(statistics.median(row.busbw_gbps))
+                per[b]["time"].append(statistics.median(row.time_us))
+                per[b]["algbw"].append(statistics.median(row.algbw_gbps or [0.0]))
+                per[b]["wrong"].append(row.wrong)
+                per[b]["timing"].append(row.timing or "")
+                per[b]["count"].append(row.count or 0)
+                per[b]["nccl"].extend(choice_words(c) for c in row.extra("nccl_calls") or [])
+                if other := row.extra("other"):  # the other placement, timed after this one
                     per[b]["other"].append(other)
         curves[v.name] = {
             b: {
@@ -72,15 +72,15 @@ def nccl_setup(bench: Benchmark) -> dict[str, str]:
     (coll, NVLS, p2p), transports (the algorithm per size: `nccl_choice`)."""
     out = {}
     for v in bench.variants:
-        records = [r.get("nccl") or {} for r in v.ok if r.get("nccl")]
+        records = [r.nccl for r in v.ok if r.nccl is not None]
         if not records:
             out[v.name] = "NCCL's log was not recorded for these runs"
             continue
-        versions = sorted({x["version"] for x in records if x.get("version")})
+        versions = sorted({x.version for x in records if x.version})
         chans = sorted(
-            {(c["coll"], c["nvls"], c["p2p"]) for x in records if (c := x.get("channels"))}
+            {(c["coll"], c["nvls"], c["p2p"]) for x in records if (c := x.extra("channels"))}
         )
-        used = sorted({k for x in records for k in (x.get("transports") or {})})
+        used = sorted({k for x in records for k in x.transports})
         parts = [f"NCCL {', '.join(versions)}" if versions else "NCCL (version not logged)"]
         parts.append(
             "; ".join(
@@ -99,25 +99,25 @@ def nccl_choice(bench: Benchmark) -> dict[str, str]:
     words: kit/workloads/collective_sweep.py), or that runs before that did not record it."""
     out = {}
     for v in bench.variants:
-        notes = sorted({n for r in v.ok if (n := (r.get("data") or {}).get("nccl_choice"))})
+        notes = sorted({n for r in v.ok if (n := r.data.extra("nccl_choice"))})
         out[v.name] = "; ".join(notes) or "not recorded by these runs (a kit before the log)"
     return out
 
 
 def raw_sizes(bench: Benchmark) -> dict[str, Any] | None:
     """busbw of every finished run per size (median of its trials), for the appendix."""
-    ok = [r for r in bench.runs if is_ok(r) and (r.get("data") or {}).get("sizes")]
+    ok = [r for r in bench.runs if is_ok(r) and r.data.sizes]
     if not ok:
         return None
-    sizes = sorted({int(row["bytes"]) for r in ok for row in r["data"]["sizes"]})
+    sizes = sorted({row.bytes for r in ok for row in r.data.sizes or []})
     cells = []
     for size in sizes:
         line = []
         for r in ok:
-            row = next((x for x in r["data"]["sizes"] if int(x["bytes"]) == size), None)
-            line.append(statistics.median(row["busbw_gbps"]) if row else None)
+            row = next((x for x in r.data.sizes or [] if x.bytes == size), None)
+            line.append(statistics.median(row.busbw_gbps) if row else None)
         cells.append((size, line))
-    return {"columns": [f"{r['variant']} r{r.get('repeat', '?')}" for r in ok], "rows": cells}
+    return {"columns": [f"{r.variant} r{r.repeat}" for r in ok], "rows": cells}
 
 
 # The name earlier versions used, while the all-reduce was the only sweep.

@@ -6,6 +6,7 @@ import statistics
 from typing import Any
 
 from kit.facts.window import timed_window
+from kit.model import RunResult
 from kit.report.analysis.model import Benchmark
 
 # A training run whose median step time differs this much between the first and second half
@@ -19,17 +20,16 @@ def step_traces(bench: Benchmark) -> list[dict[str, Any]]:
     out = []
     for v in bench.variants:
         for r in v.ok:
-            data = r.get("data") or {}
-            steps = data.get("step_times_s")
+            steps = r.data.step_times_s
             if not steps:
                 continue
             out.append(
                 {
                     "variant": v.name,
-                    "repeat": r.get("repeat", 0),
-                    "run_id": r["run_id"],
+                    "repeat": r.repeat,
+                    "run_id": r.run_id,
                     "steps": [float(s) for s in steps],
-                    "warmup": int(data.get("warmup_steps") or 0),
+                    "warmup": r.data.warmup_steps or 0,
                 }
             )
     return out
@@ -52,14 +52,13 @@ def _ms(seconds: float) -> str:
     return f"{ms:.3g}" if ms < 100 else f"{ms:,.0f}"
 
 
-def run_drift(run: dict[str, Any]) -> float | None:
+def run_drift(run: RunResult) -> float | None:
     """Relative change of the median step time from the first to the second half of the run's
     timed window, or None (too few steps)."""
-    data = run.get("data") or {}
-    steps = data.get("step_times_s")
+    steps = run.data.step_times_s
     if not steps:
         return None
-    halves = window_drift([float(s) for s in steps], int(data.get("warmup_steps") or 0))
+    halves = window_drift([float(s) for s in steps], run.data.warmup_steps or 0)
     if halves is None or halves[0] <= 0:
         return None
     return halves[1] / halves[0] - 1
@@ -88,17 +87,17 @@ def telemetry_series(bench: Benchmark) -> list[dict[str, Any]]:
     out = []
     for v in bench.variants:
         for r in v.ok:
-            tel = r.get("telemetry") or {}
-            if not tel.get("available"):
+            tel = r.telemetry
+            if tel is None or not tel.available:
                 continue
             w = timed_window(r)
-            for g in tel.get("gpus") or []:
+            for g in tel.gpus:
                 s = g.get("samples") or {}
                 if s.get("t_s"):
                     out.append(
                         {
                             "variant": v.name,
-                            "run_id": r["run_id"],
+                            "run_id": r.run_id,
                             "gpu": g.get("index"),
                             "samples": s,
                             "window": (w.start_s, w.end_s) if w else None,

@@ -5,25 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kit.model import Results
-from kit.report.analysis.model import Benchmark, is_ok, p2p_disabled, run_records
+from kit.model import Results, RunResult
+from kit.report.analysis.model import Benchmark, is_ok, p2p_disabled
 from kit.report.analysis.training import DRIFT_THRESHOLD, drifting
 from kit.shared.nccl_log import contradiction
 
 
-def nccl_contradiction(run: dict[str, Any]) -> str | None:
+def nccl_contradiction(run: RunResult) -> str | None:
     """One line when the NCCL transport recorded for the run contradicts its variant.
 
     Judged again from the recorded transports by the same rule the run was judged by, so a
     bundle edited by hand or made by an older kit cannot carry a stale verdict into the report.
     """
-    nccl = run.get("nccl")
-    counts = nccl.get("transports") if isinstance(nccl, dict) else None
-    if not isinstance(counts, dict) or not counts:
+    counts = run.nccl.transports if run.nccl is not None else None
+    if not counts:
         return None
-    single_node = len(run.get("nodes") or []) < 2
+    single_node = len(run.nodes or []) < 2
     why = contradiction(counts, p2p_disabled(run), single_node)
-    return f"{run['run_id']}: {why}" if why else None
+    return f"{run.run_id}: {why}" if why else None
 
 
 def transports(bench: Benchmark) -> dict[str, list[str]]:
@@ -32,8 +31,7 @@ def transports(bench: Benchmark) -> dict[str, list[str]]:
     for v in bench.variants:
         seen: set[str] = set()
         for r in v.ok:
-            t = (r.get("nccl") or {}).get("transports")
-            seen.update(t if isinstance(t, (dict, list)) else [])
+            seen.update(r.nccl.transports if r.nccl is not None else [])
         if seen:
             out[v.name] = sorted(str(x) for x in seen)
     return out
@@ -49,10 +47,10 @@ class Finding:
 def findings(results: Results, benches: list[Benchmark]) -> list[Finding]:
     """Everything that affects how far the numbers can be trusted, worst first."""
     out: list[Finding] = []
-    runs = run_records(results)
+    runs = results.runs
     failed = [r for r in runs if not is_ok(r)]
     if failed:
-        names = ", ".join(f"{r.get('run_id')} ({r.get('status')})" for r in failed)
+        names = ", ".join(f"{r.run_id} ({r.status})" for r in failed)
         out.append(
             Finding(
                 "error",
@@ -89,12 +87,12 @@ def findings(results: Results, benches: list[Benchmark]) -> list[Finding]:
             )
         )
     unproven = [
-        r["run_id"]
+        r.run_id
         for r in runs
         if is_ok(r)
-        and isinstance(r.get("nccl"), dict)
-        and str(r["nccl"].get("verdict") or "").startswith("NCCL printed no connection lines")
-        and int(r.get("world_size") or 2) > 1  # one process: no peer to connect to
+        and r.nccl is not None
+        and str(r.nccl.verdict or "").startswith("NCCL printed no connection lines")
+        and (r.world_size or 2) > 1  # one process: no peer to connect to
     ]
     if unproven:
         out.append(
@@ -131,10 +129,10 @@ def findings(results: Results, benches: list[Benchmark]) -> list[Finding]:
         )
     throttled: dict[str, list[str]] = {}
     for r in runs:
-        tel = r.get("telemetry") or {}
-        if is_ok(r) and tel.get("throttled"):
-            for reason in tel.get("throttle_reasons_seen") or ["slowdown"]:
-                throttled.setdefault(reason, []).append(str(r["run_id"]))
+        tel = r.telemetry
+        if is_ok(r) and tel is not None and tel.throttled:
+            for reason in tel.throttle_reasons_seen or ["slowdown"]:
+                throttled.setdefault(reason, []).append(r.run_id)
     if throttled:
         n = len({x for ids in throttled.values() for x in ids})
         were = "run was" if n == 1 else "runs were"

@@ -16,13 +16,13 @@ from kit.workloads.registry import headline_metric
 
 def _pairs(a: VariantBlock, b: VariantBlock, metric: str) -> tuple[list[float], list[float]]:
     """Values of repeat i of a and repeat i of b, for every i where both finished."""
-    bv = {r.get("repeat"): r for r in b.ok if metric in (r.get("metrics") or {})}
+    bv = {r.repeat: r for r in b.ok if metric in r.metrics}
     xs, ys = [], []
     for r in a.ok:
-        other = bv.get(r.get("repeat"))
-        if other is not None and metric in (r.get("metrics") or {}):
-            xs.append(float(r["metrics"][metric]["value"]))
-            ys.append(float(other["metrics"][metric]["value"]))
+        other = bv.get(r.repeat)
+        if other is not None and metric in r.metrics:
+            xs.append(float(r.metrics[metric].value))
+            ys.append(float(other.metrics[metric].value))
     return xs, ys
 
 
@@ -77,7 +77,7 @@ def _compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) ->
     else:
         sentence = f"{bench.label} is {text} with {a.name} than with {b.name}, in {label} ({n})."
     why = withheld_because(bench, a, b, metric)
-    if all(r.get("backend") == "gloo" for r in a.ok + b.ok):
+    if all(r.backend == "gloo" for r in a.ok + b.ok):
         sentence = (
             f"{bench.label} on the CPU (gloo, where NCCL settings have no effect), "
             f"{a.name} against {b.name}: "
@@ -230,9 +230,7 @@ def expectations(bench: Benchmark) -> list[dict[str, Any]]:
     ref = next((v for v in bench.variants if v.p2p_off is False), None) or (
         bench.variants[0] if bench.variants else None
     )
-    gpus = (
-        next((int(r["world_size"]) for r in ref.ok if r.get("world_size")), None) if ref else None
-    )
+    gpus = ref.gpus if ref else None
     for named, exp in (bench.expect or {}).items():
         if not isinstance(exp, dict) or "value" not in exp:
             continue
