@@ -19,6 +19,7 @@ from pypdf import PdfReader
 
 from kit.bundle import Bundle, verify_manifest, write_manifest
 from kit.facts.price import parse_price
+from kit.model import load_bundle
 from kit.report.render import offline_fetcher, render_bundle, write_pdf
 from tests.conftest import needs_pdf, run_kit
 
@@ -183,9 +184,9 @@ def test_llama_first_page_is_the_buyers_summary(tmp_path):
     second = " ".join(pages[1].split())
     bundle = Bundle.load(b)
     hw = bundle.read_json("hardware.json")
-    p2p = [r for r in bundle.results["runs"] if r["variant"] == "p2p"]
+    p2p = [r for r in load_bundle(b).results.runs if r.variant == "p2p"]
     # the runs sat at the 700 W cap: the headline is the whole window's throughput
-    tput = sorted(r["metrics"]["throughput_window"]["value"] for r in p2p)[1]
+    tput = sorted(r.metrics["throughput_window"].value for r in p2p)[1]
     joules = sorted(energy_per_unit(r, hw).j_per_unit for r in p2p)[1]
     assert f"{tput / 2:,.0f} tokens/s" in first  # per GPU
     assert (
