@@ -11,6 +11,7 @@ import pytest
 from kit.bundle import Bundle
 from kit.model import Results, Telemetry, load_bundle
 from kit.report import analysis, plots
+from kit.shared import metrics as catalog
 from kit.report.render import context, machine_line
 from kit.stats import paired_ratio
 from tests.conftest import results_model
@@ -112,8 +113,13 @@ def test_cpu_smoke_findings_and_gloo_verdict():
     assert "on the CPU (gloo, where NCCL settings have no effect)" in sentence
     assert "noise" in sentence
     # noisy runs: the verdict is withheld, never "no measurable difference" beside a CV of 80%
-    assert benches[0].verdicts[0].withheld and "verdict withheld: the runs were noisy" in sentence
+    assert benches[0].verdicts[0].withheld and "the runs were noisy" in sentence
     assert "no measurable difference" not in sentence
+    # each withheld sentence names its metric: two sentences with two CVs must not read alike
+    sentences = [v.sentence for v in benches[0].verdicts if v.withheld]
+    assert len(sentences) == len(set(sentences)) >= 2
+    assert all(f"verdict withheld ({catalog.label(v.metric)})" in v.sentence
+               for v in benches[0].verdicts if v.withheld)  # fmt: skip
 
 
 @pytest.mark.parametrize(

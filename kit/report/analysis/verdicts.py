@@ -81,7 +81,7 @@ def _compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) ->
         sentence = (
             f"{bench.label} on the CPU (gloo, where NCCL settings have no effect), "
             f"{a.name} against {b.name}: "
-            + (f"verdict withheld: {why}" if why else f"{text} in {label} ({n})")
+            + (f"verdict withheld ({label}): {why}" if why else f"{text} in {label} ({n})")
             + "; both variants ran the same code, so any difference is noise."
         )
         return Verdict(bench.name, metric, sentence, ratio, len(xs), withheld=why)
