@@ -11,8 +11,8 @@ import pytest
 from kit.bundle import Bundle
 from kit.model import Results, Telemetry, load_bundle
 from kit.report import analysis, plots
-from kit.shared import metrics as catalog
 from kit.report.render import context, machine_line
+from kit.shared import metrics as catalog
 from kit.stats import paired_ratio
 from tests.conftest import results_model
 
