@@ -441,6 +441,9 @@ def test_kit_report_against_puts_the_acceptance_verdict_on_page_1(tmp_path):
     assert "Acceptance: FAIL against Azure ND H200 v5 acceptance floor" in first
     assert "does not reach the threshold 431 GB/s" in first
     assert "NVLink SHARP (NVLS) on there" in first
+    # the benchmark's own block points at that verdict instead of saying there is none
+    assert "No acceptance reference" not in first
+    assert "its acceptance is the one above, against Azure ND H200 v5" in first
     assert run_kit("verify", str(b)).returncode == 0  # the re-rendered report is re-sealed
     # the published-figure section says how this machine's GPUs meet from its recorded topology
     # (its Hardware page: NV18, links to NVSwitch), never "without NVSwitch"
