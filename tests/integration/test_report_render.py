@@ -514,6 +514,7 @@ def test_real_h100_one_gpu_all_reduce_is_not_placed_against_published_machines(t
     text = " ".join(pdf_text(dst / "report.pdf").split())
     assert "On one GPU a collective moves no data between GPUs" in text
     assert "0.00x its figure" not in text
+    assert "0% of PCIe spec" not in text  # no link crossed: no share of a link's peak
     assert "docker runtime (pinned image)" in text and "gpu_request cdi" in text
 
 

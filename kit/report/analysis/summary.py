@@ -207,8 +207,9 @@ def _energy(vs: VariantSummary, ok: list[RunResult], hardware: dict[str, Any]) -
 
 
 def _sweep_link(vs: VariantSummary, hardware: dict[str, Any]) -> None:
-    """Bus bandwidth against the spec figure of the link the variant's transport used."""
-    if vs.median is None:
+    """Bus bandwidth against the spec figure of the link the variant's transport used (none on
+    one GPU: a collective there crosses no link, its busbw is 0 by definition)."""
+    if vs.median is None or vs.gpus == 1:
         return
     used = " ".join(vs.transports)
     nvlinks = any(
