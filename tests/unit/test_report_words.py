@@ -53,3 +53,24 @@ def test_method_names_the_unit_of_the_flop_count_and_the_all_reduce_size():
     assert row["bytes"] == row["count"] * 4
     assert "summed over the ranks" not in text.replace("not summed over the ranks", "")
     assert "count elements per rank" in text
+
+
+@pytest.mark.parametrize(("warmup", "steps"), [(5, 480), (3, 15), (5, 35)])
+def test_the_warm_up_label_stays_inside_the_step_plot(monkeypatch, warmup, steps):
+    """5 warm-up steps of 480: the centred label spilled over the y axis's tick labels."""
+    from kit.report import plots
+
+    kept = {}
+    monkeypatch.setattr(plots, "to_svg", lambda fig, salt: kept.setdefault("fig", fig) and "")
+    times = [0.5] + [0.066] * (steps - 1)
+    plots.step_traces(
+        [{"variant": "one-gpu", "repeat": 0, "warmup": warmup, "steps": times}], "t", "s"
+    )
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = kept["fig"]
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    ax = fig.axes[0]
+    label = next(t for t in ax.texts if "measured" in t.get_text())
+    box, frame = label.get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert frame.x0 <= box.x0 and box.x1 <= frame.x1
