@@ -206,6 +206,7 @@ def standing(
     db: Path | None = None,
     headline_only: bool = False,
     include_user: bool = True,
+    judged: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Where a bundle's results stand against every known machine that ran the same workload.
 
@@ -217,11 +218,13 @@ def standing(
     headline_only: only each workload's headline metric (what a report's first page shows).
     include_user: False for a sealed report, which must read the same on every machine: only
     the references shipped with kit, none from this user's store.
+    judged: benchmark -> the metric its page leads with where that is not the workload's
+    headline (whole-window throughput under a power cap), so page 1 compares that figure.
     """
     new = extract(bundle_dir)
     rows = []
     for b in new["benchmarks"]:
-        head = headline_metric(b["kind"])
+        head = (judged or {}).get(b["benchmark"]) or headline_metric(b["kind"])
         for ref, rb in by_signature(b["signature"], db, include_user):
             if (ref.get("recipe"), ref.get("created_at")) == (new["recipe"], new["created_at"]):
                 continue

@@ -350,7 +350,14 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         "price_per_gpu_hour": price_per_gpu_hour,
         "price": parse_price(price_per_gpu_hour),
         # shipped references only: a sealed report reads the same on every machine
-        "standing": [] if smoke else standing(bundle.path, headline_only=True, include_user=False),
+        "standing": []
+        if smoke
+        else standing(
+            bundle.path,
+            headline_only=True,
+            include_user=False,
+            judged={b.name: analysis.verdict_metric(b) for b in benches},
+        ),
         "ran": ran_lines(benches, smoke),
         "headlines": {b.name: analysis.headline(b) for b in benches},
         # reference figures are for full-size runs on GPUs: a smoke run is not compared with them

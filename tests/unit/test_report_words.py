@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from kit.report import render
+from kit.report import analysis, render
 from kit.report.method import method_view
 from tests.unit.test_report_analysis import EXAMPLES, load
 
@@ -74,3 +74,29 @@ def test_the_warm_up_label_stays_inside_the_step_plot(monkeypatch, warmup, steps
     label = next(t for t in ax.texts if "measured" in t.get_text())
     box, frame = label.get_window_extent(renderer), ax.get_window_extent(renderer)
     assert frame.x0 <= box.x0 and box.x1 <= frame.x1
+
+
+LLAMA = EXAMPLES / "h200x2-fsdp-llama"
+
+
+@pytest.mark.skipif(not LLAMA.is_dir(), reason="the Llama example is not here")
+def test_known_machines_compare_the_figure_page_1_leads_with(tmp_path):
+    """The 2x H200 Llama runs sat at their power cap: page 1 leads with the whole-window
+    throughput (13,981 tokens/s), so "Against known machines" compares that, not the median
+    step's 14,073."""
+    from kit.refs.store import standing
+
+    _, benches = load("h200x2-fsdp-llama", EXAMPLES)
+    judged = {b.name: analysis.verdict_metric(b) for b in benches}
+    assert judged == {"llama-8b-lora": "throughput_window"}
+    rows = standing(LLAMA, headline_only=True, include_user=False, judged=judged)
+    runs = json.loads((LLAMA / "results.json").read_text())["runs"]
+    window = statistics.median(
+        r["metrics"]["throughput_window"]["value"] for r in runs if r["variant"] == "p2p"
+    )
+    p2p = [r for r in rows if r["variant"] == "p2p"]
+    assert p2p and all(r["metric"] == "throughput_window" for r in rows)
+    assert p2p[0]["value"] == pytest.approx(window) and round(window) == 13981
+    assert {r["metric"] for r in standing(LLAMA, headline_only=True, include_user=False)} == {
+        "throughput"
+    }
