@@ -277,7 +277,8 @@ def metric_bars(rows: list[dict[str, Any]], ylabel: str, title: str, salt: str) 
                 r["median"],
                 color=col[r["variant"]],
                 height=0.6,
-                xerr=err,
+                # one run has no interval: no whisker, rather than caps that read as a tight one
+                xerr=err if r["high"] > r["low"] else None,
                 error_kw={"ecolor": "#222", "capsize": 3, "linewidth": 1},
             )
             ax.text(r["high"] + top * 0.01, y, f" {fmt_num(r['median'])}", va="center")

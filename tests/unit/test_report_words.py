@@ -100,3 +100,22 @@ def test_known_machines_compare_the_figure_page_1_leads_with(tmp_path):
     assert {r["metric"] for r in standing(LLAMA, headline_only=True, include_user=False)} == {
         "throughput"
     }
+
+
+def test_one_run_draws_no_whisker(monkeypatch):
+    """A single run has no interval: its bar gets no error bar (caps read as a tight one)."""
+    from kit.report import plots
+
+    kept = {}
+    monkeypatch.setattr(plots, "to_svg", lambda fig, salt: kept.setdefault("fig", fig) and "")
+    one = {"variant": "one-gpu", "median": 3909.0, "low": 3909.0, "high": 3909.0}
+    plots.metric_bars([one], "images/s", "t", "s")
+    from matplotlib.container import ErrorbarContainer
+
+    def whiskers(fig):
+        return [c for c in fig.axes[0].containers if isinstance(c, ErrorbarContainer)]
+
+    assert not whiskers(kept.pop("fig"))
+    two = {"variant": "p2p", "median": 9029.0, "low": 9017.0, "high": 9041.0}
+    plots.metric_bars([two], "images/s", "t", "s")
+    assert whiskers(kept["fig"])
