@@ -119,3 +119,26 @@ def test_one_run_draws_no_whisker(monkeypatch):
     two = {"variant": "p2p", "median": 9029.0, "low": 9017.0, "high": 9041.0}
     plots.metric_bars([two], "images/s", "t", "s")
     assert whiskers(kept["fig"])
+
+
+ALLREDUCE_X4 = EXAMPLES / "h200x4-allreduce"
+
+
+@pytest.mark.skipif(not ALLREDUCE_X4.is_dir(), reason="the 4-GPU all-reduce example is not here")
+def test_a_sweep_with_no_shipped_nccl_tests_run_says_so():
+    """kit/refs/nccl_tests ships 2x H200 runs only: the 4x page said nothing by size, as if
+    every size had been checked."""
+    from kit.refs.nccl_tests import reference_for
+
+    assert reference_for("all_reduce_perf", "NVIDIA H200", 4, "p2p") is None
+    _, benches = load("h200x4-allreduce", EXAMPLES)
+    hardware = json.loads((ALLREDUCE_X4 / "hardware.json").read_text())
+    summary = analysis.summarize_bench(benches[0], hardware, "")
+    words = {v.variant: v.below_reference for v in summary.variants}
+    assert words["p2p"].startswith("no all_reduce_perf run of 4x NVIDIA H200 ships with kit")
+    _, two = load("h200x2-allreduce", EXAMPLES)
+    hardware = json.loads((ALLREDUCE / "hardware.json").read_text())
+    assert (
+        "1 MiB (0.55x)"
+        in analysis.summarize_bench(two[0], hardware, "").variants[0].below_reference
+    )

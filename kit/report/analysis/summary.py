@@ -23,7 +23,7 @@ from kit.facts.efficiency import (
 from kit.facts.price import Price, parse_price
 from kit.facts.window import POWER_CAP_REASON, WindowFacts, window_facts
 from kit.model import RunResult
-from kit.refs.nccl_tests import BELOW, below, reference_for
+from kit.refs.nccl_tests import BELOW, SHIPPED_VARIANTS, below, reference_for
 from kit.refs.published import for_kind, place, run_conditions
 from kit.report.analysis.model import Benchmark, VariantBlock
 from kit.report.analysis.sweeps import sweep_curves
@@ -347,6 +347,11 @@ def below_nccl_tests(
     tool = bench.spec.sweep.tool if bench.spec and bench.spec.sweep else ""
     ref = reference_for(tool, names[0] if len(names) == 1 else None, gpus, v.name)
     if ref is None:
+        if len(names) == 1 and gpus and gpus > 1 and tool and v.name in SHIPPED_VARIANTS:
+            return (
+                f"no {tool} run of {gpus}x {names[0]} ships with kit (kit/refs/nccl_tests), so "
+                "no size is checked against nccl-tests"
+            )
         return ""
     curve = sweep_curves(bench)["curves"].get(v.name) or {}
     placement = bench.spec.sweep.placement if bench.spec and bench.spec.sweep else "out-of-place"
