@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -37,6 +38,8 @@ MAX_REPEATS = 100
 MAX_GPUS = 64
 MAX_NODES = 1024
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+TuningEnv = Annotated[dict[str, str], AfterValidator(check_env)]
+"""A variant's or the nodes' environment: tuning variables only (kit.recipe_env)."""
 
 
 class Strict(BaseModel):
@@ -48,13 +51,8 @@ class Variant(Strict):
 
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
-    env: dict[str, str] = {}  # checked by kit.recipe_env: tuning variables only
+    env: TuningEnv = {}
     gpu_ids: list[Annotated[int, Field(strict=True, ge=0, le=1023)]] | None = None
-
-    @field_validator("env")
-    @classmethod
-    def _env(cls, env: dict[str, str]) -> dict[str, str]:
-        return check_env(env)
 
     @field_validator("gpu_ids")
     @classmethod
@@ -120,12 +118,7 @@ class Nodes(Strict):
     rdzv_host: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9.:_-]*$")
     network: str = Field(default="host", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     nccl_socket_ifname: str | None = Field(default=None, pattern=r"^\^?=?[A-Za-z0-9_.,:-]+$")
-    env: dict[str, str] = {}  # checked by kit.recipe_env: tuning variables only
-
-    @field_validator("env")
-    @classmethod
-    def _env(cls, env: dict[str, str]) -> dict[str, str]:
-        return check_env(env)
+    env: TuningEnv = {}
 
     @field_validator("hosts")
     @classmethod

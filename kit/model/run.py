@@ -16,8 +16,9 @@ from kit.shared import files
 RunStatus = Literal["ok", "failed", "timeout", "skipped"]
 
 
-class RunSpec(Closed):
-    """runs/<id>/spec.json: what one launch runs (kit.run.plan.RunSpec.to_json)."""
+class RunIdentity(Closed):
+    """What names one run, first in its spec and in its result: file schema, run id, and the
+    benchmark, kind, variant and repeat it is one of."""
 
     schema_: int = Field(alias="schema", ge=1)
     run_id: str
@@ -25,6 +26,15 @@ class RunSpec(Closed):
     kind: str
     variant: str
     repeat: int = Field(ge=0)
+
+    def identity(self) -> dict[str, Any]:
+        """The naming fields but the file's schema: what a run's result copies from its spec."""
+        return {name: getattr(self, name) for name in RunIdentity.model_fields if name != "schema_"}
+
+
+class RunSpec(RunIdentity):
+    """runs/<id>/spec.json: what one launch runs (kit.run.plan.RunSpec.to_json)."""
+
     device: str
     nproc: int = Field(ge=1)
     smoke: bool
@@ -102,15 +112,9 @@ class Launch(Open):
     wall_s: float | None = None
 
 
-class RunResult(Closed):
+class RunResult(RunIdentity):
     """runs/<id>/result.json as the worker writes it, or an entry of results.json `runs`."""
 
-    schema_: int = Field(alias="schema", ge=1)
-    run_id: str
-    benchmark: str
-    kind: str
-    variant: str
-    repeat: int = Field(ge=0)
     status: RunStatus
     error: str | None = None
     started_at: str | None = None

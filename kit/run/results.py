@@ -95,11 +95,7 @@ def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path)
                 error += f"; {cause}"
         result = RunResult(
             schema=RESULT_SCHEMA,
-            run_id=spec.run_id,
-            benchmark=spec.benchmark,
-            kind=spec.kind,
-            variant=spec.variant,
-            repeat=spec.repeat,
+            **spec.identity(),
             status=status,
             error=error,
             world_size=spec.nproc,

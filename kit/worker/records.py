@@ -14,8 +14,8 @@ from kit.shared.files import RESULT_SCHEMA, SPEC_SCHEMA
 RunStatus = Literal["ok", "failed", "timeout", "skipped"]
 
 
-class SpecRecord(TypedDict):
-    """runs/<id>/spec.json, written by the driver (kit.run.plan.RunSpec.to_json)."""
+class IdentityRecord(TypedDict):
+    """What names one run, first in its spec and in its result (kit.model.run.RunIdentity)."""
 
     schema: int
     run_id: str
@@ -23,6 +23,11 @@ class SpecRecord(TypedDict):
     kind: str
     variant: str
     repeat: int
+
+
+class SpecRecord(IdentityRecord):
+    """runs/<id>/spec.json, written by the driver (kit.run.plan.RunSpec.to_json)."""
+
     device: str
     nproc: int
     smoke: bool
@@ -39,15 +44,10 @@ class MetricRecord(TypedDict):
     higher_is_better: bool
 
 
-class ResultRecord(TypedDict, total=False):
-    """runs/<id>/result.json as rank 0 writes it (kit.worker.__main__)."""
+class ResultRecord(IdentityRecord, total=False):
+    """runs/<id>/result.json as rank 0 writes it (kit.worker.__main__); the identity fields are
+    always there, the rest as far as the run got."""
 
-    schema: int
-    run_id: str
-    benchmark: str
-    kind: str
-    variant: str
-    repeat: int
     status: RunStatus
     error: str | None
     started_at: str
@@ -64,4 +64,6 @@ class ResultRecord(TypedDict, total=False):
     wall_s: float
 
 
-__all__ = ["RESULT_SCHEMA", "SPEC_SCHEMA", "MetricRecord", "ResultRecord", "SpecRecord"]
+__all__ = [
+    "RESULT_SCHEMA", "SPEC_SCHEMA", "IdentityRecord", "MetricRecord", "ResultRecord", "SpecRecord",
+]  # fmt: skip

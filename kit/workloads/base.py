@@ -60,7 +60,6 @@ class WorkloadSpec:
     label: str
     description: str
     params: type
-    worker: str  # the module whose run(ctx, params) the worker calls
     headline: str
     figures: str  # a figure kind's name (kit.report.kinds)
     method: str
@@ -68,6 +67,11 @@ class WorkloadSpec:
     secondary: tuple[str, ...] = ()
     sweep: Sweep | None = None
     smoke_model: bool = False  # a smoke run builds a smaller model than the label names
+
+    @property
+    def worker(self) -> str:
+        """The module whose run(ctx, params) the worker calls: the kind's folder's worker.py."""
+        return f"kit.workloads.{self.kind}.worker"
 
     def metric(self, name: str) -> Metric | None:
         return next((m for m in self.metrics if m.name == name), None)

@@ -87,7 +87,6 @@ def collective_spec(
         label=label,
         description=description,
         params=params,
-        worker=f"kit.workloads.{kind}.worker",
         headline="busbw_largest",
         secondary=("time_small_us",),
         figures="sweep",

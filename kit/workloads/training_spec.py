@@ -55,7 +55,6 @@ def training_spec(kind: str, label: str, description: str, params: type) -> Work
         label=label,
         description=description,
         params=params,
-        worker=f"kit.workloads.{kind}.worker",
         headline="throughput",
         figures="training",
         method=TRAINING_METHOD,

@@ -25,7 +25,6 @@ SPEC = WorkloadSpec(
     label="copy bandwidth",
     description="nvbandwidth-style host link, HBM and GPU-pair copy bandwidth",
     params=CopyBandwidthParams,
-    worker="kit.workloads.copy_bandwidth.worker",
     headline="device_local_gbps",
     secondary=("h2d_gbps", "d2h_gbps", "pair_ce_one_way_gbps"),
     figures="matrix",

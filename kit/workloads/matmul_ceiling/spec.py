@@ -24,7 +24,6 @@ SPEC = WorkloadSpec(
     label="matmul ceiling",
     description="best sustained matmul TFLOP/s per dtype over a shape search, each GPU and all",
     params=MatmulCeilingParams,
-    worker="kit.workloads.matmul_ceiling.worker",
     headline="tflops_bf16",
     secondary=("tflops_fp8", "tflops_tf32"),
     figures="ceiling",
