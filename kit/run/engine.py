@@ -30,7 +30,7 @@ from kit.run.results import (
     write_specs,
 )
 from kit.runtime import registry
-from kit.runtime.base import RunOutcome, Runtime, RuntimeRequest
+from kit.runtime.base import LaunchRequest, RunOutcome, Runtime, RuntimeRequest
 from kit.shared import files
 from kit.stats import AdaptiveRepeats, coefficient_of_variation, is_noisy
 from kit.workloads.registry import headline_metric
@@ -190,7 +190,9 @@ def _launch(p: Prepared, spec: RunSpec) -> tuple[RunOutcome, bool]:
     log_path = p.bundle.log_path(spec.run_id)
     try:
         outcome = p.runtime.run(
-            run_dir, spec.nproc, spec.env, log_path, spec.timeout_s, spec.gpu_ids, p.device
+            LaunchRequest(
+                run_dir, spec.nproc, spec.env, log_path, spec.timeout_s, spec.gpu_ids, p.device
+            )
         )
     except (KeyboardInterrupt, _Terminated):
         return RunOutcome(None, False, True, 0.0, [], "interrupted"), True

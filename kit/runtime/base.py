@@ -54,6 +54,26 @@ class RuntimeRequest:
     nodes: Any = None  # kit.runtime.multinode.config.NodeConfig when several nodes are asked
 
 
+@dataclass(frozen=True)
+class LaunchRequest:
+    """What the engine asks a runtime to run: the worker on RUN_DIR/spec.json with `nproc`
+    processes, waited for at most `timeout_s`.
+
+    `env` holds the variant's variables (e.g. NCCL_P2P_DISABLE=1) to add to the launch (a
+    container gets the whole launch environment there instead: LocalRuntime.run);
+    `gpu_ids` restricts the visible GPUs (CUDA_VISIBLE_DEVICES, or docker device requests),
+    None for all; stdout and stderr of all ranks go to `log_path` (and are echoed when verbose).
+    """
+
+    run_dir: Path
+    nproc: int
+    env: dict[str, str]
+    log_path: Path
+    timeout_s: float
+    gpu_ids: list[int] | None
+    device: str
+
+
 class Runtime(Protocol):
     """An interactive runtime: prepare, describe the environment, run each launch, clean up."""
 
@@ -69,22 +89,8 @@ class Runtime(Protocol):
         """Make the environment ready (build or load an image, reach the nodes) and describe it."""
         ...
 
-    def run(
-        self,
-        run_dir: Path,
-        nproc: int,
-        env: dict[str, str],
-        log_path: Path,
-        timeout_s: float,
-        gpu_ids: list[int] | None,
-        device: str,
-    ) -> RunOutcome:
-        """Launch the worker on RUN_DIR/spec.json with `nproc` processes and wait for it.
-
-        `env` holds the variant's variables (e.g. NCCL_P2P_DISABLE=1) to add to the launch;
-        `gpu_ids` restricts the visible GPUs (CUDA_VISIBLE_DEVICES, or docker device requests);
-        stdout and stderr of all ranks go to `log_path` (and are echoed when verbose).
-        """
+    def run(self, req: LaunchRequest) -> RunOutcome:
+        """Launch the worker as `req` says and wait for it."""
         ...
 
     def known_environment(self) -> dict[str, Any] | None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from kit.runtime import launch
-from kit.runtime.base import RunOutcome
+from kit.runtime.base import LaunchRequest, RunOutcome
 from kit.runtime.containers.base import Container, LaunchError
 from kit.runtime.heartbeat import Heartbeat
 from kit.shared import files
@@ -52,32 +53,24 @@ class LocalRuntime:
         )
         return launch.environment(env, device, heartbeat=seen, container=self.container.isolated)
 
-    def run(
-        self,
-        run_dir: Path,
-        nproc: int,
-        env: dict[str, str],
-        log_path: Path,
-        timeout_s: float,
-        gpu_ids: list[int] | None,
-        device: str,
-    ) -> RunOutcome:
-        argv = self.command(run_dir, nproc)
+    def run(self, req: LaunchRequest) -> RunOutcome:
+        argv = self.command(req.run_dir, req.nproc)
         shown = self.container.shown(argv)
-        full_env = self.launch_env(run_dir, env, device)
+        # the container gets the whole launch environment, not only the variant's variables
+        inside = replace(req, env=self.launch_env(req.run_dir, req.env, req.device))
         t0 = time.perf_counter()
-        with open(log_path, "ab") as log, Heartbeat(run_dir) as heartbeat:
+        with open(req.log_path, "ab") as log, Heartbeat(req.run_dir) as heartbeat:
             log.write(f"$ {' '.join(shown)}\n".encode())
             log.flush()
             started = None
             try:
                 try:
-                    started = self.container.start(argv, full_env, run_dir, log, gpu_ids, device)
+                    started = self.container.start(argv, inside, log)
                 except LaunchError as e:
                     return RunOutcome(None, False, False, time.perf_counter() - t0, shown, str(e))
                 heartbeat.beat()  # after the fork: no thread of ours runs while preexec_fn does
                 try:
-                    code, timed_out = started.wait(timeout_s)
+                    code, timed_out = started.wait(req.timeout_s)
                     if timed_out:
                         code = started.stop()
                 except LaunchError as e:

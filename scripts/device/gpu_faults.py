@@ -22,6 +22,7 @@ from pathlib import Path
 import docker
 
 from kit.run.results import worker_error
+from kit.runtime.base import LaunchRequest
 from kit.runtime.containers import gpus
 from kit.runtime.containers.docker import DockerContainer
 from kit.runtime.docker.client import LABEL_OWNER
@@ -50,7 +51,9 @@ def run_dir(name: str) -> Path:
 def case(name: str, runtime: LocalRuntime, gpu_ids: list[int] | None, want: str) -> bool:
     d = run_dir(name)
     t0 = time.monotonic()
-    out = runtime.run(d, 1, {}, d / "log", timeout_s=180, gpu_ids=gpu_ids, device="cuda")
+    out = runtime.run(
+        LaunchRequest(d, 1, {}, d / "log", timeout_s=180, gpu_ids=gpu_ids, device="cuda")
+    )
     took = time.monotonic() - t0
     # the reason as the run's result would give it: the launch's error, else the worker's own
     error = out.error or worker_error(d / "log") or "(no reason found in the log)"

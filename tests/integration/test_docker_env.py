@@ -21,6 +21,7 @@ import pytest
 
 from kit.bundle import sha256_file
 from kit.errors import KitError
+from kit.runtime.base import LaunchRequest
 from kit.runtime.docker import environments
 from kit.runtime.docker import fingerprint as fingerprints
 from kit.runtime.docker import image as images
@@ -291,7 +292,7 @@ def test_crashing_container_keeps_status_and_log(client, cpu_image, daemon_state
     _write_spec(run_dir, schema=99)  # the worker refuses a spec it cannot read
     log = tmp_path / "run.log"
     rt = DockerRuntime(cpu_image.tag, client=client)
-    outcome = rt.run(run_dir, 2, {}, log, timeout_s=120, gpu_ids=None, device="cpu")
+    outcome = rt.run(LaunchRequest(run_dir, 2, {}, log, timeout_s=120, gpu_ids=None, device="cpu"))
     assert outcome.exit_code not in (0, None)
     assert not outcome.timed_out and not outcome.interrupted
     assert outcome.command[:3] == ["docker", "run", cpu_image.tag]

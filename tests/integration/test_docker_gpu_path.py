@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from kit.runtime.base import LaunchRequest
 from kit.runtime.containers import gpus
 from kit.runtime.containers.docker import DockerContainer
 from kit.runtime.docker.runtime import DockerRuntime
@@ -61,7 +62,7 @@ def cdi(client, monkeypatch):
 def _show(box: DockerContainer, run_dir: Path, gpu_ids: list[int] | None) -> tuple[int, str]:
     log = run_dir / f"show-{gpu_ids}.log"
     with open(log, "wb") as f:
-        started = box.start(SHOW, {}, run_dir, f, gpu_ids, "cuda")
+        started = box.start(SHOW, LaunchRequest(run_dir, 1, {}, log, 60, gpu_ids, "cuda"), f)
         try:
             code, timed_out = started.wait(60)
         finally:
@@ -92,7 +93,7 @@ def test_cdi_device_the_spec_lacks_is_one_line_before_any_container(
     _write_spec(run_dir, run_id="cdi.missing.r0", device="cuda", nproc=1)
     before = len(client.containers.list(all=True))
     out = DockerRuntime(cpu_image.tag, client=client, gpu_style=cdi, memlock=MEMLOCK).run(
-        run_dir, 1, {}, tmp_path / "log", 60, [5], "cuda"
+        LaunchRequest(run_dir, 1, {}, tmp_path / "log", 60, [5], "cuda")
     )
     assert out.exit_code is None and out.error and "\n" not in out.error
     assert f"no device {KIND}=5" in out.error and "it declares: 0, 1, all" in out.error
@@ -100,7 +101,7 @@ def test_cdi_device_the_spec_lacks_is_one_line_before_any_container(
     # a daemon whose spec files the kit cannot read (remote): the daemon's refusal, one line
     blind = gpus.Cdi(kind=KIND)
     out = DockerRuntime(cpu_image.tag, client=client, gpu_style=blind, memlock=MEMLOCK).run(
-        run_dir, 1, {}, tmp_path / "log2", 60, [5], "cuda"
+        LaunchRequest(run_dir, 1, {}, tmp_path / "log2", 60, [5], "cuda")
     )
     assert out.exit_code is None and out.error.startswith("CDI: the daemon cannot resolve")
     assert f"{KIND}=5" in out.error
@@ -114,7 +115,7 @@ def test_gpu_run_in_an_image_without_cuda_is_a_failed_run_with_its_reason(
     run_dir = tmp_path / "run"
     _write_spec(run_dir, run_id="cdi.nocuda.r0", device="cuda", nproc=1)
     out = DockerRuntime(cpu_image.tag, client=client, gpu_style=cdi, memlock=MEMLOCK).run(
-        run_dir, 1, {}, tmp_path / "log", 120, [0], "cuda"
+        LaunchRequest(run_dir, 1, {}, tmp_path / "log", 120, [0], "cuda")
     )
     assert out.exit_code not in (0, None) and not out.timed_out
     assert "torch sees no GPU" in (tmp_path / "log").read_text()
@@ -127,7 +128,9 @@ def test_container_killed_for_memory_says_so(client, cpu_image, daemon_state, tm
     box = DockerContainer(cpu_image.tag, client=client, memory="64m")
     hog = ["python3", "-c", "x = bytearray(1 << 30); print(len(x))"]
     with open(tmp_path / "log", "wb") as f:
-        started = box.start(hog, {}, run_dir, f, None, "cpu")
+        started = box.start(
+            hog, LaunchRequest(run_dir, 1, {}, tmp_path / "log", 120, None, "cpu"), f
+        )
         try:
             code, timed_out = started.wait(120)
             reason = started.reason()

@@ -8,7 +8,6 @@ the loop is what is tested; tests/integration runs real workers).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,7 @@ import kit.run.engine as engine
 from kit.errors import InputError
 from kit.recipe import parse_recipe
 from kit.run.engine import Options, adaptive_record, run_recipe
-from kit.runtime.base import RunOutcome
+from kit.runtime.base import LaunchRequest, RunOutcome
 from kit.stats import AdaptiveRepeats
 
 RECIPE = """\
@@ -54,7 +53,14 @@ class ScriptedRuntime:
     def close(self) -> None:
         self.closed = True
 
-    def run(self, run_dir: Path, nproc, env, log_path, timeout_s, gpu_ids, device) -> RunOutcome:
+    def run(self, req: LaunchRequest) -> RunOutcome:
+        run_dir, nproc, env, log_path, device = (
+            req.run_dir,
+            req.nproc,
+            req.env,
+            req.log_path,
+            req.device,
+        )
         spec = json.loads((run_dir / "spec.json").read_text())
         self.launched.append(spec["run_id"])
         value = self.values[spec["benchmark"]].pop(0)

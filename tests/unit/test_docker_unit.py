@@ -16,6 +16,7 @@ from kit.errors import InputError, KitError
 from kit.model import Environment
 from kit.run import rerun
 from kit.runtime import registry
+from kit.runtime.base import LaunchRequest
 from kit.runtime.containers import gpus
 from kit.runtime.docker import client as dclient
 from kit.runtime.docker import environments
@@ -90,7 +91,7 @@ def test_gpu_run_without_toolkit_is_one_line_naming_the_toolkit(monkeypatch, tmp
     assert "cdi generate" in str(info.value)
     runtime = rt.DockerRuntime("kit-x:1", client=client)
     (tmp_path / "spec.json").write_text('{"run_id": "a.p2p.r0"}')
-    out = runtime.run(tmp_path, 2, {}, tmp_path / "log", 10, None, "cuda")
+    out = runtime.run(LaunchRequest(tmp_path, 2, {}, tmp_path / "log", 10, None, "cuda"))
     assert out.exit_code is None and "NVIDIA Container Toolkit" in out.error
     assert client.created == []  # refused before any container was made
 
@@ -100,7 +101,7 @@ def test_cdi_spec_lacking_a_gpu_fails_the_run_before_any_container(tmp_path):
     client = FakeClient({"Runtimes": {}, "CDISpecDirs": [str(tmp_path / "cdi")]})
     (tmp_path / "spec.json").write_text('{"run_id": "a.p2p.r0"}')
     out = rt.DockerRuntime("kit-x:1", client=client).run(
-        tmp_path, 2, {}, tmp_path / "log", 10, [0, 2], "cuda"
+        LaunchRequest(tmp_path, 2, {}, tmp_path / "log", 10, [0, 2], "cuda")
     )
     assert out.exit_code is None and "no device nvidia.com/gpu=2" in out.error
     assert client.created == []
@@ -114,7 +115,7 @@ def test_daemon_refusing_gpus_becomes_the_toolkit_hint(monkeypatch, tmp_path):
     client = FakeClient({"Runtimes": {"nvidia": {}}}, create_error=err)
     (tmp_path / "spec.json").write_text('{"run_id": "a.p2p.r0"}')
     out = rt.DockerRuntime("kit-x:1", client=client).run(
-        tmp_path, 2, {}, tmp_path / "log", 10, [0, 1], "cuda"
+        LaunchRequest(tmp_path, 2, {}, tmp_path / "log", 10, [0, 1], "cuda")
     )
     assert out.exit_code is None and not out.timed_out
     assert "NVIDIA Container Toolkit" in out.error and "could not select device driver" in out.error

@@ -12,7 +12,7 @@ from kit.recipe import parse_recipe
 from kit.run import engine
 from kit.run import results as run_results
 from kit.run.results import bundle_status
-from kit.runtime.base import RunOutcome
+from kit.runtime.base import LaunchRequest, RunOutcome
 
 RECIPE = """\
 kit: 1
@@ -35,7 +35,8 @@ class FaultyRuntime:
         self.environment = {"name": "fake", "pinned": False, "runtime": "fake", "container": None}
         self.fail, self.calls, self.closed = fail, 0, False
 
-    def run(self, run_dir: Path, nproc, env, log_path, timeout_s, gpu_ids, device) -> RunOutcome:
+    def run(self, req: LaunchRequest) -> RunOutcome:
+        run_dir, nproc, env = req.run_dir, req.nproc, req.env
         self.calls += 1
         if self.calls in self.fail:
             raise LookupError("404 Client Error: No such container: 3f2a")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import IO, Protocol
 
+from kit.runtime.base import LaunchRequest
+
 
 class LaunchError(Exception):
     """A launch that could not start, or whose container or daemon failed under it: one line,
@@ -48,16 +50,9 @@ class Container(Protocol):
         """The command as the log and the run result show it."""
         ...
 
-    def start(
-        self,
-        argv: list[str],
-        env: dict[str, str],
-        run_dir: Path,
-        log: IO[bytes],
-        gpu_ids: list[int] | None,
-        device: str,
-    ) -> Started:
-        """Start the launch; its output goes to `log`. Raises LaunchError when it cannot."""
+    def start(self, argv: list[str], req: LaunchRequest, log: IO[bytes]) -> Started:
+        """Start `argv` in it as `req` says (req.env: the whole launch environment); its output
+        goes to `log`. Raises LaunchError when it cannot."""
         ...
 
     def close(self) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kit.errors import KitError
+from kit.runtime.base import LaunchRequest
 from kit.runtime.containers import gpus
 from kit.runtime.containers.base import LaunchError, first_line
 from kit.runtime.docker.client import (
@@ -239,19 +240,11 @@ class DockerContainer:
             opts["extra_hosts"] = {HOSTNAME: "127.0.0.1"}
         return opts
 
-    def start(
-        self,
-        argv: list[str],
-        env: dict[str, str],
-        run_dir: Path,
-        log: IO[bytes],
-        gpu_ids: list[int] | None,
-        device: str,
-    ) -> Running:
+    def start(self, argv: list[str], req: LaunchRequest, log: IO[bytes]) -> Running:
         import docker
 
         try:
-            opts = self.options(argv, env, run_dir, gpu_ids, device)
+            opts = self.options(argv, req.env, req.run_dir, req.gpu_ids, req.device)
         except KitError as e:  # no GPU request style, or a GPU the CDI spec lacks
             raise LaunchError(str(e)) from e
         container = None

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from kit.runtime.base import LaunchRequest
 from kit.runtime.containers.base import LaunchError
 from kit.runtime.launch import MOUNT
 
@@ -125,19 +126,11 @@ class NoContainer:
     def command(self, argv: list[str], run_dir: Path, device: str) -> list[str]:
         return argv
 
-    def start(
-        self,
-        argv: list[str],
-        env: dict[str, str],
-        run_dir: Path,
-        log: IO[bytes],
-        gpu_ids: list[int] | None,
-        device: str,
-    ) -> Process:
+    def start(self, argv: list[str], req: LaunchRequest, log: IO[bytes]) -> Process:
         try:
             proc = subprocess.Popen(
-                self.command(argv, run_dir, device), stdout=log, stderr=subprocess.STDOUT,
-                env=self.process_env(env, gpu_ids), cwd=run_dir,
+                self.command(argv, req.run_dir, req.device), stdout=log, stderr=subprocess.STDOUT,
+                env=self.process_env(req.env, req.gpu_ids), cwd=req.run_dir,
                 # its own group (the driver stops it whole); dies with the driver
                 start_new_session=True, preexec_fn=parent_death_signal(),
             )  # fmt: skip

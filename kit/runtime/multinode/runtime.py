@@ -38,7 +38,7 @@ from typing import Any
 
 from kit.errors import KitError
 from kit.runtime import launch
-from kit.runtime.base import RunOutcome, RuntimeRequest, tail
+from kit.runtime.base import LaunchRequest, RunOutcome, RuntimeRequest, tail
 from kit.runtime.containers import gpus
 from kit.runtime.containers.docker import DockerContainer, fault_reason, faults, launch_error
 from kit.runtime.docker import fingerprint as fp
@@ -177,17 +177,11 @@ class MultiNodeRuntime:
             opts["hostname"] = name
         return opts
 
-    def run(
-        self,
-        run_dir: Path,
-        nproc: int,
-        env: dict[str, str],
-        log_path: Path,
-        timeout_s: float,
-        gpu_ids: list[int] | None,
-        device: str,
-    ) -> RunOutcome:
+    def run(self, req: LaunchRequest) -> RunOutcome:
         import docker
+
+        run_dir, nproc, env, log_path = req.run_dir, req.nproc, req.env, req.log_path
+        timeout_s, gpu_ids, device = req.timeout_s, req.gpu_ids, req.device
 
         run_id = run_id_of(run_dir)
         launch = f"{run_id}-{uuid.uuid4().hex[:8]}"
