@@ -329,7 +329,8 @@ def test_a_reference_from_another_gpu_count_is_compared_per_gpu():
     _, benches = load("h200x4-fsdp-llama", EXAMPLES)
     (e,) = analysis.expectations(benches[0])
     p2p = next(v for v in benches[0].variants if v.name == "p2p")
-    median = benches[0].metrics["throughput"]["p2p"].summary.median
+    # P2P sat at the power cap in both runs: judged on the whole window, the figure page 1 leads with
+    median = benches[0].metrics["throughput_window"]["p2p"].summary.median
     assert e["per_gpu"] and e["ref_gpus"] == 2 and e["gpus"] == 4 and len(p2p.ok) >= 1
     assert e["value"] == pytest.approx(14230 / 2) and e["measured"] == pytest.approx(median / 4)
     # two runs give only their range, not a confidence interval: no PASS yet, one more run

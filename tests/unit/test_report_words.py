@@ -142,3 +142,23 @@ def test_a_sweep_with_no_shipped_nccl_tests_run_says_so():
         "1 MiB (0.55x)"
         in analysis.summarize_bench(two[0], hardware, "").variants[0].below_reference
     )
+
+
+LLAMA_X4 = EXAMPLES / "h200x4-fsdp-llama"
+
+
+@pytest.mark.skipif(not LLAMA_X4.is_dir(), reason="the 4-GPU Llama example is not here")
+def test_a_variant_at_the_cap_is_headlined_by_its_whole_window():
+    """4x H200 Llama: P2P sat at the 700 W cap in both runs (SwPowerCap in every sample), the
+    no-P2P runs in neither; counted over all four runs that was not "most", so page 1 printed
+    "power-limited ... the figure is what this cap allows" beside the median step's figure."""
+    from kit.facts.window import power_capped
+
+    b, benches = load("h200x4-fsdp-llama", EXAMPLES)
+    hw = b.read_json("hardware.json")
+    bench = benches[0]
+    capped = {v.name: [power_capped(r, hw) for r in v.ok] for v in bench.variants}
+    assert capped == {"p2p": [True, True], "no-p2p": [False, False]}
+    assert analysis.verdict_metric(bench) == "throughput_window"
+    _, gpt2 = load("h200x2-gpt2-ddp", EXAMPLES)  # no variant at the cap: the median step
+    assert analysis.verdict_metric(gpt2[0]) == "throughput"
