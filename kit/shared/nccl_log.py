@@ -152,35 +152,17 @@ def parse_tuning(text: str) -> list[dict[str, Any]]:
         if "NCCL INFO" not in line or "Bytes ->" not in line:
             continue
         if m := _TUNING.search(line):
-            calls.append(
-                {
-                    "func": m["func"],
-                    "bytes": int(m["bytes"]),
-                    "algo": m["algo"],
-                    "proto": m["proto"],
-                    "channels": int(m["hi"]) - int(m["lo"]) + 1,
-                }
-            )
+            algo, proto, channels = m["algo"], m["proto"], int(m["hi"]) - int(m["lo"]) + 1
         elif m := _TUNING_SYMMETRIC.search(line):
-            calls.append(
-                {
-                    "func": m["func"],
-                    "bytes": int(m["bytes"]),
-                    "algo": f"symmetric kernel {m['kernel']}",
-                    "proto": "-",
-                    "channels": int(m["nchannels"]),
-                }
-            )
+            algo, proto, channels = f"symmetric kernel {m['kernel']}", "-", int(m["nchannels"])
         elif m := _TUNING_CE.search(line):
-            calls.append(
-                {
-                    "func": m["func"],
-                    "bytes": int(m["bytes"]),
-                    "algo": f"copy engine ({m['copy']})",
-                    "proto": "-",
-                    "channels": None,
-                }
-            )
+            algo, proto, channels = f"copy engine ({m['copy']})", "-", None
+        else:
+            continue
+        calls.append(
+            {"func": m["func"], "bytes": int(m["bytes"]), "algo": algo, "proto": proto,
+             "channels": channels}
+        )  # fmt: skip
     return calls
 
 

@@ -309,6 +309,18 @@ def from_archive(path: Path, env_name: str, client: Any = None) -> Image:
     )  # fmt: skip
 
 
+def obtain(
+    env_name: str, base_image: str | None, archive: Path | None, client: Any
+) -> tuple[Image, str]:
+    """The environment's image for a run (one machine or every node): loaded from `archive`
+    (`kit export`, --image-archive) when given, else built or reused; with the word the
+    driver prints for how it came ("loaded from ...:", "reused", "built")."""
+    if archive is not None:
+        return from_archive(archive, env_name, client=client), f"loaded from {archive}:"
+    image = build(env_name, base_image_override=base_image, client=client)
+    return image, "reused" if image.cached else "built"
+
+
 def load_archive(path: Path, client: Any = None) -> list[str]:
     """Load an image archive made by `export`; return the tags it holds."""
     client = client or docker_client()

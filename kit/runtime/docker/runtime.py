@@ -102,12 +102,7 @@ def prepare_runtime(
     """
     client = client or docker_client()
     style = gpus.require(client) if device == "cuda" else None
-    if image_archive is not None:
-        image = images.from_archive(image_archive, environment, client=client)
-        state = f"loaded from {image_archive}:"
-    else:
-        image = images.build(environment, base_image_override=base_image, client=client)
-        state = "reused" if image.cached else "built"
+    image, state = images.obtain(environment, base_image, image_archive, client)
     images.console().print(f"kit: environment {image.env}: {state} image {image.tag}")
     requests = style.requests(None) if style is not None else []
     container = fp.probe(image.tag, client=client, device_requests=requests)

@@ -364,12 +364,7 @@ def prepare_runtime(
             if style is None:
                 raise KitError(f"node {node.index} ({node.url}): {gpus.TOOLKIT_HINT}")
             styles[node.index] = style
-    if image_archive is not None:
-        image = images.from_archive(image_archive, environment, client=first)
-        state = f"loaded from {image_archive}:"
-    else:
-        image = images.build(environment, base_image_override=base_image, client=first)
-        state = "reused" if image.cached else "built"
+    image, state = images.obtain(environment, base_image, image_archive, first)
     out = images.console()
     out.print(f"kit: environment {image.env}: {state} image {image.tag} (node 0)")
     placed = ensure_image(nodes, image.tag, echo=out.print)
