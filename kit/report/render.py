@@ -29,6 +29,7 @@ from kit.model import BundleData, load_bundle
 from kit.refs.store import standing
 from kit.report import analysis, plots, sections
 from kit.report.method import method_view
+from kit.report.provenance import rendering
 from kit.report.sections import (
     environment_view,
     hardware_view,
@@ -374,6 +375,7 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         "runs": results.runs,
         "kit_version": __version__,
         "renderer": f"kit {__version__}, Python {platform.python_version()}",
+        "rendering": rendering(results, bundle.path),
         "style": STYLE.read_text(),
     }
 
