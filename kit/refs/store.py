@@ -24,6 +24,7 @@ from typing import Any
 from kit.bundle import Bundle
 from kit.errors import InputError
 from kit.intake import receive
+from kit.model import load_bundle
 from kit.refs.db import open_db
 from kit.shared import files
 from kit.shared import metrics as catalog
@@ -75,39 +76,35 @@ def extract(bundle_dir: Path, label: str | None = None) -> dict[str, Any]:
     """The compact reference of a bundle (InputError for a directory that is not one)."""
     if not (Path(bundle_dir) / files.RESULTS).is_file():  # before walking a large folder
         raise InputError(f"{bundle_dir}: not a kit bundle (no results.json)")
-    bundle = Bundle.load(Path(bundle_dir))
-    res = bundle.results
-    hw = hardware_summary(bundle.read_json(files.HARDWARE))
+    res = load_bundle(bundle_dir).results
+    hw = hardware_summary(Bundle.load(Path(bundle_dir)).read_json(files.HARDWARE))
     benches: dict[tuple[str, str], dict[str, Any]] = {}
-    for run in res.get("runs", []):
-        if run.get("status") != "ok":
+    for run in res.runs:
+        if run.status != "ok":
             continue
-        data = run.get("data") or {}
-        key = (run["benchmark"], run["variant"])
         entry = benches.setdefault(
-            key,
+            (run.benchmark, run.variant),
             {
-                "benchmark": run["benchmark"],
-                "variant": run["variant"],
-                "kind": run["kind"],
-                "signature": signature(run["kind"], data.get("params")),
-                "world_size": run.get("world_size"),
+                "benchmark": run.benchmark,
+                "variant": run.variant,
+                "kind": run.kind,
+                "signature": signature(run.kind, run.data.params),
+                "world_size": run.world_size,
                 "metrics": {},
             },
         )
-        for name, m in (run.get("metrics") or {}).items():
+        for name, m in run.metrics.items():
             slot = entry["metrics"].setdefault(
-                name, {"unit": m.get("unit"), "higher_is_better": m.get("higher_is_better"),
-                       "values": []}
-            )  # fmt: skip
-            slot["values"].append(m.get("value"))
+                name, {"unit": m.unit, "higher_is_better": m.higher_is_better, "values": []}
+            )
+            slot["values"].append(m.value)
     return {
         "schema": REF_SCHEMA,
         "label": label or hw["label"] or Path(bundle_dir).name,
         "source": Path(bundle_dir).name,
-        "recipe": res.get("recipe"),
-        "created_at": res.get("created_at"),
-        "kit_version": res.get("kit_version"),
+        "recipe": res.recipe,
+        "created_at": res.created_at,
+        "kit_version": res.kit_version,
         "hardware": hw,
         "benchmarks": list(benches.values()),
     }
