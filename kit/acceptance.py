@@ -1,4 +1,5 @@
-"""Acceptance verdicts: PASS, FAIL or UNDECIDED, decided by the interval, never the point estimate.
+"""Acceptance verdicts: PASS, FAIL or UNDECIDED, decided by the interval, never the point estimate;
+NOT COMPARABLE where the reference does not apply to the run (kit.refs.accept decides that).
 
 The rule (for a higher-is-better metric; mirrored for times):
 
@@ -28,6 +29,9 @@ from kit.intervals import CONFIDENCE
 from kit.stats import summarize
 
 PASS, FAIL, UNDECIDED = "PASS", "FAIL", "UNDECIDED"
+NOT_COMPARABLE = "NOT COMPARABLE"
+"""Neither pass nor fail: the reference's own conditions exclude this run (8 GPUs with NVLS
+there, 2 with NVLS off here); nothing was judged."""
 RULE = (
     "PASS when the interval's lower end clears the threshold (reference less the tolerance; "
     "for times, more), FAIL when its upper end does not reach it, UNDECIDED when it straddles "
@@ -163,12 +167,15 @@ def _more_repeats(values: Sequence[float], threshold: float) -> int | None:
 
 
 def overall(verdicts: Iterable[str]) -> str:
-    """FAIL if any fails, else UNDECIDED if any is, else PASS (no verdict at all: UNDECIDED)."""
+    """FAIL if any fails, else UNDECIDED if any is, else NOT COMPARABLE if any reference did
+    not apply, else PASS (no verdict at all: UNDECIDED). PASS means every judged one passed."""
     verdicts = set(verdicts)
     if FAIL in verdicts:
         return FAIL
     if UNDECIDED in verdicts or not verdicts:
         return UNDECIDED
+    if NOT_COMPARABLE in verdicts:
+        return NOT_COMPARABLE
     return PASS
 
 

@@ -42,6 +42,10 @@ def report(
         list[str] | None,
         typer.Option(help="With --against: as kit accept's --tolerance (repeatable)."),
     ] = None,
+    judge_anyway: Annotated[
+        bool,
+        typer.Option("--judge-anyway", help="With --against: as kit accept's --judge-anyway."),
+    ] = False,
 ) -> None:
     """Re-render a bundle's report from its files; re-seal the report files and nothing else.
 
@@ -57,15 +61,16 @@ def report(
     from kit.report.render import render_bundle
 
     price = check_price(price_per_gpu_hour, price_source)
-    if tolerance and against is None:
-        raise InputError("--tolerance applies to --against: name the reference too")
+    if (tolerance or judge_anyway) and against is None:
+        flag = "--tolerance" if tolerance else "--judge-anyway"
+        raise InputError(f"{flag} applies to --against: name the reference too")
     b = Bundle.load(bundle)
     check_complete(b.path)
     acceptance = None
     if against is not None:
         from kit.refs.accept import accept as accept_bundle
 
-        acceptance = accept_bundle(b.path, against, tolerance or [])
+        acceptance = accept_bundle(b.path, against, tolerance or [], judge_anyway=judge_anyway)
     print(reseal_report(
         b.path, lambda: render_bundle(b, price_per_gpu_hour=price, acceptance=acceptance)
     ))  # fmt: skip
@@ -160,7 +165,7 @@ def seal(bundle: Annotated[Path, typer.Argument(help="A bundle whose seal was in
     print(b.path)
 
 
-ACCEPT_EXIT = {"PASS": 0, "FAIL": 1, "UNDECIDED": 3}
+ACCEPT_EXIT = {"PASS": 0, "FAIL": 1, "UNDECIDED": 3, "NOT COMPARABLE": 4}
 """`kit accept` exit codes: a cluster's tooling reads the verdict without parsing text."""
 
 
@@ -201,15 +206,29 @@ def accept(
         Path | None,
         typer.Option("--json", help="Also write the verdicts as JSON to this file ('-': stdout)."),
     ] = None,
+    judge_anyway: Annotated[
+        bool,
+        typer.Option(
+            "--judge-anyway",
+            help="Judge against a published figure whose own conditions exclude this run "
+            "(GPU count, GPU model, NVLS, fabric); the verdict says 'judged despite: ...'.",
+        ),
+    ] = False,
 ) -> None:
-    """PASS, FAIL or UNDECIDED for a bundle against a reference, decided by the interval.
+    """PASS, FAIL or UNDECIDED for a bundle against a reference, decided by the interval;
+    NOT COMPARABLE where the reference does not apply.
 
     PASS when the interval's lower end clears the reference less the tolerance, FAIL when its
     upper end does not reach it, UNDECIDED when it straddles it or fewer than 3 runs finished
-    (then it says how many more repeats would settle it). Every repeat counts. Exit status:
-    0 PASS, 1 FAIL, 3 UNDECIDED, 2 bad input.
+    (then it says how many more repeats would settle it). Every repeat counts. NOT COMPARABLE
+    when a published figure's required conditions differ from the run's (an 8-GPU NVLS floor
+    against 2 GPUs with NVLS off), naming them; nothing is judged unless --judge-anyway.
+    Exit status: 0 PASS, 1 FAIL, 2 bad input, 3 UNDECIDED, 4 NOT COMPARABLE (overall: FAIL,
+    else UNDECIDED, else NOT COMPARABLE, else PASS).
 
-    Example: kit accept reports/examples/h200x2-allreduce --against azure-ndh200v5-allreduce-floor --json accept.json
+    Example: kit accept reports/examples/h200x2-allreduce --against h100x8-allreduce-ring-nccl-tests-212 --json accept.json
+
+    Example: kit accept reports/examples/h200x2-allreduce --against 300GB/s --tolerance 0.05
     """
     from kit.intake import check_signer_options, refuse_writing_inside
     from kit.refs.accept import accept as accept_bundle
@@ -219,14 +238,15 @@ def accept(
     if json_out is not None and str(json_out) != "-":
         refuse_writing_inside(json_out, [bundle, Path(against)], "--json")
     doc = accept_bundle(bundle, against, tolerance or [], metric, variant, allowed_signers,
-                        allow_unsigned)  # fmt: skip
+                        allow_unsigned, judge_anyway)  # fmt: skip
     if json_out is not None and str(json_out) == "-":
         sys.stdout.write(dumps(doc))
         raise typer.Exit(ACCEPT_EXIT[doc["verdict"]])
     for d in doc["decisions"]:
         print(f"{d['verdict']:9s} {d['benchmark']} {d['variant']} {d['label']}: {d['reason']}")
         for diff in d["differences"]:
-            print(f"          conditions differ: {diff}")
+            if diff not in d["unmet"]:  # those are named in the reason already
+                print(f"          conditions differ: {diff}")
     for s in doc["skipped"]:
         print(f"skipped   {s}")
     print(f"overall: {doc['verdict']} against {doc['against']['label']}")

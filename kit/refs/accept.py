@@ -9,6 +9,11 @@ REF is one of
 - a number with its unit ("330GB/s", "14000tokens/s"): every benchmark whose judged metric has
   that unit.
 
+A published figure whose `requires` conditions (GPU count, GPU model, NVLS, fabric) differ from
+the run's is no reference for it: the decision is NOT COMPARABLE, naming them, and nothing is
+judged, unless `judge_anyway` (`--judge-anyway`): then the verdict is decided all the same and
+says "judged despite: ...".
+
 Tolerance: a fraction for every metric ("0.05") or per metric ("busbw_largest=0.03"); defaults:
 0 against a published floor or a number, 0.05 against a published figure or a bundle. The
 verdicts are kit.acceptance's (PASS only when the interval's lower end clears the threshold).
@@ -23,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from kit import __version__
-from kit.acceptance import RULE, decide, overall
+from kit.acceptance import NOT_COMPARABLE, RULE, decide, overall
 from kit.errors import InputError
 from kit.intake import receive
 from kit.model import Results
-from kit.refs.published import Figure, by_id, differences, figures, run_conditions
+from kit.refs.published import Figure, by_id, differences, figures, run_conditions, unmet
 from kit.report import analysis
 from kit.shared.metrics import per_gpu as per_gpu_metric
 
@@ -121,6 +126,39 @@ def _benches(
     return analysis.build_benchmarks(results, recipe), results, hardware
 
 
+def not_comparable(
+    bench: str,
+    block: analysis.VariantBlock,
+    label: str,
+    figure: Figure,
+    unmet: list[str],
+    differ: list[str],
+) -> dict[str, Any]:
+    """The decision where the figure does not apply: which conditions differ, in its own words
+    how far it compares, and how to judge it all the same; no threshold, no interval."""
+    reason = (
+        f"{figure.title} is no reference for this run: {'; '.join(unmet)} "
+        f"(its own note: {figure.comparability}); `--judge-anyway` judges it all the same"
+    )
+    return {
+        "benchmark": bench,
+        "variant": block.name,
+        "label": label,
+        "gpus": block.gpus,
+        "per_gpu": figure.per_gpu,
+        "source": figure.cited,
+        "differences": differ,
+        "unmet": unmet,
+        "judged_despite": [],
+        "verdict": NOT_COMPARABLE,
+        "metric": figure.metric,
+        "reference": figure.value,
+        "unit": figure.unit,
+        "reason": reason,
+        "sentence": f"{NOT_COMPARABLE}: {reason}",
+    }
+
+
 def accept(
     bundle_dir: Path,
     against: str,
@@ -129,9 +167,11 @@ def accept(
     variant: str | None = None,
     allowed_signers: Path | None = None,
     allow_unsigned: bool = False,
+    judge_anyway: bool = False,
 ) -> dict[str, Any]:
     """The acceptance document: one decision per judged benchmark, and the overall verdict.
-    With `allowed_signers`, the bundle and a reference bundle must be signed by a listed signer."""
+    With `allowed_signers`, the bundle and a reference bundle must be signed by a listed signer.
+    `judge_anyway`: judge against a published figure whose required conditions differ."""
     ref = parse_against(against)
     every, per_metric = parse_tolerances(tolerances or [])
     signers = (allowed_signers, allow_unsigned)
@@ -156,13 +196,20 @@ def accept(
             continue
         gpus = block.gpus
         values = list(row.values)
-        per_gpu, differ, source = False, [], ""
+        per_gpu, differ, source, despite = False, [], "", []
         if ref.figure is not None:
             value, unit = ref.figure.value, ref.figure.unit
             default = 0.0 if ref.figure.floor else DEFAULT_TOLERANCE
             per_gpu = ref.figure.per_gpu
-            differ = differences(ref.figure, run_conditions(block.ok, hardware))
+            mine = run_conditions(block.ok, hardware)
+            differ = differences(ref.figure, mine)
             source = ref.figure.cited
+            despite = unmet(ref.figure, mine)
+            if despite and not judge_anyway:
+                decisions.append(
+                    not_comparable(bench.name, block, row.label, ref.figure, despite, differ)
+                )
+                continue
         elif ref.bundle is not None:
             other = ref_benches.get(bench.name)
             oblock = _variant(other, block.name) if other else None
@@ -188,6 +235,9 @@ def accept(
         tol = per_metric.get(name, every if every is not None else default)
         shown = f"{unit} per GPU" if per_gpu else unit
         d = decide(values, value, tol, row.higher_is_better, name, shown)
+        doc = d.to_dict()
+        if despite:  # --judge-anyway: the verdict stands, and says what it was judged despite
+            doc["reason"] = f"judged despite: {'; '.join(despite)}; {doc['reason']}"
         decisions.append(
             {
                 "benchmark": bench.name,
@@ -197,8 +247,10 @@ def accept(
                 "per_gpu": per_gpu,
                 "source": source,
                 "differences": differ,
-                "sentence": d.sentence,
-                **d.to_dict(),
+                "unmet": despite,
+                "judged_despite": despite,
+                **doc,
+                "sentence": f"{doc['verdict']}: {doc['reason']}",
             }
         )
     if not decisions:

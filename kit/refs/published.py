@@ -45,6 +45,8 @@ class Figure:
     seq_len: int | None = None
     always_differs: tuple[str, ...] = ()
     fabric: str | None = None  # how its GPUs met: "NVSwitch", "direct NVLink", "PCIe"
+    # conditions (CONDITION_KEYS) that must match for `kit accept` to judge against it at all
+    requires: tuple[str, ...] = ()
 
     @property
     def value_words(self) -> str:
@@ -66,7 +68,13 @@ def figures() -> tuple[Figure, ...]:
     """Every shipped published figure."""
     text = resources.files("kit.refs").joinpath("published.json").read_text()
     return tuple(
-        Figure(**{**f, "always_differs": tuple(f.get("always_differs") or ())})
+        Figure(
+            **{
+                **f,
+                "always_differs": tuple(f.get("always_differs") or ()),
+                "requires": tuple(f.get("requires") or ()),
+            }
+        )
         for f in json.loads(text)["figures"]
     )
 
@@ -122,24 +130,41 @@ def run_conditions(runs: list[RunResult], hardware: dict[str, Any]) -> Condition
     )
 
 
-def differences(figure: Figure, mine: Conditions) -> list[str]:
-    """The conditions that differ between a published figure and this run, in words."""
+CONDITION_KEYS = ("gpus", "gpu", "nvls", "fabric", "size", "seq_len")
+"""The conditions a figure and a run are compared on; a figure's `requires` names some of them."""
+
+
+def differing(figure: Figure, mine: Conditions) -> list[tuple[str, str]]:
+    """(condition key, words) for each condition that differs between a figure and this run;
+    a condition this run did not record (NVLS left at NCCL's default, say) is not a difference."""
     out = []
     if mine.gpus and figure.gpus != mine.gpus:
-        out.append(f"{figure.gpus} GPUs there, {mine.gpus} here")
+        out.append(("gpus", f"{figure.gpus} GPUs there, {mine.gpus} here"))
     if mine.gpu and not _same_gpu(figure.gpu, mine.gpu):
-        out.append(f"{figure.gpu} there, {mine.gpu} here")
+        out.append(("gpu", f"{figure.gpu} there, {mine.gpu} here"))
     if figure.nvls is not None and mine.nvls is not None and figure.nvls != mine.nvls:
         there = "on" if figure.nvls else "off"
         here = "on" if mine.nvls else "off (NCCL_NVLS_ENABLE=0)"
-        out.append(f"NVLink SHARP (NVLS) {there} there, {here} here")
+        out.append(("nvls", f"NVLink SHARP (NVLS) {there} there, {here} here"))
     if figure.fabric and mine.fabric and figure.fabric != mine.fabric:
-        out.append(f"GPUs joined by {figure.fabric} there, by {mine.fabric} here")
+        out.append(("fabric", f"GPUs joined by {figure.fabric} there, by {mine.fabric} here"))
     if figure.size_bytes and mine.size_bytes and figure.size_bytes != mine.size_bytes:
-        out.append(f"taken at {_bytes(figure.size_bytes)} there, {_bytes(mine.size_bytes)} here")
+        words = f"taken at {_bytes(figure.size_bytes)} there, {_bytes(mine.size_bytes)} here"
+        out.append(("size", words))
     if figure.seq_len and mine.seq_len and figure.seq_len != mine.seq_len:
-        out.append(f"sequence {figure.seq_len} there, {mine.seq_len} here")
-    return out + list(figure.always_differs)
+        out.append(("seq_len", f"sequence {figure.seq_len} there, {mine.seq_len} here"))
+    return out
+
+
+def differences(figure: Figure, mine: Conditions) -> list[str]:
+    """The conditions that differ between a published figure and this run, in words."""
+    return [words for _, words in differing(figure, mine)] + list(figure.always_differs)
+
+
+def unmet(figure: Figure, mine: Conditions) -> list[str]:
+    """The differing conditions the figure requires to match (its `requires`): where any is,
+    the figure is no acceptance reference for this run (`kit accept`: NOT COMPARABLE)."""
+    return [words for key, words in differing(figure, mine) if key in figure.requires]
 
 
 def place(figure: Figure, median: float, gpus: int | None, mine: Conditions) -> dict[str, Any]:

@@ -438,9 +438,20 @@ def test_kit_report_against_puts_the_acceptance_verdict_on_page_1(tmp_path):
     proc = run_kit("report", str(b), "--against", "azure-ndh200v5-allreduce-floor")
     assert proc.returncode == 0, proc.stderr
     first = " ".join(pdf_text(b / "report.pdf").split("\f")[0].split())
-    assert "Acceptance: FAIL against Azure ND H200 v5 acceptance floor" in first
-    assert "does not reach the threshold 431 GB/s" in first
-    assert "NVLink SHARP (NVLS) on there" in first
+    # an 8-GPU NVLS floor does not apply to 2 GPUs with NVLS off: neither pass nor fail
+    assert "Acceptance: NOT COMPARABLE against Azure ND H200 v5 acceptance floor" in first
+    assert (
+        "is no reference for this run: 8 GPUs there, 2 here; NVLink SHARP (NVLS) on there" in first
+    )
+    assert "threshold 431" not in first
+    anyway = run_kit(
+        "report", str(b), "--against", "azure-ndh200v5-allreduce-floor", "--judge-anyway"
+    )
+    assert anyway.returncode == 0, anyway.stderr
+    judged = " ".join(pdf_text(b / "report.pdf").split("\f")[0].split())
+    assert "Acceptance: FAIL against Azure ND H200 v5 acceptance floor" in judged
+    assert "judged despite: 8 GPUs there, 2 here" in judged
+    assert "does not reach the threshold 431 GB/s" in judged
     # the benchmark's own block points at that verdict instead of saying there is none
     assert "No acceptance reference" not in first
     assert "its acceptance is the one above, against Azure ND H200 v5" in first

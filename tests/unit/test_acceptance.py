@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.special import stdtrit
 
-from kit.acceptance import FAIL, PASS, UNDECIDED, decide, overall
+from kit.acceptance import FAIL, NOT_COMPARABLE, PASS, UNDECIDED, decide, overall
 from kit.model import load_bundle
 from kit.refs.published import by_id, figures, run_conditions
 from kit.stats import summarize
@@ -73,6 +73,10 @@ def test_runs_on_the_threshold_cannot_be_settled():
 def test_overall_and_a_bad_tolerance():
     assert overall([PASS, PASS]) == PASS and overall([PASS, UNDECIDED]) == UNDECIDED
     assert overall([UNDECIDED, FAIL]) == FAIL and overall([]) == UNDECIDED
+    # a reference that does not apply is neither pass nor fail; any judged failure still wins
+    assert overall([PASS, NOT_COMPARABLE]) == NOT_COMPARABLE
+    assert overall([NOT_COMPARABLE, UNDECIDED]) == UNDECIDED
+    assert overall([NOT_COMPARABLE, FAIL]) == FAIL
     with pytest.raises(ValueError):
         decide([1.0, 2.0, 3.0], 1.0, 1.5, True)
 
@@ -158,9 +162,8 @@ def test_the_fabric_is_read_from_the_recorded_topology_never_assumed():
 @pytest.mark.skipif(not ALLREDUCE.is_dir(), reason="the all-reduce example is not here")
 def test_kit_accept_exit_status_and_json(tmp_path):
     out = tmp_path / "accept.json"
-    proc = run_kit(
-        "accept", str(ALLREDUCE), "--against", "azure-ndh200v5-allreduce-floor", "--json", str(out)
-    )
+    ring = "h100x8-allreduce-ring-nccl-tests-212"  # NVSwitch, NVLS off: it applies to this run
+    proc = run_kit("accept", str(ALLREDUCE), "--against", ring, "--json", str(out))
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(out.read_text())
     (d,) = doc["decisions"]
@@ -168,14 +171,42 @@ def test_kit_accept_exit_status_and_json(tmp_path):
     values = [r["metrics"]["busbw_largest"]["value"] for r in runs
               if r["variant"] == "p2p" and r["status"] == "ok"]  # fmt: skip
     s = summarize(values)
-    assert doc["verdict"] == d["verdict"] == "FAIL" and d["threshold"] == 431
+    assert doc["verdict"] == d["verdict"] == "FAIL" and d["threshold"] == 370 * 0.95
+    assert s.ci_high < 370 * 0.95  # the verdict is the interval's, recomputed here
     assert (d["low"], d["high"], d["n"]) == (pytest.approx(s.ci_low), pytest.approx(s.ci_high), 3)
-    assert "NVLink SHARP (NVLS) on there" in " ".join(d["differences"])
+    assert d["unmet"] == [] and "8 GPUs there, 2 here" in d["differences"]
     assert "FAIL" in proc.stdout and "overall: FAIL" in proc.stdout
     low = run_kit("accept", str(ALLREDUCE), "--against", "300GB/s", "--json", "-")
     assert low.returncode == 0 and json.loads(low.stdout)["verdict"] == "PASS"
     tol = run_kit("accept", str(ALLREDUCE), "--against", "330GB/s", "--tolerance", "0.05")
     assert tol.returncode == 0 and "330 less 5%" in tol.stdout
+
+
+@pytest.mark.skipif(not ALLREDUCE.is_dir(), reason="the all-reduce example is not here")
+def test_kit_accept_an_8gpu_nvls_floor_is_not_comparable_with_2_gpus_nvls_off():
+    """Azure's ND H200 v5 floor is, in its own words, 'not a floor for fewer GPUs or NVLS off':
+    against the 2-GPU NVLS-off sweep it gives neither PASS nor FAIL (exit 4), naming both
+    conditions; --judge-anyway judges it and says what it was judged despite."""
+    floor = "azure-ndh200v5-allreduce-floor"
+    proc = run_kit("accept", str(ALLREDUCE), "--against", floor, "--json", "-")
+    assert proc.returncode == 4, proc.stderr
+    doc = json.loads(proc.stdout)
+    (d,) = doc["decisions"]
+    unmet = ["8 GPUs there, 2 here", "NVLink SHARP (NVLS) on there, off (NCCL_NVLS_ENABLE=0) here"]
+    assert doc["verdict"] == d["verdict"] == "NOT COMPARABLE" and d["unmet"] == unmet
+    assert "threshold" not in d and "not a floor for fewer GPUs or NVLS off" in d["reason"]
+    text = run_kit("accept", str(ALLREDUCE), "--against", floor)
+    assert (
+        text.returncode == 4 and "overall: NOT COMPARABLE against Azure ND H200 v5" in text.stdout
+    )
+    anyway = run_kit("accept", str(ALLREDUCE), "--against", floor, "--judge-anyway", "--json", "-")
+    assert anyway.returncode == 1, anyway.stderr
+    (j,) = json.loads(anyway.stdout)["decisions"]
+    assert j["verdict"] == "FAIL" and j["threshold"] == 431 and j["judged_despite"] == unmet
+    assert j["reason"].startswith("judged despite: 8 GPUs there, 2 here; NVLink SHARP (NVLS) on")
+    help_text = " ".join(run_kit("accept", "--help").stdout.split())
+    assert "4 NOT COMPARABLE" in help_text and "--judge-anyway" in help_text
+    assert floor not in help_text  # its example is a pair that compares
 
 
 @pytest.mark.skipif(not (EXAMPLES / "h200x4-fsdp-llama").is_dir(), reason="examples not here")
