@@ -361,6 +361,10 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         ),
         "ran": ran_lines(benches, smoke),
         "headlines": {b.name: analysis.headline(b) for b in benches},
+        # page 1's per-GPU column, for a headline already per GPU (busbw): says so instead
+        "already_per_gpu": {
+            b.name: catalog.already_per_gpu(analysis.verdict_metric(b)) for b in benches
+        },
         # reference figures are for full-size runs on GPUs: a smoke run is not compared with them
         "expectations": {b.name: [] if smoke else analysis.expectations(b) for b in benches},
         "transports": {b.name: analysis.transports(b) for b in benches},

@@ -77,6 +77,8 @@ class Metric:
     with different GPU counts meet; bus bandwidth is already normalised for the count.
     aggregate: "median" (summarized over repeats with an interval) or "sum" (a count that is
     totalled, such as wrong elements).
+    already_per_gpu: for a metric normalised for the GPU count (bus bandwidth), the few words
+    page 1 prints where the per-GPU column would be, so nobody divides it again.
     better/worse: the words of a ratio ("1.3x faster").
     """
 
@@ -88,6 +90,7 @@ class Metric:
     aggregate: Literal["median", "sum"] = "median"
     better: str = "better"
     worse: str = "worse"
+    already_per_gpu: str = ""
 
     def unit_for(self, work: str = "") -> str:
         return self.unit.replace("{work}", work or "items")
@@ -106,12 +109,19 @@ class Metric:
 
 
 _FAST = {"better": "faster", "worse": "slower"}
+_BUSBW = "already per GPU: busbw is normalised for the GPU count (nccl-tests' definition)"
 
 CATALOG: dict[str, Metric] = {
     m.name: m
     for m in (
-        Metric("busbw_largest", "bus bandwidth at the largest size", "GB/s", **_FAST),
-        Metric("busbw_peak", "bus bandwidth, peak", "GB/s", **_FAST),
+        Metric(
+            "busbw_largest",
+            "bus bandwidth at the largest size",
+            "GB/s",
+            already_per_gpu=_BUSBW,
+            **_FAST,
+        ),
+        Metric("busbw_peak", "bus bandwidth, peak", "GB/s", already_per_gpu=_BUSBW, **_FAST),
         Metric("time_small_us", "time of the smallest message", "us", False, **_FAST),
         Metric("wrong_total", "wrong elements (#wrong)", "elements", False, aggregate="sum"),
         Metric("throughput", "throughput", "{work}/s", per_gpu=True, **_FAST),
@@ -176,6 +186,12 @@ def higher_is_better(name: str, recorded: Any = True) -> bool:
 def per_gpu(name: str) -> bool:
     m = CATALOG.get(name)
     return bool(m and m.per_gpu)
+
+
+def already_per_gpu(name: str) -> str:
+    """Words for a metric already normalised per GPU (bus bandwidth); "" for any other."""
+    m = CATALOG.get(name)
+    return m.already_per_gpu if m else ""
 
 
 def words(name: str) -> tuple[str, str]:

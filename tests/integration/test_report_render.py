@@ -216,6 +216,7 @@ def test_llama_first_page_is_the_buyers_summary(tmp_path):
     assert "geometric mean" in first and "13,992" in first  # the interval's centre, wrapped
     assert "95% CI 1.33 to 1.38; t-interval, n=3" in first
     assert "micro batch 1" in first and "cost per 1M" not in first
+    assert "already per GPU" not in first  # tokens/s is divided per GPU instead
 
 
 @pytest.mark.skipif(not LLAMA.is_dir(), reason="the Llama example bundle is not here")
@@ -440,6 +441,13 @@ def test_kit_report_against_puts_the_acceptance_verdict_on_page_1(tmp_path):
     first = " ".join(pdf_text(b / "report.pdf").split("\f")[0].split())
     # an 8-GPU NVLS floor does not apply to 2 GPUs with NVLS off: neither pass nor fail
     assert "Acceptance: NOT COMPARABLE against Azure ND H200 v5 acceptance floor" in first
+    # busbw is not divided per GPU: page 1 says it already is, where that column would be
+    assert "already per GPU: busbw is normalised" in first  # the cell wraps in the PDF
+    cells = " ".join((b / "report.html").read_text().split())
+    assert (
+        '<td class="already" data-label="per GPU"><span class="ci">already per GPU: busbw is '
+        "normalised for the GPU count (nccl-tests&#39; definition)</span></td>"
+    ) in cells
     assert (
         "is no reference for this run: 8 GPUs there, 2 here; NVLink SHARP (NVLS) on there" in first
     )

@@ -91,3 +91,14 @@ def test_an_unknown_metric_keeps_what_its_run_recorded():
     assert catalog.higher_is_better("algbw_x", False) is False
     assert catalog.words("algbw_x") == ("better", "worse")
     assert catalog.words("peak_mem_gib") == ("lower", "higher")
+
+
+def test_bus_bandwidth_says_it_is_already_per_gpu_and_is_never_divided():
+    """busbw is normalised for the GPU count (nccl-tests): page 1 says so where the per-GPU
+    column would be; a metric is either divided per GPU or says it is already, never both."""
+    from kit.shared.metrics import CATALOG, already_per_gpu
+
+    assert "nccl-tests' definition" in already_per_gpu("busbw_largest")
+    assert already_per_gpu("busbw_peak") == already_per_gpu("busbw_largest")
+    assert already_per_gpu("throughput") == "" and already_per_gpu("no_such_metric") == ""
+    assert not any(m.per_gpu and m.already_per_gpu for m in CATALOG.values())
