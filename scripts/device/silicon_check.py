@@ -125,7 +125,19 @@ def unpack_deb(deb: Path, dest: Path) -> None:
     if data is None:
         raise ValueError(f"{deb.name}: no data.tar member")
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
-        tar.extractall(dest, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later
+            tar.extractall(dest, filter="data")
+            return
+        root = dest.resolve()  # older Pythons (Debian 12's 3.11.2): the same refusals by hand
+        for m in tar.getmembers():
+            target = (root / m.name).resolve()
+            linked = (target.parent / m.linkname).resolve() if m.issym() else target
+            if m.islnk():
+                linked = (root / m.linkname).resolve()
+            kinds = m.isfile() or m.isdir() or m.issym() or m.islnk()
+            if not kinds or not target.is_relative_to(root) or not linked.is_relative_to(root):
+                raise tarfile.TarError(f"{deb.name}: {m.name} would leave {dest} or is no file")
+        tar.extractall(dest)
 
 
 # ---- nvbandwidth ----------------------------------------------------------------------------
