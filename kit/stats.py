@@ -457,13 +457,17 @@ def _positive(x: np.ndarray, name: str) -> None:
         raise StatsError(f"{name}: a ratio needs positive values, got {x.tolist()}")
 
 
-def _fmt(*values: float) -> list[str]:
-    """Two decimals; more (up to four) while two would hide a real difference: values that
-    differ printed alike ("1.01 to 1.01"), or a value that is not 1 printed as "1.00"."""
+def _fmt(point: float, low: float, high: float) -> list[str]:
+    """A ratio and its interval, two decimals; more (up to four) while two would hide a real
+    difference: the interval's ends printed alike ("1.01 to 1.01"), or a value that is not 1
+    printed as "1.00". The point may print as one of the ends ("1.61x (1.61 to 1.62)"): that
+    hides no spread, so it never asks for a third decimal on its own."""
+    values = (point, low, high)
     for digits in (2, 3, 4):
         out = [f"{v:.{digits}f}" for v in values]
         hidden = any(o == f"{1:.{digits}f}" and v != 1.0 for o, v in zip(out, values, strict=True))
-        alike = len(set(out)) < len(set(values))
+        alike = out[1] == out[2] and low != high
         if not hidden and not alike:
             return out
+    return out
     return out

@@ -217,6 +217,9 @@ def test_llama_first_page_is_the_buyers_summary(tmp_path):
     assert "95% CI 1.33 to 1.38; t-interval, n=3" in first
     assert "micro batch 1" in first and "cost per 1M" not in first
     assert "already per GPU" not in first  # tokens/s is divided per GPU instead
+    # Reproduce stays on one page: its last 3 lines made a near-empty page before the appendix
+    (repro,) = [p for p in pages if "Rerun exactly this bundle's recipe" in p]
+    assert "The command line that first made this bundle" in repro
 
 
 @pytest.mark.skipif(not LLAMA.is_dir(), reason="the Llama example bundle is not here")
@@ -519,6 +522,10 @@ def test_real_h100_energy_bundle_method_covers_both_windows(tmp_path):
     assert "Timed window: 2.0 to 30.1 s (at least 30 steps and at least 30 s" in text
     assert "This bundle set no minimum window" not in text
     assert "35 or 464 or 465 steps in all" in text
+    # its variant "one-gpu" is one word in every table (it wrapped as "one-" / "gpu")
+    lines = pdf_text(dst / "report.pdf").splitlines()
+    assert not [line for line in lines if line.rstrip().endswith(" one-")]
+    assert sum(" one-gpu " in line for line in lines) >= 8
 
 
 H100_CONTAINER = H100 / "2026-11-23-h100x1-containers" / "docker-same-call"

@@ -404,3 +404,12 @@ def test_adaptive_repeats_validate_their_settings():
         AdaptiveRepeats(0, 2)
     with pytest.raises(StatsError, match="cv_threshold must be > 0"):
         AdaptiveRepeats(1, 2, 0.0)
+
+
+def test_a_ratio_keeps_two_decimals_unless_the_interval_would_hide_its_spread():
+    """The 4x H200 Llama verdict printed "1.614x faster (range 1.605 to 1.623)": the point
+    printing as an end at two decimals hides nothing; ends printed alike would."""
+    two = paired_ratio([160.54, 162.30], [100.0, 100.0])
+    assert two.sentence().startswith("1.61x faster (range of 2 runs 1.61 to 1.62, not a")
+    tight = paired_ratio([101.01, 101.04], [100.0, 100.0])
+    assert "1.0101 to 1.0104" in tight.sentence()  # two decimals would print "1.01 to 1.01"
