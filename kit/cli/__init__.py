@@ -11,6 +11,7 @@ import typer
 from kit import __version__
 from kit.cli import bundle as bundle_commands
 from kit.cli.errors import run
+from kit.cli.options import PricePerGpuHour, PriceSource
 from kit.errors import InputError, KitError
 from kit.recipe import MAX_GPUS, MAX_NODES, MAX_REPEATS
 from kit.refs.cli import refs_app
@@ -278,17 +279,8 @@ def compare(
             "(repeatable; shown beside its hardware, e.g. 'vendor-x (4x H200 NV18)')."
         ),
     ] = None,
-    price_per_gpu_hour: Annotated[
-        str | None,
-        typer.Option(
-            help="Price of one GPU for one hour with its currency (3.50USD; > 0, < 1000): adds "
-            "cost per 1M units."
-        ),
-    ] = None,
-    price_source: Annotated[
-        str | None,
-        typer.Option(help="Where the price comes from (a quote, a list price and its date)."),
-    ] = None,
+    price_per_gpu_hour: PricePerGpuHour = None,
+    price_source: PriceSource = None,
     allowed_signers: Annotated[
         Path | None,
         typer.Option(

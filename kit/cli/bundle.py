@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from kit.cli.options import PricePerGpuHour, PriceSource
 from kit.errors import InputError, KitError
 
 
@@ -20,17 +21,8 @@ def _warn(line: str) -> None:
 
 def report(
     bundle: Annotated[Path, typer.Argument(help="A bundle directory.")],
-    price_per_gpu_hour: Annotated[
-        str | None,
-        typer.Option(
-            help="Price of one GPU for one hour with its currency (3.50USD; > 0, < 1000): adds "
-            "cost per 1M units of work."
-        ),
-    ] = None,
-    price_source: Annotated[
-        str | None,
-        typer.Option(help="Where the price comes from (a quote, a list price and its date)."),
-    ] = None,
+    price_per_gpu_hour: PricePerGpuHour = None,
+    price_source: PriceSource = None,
     against: Annotated[
         str | None,
         typer.Option(

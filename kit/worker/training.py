@@ -94,6 +94,22 @@ def runner(params: type, build: Builder) -> Callable[[Context, dict[str, Any]], 
     return run
 
 
+def local_model(path_text: str, config_cls: Any, model_cls: Any, **load: Any) -> tuple[Any, str]:
+    """A recipe's model_path: its pretrained model when it holds weights (safetensors or
+    pytorch_model*.bin), else its config (random weights); and words saying which."""
+    path = Path(path_text)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"model_path {path_text}: no config.json there")
+    if any(path.glob("*.safetensors")) or any(path.glob("pytorch_model*.bin")):
+        model = model_cls.from_pretrained(
+            path, local_files_only=True, attn_implementation="sdpa", **load
+        )
+        return model, f"pretrained weights from {path_text}"
+    config = config_cls.from_pretrained(path, local_files_only=True)
+    config._attn_implementation = "sdpa"
+    return config, f"random (from config at {path_text})"
+
+
 def seed_all(seed: int) -> None:
     """Same seed on every rank: every rank builds the same random model (as a broadcast would)."""
     torch.manual_seed(seed)

@@ -20,10 +20,14 @@ def check(ok: bool, field_name: str, allowed: str) -> None:
         raise ValueError(f"{field_name}: must be {allowed}")
 
 
-def check_steps(warmup_steps: int, steps: int, data_batches: int) -> None:
+def check_steps(
+    warmup_steps: int, steps: int, data_batches: int, min_window_s: float = 0.0
+) -> None:
+    """The checks every training workload's steps and timed window need (one place)."""
     check(warmup_steps >= 0, "warmup_steps", "0 or more")
     check(steps >= 2, "steps", "at least 2 (a loss that changes needs two steps)")
     check(data_batches >= 1, "data_batches", "at least 1")
+    check(0 <= min_window_s <= 3600, "min_window_s", "between 0 and 3600 seconds")
 
 
 @dataclass(frozen=True)
@@ -78,5 +82,11 @@ class WorkloadSpec:
 
 
 def metrics(*names: str) -> tuple[Metric, ...]:
-    """A workload's metrics, by their names in the catalog (a name it lacks is a KeyError)."""
+    """A workload's metrics, by their names in the catalog."""
+    unknown = [n for n in names if n not in CATALOG]
+    if unknown:
+        raise ValueError(
+            f"no metric named {', '.join(map(repr, unknown))} in the catalog: add an entry to "
+            "kit/shared/metrics.py (CATALOG), or correct the name"
+        )
     return tuple(CATALOG[n] for n in names)

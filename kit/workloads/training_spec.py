@@ -5,6 +5,8 @@ The worker side (timed steps, throughput, MFU) stays in kit/worker/training.py a
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from kit.workloads.base import WorkloadSpec, metrics
 
 TRAINING_METRICS = metrics(
@@ -48,8 +50,19 @@ unless the run names a local path: hardware throughput does not depend on the we
 and nothing is downloaded at run time."""
 
 
+LOOP_FIELDS = ("seed", "warmup_steps", "steps", "min_window_s")
+"""What the one training loop (kit/worker/training.py) reads from every training workload's
+params: a params class without them fails here, when the kit starts, not in every run."""
+
+
 def training_spec(kind: str, label: str, description: str, params: type) -> WorkloadSpec:
     """The spec of one training workload: judged by throughput, drawn as bars and step traces."""
+    missing = [f for f in LOOP_FIELDS if f not in {x.name for x in fields(params)}]
+    if missing:
+        raise TypeError(
+            f"kit/workloads/{kind}/params.py: {params.__name__} lacks {', '.join(missing)}, "
+            "which the training loop (kit/worker/training.py) reads"
+        )
     return WorkloadSpec(
         kind=kind,
         label=label,

@@ -48,16 +48,50 @@ def test_every_kind_is_a_folder_with_params_worker_and_spec():
 
 
 def test_one_headline_per_kind():
-    for kind in COLLECTIVES:
+    """Every sweep is judged by its busbw at the largest size, every training run by its
+    throughput: read from the registry, so a new kind is covered without naming it here."""
+    sweeps = [k for k in registry.KINDS if registry.spec(k).sweep is not None]
+    training = [k for k in registry.KINDS if registry.spec(k).figures == "training"]
+    assert set(sweeps) >= COLLECTIVES and {"gpt2_ddp", "llama_lora_fsdp"} <= set(training)
+    for kind in sweeps:
         assert registry.headline_metric(kind) == "busbw_largest"
-        assert registry.spec(kind).sweep is not None
-    for kind in ("gpt2_ddp", "llama_lora_fsdp", "resnet_ddp"):
+    for kind in training:
         assert registry.headline_metric(kind) == "throughput"
     # a kind this kit does not know (a bundle from another kit) still has an answer
     assert registry.spec("nope") is None and registry.headline_metric("nope") == "throughput"
     assert registry.label("nope") == "nope"
     assert catalog.label("some_thing") == "some thing"
     assert catalog.label("mfu") == "model FLOPs utilisation"
+
+
+def test_a_training_params_class_must_hold_what_the_loop_reads():
+    from kit.workloads.training_spec import LOOP_FIELDS, training_spec
+
+    for kind in registry.KINDS:
+        spec = registry.spec(kind)
+        if spec.figures == "training":
+            assert set(LOOP_FIELDS) <= {f.name for f in dataclasses.fields(spec.params)}, kind
+
+    @dataclasses.dataclass
+    class Lacking:
+        seed: int = 0
+        steps: int = 3
+
+    with pytest.raises(TypeError, match="Lacking lacks warmup_steps, min_window_s, which the"):
+        training_spec("toy", "Toy", "a toy", Lacking)
+
+
+def test_a_metric_name_the_catalog_lacks_is_named():
+    from kit.workloads.base import metrics
+
+    with pytest.raises(ValueError, match="no metric named 'througput' in the catalog"):
+        metrics("throughput", "througput")
+
+
+@pytest.mark.parametrize("kind", ["gpt2_ddp", "llama_lora_fsdp", "resnet_ddp"])
+def test_the_window_check_is_shared(kind):
+    with pytest.raises(ValueError, match="min_window_s: must be between 0 and 3600 seconds"):
+        registry.spec(kind).params(min_window_s=-1)
 
 
 def test_the_collectives_recipe_runs_all_four():

@@ -41,5 +41,4 @@ class Gpt2DdpParams:
         check(self.n_embd % self.n_head == 0, "n_embd", "a multiple of n_head")
         check(self.lr > 0, "lr", "greater than 0")
         check(self.max_grad_norm >= 0, "max_grad_norm", "0 (off) or more")
-        check_steps(self.warmup_steps, self.steps, self.data_batches)
-        check(0 <= self.min_window_s <= 3600, "min_window_s", "between 0 and 3600 seconds")
+        check_steps(self.warmup_steps, self.steps, self.data_batches, self.min_window_s)

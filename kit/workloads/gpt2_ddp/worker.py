@@ -12,7 +12,6 @@ MFU (kit.worker.flops.gpt2_flops_per_token), every weight trained:
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -21,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from kit.shared.metrics import record
 from kit.worker.common import Context
 from kit.worker.flops import gpt2_flops_per_token, gpt2_param_count
-from kit.worker.training import Built, runner, token_batches
+from kit.worker.training import Built, local_model, runner, token_batches
 from kit.workloads.gpt2_ddp.params import Gpt2DdpParams
 
 
@@ -30,17 +29,10 @@ def build_model(ctx: Context, p: Gpt2DdpParams) -> tuple[torch.nn.Module, str]:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     if p.model_path:
-        path = Path(p.model_path)
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"model_path {p.model_path}: no config.json there")
-        if any(path.glob("*.safetensors")) or any(path.glob("pytorch_model*.bin")):
-            model = GPT2LMHeadModel.from_pretrained(
-                path, local_files_only=True, attn_implementation="sdpa"
-            )
-            return model.to(ctx.device), f"pretrained weights from {p.model_path}"
-        config = GPT2Config.from_pretrained(path, local_files_only=True)
-        config._attn_implementation = "sdpa"
-        weights = f"random (from config at {p.model_path})"
+        found, weights = local_model(p.model_path, GPT2Config, GPT2LMHeadModel)
+        if isinstance(found, GPT2LMHeadModel):
+            return found.to(ctx.device), weights
+        config = found
     else:
         config = GPT2Config(
             n_layer=p.n_layer, n_embd=p.n_embd, n_head=p.n_head, vocab_size=p.vocab_size,

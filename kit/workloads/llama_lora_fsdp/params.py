@@ -60,5 +60,4 @@ class LlamaLoraFsdpParams:
             "lora_targets",
             f"a non-empty list of {', '.join(LORA_TARGETS)}",
         )
-        check_steps(self.warmup_steps, self.steps, self.data_batches)
-        check(0 <= self.min_window_s <= 3600, "min_window_s", "between 0 and 3600 seconds")
+        check_steps(self.warmup_steps, self.steps, self.data_batches, self.min_window_s)

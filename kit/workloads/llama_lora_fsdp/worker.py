@@ -21,14 +21,13 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from kit.worker.common import Context
 from kit.worker.flops import llama_lora_flops_per_token, llama_param_count
-from kit.worker.training import Built, runner, token_batches
+from kit.worker.training import Built, local_model, runner, token_batches
 from kit.workloads.llama_lora_fsdp.params import LlamaLoraFsdpParams
 
 
@@ -55,18 +54,12 @@ def build_base(ctx: Context, p: LlamaLoraFsdpParams) -> tuple[torch.nn.Module, s
     from transformers import LlamaConfig, LlamaForCausalLM
 
     if p.model_path:
-        path = Path(p.model_path)
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"model_path {p.model_path}: no config.json there")
-        if any(path.glob("*.safetensors")) or any(path.glob("pytorch_model*.bin")):
-            model = LlamaForCausalLM.from_pretrained(
-                path, local_files_only=True, attn_implementation="sdpa",
-                **{_dtype_kwarg(): torch.bfloat16},
-            )  # fmt: skip
-            return model.to(ctx.device), f"pretrained weights from {p.model_path}"
-        config = LlamaConfig.from_pretrained(path, local_files_only=True)
-        config._attn_implementation = "sdpa"
-        weights = f"random (from config at {p.model_path})"
+        found, weights = local_model(
+            p.model_path, LlamaConfig, LlamaForCausalLM, **{_dtype_kwarg(): torch.bfloat16}
+        )
+        if isinstance(found, LlamaForCausalLM):
+            return found.to(ctx.device), weights
+        config = found
     else:
         config = LlamaConfig(
             vocab_size=p.vocab_size, hidden_size=p.hidden_size,

@@ -38,5 +38,4 @@ class ResnetDdpParams:
         check(self.lr > 0, "lr", "greater than 0")
         check(0 <= self.momentum < 1, "momentum", "in [0, 1)")
         check(self.weight_decay >= 0, "weight_decay", "0 or more")
-        check_steps(self.warmup_steps, self.steps, self.data_batches)
-        check(0 <= self.min_window_s <= 3600, "min_window_s", "between 0 and 3600 seconds")
+        check_steps(self.warmup_steps, self.steps, self.data_batches, self.min_window_s)
