@@ -446,6 +446,8 @@ def test_kit_report_against_puts_the_acceptance_verdict_on_page_1(tmp_path):
     assert "Acceptance: NOT COMPARABLE against Azure ND H200 v5 acceptance floor" in first
     # busbw is not divided per GPU: page 1 says it already is, where that column would be
     assert "already per GPU: busbw is normalised" in first  # the cell wraps in the PDF
+    # page 1 runs over a page here: the intervals' scope sits under the verdict, on page 1
+    assert "Every interval on this page covers repeat-to-repeat noise inside this one" in first
     cells = " ".join((b / "report.html").read_text().split())
     assert (
         '<td class="already" data-label="per GPU"><span class="ci">already per GPU: busbw is '
