@@ -45,7 +45,7 @@ def report(
     extra file, a link), when a file every bundle holds is missing, and for a signed bundle (a
     new report would void the signature: so there is no --allowed-signers here).
 
-    Example: kit report reports/allreduce-20261121-120000 --price-per-gpu-hour 3.50USD --price-source "vendor quote, 2026-11" --against azure-ndh200v5-allreduce-floor
+    Example: kit report reports/allreduce-20261121-120000 --price-per-gpu-hour 3.50USD --price-source "vendor quote, 2026-11" --against h100x8-allreduce-ring-nccl-tests-212
     """
     from kit.bundle import Bundle, reseal_report
     from kit.intake import check_complete

@@ -439,6 +439,8 @@ def test_kit_report_against_puts_the_acceptance_verdict_on_page_1(tmp_path):
     shutil.copytree(ALLREDUCE_EXAMPLE, b)
     alone = run_kit("report", str(b), "--tolerance", "0.05")
     assert alone.returncode == 2 and "--tolerance applies to --against" in alone.stderr
+    bare = run_kit("report", str(b), "--judge-anyway")
+    assert bare.returncode == 2 and "--judge-anyway applies to --against" in bare.stderr
     proc = run_kit("report", str(b), "--against", "azure-ndh200v5-allreduce-floor")
     assert proc.returncode == 0, proc.stderr
     first = " ".join(pdf_text(b / "report.pdf").split("\f")[0].split())
