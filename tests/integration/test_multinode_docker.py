@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from kit.runtime.base import LaunchRequest
 from kit.runtime.docker import image as images
 from kit.runtime.multinode.config import NodeConfig
 from kit.runtime.multinode.runtime import MultiNodeRuntime
@@ -237,7 +238,7 @@ def test_node_lost_before_the_rendezvous_is_stopped_by_the_driver(client, image,
     killer = threading.Thread(target=kill_node1)
     killer.start()
     t0 = time.monotonic()
-    outcome = runtime.run(run_dir, 1, {}, log, timeout_s=200, gpu_ids=None, device="cpu")
+    outcome = runtime.run(LaunchRequest(run_dir, 1, {}, log, 200, None, "cpu"))
     killer.join()
     assert time.monotonic() - t0 < 60
     assert outcome.error is not None and outcome.error.startswith("node 1 ")
