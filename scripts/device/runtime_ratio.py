@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -30,7 +31,7 @@ WINDOW = "throughput_window"  # whole-window throughput, beside each kind's head
 
 
 def headlines(bundle: Path) -> tuple[str, dict[Key, tuple[float, str, str]]]:
-    """(runtime, {(benchmark, variant): (median headline over the bundle's repeats, metric, unit)})."""
+    """(runtime, {(benchmark, variant, metric): (median over the bundle's repeats, metric, unit)})."""
     env = json.loads((bundle / "environment.json").read_text())
     runs = json.loads((bundle / "results.json").read_text())["runs"]
     values: dict[Key, list[float]] = defaultdict(list)
@@ -42,7 +43,7 @@ def headlines(bundle: Path) -> tuple[str, dict[Key, tuple[float, str, str]]]:
             key = (r["benchmark"], r["variant"], metric)
             values[key].append(r["metrics"][metric]["value"])
             names[key] = (metric, r["metrics"][metric]["unit"])
-    out = {k: (sorted(v)[len(v) // 2], *names[k]) for k, v in values.items()}
+    out = {k: (statistics.median(v), *names[k]) for k, v in values.items()}
     return env.get("runtime", "?"), out
 
 
