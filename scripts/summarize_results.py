@@ -8,7 +8,6 @@ Every figure in RESULTS.md comes from this script's output, so a reader can reco
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -16,6 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from kit.model import load_bundle  # noqa: E402
+from kit.refs.nccl_tests import parse  # noqa: E402
+from kit.report.analysis import bundle_benchmarks, size_table  # noqa: E402
 from kit.stats import paired_ratio, summarize  # noqa: E402
 
 EXAMPLES = ROOT / "reports" / "examples"
@@ -23,26 +25,16 @@ MEASURED = ROOT / "reports" / "measurements"
 
 
 def nccl_tests(path: Path) -> dict[int, tuple[float, float]]:
-    """all_reduce_perf output -> {bytes: (out-of-place time us, busbw GB/s)}."""
-    rows = {}
-    for line in path.read_text().splitlines():
-        p = line.split()
-        if len(p) > 12 and p[0].isdigit() and p[2] == "float":
-            rows[int(p[0])] = (float(p[5]), float(p[7]))
-    return rows
+    """all_reduce_perf output -> {bytes: (time us, busbw GB/s)}, out of place: the column
+    RESULTS.md's tables were made against (kit.refs.nccl_tests reads it)."""
+    return parse(path.read_text(), path.name).column("out-of-place")
 
 
 def kit_allreduce(bundle: Path, variant: str, bench: str | None) -> dict[int, tuple[float, float]]:
-    """Median over repeats of each size's median trial: {bytes: (time us, busbw GB/s)}."""
-    runs = [r for r in json.loads((bundle / "results.json").read_text())["runs"]
-            if r["variant"] == variant and r["status"] == "ok"
-            and (bench is None or r["benchmark"] == bench)]  # fmt: skip
-    out = {}
-    for i, row in enumerate(runs[0]["data"]["sizes"]):
-        t = statistics.median(statistics.median(r["data"]["sizes"][i]["time_us"]) for r in runs)
-        b = statistics.median(statistics.median(r["data"]["sizes"][i]["busbw_gbps"]) for r in runs)
-        out[row["bytes"]] = (t, b)
-    return out
+    """The bundle's all-reduce curve, as its report draws it (kit.report.analysis.size_table):
+    {bytes: (time us, busbw GB/s)}; `bench` picks one benchmark where the bundle ran several."""
+    benches = bundle_benchmarks(load_bundle(bundle))
+    return size_table(next(b for b in benches if bench in (None, b.name)), variant)
 
 
 def human(n: int) -> str:

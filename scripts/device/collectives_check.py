@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from kit.model import load_bundle  # noqa: E402
 from kit.refs.nccl_tests import parse  # noqa: E402
-from kit.workloads.registry import spec  # noqa: E402
+from kit.report.analysis import Benchmark, bundle_benchmarks, size_table  # noqa: E402
+from kit.workloads.registry import SPECS  # noqa: E402
 
-KINDS = ["allreduce", "all_gather", "reduce_scatter", "alltoall"]
+KINDS = [kind for kind, s in SPECS.items() if s.sweep is not None]
+"""Every collective the kit sweeps: the kinds whose spec names an nccl-tests program."""
 FLOOR = 0.97
 FROM_BYTES = 1 << 20
 PLATEAU = 0.97
@@ -34,25 +36,15 @@ PLATEAU = 0.97
 
 def program_and_column(kind: str) -> tuple[str, str]:
     """The nccl-tests program a kind follows and the column it times, from its workload spec."""
-    sweep = spec(kind).sweep
+    sweep = SPECS[kind].sweep
     return sweep.tool, sweep.placement
 
 
-def kit_rows(results: dict, kind: str, variant: str) -> dict[int, tuple[float, float]]:
-    """{bytes: (time us, busbw GB/s)}: the median over repeats of each repeat's median trial."""
-    runs = [
-        r
-        for r in results["runs"]
-        if r["kind"] == kind and r["variant"] == variant and r["status"] == "ok"
-    ]
-    if not runs:
-        return {}
-    out = {}
-    for i, size in enumerate(runs[0]["data"]["sizes"]):
-        t = statistics.median(statistics.median(r["data"]["sizes"][i]["time_us"]) for r in runs)
-        b = statistics.median(statistics.median(r["data"]["sizes"][i]["busbw_gbps"]) for r in runs)
-        out[size["bytes"]] = (t, b)
-    return out
+def kit_rows(benches: list[Benchmark], kind: str, variant: str) -> dict[int, tuple[float, float]]:
+    """{bytes: (time us, busbw GB/s)} of the kit's sweep of this kind (the report's curve:
+    kit.report.analysis.size_table); {} where the bundle ran none."""
+    bench = next((b for b in benches if b.kind == kind), None)
+    return size_table(bench, variant) if bench is not None else {}
 
 
 OTHER = {"in-place": "out-of-place", "out-of-place": "in-place"}
@@ -66,8 +58,8 @@ def human(n: int) -> str:
 
 
 def compare(bundle: Path, refs: Path) -> tuple[str, dict]:
-    results = json.loads((bundle / "results.json").read_text())
-    variants = list(dict.fromkeys(r["variant"] for r in results["runs"]))
+    benches = bundle_benchmarks(load_bundle(bundle))
+    variants = list(dict.fromkeys(v.name for b in benches for v in b.variants))
     lines = [
         f"# Collectives: kit (`{bundle.name}`) against nccl-tests, same call\n",
         f"Per size from {human(FROM_BYTES)} up: the kit's busbw over nccl-tests' busbw in the "
@@ -79,7 +71,7 @@ def compare(bundle: Path, refs: Path) -> tuple[str, dict]:
     for kind in KINDS:
         program, column = program_and_column(kind)
         for variant in variants:
-            kit = kit_rows(results, kind, variant)
+            kit = kit_rows(benches, kind, variant)
             ref_file = refs / f"{program}-{variant}.txt"
             if not kit or not ref_file.is_file():
                 lines.append(

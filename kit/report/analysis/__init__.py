@@ -8,7 +8,12 @@ times, drift, telemetry). What a kind means (label, headline metric) comes from 
 spec, kit.workloads.registry; what its figure kind draws and adds, from kit.report.kinds.
 """
 
-from kit.report.analysis.grouping import benchmark_label, build_benchmarks, cv_threshold
+from kit.report.analysis.grouping import (
+    benchmark_label,
+    build_benchmarks,
+    bundle_benchmarks,
+    cv_threshold,
+)
 from kit.report.analysis.model import (
     CV_THRESHOLD,
     Benchmark,
@@ -32,6 +37,7 @@ from kit.report.analysis.sweeps import (
     nccl_choice,
     nccl_setup,
     raw_sizes,
+    size_table,
     sweep_curves,
 )
 from kit.report.analysis.training import (
@@ -73,6 +79,7 @@ __all__ = [
     "allreduce_curves",
     "benchmark_label",
     "build_benchmarks",
+    "bundle_benchmarks",
     "compare",
     "cv_threshold",
     "drifting",
@@ -89,6 +96,7 @@ __all__ = [
     "raw_sizes",
     "settings",
     "silicon",
+    "size_table",
     "step_traces",
     "summarize_bench",
     "sweep_curves",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kit.model import Metric, Results, RunResult
+from kit.model import BundleData, Metric, Results, RunResult
 from kit.report.analysis.model import (
     CV_THRESHOLD,
     Benchmark,
@@ -46,6 +46,11 @@ def cv_threshold(recipe: dict[str, Any]) -> float:
     value = recipe.get("cv_threshold")
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1
     return float(value) if ok else CV_THRESHOLD
+
+
+def bundle_benchmarks(data: BundleData) -> list[Benchmark]:
+    """A loaded bundle's benchmarks (kit.model.load_bundle), by the recipe it stored."""
+    return build_benchmarks(data.results, data.recipe.model_dump(mode="json"))
 
 
 def build_benchmarks(results: Results, recipe: dict[str, Any]) -> list[Benchmark]:

@@ -53,6 +53,13 @@ def sweep_curves(bench: Benchmark) -> dict[str, Any]:
     return {"sizes": sorted(sizes), "curves": curves}
 
 
+def size_table(bench: Benchmark, variant: str) -> dict[int, tuple[float, float]]:
+    """{bytes: (time us, busbw GB/s)} of one variant's curve (sweep_curves' medians): the pairs
+    an nccl-tests column holds (kit.refs.nccl_tests), to set the two side by side."""
+    curve = sweep_curves(bench)["curves"].get(variant, {})
+    return {size: (point["time"], point["busbw"]) for size, point in curve.items()}
+
+
 def _other(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The other placement at one size over the repeats (median of each repeat's median), or
     None where no run timed it."""
