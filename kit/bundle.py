@@ -36,6 +36,7 @@ from kit.model import (
     RunSpec,
     check_schema,
     read_model,
+    validate,
 )
 from kit.model.files import MAX_YAML_BYTES, decode
 from kit.model.files import read_bytes as read_model_bytes
@@ -90,6 +91,9 @@ def kit_commit() -> str | None:
 
 @dataclass
 class Bundle:
+    """A bundle being written: results.json's header and the driver's decisions as the dict the
+    file holds (`results`), its runs typed (`runs`, kit.model.RunResult), written by `save`."""
+
     path: Path
     results: dict[str, Any] = field(default_factory=dict)
 
@@ -124,7 +128,8 @@ class Bundle:
         """A bundle to add to or to check: results.json as the dict it was written as (the engine
         and `kit seal` add to it and rewrite it), read by kit.model's strict reader (no link, no
         NaN, no duplicate key, bounded) and its schema version checked. Its fields are checked
-        by kit.model.load_bundle, which readers call after the manifest check."""
+        by kit.model.load_bundle, which readers call after the manifest check; its runs when a
+        writer first asks for them (`runs`)."""
         path = Path(path)
         check_folder(path)
         if not os.path.lexists(path / files.RESULTS):
@@ -177,12 +182,36 @@ class Bundle:
     def log_path(self, run_id: str) -> Path:
         return self.path / files.LOGS / f"{run_id}.log"
 
-    def add_run(self, result: dict[str, Any]) -> None:
-        self.results["runs"].append(result)
+    @property
+    def runs(self) -> list[RunResult]:
+        """The runs, typed: what the driver appends to and reads. A loaded bundle's are
+        validated on first use (kit seal, Slurm collect), each problem one InputError line."""
+        runs = self.results.get("runs")
+        shown = self.path / files.RESULTS
+        if not isinstance(runs, list):
+            raise InputError(f"{shown}: runs: expected a list")
+        if not all(isinstance(r, RunResult) for r in runs):
+            runs[:] = [
+                r
+                if isinstance(r, RunResult)
+                else validate(RunResult, r, Path(f"{shown}: runs.{i}"))
+                for i, r in enumerate(runs)
+            ]
+        return runs
+
+    def add_run(self, result: RunResult) -> None:
+        self.runs.append(result)
         self.save()
 
     def save(self) -> None:
-        write_json(self.path / files.RESULTS, self.results)
+        """results.json: the header as it stands, each typed run as its file holds it (the
+        fields the worker wrote and the driver added, kit.model's own dump)."""
+        runs = self.results.get("runs")
+        if isinstance(runs, list):
+            written = [r.dump(as_written=True) if isinstance(r, RunResult) else r for r in runs]
+            write_json(self.path / files.RESULTS, {**self.results, "runs": written})
+        else:  # a loaded bundle whose runs no writer asked for: as it was read
+            write_json(self.path / files.RESULTS, self.results)
 
     def finish(self, status: str) -> None:
         self.results["status"] = status

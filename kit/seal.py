@@ -17,6 +17,7 @@ from typing import Any
 
 from kit.bundle import MANIFEST, Bundle, write_manifest
 from kit.errors import InputError, KitError
+from kit.model import RunResult, read_model
 from kit.runtime.heartbeat import FILE as HEARTBEAT
 from kit.safeio import TMP_SUFFIX, scan
 from kit.shared import files
@@ -54,9 +55,8 @@ def seal_bundle(bundle: Bundle, warn: Callable[[str], Any]) -> None:
         write_manifest(bundle.path)
 
 
-def _stray_results(bundle: Bundle) -> list[dict[str, Any]]:
+def _stray_results(bundle: Bundle, known: set[str]) -> list[RunResult]:
     """Results the workers wrote (runs/<id>/result.json) that results.json does not hold."""
-    known = {r.get("run_id") for r in bundle.results.get("runs") or [] if isinstance(r, dict)}
     found = []
     for name in scan(bundle.path).files:
         parts = name.split("/")
@@ -64,12 +64,12 @@ def _stray_results(bundle: Bundle) -> list[dict[str, Any]]:
             continue
         if parts[1] in known:
             continue
-        try:
-            result = bundle.read_typed(name)  # only a valid result is recovered
+        try:  # only a valid result is recovered
+            result = read_model(bundle.path, name, RunResult, files.RESULT)
         except InputError:
             continue  # half a result is no result; the file stays, listed in the manifest
-        if isinstance(result, dict) and result.get("run_id") == parts[1]:
-            result["recovered"] = "recorded by `kit seal`: the driver stopped before recording it"
+        if result.run_id == parts[1]:
+            result.recovered = "recorded by `kit seal`: the driver stopped before recording it"
             found.append(result)
     return found
 
@@ -80,9 +80,7 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
     bundle = Bundle.load(path)  # refuses links, FIFOs, devices and malformed results.json
     if os.path.lexists(path / MANIFEST):
         raise InputError(f"{path}: already sealed ({MANIFEST}); `kit verify {path}` checks it")
-    runs = bundle.results.get("runs")
-    if not isinstance(runs, list):
-        raise InputError(f"{path}/results.json: runs: expected a list")
+    recorded = bundle.runs  # read typed before anything is touched: a malformed run is one line
     # a write cut short (.tmp), and the heartbeat a killed driver could not remove
     removed = [
         n for n in scan(path).files
@@ -90,15 +88,15 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
     ]  # fmt: skip
     for name in removed:  # a write cut short; the file it was to replace holds the last whole one
         os.unlink(path / name)
-    recovered = _stray_results(bundle)
-    runs.extend(recovered)
+    recovered = _stray_results(bundle, {r.run_id for r in recorded})
+    recorded.extend(recovered)
     before = bundle.results.get("status")
     note = {
         "at": now_iso(),
         "by": "kit seal",
         "status_before": before,
         "removed_temporary_files": removed,
-        "recovered_runs": [r["run_id"] for r in recovered],
+        "recovered_runs": [r.run_id for r in recovered],
         "reason": "the seal of this bundle was interrupted (no manifest was written)",
     }
     bundle.results["sealed_after"] = note

@@ -110,6 +110,7 @@ class Launch(Open):
 
     command: list[str] = Field(default_factory=list)
     wall_s: float | None = None
+    launcher: str | None = None  # a batch runtime's (kit slurm: host, pyxis, apptainer)
 
 
 class RunResult(RunIdentity):

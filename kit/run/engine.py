@@ -18,6 +18,7 @@ from typing import Any
 from kit.bundle import Bundle, default_bundle_dir, now_iso
 from kit.errors import InputError, KitError
 from kit.inventory import collect
+from kit.model import AdaptiveRecord, RunResult
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec, plan, plan_repeat
 from kit.run.preflight import PreflightOptions, check_recipe, raise_if_fatal
@@ -32,6 +33,7 @@ from kit.run.results import (
 from kit.runtime import registry
 from kit.runtime.base import LaunchRequest, RunOutcome, Runtime, RuntimeRequest
 from kit.shared import files
+from kit.shared.jsonio import finite
 from kit.stats import AdaptiveRepeats, coefficient_of_variation, is_noisy
 from kit.workloads.registry import headline_metric
 
@@ -80,11 +82,11 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
-def _headline(result: dict[str, Any]) -> str:
+def _headline(result: RunResult) -> str:
     """The run's headline metric for the progress line: the one its workload is judged by."""
-    name = headline_metric(str(result.get("kind")))
-    m = (result.get("metrics") or {}).get(name)
-    return f"{name} {m['value']:.4g} {m['unit']}" if m else ""
+    name = headline_metric(result.kind)
+    m = result.metrics.get(name)
+    return f"{name} {m.value:.4g} {m.unit}" if m else ""
 
 
 class _Terminated(Exception):
@@ -205,7 +207,7 @@ def _launch(p: Prepared, spec: RunSpec) -> tuple[RunOutcome, bool]:
 
 
 def execute(
-    p: Prepared, state: Execution, on_result: Callable[[dict[str, Any]], None] | None = None
+    p: Prepared, state: Execution, on_result: Callable[[RunResult], None] | None = None
 ) -> None:
     """Every planned run in order, results.json rewritten after each; after a benchmark's last
     planned repeat, adaptive repeats may add whole repeats. Ctrl-C or SIGTERM stop it (state)."""
@@ -224,23 +226,21 @@ def execute(
             bundle.add_run(result)
             if on_result:
                 on_result(result)
-            if result["status"] == "ok":
-                console.print(f"ok {result.get('wall_s', 0):.1f} s {_headline(result)}")
+            if result.status == "ok":
+                console.print(f"ok {result.wall_s or 0:.1f} s {_headline(result)}")
             else:
                 state.code = 1
                 # an error may hold [brackets] (gloo's "[/path/pair.cc:553]"): not rich markup
-                console.print(f"{result['status'].upper()}: {result.get('error')}", markup=False)
+                console.print(f"{result.status.upper()}: {result.error}", markup=False)
             if stopped:
                 raise KeyboardInterrupt
             if not queue or queue[0].benchmark != spec.benchmark:  # its last planned repeat
-                record = adaptive_record(bundle.results["runs"], spec.benchmark, p.policy)
-                bundle.results.setdefault("adaptive", {})[spec.benchmark] = record
+                record = adaptive_record(bundle.runs, spec.benchmark, p.policy)
+                bundle.results.setdefault("adaptive", {})[spec.benchmark] = record.dump()
                 bundle.save()
-                if record["more"]:
-                    extra = plan_repeat(
-                        p.recipe, spec.benchmark, record["repeats"], p.device, p.smoke
-                    )
-                    console.print(f"kit: {spec.benchmark}: {record['reason']}; one more repeat")
+                if record.more:
+                    extra = plan_repeat(p.recipe, spec.benchmark, record.repeats, p.device, p.smoke)
+                    console.print(f"kit: {spec.benchmark}: {record.reason}; one more repeat")
                     queue.extendleft(reversed(extra))
     except (KeyboardInterrupt, _Terminated):
         state.interrupted, state.code = True, 130
@@ -275,7 +275,7 @@ def finalize(
 def run_recipe(
     recipe: Recipe,
     options: Options,
-    on_result: Callable[[dict[str, Any]], None] | None = None,
+    on_result: Callable[[RunResult], None] | None = None,
     after_runs: Callable[[Bundle], None] | None = None,
     runtime: Runtime | None = None,
 ) -> tuple[Bundle, int]:
@@ -301,32 +301,32 @@ def run_recipe(
     return p.bundle, state.code
 
 
-def headline_name(runs: list[dict[str, Any]]) -> str | None:
+def headline_name(runs: list[RunResult]) -> str | None:
     """The metric adaptive repeats watch: each kind's headline, from its workload spec."""
-    names = {n for r in runs if r.get("status") == "ok" for n in r.get("metrics") or {}}
-    wanted = [headline_metric(k) for k in dict.fromkeys(r.get("kind") for r in runs) if k]
+    names = {n for r in runs if r.status == "ok" for n in r.metrics}
+    wanted = [headline_metric(k) for k in dict.fromkeys(r.kind for r in runs)]
     return next((n for n in wanted if n in names), min(names) if names else None)
 
 
 def adaptive_record(
-    runs: list[dict[str, Any]], benchmark: str, policy: AdaptiveRepeats
-) -> dict[str, Any]:
+    runs: list[RunResult], benchmark: str, policy: AdaptiveRepeats
+) -> AdaptiveRecord:
     """Whether a benchmark needs another repeat (all variants together), and why.
 
     Repeats are counted whether they succeeded or not, so a failing benchmark never loops;
     only the spread of the successful samples asks for more.
     """
-    mine = [r for r in runs if r.get("benchmark") == benchmark]
-    done = 1 + max((r.get("repeat", 0) for r in mine), default=-1)
+    mine = [r for r in runs if r.benchmark == benchmark]
+    done = 1 + max((r.repeat for r in mine), default=-1)
     metric = headline_name(mine)
     cvs: dict[str, float | None] = {}
     noisy: list[str] = []
     more = cap_reached = False
-    for variant in dict.fromkeys(r["variant"] for r in mine):
+    for variant in dict.fromkeys(r.variant for r in mine):
         samples = [
-            r["metrics"][metric]["value"]
+            r.metrics[metric].value
             for r in mine
-            if r["variant"] == variant and r.get("status") == "ok" and metric in r["metrics"]
+            if r.variant == variant and r.status == "ok" and metric in r.metrics
         ]
         cvs[variant] = coefficient_of_variation(samples) if samples else None
         if samples and is_noisy(samples, policy.cv_threshold):
@@ -336,18 +336,18 @@ def adaptive_record(
     reason = (
         ", ".join(f"{v} CV {cvs[v]:.1%}" for v in noisy) + f" > {policy.cv_threshold * 100:.3g}%"
     )
-    return {
-        "metric": metric,
-        "planned": policy.min_repeats,
-        "max_repeats": policy.max_repeats,
-        "cv_threshold": policy.cv_threshold,
-        "repeats": done,
-        "cv": cvs,
-        "noisy": noisy,
-        "more": more,
-        "cap_reached": cap_reached,
-        "reason": reason if noisy else "",
-    }
+    return AdaptiveRecord(
+        metric=metric,
+        planned=policy.min_repeats,
+        max_repeats=policy.max_repeats,
+        cv_threshold=policy.cv_threshold,
+        repeats=done,
+        cv={v: finite(cv) for v, cv in cvs.items()},  # inf (around a mean of 0): null
+        noisy=noisy,
+        more=more,
+        cap_reached=cap_reached,
+        reason=reason if noisy else "",
+    )
 
 
 def command_line(argv: list[str]) -> str:

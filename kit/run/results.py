@@ -18,6 +18,7 @@ from kit import terminal
 from kit.bundle import Bundle, write_json
 from kit.errors import InputError
 from kit.model import RunData, RunResult, read_model
+from kit.model.run import Launch, NcclRecord, RunStatus
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec
 from kit.runtime.base import RunOutcome, tail
@@ -47,8 +48,8 @@ REJECTED = "result.rejected.json"
 """Where a worker's result.json that does not validate is kept (the loader reads result.json)."""
 
 
-def worker_result(spec: RunSpec, run_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """The worker's runs/<id>/result.json through the typed model, as written; or why not.
+def worker_result(spec: RunSpec, run_dir: Path) -> tuple[RunResult | None, str | None]:
+    """The worker's runs/<id>/result.json through the typed model; or why not.
 
     (None, None) when the worker wrote none. A file that does not validate (a crashed or hostile
     worker: not JSON, a NaN written as null where a number belongs, a link, another run's id) is
@@ -62,8 +63,7 @@ def worker_result(spec: RunSpec, run_dir: Path) -> tuple[dict[str, Any] | None, 
         result = read_model(run_dir, files.RESULT, RunResult, files.RESULT)
         if result.run_id != spec.run_id:
             raise InputError(f"{file}: run_id: expected {spec.run_id!r}, got {result.run_id!r}")
-        # a dict: the driver adds its own fields (kit.model.run.RunResult) and writes it out
-        return result.dump(as_written=True), None
+        return result, None
     except InputError as exc:
         with contextlib.suppress(OSError):  # a container's root-owned folder: left as it is
             if file.is_file() and not file.is_symlink():
@@ -73,45 +73,46 @@ def worker_result(spec: RunSpec, run_dir: Path) -> tuple[dict[str, Any] | None, 
         return None, str(exc)
 
 
-def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path) -> dict[str, Any]:
+def failed_result(spec: RunSpec, status: RunStatus, error: str) -> RunResult:
+    """The driver's record of a run whose worker left no valid result."""
+    return RunResult(
+        schema=RESULT_SCHEMA,
+        **spec.identity(),
+        status=status,
+        error=error,
+        world_size=spec.nproc,
+        device=spec.device,
+        env=spec.env,
+        metrics={},
+        data=RunData(),
+    )
+
+
+def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path) -> RunResult:
     """The run's result: the worker's own file when it wrote a valid one, else a failed/timeout
-    record (a result that does not validate is a failed run whose error says why, in one line)."""
+    record (a result that does not validate is a failed run whose error says why, in one line),
+    with what the driver saw added (kit.model.run.RunResult's driver fields)."""
     result, unreadable = worker_result(spec, run_dir)
     if result is None:
         if unreadable is not None:
-            status, error = "failed", unreadable
+            result = failed_result(spec, "failed", unreadable)
         elif outcome.interrupted:
-            status, error = "failed", "interrupted before it finished"
+            result = failed_result(spec, "failed", "interrupted before it finished")
         elif outcome.timed_out:
-            status, error = "timeout", f"no result after the {spec.timeout_s:g} s timeout; stopped"
+            why = f"no result after the {spec.timeout_s:g} s timeout; stopped"
+            result = failed_result(spec, "timeout", why)
         else:
-            status = "failed"
             error = (
                 outcome.error
                 or f"worker exited with status {outcome.exit_code} and wrote no result"
             )
             cause = worker_error(log_path)
-            if cause:
-                error += f"; {cause}"
-        result = RunResult(
-            schema=RESULT_SCHEMA,
-            **spec.identity(),
-            status=status,
-            error=error,
-            world_size=spec.nproc,
-            device=spec.device,
-            env=spec.env,
-            metrics={},
-            data=RunData(),
-        ).dump(as_written=True)  # as the worker's: the driver adds its fields, then writes it
-    elif outcome.timed_out and result.get("status") == "ok":
-        result["status"], result["error"] = (
-            "timeout",
-            "the worker finished but did not exit in time",
-        )
-    elif outcome.exit_code not in (0, None) and result.get("status") == "ok":
-        result["status"] = "failed"
-        result["error"] = f"worker exited with status {outcome.exit_code} after writing its result"
+            result = failed_result(spec, "failed", f"{error}; {cause}" if cause else error)
+    elif outcome.timed_out and result.status == "ok":
+        result.status, result.error = "timeout", "the worker finished but did not exit in time"
+    elif outcome.exit_code not in (0, None) and result.status == "ok":
+        result.status = "failed"
+        result.error = f"worker exited with status {outcome.exit_code} after writing its result"
     if spec.device == "cuda" and log_path.is_file():
         nccl = parse_nccl_log(log_path.read_text(errors="replace"))
         nccl["verdict"] = verdict(
@@ -119,46 +120,47 @@ def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path)
             p2p_disabled=p2p_off(spec.env, nccl),
             single_node=outcome.nodes is None or len(outcome.nodes) < 2,
         )
-        result["nccl"] = nccl
-    result["exit_code"] = outcome.exit_code
-    result["launch"] = {"command": outcome.command, "wall_s": outcome.wall_s}
-    result.setdefault("wall_s", outcome.wall_s)
-    if result["status"] != "ok":
-        result["log_tail"] = tail(log_path)
+        result.nccl = NcclRecord.model_validate(nccl)
+    result.exit_code = outcome.exit_code
+    result.launch = Launch(command=outcome.command, wall_s=outcome.wall_s)
+    if result.wall_s is None:
+        result.wall_s = outcome.wall_s
+    if result.status != "ok":
+        result.log_tail = tail(log_path)
     if outcome.nodes is not None:
         annotate_result(result, outcome)
     return result
 
 
-def network_transport(result: dict[str, Any]) -> list[str]:
+def network_transport(result: RunResult) -> list[str]:
     """How the nodes talked: NCCL's NET transports from its log (NET/IB, NET/Socket), or gloo."""
-    nccl = result.get("nccl") or {}
-    net = [k for k in (nccl.get("transports") or {}) if k.upper().startswith(("NET", "COLLNET"))]
+    transports = result.nccl.transports if result.nccl else {}
+    net = [k for k in transports if k.upper().startswith(("NET", "COLLNET"))]
     if net:
         return net
-    if result.get("backend") == "gloo" or result.get("device") == "cpu":
+    if result.backend == "gloo" or result.device == "cpu":
         return ["gloo/TCP"]
     return []
 
 
-def annotate_result(result: dict[str, Any], outcome: RunOutcome) -> None:
+def annotate_result(result: RunResult, outcome: RunOutcome) -> None:
     """Add the nodes to a run result: each node's status, which one failed, how they talked."""
-    result["nodes"] = outcome.nodes
+    result.nodes = outcome.nodes
     for record in outcome.nodes or []:  # what every node added: nodes.env, socket interface
-        result["env"] = {**record.get("env", {}), **(result.get("env") or {})}
-    if outcome.error and result.get("status") != "ok":
-        previous = result.get("error") or ""
+        result.env = {**record.get("env", {}), **result.env}
+    if outcome.error and result.status != "ok":
+        previous = result.error or ""
         if outcome.error not in previous:
-            result["error"] = f"{outcome.error}; {previous}" if previous else outcome.error
+            result.error = f"{outcome.error}; {previous}" if previous else outcome.error
         failed = next((r for r in outcome.nodes or [] if r.get("status") in ("failed", "vanished")), None)  # fmt: skip
         if failed and failed.get("log_tail"):
-            result["log_tail"] = f"[node {failed['node']}]\n{failed['log_tail']}"
-    if "started_at" not in result and outcome.nodes:  # the driver's record: no worker wrote one
-        result["world_size"] = sum(r["nproc"] for r in outcome.nodes)
-    result["network"] = {"transport": network_transport(result)}
+            result.log_tail = f"[node {failed['node']}]\n{failed['log_tail']}"
+    if result.started_at is None and outcome.nodes:  # the driver's record: no worker wrote one
+        result.world_size = sum(r["nproc"] for r in outcome.nodes)
+    result.network = {"transport": network_transport(result)}
 
 
-def bundle_status(runs: list[dict[str, Any]], planned: int, interrupted: bool = False) -> str:
+def bundle_status(runs: list[RunResult], planned: int, interrupted: bool = False) -> str:
     """A bundle's status, from its runs alone: what a crash or a lucky path cannot bend.
 
     complete: every planned run is there and ok; failed: no run is ok (also when every attempt
@@ -167,7 +169,7 @@ def bundle_status(runs: list[dict[str, Any]], planned: int, interrupted: bool = 
     """
     if interrupted:
         return "interrupted"
-    ok = sum(1 for r in runs if r.get("status") == "ok")
+    ok = sum(1 for r in runs if r.status == "ok")
     if ok == 0:
         return "failed"
     if ok == len(runs) and len(runs) >= planned:
@@ -211,11 +213,11 @@ def write_specs(bundle: Bundle, runs: list[RunSpec]) -> None:
 def record_container(bundle: Bundle, environment: dict[str, Any] | None = None) -> None:
     """environment.json (the given record, else the one written) with the software the first
     finished run reported inside its container, where the record has none."""
-    ok = [r for r in bundle.results["runs"] if r.get("status") == "ok"]
+    ok = [r for r in bundle.runs if r.status == "ok"]
     env = environment if environment is not None else bundle.read_json(files.ENVIRONMENT) or {}
     missing = bool(ok) and not env.get("container")
     if missing:
-        env["container"] = ok[0].get("versions")
+        env["container"] = ok[0].versions
     if missing or environment is not None:
         bundle.write_json(files.ENVIRONMENT, env)
 
@@ -229,7 +231,7 @@ def close_bundle(
 ) -> str:
     """The status from the runs (never `complete` after an engine fault), finished, `check`ed
     (a batch runtime reads back what it wrote) and sealed whatever the check says."""
-    status = bundle_status(bundle.results["runs"], planned, interrupted)
+    status = bundle_status(bundle.runs, planned, interrupted)
     if fault and status == "complete":
         status = "partial"
     bundle.finish(status)

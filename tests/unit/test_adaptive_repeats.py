@@ -17,6 +17,7 @@ from kit.recipe import parse_recipe
 from kit.run.engine import Options, adaptive_record, run_recipe
 from kit.runtime.base import LaunchRequest, RunOutcome
 from kit.stats import AdaptiveRepeats
+from tests.conftest import results_model
 
 RECIPE = """\
 kit: 1
@@ -123,10 +124,10 @@ def test_off_by_default(tmp_path, monkeypatch):
 
 
 def test_failed_repeats_count_and_never_loop():
-    runs = [{"benchmark": "b", "variant": "p2p", "repeat": r, "status": "failed", "metrics": {}}
-            for r in range(3)]  # fmt: skip
+    runs = results_model([{"benchmark": "b", "variant": "p2p", "repeat": r, "status": "failed"}
+                          for r in range(3)]).runs  # fmt: skip
     record = adaptive_record(runs, "b", AdaptiveRepeats(3, 10, 0.03))
-    assert record["repeats"] == 3 and not record["more"] and record["metric"] is None
+    assert record.repeats == 3 and not record.more and record.metric is None
 
 
 def test_max_repeats_below_repeats_is_a_located_error():

@@ -42,7 +42,7 @@ def outcome(exit_code: int | None = 0) -> RunOutcome:
     return RunOutcome(exit_code, False, False, 1.0, ["python", "-m", "kit.worker"])
 
 
-def one_run(tmp_path: Path, text: str | None) -> tuple[dict, Path]:
+def one_run(tmp_path: Path, text: str | None) -> tuple[RunResult, Path]:
     spec = first_spec()
     run_dir = tmp_path / "runs" / spec.run_id
     run_dir.mkdir(parents=True)
@@ -76,12 +76,13 @@ def test_a_malformed_worker_result_is_a_failed_run_with_one_line(
     elif text == "NAN":
         text = json.dumps({**record, "wall_s": math.nan})  # Python's json writes NaN
     result, run_dir = one_run(tmp_path, text)
-    assert result["status"] == "failed"
-    assert "\n" not in result["error"] and why in result["error"]
-    assert result["error"].startswith(str(run_dir / "result.json"))
+    assert result.status == "failed" and result.error is not None
+    assert "\n" not in result.error and why in result.error
+    assert result.error.startswith(str(run_dir / "result.json"))
     # the worker's file is kept aside, where the loader does not read it
     assert not (run_dir / "result.json").exists() and (run_dir / REJECTED).read_text() == text
-    RunResult.model_validate(result)  # the driver's record of it is a valid result
+    # the driver's record of it, as results.json holds it, reads back as the same valid result
+    assert RunResult.model_validate(result.dump(as_written=True)) == result
 
 
 def test_a_result_that_is_a_link_is_refused_and_removed(tmp_path: Path) -> None:
@@ -94,16 +95,19 @@ def test_a_result_that_is_a_link_is_refused_and_removed(tmp_path: Path) -> None:
     log = tmp_path / "run.log"
     log.write_text("")
     result = result_of(spec, run_dir, outcome(), log)
-    assert result["status"] == "failed" and "is a symlink" in result["error"]
+    assert result.status == "failed" and "is a symlink" in (result.error or "")
     assert not os.path.lexists(run_dir / "result.json") and elsewhere.is_file()
 
 
 def test_a_valid_worker_result_is_kept_as_written(tmp_path: Path) -> None:
     spec = first_spec()
     result, _ = one_run(tmp_path, json.dumps(worker_record(spec)))
-    assert result["status"] == "ok" and result["metrics"]["busbw_peak"]["value"] == 1.5
-    assert result["exit_code"] == 0 and result["launch"]["wall_s"] == 1.0
-    assert "telemetry" not in result  # no defaults filled in: the record is what was written
+    assert result.status == "ok" and result.metrics["busbw_peak"].value == 1.5
+    assert result.exit_code == 0 and result.launch is not None and result.launch.wall_s == 1.0
+    written = result.dump(as_written=True)  # what results.json holds (kit.bundle.Bundle.save)
+    assert "telemetry" not in written  # no defaults filled in: the record is what was written
+    # the worker's fields, then the driver's (wall_s: none written, so the launch's)
+    assert list(written) == [*worker_record(spec), "wall_s", "exit_code", "launch"]
 
 
 def test_a_nan_loss_is_written_as_null_and_loads(tmp_path: Path) -> None:
@@ -119,7 +123,7 @@ def test_a_nan_loss_is_written_as_null_and_loads(tmp_path: Path) -> None:
     assert loaded.data.model_extra["loss"] == [2.5, None, None]
     log = tmp_path / "run.log"
     log.write_text("")
-    assert result_of(spec, run_dir, outcome(), log)["status"] == "ok"
+    assert result_of(spec, run_dir, outcome(), log).status == "ok"
 
 
 def test_the_bundle_writer_writes_no_nan(tmp_path: Path) -> None:

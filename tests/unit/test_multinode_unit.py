@@ -177,42 +177,46 @@ def _nodes(status1: str = "failed") -> list[dict]:
 
 
 def test_failed_node_is_named_in_the_result():
-    result = {"status": "failed", "error": "worker exited with status 1 and wrote no result",
-              "world_size": 2, "env": {"NCCL_P2P_DISABLE": "1"}, "device": "cpu"}  # fmt: skip
+    (result,) = results_model([{"status": "failed", "world_size": 2, "device": "cpu",
+                                "error": "worker exited with status 1 and wrote no result",
+                                "env": {"NCCL_P2P_DISABLE": "1"}}]).runs  # fmt: skip
     outcome = RunOutcome(1, False, False, 3.0, [], "node 1 (ssh://b) exited with status 1; "
                          "stopped node(s) 0", nodes=_nodes())  # fmt: skip
     annotate_result(result, outcome)
-    assert result["error"] == (
+    assert result.error == (
         "node 1 (ssh://b) exited with status 1; stopped node(s) 0; "
         "worker exited with status 1 and wrote no result"
     )
-    assert result["log_tail"] == "[node 1]\nRuntimeError: boom"
-    assert result["world_size"] == 4  # the driver's record: 2 nodes x 2 processes
-    assert result["env"] == {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_P2P_DISABLE": "1"}
-    assert result["network"] == {"transport": ["gloo/TCP"]}
+    assert result.log_tail == "[node 1]\nRuntimeError: boom"
+    assert result.world_size == 4  # the driver's record: 2 nodes x 2 processes
+    assert result.env == {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_P2P_DISABLE": "1"}
+    assert result.network == {"transport": ["gloo/TCP"]}
+    assert result.nodes == _nodes()
+    # what results.json holds reads back as the same result
+    assert results_model([result.dump(as_written=True)]).runs[0] == result
 
 
 def test_network_transport_from_nccl_and_no_false_p2p_verdict():
-    result = {
+    (result,) = results_model([{
         "status": "ok", "started_at": "x", "world_size": 2, "device": "cuda", "env": {},
         "nccl": {"transports": {"NET/IB": 8}},
-    }  # fmt: skip
+    }]).runs  # fmt: skip
     annotate_result(result, RunOutcome(0, False, False, 1.0, [], nodes=_nodes("ok")))
-    assert result["network"] == {"transport": ["NET/IB"]}
-    assert result["world_size"] == 2  # the worker's own record stays
+    assert result.network == {"transport": ["NET/IB"]}
+    assert result.world_size == 2  # the worker's own record stays
     # across nodes NET is the only way: no contradiction, at the run and in the report
     assert contradiction({"NET/IB": 8}, p2p_disabled=False, single_node=False) is None
-    assert analysis.nccl_contradiction(results_model([result]).runs[0]) is None
+    assert analysis.nccl_contradiction(result) is None
     # the same transports on one node did avoid P2P
     assert contradiction({"NET/IB": 8}, p2p_disabled=False, single_node=True).startswith(
         "P2P was allowed"
     )
-    mixed = {"status": "ok", "started_at": "x", "device": "cuda", "run_id": "m", "env": {},
-             "nccl": {"transports": {"NET/Socket": 4, "SHM": 4}}}  # fmt: skip
+    (mixed,) = results_model([{"status": "ok", "started_at": "x", "device": "cuda", "run_id": "m",
+                               "env": {}, "nccl": {"transports": {"NET/Socket": 4, "SHM": 4}}}]).runs  # fmt: skip
     annotate_result(mixed, RunOutcome(0, False, False, 1.0, [], nodes=_nodes("ok")))
-    assert mixed["network"] == {"transport": ["NET/Socket"]}
+    assert mixed.network == {"transport": ["NET/Socket"]}
     # SHM inside a node: still a contradiction
-    assert analysis.nccl_contradiction(results_model([mixed]).runs[0]).startswith(
+    assert analysis.nccl_contradiction(mixed).startswith(
         "m: P2P was allowed"
     )
 

@@ -13,6 +13,7 @@ from kit.run import engine
 from kit.run import results as run_results
 from kit.run.results import bundle_status
 from kit.runtime.base import LaunchRequest, RunOutcome
+from tests.conftest import results_model
 
 RECIPE = """\
 kit: 1
@@ -63,12 +64,12 @@ def _run(tmp_path: Path, monkeypatch, fail: set[int]):
 
 def test_a_run_whose_runtime_raises_is_a_failed_run_and_the_driver_goes_on(tmp_path, monkeypatch):
     bundle, code, runtime = _run(tmp_path, monkeypatch, fail={2})
-    runs = bundle.results["runs"]
+    runs = bundle.runs
     assert code == 1 and runtime.calls == 4 and runtime.closed
-    assert [r["status"] for r in runs] == ["ok", "failed", "ok", "ok"]
-    assert (
-        runs[1]["error"] == "runtime error: LookupError: 404 Client Error: No such container: 3f2a"
-    )
+    assert [r.status for r in runs] == ["ok", "failed", "ok", "ok"]
+    assert runs[1].error == "runtime error: LookupError: 404 Client Error: No such container: 3f2a"
+    written = json.loads((bundle.path / "results.json").read_text())["runs"]
+    assert [r["status"] for r in written] == ["ok", "failed", "ok", "ok"]
     assert bundle.results["status"] == "partial"
 
 
@@ -103,5 +104,5 @@ def test_an_engine_fault_seals_the_bundle_and_is_one_line(tmp_path, monkeypatch)
     ],
 )
 def test_bundle_status_comes_from_the_runs(statuses, planned, interrupted, expected):
-    runs = [{"status": s} for s in statuses]
+    runs = results_model([{"status": s} for s in statuses]).runs
     assert bundle_status(runs, planned, interrupted) == expected

@@ -141,7 +141,7 @@ def collect(path: Path) -> tuple[Bundle, int]:
     runs = plan(recipe, header.device, header.smoke, header.planned_repeats)
     codes = read_exit_codes(bundle.path / "slurm" / "exit_codes.tsv")
     job_out = f"slurm/job-{info.job_id or '<id>'}.out"
-    bundle.results["runs"] = []
+    bundle.runs.clear()
     code = 0
     for spec in runs:
         nodes = _merge_logs(bundle, spec.run_id, info.nodes)
@@ -160,15 +160,15 @@ def collect(path: Path) -> tuple[Bundle, int]:
             n["nproc"] = info.gpus_per_node
         outcome.nodes = nodes  # result_of adds them, the world size and the network transport
         result = result_of(spec, bundle.run_dir(spec.run_id), outcome, log_path)
-        if result["status"] != "ok":
+        if result.status != "ok":
             for n in nodes:
                 n["log_tail"] = tail(bundle.path / n["log"])
-        result["launch"]["launcher"] = info.launcher
-        if result["status"] != "ok":
             code = 1
+        if result.launch is not None:  # result_of records it
+            result.launch.launcher = info.launcher
         bundle.add_run(result)
-        console.print(f"kit: {spec.run_id}: {result['status']}"
-                      + (f" ({result.get('error')})" if result.get("error") else ""),
+        console.print(f"kit: {spec.run_id}: {result.status}"
+                      + (f" ({result.error})" if result.error else ""),
                       markup=False)  # fmt: skip
     node_files = sorted((bundle.path / "slurm" / "nodes").glob("node*.json"))
     inventory = []
@@ -187,7 +187,7 @@ def collect(path: Path) -> tuple[Bundle, int]:
          "python_executable": info.python, "kit_version": header.kit_version,
          "container": None},
     )  # fmt: skip
-    planned = header.planned_runs or len(bundle.results["runs"])
+    planned = header.planned_runs or len(bundle.runs)
     # what collect wrote reads back through the one loader, then the report and the manifest
     close_bundle(bundle, planned, check=load_bundle)
     return bundle, code
