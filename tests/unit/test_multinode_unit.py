@@ -216,9 +216,7 @@ def test_network_transport_from_nccl_and_no_false_p2p_verdict():
     annotate_result(mixed, RunOutcome(0, False, False, 1.0, [], nodes=_nodes("ok")))
     assert mixed.network == {"transport": ["NET/Socket"]}
     # SHM inside a node: still a contradiction
-    assert analysis.nccl_contradiction(mixed).startswith(
-        "m: P2P was allowed"
-    )
+    assert analysis.nccl_contradiction(mixed).startswith("m: P2P was allowed")
 
 
 def _fake_sysfs(root: Path) -> tuple[Path, Path]:
