@@ -38,8 +38,10 @@ class _Model(BaseModel):
     def dump(self, as_written: bool = False) -> dict[str, Any]:
         """JSON-able, with the file's own field names (`schema`, not `schema_`).
 
-        `as_written`: only the fields the file held (no defaults filled in), for readers that
-        still take the file's dict while they move to the typed attributes.
+        `as_written`: only the fields the file held or the kit set (no defaults filled in): how
+        a record the driver carries typed is written (kit.bundle.Bundle.save: a run's result as
+        the worker wrote it plus the driver's fields), and for readers that still take the
+        file's dict while they move to the typed attributes.
         """
         return self.model_dump(mode="json", by_alias=True, exclude_unset=as_written)
 
