@@ -113,6 +113,28 @@ class Launch(Open):
     launcher: str | None = None  # a batch runtime's (kit slurm: host, pyxis, apptainer)
 
 
+class NodeRecord(Open):
+    """One node of a multi-node run as the driver saw it (kit.runtime.multinode, kit slurm
+    collect): how it ended, its log, and what the driver set on it."""
+
+    node: int = Field(ge=0)
+    host: str | None = None  # its Docker daemon
+    status: str | None = None  # ok, failed, vanished, stopped (by the driver), timeout
+    exit_code: int | None = None
+    nproc: int = Field(ge=1)
+    log: str | None = None  # logs/<run>.node<i>.log
+    found: bool | None = None  # kit slurm: whether the job left that log
+    log_tail: str | None = None
+    address: str | None = None  # its container's, on a bridge network
+    env: dict[str, str] = Field(default_factory=dict)  # the NCCL variables it added
+
+
+class Network(Closed):
+    """How the nodes of a run talked (kit.run.results.network_transport)."""
+
+    transport: list[str] = Field(default_factory=list)
+
+
 class RunResult(RunIdentity):
     """runs/<id>/result.json as the worker writes it, or an entry of results.json `runs`."""
 
@@ -135,6 +157,6 @@ class RunResult(RunIdentity):
     exit_code: int | None = None
     launch: Launch | None = None
     log_tail: str | None = None
-    nodes: list[dict[str, Any]] | None = None
-    network: dict[str, Any] | None = None
+    nodes: list[NodeRecord] | None = None
+    network: Network | None = None
     recovered: str | None = None  # added by `kit seal` to a result the driver never recorded

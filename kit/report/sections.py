@@ -209,7 +209,7 @@ def nodes_view(hw: dict[str, Any], results: Results) -> dict[str, Any] | None:
         )
     transports: dict[str, list[str]] = {}
     for r in results.runs:
-        used = (r.network or {}).get("transport") or []
+        used = r.network.transport if r.network else []
         if used:
             mine = transports.setdefault(r.variant or "?", [])
             mine += [t for t in used if t not in mine]

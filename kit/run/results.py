@@ -18,7 +18,7 @@ from kit import terminal
 from kit.bundle import Bundle, write_json
 from kit.errors import InputError
 from kit.model import RunData, RunResult, read_model
-from kit.model.run import Launch, NcclRecord, RunStatus
+from kit.model.run import Launch, NcclRecord, Network, NodeRecord, RunStatus
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec
 from kit.runtime.base import RunOutcome, tail
@@ -144,20 +144,22 @@ def network_transport(result: RunResult) -> list[str]:
 
 
 def annotate_result(result: RunResult, outcome: RunOutcome) -> None:
-    """Add the nodes to a run result: each node's status, which one failed, how they talked."""
-    result.nodes = outcome.nodes
-    for record in outcome.nodes or []:  # what every node added: nodes.env, socket interface
-        result.env = {**record.get("env", {}), **result.env}
+    """Add the nodes to a run result: each node's status, which one failed, how they talked.
+    (The runtime's records of its nodes are typed here, where they join the result.)"""
+    nodes = [NodeRecord.model_validate(record) for record in outcome.nodes or []]
+    result.nodes = nodes
+    for node in nodes:  # what every node added: nodes.env, socket interface
+        result.env = {**node.env, **result.env}
     if outcome.error and result.status != "ok":
         previous = result.error or ""
         if outcome.error not in previous:
             result.error = f"{outcome.error}; {previous}" if previous else outcome.error
-        failed = next((r for r in outcome.nodes or [] if r.get("status") in ("failed", "vanished")), None)  # fmt: skip
-        if failed and failed.get("log_tail"):
-            result.log_tail = f"[node {failed['node']}]\n{failed['log_tail']}"
-    if result.started_at is None and outcome.nodes:  # the driver's record: no worker wrote one
-        result.world_size = sum(r["nproc"] for r in outcome.nodes)
-    result.network = {"transport": network_transport(result)}
+        failed = next((n for n in nodes if n.status in ("failed", "vanished")), None)
+        if failed and failed.log_tail:
+            result.log_tail = f"[node {failed.node}]\n{failed.log_tail}"
+    if result.started_at is None and nodes:  # the driver's record: no worker wrote one
+        result.world_size = sum(n.nproc for n in nodes)
+    result.network = Network(transport=network_transport(result))
 
 
 def bundle_status(runs: list[RunResult], planned: int, interrupted: bool = False) -> str:

@@ -240,6 +240,11 @@ def test_collect_of_a_job_that_never_ran_seals_every_run_as_failed(tmp_path):
     assert len(runs) == 2 and {r.status for r in runs} == {"failed"}
     assert all("the Slurm job did not run it" in (r.error or "") for r in runs)
     assert all(r.launch is not None and r.launch.launcher == "host" for r in runs)
+    for r in runs:  # each node's record, typed: its log was not found, its tail is empty
+        assert r.nodes is not None and [(n.node, n.found, n.log_tail) for n in r.nodes] == [
+            (0, False, ""), (1, False, "")
+        ]  # fmt: skip
+        assert r.world_size == 4 and r.network is not None
     assert verify_manifest(tmp_path / "b").ok
     written = json.loads((tmp_path / "b" / "results.json").read_text())["runs"]
     assert [r["launch"]["launcher"] for r in written] == ["host", "host"]

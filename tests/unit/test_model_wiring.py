@@ -173,3 +173,39 @@ def test_rerun_of_a_bundle_with_a_malformed_environment_is_one_line(
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and why in lines[0], proc.stderr
     assert not (tmp_path / "out").exists()  # refused before anything was created
+
+
+def test_a_recorded_gpu_run_is_recorded_again_the_same(tmp_path: Path) -> None:
+    """The typed driver against what the dict driver recorded on H200s: each run's worker file,
+    NCCL log and launch through result_of give the committed results.json run, field for field
+    (NCCL's record with the channel counts this kit's parser also reads), and what
+    Bundle.save writes of it reads back as the same result."""
+    from kit.model import load_bundle
+    from kit.shared.nccl_log import parse_nccl_log
+
+    root = ROOT / "reports" / "examples" / "h200x2-allreduce"
+    recorded = load_bundle(root).results.runs
+    assert {r.variant for r in recorded} == {"p2p", "no-p2p"}
+    for i, rec in enumerate(recorded):
+        assert rec.launch is not None and rec.nccl is not None
+        spec_file = json.loads((root / "runs" / rec.run_id / "spec.json").read_text())
+        spec = RunSpec.model_validate({**spec_file, "timeout_s": 600.0})
+        run_dir = tmp_path / str(i)
+        run_dir.mkdir()
+        (run_dir / "result.json").write_bytes(
+            (root / "runs" / rec.run_id / "result.json").read_bytes()
+        )
+        launch = RunOutcome(
+            rec.exit_code, False, False, rec.launch.wall_s or 0.0, rec.launch.command
+        )
+        log = root / "logs" / f"{rec.run_id}.log"
+        result = result_of(spec, run_dir, launch, log)
+        assert result.model_copy(update={"nccl": rec.nccl}) == rec
+        assert result.nccl is not None and result.nccl.verdict == rec.nccl.verdict
+        assert result.nccl.transports == rec.nccl.transports and result.nccl.transports
+        channels = parse_nccl_log(log.read_text())["channels"]
+        assert result.nccl.dump(as_written=True) == {
+            **rec.nccl.dump(as_written=True),
+            "channels": channels,
+        }
+        assert RunResult.model_validate(result.dump(as_written=True)) == result

@@ -190,8 +190,9 @@ def test_failed_node_is_named_in_the_result():
     assert result.log_tail == "[node 1]\nRuntimeError: boom"
     assert result.world_size == 4  # the driver's record: 2 nodes x 2 processes
     assert result.env == {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_P2P_DISABLE": "1"}
-    assert result.network == {"transport": ["gloo/TCP"]}
-    assert result.nodes == _nodes()
+    assert result.network is not None and result.network.transport == ["gloo/TCP"]
+    assert result.nodes is not None and [n.dump(as_written=True) for n in result.nodes] == _nodes()
+    assert (result.nodes[1].status, result.nodes[1].nproc) == ("failed", 2)
     # what results.json holds reads back as the same result
     assert results_model([result.dump(as_written=True)]).runs[0] == result
 
@@ -202,7 +203,7 @@ def test_network_transport_from_nccl_and_no_false_p2p_verdict():
         "nccl": {"transports": {"NET/IB": 8}},
     }]).runs  # fmt: skip
     annotate_result(result, RunOutcome(0, False, False, 1.0, [], nodes=_nodes("ok")))
-    assert result.network == {"transport": ["NET/IB"]}
+    assert result.network is not None and result.network.transport == ["NET/IB"]
     assert result.world_size == 2  # the worker's own record stays
     # across nodes NET is the only way: no contradiction, at the run and in the report
     assert contradiction({"NET/IB": 8}, p2p_disabled=False, single_node=False) is None
@@ -214,7 +215,7 @@ def test_network_transport_from_nccl_and_no_false_p2p_verdict():
     (mixed,) = results_model([{"status": "ok", "started_at": "x", "device": "cuda", "run_id": "m",
                                "env": {}, "nccl": {"transports": {"NET/Socket": 4, "SHM": 4}}}]).runs  # fmt: skip
     annotate_result(mixed, RunOutcome(0, False, False, 1.0, [], nodes=_nodes("ok")))
-    assert mixed.network == {"transport": ["NET/Socket"]}
+    assert mixed.network is not None and mixed.network.transport == ["NET/Socket"]
     # SHM inside a node: still a contradiction
     assert analysis.nccl_contradiction(mixed).startswith("m: P2P was allowed")
 

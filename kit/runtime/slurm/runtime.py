@@ -161,8 +161,8 @@ def collect(path: Path) -> tuple[Bundle, int]:
         outcome.nodes = nodes  # result_of adds them, the world size and the network transport
         result = result_of(spec, bundle.run_dir(spec.run_id), outcome, log_path)
         if result.status != "ok":
-            for n in nodes:
-                n["log_tail"] = tail(bundle.path / n["log"])
+            for node in result.nodes or []:
+                node.log_tail = tail(bundle.path / node.log) if node.log else None
             code = 1
         if result.launch is not None:  # result_of records it
             result.launch.launcher = info.launcher
