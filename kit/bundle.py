@@ -147,16 +147,16 @@ class Bundle:
         """A JSON file of the bundle by kit.model's strict reader, or None when it is absent."""
         return read_model_json(self.path, name) if os.path.lexists(self.path / name) else None
 
-    def read_typed(self, name: str) -> Any:
+    def read_typed(self, name: str) -> BaseModel | None:
         """A bundle file (results.json, hardware.json, environment.json, a run's spec.json or
-        result.json) validated by its model (kit.model) and returned as written; None when absent.
-        Each problem is one InputError line."""
+        result.json) as its typed model (kit.model); None when absent. Each problem is one
+        InputError line."""
         if not os.path.lexists(self.path / name):
             return None
         model = _model_of(name)
         if model is None:
             raise ValueError(f"{name}: not a file of the typed bundle model")
-        return read_model(self.path, name, *model).dump(as_written=True)
+        return read_model(self.path, name, *model)
 
     def write_json(self, name: str, data: Any) -> None:
         write_json(self.path / name, data)

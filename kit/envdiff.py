@@ -21,6 +21,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kit.model.environment import ContainerVersions, Environment
+from kit.model.hardware import Hardware
+
 VERSION_KEYS = (
     "python",
     "torch",
@@ -33,7 +36,8 @@ VERSION_KEYS = (
     "peft",
     "accelerate",
 )
-"""Versions read inside the environment (environment.json `container`)."""
+"""Versions read inside the environment (environment.json `container`, each a typed field of
+kit.model.ContainerVersions)."""
 
 PINNED_KEYS = (
     "content_hash",
@@ -74,30 +78,30 @@ def _text(value: Any) -> str | None:
 
 
 def environment_versions(
-    environment: dict[str, Any] | None, hardware: dict[str, Any] | None = None
+    environment: Environment | None, hardware: Hardware | None = None
 ) -> dict[str, str | None]:
     """The comparable fields of a fingerprint, flat: versions, runtime, and pinned hashes.
 
     The host runtime records no driver inside `container`; the hardware inventory does, so it
     fills that gap when given.
     """
-    env = environment or {}
-    container = env.get("container") or {}
-    flat: dict[str, str | None] = {k: _text(container.get(k)) for k in VERSION_KEYS}
-    if flat["driver"] is None and hardware:
-        flat["driver"] = _text((hardware.get("driver") or {}).get("version"))
+    container = (environment.container if environment else None) or ContainerVersions()
+    flat: dict[str, str | None] = {k: _text(getattr(container, k)) for k in VERSION_KEYS}
+    if flat["driver"] is None and hardware and hardware.driver:
+        flat["driver"] = _text(hardware.driver.version)
     for key in RUNTIME_KEYS:
-        flat[key] = _text(env.get(key))
+        flat[key] = _text(getattr(environment, key)) if environment else None
+    pinned = environment is not None and environment.pinned
     for key in PINNED_KEYS + INFORMATIONAL_KEYS:
-        flat[key] = _text(env.get(key)) if env.get("pinned") else None
+        flat[key] = _text(getattr(environment, key)) if pinned else None
     return flat
 
 
 def environment_diff(
-    old: dict[str, Any] | None,
-    new: dict[str, Any] | None,
-    old_hardware: dict[str, Any] | None = None,
-    new_hardware: dict[str, Any] | None = None,
+    old: Environment | None,
+    new: Environment | None,
+    old_hardware: Hardware | None = None,
+    new_hardware: Hardware | None = None,
     informational: bool = False,
 ) -> list[Difference]:
     """Every field known on both sides whose values differ, in a fixed order: the differences
@@ -112,7 +116,7 @@ def environment_diff(
     return [d for d in diffs if informational or d.matters]
 
 
-def unknown_fields(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[str]:
+def unknown_fields(old: Environment | None, new: Environment | None) -> list[str]:
     """Version fields that one side knows and the other does not (so they went unchecked)."""
     a, b = environment_versions(old), environment_versions(new)
     return [k for k in VERSION_KEYS if (a[k] is None) != (b[k] is None)]

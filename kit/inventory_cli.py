@@ -21,6 +21,7 @@ from rich.text import Text
 
 from kit import inventory, terminal
 from kit.errors import InputError
+from kit.model.hardware import Driver, Ecc, Gpu, Hardware, Host, NvLink, Pcie
 
 WIDTH = 80  # the text is laid out for this width, whatever the terminal says
 LINK_STYLES = {
@@ -62,22 +63,20 @@ def _numa_words(numa: Any) -> str:
     return ",".join(map(str, numa)) if isinstance(numa, list) else str(numa)
 
 
-def topology_text(inv: dict[str, Any]) -> str:
+def topology_text(inv: Hardware) -> str:
     """The GPU matrix in nvidia-smi topo -m words, each GPU's NUMA node, and a legend.
 
     The CPU affinity lists (as long as a machine makes them) are in the NUMA section instead of
     in the matrix, so 8 GPUs fit in 80 columns.
     """
-    gpus = inv.get("gpus") or []
-    if not gpus:
+    if not inv.gpus or inv.topology is None:
         return "No GPUs: no topology to show."
-    labels = inv["topology"]["labels"]
-    matrix = inv["topology"]["matrix"]
+    labels, matrix = inv.topology.labels, inv.topology.matrix
     rows = [["", *labels, "NUMA"]]
-    for g, label, row in zip(gpus, labels, matrix, strict=True):
-        rows.append([label, *row, _numa_words(g.get("numa_node"))])
+    for g, label, row in zip(inv.gpus, labels, matrix, strict=True):
+        rows.append([label, *row, _numa_words(g.numa_node)])
     lines = _columns(rows)
-    legend = inv["topology"].get("legend") or {}
+    legend = inv.topology.legend
     width = max(len(k) for k in legend) if legend else 0
     lines += ["", "Legend:"]
     for k, v in legend.items():
@@ -87,72 +86,68 @@ def topology_text(inv: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def peer_access_text(inv: dict[str, Any]) -> str:
+def peer_access_text(inv: Hardware) -> str:
     """CUDA's peer-access answers as a matrix of yes/no (or why there are none)."""
-    peer = inv.get("peer_access")
-    if not peer:
-        why = inv.get("peer_access_note") or "no CUDA"
+    peer = inv.peer_access
+    if peer is None:
+        why = inv.peer_access_note or "no CUDA"
         return textwrap.fill(f"Peer access (CUDA): not measured ({why}).", WIDTH)
-    labels = inv["topology"]["labels"]
+    labels = inv.topology.labels if inv.topology else []
     rows = [["", *labels]]
-    for label, row in zip(labels, peer["matrix"], strict=True):
+    for label, row in zip(labels, peer.matrix, strict=True):
         rows.append([label, *("X" if v is None else "yes" if v else "no" for v in row)])
-    return "\n".join([*textwrap.wrap(f"Peer access ({peer['source']}):", WIDTH), *_columns(rows)])
+    return "\n".join([*textwrap.wrap(f"Peer access ({peer.source}):", WIDTH), *_columns(rows)])
 
 
 def _gib(n: int | None) -> str:
     return "?" if not n else f"{n / 2**30:,.0f} GiB"
 
 
-def _pcie(p: dict[str, Any]) -> str:
-    if not p or p.get("gen_max") is None:
+def _pcie(p: Pcie | None) -> str:
+    if p is None or p.gen_max is None:
         return "?"
-    text = (
-        f"Gen{p.get('gen_current')} x{p.get('width_current')} "
-        f"(max Gen{p.get('gen_max')} x{p.get('width_max')})"
-    )
-    if p.get("gen_gpu_max") and p["gen_max"] and p["gen_gpu_max"] > p["gen_max"]:
-        text += f", GPU can Gen{p['gen_gpu_max']}"
+    text = f"Gen{p.gen_current} x{p.width_current} (max Gen{p.gen_max} x{p.width_max})"
+    if p.gen_gpu_max and p.gen_max and p.gen_gpu_max > p.gen_max:
+        text += f", GPU can Gen{p.gen_gpu_max}"
     return text
 
 
-def _nvlink(g: dict[str, Any]) -> str:
-    links = g.get("nvlinks") or []
+def _nvlink(g: Gpu) -> str:
+    links: list[NvLink] = g.nvlinks or []
     if not links:
         return "none"
-    active = [n for n in links if n["active"]]
+    active = [n for n in links if n.active]
     first = active[0] if active else links[0]
     parts = [f"{len(active)}/{len(links)} up"]
-    if first.get("version"):
-        parts.append(f"v{first['version']}")
-    if first.get("speed_gbs"):
-        parts.append(f"{first['speed_gbs']:g} GB/s each")
-    remotes = sorted({n["remote"] or "?" for n in active})
+    if first.version:
+        parts.append(f"v{first.version}")
+    if first.speed_gbs:
+        parts.append(f"{first.speed_gbs:g} GB/s each")
+    remotes = sorted({n.remote or "?" for n in active})
     if remotes:
         parts.append("to " + ", ".join(remotes))
     return ", ".join(parts)
 
 
-def _ecc(g: dict[str, Any]) -> str:
-    ecc = g.get("ecc") or {}
-    mode = ecc.get("mode_current")
-    if mode is None:
+def _ecc(ecc: Ecc | None) -> str:
+    mode = ecc.mode_current if ecc else None
+    if ecc is None or mode is None:
         return "not reported"
     if not mode:
         return "off"
     counts = [
-        f"{ecc[k]} {what}"
-        for k, what in (
-            ("volatile_uncorrected", "uncorrected since boot"),
-            ("aggregate_uncorrected", "uncorrected ever"),
+        f"{n} {what}"
+        for n, what in (
+            (ecc.volatile_uncorrected, "uncorrected since boot"),
+            (ecc.aggregate_uncorrected, "uncorrected ever"),
         )
-        if ecc.get(k) is not None
+        if n is not None
     ]
     return "on" + (f", {', '.join(counts)}" if counts else "")
 
 
-def _power(g: dict[str, Any]) -> str:
-    cap, default = g.get("power_limit_w"), g.get("power_default_limit_w")
+def _power(g: Gpu) -> str:
+    cap, default = g.power_limit_w, g.power_default_limit_w
     if not cap:
         return "?"
     text = f"{cap:g} W"
@@ -161,80 +156,78 @@ def _power(g: dict[str, Any]) -> str:
     return text
 
 
-def gpu_text(g: dict[str, Any]) -> str:
+def gpu_text(g: Gpu) -> str:
     """One GPU as a block: its name whole on the first line, then one fact a line."""
-    clocks = g.get("clocks_max_mhz") or {}
+    clocks = g.clocks_max_mhz or {}
     pairs = [
-        ("UUID", str(g.get("uuid"))),
-        ("Bus id", str(g.get("pci_bus_id"))),
-        ("Memory", _gib(g.get("memory_total_bytes"))),
-        ("PCIe", _pcie(g.get("pcie") or {})),
+        ("UUID", str(g.uuid)),
+        ("Bus id", str(g.pci_bus_id)),
+        ("Memory", _gib(g.memory_total_bytes)),
+        ("PCIe", _pcie(g.pcie)),
         ("NVLink", _nvlink(g)),
-        ("NUMA node", _numa_words(g.get("numa_node"))),
+        ("NUMA node", _numa_words(g.numa_node)),
         ("Power cap", _power(g)),
         ("Max clocks", f"SM {clocks.get('sm')} MHz, memory {clocks.get('mem')} MHz"),
-        ("Temperature", "?" if g.get("temperature_c") is None else f"{g['temperature_c']} C"),
-        ("ECC", _ecc(g)),
+        ("Temperature", "?" if g.temperature_c is None else f"{g.temperature_c} C"),
+        ("ECC", _ecc(g.ecc)),
     ]
-    if g.get("gpu_numa_node_id") is not None:
-        pairs.insert(6, ("GPU NUMA id", str(g["gpu_numa_node_id"])))
-    if g.get("compute_capability"):
-        pairs.insert(3, ("Compute", f"capability {g['compute_capability']}"))
-    return "\n".join([f"GPU {g['index']}: {g.get('name')}", *_fields(pairs)])
+    if g.gpu_numa_node_id is not None:
+        pairs.insert(6, ("GPU NUMA id", str(g.gpu_numa_node_id)))
+    if g.compute_capability:
+        pairs.insert(3, ("Compute", f"capability {g.compute_capability}"))
+    return "\n".join([f"GPU {g.index}: {g.name}", *_fields(pairs)])
 
 
-def host_text(inv: dict[str, Any]) -> str:
-    h = inv.get("host") or {}
-    container = h.get("container") or {}
-    shm = h.get("shm_bytes")
+def host_text(inv: Hardware) -> str:
+    h = inv.host or Host()
+    container = h.container
+    shm = h.shm_bytes
     pairs = [
-        ("CPU", str(h.get("cpu_model"))),
+        ("CPU", str(h.cpu_model)),
         (
             "Cores",
-            f"{h.get('sockets')} socket(s), {h.get('physical_cores')} cores, "
-            f"{h.get('logical_cpus')} threads (this process may use {h.get('allowed_cpus')})",
+            f"{h.sockets} socket(s), {h.physical_cores} cores, "
+            f"{h.logical_cpus} threads (this process may use {h.allowed_cpus})",
         ),
-        ("Memory", _gib(h.get("mem_total_bytes"))),
+        ("Memory", _gib(h.mem_total_bytes)),
         ("/dev/shm", "?" if shm is None else f"{shm / 2**20:,.0f} MiB"),
-        ("OS", f"{h.get('os')}, kernel {h.get('kernel')}, {h.get('arch')}"),
+        ("OS", f"{h.os}, kernel {h.kernel}, {h.arch}"),
         (
             "Container",
-            f"{container.get('runtime')} ({', '.join(container.get('evidence') or [])})"
-            if container.get("detected")
+            f"{container.runtime} ({', '.join(container.evidence)})"
+            if container and container.detected
             else "none detected",
         ),
     ]
     return "\n".join(["Host", *_fields(pairs)])
 
 
-def numa_text(inv: dict[str, Any]) -> str:
+def numa_text(inv: Hardware) -> str:
     """Each NUMA node's CPUs and the GPUs attached to it."""
-    nodes = (inv.get("host") or {}).get("numa_nodes") or []
+    nodes = inv.host.numa_nodes if inv.host else []
     if not nodes:
         return "NUMA: not reported"
-    gpus = inv.get("gpus") or []
     pairs = []
     for n in nodes:
-        near = [f"GPU{g['index']}" for g in gpus if str(g.get("numa_node")) == str(n["id"])]
-        text = f"CPUs {n['cpus']}"
-        if n.get("mem_total_bytes"):
-            text += f", {_gib(n['mem_total_bytes'])}"
-        if gpus:
+        near = [f"GPU{g.index}" for g in inv.gpus if str(g.numa_node) == str(n.id)]
+        text = f"CPUs {n.cpus}"
+        if n.mem_total_bytes:
+            text += f", {_gib(n.mem_total_bytes)}"
+        if inv.gpus:
             text += f"; GPUs: {', '.join(near) or 'none'}"
-        pairs.append((f"node {n['id']}", text))
+        pairs.append((f"node {n.id}", text))
     return "\n".join(["NUMA", *_fields(pairs)])
 
 
-def links_text(inv: dict[str, Any]) -> str:
+def links_text(inv: Hardware) -> str:
     """NVLink per GPU, one line each (the matrix says which pairs, this says how many links)."""
-    gpus = inv.get("gpus") or []
-    if not any(g.get("nvlinks") for g in gpus):
+    if not any(g.nvlinks for g in inv.gpus):
         return "NVLink: none on any GPU"
-    pairs = [(f"GPU{g['index']}", _nvlink(g)) for g in gpus]
+    pairs = [(f"GPU{g.index}", _nvlink(g)) for g in inv.gpus]
     return "\n".join(["NVLink", *_fields(pairs)])
 
 
-def placement_text(inv: dict[str, Any]) -> str:
+def placement_text(inv: Hardware) -> str:
     sets = inventory.suggest_gpu_sets(inv, 2)
     if len(sets) < 2:
         return textwrap.fill(
@@ -249,18 +242,18 @@ def placement_text(inv: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def inspect_text(inv: dict[str, Any]) -> str:
+def inspect_text(inv: Hardware) -> str:
     """The whole `kit inspect` text: summary, host, GPUs, topology, links, NUMA, peer access."""
-    parts = [textwrap.fill(inv.get("summary") or "", WIDTH), host_text(inv)]
-    if not inv.get("gpus"):
-        why = inv.get("nvml_error") or "NVML reports none"
+    parts = [textwrap.fill(inv.summary or "", WIDTH), host_text(inv)]
+    if not inv.gpus:
+        why = inv.nvml_error or "NVML reports none"
         return "\n\n".join([*parts, textwrap.fill(f"No GPUs: {why}", WIDTH), numa_text(inv)])
-    driver = inv.get("driver") or {}
+    driver = inv.driver or Driver()
     parts.append(
-        f"Driver {driver.get('version')}, CUDA driver {driver.get('cuda_driver_version')}, "
-        f"NVML {driver.get('nvml_version')}"
+        f"Driver {driver.version}, CUDA driver {driver.cuda_driver_version}, "
+        f"NVML {driver.nvml_version}"
     )
-    parts += [gpu_text(g) for g in inv["gpus"]]
+    parts += [gpu_text(g) for g in inv.gpus]
     parts += [
         "Topology (nvidia-smi topo -m words)\n" + topology_text(inv),
         links_text(inv),
@@ -271,7 +264,7 @@ def inspect_text(inv: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-def render(inv: dict[str, Any], console: Console) -> None:
+def render(inv: Hardware, console: Console) -> None:
     """Print the inventory for a person; colour only where the console is a terminal."""
     text = Text(inspect_text(inv))
     for pattern, style in LINK_STYLES.items():
@@ -311,5 +304,5 @@ def inspect_command(
         out = console.file if console else sys.stdout
         out.write(json.dumps(inv, indent=2) + "\n")
         return 0
-    render(inv, console or terminal.console(stderr=False))
+    render(Hardware.model_validate(inv), console or terminal.console(stderr=False))
     return 0

@@ -7,12 +7,11 @@ the report can name the exact peak, dtype and datasheet it divides by.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from kit.facts.window import WindowFacts, window_facts, window_label
-from kit.model import RunResult
+from kit.model import Hardware, RunResult
 from kit.shared.gpu_specs import pcie_gbs, peak_flops, spec_for
 
 KWH_J = 3.6e6
@@ -61,7 +60,7 @@ def window_units(run: RunResult) -> tuple[float, str] | None:
     return float(per_step) * steps, unit
 
 
-def energy_per_unit(run: RunResult, hardware: Mapping[str, Any] | None = None) -> Energy | None:
+def energy_per_unit(run: RunResult, hardware: Hardware | None = None) -> Energy | None:
     """Joules per token/image/sample and units per kWh over the run's timed window, or None
     (not a training result, no energy reading, no window).
 
@@ -174,7 +173,7 @@ def mfu_basis(run: RunResult, dtype: str | None = None) -> dict[str, Any] | None
     }
 
 
-def link_share(busbw_gbs: float, hardware: Mapping[str, Any], link: str) -> dict[str, Any] | None:
+def link_share(busbw_gbs: float, hardware: Hardware, link: str) -> dict[str, Any] | None:
     """Bus bandwidth as a share of the link's spec figure, per direction.
 
     link "nvlink": active NVLink links of GPU 0 (hardware.json) x the table's per-link figure.
@@ -182,13 +181,13 @@ def link_share(busbw_gbs: float, hardware: Mapping[str, Any], link: str) -> dict
     variant is the caller's to say from the NCCL transport (P2P/NVLink: "nvlink"; SHM or P2P
     over PCIe: "pcie"). None when the figure is unknown.
     """
-    gpus = hardware.get("gpus") or []
+    gpus = hardware.gpus
     if not gpus:
         return None
     g = gpus[0]
     if link == "nvlink":
-        spec = spec_for(g.get("name"))
-        links = sum(1 for x in g.get("nvlinks") or [] if x.get("active"))
+        spec = spec_for(g.name)
+        links = sum(1 for x in g.nvlinks or [] if x.active)
         if spec is None or not links or not spec.nvlink_gbs_per_link:
             return None
         figure = links * spec.nvlink_gbs_per_link
@@ -197,8 +196,7 @@ def link_share(busbw_gbs: float, hardware: Mapping[str, Any], link: str) -> dict
             f"= {figure:g} GB/s ({spec.source})"
         )
     elif link == "pcie":
-        p = g.get("pcie") or {}
-        gen, width = p.get("gen_current"), p.get("width_current")
+        gen, width = (g.pcie.gen_current, g.pcie.width_current) if g.pcie else (None, None)
         figure = pcie_gbs(gen, width)
         if figure is None:
             return None

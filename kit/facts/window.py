@@ -20,11 +20,11 @@ memory, fans and power-supply losses: say "GPU board power" wherever it is print
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kit.model import RunResult
+from kit.model import Hardware, RunResult
 from kit.shared.throttle import SLOWDOWN_MASK, decode_reasons
 
 POWER_LIMITED_WITHIN = 0.05
@@ -109,7 +109,7 @@ def window_label(w: Window) -> str:
 
 def window_facts(
     run: RunResult,
-    hardware: Mapping[str, Any] | None = None,
+    hardware: Hardware | None = None,
     window: Window | None = None,
 ) -> WindowFacts | None:
     """Power, energy, clocks and throttling inside `window` (default: the run's timed window).
@@ -121,7 +121,8 @@ def window_facts(
     tel = run.telemetry
     if w is None or tel is None or not tel.gpus:
         return None
-    limits = {g.get("index"): g.get("power_limit_w") for g in (hardware or {}).get("gpus", [])}
+    hw_gpus = hardware.gpus if hardware else []
+    limits = {g.index: g.power_limit_w for g in hw_gpus}
     energy = 0.0
     n_samples = at_cap = throttled = 0
     power_sum = clock_sum = 0.0
@@ -147,9 +148,9 @@ def window_facts(
             throttled += bool(mask)
             for name in decode_reasons(mask):
                 reasons[name] = reasons.get(name, 0) + 1
-        for hw in (hardware or {}).get("gpus", []):
-            if hw.get("index") == gpu.get("index"):
-                max_clocks.append((hw.get("clocks_max_mhz") or {}).get("sm"))
+        for hw in hw_gpus:
+            if hw.index == gpu.get("index"):
+                max_clocks.append((hw.clocks_max_mhz or {}).get("sm"))
     if n_samples == 0:
         return None
     gpus = len(tel.gpus)
@@ -173,7 +174,7 @@ def window_facts(
     )
 
 
-def power_capped(run: RunResult, hardware: Mapping[str, Any] | None = None) -> bool:
+def power_capped(run: RunResult, hardware: Hardware | None = None) -> bool:
     """Whether the run's GPUs sat at their power cap for most of the timed window (then the
     median step hides the clock swings and the headline is whole-window throughput)."""
     facts = window_facts(run, hardware)

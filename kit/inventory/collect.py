@@ -14,6 +14,7 @@ from typing import Any
 from kit.inventory.host import collect_cuda_peer_access, collect_host_snapshot
 from kit.inventory.nvml import collect_nvml_snapshot
 from kit.inventory.topology import build_inventory
+from kit.model.hardware import Hardware
 
 SNAPSHOT_SCHEMA = 1
 
@@ -41,5 +42,11 @@ def collect_snapshot(
 
 
 def collect(*, cuda_peer: bool = True) -> dict[str, Any]:
-    """The inventory of this machine, now (what hardware.json holds)."""
+    """The inventory of this machine, now, as hardware.json holds it (what the engine writes)."""
     return build_inventory(collect_snapshot(cuda_peer=cuda_peer))
+
+
+def measure(*, cuda_peer: bool = True) -> Hardware:
+    """This machine now as the typed model a recorded hardware.json loads as (kit.model), so
+    one reader serves both."""
+    return Hardware.model_validate(collect(cuda_peer=cuda_peer))

@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 from itertools import combinations
-from typing import Any
 
 from kit.inventory.topology import link_rank
+from kit.model.hardware import Hardware
 
 # --------------------------------------------------------------------------------------------
 # Placement: GPU sets that differ in topology
 # --------------------------------------------------------------------------------------------
 
 
-def suggest_gpu_sets(inv: dict[str, Any], size: int = 2, max_combos: int = 20000) -> list[dict]:
+def suggest_gpu_sets(inv: Hardware, size: int = 2, max_combos: int = 20000) -> list[dict]:
     """One GPU set of `size` per distinct worst link inside the set, best link first.
 
     On 8 PCIe GPUs over two sockets this gives e.g. [0,1] over PIX, [0,2] over NODE and [0,4]
     over SYS: the placement experiment (same socket vs across sockets) as recipe variants. The
     lowest GPU indices win ties, so the suggestion is stable.
     """
-    matrix = inv.get("topology", {}).get("matrix") or []
+    matrix = inv.topology.matrix if inv.topology else []
     n = len(matrix)
     if size < 2 or size > n:
         return []
@@ -32,7 +32,7 @@ def suggest_gpu_sets(inv: dict[str, Any], size: int = 2, max_combos: int = 20000
     out = []
     for word in sorted(found, key=link_rank):
         ids = found[word]
-        numa = sorted({str(inv["gpus"][i].get("numa_node")) for i in ids})
+        numa = sorted({str(inv.gpus[i].numa_node) for i in ids})
         out.append(
             {
                 "gpu_ids": ids,

@@ -8,6 +8,7 @@ from itertools import combinations
 from typing import Any
 
 from kit.inventory.host import format_cpulist, mask_words_to_list
+from kit.model.hardware import Hardware
 from kit.shared.throttle import decode_reasons  # NVML's throttle reason bits: one table
 
 SCHEMA = 1
@@ -241,35 +242,39 @@ def build_inventory(snapshot: dict[str, Any]) -> dict[str, Any]:
         if (snapshot.get("cuda") or {}).get("available")
         else (snapshot.get("cuda") or {}).get("reason"),
     }
-    inv["summary"] = summary_line(inv)
+    inv["summary"] = summary_line(Hardware.model_validate(inv))
     return inv
 
 
-def interconnect_words(inv: dict[str, Any]) -> list[str]:
+def interconnect_words(hw: Hardware) -> list[str]:
     """The distinct links between GPUs, best first, e.g. ["NV18"] or ["PIX", "NODE", "SYS"]."""
-    matrix = inv.get("topology", {}).get("matrix") or []
+    matrix = hw.topology.matrix if hw.topology else []
     words = {w for row in matrix for w in row} - {"X"}
     return sorted(words, key=link_rank)
 
 
-def summary_line(inv: dict[str, Any]) -> str:
+def first_pair_link(hw: Hardware) -> str | None:
+    """The link word between GPU0 and GPU1 ("NV18", "SYS"): a machine's label names it; None
+    with fewer than two GPUs."""
+    matrix = hw.topology.matrix if hw.topology else []
+    return matrix[0][1] if len(matrix) > 1 and len(matrix[0]) > 1 else None
+
+
+def summary_line(hw: Hardware) -> str:
     """One line for a report's first page: "2x NVIDIA H200, NV18, driver 580.95.05"."""
-    gpus = inv.get("gpus") or []
-    if not gpus:
-        host = inv.get("host") or {}
-        cpu = host.get("cpu_model") or "unknown CPU"
-        cores = host.get("logical_cpus")
+    if not hw.gpus:
+        cpu = (hw.host and hw.host.cpu_model) or "unknown CPU"
+        cores = hw.host.logical_cpus if hw.host else None
         return f"CPU only, no NVIDIA GPU: {cpu}" + (f", {cores} CPUs" if cores else "")
     names: dict[str, int] = {}
-    for g in gpus:
-        names[g.get("name") or "unknown GPU"] = names.get(g.get("name") or "unknown GPU", 0) + 1
+    for g in hw.gpus:
+        names[g.name or "unknown GPU"] = names.get(g.name or "unknown GPU", 0) + 1
     parts = [", ".join(f"{n}x {name}" for name, n in names.items())]
-    words = interconnect_words(inv)
+    words = interconnect_words(hw)
     if words:
         parts.append("/".join(words))
-    driver = (inv.get("driver") or {}).get("version")
-    if driver:
-        parts.append(f"driver {driver}")
+    if hw.driver and hw.driver.version:
+        parts.append(f"driver {hw.driver.version}")
     return ", ".join(parts)
 
 
@@ -280,28 +285,27 @@ _FABRIC = {
 }
 
 
-def gpu_fabric(hardware: dict[str, Any]) -> str | None:
+def gpu_fabric(hardware: Hardware) -> str | None:
     """How the recorded GPUs meet, from hardware.json's NVLink table (what the Hardware page
     lists per GPU): "NVSwitch" (every GPU's active links lead to NVSwitches), "direct NVLink"
     (links lead to other GPUs), "PCIe" (NVLink was read and none is active), "mixed", or None
     (fewer than two GPUs, or NVLink not recorded)."""
-    gpus = hardware.get("gpus") or []
-    if len(gpus) < 2 or any(g.get("nvlinks") is None for g in gpus):
+    gpus = hardware.gpus
+    if len(gpus) < 2 or any(g.nvlinks is None for g in gpus):
         return None
     kinds = set()
     for g in gpus:
-        remotes = frozenset(str(n.get("remote")) for n in g["nvlinks"] if n.get("active"))
+        remotes = frozenset(str(n.remote) for n in g.nvlinks or [] if n.active)
         kinds.add(_FABRIC.get(remotes, "mixed"))
     return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
-def fabric_words(hardware: dict[str, Any]) -> str | None:
+def fabric_words(hardware: Hardware) -> str | None:
     """The fabric in a sentence, with the topology matrix's words beside it."""
     fabric = gpu_fabric(hardware)
     if fabric is None:
         return None
-    matrix = (hardware.get("topology") or {}).get("matrix") or []
-    words = sorted({w for row in matrix for w in row if w != "X"}, key=link_rank)
+    words = interconnect_words(hardware)
     topo = ""
     if len(words) == 1:
         topo = f" (nvidia-smi topo -m: {words[0]} between every pair)"

@@ -40,8 +40,7 @@ class _Model(BaseModel):
 
         `as_written`: only the fields the file held or the kit set (no defaults filled in): how
         a record the driver carries typed is written (kit.bundle.Bundle.save: a run's result as
-        the worker wrote it plus the driver's fields), and for readers that still take the
-        file's dict while they move to the typed attributes.
+        the worker wrote it plus the driver's fields).
         """
         return self.model_dump(mode="json", by_alias=True, exclude_unset=as_written)
 
@@ -56,6 +55,18 @@ class Open(_Model):
     """A record with typed common fields; other fields are kept as written."""
 
     model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+    def written(self) -> list[tuple[str, Any]]:
+        """(name, value) of every field the record held, under the file's names: the typed
+        fields in the model's order, then the others as written. For a page that lists a whole
+        record (environment.json's fingerprint); a typed value is its attribute (a nested
+        record stays a model)."""
+        typed = [
+            (field.alias or name, getattr(self, name))
+            for name, field in type(self).model_fields.items()
+            if name in self.model_fields_set
+        ]
+        return typed + list((self.model_extra or {}).items())
 
     def extra(self, name: str, default: Any = None) -> Any:
         """A field this model does not type (a workload's own, NVML's), as written, else

@@ -22,6 +22,11 @@ class ContainerVersions(Open):
     driver: str | None = None
     gpu: str | None = None
     packages: dict[str, str] | None = None
+    # the workload libraries, where the environment holds them (kit.envdiff compares them)
+    transformers: str | None = None
+    peft: str | None = None
+    accelerate: str | None = None
+    torchvision: str | None = None
 
 
 class Environment(Open):

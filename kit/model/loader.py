@@ -54,13 +54,6 @@ class BundleData:
     environment: Environment | None
     runs: dict[str, RunFiles] = field(default_factory=dict)
 
-    def inventory(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """hardware.json and environment.json as the files hold them ({} where absent): their
-        readers (kit.inventory, refs, the Hardware and Environment sections) take the
-        inventory's own dict, recorded or live, and list its fields in the file's order."""
-        hardware = self.hardware.dump(as_written=True) if self.hardware else {}
-        return hardware, self.environment.dump(as_written=True) if self.environment else {}
-
 
 def expected_text(err: dict[str, Any]) -> str:
     """A pydantic error as 'what was expected, got what' (or 'unknown field', 'missing')."""

@@ -31,7 +31,7 @@ from kit import __version__
 from kit.acceptance import NOT_COMPARABLE, RULE, decide, overall
 from kit.errors import InputError
 from kit.intake import receive
-from kit.model import Results
+from kit.model import Hardware, Results
 from kit.refs.published import Figure, by_id, differences, figures, run_conditions, unmet
 from kit.report import analysis
 from kit.shared.metrics import per_gpu as per_gpu_metric
@@ -116,14 +116,11 @@ def _variant(bench: analysis.Benchmark, wanted: str | None) -> analysis.VariantB
 
 def _benches(
     bundle_dir: Path, signers: tuple[Path | None, bool] = (None, False)
-) -> tuple[list[analysis.Benchmark], Results, dict[str, Any]]:
+) -> tuple[list[analysis.Benchmark], Results, Hardware]:
     """The bundle read once: sealed, complete and, with an allowed-signers file, signed by a
     listed signer (kit.intake; `signers` is the file and whether unsigned is accepted)."""
     data = receive(Path(bundle_dir), "accept only an untouched bundle", *signers)
-    results = data.results
-    recipe = data.recipe.model_dump(mode="json")
-    hardware = data.inventory()[0]
-    return analysis.build_benchmarks(results, recipe), results, hardware
+    return analysis.bundle_benchmarks(data), data.results, data.hardware or Hardware()
 
 
 def not_comparable(

@@ -17,7 +17,7 @@ from typing import Any
 
 from kit.errors import InputError
 from kit.inventory.topology import fabric_words, gpu_fabric
-from kit.model import RunResult
+from kit.model import Hardware, RunResult
 
 
 @dataclass(frozen=True)
@@ -105,12 +105,12 @@ class Conditions:
     fabric_words: str | None = None  # the same, in a sentence with the topology's words
 
 
-def run_conditions(runs: list[RunResult], hardware: dict[str, Any]) -> Conditions:
+def run_conditions(runs: list[RunResult], hardware: Hardware) -> Conditions:
     """A variant's conditions from its finished runs (results.json entries) and hardware.json:
     GPU count and model, NVLS (off when every run set NCCL_NVLS_ENABLE=0, else unknown), the
     largest message size of a sweep, and how the GPUs meet (the recorded NVLink table, never
     assumed)."""
-    names = sorted({g.get("name") for g in hardware.get("gpus") or [] if g.get("name")})
+    names = sorted({g.name for g in hardware.gpus if g.name})
     envs = [r.env for r in runs]
     off = bool(envs) and all(e.get("NCCL_NVLS_ENABLE", "").strip() == "0" for e in envs)
     sizes = [s.bytes for r in runs for s in r.data.sizes or []]

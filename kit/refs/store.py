@@ -21,10 +21,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from kit.bundle import Bundle
 from kit.errors import InputError
 from kit.intake import receive
-from kit.model import load_bundle
+from kit.inventory.topology import first_pair_link
+from kit.model import Hardware, load_bundle
 from kit.refs.db import open_db
 from kit.shared import files
 from kit.shared import metrics as catalog
@@ -52,21 +52,19 @@ def signature(kind: str, params: Mapping[str, Any] | None) -> str:
     return f"{kind}:{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 
-def hardware_summary(hardware: Mapping[str, Any] | None) -> dict[str, Any]:
+def hardware_summary(hardware: Hardware | None) -> dict[str, Any]:
     """GPU model and count, interconnect between GPU0 and GPU1, driver, CPU: a machine's label."""
-    hw = hardware or {}
-    gpus = hw.get("gpus") or []
-    matrix = (hw.get("topology") or {}).get("matrix") or []
-    link = matrix[0][1] if len(matrix) > 1 and len(matrix[0]) > 1 else None
-    names = sorted({g.get("name") for g in gpus if g.get("name")})
+    hw = hardware or Hardware()
+    link = first_pair_link(hw)
+    names = sorted({g.name for g in hw.gpus if g.name})
     return {
         "gpu": names[0] if len(names) == 1 else ", ".join(names) or None,
-        "gpus": len(gpus),
+        "gpus": len(hw.gpus),
         "interconnect": link,
-        "power_limit_w": gpus[0].get("power_limit_w") if gpus else None,
-        "driver": (hw.get("driver") or {}).get("version"),
-        "cpu": (hw.get("host") or {}).get("cpu_model"),
-        "label": f"{len(gpus)}x {names[0]}" + (f", {link}" if link else "")
+        "power_limit_w": hw.gpus[0].power_limit_w if hw.gpus else None,
+        "driver": hw.driver.version if hw.driver else None,
+        "cpu": hw.host.cpu_model if hw.host else None,
+        "label": f"{len(hw.gpus)}x {names[0]}" + (f", {link}" if link else "")
         if len(names) == 1
         else None,
     }
@@ -76,8 +74,9 @@ def extract(bundle_dir: Path, label: str | None = None) -> dict[str, Any]:
     """The compact reference of a bundle (InputError for a directory that is not one)."""
     if not (Path(bundle_dir) / files.RESULTS).is_file():  # before walking a large folder
         raise InputError(f"{bundle_dir}: not a kit bundle (no results.json)")
-    res = load_bundle(bundle_dir).results
-    hw = hardware_summary(Bundle.load(Path(bundle_dir)).read_json(files.HARDWARE))
+    data = load_bundle(bundle_dir)
+    res = data.results
+    hw = hardware_summary(data.hardware)
     benches: dict[tuple[str, str], dict[str, Any]] = {}
     for run in res.runs:
         if run.status != "ok":

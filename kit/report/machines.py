@@ -18,7 +18,9 @@ from kit.bundle import MANIFEST, sha256_file
 from kit.envdiff import environment_diff, environment_versions
 from kit.errors import InputError
 from kit.intake import receive
-from kit.model import BundleData, Results, recipe_differences
+from kit.inventory.topology import first_pair_link
+from kit.model import BundleData, Environment, Hardware, Results, recipe_differences
+from kit.model.hardware import Host
 from kit.report import analysis
 from kit.report.render import machine_line
 
@@ -27,17 +29,15 @@ REPEAT_FIELDS = ("repeats", "max_repeats", "cv_threshold", "timeout_s")
 """Recipe fields that change how many runs there are or how long one may take, not what runs."""
 
 
-def short_hardware(hardware: dict[str, Any]) -> str:
+def short_hardware(hardware: Hardware) -> str:
     """The machine in a few words: "2x H200 NV18" (GPU model and count, link of GPU0-GPU1)."""
-    gpus = hardware.get("gpus") or []
-    if not gpus:
-        host = hardware.get("host") or {}
-        cores = host.get("logical_cpus") or host.get("cpu_count")
+    if not hardware.gpus:
+        host = hardware.host or Host()
+        cores = host.logical_cpus or host.cpu_count
         return f"CPU only, {cores} CPUs" if cores else "CPU only"
-    names = [str(g.get("name") or "GPU").removeprefix("NVIDIA ") for g in gpus]
+    names = [str(g.name or "GPU").removeprefix("NVIDIA ") for g in hardware.gpus]
     model = ", ".join(f"{names.count(n)}x {n}" for n in dict.fromkeys(names))
-    matrix = (hardware.get("topology") or {}).get("matrix") or []
-    link = matrix[0][1] if len(matrix) > 1 and len(matrix[0]) > 1 else None
+    link = first_pair_link(hardware)
     return f"{model} {link}" if link and link != "X" else model
 
 
@@ -55,13 +55,14 @@ class Machine:
     def results(self) -> Results:
         return self.data.results
 
-    @cached_property
-    def hardware(self) -> dict[str, Any]:
-        return self.data.inventory()[0]
+    @property
+    def hardware(self) -> Hardware:
+        """hardware.json; an inventory that knows nothing where the bundle has none."""
+        return self.data.hardware or Hardware()
 
-    @cached_property
-    def environment(self) -> dict[str, Any]:
-        return self.data.inventory()[1]
+    @property
+    def environment(self) -> Environment | None:
+        return self.data.environment
 
     @cached_property
     def recipe(self) -> dict[str, Any]:
@@ -69,7 +70,7 @@ class Machine:
 
     @property
     def hostname(self) -> str:
-        return str((self.hardware.get("host") or {}).get("hostname") or "unknown host")
+        return (self.hardware.host and self.hardware.host.hostname) or "unknown host"
 
     @property
     def hardware_label(self) -> str:
@@ -81,7 +82,7 @@ class Machine:
 
     @property
     def gpus_total(self) -> int:
-        return len(self.hardware.get("gpus") or [])
+        return len(self.hardware.gpus)
 
     def gpus_used(self, benchmark: str | None = None) -> int:
         """GPUs (ranks) the runs used: the largest world size of the benchmark's runs."""
@@ -186,22 +187,22 @@ def pick_baseline(spec: str | int | None, machines: list[Machine]) -> int:
 
 
 def hardware_rows(machines: list[Machine]) -> list[dict[str, Any]]:
-    def gpus(h: dict[str, Any]) -> str:
-        names = [g.get("name") or "?" for g in h.get("gpus") or []]
+    def gpus(h: Hardware) -> str:
+        names = [g.name or "?" for g in h.gpus]
         return ", ".join(f"{names.count(n)}x {n}" for n in dict.fromkeys(names)) or "none"
 
-    def gpu_mem(h: dict[str, Any]) -> str:
-        mems = {g.get("memory_total_gib") for g in h.get("gpus") or []} - {None}
+    def gpu_mem(h: Hardware) -> str:
+        mems = {g.memory_total_gib for g in h.gpus} - {None}
         return ", ".join(f"{v:g} GiB" for v in sorted(mems)) or "-"
 
-    def links(h: dict[str, Any]) -> str:
-        matrix = (h.get("topology") or {}).get("matrix") or []
+    def links(h: Hardware) -> str:
+        matrix = h.topology.matrix if h.topology else []
         words = sorted({w for row in matrix for w in row} - {"X"})
         return ", ".join(words) or "-"
 
-    def host(h: dict[str, Any], *keys: str) -> str:
-        hh = h.get("host") or {}
-        return next((str(hh[k]) for k in keys if hh.get(k)), "-")
+    def host(h: Hardware, *fields: str) -> str:
+        values = (getattr(h.host, f) for f in fields) if h.host else iter(())
+        return next((str(v) for v in values if v), "-")
 
     getters = [
         ("summary", machine_line),
@@ -209,7 +210,7 @@ def hardware_rows(machines: list[Machine]) -> list[dict[str, Any]]:
         ("GPUs", gpus),
         ("GPU memory", gpu_mem),
         ("GPU links", links),
-        ("driver", lambda h: str((h.get("driver") or {}).get("version") or "-")),
+        ("driver", lambda h: str((h.driver and h.driver.version) or "-")),
         ("CPU", lambda h: host(h, "cpu_model", "cpu_count")),
         ("logical CPUs", lambda h: host(h, "logical_cpus", "cpu_count")),
         ("OS", lambda h: host(h, "os")),

@@ -26,6 +26,7 @@ from kit.errors import KitError
 from kit.facts.price import Price, parse_price
 from kit.inventory import summary_line
 from kit.model import BundleData, load_bundle
+from kit.model.hardware import Hardware, Host
 from kit.refs.store import standing
 from kit.report import analysis, plots, sections
 from kit.report.method import method_view
@@ -98,23 +99,22 @@ def jinja_env() -> Environment:
 # --- sections ------------------------------------------------------------------------------
 
 
-def machine_line(hardware: dict[str, Any]) -> str:
+def machine_line(hardware: Hardware) -> str:
     """The machine in one line: the inventory's summary_line for a full inventory."""
 
-    if hardware.get("gpus") is not None and "topology" in hardware:
+    if hardware.topology is not None:
         return summary_line(hardware)
-    if hardware.get("summary"):
-        return str(hardware["summary"])
-    gpus = hardware.get("gpus") or []
-    host = hardware.get("host") or {}
-    if gpus:
+    if hardware.summary:
+        return hardware.summary
+    if hardware.gpus:
         names: dict[str, int] = {}
-        for g in gpus:
-            names[g.get("name") or "GPU"] = names.get(g.get("name") or "GPU", 0) + 1
+        for g in hardware.gpus:
+            names[g.name or "GPU"] = names.get(g.name or "GPU", 0) + 1
         return ", ".join(f"{n}x {name}" for name, n in names.items())
-    cores = host.get("logical_cpus") or host.get("cpu_count")
-    system = str(host.get("os") or "").split("-with-")[0]
-    parts = [f"{cores} CPUs" if cores else None, host.get("cpu_model"), system or None]
+    host = hardware.host or Host()
+    cores = host.logical_cpus or host.cpu_count
+    system = str(host.os or "").split("-with-")[0]
+    parts = [f"{cores} CPUs" if cores else None, host.cpu_model, system or None]
     return "No GPU: " + ", ".join(p for p in parts if p) if any(parts) else "No GPU recorded"
 
 
@@ -273,9 +273,7 @@ def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
     return view
 
 
-def silicon_view(
-    benches: list[analysis.Benchmark], hardware: dict[str, Any]
-) -> dict[str, Any] | None:
+def silicon_view(benches: list[analysis.Benchmark], hardware: Hardware) -> dict[str, Any] | None:
     """The silicon section: its facts (analysis.silicon) and its figures, or None."""
     facts = analysis.silicon(benches, hardware)
     if facts is None:
@@ -326,7 +324,7 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
     data = load(bundle)
     results = data.results
     recipe = data.recipe.model_dump(mode="json")
-    hardware, environment = data.inventory()
+    hardware = data.hardware or Hardware()  # none recorded: an inventory that knows nothing
     benches = analysis.build_benchmarks(results, recipe)
     views = [bench_view(b, i) for i, b in enumerate(benches)]
     silicon = silicon_view(benches, hardware)
@@ -371,9 +369,9 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         "findings": analysis.findings(results, benches),
         "trust": analysis.trust_facts(results, hardware),
         "hardware": hardware_view(hardware),
-        "has_hardware": bool(hardware),
+        "has_hardware": data.hardware is not None,
         "nodes": nodes_view(hardware, results),
-        "environment": environment_view(environment, results),
+        "environment": environment_view(data.environment, results),
         "method": method_view(benches, jinja_env()),
         "manifest": manifest_view(bundle.path),
         "runs": results.runs,

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import MANIFEST, REPORT_FILES, SIGNATURE, sha256_file
-from kit.model import Results
+from kit.model import Environment, Hardware, Results
+from kit.model.hardware import Detection, Host, Pcie
 from kit.report.plots import human_bytes as _human_bytes
 from kit.safeio import scan
 
@@ -17,48 +18,41 @@ def human_bytes(n: Any) -> str:
     return _human_bytes(float(n)) if isinstance(n, (int, float)) else str(n)
 
 
-def hardware_view(hw: dict[str, Any]) -> dict[str, Any]:
+def hardware_view(hw: Hardware) -> dict[str, Any]:
     """What the Hardware section shows; every field optional (a CPU-only bundle has few)."""
-    host = hw.get("host") or {}
-    gpus = hw.get("gpus") or []
+    host = hw.host or Host()
     rows = []
-    for g in gpus:
-        pcie = g.get("pcie") or {}
-        links = [n for n in g.get("nvlinks") or [] if n.get("active")]
+    for g in hw.gpus:
+        pcie = g.pcie or Pcie()
+        links = [n for n in g.nvlinks or [] if n.active]
         remotes: dict[str, int] = {}
         for n in links:
-            remotes[str(n.get("remote"))] = remotes.get(str(n.get("remote")), 0) + 1
-        speed = next((n.get("speed_gbs") for n in links if n.get("speed_gbs")), None)
-        version = next((n.get("version") for n in links if n.get("version")), None)
+            remotes[str(n.remote)] = remotes.get(str(n.remote), 0) + 1
+        speed = next((n.speed_gbs for n in links if n.speed_gbs), None)
+        version = next((n.version for n in links if n.version), None)
         nvlink = "none"
         if links:
             nvlink = f"{len(links)} active" + (f", NVLink {version}" if version else "")
             nvlink += f", {speed:g} GB/s each" if speed else ""
             nvlink += " to " + ", ".join(f"{k} ({v})" for k, v in remotes.items())
-        gen = (
-            f"Gen{pcie.get('gen_current')} x{pcie.get('width_current')}"
-            if pcie.get("gen_current")
-            else "-"
-        )
-        gen_max = (
-            f"Gen{pcie.get('gen_max')} x{pcie.get('width_max')}" if pcie.get("gen_max") else "-"
-        )
+        gen = f"Gen{pcie.gen_current} x{pcie.width_current}" if pcie.gen_current else "-"
+        gen_max = f"Gen{pcie.gen_max} x{pcie.width_max}" if pcie.gen_max else "-"
         rows.append(
             {
-                "index": g.get("index"),
-                "name": g.get("name"),
-                "memory": f"{g['memory_total_gib']:g} GiB" if g.get("memory_total_gib") else "-",
-                "cc": g.get("compute_capability") or "-",
+                "index": g.index,
+                "name": g.name,
+                "memory": f"{g.memory_total_gib:g} GiB" if g.memory_total_gib else "-",
+                "cc": g.compute_capability or "-",
                 "pcie": gen,
                 "pcie_max": gen_max,
-                "numa": g.get("numa_node") if g.get("numa_node") is not None else "-",
-                "cpus": g.get("cpu_affinity") or "-",
+                "numa": g.numa_node if g.numa_node is not None else "-",
+                "cpus": g.cpu_affinity or "-",
                 "nvlink": nvlink,
-                "power": f"{g['power_limit_w']:g} W" if g.get("power_limit_w") else "-",
-                "clocks": (g.get("clocks_max_mhz") or {}).get("sm"),
-                "bus": g.get("pci_bus_id") or "-",
-                "vbios": g.get("vbios_version") or "-",
-                "persistence": g.get("persistence_mode"),
+                "power": f"{g.power_limit_w:g} W" if g.power_limit_w else "-",
+                "clocks": (g.clocks_max_mhz or {}).get("sm"),
+                "bus": g.pci_bus_id or "-",
+                "vbios": g.vbios_version or "-",
+                "persistence": g.persistence_mode,
             }
         )
     gpus_of = {}
@@ -66,50 +60,49 @@ def hardware_view(hw: dict[str, Any]) -> dict[str, Any]:
         gpus_of.setdefault(g["numa"], []).append(f"GPU{g['index']}")
     numa = [
         {
-            "id": n.get("id"),
-            "cpus": n.get("cpus") or "-",
-            "mem": human_bytes(n["mem_total_bytes"]) if n.get("mem_total_bytes") else "-",
-            "gpus": ", ".join(gpus_of.get(n.get("id"), [])) or "-",
+            "id": n.id,
+            "cpus": n.cpus or "-",
+            "mem": human_bytes(n.mem_total_bytes) if n.mem_total_bytes else "-",
+            "gpus": ", ".join(gpus_of.get(n.id, [])) or "-",
         }
-        for n in host.get("numa_nodes") or []
+        for n in host.numa_nodes
     ]
-    container = host.get("container") or {}
-    topo = hw.get("topology") or {}
-    peer = hw.get("peer_access") or {}
+    container = host.container
+    in_container = (
+        None
+        if container is None or not container.model_fields_set
+        else (container.runtime or "yes")
+        if container.detected
+        else "no"
+    )
+    topo = hw.topology
+    peer = hw.peer_access
     return {
         "slice": slice_words(hw),
         "gpus": rows,
-        "driver": hw.get("driver") or {},
-        "nvml_error": hw.get("nvml_error"),
-        "topology": topo if topo.get("matrix") and len(topo.get("matrix")) > 1 else None,
-        "p2p_status": (hw.get("nvml_p2p_status") or {}).get("read"),
-        "peer_access": peer if peer.get("matrix") else None,
-        "peer_access_note": hw.get("peer_access_note"),
-        "labels": topo.get("labels") or [f"GPU{g.get('index')}" for g in gpus],
+        "driver": hw.driver,
+        "nvml_error": hw.nvml_error,
+        "topology": topo if topo and len(topo.matrix) > 1 else None,
+        "p2p_status": (hw.nvml_p2p_status or {}).get("read"),
+        "peer_access": peer if peer and peer.matrix else None,
+        "peer_access_note": hw.peer_access_note,
+        "labels": (topo and topo.labels) or [f"GPU{g.index}" for g in hw.gpus],
         "host": [
             (k, v)
             for k, v in (
-                ("CPU", host.get("cpu_model")),
-                ("sockets", host.get("sockets")),
-                ("physical cores", host.get("physical_cores")),
-                ("logical CPUs", host.get("logical_cpus") or host.get("cpu_count")),
-                ("CPUs this process may use", host.get("allowed_cpus")),
-                (
-                    "memory",
-                    human_bytes(host["mem_total_bytes"]) if host.get("mem_total_bytes") else None,
-                ),
-                ("/dev/shm", human_bytes(host["shm_bytes"]) if host.get("shm_bytes") else None),
-                ("OS", host.get("os")),
-                ("kernel", host.get("kernel")),
-                ("architecture", host.get("arch")),
-                ("hostname", host.get("hostname")),
-                (
-                    "inventory taken in a container",
-                    (container.get("runtime") or "yes")
-                    if container.get("detected")
-                    else ("no" if container else None),
-                ),
-                ("collected at", hw.get("collected_at")),
+                ("CPU", host.cpu_model),
+                ("sockets", host.sockets),
+                ("physical cores", host.physical_cores),
+                ("logical CPUs", host.logical_cpus or host.cpu_count),
+                ("CPUs this process may use", host.allowed_cpus),
+                ("memory", human_bytes(host.mem_total_bytes) if host.mem_total_bytes else None),
+                ("/dev/shm", human_bytes(host.shm_bytes) if host.shm_bytes else None),
+                ("OS", host.os),
+                ("kernel", host.kernel),
+                ("architecture", host.arch),
+                ("hostname", host.hostname),
+                ("inventory taken in a container", in_container),
+                ("collected at", hw.collected_at),
             )
             if v not in (None, "")
         ],
@@ -122,41 +115,41 @@ MODEL_NUMBER = re.compile(r"\d{3,}|\b[A-Z]{1,3}\d+[A-Za-z]*\b")
 """A CPU model string that names a model has a model number ("8480+", "9654", "E5-2698", "M2")."""
 
 
-def slice_words(hw: dict[str, Any]) -> list[tuple[str, str]]:
+def slice_words(hw: Hardware) -> list[tuple[str, str]]:
     """What kind of machine the inventory saw, when it is not bare metal: a virtual machine (the
     hypervisor flag, the DMI vendor, or a CPU model the hypervisor masked), a container the kit
     did not start, a CPU slice; (short words for page 1, the evidence) each, from what
     hardware.json records, nothing guessed."""
-    host = hw.get("host") or {}
+    host = hw.host or Host()
     out = []
-    virt = host.get("virtualization") or {}
-    model = str(host.get("cpu_model") or "")
+    virt = host.virtualization or Detection()
+    model = str(host.cpu_model or "")
     masked = bool(model) and not MODEL_NUMBER.search(model)
-    if virt.get("detected") or masked:
-        why = list(virt.get("evidence") or [])
+    if virt.detected or masked:
+        why = list(virt.evidence)
         if masked:
             why.append(f'the CPU model reads "{model}", naming no model: a hypervisor masks it')
         out.append(("a virtual machine", "a virtual machine (" + "; ".join(why) + ")"))
-    container = host.get("container") or {}
-    if container.get("detected"):
-        kind = container.get("runtime") or "a"
-        evidence = ", ".join(container.get("evidence") or []) or "its marks"
+    container = host.container or Detection()
+    if container.detected:
+        kind = container.runtime or "a"
+        evidence = ", ".join(container.evidence) or "its marks"
         out.append((
             f"inside a {kind} container",
             f"the inventory was taken inside a {kind} container ({evidence}); runs on the host "
             'runtime ran in that same container, so "host" in this report means that '
             "container, not bare metal",
         ))  # fmt: skip
-    allowed, logical = host.get("allowed_cpus"), host.get("logical_cpus")
+    allowed, logical = host.allowed_cpus, host.logical_cpus
     if allowed and logical and allowed != f"0-{int(logical) - 1}":
         out.append(("a CPU slice", f"this process could use CPUs {allowed} of {logical}"))
     return out
 
 
-def numa_note(host: dict[str, Any]) -> str:
+def numa_note(host: Host) -> str:
     """Why the NUMA nodes' memory may not add up to the host's: say it, do not leave it bare."""
-    nodes = [n.get("mem_total_bytes") for n in host.get("numa_nodes") or []]
-    total = host.get("mem_total_bytes")
+    nodes = [n.mem_total_bytes for n in host.numa_nodes]
+    total = host.mem_total_bytes
     if not nodes or not all(nodes) or not total:
         return ""
     attached = sum(nodes)
@@ -176,9 +169,10 @@ def _speed(mbps: Any) -> str:
     return f"{mbps / 1000:g} Gb/s" if mbps >= 1000 else f"{mbps} Mb/s"
 
 
-def nodes_view(hw: dict[str, Any], results: Results) -> dict[str, Any] | None:
-    """Multi-node bundles: each node (daemon, name, GPUs, network) and how the nodes talked."""
-    nodes = hw.get("nodes")
+def nodes_view(hw: Hardware, results: Results) -> dict[str, Any] | None:
+    """Multi-node bundles: each node (daemon, name, GPUs, network) and how the nodes talked.
+    Each node's record is the worker's nodeinfo as written (kit.model.Hardware.nodes)."""
+    nodes = hw.nodes
     if not nodes:
         return None
     rows = []
@@ -216,18 +210,17 @@ def nodes_view(hw: dict[str, Any], results: Results) -> dict[str, Any] | None:
     return {"rows": rows, "transports": transports}
 
 
-def environment_view(env: dict[str, Any], results: Results) -> dict[str, Any]:
-    """The environment's fields as environment.json wrote them, in its order (so a dict), and
+def environment_view(env: Environment | None, results: Results) -> dict[str, Any]:
+    """environment.json's fields in the order it wrote them (each runtime writes its own), and
     the versions each run saw."""
-    container = env.get("container") or {}
-    packages = container.get("packages") if isinstance(container, dict) else None
-    versions = (
-        [(k, v) for k, v in container.items() if k != "packages" and v not in (None, "")]
-        if isinstance(container, dict)
-        else []
-    )
-    fingerprint = [(k, v) for k, v in env.items() if k != "container" and v not in (None, "")]
-    runtime = env.get("runtime") or results.runtime
+    container = env.container if env else None
+    versions = [
+        (k, v) for k, v in container.written() if k != "packages" and v not in (None, "")
+    ] if container else []  # fmt: skip
+    fingerprint = [
+        (k, v) for k, v in env.written() if k != "container" and v not in (None, "")
+    ] if env else []  # fmt: skip
+    runtime = (env.runtime if env else None) or results.runtime
     # versions seen by the runs themselves: they must agree with each other
     seen: dict[str, set[str]] = {}
     for r in results.runs:
@@ -238,10 +231,10 @@ def environment_view(env: dict[str, Any], results: Results) -> dict[str, Any]:
     return {
         "fingerprint": fingerprint,
         "versions": versions,
-        "packages": sorted((packages or {}).items()),
+        "packages": sorted(((container and container.packages) or {}).items()),
         "in_container": runtime == "docker",
         "runtime": runtime,
-        "pinned": bool(env.get("pinned", results.pinned)),
+        "pinned": env.pinned if env else results.pinned,
         "disagree": disagree,
     }
 

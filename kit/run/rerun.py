@@ -17,7 +17,7 @@ from kit.bundle import MANIFEST, Bundle, sha256_file
 from kit.envdiff import Difference, environment_diff
 from kit.errors import InputError
 from kit.intake import receive
-from kit.model import BundleData, Environment
+from kit.model import BundleData, Environment, Hardware, validate
 from kit.recipe import NAME_PATTERN, Recipe
 from kit.run.engine import Options, resolve_device, run_recipe
 from kit.run.rerun_paths import check_nodes, check_paths
@@ -179,8 +179,7 @@ def rerun_bundle(
     recipe, recorded = old.recipe, old.results
     check_paths(path, recipe, allowed_paths)
     check_nodes(path, recipe, options.nodes)
-    # as written: kit.envdiff compares them with the live environment and inventory, both dicts
-    old_hw, old_env = old.inventory()
+    old_hw, old_env = old.hardware, old.environment
     if options.device is None:
         options.device = recorded.device
     if options.smoke is None:
@@ -207,7 +206,8 @@ def rerun_bundle(
     )  # fmt: skip
     known = runtime.known_environment()
     if known is not None:
-        diffs = environment_diff(old_env, known, old_hw, informational=True)
+        here = validate(Environment, known, Path(f"the {name} runtime's environment"))
+        diffs = environment_diff(old_env, here, old_hw, informational=True)
         print_differences(diffs, "before running")
         diffs = [d for d in diffs if d.matters]
         if diffs and strict_env:
@@ -231,17 +231,16 @@ def rerun_bundle(
 
 
 def check_after_run(
-    bundle: Bundle, expected: dict[str, Any], expected_hardware: dict[str, Any] | None
+    bundle: Bundle, expected: Environment | None, expected_hardware: Hardware | None
 ) -> list[Difference]:
     """Compare what the runs recorded with the reproduced bundle; store it in results.json."""
-    env = bundle.read_json(files.ENVIRONMENT) or {}
-    diffs = environment_diff(
-        expected, env, expected_hardware, bundle.read_json(files.HARDWARE), informational=True
-    )
+    env: Environment | None = bundle.read_typed(files.ENVIRONMENT)  # type: ignore[assignment]
+    hardware: Hardware | None = bundle.read_typed(files.HARDWARE)  # type: ignore[assignment]
+    diffs = environment_diff(expected, env, expected_hardware, hardware, informational=True)
     bundle.results["environment_diff"] = [d.to_dict() for d in diffs if d.matters]
     notes = [d.to_dict() for d in diffs if not d.matters]
     if notes:
         bundle.results["environment_notes"] = notes
-    if env.get("container"):
+    if env is not None and env.container is not None and env.container.model_fields_set:
         print_differences(diffs, "as the runs recorded it")
     return [d for d in diffs if d.matters]

@@ -183,7 +183,7 @@ def test_llama_first_page_is_the_buyers_summary(tmp_path):
     # it passes; the variants' definitions and the trust facts follow on page 2
     second = " ".join(pages[1].split())
     bundle = Bundle.load(b)
-    hw = bundle.read_json("hardware.json")
+    hw = bundle.read_typed("hardware.json")
     p2p = [r for r in load_bundle(b).results.runs if r.variant == "p2p"]
     # the runs sat at the 700 W cap: the headline is the whole window's throughput
     tput = sorted(r.metrics["throughput_window"].value for r in p2p)[1]

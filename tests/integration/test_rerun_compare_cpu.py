@@ -12,6 +12,7 @@ import pytest
 from pypdf import PdfReader
 
 from kit.bundle import MANIFEST, sha256_file, verify_manifest, write_manifest
+from kit.model import load_bundle
 from kit.report.machines import short_hardware
 from tests.conftest import needs_pdf, run_kit
 
@@ -88,7 +89,7 @@ def test_rerun_then_compare(original, tmp_path):
     ]
     text = pdf_text(out / "compare.pdf")
     first = pdf_text(out / "compare.pdf", 0)
-    hw = short_hardware(json.loads((original / "hardware.json").read_text()))
+    hw = short_hardware(load_bundle(original).hardware)
     assert f"kit comparison: {hw} vs rerun ({hw})" in first
     assert "DIFFERENT ENVIRONMENTS" not in first
     assert f"rerun ({hw}) reruns {hw}" in first

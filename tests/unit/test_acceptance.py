@@ -105,10 +105,9 @@ def test_conditions_of_the_2gpu_sweep_differ_from_an_8gpu_nvls_floor():
         pytest.skip("the all-reduce example is not here")
     from kit.refs.published import differences
 
-    results = load_bundle(ALLREDUCE).results
-    hw = json.loads((ALLREDUCE / "hardware.json").read_text())
-    runs = [r for r in results.runs if r.variant == "p2p" and r.status == "ok"]
-    mine = run_conditions(runs, hw)
+    data = load_bundle(ALLREDUCE)
+    runs = [r for r in data.results.runs if r.variant == "p2p" and r.status == "ok"]
+    mine = run_conditions(runs, data.hardware)
     assert (mine.gpus, mine.nvls, mine.size_bytes) == (2, False, 1 << 30)
     diff = differences(by_id("azure-ndh200v5-allreduce-floor"), mine)
     assert diff == [
@@ -124,14 +123,13 @@ def test_the_fabric_is_read_from_the_recorded_topology_never_assumed():
     hardware with its links pointed at the other GPU, or with none active, reads differently."""
     if not ALLREDUCE.is_dir():
         pytest.skip("the all-reduce example is not here")
-    import copy
 
     from kit.inventory.topology import fabric_words, gpu_fabric
     from kit.refs.published import differences
 
-    results = load_bundle(ALLREDUCE).results
-    hw = json.loads((ALLREDUCE / "hardware.json").read_text())
-    runs = [r for r in results.runs if r.variant == "p2p" and r.status == "ok"]
+    data = load_bundle(ALLREDUCE)
+    hw = data.hardware
+    runs = [r for r in data.results.runs if r.variant == "p2p" and r.status == "ok"]
     mine = run_conditions(runs, hw)
     assert mine.fabric == "NVSwitch"
     assert mine.fabric_words == (
@@ -143,20 +141,21 @@ def test_the_fabric_is_read_from_the_recorded_topology_never_assumed():
     )
     for f in figures():  # the machine's fabric is the bundle's fact, not a figure's sentence
         assert "a 2-GPU machine without NVSwitch" not in f.comparability
-    direct = copy.deepcopy(hw)
-    for g in direct["gpus"]:
-        for link in g["nvlinks"]:
-            link["remote"] = "GPU"
+    direct = hw.model_copy(deep=True)
+    for g in direct.gpus:
+        for link in g.nvlinks:
+            link.remote = "GPU"
     assert gpu_fabric(direct) == "direct NVLink"
     assert "GPUs joined by NVSwitch there, by direct NVLink here" in differences(
         ring, run_conditions(runs, direct)
     )
-    pcie = copy.deepcopy(hw)
-    for g in pcie["gpus"]:
-        for link in g["nvlinks"]:
-            link["active"] = False
+    pcie = hw.model_copy(deep=True)
+    for g in pcie.gpus:
+        for link in g.nvlinks:
+            link.active = False
     assert fabric_words(pcie).startswith("no active NVLink")
-    assert gpu_fabric({"gpus": hw["gpus"][:1]}) is None  # one GPU: no fabric to speak of
+    one = hw.model_copy(update={"gpus": hw.gpus[:1]})
+    assert gpu_fabric(one) is None  # one GPU: no fabric to speak of
 
 
 @pytest.mark.skipif(not ALLREDUCE.is_dir(), reason="the all-reduce example is not here")
@@ -271,8 +270,7 @@ def test_the_sizes_below_nccl_tests_are_named():
     assert round(low[1 << 20], 2) == 0.55 and 0.76 <= low[256 << 10] <= 0.81
     assert (1 << 30) not in low  # at 1 GiB the kit is within 5%
     assert reference_for("all_reduce_perf", "NVIDIA H100 80GB HBM3", 2, "p2p") is None
-    summary = analysis.summarize_bench(benches[0], json.loads(
-        (ALLREDUCE / "hardware.json").read_text()), "")  # fmt: skip
+    summary = analysis.summarize_bench(benches[0], load_bundle(ALLREDUCE).hardware, "")
     p2p = summary.variants[0]
     assert (
         "1 MiB (0.55x)" in p2p.below_reference

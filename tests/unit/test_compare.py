@@ -12,6 +12,7 @@ from pypdf import PdfReader
 
 from kit.bundle import Bundle, write_manifest
 from kit.errors import InputError, KitError
+from kit.model import Hardware
 from kit.report.compare import (
     comparison,
     load_machines,
@@ -202,8 +203,9 @@ def test_edited_or_unsealed_bundles_are_refused(two):
 
 
 def test_hardware_summary_fallback():
-    assert machine_line({"summary": "2x H200, NV18"}) == "2x H200, NV18"
-    line = machine_line({"gpus": [{"name": "H100"}] * 2, "driver": {"version": "1.2"}})
+    assert machine_line(Hardware(summary="2x H200, NV18")) == "2x H200, NV18"
+    gpus = [{"index": i, "name": "H100"} for i in range(2)]
+    line = machine_line(Hardware.model_validate({"gpus": gpus, "driver": {"version": "1.2"}}))
     assert line.startswith("2x H100")
 
 

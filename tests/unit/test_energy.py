@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from kit.facts.efficiency import COUNTER, SAMPLED, energy_per_unit
-from kit.model import RunResult, load_bundle
+from kit.model import Hardware, RunResult, load_bundle
 from kit.worker.energy import EnergyCounter, gathered
 from tests.conftest import ROOT
 from tests.unit.fake_nvml import FakeNvml
@@ -67,11 +67,11 @@ def test_without_nvml_in_a_real_process() -> None:
     assert rec["energy_j"] is None and rec["reason"]
 
 
-def _llama_run() -> tuple[RunResult, dict]:
+def _llama_run() -> tuple[RunResult, Hardware | None]:
     if not LLAMA.is_dir():
         pytest.skip("the committed Llama bundle is not here")
-    results = load_bundle(LLAMA).results
-    return results.runs[0], json.loads((LLAMA / "hardware.json").read_text())
+    data = load_bundle(LLAMA)
+    return data.results.runs[0], data.hardware
 
 
 def test_energy_comes_from_the_counter_when_recorded() -> None:

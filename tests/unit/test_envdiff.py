@@ -1,16 +1,19 @@
 """Environment fingerprints: what counts as a difference, and what is only unknown."""
 
 from kit.envdiff import Difference, environment_diff, environment_versions, unknown_fields
+from kit.model import Environment, Hardware
 
 
-def env(runtime="host", pinned=False, **container):
+def env(runtime="host", pinned=False, **fields):
+    """An environment.json as the typed model its readers take; `fields` go into `container`,
+    or, named like an Environment field (a pinned image's hashes), onto the record itself."""
     base = {"python": "3.11.7", "torch": "2.11.0+cu130", "cuda": "13.0", "nccl": "2.28.9"}
-    return {
-        "name": "cuda13",
-        "runtime": runtime,
-        "pinned": pinned,
-        "container": {**base, **container},
-    }
+    own = {k: v for k, v in fields.items() if k in Environment.model_fields}
+    container = {k: v for k, v in fields.items() if k not in own}
+    return Environment.model_validate(
+        {"name": "cuda13", "runtime": runtime, "pinned": pinned, **own,
+         "container": {**base, **container}}
+    )  # fmt: skip
 
 
 def test_same_environment_has_no_difference():
@@ -34,8 +37,8 @@ def test_unknown_on_one_side_is_not_a_difference_but_is_listed():
 
 
 def test_driver_comes_from_the_hardware_record_when_the_container_has_none():
-    hw_a = {"driver": {"version": "580.95.05"}}
-    hw_b = {"driver": {"version": "570.10"}}
+    hw_a = Hardware.model_validate({"driver": {"version": "580.95.05"}})
+    hw_b = Hardware.model_validate({"driver": {"version": "570.10"}})
     assert environment_versions(env(), hw_a)["driver"] == "580.95.05"
     assert environment_diff(env(), env(), hw_a, hw_b) == [
         Difference("driver", "580.95.05", "570.10")
@@ -45,9 +48,9 @@ def test_driver_comes_from_the_hardware_record_when_the_container_has_none():
 
 
 def test_image_hashes_are_compared_only_between_pinned_environments():
-    a = {**env("docker", True), "image_id": "sha256:aa", "lock_sha256": "11"}
-    b = {**env("docker", True), "image_id": "sha256:bb", "lock_sha256": "22"}
-    assert environment_diff(a, b) == [Difference("lock_sha256", "11", "22")]
+    a = env("docker", True, image_id="sha256:aa", lock_sha256="1" * 64)
+    b = env("docker", True, image_id="sha256:bb", lock_sha256="2" * 64)
+    assert environment_diff(a, b) == [Difference("lock_sha256", "1" * 64, "2" * 64)]
     host = env()
     fields = [d.field for d in environment_diff(a, host)]
     assert fields == ["runtime", "pinned"]  # no image id on the host side: not a hash mismatch
@@ -59,15 +62,15 @@ def test_numbers_and_strings_compare_as_text():
 
 def test_a_rebuilt_image_of_the_same_content_differs_only_informationally():
     """The same content tag rebuilt gets a new image id: a note, never a difference that matters."""
-    same = {"content_hash": "c" * 64, "base_image_digest": "sha256:dd", "lock_sha256": "11"}
-    a = {**env("docker", True), **same, "image_id": "sha256:aa", "base_image_id": "sha256:b1"}
-    b = {**env("docker", True), **same, "image_id": "sha256:bb", "base_image_id": "sha256:b2"}
+    same = {"content_hash": "c" * 64, "base_image_digest": "sha256:dd", "lock_sha256": "1" * 64}
+    a = env("docker", True, **same, image_id="sha256:aa", base_image_id="sha256:b1")
+    b = env("docker", True, **same, image_id="sha256:bb", base_image_id="sha256:b2")
     assert environment_diff(a, b) == []
     notes = environment_diff(a, b, informational=True)
     assert [(d.field, d.matters) for d in notes] == [("image_id", False), ("base_image_id", False)]
     assert notes[0].to_dict() == {"field": "image_id", "old": "sha256:aa", "new": "sha256:bb"}
     # what the image holds does matter: another content hash, base digest or version inside
-    other = {**b, "content_hash": "e" * 64, "base_image_digest": "sha256:ee", "container": {
-        **b["container"], "nccl": "2.27.3"}}  # fmt: skip
+    other = env("docker", True, **{**same, "content_hash": "e" * 64,
+                "base_image_digest": "sha256:ee"}, nccl="2.27.3", image_id="sha256:bb")  # fmt: skip
     fields = [(d.field, d.matters) for d in environment_diff(a, other)]
     assert fields == [("nccl", True), ("content_hash", True), ("base_image_digest", True)]

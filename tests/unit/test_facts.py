@@ -26,7 +26,8 @@ ALLREDUCE = EXAMPLES / "h200x2-allreduce"
 def load(bundle):
     if not bundle.is_dir():
         pytest.skip(f"{bundle.name} is not here")
-    return load_bundle(bundle).results, json.loads((bundle / "hardware.json").read_text())
+    data = load_bundle(bundle)
+    return data.results, data.hardware
 
 
 def test_integrate_interpolates_at_the_edges():
@@ -71,7 +72,7 @@ def test_window_facts_name_the_throttle_reason_and_clocks():
     results, hw = load(LLAMA)
     run = next(r for r in results.runs if r.variant == "p2p")
     f = window_facts(run, hw)
-    assert f.power_limit_w == hw["gpus"][0]["power_limit_w"]
+    assert f.power_limit_w == hw.gpus[0].power_limit_w
     assert set(f.throttle_share) <= {"SwPowerCap", "HwSlowdown", "SwThermalSlowdown"}
     assert f.sm_clock_mhz_mean < f.sm_clock_mhz_max_spec
     text = power_sentence(f)
@@ -103,7 +104,7 @@ def test_busbw_share_of_nvlink_and_pcie():
     run = next(r for r in results.runs if r.variant == "p2p" and r.status == "ok")
     busbw = run.metrics["busbw_peak"].value
     nv = link_share(busbw, hw, "nvlink")
-    links = sum(x["active"] for x in hw["gpus"][0]["nvlinks"])
+    links = sum(x.active for x in hw.gpus[0].nvlinks)
     assert nv["figure_gbs"] == links * spec_for("NVIDIA H200").nvlink_gbs_per_link
     assert 0 < nv["share"] < 1 and nv["share"] == pytest.approx(busbw / nv["figure_gbs"])
     pc = link_share(busbw, hw, "pcie")

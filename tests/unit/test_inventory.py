@@ -12,6 +12,7 @@ from kit import inventory
 from kit.inventory import host as host_info
 from kit.inventory import nvml, topology
 from kit.inventory_cli import topology_text
+from kit.model import Hardware
 from tests.unit.fake_nvml import FakeNvml
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nvml"
@@ -28,11 +29,17 @@ def load(name: str) -> dict:
 
 
 def inv_of(name: str) -> dict:
+    """The inventory as hardware.json holds it (what build_inventory writes)."""
     return inventory.build_inventory(load(name))
 
 
+def hw_of(name: str) -> Hardware:
+    """The same inventory as its readers take it: the model a recorded hardware.json loads as."""
+    return Hardware.model_validate(inv_of(name))
+
+
 def test_h200_pair_on_nvswitch_reads_nv18() -> None:
-    assert topology_text(inv_of("h200x2_nvswitch")) == (
+    assert topology_text(hw_of("h200x2_nvswitch")) == (
         "      GPU0  GPU1  NUMA\n"
         "GPU0  X     NV18  0\n"
         "GPU1  NV18  X     0\n"
@@ -45,7 +52,7 @@ def test_h200_pair_on_nvswitch_reads_nv18() -> None:
 
 def test_dgx_h100_is_nv18_everywhere_with_two_numa_nodes() -> None:
     row = "X     NV18  NV18  NV18  NV18  NV18  NV18  NV18"
-    text = topology_text(inv_of("h100x8_dgx"))
+    text = topology_text(hw_of("h100x8_dgx"))
     lines = text.splitlines()
     assert lines[0] == "      GPU0  GPU1  GPU2  GPU3  GPU4  GPU5  GPU6  GPU7  NUMA"
     assert lines[1] == f"GPU0  {row}  0"
@@ -54,7 +61,7 @@ def test_dgx_h100_is_nv18_everywhere_with_two_numa_nodes() -> None:
 
 
 def test_pcie_box_over_two_sockets_reads_pix_node_sys() -> None:
-    assert topology_text(inv_of("rtx3090x8_pcie_2socket")) == (
+    assert topology_text(hw_of("rtx3090x8_pcie_2socket")) == (
         "      GPU0  GPU1  GPU2  GPU3  GPU4  GPU5  GPU6  GPU7  NUMA\n"
         "GPU0  X     PIX   NODE  NODE  SYS   SYS   SYS   SYS   0\n"
         "GPU1  PIX   X     NODE  NODE  SYS   SYS   SYS   SYS   0\n"
@@ -88,7 +95,7 @@ def test_no_gpu_recording_reports_the_host() -> None:
     assert inv["gpus"] == []
     assert inv["nvml_error"].startswith("NVML did not start")
     assert inv["host"]["logical_cpus"] >= 1
-    assert topology_text(inv) == "No GPUs: no topology to show."
+    assert topology_text(Hardware.model_validate(inv)) == "No GPUs: no topology to show."
     assert (
         inv["summary"]
         == f"CPU only, no NVIDIA GPU: {inv['host']['cpu_model']}, {inv['host']['logical_cpus']} CPUs"
@@ -166,14 +173,14 @@ def test_missing_cuda_leaves_peer_access_null_with_reason() -> None:
 
 
 def test_placement_sets_on_two_socket_pcie_box() -> None:
-    sets = inventory.suggest_gpu_sets(inv_of("rtx3090x8_pcie_2socket"), 2)
+    sets = inventory.suggest_gpu_sets(hw_of("rtx3090x8_pcie_2socket"), 2)
     assert [(s["gpu_ids"], s["link"], s["numa_nodes"]) for s in sets] == [
         ([0, 1], "PIX", ["0"]),
         ([0, 2], "NODE", ["0"]),
         ([0, 4], "SYS", ["0", "1"]),
     ]
     assert sets[2]["variant"] == {"name": "gpus-0-4-sys", "gpu_ids": [0, 4]}
-    fours = inventory.suggest_gpu_sets(inv_of("rtx3090x8_pcie_2socket"), 4)
+    fours = inventory.suggest_gpu_sets(hw_of("rtx3090x8_pcie_2socket"), 4)
     assert [(s["gpu_ids"], s["link"]) for s in fours] == [
         ([0, 1, 2, 3], "NODE"),
         ([0, 1, 2, 4], "SYS"),
@@ -181,9 +188,9 @@ def test_placement_sets_on_two_socket_pcie_box() -> None:
 
 
 def test_placement_on_nvswitch_offers_one_class() -> None:
-    sets = inventory.suggest_gpu_sets(inv_of("h100x8_dgx"), 2)
+    sets = inventory.suggest_gpu_sets(hw_of("h100x8_dgx"), 2)
     assert [(s["gpu_ids"], s["link"]) for s in sets] == [([0, 1], "NV18")]
-    assert inventory.suggest_gpu_sets(inv_of("no_gpu"), 2) == []
+    assert inventory.suggest_gpu_sets(hw_of("no_gpu"), 2) == []
 
 
 def test_mixed_nvlink_and_pcie_prefers_nvlink_word() -> None:
@@ -206,7 +213,12 @@ def test_mixed_nvlink_and_pcie_prefers_nvlink_word() -> None:
     assert inv["topology"]["matrix"][0][4] == "NV4"
     assert inv["topology"]["matrix"][0][5] == "SYS"
     assert inv["gpus"][0]["nvlink_active"] == 3
-    assert topology.interconnect_words(inv) == ["NV4", "PIX", "NODE", "SYS"]
+    assert topology.interconnect_words(Hardware.model_validate(inv)) == [
+        "NV4",
+        "PIX",
+        "NODE",
+        "SYS",
+    ]
 
 
 @pytest.mark.parametrize("name", GPU_FIXTURES)
@@ -261,6 +273,10 @@ def test_collect_on_this_machine_is_a_valid_host_only_inventory() -> None:
     assert host["cpu_model"] and host["kernel"] and host["os"]
     assert host_info.parse_cpulist(host["allowed_cpus"])
     assert json.loads(json.dumps(inv)) == inv
+    # measured now, typed: the model a recorded hardware.json loads as, read by the same readers
+    live = inventory.measure(cuda_peer=False)
+    assert isinstance(live, Hardware) and live.gpus == [] and live.host.logical_cpus >= 1
+    assert topology.summary_line(live) == live.summary == inv["summary"]
 
 
 def test_cpulist_round_trip_and_masks() -> None:
@@ -305,11 +321,12 @@ def test_a_virtual_machine_is_named_from_its_marks(tmp_path: Path) -> None:
     ]  # fmt: skip
     bare = {"host": {"cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "logical_cpus": 4,
                      "allowed_cpus": "0-3", "container": {"detected": False}}}  # fmt: skip
-    assert slice_words(bare) == []
+    assert slice_words(Hardware.model_validate(bare)) == []
     vm = {"host": {"cpu_model": "Intel(R) Xeon(R) Processor", "logical_cpus": 32,
                    "allowed_cpus": "0-7", "virtualization": found,
                    "container": {"detected": True, "runtime": "docker",
                                  "evidence": ["/.dockerenv"]}}}  # fmt: skip
+    vm = Hardware.model_validate(vm)
     short = [w for w, _ in slice_words(vm)]
     assert short == ["a virtual machine", "inside a docker container", "a CPU slice"]
     evidence = " ".join(e for _, e in slice_words(vm))

@@ -12,6 +12,7 @@ from rich.console import Console
 from kit.errors import InputError
 from kit.inventory import build_inventory
 from kit.inventory_cli import inspect_command, topology_text
+from kit.model import Hardware
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nvml"
 
@@ -31,7 +32,7 @@ def test_rendering_shows_the_exact_matrix(name: str) -> None:
     path = FIXTURES / f"{name}.json"
     out = run(from_snapshot=path)
     inv = build_inventory(json.loads(path.read_text()))
-    assert topology_text(inv) in out
+    assert topology_text(Hardware.model_validate(inv)) in out
     assert out.splitlines()[0] == inv["summary"]
     for g in inv["gpus"]:
         assert g["uuid"] in out

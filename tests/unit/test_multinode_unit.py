@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kit.errors import InputError
+from kit.model import Hardware
 from kit.recipe import load_recipe
 from kit.report import analysis
 from kit.report.render import nodes_view
@@ -265,10 +266,10 @@ def test_report_nodes_table(tmp_path):
                      "gpus": [{"name": "NVIDIA H200"}, {"name": "NVIDIA H200"}]}]}  # fmt: skip
     results = results_model([{"variant": "p2p", "network": {"transport": ["NET/IB"]}},
                              {"variant": "p2p", "network": {"transport": ["NET/IB"]}}])  # fmt: skip
-    view = nodes_view(hw, results)
+    view = nodes_view(Hardware.model_validate(hw), results)
     (row,) = view["rows"]
     assert row["gpus"] == "2 x NVIDIA H200" and row["memory"] == "1 TiB"
     assert "kit9f0 25 Gb/s MTU 9000 (up)" in row["network"]
     assert "mlx5_0 port 1: 400 Gb/sec (4X NDR) (4: ACTIVE, InfiniBand)" in row["network"]
     assert view["transports"] == {"p2p": ["NET/IB"]}
-    assert nodes_view({}, results) is None
+    assert nodes_view(Hardware(), results) is None

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 
 from kit.bundle import Bundle
-from kit.model import Results, Telemetry, load_bundle
+from kit.model import Hardware, Results, Telemetry, load_bundle
 from kit.report import analysis, plots
 from kit.report.render import context, machine_line
 from kit.shared import metrics as catalog
@@ -139,9 +138,9 @@ def test_nccl_contradiction(transports, env, expected):
 
 
 def test_machine_line_from_the_inventory_and_for_a_cpu_bundle():
-    hw = json.loads((FIXTURES / "synthetic-2gpu" / "hardware.json").read_text())
+    hw = Bundle.load(FIXTURES / "synthetic-2gpu").read_typed("hardware.json")
     assert machine_line(hw) == "2x NVIDIA H200, NV18, driver 580.95.05"
-    cpu = json.loads((FIXTURES / "cpu-smoke" / "hardware.json").read_text())
+    cpu = Bundle.load(FIXTURES / "cpu-smoke").read_typed("hardware.json")
     line = machine_line(cpu)
     assert "GPU" in line and "2 CPUs" in line
 
@@ -285,7 +284,7 @@ def test_summary_per_gpu_and_energy_match_kit_facts_on_the_llama_example():
     from kit.facts.efficiency import energy_per_unit
 
     b, benches = load("h200x2-fsdp-llama", EXAMPLES)
-    hw = b.read_json("hardware.json")
+    hw = b.read_typed("hardware.json")
     llama = benches[0]
     summary = analysis.summarize_bench(llama, hw, analysis.ran_line(llama))
     # most runs sat at the 700 W cap: the headline is the whole window's throughput
@@ -310,7 +309,7 @@ def test_summary_per_gpu_and_energy_match_kit_facts_on_the_llama_example():
 def test_cost_per_million_units_needs_a_price():
     b, benches = load("h200x2-fsdp-llama", EXAMPLES)
     llama = benches[0]
-    hw = b.read_json("hardware.json")
+    hw = b.read_typed("hardware.json")
     none = analysis.summarize_bench(llama, hw, "")
     assert all(v.cost_per_million is None for v in none.variants)
     priced = analysis.summarize_bench(llama, hw, "", price_per_gpu_hour=3.0).variants[0]
@@ -369,9 +368,9 @@ def test_under_a_power_cap_the_acceptance_judges_the_figure_the_page_leads_with(
 
 def test_a_preflight_that_did_not_run_is_not_called_passed():
     """Multi-node: the driver's machine is not a node, so no preflight ran: skipped, not passed."""
-    single = dict(analysis.trust_facts(results_model(), {}))
+    single = dict(analysis.trust_facts(results_model(), Hardware()))
     assert single["preflight"] == "passed, nothing flagged"
-    multi = dict(analysis.trust_facts(results_model(runtime="multinode"), {"nodes": []}))
+    multi = dict(analysis.trust_facts(results_model(runtime="multinode"), Hardware(nodes=[])))
     assert (
         multi["preflight"].startswith("not run: multi-node") and "passed," not in multi["preflight"]
     )

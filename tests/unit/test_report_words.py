@@ -8,6 +8,7 @@ import statistics
 
 import pytest
 
+from kit.model import load_bundle
 from kit.report import analysis, render
 from kit.report.method import method_view
 from tests.unit.test_report_analysis import EXAMPLES, load
@@ -132,12 +133,12 @@ def test_a_sweep_with_no_shipped_nccl_tests_run_says_so():
 
     assert reference_for("all_reduce_perf", "NVIDIA H200", 4, "p2p") is None
     _, benches = load("h200x4-allreduce", EXAMPLES)
-    hardware = json.loads((ALLREDUCE_X4 / "hardware.json").read_text())
+    hardware = load_bundle(ALLREDUCE_X4).hardware
     summary = analysis.summarize_bench(benches[0], hardware, "")
     words = {v.variant: v.below_reference for v in summary.variants}
     assert words["p2p"].startswith("no all_reduce_perf run of 4x NVIDIA H200 ships with kit")
     _, two = load("h200x2-allreduce", EXAMPLES)
-    hardware = json.loads((ALLREDUCE / "hardware.json").read_text())
+    hardware = load_bundle(ALLREDUCE).hardware
     assert (
         "1 MiB (0.55x)"
         in analysis.summarize_bench(two[0], hardware, "").variants[0].below_reference
@@ -155,7 +156,7 @@ def test_a_variant_at_the_cap_is_headlined_by_its_whole_window():
     from kit.facts.window import power_capped
 
     b, benches = load("h200x4-fsdp-llama", EXAMPLES)
-    hw = b.read_json("hardware.json")
+    hw = b.read_typed("hardware.json")
     bench = benches[0]
     capped = {v.name: [power_capped(r, hw) for r in v.ok] for v in bench.variants}
     assert capped == {"p2p": [True, True], "no-p2p": [False, False]}

@@ -10,6 +10,7 @@ import statistics
 
 import pytest
 
+from kit.model import Hardware
 from kit.report import analysis, plots
 from kit.workloads.copy_bandwidth import matrix
 from tests.conftest import results_model
@@ -132,16 +133,17 @@ def _benches():
     return analysis.build_benchmarks(results_model(**results), recipe)
 
 
-HARDWARE = {
+HARDWARE = Hardware.model_validate({
     "gpus": [
         {
+            "index": i,
             "name": NAME,
             "pcie": {"gen_current": 5, "width_current": 16 if i < 3 else 8},
             "nvlinks": [{"active": True}] * 18,
         }
         for i in range(N)
     ]
-}
+})  # fmt: skip
 
 
 def test_host_link_and_memory_are_held_against_the_datasheet_per_gpu():

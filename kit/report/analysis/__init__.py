@@ -1,7 +1,7 @@
 """What the report and the comparison say, computed from a bundle's runs.
 
 Pure functions over results.json's typed model (kit.model.Results and its RunResult runs; a
-workload's own payload fields through RunData.extra) and hardware.json's dict, so every sentence
+workload's own payload fields through RunData.extra) and hardware.json's (kit.model.Hardware), so every sentence
 can be tested without rendering. By concern: model (the dataclasses), grouping (runs into
 benchmarks, the one reader of results), verdicts, trust (findings), sweeps (message-size curves) and training (step
 times, drift, telemetry). What a kind means (label, headline metric) comes from its workload's

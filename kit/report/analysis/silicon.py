@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.facts.efficiency import link_share, mfu_basis
-from kit.model import RunResult
+from kit.model import Hardware, RunResult
+from kit.model.hardware import Pcie
 from kit.report.analysis.model import Benchmark, is_ok
 from kit.shared.gpu_specs import pcie_gbs, peak_flops, spec_for
 from kit.workloads.copy_bandwidth import matrix
@@ -63,8 +64,8 @@ def _share(value: float | None, figure: float | None) -> float | None:
     return value / figure if value is not None and figure else None
 
 
-def _copy(s: Silicon, runs: list[RunResult], hardware: dict[str, Any]) -> None:
-    hw_gpus = hardware.get("gpus") or []
+def _copy(s: Silicon, runs: list[RunResult], hardware: Hardware) -> None:
+    hw_gpus = hardware.gpus
     datas = [r.data for r in runs]
     n = min(len(d.extra("per_gpu") or []) for d in datas)
     s.names = s.names or (datas[0].extra("names") or [])
@@ -75,8 +76,8 @@ def _copy(s: Silicon, runs: list[RunResult], hardware: dict[str, Any]) -> None:
         }
         name = s.names[i] if i < len(s.names) else None
         spec = spec_for(name)
-        pcie = (hw_gpus[i].get("pcie") or {}) if i < len(hw_gpus) else {}
-        link = pcie_gbs(pcie.get("gen_current"), pcie.get("width_current"))
+        pcie = (hw_gpus[i].pcie if i < len(hw_gpus) else None) or Pcie()
+        link = pcie_gbs(pcie.gen_current, pcie.width_current)
         hbm = spec.hbm_gbs if spec and spec.hbm_gbs else None
         traffic = 2 * cell["local_gbps"] if cell["local_gbps"] is not None else None
         s.host.append(
@@ -84,9 +85,7 @@ def _copy(s: Silicon, runs: list[RunResult], hardware: dict[str, Any]) -> None:
                 "gpu": i,
                 **cell,
                 "pcie_gbs": link,
-                "pcie": f"gen {pcie.get('gen_current')} x{pcie.get('width_current')}"
-                if link
-                else None,
+                "pcie": f"gen {pcie.gen_current} x{pcie.width_current}" if link else None,
                 "h2d_share": _share(cell["h2d_gbps"], link),
                 "d2h_share": _share(cell["d2h_gbps"], link),
                 "local_traffic_gbps": traffic,
@@ -209,7 +208,7 @@ def _placements(s: Silicon, benches: list[Benchmark]) -> None:
                 s.placements.append(text + ".")
 
 
-def silicon(benches: list[Benchmark], hardware: dict[str, Any]) -> Silicon | None:
+def silicon(benches: list[Benchmark], hardware: Hardware) -> Silicon | None:
     """The section's facts, or None when the bundle measured no silicon."""
     copy, mm = _ok(benches, "copy"), _ok(benches, "matmul")
     if not copy and not mm:

@@ -22,7 +22,7 @@ from kit.facts.efficiency import (
 )
 from kit.facts.price import Price, parse_price
 from kit.facts.window import POWER_CAP_REASON, WindowFacts, window_facts
-from kit.model import RunResult
+from kit.model import Hardware, RunResult
 from kit.refs.nccl_tests import BELOW, SHIPPED_VARIANTS, below, reference_for
 from kit.refs.published import for_kind, place, run_conditions
 from kit.report.analysis.model import Benchmark, VariantBlock
@@ -166,7 +166,7 @@ def _power(facts: list[WindowFacts]) -> Power | None:
     )
 
 
-def _energy(vs: VariantSummary, ok: list[RunResult], hardware: dict[str, Any]) -> None:
+def _energy(vs: VariantSummary, ok: list[RunResult], hardware: Hardware) -> None:
     by_run = [(energy_per_unit(r, hardware), window_facts(r, hardware)) for r in ok]
     facts = [f for _, f in by_run if f is not None]
     vs.power = _power(facts)
@@ -206,16 +206,14 @@ def _energy(vs: VariantSummary, ok: list[RunResult], hardware: dict[str, Any]) -
     )
 
 
-def _sweep_link(vs: VariantSummary, hardware: dict[str, Any]) -> None:
+def _sweep_link(vs: VariantSummary, hardware: Hardware) -> None:
     """Bus bandwidth against the spec figure of the link the variant's transport used (none on
     one GPU: a collective there crosses no link, its busbw is 0 by definition)."""
     if vs.median is None or vs.gpus == 1:
         return
     used = " ".join(vs.transports)
-    nvlinks = any(
-        x.get("active") for g in hardware.get("gpus") or [] for x in g.get("nvlinks") or []
-    )
-    link = "nvlink" if "P2P" in used and nvlinks else "pcie" if hardware.get("gpus") else None
+    nvlinks = any(x.active for g in hardware.gpus for x in g.nvlinks or [])
+    link = "nvlink" if "P2P" in used and nvlinks else "pcie" if hardware.gpus else None
     share = link_share(vs.median, hardware, link) if link else None
     if share is None:
         return
@@ -227,7 +225,7 @@ def _sweep_link(vs: VariantSummary, hardware: dict[str, Any]) -> None:
 
 def summarize_bench(
     bench: Benchmark,
-    hardware: dict[str, Any],
+    hardware: Hardware,
     ran: str,
     price_per_gpu_hour: Price | float | None = None,
     smoke: bool = False,
@@ -339,11 +337,11 @@ def plateau_words(runs: list[RunResult]) -> str:
 
 
 def below_nccl_tests(
-    bench: Benchmark, v: VariantBlock, gpus: int | None, hardware: dict[str, Any]
+    bench: Benchmark, v: VariantBlock, gpus: int | None, hardware: Hardware
 ) -> str:
     """The sizes where this variant's busbw is below the shipped nccl-tests run of the same
     program on the same GPU model and count (kit/refs/nccl_tests), in words; "" without one."""
-    names = sorted({g.get("name") for g in hardware.get("gpus") or [] if g.get("name")})
+    names = sorted({g.name for g in hardware.gpus if g.name})
     tool = bench.spec.sweep.tool if bench.spec and bench.spec.sweep else ""
     ref = reference_for(tool, names[0] if len(names) == 1 else None, gpus, v.name)
     if ref is None:
@@ -369,9 +367,7 @@ def below_nccl_tests(
     )
 
 
-def against_published(
-    bench: Benchmark, hardware: dict[str, Any]
-) -> tuple[list[dict[str, Any]], str]:
+def against_published(bench: Benchmark, hardware: Hardware) -> tuple[list[dict[str, Any]], str]:
     """The first variant with P2P on (else the first) against every published figure of the
     same workload (kit/refs/published.json), with the conditions that differ; and, for
     collectives run with NVLink SHARP off, what that means for published HGX figures."""

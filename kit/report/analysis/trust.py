@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from kit.model import Results, RunResult
+from kit.model import Hardware, Results, RunResult
+from kit.model.hardware import Ecc
 from kit.report.analysis.model import Benchmark, is_ok, p2p_disabled
 from kit.report.analysis.training import DRIFT_THRESHOLD, drifting
 from kit.shared.nccl_log import contradiction
@@ -181,12 +181,12 @@ def findings(results: Results, benches: list[Benchmark]) -> list[Finding]:
     return out
 
 
-def trust_facts(results: Results, hardware: dict[str, Any]) -> list[tuple[str, str]]:
+def trust_facts(results: Results, hardware: Hardware) -> list[tuple[str, str]]:
     """The machine's state a buyer checks before trusting a figure: the preflight outcome,
     ECC, VBIOS, driver, and the kit that measured (version and commit)."""
     checks = results.preflight
     errors = sum(1 for f in checks if f.level == "error")
-    multinode = bool(hardware.get("nodes")) or results.runtime == "multinode"
+    multinode = bool(hardware.nodes) or results.runtime == "multinode"
     preflight = (
         "not run: multi-node, the driver's machine is not one of the nodes (skipped is not "
         "passed; each node's inventory is under Hardware)"
@@ -198,11 +198,12 @@ def trust_facts(results: Results, hardware: dict[str, Any]) -> list[tuple[str, s
         + ": "
         + "; ".join(f"{f.check}: {f.message}" for f in checks)
     )
-    gpus = hardware.get("gpus") or []
+    gpus = hardware.gpus
     out = [("preflight", preflight)]
     if gpus:
-        modes = {(g.get("ecc") or {}).get("mode_current") for g in gpus}
-        errs = sum(int((g.get("ecc") or {}).get("volatile_uncorrected") or 0) for g in gpus)
+        eccs = [g.ecc or Ecc() for g in gpus]
+        modes = {e.mode_current for e in eccs}
+        errs = sum(e.volatile_uncorrected or 0 for e in eccs)
         ecc = (
             "on"
             if modes == {1}
@@ -215,11 +216,10 @@ def trust_facts(results: Results, hardware: dict[str, Any]) -> list[tuple[str, s
         if modes != {None}:
             ecc += f", {errs} uncorrected errors since boot (volatile)"
         out.append(("ECC", ecc))
-        vbios = sorted({str(g.get("vbios_version")) for g in gpus if g.get("vbios_version")})
+        vbios = sorted({g.vbios_version for g in gpus if g.vbios_version})
         out.append(("VBIOS", ", ".join(vbios) if vbios else "not recorded by this inventory"))
-        driver = (hardware.get("driver") or {}).get("version")
-        if driver:
-            out.append(("driver", str(driver)))
+        if hardware.driver and hardware.driver.version:
+            out.append(("driver", hardware.driver.version))
     commit = results.kit_commit
     out.append(
         (
