@@ -11,10 +11,10 @@ import typer
 from kit import __version__
 from kit.cli import bundle as bundle_commands
 from kit.cli.errors import run
-from kit.cli.options import PricePerGpuHour, PriceSource
+from kit.cli.options import AllowedSigners, AllowUnsigned, PricePerGpuHour, PriceSource
+from kit.cli.refs import refs_app
 from kit.errors import InputError, KitError
 from kit.recipe import MAX_GPUS, MAX_NODES, MAX_REPEATS
-from kit.refs.cli import refs_app
 from kit.terminal import install as install_safe_streams
 
 app = typer.Typer(
@@ -104,17 +104,8 @@ def reproduce(
             "recipe's nodes.hosts."
         ),
     ] = None,
-    allowed_signers: Annotated[
-        Path | None,
-        typer.Option(
-            help="Rerunning a bundle: it must be signed by a signer this OpenSSH allowed_signers "
-            "file lists."
-        ),
-    ] = None,
-    allow_unsigned: Annotated[
-        bool,
-        typer.Option("--allow-unsigned", help="With --allowed-signers: accept an unsigned bundle."),
-    ] = False,
+    allowed_signers: AllowedSigners = None,
+    allow_unsigned: AllowUnsigned = False,
     allow_path: Annotated[
         list[Path] | None,
         typer.Option(
@@ -281,18 +272,8 @@ def compare(
     ] = None,
     price_per_gpu_hour: PricePerGpuHour = None,
     price_source: PriceSource = None,
-    allowed_signers: Annotated[
-        Path | None,
-        typer.Option(
-            help="OpenSSH allowed_signers file: every bundle must be signed by a signer it lists."
-        ),
-    ] = None,
-    allow_unsigned: Annotated[
-        bool,
-        typer.Option(
-            "--allow-unsigned", help="With --allowed-signers: accept unsigned bundles too."
-        ),
-    ] = False,
+    allowed_signers: AllowedSigners = None,
+    allow_unsigned: AllowUnsigned = False,
 ) -> None:
     """Compare bundles side by side: hardware, environments, results with ratios and intervals.
 

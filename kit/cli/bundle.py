@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from kit.cli.options import PricePerGpuHour, PriceSource
+from kit.cli.options import AllowedSigners, AllowUnsigned, PricePerGpuHour, PriceSource
 from kit.errors import InputError, KitError
 
 
@@ -183,17 +183,8 @@ def accept(
     variant: Annotated[
         str | None, typer.Option(help="Judge this variant (default: p2p, else the first).")
     ] = None,
-    allowed_signers: Annotated[
-        Path | None,
-        typer.Option(
-            help="OpenSSH allowed_signers file: the bundle (and a reference bundle) must "
-            "be signed by a signer it lists."
-        ),
-    ] = None,
-    allow_unsigned: Annotated[
-        bool,
-        typer.Option("--allow-unsigned", help="With --allowed-signers: accept unsigned bundles."),
-    ] = False,
+    allowed_signers: AllowedSigners = None,
+    allow_unsigned: AllowUnsigned = False,
     json_out: Annotated[
         Path | None,
         typer.Option("--json", help="Also write the verdicts as JSON to this file ('-': stdout)."),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -16,4 +17,14 @@ PricePerGpuHour = Annotated[
 PriceSource = Annotated[
     str | None,
     typer.Option(help="Where the price comes from (a quote, a list price and its date)."),
+]
+AllowedSigners = Annotated[
+    Path | None,
+    typer.Option(
+        help="OpenSSH allowed_signers file: every bundle read must be signed by a signer it lists."
+    ),
+]
+AllowUnsigned = Annotated[
+    bool,
+    typer.Option("--allow-unsigned", help="With --allowed-signers: also accept unsigned bundles."),
 ]

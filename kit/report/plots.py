@@ -220,29 +220,31 @@ def _legend(ax: Any) -> None:
 
 def sweep_busbw(curves: dict[str, Any], title: str, salt: str) -> str | None:
     """Bus bandwidth against size, one line per variant, the min..max band of the repeats."""
-    if not any(curves["curves"].values()):
-        return None
-    with matplotlib.rc_context(RC):
-        fig, ax = _figure(2.9)
-        _sweep_lines(ax, curves, "busbw", median_label=True)
-        ax.set_ylabel("busbw (GB/s)")
-        ax.set_ylim(bottom=0)
-        ax.set_title(text(title))
-        _legend(ax)
-        return to_svg(fig, salt)
+    return _sweep(curves, "busbw", "busbw (GB/s)", title, salt, height=2.9, log=False)
 
 
 def sweep_time(curves: dict[str, Any], title: str, salt: str, op: str = "operation") -> str | None:
     """Time per operation against size, log-log (where small messages are read)."""
+    ylabel = f"time per {text(op)} (us, log)"
+    return _sweep(curves, "time", ylabel, title, salt, height=2.4, log=True)
+
+
+def _sweep(
+    curves: dict[str, Any], key: str, ylabel: str, title: str, salt: str, height: float, log: bool
+) -> str | None:
+    """One sweep figure of `key` per size; linear from 0 with the median labelled, or log."""
     if not any(curves["curves"].values()):
         return None
     with matplotlib.rc_context(RC):
-        fig, ax = _figure(2.4)
-        _sweep_lines(ax, curves, "time", median_label=False)
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: fmt_num(y)))
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.set_ylabel(f"time per {text(op)} (us, log)")
+        fig, ax = _figure(height)
+        _sweep_lines(ax, curves, key, median_label=not log)
+        if log:
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: fmt_num(y)))
+            ax.yaxis.set_minor_formatter(NullFormatter())
+        else:
+            ax.set_ylim(bottom=0)
+        ax.set_ylabel(ylabel)
         ax.set_title(text(title))
         _legend(ax)
         return to_svg(fig, salt)

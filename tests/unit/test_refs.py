@@ -9,9 +9,9 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
+from kit.cli.refs import refs_app
 from kit.errors import InputError
 from kit.refs import store
-from kit.refs.cli import refs_app
 from tests.conftest import ROOT
 
 EXAMPLES = ROOT / "reports" / "examples"

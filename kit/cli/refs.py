@@ -1,4 +1,4 @@
-"""`kit refs`: the known machines a report places a bundle against. Mount with
+"""`kit refs`: the known machines a report places a bundle against. Mounted with
 `app.add_typer(refs_app, name="refs")` in kit/cli/__init__.py."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from kit.cli.options import AllowedSigners, AllowUnsigned
 from kit.intake import check_signer_options, receive
 from kit.refs import published, store
 
@@ -31,16 +32,8 @@ def list_cmd() -> None:
 def add_cmd(
     bundle: Annotated[Path, typer.Argument(help="A bundle directory.")],
     label: Annotated[str | None, typer.Option(help="Name it (default: the hardware).")] = None,
-    allowed_signers: Annotated[
-        Path | None,
-        typer.Option(
-            help="OpenSSH allowed_signers file: the bundle must be signed by one it lists."
-        ),
-    ] = None,
-    allow_unsigned: Annotated[
-        bool,
-        typer.Option("--allow-unsigned", help="With --allowed-signers: accept an unsigned bundle."),
-    ] = False,
+    allowed_signers: AllowedSigners = None,
+    allow_unsigned: AllowUnsigned = False,
 ) -> None:
     """Add a bundle's results to your references ($KIT_REFS_DB or ~/.local/share/kit).
 
