@@ -8,6 +8,7 @@ and inside functions, `import x` and `from x import y`, relative ones resolved.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import sys
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -163,14 +164,28 @@ def is_kit(module: str) -> bool:
     return module == "kit" or module.startswith("kit.")
 
 
-def graph(imports: list[Import], functions: bool = False) -> dict[str, list[Import]]:
+def graph(
+    imports: list[Import], functions: bool = False, packages: bool = False
+) -> dict[str, list[Import]]:
     """Module-level kit -> kit edges (what runs when the module is imported); with `functions`,
-    the imports inside functions too (what the module can load at all)."""
+    the imports inside functions too (what the module can load at all). With `packages`, an
+    edge to each package `kit.a` above an imported `kit.a.b` as well, when the importer is
+    outside it: its __init__ runs first (what makes a circle of an import through it)."""
     edges: dict[str, list[Import]] = {}
     for i in imports:
         if is_kit(i.imported) and (functions or not i.in_function) and i.imported != i.importer:
             edges.setdefault(i.importer, []).append(i)
+            for package in _packages(i.imported) if packages else []:
+                if package != i.importer and not i.importer.startswith(package + "."):
+                    edges[i.importer].append(dataclasses.replace(i, imported=package))
     return edges
+
+
+def _packages(module: str) -> list[str]:
+    """The kit packages above a module, whose __init__ runs before it: kit.a.b -> [kit.a]
+    (`kit` itself is left out: every kit module is inside it)."""
+    parts = module.split(".")
+    return [".".join(parts[:n]) for n in range(2, len(parts))]
 
 
 def reach(start: str, edges: dict[str, list[Import]]) -> dict[str, list[Import]]:
@@ -330,7 +345,7 @@ def test_forbidden_layers():
 
 
 def test_no_import_circles():
-    found = cycles(graph(all_imports()))
+    found = cycles(graph(all_imports(), packages=True))
     text = "\n\n".join("\n".join(e.where() for e in chain) for chain in found)
     assert not found, "import circles:\n" + text
 
@@ -344,6 +359,17 @@ def lazy_violations(imports: list[Import]) -> list[str]:
         and not matches(i.importer, LAZY_IMPORTS_ALLOWED)
         and not (i.dynamic and i.importer in DYNAMIC_IMPORTS)
     ]
+
+
+def test_an_import_through_a_package_init_is_part_of_a_circle(tmp_path):
+    """`from kit.cli.options import X` in kit.refs runs kit/cli/__init__.py first; when that
+    imports the kit.refs module back, importing it first fails (a circle once missed)."""
+    modules = kit_modules()
+    _plant(tmp_path, modules, "kit.refs.planted", "from kit.cli.options import AllowUnsigned\n")
+    cli = (KIT / "cli" / "__init__.py").read_text() + "\nfrom kit.refs.planted import x\n"
+    _plant(tmp_path, modules, "kit.cli", cli)
+    found = cycles(graph(all_imports(modules), packages=True))
+    assert any({"kit.refs.planted", "kit.cli"} <= {e.importer for e in chain} for chain in found)
 
 
 def test_no_kit_import_inside_a_function():
