@@ -75,6 +75,26 @@ class Ecc(Open):
     aggregate_uncorrected: int | None = Field(default=None, ge=0)
 
 
+class GpuProcess(Open):
+    pid: int
+    used_memory_bytes: int | None = Field(default=None, ge=0)
+
+
+class Utilization(Open):
+    gpu: int | None = None  # percent of the last sample period with a kernel running
+    memory: int | None = None
+
+
+class RemappedRows(Open):
+    pending: int | bool | None = None
+    failure: int | bool | None = None
+
+
+class RetiredPages(Open):
+    dbe: int | None = Field(default=None, ge=0)
+    pending: int | bool | None = None
+
+
 class Gpu(Open):
     index: int = Field(ge=0)
     name: str | None = None
@@ -90,6 +110,12 @@ class Gpu(Open):
     power_limit_w: float | None = Field(default=None, ge=0)
     power_default_limit_w: float | None = Field(default=None, ge=0)
     temperature_c: int | None = None
+    temperature_slowdown_c: int | None = None
+    throttle_reasons: list[str] | None = None
+    utilization: Utilization | None = None
+    processes: list[GpuProcess] | None = None
+    remapped_rows: RemappedRows | None = None
+    retired_pages: RetiredPages | None = None
     gpu_numa_node_id: int | None = None
     pcie: Pcie | None = None
     cpu_affinity: str | None = None

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.errors import KitError
+from kit.model.hardware import Ecc, Gpu, Hardware, Pcie, RemappedRows, RetiredPages
 from kit.recipe import Recipe
 from kit.shared.p2p import p2p_off
 from kit.shared.throttle import SLOWDOWN_MASK, decode_reasons
@@ -69,12 +70,11 @@ def _fmt_bytes(n: int) -> str:
     return f"{n / GIB:.1f} GiB" if n >= GIB else f"{n / MIB:.0f} MiB"
 
 
-def check_gpu_count(inv: dict[str, Any], gpus_needed: int, gpu_ids: list[int] | None) -> list:
-    gpus = inv.get("gpus") or []
-    have = len(gpus)
+def check_gpu_count(inv: Hardware, gpus_needed: int, gpu_ids: list[int] | None) -> list:
+    have = len(inv.gpus)
     out = []
     if have < gpus_needed:
-        why = f" ({inv['nvml_error']})" if not gpus and inv.get("nvml_error") else ""
+        why = f" ({inv.nvml_error})" if not inv.gpus and inv.nvml_error else ""
         out.append(
             _finding(
                 "error",
@@ -96,13 +96,13 @@ def check_gpu_count(inv: dict[str, Any], gpus_needed: int, gpu_ids: list[int] | 
     return out
 
 
-def check_gpu_busy(g: dict[str, Any], busy_pct: int) -> list:
-    procs = g.get("processes") or []
-    label = f"GPU {g['index']}"
+def check_gpu_busy(g: Gpu, busy_pct: int) -> list:
+    procs = g.processes or []
+    label = f"GPU {g.index}"
     if procs:
         shown = ", ".join(
-            f"pid {p['pid']}"
-            + (f" ({_fmt_bytes(p['used_memory_bytes'])})" if p.get("used_memory_bytes") else "")
+            f"pid {p.pid}"
+            + (f" ({_fmt_bytes(p.used_memory_bytes)})" if p.used_memory_bytes else "")
             for p in procs[:3]
         )
         more = f" and {len(procs) - 3} more" if len(procs) > 3 else ""
@@ -114,7 +114,7 @@ def check_gpu_busy(g: dict[str, Any], busy_pct: int) -> list:
                 "a busy GPU slows every rank",
             )
         ]
-    util = (g.get("utilization") or {}).get("gpu")
+    util = g.utilization.gpu if g.utilization else None
     if util is not None and util >= busy_pct:
         return [
             _finding(
@@ -144,13 +144,13 @@ def check_shm(
     ]
 
 
-def check_pcie(g: dict[str, Any]) -> list:
+def check_pcie(g: Gpu) -> list:
     """A link trained below its maximum. Width is always a fault; generation only under load:
     idle GPUs drop to Gen1 to save power and come back up when they work."""
-    p = g.get("pcie") or {}
-    label = f"GPU {g['index']}"
+    p = g.pcie or Pcie()
+    label = f"GPU {g.index}"
     out = []
-    wc, wm = p.get("width_current"), p.get("width_max")
+    wc, wm = p.width_current, p.width_max
     if wc and wm and wc < wm:
         out.append(
             _finding(
@@ -159,8 +159,8 @@ def check_pcie(g: dict[str, Any]) -> list:
                 f"{label} PCIe link runs x{wc} of x{wm}: reseat the card or check the slot/riser",
             )
         )
-    gc, gm = p.get("gen_current"), p.get("gen_max")
-    idle = "GpuIdle" in (g.get("throttle_reasons") or [])
+    gc, gm = p.gen_current, p.gen_max
+    idle = "GpuIdle" in (g.throttle_reasons or [])
     if gc and gm and gc < gm and not idle:
         out.append(
             _finding(
@@ -173,60 +173,60 @@ def check_pcie(g: dict[str, Any]) -> list:
     return out
 
 
-def check_ecc(g: dict[str, Any]) -> list:
-    label = f"GPU {g['index']}"
+def check_ecc(g: Gpu) -> list:
+    label = f"GPU {g.index}"
     out = []
-    ecc = g.get("ecc") or {}
-    if (ecc.get("volatile_uncorrected") or 0) > 0:
+    ecc = g.ecc or Ecc()
+    if (ecc.volatile_uncorrected or 0) > 0:
         out.append(
             _finding(
                 "error",
                 "ecc",
-                f"{label} has {ecc['volatile_uncorrected']} uncorrected ECC error(s) since boot",
+                f"{label} has {ecc.volatile_uncorrected} uncorrected ECC error(s) since boot",
             )
         )
-    elif (ecc.get("aggregate_uncorrected") or 0) > 0:
+    elif (ecc.aggregate_uncorrected or 0) > 0:
         out.append(
             _finding(
                 "warn",
                 "ecc",
-                f"{label} has {ecc['aggregate_uncorrected']} uncorrected ECC error(s) "
+                f"{label} has {ecc.aggregate_uncorrected} uncorrected ECC error(s) "
                 "over its lifetime",
             )
         )
-    rows = g.get("remapped_rows") or {}
-    if rows.get("failure"):
+    rows = g.remapped_rows or RemappedRows()
+    if rows.failure:
         out.append(_finding("error", "ecc", f"{label} row remapping failed: the GPU needs service"))
-    elif rows.get("pending"):
+    elif rows.pending:
         out.append(
             _finding(
                 "warn", "ecc", f"{label} has a row remapping pending: reset the GPU to apply it"
             )
         )
-    pages = g.get("retired_pages") or {}
-    if pages.get("pending"):
+    pages = g.retired_pages or RetiredPages()
+    if pages.pending:
         out.append(
             _finding(
                 "warn", "ecc", f"{label} has a page retirement pending: reset the GPU to apply it"
             )
         )
-    if pages.get("dbe"):
+    if pages.dbe:
         out.append(
             _finding(
                 "warn",
                 "ecc",
-                f"{label} has {pages['dbe']} page(s) retired for double-bit ECC errors",
+                f"{label} has {pages.dbe} page(s) retired for double-bit ECC errors",
             )
         )
     return out
 
 
-def check_thermal(g: dict[str, Any], options: PreflightOptions) -> list:
-    label = f"GPU {g['index']}"
+def check_thermal(g: Gpu, options: PreflightOptions) -> list:
+    label = f"GPU {g.index}"
     out = []
-    temp = g.get("temperature_c")
+    temp = g.temperature_c
     if temp is not None and temp >= options.max_temperature_c:
-        slow = g.get("temperature_slowdown_c")
+        slow = g.temperature_slowdown_c
         extra = f", it slows down at {slow} C" if slow else ""
         out.append(
             _finding(
@@ -236,7 +236,7 @@ def check_thermal(g: dict[str, Any], options: PreflightOptions) -> list:
                 f"(limit {options.max_temperature_c:g} C{extra})",
             )
         )
-    reasons = sorted(set(g.get("throttle_reasons") or []) & SLOWDOWN_REASONS)
+    reasons = sorted(set(g.throttle_reasons or []) & SLOWDOWN_REASONS)
     if reasons:
         out.append(
             _finding(
@@ -249,7 +249,7 @@ def check_thermal(g: dict[str, Any], options: PreflightOptions) -> list:
 
 
 def run_checks(
-    inv: dict[str, Any],
+    inv: Hardware,
     *,
     gpus_needed: int,
     gpu_ids: list[int] | None = None,
@@ -269,17 +269,16 @@ def run_checks(
     if device != "cuda":
         return []
     findings = check_gpu_count(inv, gpus_needed, gpu_ids)
-    gpus = inv.get("gpus") or []
-    used = sorted(set(gpu_ids or range(min(gpus_needed, len(gpus)))))
-    for g in gpus:
-        if g["index"] not in used:
+    used = sorted(set(gpu_ids or range(min(gpus_needed, len(inv.gpus)))))
+    for g in inv.gpus:
+        if g.index not in used:
             continue
         findings += check_gpu_busy(g, options.busy_utilization_pct)
         findings += check_pcie(g)
         findings += check_ecc(g)
         findings += check_thermal(g, options)
     if shm_bytes is None:
-        shm_bytes = (inv.get("host") or {}).get("shm_bytes")
+        shm_bytes = inv.host.shm_bytes if inv.host else None
         shm_where = shm_where or "/dev/shm on this host"
     findings += check_shm(shm_bytes, needs_shm, options, shm_where or "/dev/shm")
     return apply_options(findings, options)
@@ -312,9 +311,14 @@ def raise_if_fatal(findings: list[dict[str, str]]) -> None:
 
 
 def check_recipe(
-    recipe: Recipe, device: str, hardware: dict[str, Any], options: PreflightOptions
+    recipe: Recipe, device: str, hardware: Hardware | dict[str, Any], options: PreflightOptions
 ) -> list[dict[str, Any]]:
-    """The checks a recipe needs on this machine: its GPUs, and SHM when a variant turns P2P off."""
+    """The checks a recipe needs on this machine: its GPUs, and SHM when a variant turns P2P off.
+
+    `hardware`: this machine's inventory (kit.inventory.measure()), or the dict the engine is
+    about to write as hardware.json (kit.inventory.collect()), read as the same model here."""
+    if isinstance(hardware, dict):
+        hardware = Hardware.model_validate(hardware)
     variants = recipe.resolved_variants()
     ids = {i for v in variants for i in (v.gpu_ids or [])}
     if any(not v.gpu_ids for v in variants):

@@ -9,7 +9,15 @@ import pytest
 
 from kit.errors import KitError
 from kit.inventory import build_inventory
-from kit.run.preflight import PreflightError, PreflightOptions, raise_if_fatal, run_checks
+from kit.model import Hardware
+from kit.recipe import load_recipe
+from kit.run.preflight import (
+    PreflightError,
+    PreflightOptions,
+    check_recipe,
+    raise_if_fatal,
+    run_checks,
+)
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nvml"
 GIB = 2**30
@@ -21,7 +29,7 @@ def snap(name: str = "h100x8_dgx") -> dict:
 
 def check(s: dict, **kw) -> list[dict]:
     kw.setdefault("gpus_needed", 2)
-    return run_checks(build_inventory(s), **kw)
+    return run_checks(Hardware.model_validate(build_inventory(s)), **kw)
 
 
 def test_healthy_machines_have_no_findings() -> None:
@@ -203,3 +211,17 @@ def test_unknown_allow_name_is_an_input_error() -> None:
     ) as err:
         PreflightOptions(allow=frozenset({"gpu-hot"}))
     assert err.value.exit_code == 2
+
+
+def test_the_engine_inventory_and_a_measured_one_read_alike() -> None:
+    """check_recipe takes the dict the engine writes as hardware.json or the typed model
+    (kit.inventory.measure()): one reader, the same findings."""
+    s = snap("h200x2_nvswitch")
+    s["nvml"]["gpus"][1]["processes"] = [{"pid": 4242, "used_memory_bytes": 2 * GIB}]
+    inv = build_inventory(s)
+    recipe = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "allreduce.yaml")
+    found = check_recipe(recipe, "cuda", inv, PreflightOptions())
+    assert found == check_recipe(recipe, "cuda", Hardware.model_validate(inv), PreflightOptions())
+    assert [f["check"] for f in found] == ["gpu-busy"] and "pid 4242 (2.0 GiB)" in found[0][
+        "message"
+    ]
