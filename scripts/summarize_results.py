@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kit.model import load_bundle  # noqa: E402
-from kit.refs.nccl_tests import parse  # noqa: E402
+from kit.refs.nccl_tests import parse, size_words  # noqa: E402
 from kit.report.analysis import bundle_benchmarks, size_table  # noqa: E402
 from kit.stats import paired_ratio, summarize  # noqa: E402
 
@@ -35,13 +35,6 @@ def kit_allreduce(bundle: Path, variant: str, bench: str | None) -> dict[int, tu
     {bytes: (time us, busbw GB/s)}; `bench` picks one benchmark where the bundle ran several."""
     benches = bundle_benchmarks(load_bundle(bundle))
     return size_table(next(b for b in benches if bench in (None, b.name)), variant)
-
-
-def human(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:g} {unit}"
-    return f"{n} B"
 
 
 def allreduce_table(
@@ -68,7 +61,7 @@ def allreduce_table(
                 size >= 1 << 20 and abs(ratio - 1) > 0.03
             ):
                 print(
-                    f"| {human(size)} | {variant} | {kt:.2f} | {rt:.2f} | {kb:.2f} | {rb:.2f} | "
+                    f"| {size_words(size)} | {variant} | {kt:.2f} | {rt:.2f} | {kb:.2f} | {rb:.2f} | "
                     f"{ratio:.3f} (time x{kt / rt:.2f}) |"
                 )
     print("\nLowest busbw ratio kit/nccl-tests at 1 MiB and up: "

@@ -110,5 +110,14 @@ def below(
     return out
 
 
+def size_words(n: int) -> str:
+    """A message size in binary units as nccl-tests' sizes read (8 B, 256 KiB, 1 MiB, 1.5 GiB):
+    the report's sentences, the published-figure comparison and the device scripts print it."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:g} {unit}"
+    return f"{n} B"
+
+
 def _slug(gpu: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", gpu.lower().replace("nvidia", "")).strip("-")

@@ -18,6 +18,7 @@ from typing import Any
 from kit.errors import InputError
 from kit.inventory.topology import fabric_words, gpu_fabric
 from kit.model import Hardware, RunResult
+from kit.refs.nccl_tests import size_words
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,9 @@ def differing(figure: Figure, mine: Conditions) -> list[tuple[str, str]]:
     if figure.fabric and mine.fabric and figure.fabric != mine.fabric:
         out.append(("fabric", f"GPUs joined by {figure.fabric} there, by {mine.fabric} here"))
     if figure.size_bytes and mine.size_bytes and figure.size_bytes != mine.size_bytes:
-        words = f"taken at {_bytes(figure.size_bytes)} there, {_bytes(mine.size_bytes)} here"
+        words = (
+            f"taken at {size_words(figure.size_bytes)} there, {size_words(mine.size_bytes)} here"
+        )
         out.append(("size", words))
     if figure.seq_len and mine.seq_len and figure.seq_len != mine.seq_len:
         out.append(("seq_len", f"sequence {figure.seq_len} there, {mine.seq_len} here"))
@@ -191,10 +194,3 @@ def _same_gpu(published: str, recorded: str) -> bool:
         return words[0] if words else ""
 
     return any(model(p) == model(recorded) for p in published.split("/"))
-
-
-def _bytes(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:g} {unit}"
-    return f"{n} B"

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kit.model import load_bundle  # noqa: E402
-from kit.refs.nccl_tests import parse  # noqa: E402
+from kit.refs.nccl_tests import parse, size_words  # noqa: E402
 from kit.report.analysis import Benchmark, bundle_benchmarks, size_table  # noqa: E402
 from kit.workloads.registry import SPECS  # noqa: E402
 
@@ -50,19 +50,12 @@ def kit_rows(benches: list[Benchmark], kind: str, variant: str) -> dict[int, tup
 OTHER = {"in-place": "out-of-place", "out-of-place": "in-place"}
 
 
-def human(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:g} {unit}"
-    return f"{n} B"
-
-
 def compare(bundle: Path, refs: Path) -> tuple[str, dict]:
     benches = bundle_benchmarks(load_bundle(bundle))
     variants = list(dict.fromkeys(v.name for b in benches for v in b.variants))
     lines = [
         f"# Collectives: kit (`{bundle.name}`) against nccl-tests, same call\n",
-        f"Per size from {human(FROM_BYTES)} up: the kit's busbw over nccl-tests' busbw in the "
+        f"Per size from {size_words(FROM_BYTES)} up: the kit's busbw over nccl-tests' busbw in the "
         "column that times what the kit times. PASS: every such size at least "
         f"{FLOOR}x and the kit's headline (largest size) within {1 - PLATEAU:.0%} of its sweep's "
         "highest busbw.\n",
@@ -95,7 +88,7 @@ def compare(bundle: Path, refs: Path) -> tuple[str, dict]:
                 ratio = kb / rb if rb else float("nan")
                 ratios.append((size, ratio))
                 lines.append(
-                    f"| {human(size)} | {kt:.1f} | {rt:.1f} | {kb:.2f} | {rb:.2f} | "
+                    f"| {size_words(size)} | {kt:.1f} | {rt:.1f} | {kb:.2f} | {rb:.2f} | "
                     f"{other_ref.get(size, (0, float('nan')))[1]:.2f} | {ratio:.3f} |"
                 )
             largest = max(kit)
@@ -113,8 +106,8 @@ def compare(bundle: Path, refs: Path) -> tuple[str, dict]:
             }
             lines.append(
                 f"\n{'PASS' if ok else 'FAIL'}: lowest ratio {worst[1]:.3f}"
-                f"{f' at {human(worst[0])}' if worst[0] else ''}; headline "
-                f"{kit[largest][1]:.1f} GB/s at {human(largest)}, sweep peak {peak:.1f} "
+                f"{f' at {size_words(worst[0])}' if worst[0] else ''}; headline "
+                f"{kit[largest][1]:.1f} GB/s at {size_words(largest)}, sweep peak {peak:.1f} "
                 f"({'on' if on_plateau else 'NOT on'} the plateau)\n"
             )
     return "\n".join(lines), summary

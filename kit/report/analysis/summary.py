@@ -23,7 +23,7 @@ from kit.facts.efficiency import (
 from kit.facts.price import Price, parse_price
 from kit.facts.window import POWER_CAP_REASON, WindowFacts, window_facts
 from kit.model import Hardware, RunResult
-from kit.refs.nccl_tests import BELOW, SHIPPED_VARIANTS, below, reference_for
+from kit.refs.nccl_tests import BELOW, SHIPPED_VARIANTS, below, reference_for, size_words
 from kit.refs.published import for_kind, place, run_conditions
 from kit.report.analysis.model import Benchmark, VariantBlock
 from kit.report.analysis.sweeps import sweep_curves
@@ -329,11 +329,11 @@ def plateau_words(runs: list[RunResult]) -> str:
     rise = b_last / b_before - 1
     if rise > PLATEAU_RISE:
         return (
-            f"taken at {_bytes(last)}, where bus bandwidth was still rising ({rise:+.1%} from "
-            f"{_bytes(before)}): below the plateau, so it understates the link; nccl-tests "
+            f"taken at {size_words(last)}, where bus bandwidth was still rising ({rise:+.1%} from "
+            f"{size_words(before)}): below the plateau, so it understates the link; nccl-tests "
             "practice sweeps to 8 or 16 GiB where memory allows"
         )
-    return f"taken at {_bytes(last)}, on the plateau ({rise:+.1%} from {_bytes(before)})"
+    return f"taken at {size_words(last)}, on the plateau ({rise:+.1%} from {size_words(before)})"
 
 
 def below_nccl_tests(
@@ -360,7 +360,7 @@ def below_nccl_tests(
     )
     if not low:
         return f"within {1 - BELOW:.0%} of {where} at every size it moved 1 GB/s or more"
-    sizes = ", ".join(f"{_bytes(size)} ({ratio:.2f}x)" for size, ratio in low)
+    sizes = ", ".join(f"{size_words(size)} ({ratio:.2f}x)" for size, ratio in low)
     return (
         f"below {BELOW:.0%} of {where} at {sizes} (of the sizes where nccl-tests moved 1 GB/s "
         "or more; under that the figure is latency: see the time column)"
@@ -453,7 +453,7 @@ def ran_line(bench: Benchmark, smoke: bool = False) -> str:
         if name in params and (words := on if params[name] else off):
             parts.append(words)
     if "min_bytes" in params and "max_bytes" in params:
-        parts.insert(0, f"{_bytes(params['min_bytes'])} to {_bytes(params['max_bytes'])}")
+        parts.insert(0, f"{size_words(params['min_bytes'])} to {size_words(params['max_bytes'])}")
     world = sorted({r.world_size for r in ok if r.world_size})
     on = "processes" if ok and ok[0].device == "cpu" else "GPUs"
     if world == [1]:
@@ -461,12 +461,3 @@ def ran_line(bench: Benchmark, smoke: bool = False) -> str:
     where = f" on {'/'.join(map(str, world))} {on}" if world else ""
     text = ", ".join(parts) + where if parts else "parameters not recorded" + where
     return text
-
-
-def _bytes(n: Any) -> str:
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:g} {unit}"
-        n /= 1024
-    return f"{n:g} GiB"
