@@ -9,6 +9,7 @@ from typing import Any
 
 from kit.bundle import MANIFEST, REPORT_FILES, SIGNATURE, sha256_file
 from kit.model import Environment, Hardware, Results
+from kit.model.base import Open
 from kit.model.hardware import Detection, Host, Pcie
 from kit.report.plots import human_bytes as _human_bytes
 from kit.safeio import scan
@@ -210,16 +211,19 @@ def nodes_view(hw: Hardware, results: Results) -> dict[str, Any] | None:
     return {"rows": rows, "transports": transports}
 
 
+def _listed(record: Open | None, apart: str) -> list[tuple[str, Any]]:
+    """The fields a record holds (Open.written), as a table lists them: none empty, and not
+    `apart` (the part the page shows on its own)."""
+    fields = record.written() if record is not None else []
+    return [(k, v) for k, v in fields if k != apart and v not in (None, "")]
+
+
 def environment_view(env: Environment | None, results: Results) -> dict[str, Any]:
-    """environment.json's fields in the order it wrote them (each runtime writes its own), and
-    the versions each run saw."""
+    """environment.json's fields (each runtime records its own), the versions read inside it,
+    and the versions each run saw."""
     container = env.container if env else None
-    versions = [
-        (k, v) for k, v in container.written() if k != "packages" and v not in (None, "")
-    ] if container else []  # fmt: skip
-    fingerprint = [
-        (k, v) for k, v in env.written() if k != "container" and v not in (None, "")
-    ] if env else []  # fmt: skip
+    versions = _listed(container, "packages")
+    fingerprint = _listed(env, "container")
     runtime = (env.runtime if env else None) or results.runtime
     # versions seen by the runs themselves: they must agree with each other
     seen: dict[str, set[str]] = {}
