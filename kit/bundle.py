@@ -29,6 +29,7 @@ from kit import __version__
 from kit.errors import InputError
 from kit.model import (
     BUNDLE_SCHEMA,
+    BundleStatus,
     Environment,
     Hardware,
     Results,
@@ -91,14 +92,28 @@ def kit_commit() -> str | None:
 
 @dataclass
 class Bundle:
-    """A bundle being written: results.json's header and the driver's decisions as the dict the
-    file holds (`results`), its runs typed (`runs`, kit.model.RunResult), written by `save`."""
+    """A bundle being written. results.json is carried typed (`results`: kit.model.Results, its
+    header, runs and what the driver decided on the way) and written whole by `save`, with the
+    model's own dump: the fields that were read, given or set, none filled in from defaults."""
 
     path: Path
-    results: dict[str, Any] = field(default_factory=dict)
+    read: dict[str, Any] | None = field(default=None, repr=False)
+    """results.json as `load` read it: checked against the model when a writer first asks for
+    `results` (a reader of a received bundle checks its manifest first, then loads it typed)."""
+    _results: Results | None = field(default=None, repr=False)
+
+    @property
+    def results(self) -> Results:
+        """results.json, typed: what the driver sets and appends to; one InputError line for a
+        loaded file that does not validate."""
+        if self._results is None:
+            self._results = validate(Results, self.read, self.path / files.RESULTS)
+        return self._results
 
     @classmethod
     def create(cls, path: Path, recipe: dict[str, Any], header: dict[str, Any]) -> Bundle:
+        """A new bundle: its folders, recipe.yaml and results.json with `header` (kit.model.Results'
+        fields: recipe, device, runtime, pinned, smoke, repeats, ...)."""
         try:
             if path.exists() and (not path.is_dir() or any(path.iterdir())):
                 raise InputError(f"{path}: already exists and is not empty; choose another --out")
@@ -107,8 +122,7 @@ class Bundle:
         except OSError as exc:
             raise InputError(f"{path}: cannot create the bundle there ({exc.strerror})") from None
         write_text(path / files.RECIPE, yaml.safe_dump(recipe, sort_keys=False))
-        bundle = cls(path)
-        bundle.results = {
+        first = {
             "schema": BUNDLE_SCHEMA,
             "kit_version": __version__,
             "kit_commit": kit_commit(),
@@ -120,16 +134,16 @@ class Bundle:
             **header,
             "runs": [],
         }
+        bundle = cls(path, _results=validate(Results, first, path / files.RESULTS))
         bundle.save()
         return bundle
 
     @classmethod
     def load(cls, path: Path) -> Bundle:
-        """A bundle to add to or to check: results.json as the dict it was written as (the engine
-        and `kit seal` add to it and rewrite it), read by kit.model's strict reader (no link, no
-        NaN, no duplicate key, bounded) and its schema version checked. Its fields are checked
-        by kit.model.load_bundle, which readers call after the manifest check; its runs when a
-        writer first asks for them (`runs`)."""
+        """A bundle to add to (kit seal, Slurm collect) or to render: results.json read by
+        kit.model's strict reader (no link, no NaN, no duplicate key, bounded) and its schema
+        version checked. Its fields are checked when a writer first asks for `results`, or by
+        kit.model.load_bundle, which readers call after the manifest check."""
         path = Path(path)
         check_folder(path)
         if not os.path.lexists(path / files.RESULTS):
@@ -182,40 +196,18 @@ class Bundle:
     def log_path(self, run_id: str) -> Path:
         return self.path / files.LOGS / f"{run_id}.log"
 
-    @property
-    def runs(self) -> list[RunResult]:
-        """The runs, typed: what the driver appends to and reads. A loaded bundle's are
-        validated on first use (kit seal, Slurm collect), each problem one InputError line."""
-        runs = self.results.get("runs")
-        shown = self.path / files.RESULTS
-        if not isinstance(runs, list):
-            raise InputError(f"{shown}: runs: expected a list")
-        if not all(isinstance(r, RunResult) for r in runs):
-            runs[:] = [
-                r
-                if isinstance(r, RunResult)
-                else validate(RunResult, r, Path(f"{shown}: runs.{i}"))
-                for i, r in enumerate(runs)
-            ]
-        return runs
-
     def add_run(self, result: RunResult) -> None:
-        self.runs.append(result)
+        self.results.runs.append(result)
         self.save()
 
     def save(self) -> None:
-        """results.json: the header as it stands, each typed run as its file holds it (the
-        fields the worker wrote and the driver added, kit.model's own dump)."""
-        runs = self.results.get("runs")
-        if isinstance(runs, list):
-            written = [r.dump(as_written=True) if isinstance(r, RunResult) else r for r in runs]
-            write_json(self.path / files.RESULTS, {**self.results, "runs": written})
-        else:  # a loaded bundle whose runs no writer asked for: as it was read
-            write_json(self.path / files.RESULTS, self.results)
+        """results.json as the model holds it: each run as the worker wrote it plus the fields
+        the driver set, the header and the driver's decisions (kit.model's own dump, once)."""
+        write_json(self.path / files.RESULTS, self.results.dump(as_written=True))
 
-    def finish(self, status: str) -> None:
-        self.results["status"] = status
-        self.results["finished_at"] = now_iso()
+    def finish(self, status: BundleStatus) -> None:
+        self.results.status = status
+        self.results.finished_at = now_iso()
         self.save()
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from kit.bundle import MANIFEST, Bundle, write_manifest
 from kit.errors import InputError, KitError
-from kit.model import RunResult, read_model
+from kit.model import RunResult, SealedAfter, read_model
 from kit.runtime.heartbeat import FILE as HEARTBEAT
 from kit.safeio import TMP_SUFFIX, scan
 from kit.shared import files
@@ -80,7 +80,7 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
     bundle = Bundle.load(path)  # refuses links, FIFOs, devices and malformed results.json
     if os.path.lexists(path / MANIFEST):
         raise InputError(f"{path}: already sealed ({MANIFEST}); `kit verify {path}` checks it")
-    recorded = bundle.runs  # read typed before anything is touched: a malformed run is one line
+    results = bundle.results  # typed before anything is touched: a malformed file is one line
     # a write cut short (.tmp), and the heartbeat a killed driver could not remove
     removed = [
         n for n in scan(path).files
@@ -88,9 +88,9 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
     ]  # fmt: skip
     for name in removed:  # a write cut short; the file it was to replace holds the last whole one
         os.unlink(path / name)
-    recovered = _stray_results(bundle, {r.run_id for r in recorded})
-    recorded.extend(recovered)
-    before = bundle.results.get("status")
+    recovered = _stray_results(bundle, {r.run_id for r in results.runs})
+    results.runs.extend(recovered)
+    before = results.status
     note = {
         "at": now_iso(),
         "by": "kit seal",
@@ -99,10 +99,10 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
         "recovered_runs": [r.run_id for r in recovered],
         "reason": "the seal of this bundle was interrupted (no manifest was written)",
     }
-    bundle.results["sealed_after"] = note
-    if before in (None, "running"):
-        bundle.results["status"] = "interrupted"
-        bundle.results["finished_at"] = bundle.results.get("finished_at") or now_iso()
+    results.sealed_after = SealedAfter.model_validate(note)
+    if before == "running":
+        results.status = "interrupted"
+        results.finished_at = results.finished_at or now_iso()
     bundle.save()
     seal_bundle(bundle, warn)
     return bundle, note

@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+HEADER = {"recipe": "test", "device": "cpu", "runtime": "host", "pinned": False, "smoke": True,
+          "repeats": 1}  # fmt: skip
+"""The header fields kit.bundle.Bundle.create needs (kit.model.Results), for a test's bundle."""
 
 
 def results_model(runs: list[dict] | None = None, **header):

@@ -150,8 +150,8 @@ def seal(bundle: Annotated[Path, typer.Argument(help="A bundle whose seal was in
 
     b, note = recover(bundle, _warn)
     _warn(
-        f"kit: sealed {b.path}: status {b.results.get('status')}, "
-        f"{len(b.runs)} runs ({len(note['recovered_runs'])} recovered), "
+        f"kit: sealed {b.path}: status {b.results.status}, "
+        f"{len(b.results.runs)} runs ({len(note['recovered_runs'])} recovered), "
         f"{len(note['removed_temporary_files'])} temporary files removed"
     )
     print(b.path)

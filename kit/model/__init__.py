@@ -14,7 +14,15 @@ from kit.model.environment import ContainerVersions, Environment
 from kit.model.hardware import Hardware
 from kit.model.loader import BundleData, RunFiles, check_schema, load_bundle, read_model, validate
 from kit.model.recipes import recipe_differences
-from kit.model.results import AdaptiveRecord, EnvironmentDifference, PreflightFinding, Results
+from kit.model.results import (
+    AdaptiveRecord,
+    BundleStatus,
+    EnvironmentDifference,
+    PreflightFinding,
+    Results,
+    SealedAfter,
+    SlurmInfo,
+)
 from kit.model.run import Metric, RunData, RunResult, RunSpec, SizeRow, Telemetry
 
 __all__ = [
@@ -23,6 +31,7 @@ __all__ = [
     "SCHEMAS",
     "AdaptiveRecord",
     "BundleData",
+    "BundleStatus",
     "ContainerVersions",
     "Environment",
     "EnvironmentDifference",
@@ -34,7 +43,9 @@ __all__ = [
     "RunFiles",
     "RunResult",
     "RunSpec",
+    "SealedAfter",
     "SizeRow",
+    "SlurmInfo",
     "Telemetry",
     "check_schema",
     "load_bundle",

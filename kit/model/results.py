@@ -92,6 +92,9 @@ class Results(Closed):
     created_at: str
     finished_at: str | None = None
     status: BundleStatus
+    # the fields in the order kit.bundle.Bundle.create has written them since the first bundles
+    preflight: list[PreflightFinding] = Field(default_factory=list)
+    reproduces: Reproduces | None = None
     recipe: str
     device: str
     runtime: str
@@ -102,8 +105,6 @@ class Results(Closed):
     planned_repeats: int = Field(alias="repeats", ge=1, le=MAX_REPEATS)
     command: str = ""
     planned_runs: int = Field(default=0, ge=0)
-    preflight: list[PreflightFinding] = Field(default_factory=list)
-    reproduces: Reproduces | None = None
     runs: list[RunResult] = Field(default_factory=list)
     adaptive: dict[str, AdaptiveRecord] = Field(default_factory=dict)  # per benchmark
     # differences that can change a number; environment_notes: those that cannot (image ids)

@@ -18,7 +18,7 @@ from typing import Any
 from kit.bundle import Bundle, default_bundle_dir, now_iso
 from kit.errors import InputError, KitError
 from kit.inventory import collect
-from kit.model import AdaptiveRecord, RunResult
+from kit.model import AdaptiveRecord, PreflightFinding, RunResult
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec, plan, plan_repeat
 from kit.run.preflight import PreflightOptions, check_recipe, raise_if_fatal
@@ -180,7 +180,7 @@ def prepare(recipe: Recipe, options: Options, runtime: Runtime | None = None) ->
     if runtime.inventory:
         hardware["nodes"] = runtime.inventory
     bundle.write_json(files.HARDWARE, hardware)
-    bundle.results["preflight"] = findings
+    bundle.results.preflight = [PreflightFinding.model_validate(f) for f in findings]
     bundle.write_json(files.ENVIRONMENT, runtime.environment)
     policy = AdaptiveRepeats(planned, cap, recipe.cv_threshold)
     return Prepared(recipe, device, smoke, runs, runtime, bundle, policy)
@@ -235,8 +235,9 @@ def execute(
             if stopped:
                 raise KeyboardInterrupt
             if not queue or queue[0].benchmark != spec.benchmark:  # its last planned repeat
-                record = adaptive_record(bundle.runs, spec.benchmark, p.policy)
-                bundle.results.setdefault("adaptive", {})[spec.benchmark] = record.dump()
+                record = adaptive_record(bundle.results.runs, spec.benchmark, p.policy)
+                # assigned, not updated in place: the dump writes what was set
+                bundle.results.adaptive = {**bundle.results.adaptive, spec.benchmark: record}
                 bundle.save()
                 if record.more:
                     extra = plan_repeat(p.recipe, spec.benchmark, record.repeats, p.device, p.smoke)
@@ -247,7 +248,7 @@ def execute(
         console.print("kit: interrupted; writing the bundle with what finished")
     except Exception as exc:  # the engine itself: never a `complete` bundle, then one line
         state.fault, state.code = exc, 1
-        bundle.results["error"] = f"{type(exc).__name__}: {exc}"
+        bundle.results.error = f"{type(exc).__name__}: {exc}"
         console.print(f"kit: run stopped by {type(exc).__name__}: {exc}", markup=False)
     finally:
         for sig, handler in previous.items():

@@ -17,7 +17,7 @@ from kit.bundle import MANIFEST, Bundle, sha256_file
 from kit.envdiff import Difference, environment_diff
 from kit.errors import InputError
 from kit.intake import receive
-from kit.model import BundleData, Environment, Hardware, validate
+from kit.model import BundleData, Environment, EnvironmentDifference, Hardware, validate
 from kit.recipe import NAME_PATTERN, Recipe
 from kit.run.engine import Options, resolve_device, run_recipe
 from kit.run.rerun_paths import check_nodes, check_paths
@@ -237,10 +237,12 @@ def check_after_run(
     env: Environment | None = bundle.read_typed(files.ENVIRONMENT)  # type: ignore[assignment]
     hardware: Hardware | None = bundle.read_typed(files.HARDWARE)  # type: ignore[assignment]
     diffs = environment_diff(expected, env, expected_hardware, hardware, informational=True)
-    bundle.results["environment_diff"] = [d.to_dict() for d in diffs if d.matters]
-    notes = [d.to_dict() for d in diffs if not d.matters]
+    bundle.results.environment_diff = [
+        EnvironmentDifference.model_validate(d.to_dict()) for d in diffs if d.matters
+    ]
+    notes = [EnvironmentDifference.model_validate(d.to_dict()) for d in diffs if not d.matters]
     if notes:
-        bundle.results["environment_notes"] = notes
+        bundle.results.environment_notes = notes
     if env is not None and env.container is not None and env.container.model_fields_set:
         print_differences(diffs, "as the runs recorded it")
     return [d for d in diffs if d.matters]

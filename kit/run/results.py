@@ -215,7 +215,7 @@ def write_specs(bundle: Bundle, runs: list[RunSpec]) -> None:
 def record_container(bundle: Bundle, environment: dict[str, Any] | None = None) -> None:
     """environment.json (the given record, else the one written) with the software the first
     finished run reported inside its container, where the record has none."""
-    ok = [r for r in bundle.runs if r.status == "ok"]
+    ok = [r for r in bundle.results.runs if r.status == "ok"]
     env = environment if environment is not None else bundle.read_json(files.ENVIRONMENT) or {}
     missing = bool(ok) and not env.get("container")
     if missing:
@@ -233,7 +233,7 @@ def close_bundle(
 ) -> str:
     """The status from the runs (never `complete` after an engine fault), finished, `check`ed
     (a batch runtime reads back what it wrote) and sealed whatever the check says."""
-    status = bundle_status(bundle.runs, planned, interrupted)
+    status = bundle_status(bundle.results.runs, planned, interrupted)
     if fault and status == "complete":
         status = "partial"
     bundle.finish(status)

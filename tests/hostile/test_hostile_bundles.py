@@ -18,7 +18,7 @@ import pytest
 
 from kit.bundle import MANIFEST, REPORT_FILES, Bundle, verify_manifest, write_manifest
 from kit.errors import InputError
-from tests.conftest import ROOT, run_kit
+from tests.conftest import HEADER, ROOT, run_kit
 
 FIXTURE = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"
 
@@ -211,7 +211,7 @@ def test_write_manifest_refuses_links_and_drops_empty_folders(tmp_path):
 def test_bundle_writes_replace_links_never_follow_them(tmp_path):
     victim = tmp_path / "victim.json"
     victim.write_text("precious\n")
-    bundle = Bundle.create(tmp_path / "b", {"kit": 1}, {})
+    bundle = Bundle.create(tmp_path / "b", {"kit": 1}, HEADER)
     os.unlink(bundle.path / "results.json")
     os.symlink(victim, bundle.path / "results.json")
     bundle.save()

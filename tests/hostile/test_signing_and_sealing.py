@@ -14,7 +14,7 @@ import pytest
 from kit.bundle import MANIFEST, SIGNATURE, Bundle, verify_manifest
 from kit.errors import KitError
 from kit.signature import signature_status
-from tests.conftest import ROOT, run_kit
+from tests.conftest import HEADER, ROOT, run_kit
 
 FIXTURE = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"
 needs_ssh_keygen = pytest.mark.skipif(
@@ -210,9 +210,9 @@ def fill(folder: Path) -> None:
 
 
 def test_full_disk_is_one_line_and_leaves_no_tmp(small_disk):
-    bundle = Bundle.create(small_disk / "b", {"kit": 1}, {"recipe": "x"})
+    bundle = Bundle.create(small_disk / "b", {"kit": 1}, HEADER)
     fill(small_disk)
-    bundle.results["runs"].append({"run_id": "r", "data": "x" * 10000})
+    bundle.results.error = "x" * 10000
     with pytest.raises(KitError, match=r"results\.json: not written: the disk is full"):
         bundle.save()
     assert not [p for p in small_disk.rglob("*") if p.name.endswith(".tmp")]

@@ -30,7 +30,7 @@ def bundle_measured_by(tmp_path: Path, commit: str | None) -> Path:
     dst = tmp_path / "b"
     shutil.copytree(FIXTURES / "synthetic-2gpu", dst)
     b = Bundle.load(dst)
-    b.results["kit_commit"] = commit
+    b.results.kit_commit = commit
     b.save()
     return dst
 

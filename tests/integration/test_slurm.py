@@ -235,8 +235,8 @@ def test_collect_of_a_job_that_never_ran_seals_every_run_as_failed(tmp_path):
     opts = SlurmOptions(host_python=PY, device="cpu", out=tmp_path / "b")
     write_bundle(make_job(recipe, opts))
     bundle, code = registry.batch("slurm").collect(tmp_path / "b")
-    assert code == 1 and bundle.results["status"] == "failed"  # no run is ok
-    runs = bundle.runs
+    assert code == 1 and bundle.results.status == "failed"  # no run is ok
+    runs = bundle.results.runs
     assert len(runs) == 2 and {r.status for r in runs} == {"failed"}
     assert all("the Slurm job did not run it" in (r.error or "") for r in runs)
     assert all(r.launch is not None and r.launch.launcher == "host" for r in runs)

@@ -111,15 +111,15 @@ def test_adding_stops_when_the_spread_settles(tmp_path, monkeypatch):
     bundle, launched = go(tmp_path, monkeypatch, "max_repeats: 5",
                           {"allreduce": settles, "second": QUIET})  # fmt: skip
     assert sum(r.startswith("allreduce.") for r in launched) == 6
-    record = bundle.results["adaptive"]["allreduce"]
-    assert (record["repeats"], record["cap_reached"], record["noisy"]) == (3, False, [])
+    record = bundle.results.adaptive["allreduce"]
+    assert (record.repeats, record.cap_reached, record.noisy) == (3, False, [])
 
 
 def test_off_by_default(tmp_path, monkeypatch):
     bundle, launched = go(tmp_path, monkeypatch, "", {"allreduce": NOISY_P2P, "second": QUIET})
     assert len(launched) == 8
-    record = bundle.results["adaptive"]["allreduce"]
-    assert record["max_repeats"] == 2 and record["noisy"] == ["p2p"] and record["cap_reached"]
+    record = bundle.results.adaptive["allreduce"]
+    assert record.max_repeats == 2 and record.noisy == ["p2p"] and record.cap_reached
     assert bundle.recipe["max_repeats"] == 2 and bundle.recipe["cv_threshold"] == 0.03
 
 

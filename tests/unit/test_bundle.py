@@ -1,15 +1,17 @@
 """The manifest: every file hashed, and any edit, removal or addition found."""
 
 import hashlib
+import json
 
 import pytest
 
 from kit.bundle import MANIFEST, Bundle, verify_manifest, write_manifest
 from kit.errors import InputError
+from tests.conftest import HEADER
 
 
 def make(tmp_path):
-    bundle = Bundle.create(tmp_path / "b", {"kit": 1, "name": "x"}, {"recipe": "x"})
+    bundle = Bundle.create(tmp_path / "b", {"kit": 1, "name": "x"}, {**HEADER, "recipe": "x"})
     (bundle.path / "logs" / "a.log").write_text("hello\n")
     write_manifest(bundle.path)
     return bundle
@@ -39,7 +41,7 @@ def test_verify_finds_changed_missing_and_extra(tmp_path):
 
 
 def test_unsealed_bundle(tmp_path):
-    bundle = Bundle.create(tmp_path / "b", {}, {})
+    bundle = Bundle.create(tmp_path / "b", {}, HEADER)
     with pytest.raises(InputError, match="never sealed"):
         verify_manifest(bundle.path)
 
@@ -57,3 +59,22 @@ def test_a_folder_that_is_no_bundle_is_named_so(tmp_path):
         InputError, match=r"not a kit bundle \(no results.json, no MANIFEST.sha256\)"
     ):
         verify_manifest(tmp_path)
+
+
+def test_a_loaded_bundle_is_typed_when_a_writer_asks(tmp_path):
+    """Bundle.load reads results.json without judging its fields (a received bundle's readers
+    check the manifest first); a writer asking for `results` gets them typed, or one line."""
+    bundle = make(tmp_path)
+    text = (bundle.path / "results.json").read_text()
+    (bundle.path / "results.json").write_text(text.replace('"running"', '"RUNNING"'))
+    loaded = Bundle.load(bundle.path)  # no error yet
+    with pytest.raises(InputError, match=r"^\S+results\.json: status: expected 'running'"):
+        loaded.results  # noqa: B018
+    (bundle.path / "results.json").write_text(text)
+    again = Bundle.load(bundle.path)
+    assert again.results.status == "running" and again.results.runs == []
+    again.results.error = "stopped"  # set: written; defaults never set stay out of the file
+    again.save()
+    written = json.loads((bundle.path / "results.json").read_text())
+    assert written == {**json.loads(text), "error": "stopped"}
+    assert list(written) == [*json.loads(text), "error"]

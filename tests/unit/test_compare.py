@@ -12,7 +12,7 @@ from pypdf import PdfReader
 
 from kit.bundle import Bundle, write_manifest
 from kit.errors import InputError, KitError
-from kit.model import Hardware
+from kit.model import Hardware, RunResult
 from kit.report.compare import (
     comparison,
     load_machines,
@@ -33,8 +33,13 @@ B_P2P = [20.0, 21.0, 19.0, 20.5, 19.5]
 B_OFF = [5.1, 5.4, 4.6, 5.0, 4.9]
 
 
-def run(variant: str, repeat: int, busbw: float | None, time_us: float = 10.0) -> dict:
+def run(variant: str, repeat: int, busbw: float | None, time_us: float = 10.0) -> RunResult:
     """A run as the worker records it: its variant's env (P2P off for no-p2p) included."""
+    return RunResult.model_validate(run_record(variant, repeat, busbw, time_us))
+
+
+def run_record(variant: str, repeat: int, busbw: float | None, time_us: float = 10.0) -> dict:
+    """The same run as results.json holds it."""
     env = {"NCCL_P2P_DISABLE": "1"} if variant == "no-p2p" else {}
     if busbw is None:
         return {"schema": 1, "run_id": f"ar.{variant}.r{repeat}", "benchmark": "ar",

@@ -14,6 +14,7 @@ import pytest
 from kit.bundle import Bundle, write_manifest
 from kit.errors import InputError
 from kit.facts.efficiency import cost_per_million
+from kit.model import RunResult
 from kit.report.compare import check_price, comparison, load_machines, parse_labels
 from tests.conftest import ROOT
 from tests.unit.test_compare import hardware
@@ -30,14 +31,14 @@ def training_bundle(root: Path, name: str, gpus: int, tput: list[float], mem: fl
                            "runtime": "host", "pinned": False, "smoke": False,
                            "repeats": len(tput)})  # fmt: skip
     for i, t in enumerate(tput):
-        bundle.add_run({
+        bundle.add_run(RunResult.model_validate({
             "schema": 1, "run_id": f"llama.p2p.r{i}", "benchmark": "llama",
             "kind": "llama_lora_fsdp", "variant": "p2p", "repeat": i, "status": "ok",
             "device": "cuda", "world_size": gpus,
             "metrics": {"throughput": {"value": t, "unit": "tokens/s", "higher_is_better": True},
                         "peak_mem_gib": {"value": mem, "unit": "GiB", "higher_is_better": False}},
             "data": {"unit": "tokens", "parallelism": parallelism},
-        })  # fmt: skip
+        }))  # fmt: skip
     bundle.finish("complete")
     bundle.write_json("hardware.json", hardware(gpus, "vm"))
     bundle.write_json("environment.json", {"name": "cuda13", "runtime": "host", "pinned": False})

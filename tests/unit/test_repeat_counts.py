@@ -7,6 +7,7 @@ import html
 import re
 
 from kit.bundle import Bundle, write_manifest
+from kit.model import AdaptiveRecord
 from kit.report.render import render_html
 from tests.unit.test_compare import run
 
@@ -27,10 +28,10 @@ def test_a_run_that_planned_2_and_ran_4_says_4(tmp_path):
     for i, (a, b) in enumerate(((10.0, 5.0), (12.0, 5.5), (10.5, 5.1), (11.0, 5.2))):
         bundle.add_run(run("p2p", i, a))
         bundle.add_run(run("no-p2p", i, b))
-    bundle.results["adaptive"] = {"ar": {
-        "metric": "busbw_peak", "planned": 2, "max_repeats": 4, "cv_threshold": 0.03,
-        "repeats": 4, "cv": {"p2p": 0.08, "no-p2p": 0.04}, "noisy": ["p2p"], "more": False,
-        "cap_reached": True, "reason": "p2p CV 8.0% > 3%"}}  # fmt: skip
+    bundle.results.adaptive = {"ar": AdaptiveRecord(
+        metric="busbw_peak", planned=2, max_repeats=4, cv_threshold=0.03,
+        repeats=4, cv={"p2p": 0.08, "no-p2p": 0.04}, noisy=["p2p"], more=False,
+        cap_reached=True, reason="p2p CV 8.0% > 3%")}  # fmt: skip
     bundle.finish("complete")
     write_manifest(bundle.path)
     page = text_of(render_html(Bundle(bundle.path)))

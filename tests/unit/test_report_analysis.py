@@ -36,14 +36,14 @@ def by_name(benches, name):
 
 def test_p2p_verdict_is_the_paired_ratio_of_the_runs():
     b, benches = load("synthetic-2gpu")
-    runs = b.results["runs"]
+    runs = b.results.runs
 
     def values(bench, variant, metric):
         rs = sorted(
-            (r for r in runs if r["benchmark"] == bench and r["variant"] == variant),
-            key=lambda r: r["repeat"],
+            (r for r in runs if r.benchmark == bench and r.variant == variant),
+            key=lambda r: r.repeat,
         )
-        return [r["metrics"][metric]["value"] for r in rs]
+        return [r.metrics[metric].value for r in rs]
 
     expected = paired_ratio(
         values("llama-lora-fsdp", "p2p", "throughput"),

@@ -64,18 +64,18 @@ def _run(tmp_path: Path, monkeypatch, fail: set[int]):
 
 def test_a_run_whose_runtime_raises_is_a_failed_run_and_the_driver_goes_on(tmp_path, monkeypatch):
     bundle, code, runtime = _run(tmp_path, monkeypatch, fail={2})
-    runs = bundle.runs
+    runs = bundle.results.runs
     assert code == 1 and runtime.calls == 4 and runtime.closed
     assert [r.status for r in runs] == ["ok", "failed", "ok", "ok"]
     assert runs[1].error == "runtime error: LookupError: 404 Client Error: No such container: 3f2a"
     written = json.loads((bundle.path / "results.json").read_text())["runs"]
     assert [r["status"] for r in written] == ["ok", "failed", "ok", "ok"]
-    assert bundle.results["status"] == "partial"
+    assert bundle.results.status == "partial"
 
 
 def test_a_bundle_with_no_good_run_is_failed_never_complete(tmp_path, monkeypatch):
     bundle, code, _ = _run(tmp_path, monkeypatch, fail={1, 2, 3, 4})
-    assert code == 1 and bundle.results["status"] == "failed"
+    assert code == 1 and bundle.results.status == "failed"
 
 
 def test_an_engine_fault_seals_the_bundle_and_is_one_line(tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ from typing import Any
 from kit import terminal
 from kit.bundle import Bundle
 from kit.errors import InputError, KitError
-from kit.model import Results, load_bundle
+from kit.model import SlurmInfo, load_bundle
 from kit.recipe import Recipe, load_recipe
 from kit.run.plan import plan
 from kit.run.results import close_bundle, open_bundle, record_container, result_of, write_specs
@@ -40,17 +40,17 @@ def write_bundle(job: Job) -> Path:
         job.runs[0].smoke if job.runs else False,
         1 + max((r.repeat for r in job.runs), default=0), o.command, len(job.runs),
     )  # fmt: skip
-    bundle.results["status"] = "submitted"
-    bundle.results["slurm"] = {
-        "nodes": job.nodes,
-        "gpus_per_node": job.gpus_per_node,
-        "launcher": o.launcher,
-        "image": o.container_image or o.apptainer or None,
-        "python": o.host_python,
-        "partition": o.partition,
-        "time": o.time,
-        "job_id": None,
-    }
+    bundle.results.status = "submitted"
+    bundle.results.slurm = SlurmInfo(
+        nodes=job.nodes,
+        gpus_per_node=job.gpus_per_node,
+        launcher=o.launcher,
+        image=o.container_image or o.apptainer or None,
+        python=o.host_python,
+        partition=o.partition,
+        time=o.time,
+        job_id=None,
+    )
     bundle.save()
     write_specs(bundle, job.runs)
     (bundle.path / "slurm" / "nodes").mkdir(parents=True)
@@ -89,7 +89,8 @@ def launch(recipe: Recipe, opts: SlurmOptions, dry_run: bool = False, wait: bool
         return str(script)
     job_id = submit(script, wait=wait)
     bundle = Bundle.load(job.bundle)
-    bundle.results["slurm"]["job_id"] = job_id
+    if bundle.results.slurm is not None:  # write_bundle's
+        bundle.results.slurm.job_id = job_id
     bundle.save()
     console.print(f"kit: submitted Slurm job {job_id}: {script}")
     if wait:
@@ -132,8 +133,8 @@ def _merge_logs(bundle: Bundle, run_id: str, nodes: int) -> list[dict[str, Any]]
 
 def collect(path: Path) -> tuple[Bundle, int]:
     """`kit slurm collect BUNDLE`: results, inventory and report from what the job wrote."""
-    bundle = Bundle.load(path)  # results.json through the typed model, as written
-    header = Results.model_validate(bundle.results)
+    bundle = Bundle.load(path)
+    header = bundle.results  # through the typed model: one line if it does not validate
     info = header.slurm
     if info is None:
         raise InputError(f"{path}: not a bundle made by `kit slurm` (no slurm section)")
@@ -141,7 +142,7 @@ def collect(path: Path) -> tuple[Bundle, int]:
     runs = plan(recipe, header.device, header.smoke, header.planned_repeats)
     codes = read_exit_codes(bundle.path / "slurm" / "exit_codes.tsv")
     job_out = f"slurm/job-{info.job_id or '<id>'}.out"
-    bundle.runs.clear()
+    header.runs = []
     code = 0
     for spec in runs:
         nodes = _merge_logs(bundle, spec.run_id, info.nodes)
@@ -187,7 +188,7 @@ def collect(path: Path) -> tuple[Bundle, int]:
          "python_executable": info.python, "kit_version": header.kit_version,
          "container": None},
     )  # fmt: skip
-    planned = header.planned_runs or len(bundle.runs)
+    planned = header.planned_runs or len(header.runs)
     # what collect wrote reads back through the one loader, then the report and the manifest
     close_bundle(bundle, planned, check=load_bundle)
     return bundle, code
