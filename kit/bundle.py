@@ -97,7 +97,7 @@ class Bundle:
     model's own dump: the fields that were read, given or set, none filled in from defaults."""
 
     path: Path
-    read: dict[str, Any] | None = field(default=None, repr=False)
+    as_read: dict[str, Any] | None = field(default=None, repr=False)
     """results.json as `load` read it: checked against the model when a writer first asks for
     `results` (a reader of a received bundle checks its manifest first, then loads it typed)."""
     _results: Results | None = field(default=None, repr=False)
@@ -107,7 +107,7 @@ class Bundle:
         """results.json, typed: what the driver sets and appends to; one InputError line for a
         loaded file that does not validate."""
         if self._results is None:
-            self._results = validate(Results, self.read, self.path / files.RESULTS)
+            self._results = validate(Results, self.as_read, self.path / files.RESULTS)
         return self._results
 
     @classmethod
