@@ -23,7 +23,16 @@ from kit.model.results import (
     SealedAfter,
     SlurmInfo,
 )
-from kit.model.run import Metric, RunData, RunResult, RunSpec, SizeRow, Telemetry
+from kit.model.run import (
+    Metric,
+    Network,
+    NodeRecord,
+    RunData,
+    RunResult,
+    RunSpec,
+    SizeRow,
+    Telemetry,
+)
 
 __all__ = [
     "BUNDLE_SCHEMA",
@@ -37,6 +46,8 @@ __all__ = [
     "EnvironmentDifference",
     "Hardware",
     "Metric",
+    "Network",
+    "NodeRecord",
     "PreflightFinding",
     "Results",
     "RunData",

@@ -18,7 +18,7 @@ from kit import terminal
 from kit.bundle import Bundle, write_json
 from kit.errors import InputError
 from kit.model import RunData, RunResult, read_model
-from kit.model.run import Launch, NcclRecord, Network, NodeRecord, RunStatus
+from kit.model.run import Launch, NcclRecord, Network, RunStatus
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec
 from kit.runtime.base import RunOutcome, tail
@@ -144,9 +144,8 @@ def network_transport(result: RunResult) -> list[str]:
 
 
 def annotate_result(result: RunResult, outcome: RunOutcome) -> None:
-    """Add the nodes to a run result: each node's status, which one failed, how they talked.
-    (The runtime's records of its nodes are typed here, where they join the result.)"""
-    nodes = [NodeRecord.model_validate(record) for record in outcome.nodes or []]
+    """Add the nodes to a run result: each node's status, which one failed, how they talked."""
+    nodes = outcome.nodes or []
     result.nodes = nodes
     for node in nodes:  # what every node added: nodes.env, socket interface
         result.env = {**node.env, **result.env}

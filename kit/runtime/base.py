@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from kit.model.run import NodeRecord
+
 LOG_TAIL_LINES = 40
 
 
@@ -39,7 +41,7 @@ class RunOutcome:
     wall_s: float
     command: list[str]
     error: str | None = None  # one line, when the launch itself failed (e.g. no torchrun)
-    nodes: list[dict[str, Any]] | None = None  # multi-node runs: each node's status and log
+    nodes: list[NodeRecord] | None = None  # multi-node runs: each node's status and log
 
 
 @dataclass

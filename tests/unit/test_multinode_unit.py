@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kit.errors import InputError
-from kit.model import Hardware
+from kit.model import Hardware, NodeRecord
 from kit.recipe import load_recipe
 from kit.report import analysis
 from kit.report.render import nodes_view
@@ -168,13 +168,40 @@ def test_node_log_path():
     assert node_log_path(Path("b/logs/ar.p2p.r0.log"), 3) == Path("b/logs/ar.p2p.r0.node3.log")
 
 
-def _nodes(status1: str = "failed") -> list[dict]:
+def _node_records(status1: str = "failed") -> list[dict]:
     return [
         {"node": 0, "host": "ssh://a", "status": "stopped", "exit_code": 143, "nproc": 2,
          "env": {"NCCL_SOCKET_IFNAME": "eth0"}},
         {"node": 1, "host": "ssh://b", "status": status1, "exit_code": 1, "nproc": 2,
          "log_tail": "RuntimeError: boom", "env": {"NCCL_SOCKET_IFNAME": "eth0"}},
     ]  # fmt: skip
+
+
+def _nodes(status1: str = "failed") -> list[NodeRecord]:
+    return [NodeRecord.model_validate(r) for r in _node_records(status1)]
+
+
+def test_node_records_and_the_outcome_name_the_failed_node(tmp_path):
+    """What the runtime makes of its containers' states: each node's record (typed), the
+    failed node named with its daemon, the others stopped by the driver."""
+    rt = _runtime()
+    log = tmp_path / "logs" / "ar.p2p.r0.log"
+    log.parent.mkdir()
+    node_log_path(log, 1).write_text("RuntimeError: boom\n")
+    states = [{"status": "stopped", "exit_code": 143}, {"status": "exited", "exit_code": 1}]
+    records = rt._records(states, 1, False, log, 8)
+    assert [(r.node, r.host, r.status, r.exit_code, r.nproc) for r in records] == [
+        (0, "ssh://kit@node1", "stopped", 143, 8), (1, "ssh://kit@node2", "failed", 1, 8),
+    ]  # fmt: skip
+    assert records[1].log == "logs/ar.p2p.r0.node1.log"
+    assert records[1].log_tail == "RuntimeError: boom" and records[0].log_tail == ""
+    outcome = rt._outcome(records, 1, False, 2.0, ["torchrun"])
+    assert outcome.exit_code == 1 and outcome.nodes == records
+    assert outcome.error == "node 1 (ssh://kit@node2) exited with status 1; stopped node(s) 0"
+    ok = rt._records([{"status": "exited", "exit_code": 0}] * 2, None, False, log, 8)
+    assert [r.status for r in ok] == ["ok", "ok"] and ok[0].log_tail is None
+    assert "log_tail" not in ok[0].dump(as_written=True)  # an ok node's record has no tail
+    assert rt._outcome(ok, None, False, 2.0, []).exit_code == 0
 
 
 def test_failed_node_is_named_in_the_result():
@@ -192,7 +219,10 @@ def test_failed_node_is_named_in_the_result():
     assert result.world_size == 4  # the driver's record: 2 nodes x 2 processes
     assert result.env == {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_P2P_DISABLE": "1"}
     assert result.network is not None and result.network.transport == ["gloo/TCP"]
-    assert result.nodes is not None and [n.dump(as_written=True) for n in result.nodes] == _nodes()
+    assert (
+        result.nodes is not None
+        and [n.dump(as_written=True) for n in result.nodes] == _node_records()
+    )
     assert (result.nodes[1].status, result.nodes[1].nproc) == ("failed", 2)
     # what results.json holds reads back as the same result
     assert results_model([result.dump(as_written=True)]).runs[0] == result

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import KitError
+from kit.model.run import NodeRecord
 from kit.runtime import launch
 from kit.runtime.base import LaunchRequest, RunOutcome, RuntimeRequest, tail
 from kit.runtime.containers import gpus
@@ -259,8 +260,7 @@ class MultiNodeRuntime:
                 extra = {k: v for k, v in self.node_env({}, device).items()
                          if k in self.config.env or k.endswith("_SOCKET_IFNAME")}  # fmt: skip
                 for record, address in zip(records, addresses, strict=True):
-                    record["address"] = address
-                    record["env"] = extra
+                    record.address, record.env = address, extra
                 return self._outcome(records, failed, timed_out, time.perf_counter() - t0, shown)
             except faults() as exc:  # a container or a daemon failed under the run
                 return RunOutcome(None, False, False, time.perf_counter() - t0, shown,
@@ -285,7 +285,7 @@ class MultiNodeRuntime:
         timed_out: bool,
         log_path: Path,
         nproc_per_node: int,
-    ) -> list[dict[str, Any]]:
+    ) -> list[NodeRecord]:
         """What the run result says about each node."""
         records = []
         for node, state in zip(self.nodes, states, strict=True):
@@ -297,22 +297,22 @@ class MultiNodeRuntime:
             elif failed is not None and node.index != failed and state["status"] == "stopped":
                 status = "stopped"  # by the driver, because another node failed
             path = node_log_path(log_path, node.index)
-            record = {
-                "node": node.index,
-                "host": node.url,
-                "status": status,
-                "exit_code": state.get("exit_code"),
-                "nproc": nproc_per_node,
-                "log": f"logs/{path.name}",
-            }
+            record = NodeRecord(
+                node=node.index,
+                host=node.url,
+                status=status,
+                exit_code=state.get("exit_code"),
+                nproc=nproc_per_node,
+                log=f"logs/{path.name}",
+            )
             if status != "ok":
-                record["log_tail"] = tail(path)
+                record.log_tail = tail(path)
             records.append(record)
         return records
 
     def _outcome(
         self,
-        records: list[dict[str, Any]],
+        records: list[NodeRecord],
         failed: int | None,
         timed_out: bool,
         wall_s: float,
@@ -322,14 +322,14 @@ class MultiNodeRuntime:
             r = records[failed]
             how = (
                 "its container vanished"
-                if r["status"] == "vanished"
-                else f"exited with status {r['exit_code']}"
+                if r.status == "vanished"
+                else f"exited with status {r.exit_code}"
             )
-            others = [x["node"] for x in records if x["status"] == "stopped"]
-            error = f"node {failed} ({r['host']}) {how}"
+            others = [x.node for x in records if x.status == "stopped"]
+            error = f"node {failed} ({r.host}) {how}"
             if others:
                 error += f"; stopped node(s) {', '.join(map(str, others))}"
-            return RunOutcome(r["exit_code"], False, False, wall_s, shown, error, nodes=records)
+            return RunOutcome(r.exit_code, False, False, wall_s, shown, error, nodes=records)
         if timed_out:
             return RunOutcome(None, True, False, wall_s, shown, None, nodes=records)
         return RunOutcome(0, False, False, wall_s, shown, None, nodes=records)

@@ -15,12 +15,11 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from kit import terminal
 from kit.bundle import Bundle
 from kit.errors import InputError, KitError
-from kit.model import SlurmInfo, load_bundle
+from kit.model import NodeRecord, SlurmInfo, load_bundle
 from kit.recipe import Recipe, load_recipe
 from kit.run.plan import plan
 from kit.run.results import close_bundle, open_bundle, record_container, result_of, write_specs
@@ -119,14 +118,16 @@ def read_exit_codes(path: Path) -> dict[str, tuple[int, float]]:
     return out
 
 
-def _merge_logs(bundle: Bundle, run_id: str, nodes: int) -> list[dict[str, Any]]:
-    """logs/<run>.log from the nodes' logs, each line prefixed with its node (as docker does)."""
+def _merge_logs(bundle: Bundle, run_id: str, info: SlurmInfo) -> list[NodeRecord]:
+    """logs/<run>.log from the nodes' logs, each line prefixed with its node (as docker does);
+    each node's record."""
     records, combined = [], []
-    for i in range(nodes):
+    for i in range(info.nodes):
         path = bundle.path / "logs" / f"{run_id}.node{i}.log"
         text = path.read_text(errors="replace") if path.is_file() else ""
         combined += [f"[node{i}] {line}\n" for line in text.splitlines()]
-        records.append({"node": i, "log": f"logs/{path.name}", "found": path.is_file()})
+        log, found = f"logs/{path.name}", path.is_file()
+        records.append(NodeRecord(node=i, log=log, found=found, nproc=info.gpus_per_node))
     write_text(bundle.log_path(run_id), "".join(combined))  # created anew, never through a link
     return records
 
@@ -145,7 +146,7 @@ def collect(path: Path) -> tuple[Bundle, int]:
     header.runs = []
     code = 0
     for spec in runs:
-        nodes = _merge_logs(bundle, spec.run_id, info.nodes)
+        nodes = _merge_logs(bundle, spec.run_id, info)
         log_path = bundle.log_path(spec.run_id)
         if spec.run_id in codes:
             status, wall = codes[spec.run_id]
@@ -157,12 +158,10 @@ def collect(path: Path) -> tuple[Bundle, int]:
         if outcome.timed_out:
             # timeout(1)'s 124 is the script's, not the worker's: no status of the worker
             outcome = RunOutcome(None, True, False, outcome.wall_s, outcome.command)
-        for n in nodes:
-            n["nproc"] = info.gpus_per_node
         outcome.nodes = nodes  # result_of adds them, the world size and the network transport
         result = result_of(spec, bundle.run_dir(spec.run_id), outcome, log_path)
         if result.status != "ok":
-            for node in result.nodes or []:
+            for node in nodes:
                 node.log_tail = tail(bundle.path / node.log) if node.log else None
             code = 1
         if result.launch is not None:  # result_of records it
