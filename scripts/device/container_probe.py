@@ -2,6 +2,7 @@
 """Why a workload reads slower in a GPU container than on the host: one probe, several places.
 
     python3 scripts/device/container_probe.py [--image kit-host-stack:local] [--rounds 2]
+        [--places host,kit,...] [--lora-only] [--steps 15]
 
 Run on a lent GPU machine after `scripts/device/containers.sh daemon` (dockerd with CDI and the
 machine's own stack imported as an image). The same probe runs on the host and in containers
@@ -14,18 +15,25 @@ that differ in one thing each, interleaved round by round:
               a BPF filter: the CUDA driver's ioctls too)
   host-env    the same as kit, with the host's environment variables copied in
   privileged  the same as kit, privileged (no seccomp, every capability, every device)
+  host-cgroup the host's Python in a cgroup beside the containers' (the container's cgroup
+              without its namespaces, image or runtime)
+  host-ns     the host's Python in new mount, PID, IPC and UTS namespaces (unshare)
+  bare        a container with Docker's defaults and the GPUs only
 
 The probe prints: the environment variables, the CPUs it may use, the shared libraries torch
 loaded (cuBLAS, cuDNN, NCCL: a container may find other copies than the host), and three
 timings: host-side launch cost (tiny in-place adds, synchronized at the end), a bf16 matmul of
 the Llama-8B MLP shape, and flash attention at sequence 4096; the cost of a system call
-(os.stat); and a LoRA training step of four Llama-8B-shaped layers. Output: a table on stdout and
-probe.json under $OUT.
+(os.stat); and a LoRA training step of four Llama-8B-shaped layers (its mean, and the median and
+90th percentile of its steps timed by CUDA events, as the kit times them; `--lora-only` skips the
+rest, `--steps N` times N steps), with each place's cgroup limits and CPU throttling. Output: a
+table on stdout and probe.json under $OUT.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -40,44 +48,58 @@ out["status"] = {k: v.strip() for k, v in (l.split(":", 1) for l in open("/proc/
                  if k in ("Seccomp", "NoNewPrivs", "Speculation_Store_Bypass",
                           "SpeculationIndirectBranch", "Cpus_allowed_list")}
 out["cgroup"] = open("/proc/self/cgroup").read().strip()
+CG = "/sys/fs/cgroup/" + out["cgroup"].split("::", 1)[-1].lstrip("/")
+def cgroup_files(names=("cpu.max", "cpu.weight", "memory.max", "memory.high", "cpu.stat",
+                        "cgroup.controllers")):
+    found = {}
+    for n in names:
+        try:
+            found[n] = " ".join(open(os.path.join(CG, n)).read().split())
+        except OSError:
+            pass
+    return found
+out["cgroup_files"] = cgroup_files()
+LORA_ONLY = os.environ.get("PROBE_LORA_ONLY") == "1"
 def python_loop(n=3_000_000):
     t0 = time.perf_counter(); d = {}
     for i in range(n):
         d[i & 1023] = i * 2
     return (time.perf_counter() - t0) / n * 1e9
-out["python_ns"] = min(python_loop() for _ in range(3))
 dev = torch.device("cuda")
-x = torch.zeros(16, device=dev)
-def launches(n=20000):
-    torch.cuda.synchronize(); t0 = time.perf_counter()
-    for _ in range(n):
-        x.add_(1)
-    torch.cuda.synchronize(); return (time.perf_counter() - t0) / n * 1e6
-launches(2000)
-out["launch_us"] = min(launches() for _ in range(3))
-a = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
-b = torch.randn(4096, 14336, device=dev, dtype=torch.bfloat16)
-def mm(n=50):
-    torch.cuda.synchronize(); t0 = time.perf_counter()
-    for _ in range(n):
-        a @ b
-    torch.cuda.synchronize(); return 2 * 4096 * 4096 * 14336 * n / (time.perf_counter() - t0) / 1e12
-mm(10)
-out["matmul_tflops"] = max(mm() for _ in range(3))
-q = torch.randn(1, 32, 4096, 128, device=dev, dtype=torch.bfloat16, requires_grad=True)
-def attn(n=20):
-    torch.cuda.synchronize(); t0 = time.perf_counter()
-    for _ in range(n):
-        F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
-    torch.cuda.synchronize(); return (time.perf_counter() - t0) / n * 1e3
-attn(3)
-out["attention_ms"] = min(attn() for _ in range(3))
-def syscalls(n=200000):
-    t0 = time.perf_counter()
-    for _ in range(n):
-        os.stat("/")
-    return (time.perf_counter() - t0) / n * 1e6
-out["syscall_us"] = min(syscalls() for _ in range(3))
+if not LORA_ONLY:
+    out["python_ns"] = min(python_loop() for _ in range(3))
+if not LORA_ONLY:
+    x = torch.zeros(16, device=dev)
+    def launches(n=20000):
+        torch.cuda.synchronize(); t0 = time.perf_counter()
+        for _ in range(n):
+            x.add_(1)
+        torch.cuda.synchronize(); return (time.perf_counter() - t0) / n * 1e6
+    launches(2000)
+    out["launch_us"] = min(launches() for _ in range(3))
+    a = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(4096, 14336, device=dev, dtype=torch.bfloat16)
+    def mm(n=50):
+        torch.cuda.synchronize(); t0 = time.perf_counter()
+        for _ in range(n):
+            a @ b
+        torch.cuda.synchronize(); return 2 * 4096 * 4096 * 14336 * n / (time.perf_counter() - t0) / 1e12
+    mm(10)
+    out["matmul_tflops"] = max(mm() for _ in range(3))
+    q = torch.randn(1, 32, 4096, 128, device=dev, dtype=torch.bfloat16, requires_grad=True)
+    def attn(n=20):
+        torch.cuda.synchronize(); t0 = time.perf_counter()
+        for _ in range(n):
+            F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+        torch.cuda.synchronize(); return (time.perf_counter() - t0) / n * 1e3
+    attn(3)
+    out["attention_ms"] = min(attn() for _ in range(3))
+    def syscalls(n=200000):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            os.stat("/")
+        return (time.perf_counter() - t0) / n * 1e6
+    out["syscall_us"] = min(syscalls() for _ in range(3))
 # four decoder layers of the Llama-3.1-8B shape, LoRA r8 on every linear layer, non-reentrant
 # gradient checkpointing, AdamW on the adapters: the kit's Llama step at a tenth of its depth
 # (the host-side launch pace matters as it does in the whole model)
@@ -96,12 +118,20 @@ ids = torch.randint(0, 32000, (1, 4096), device=dev)
 def step():
     loss = model(input_ids=ids, labels=ids).loss
     loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+STEPS = int(os.environ.get("PROBE_STEPS", "15"))
 for _ in range(3):
     step()
-torch.cuda.synchronize(); t0 = time.perf_counter()
-for _ in range(15):
-    step()
-torch.cuda.synchronize(); out["lora_step_ms"] = (time.perf_counter() - t0) / 15 * 1e3
+# step times as the kit takes them: CUDA events between steps, one synchronize after the window
+events = [torch.cuda.Event(enable_timing=True) for _ in range(STEPS + 1)]
+torch.cuda.synchronize(); t0 = time.perf_counter(); events[0].record()
+for i in range(STEPS):
+    step(); events[i + 1].record()
+torch.cuda.synchronize(); out["lora_step_ms"] = (time.perf_counter() - t0) / STEPS * 1e3
+steps_ms = sorted(events[i].elapsed_time(events[i + 1]) for i in range(STEPS))
+out["lora_steps_ms"] = [events[i].elapsed_time(events[i + 1]) for i in range(STEPS)]
+out["lora_median_ms"] = steps_ms[STEPS // 2]
+out["lora_p90_ms"] = steps_ms[min(STEPS - 1, int(0.9 * STEPS))]
+out["cgroup_after"] = cgroup_files(("cpu.stat",))
 libs = set()
 for line in open("/proc/self/maps"):
     p = line.split()[-1]
@@ -123,9 +153,38 @@ def parse(text: str) -> dict:
     return json.loads(line[len("PROBE ") :])
 
 
-def on_host() -> dict:
+PROBE_ENV: dict[str, str] = {}
+"""PROBE_LORA_ONLY and PROBE_STEPS, handed to the probe in every place."""
+
+
+def probe_cgroup() -> Path:
+    """A cgroup beside Docker's containers (cgroupfs driver: /sys/fs/cgroup/docker/<id>) with the
+    controllers they get, for the host's Python: the container's cgroup without its namespaces,
+    its image or its runtime."""
+    root = Path("/sys/fs/cgroup")
+    parent = root / "docker"
+    parent.mkdir(exist_ok=True)
+    for ctl in ("cpu", "memory", "pids", "io", "cpuset"):
+        for level in (root, parent):
+            with contextlib.suppress(OSError):
+                (level / "cgroup.subtree_control").write_text(f"+{ctl}")
+    leaf = parent / "kit-probe-host"
+    leaf.mkdir(exist_ok=True)
+    return leaf
+
+
+def on_host(cgroup: Path | None = None, wrap: tuple[str, ...] = ()) -> dict:
+    def enter() -> None:
+        if cgroup is not None:
+            (cgroup / "cgroup.procs").write_text(str(os.getpid()))
+
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300
+        [*wrap, sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **PROBE_ENV},
+        preexec_fn=enter,
     )
     return parse(proc.stdout + proc.stderr)
 
@@ -145,8 +204,11 @@ def in_container(client, image: str, extra: dict) -> dict:
         "ulimits": [docker.types.Ulimit(name="memlock", soft=-1, hard=-1)],
         "init": True,
         "detach": True,
+        "environment": dict(PROBE_ENV),
         **extra,
     }
+    if extra.get("environment") is not None:
+        opts["environment"] = {**extra["environment"], **PROBE_ENV}
     c = client.containers.run(**opts)
     try:
         c.wait(timeout=300)
@@ -156,10 +218,13 @@ def in_container(client, image: str, extra: dict) -> dict:
 
 
 def row_text(name: str, row: dict) -> str:
+    def f(key: str, width: int, digits: int) -> str:
+        return f"{row[key]:>{width}.{digits}f}" if key in row else f"{'-':>{width}}"
+
     return (
-        f"{name:<11} {row['launch_us']:>10.2f} {row['syscall_us']:>11.3f} "
-        f"{row['python_ns']:>10.1f} {row['matmul_tflops']:>15.1f} {row['attention_ms']:>13.2f} "
-        f"{row['lora_step_ms']:>13.1f} {row['cpus']}"
+        f"{name:<12} {f('launch_us', 10, 2)} {f('syscall_us', 11, 3)} {f('python_ns', 10, 1)} "
+        f"{f('matmul_tflops', 15, 1)} {f('attention_ms', 13, 2)} {f('lora_step_ms', 13, 1)} "
+        f"{f('lora_median_ms', 10, 1)} {f('lora_p90_ms', 8, 1)} {row['cpus']}"
     )
 
 
@@ -169,7 +234,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--places", default="host,kit,unconfined,host-env")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/out")))
+    ap.add_argument("--lora-only", action="store_true", help="time only the LoRA step")
+    ap.add_argument("--steps", type=int, default=15, help="timed LoRA steps a probe")
     a = ap.parse_args()
+    PROBE_ENV.update(PROBE_STEPS=str(a.steps), PROBE_LORA_ONLY="1" if a.lora_only else "0")
     import docker
 
     client = docker.from_env()
@@ -182,6 +250,25 @@ def main() -> int:
         ),
         "host-env": lambda: in_container(client, a.image, {"environment": host_env}),
         "privileged": lambda: in_container(client, a.image, {"privileged": True}),
+        # the host's Python in a cgroup beside the containers' (no namespaces, no image)
+        "host-cgroup": lambda: on_host(cgroup=probe_cgroup()),
+        # the host's Python in new mount, PID, IPC and UTS namespaces (no cgroup, no image)
+        "host-ns": lambda: on_host(
+            wrap=("unshare", "--mount", "--pid", "--ipc", "--uts", "--fork", "--mount-proc")
+        ),
+        # a container with Docker's defaults and the GPUs only (no init, 64 MB /dev/shm, the
+        # default limits, the host's network)
+        "bare": lambda: in_container(
+            client,
+            a.image,
+            {
+                "network_mode": "host",
+                "shm_size": None,
+                "tmpfs": None,
+                "ulimits": None,
+                "init": None,
+            },
+        ),
     }
     places = {k: v for k, v in places.items() if k in a.places.split(",")}
     found: dict[str, list[dict]] = {name: [] for name in places}
@@ -202,8 +289,9 @@ def main() -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "probe.json").write_text(json.dumps(found, indent=1))
     print(
-        f"{'place':<11} {'launch us':>10} {'syscall us':>11} {'python ns':>10} "
-        f"{'matmul TFLOP/s':>15} {'attention ms':>13} {'LoRA step ms':>13} cpus"
+        f"{'place':<12} {'launch us':>10} {'syscall us':>11} {'python ns':>10} "
+        f"{'matmul TFLOP/s':>15} {'attention ms':>13} {'LoRA step ms':>13} "
+        f"{'median ms':>10} {'p90 ms':>8} cpus"
     )
     for name, rows in found.items():
         for row in rows:
@@ -223,6 +311,8 @@ def main() -> int:
         for k in differ:
             print(f"   {k}: host={base['env'][k][:200]!r} here={env[k][:200]!r}")
         print(f"{name}: {rows[0]['status']} cgroup {rows[0]['cgroup']}")
+        print(f"{name}: cgroup files {rows[0].get('cgroup_files')}")
+        print(f"{name}: cpu.stat after {[r.get('cgroup_after') for r in rows]}")
         if rows[0]["libs"] != base["libs"]:
             print(f"{name}: libraries differ:\n   host {base['libs']}\n   here {rows[0]['libs']}")
         else:

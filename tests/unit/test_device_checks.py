@@ -8,6 +8,7 @@ the interleaved H100 container rounds), so a change that breaks their reading fa
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import subprocess
 import sys
@@ -73,3 +74,49 @@ def test_runtime_ratio_pairs_rounds_in_the_order_they_ran(tmp_path: Path) -> Non
     assert "throughput_window (tokens/s)" in text
     assert "0.975x" in text
     assert "P2P effect" not in text  # one variant: nothing to pair
+
+
+PLACES = ROOT / "reports/measurements/2026-11-24-h100x1-llama-container-places/bundles"
+
+
+def test_place_table_reads_each_run_and_groups_by_place(tmp_path: Path) -> None:
+    bundles = sorted(PLACES.iterdir(), reverse=True)
+    out = tmp_path / "places.md"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/device/place_table.py"), *map(str, bundles),
+         "--out", str(out)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    text = out.read_text()
+    assert text.strip() in proc.stdout
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| call")]
+    assert [r[0].strip("| ") for r in rows] == sorted(b.name for b in bundles)  # in the order run
+    for name, row in zip(sorted(b.name for b in bundles), rows, strict=True):
+        result = json.loads((PLACES / name / "results.json").read_text())["runs"][0]
+        assert row[1] == name.rsplit("-", 1)[-1]  # the place from the folder name
+        assert row[3] == f"{result['metrics']['throughput_window']['value']:.0f}"
+        steps = sorted(result["data"]["step_times_s"][result["data"]["warmup_steps"] :])
+        assert row[7] == f"{steps[-1]:.3f}"  # the slowest step after warm-up
+    summary = {line.split(" | ")[0].strip("| "): line for line in text.splitlines()[-8:]}
+    assert summary["host"].endswith("| - |")  # the baseline is not compared with itself
+    assert "| docker | 9 |" in summary["docker"] and "(BCa) |" in summary["docker"]
+
+
+def test_container_variants_edit_only_a_device_copy(tmp_path: Path) -> None:
+    copy = tmp_path / "tree"
+    (copy / "scripts/device").mkdir(parents=True)
+    (copy / "kit/runtime/containers").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts/device/container_variants.py", copy / "scripts/device")
+    target = copy / "kit/runtime/containers/docker.py"
+    shutil.copy(ROOT / "kit/runtime/containers/docker.py", target)
+    script = [sys.executable, str(copy / "scripts/device/container_variants.py")]
+    refused = subprocess.run(script, capture_output=True, text=True, env={"PATH": "/usr/bin"})
+    assert refused.returncode == 2 and "device call's copy" in refused.stderr
+    env = {"PATH": "/usr/bin", "KIT_DEVICE_COPY": "1"}
+    subprocess.run(script, check=True, capture_output=True, env=env)
+    edited = target.read_text()
+    for switch in ("KIT_EXP_POLL_S", "KIT_EXP_TORCH", "KIT_EXP_STACK"):
+        assert switch in edited
+    compile(edited, str(target), "exec")
+    again = subprocess.run(script, check=True, capture_output=True, text=True, env=env)
+    assert "already in" in again.stdout and target.read_text() == edited

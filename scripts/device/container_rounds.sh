@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Why a training benchmark reads slower in the kit's GPU container than on the host runtime: the
+# same kit run in places that differ in one thing each, interleaved in one device call.
+#
+#   device run, carry [".whl", ".device"]:
+#     bash scripts/device/container_rounds.sh docker hostcg host hostcg docker host
+#
+# Places (each one `kit reproduce` of the recipe's BENCHMARK, one repeat, a bundle of its own):
+#   docker  the kit's GPU container (scripts/device/containers.sh docker)
+#   host    the host runtime (containers.sh host)
+#   hostcg  the host runtime, the driver and its workers moved into a cgroup beside the
+#           containers' (/sys/fs/cgroup/docker/kit-probe-host, the same controllers): the
+#           container's cgroup without its namespaces, image or runtime
+#   hostns  the host runtime in new mount, PID, IPC and UTS namespaces (unshare --fork)
+#   dpoll   the container, the driver asking the daemon for its state every 10 s, not 0.5 s
+#   dtorch  the container with the host's /opt/torch bind-mounted over the image's copy
+#   dstack  the container without the kit's 64 MiB stack limit
+# The d* places edit this call's copy of the kit (scripts/device/container_variants.py).
+# RECIPE (recipes/single_gpu.yaml) and BENCHMARK (llama-8b-lora) pick the run; BUDGET_S (490)
+# starts no place after that many seconds. Bundles go to $OUT/bundles.tgz as NN-PLACE (the order
+# run); `python3 scripts/device/place_table.py` reads them.
+set -uo pipefail
+: "${OUT:=/tmp/out}"
+export RECIPE=${RECIPE:-recipes/single_gpu.yaml}
+BENCHMARK=${BENCHMARK:-llama-8b-lora}
+CG=/sys/fs/cgroup/docker/kit-probe-host
+PLACES=/tmp/places
+mkdir -p "$OUT" "$PLACES"
+log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/order.log"; }
+
+bash scripts/device/containers.sh daemon >"$OUT/daemon.log" 2>&1 || { tail "$OUT/daemon.log"; exit 1; }
+export PYTHONPATH="/tmp/site:$PWD"  # the carried wheels containers.sh installed (pydantic)
+KIT_DEVICE_COPY=1 python3 scripts/device/container_variants.py | tee -a "$OUT/order.log"
+
+one() {  # one PLACE STAGE [PREFIX...]: containers.sh STAGE for the benchmark, under PREFIX
+  local place=$1 stage=$2 made
+  shift 2
+  "$@" env KIT_ARGS="--repeats 1" PACK=0 \
+      bash scripts/device/containers.sh "only=$BENCHMARK" "$stage" >>"$OUT/rounds.log" 2>&1
+  made=$(ls -dt /tmp/bundles/"$stage"-* 2>/dev/null | head -1)
+  if [ -z "$made" ]; then log "$place: no bundle"; return; fi
+  n=$((n + 1))
+  mv "$made" "$PLACES/$(printf %02d "$n")-$place"
+  log "$place: $(grep -h 'tokens/s\|images/s\|samples/s' "$OUT/rounds.log" | tail -1)"
+}
+
+into_cgroup() {  # the command given, run inside $CG (made with the containers' controllers)
+  mkdir -p "$CG"
+  for c in cpu memory pids io cpuset; do
+    echo "+$c" >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null
+    echo "+$c" >/sys/fs/cgroup/docker/cgroup.subtree_control 2>/dev/null
+  done
+  bash -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CG" "$@"
+}
+
+n=0
+for place in "$@"; do
+  if [ "$SECONDS" -gt "${BUDGET_S:-490}" ]; then log "stopping before $place: $SECONDS s"; break; fi
+  log "$place"
+  case $place in
+    docker) one docker docker ;;
+    host) one host host ;;
+    hostcg) one hostcg host into_cgroup ;;
+    hostns) one hostns host unshare --mount --pid --ipc --uts --fork --mount-proc ;;
+    dpoll) one dpoll docker env KIT_EXP_POLL_S=10 ;;
+    dtorch) one dtorch docker env KIT_EXP_TORCH=1 ;;
+    dstack) one dstack docker env KIT_EXP_STACK=1 ;;
+    *) echo "unknown place $place" >&2; exit 2 ;;
+  esac
+done
+tar -czf "$OUT/bundles.tgz" -C "$PLACES" .
+python3 scripts/device/place_table.py "$PLACES"/* | tee "$OUT/places.md"

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Switches for experiments on the kit's GPU container, written into a device call's copy of the tree.
+
+    KIT_DEVICE_COPY=1 python3 scripts/device/container_variants.py
+
+scripts/device/container_rounds.sh runs this on the lent machine, on the device tool's copy of
+the working tree (thrown away after the call), never in a checkout: it edits
+kit/runtime/containers/docker.py so that three environment variables of the driver change one
+thing each about the container a run gets. They are experiments, not options of the kit:
+
+  KIT_EXP_POLL_S=10  the driver asks the daemon for the container's state every 10 s, not 0.5 s
+  KIT_EXP_TORCH=1    the host's /opt/torch bind-mounted read-only over the image's copy of it
+                     (torch, cuBLAS, cuDNN and NCCL run from the host's files)
+  KIT_EXP_STACK=1    no 64 MiB stack limit (the daemon's default, as on the host)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+FILE = Path(__file__).resolve().parents[2] / "kit/runtime/containers/docker.py"
+
+EDITS = [
+    (
+        "time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))",
+        'time.sleep(min(float(os.environ.get("KIT_EXP_POLL_S", "0.5")), '
+        "max(0.0, deadline - time.monotonic())))",
+    ),
+    (
+        '    out = [docker.types.Ulimit(name="stack", soft=STACK_BYTES, hard=STACK_BYTES)]\n',
+        '    out = [] if os.environ.get("KIT_EXP_STACK") else '
+        '[docker.types.Ulimit(name="stack", soft=STACK_BYTES, hard=STACK_BYTES)]\n',
+    ),
+    (
+        '            opts["volumes"] = {str(run_dir.resolve()): {"bind": MOUNT, "mode": "rw"}}\n',
+        '            opts["volumes"] = {str(run_dir.resolve()): {"bind": MOUNT, "mode": "rw"}}\n'
+        '            if os.environ.get("KIT_EXP_TORCH"):\n'
+        '                opts["volumes"]["/opt/torch"] = {"bind": "/opt/torch", "mode": "ro"}\n',
+    ),
+]
+
+
+def main() -> int:
+    if os.environ.get("KIT_DEVICE_COPY") != "1":
+        print(
+            "container_variants.py edits the kit's source: run it only in a device call's copy "
+            "(KIT_DEVICE_COPY=1)",
+            file=sys.stderr,
+        )
+        return 2
+    text = FILE.read_text()
+    if "KIT_EXP_" in text:
+        print(f"{FILE}: switches already in")
+        return 0
+    for old, new in EDITS:
+        if text.count(old) != 1:
+            print(f"{FILE}: cannot find the line to change: {old.strip()[:80]}", file=sys.stderr)
+            return 2
+        text = text.replace(old, new)
+    FILE.write_text(text)
+    print(f"{FILE}: KIT_EXP_POLL_S, KIT_EXP_TORCH, KIT_EXP_STACK switches in")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
