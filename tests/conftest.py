@@ -1,5 +1,5 @@
 """Shared test helpers: run the real `kit` command in a subprocess, as a user would; a typed
-results.json from the few fields a test cares about."""
+results.json and recipe from the few fields a test cares about."""
 
 from __future__ import annotations
 
@@ -33,6 +33,15 @@ def results_model(runs: list[dict] | None = None, **header):
     }  # fmt: skip
     typed_runs = [{**run, "run_id": f"r{i}", **r} for i, r in enumerate(runs or [])]
     return Results.model_validate({**fields, **header, "runs": typed_runs})
+
+
+def recipe_model(*kinds: str, **fields):
+    """kit.recipe.Recipe (validated, as a loaded bundle holds it) with one benchmark per kind
+    given (or mapping in `benchmarks`), the rest the recipe's defaults."""
+    from kit.recipe import Recipe
+
+    benchmarks = fields.pop("benchmarks", None) or [{"kind": k} for k in kinds or ("allreduce",)]
+    return Recipe.model_validate({"kit": 1, "name": "test", "benchmarks": benchmarks, **fields})
 
 
 def sigint_as_default() -> None:

@@ -64,10 +64,6 @@ class Machine:
     def environment(self) -> Environment | None:
         return self.data.environment
 
-    @cached_property
-    def recipe(self) -> dict[str, Any]:
-        return self.data.recipe.model_dump(mode="json", exclude_unset=True)
-
     @property
     def hostname(self) -> str:
         return (self.hardware.host and self.hardware.host.hostname) or "unknown host"
@@ -106,7 +102,7 @@ class Machine:
     @cached_property
     def benches(self) -> list[analysis.Benchmark]:
         """The bundle read the way its report reads it (one reader of results.json)."""
-        return analysis.build_benchmarks(self.results, self.recipe)
+        return analysis.build_benchmarks(self.results, self.data.recipe)
 
 
 def parse_labels(specs: list[str] | None, paths: list[Path]) -> dict[int, str]:

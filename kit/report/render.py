@@ -323,9 +323,8 @@ def ran_lines(benches: list[analysis.Benchmark], smoke: bool) -> list[str]:
 def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> dict[str, Any]:
     data = load(bundle)
     results = data.results
-    recipe = data.recipe.model_dump(mode="json")
     hardware = data.hardware or Hardware()  # none recorded: an inventory that knows nothing
-    benches = analysis.build_benchmarks(results, recipe)
+    benches = analysis.build_benchmarks(results, data.recipe)
     views = [bench_view(b, i) for i, b in enumerate(benches)]
     silicon = silicon_view(benches, hardware)
     figures = [f for v in views for f in v.figures] + (silicon["figures"] if silicon else [])
@@ -340,7 +339,6 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
     ]
     return {
         "results": results,
-        "recipe": recipe,
         "bundle_name": bundle.path.name,
         "machine": machine_line(hardware),
         "benches": views,

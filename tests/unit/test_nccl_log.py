@@ -182,9 +182,10 @@ def test_the_sizes_table_prints_what_nccl_picked(tmp_path):
     import shutil
 
     from kit.bundle import Bundle
+    from kit.model import load_bundle
     from kit.report import analysis
     from kit.report.render import render_html
-    from tests.unit.test_report_analysis import EXAMPLES, typed
+    from tests.unit.test_report_analysis import EXAMPLES
 
     copy = tmp_path / "b"
     shutil.copytree(EXAMPLES / "h200x2-allreduce", copy)
@@ -198,15 +199,14 @@ def test_the_sizes_table_prints_what_nccl_picked(tmp_path):
             algo, proto = ("RING", "LL") if row["bytes"] < 1 << 20 else ("RING", "SIMPLE")
             row["nccl_calls"] = parse_tuning(line.format(row["bytes"], algo, proto, 3))
     (copy / "results.json").write_text(json.dumps(results))
-    bundle = Bundle.load(copy)
-    bench = analysis.build_benchmarks(typed(bundle), bundle.recipe)[0]
+    bench = analysis.bundle_benchmarks(load_bundle(copy))[0]
     curves = analysis.sweep_curves(bench)
     sizes = curves["sizes"]
     assert curves["curves"]["p2p"][sizes[0]]["nccl"] == []
     assert curves["curves"]["p2p"][sizes[-1]]["nccl"] == ["RING/SIMPLE, 4 ch"]
     assert curves["curves"]["no-p2p"][sizes[-1]]["nccl"] == []
     assert analysis.nccl_choice(bench)["no-p2p"].startswith("not recorded by these runs")
-    html = render_html(bundle)
+    html = render_html(Bundle.load(copy))
     assert "<th>NCCL algo/proto</th>" in html
     assert "<td>RING/LL, 4 ch</td>" in html and "<td>RING/SIMPLE, 4 ch</td>" in html
     assert "<td>not logged</td>" in html  # the first size of p2p and every size of no-p2p

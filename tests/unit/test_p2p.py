@@ -8,7 +8,7 @@ from kit.recipe import BUILTIN_VARIANTS
 from kit.report.analysis import build_benchmarks
 from kit.shared import p2p
 from kit.shared.p2p import p2p_off
-from tests.conftest import results_model
+from tests.conftest import recipe_model, results_model
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,8 @@ def test_a_variant_is_judged_by_what_its_runs_held_not_by_its_name():
         for v, x, env in (("staged", 30.0 + i / 10, off), ("direct", 300.0 + i, on),
                           ("word", 310.0 + i, word))
     ]  # fmt: skip
-    recipe = {"variants": [{"name": "staged"}, {"name": "direct"}, {"name": "word"}]}
+    recipe = recipe_model(benchmarks=[{"kind": "allreduce", "name": "ar"}],
+                          variants=[{"name": "staged"}, {"name": "direct"}, {"name": "word"}])  # fmt: skip
     (bench,) = build_benchmarks(results_model(runs, repeats=3), recipe)
     assert [v.p2p_off for v in bench.variants] == [True, False, False]
     first = bench.verdicts[0]

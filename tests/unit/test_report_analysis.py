@@ -13,7 +13,7 @@ from kit.report import analysis, plots
 from kit.report.render import context, machine_line
 from kit.shared import metrics as catalog
 from kit.stats import paired_ratio
-from tests.conftest import results_model
+from tests.conftest import recipe_model, results_model
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "bundles"
 
@@ -23,7 +23,8 @@ EXAMPLES = Path(__file__).resolve().parent.parent.parent / "reports" / "examples
 
 def load(name: str, root: Path = FIXTURES) -> tuple[Bundle, list[analysis.Benchmark]]:
     b = Bundle.load(root / name)
-    return b, analysis.build_benchmarks(typed(b), b.recipe)
+    data = load_bundle(b.path)
+    return b, analysis.build_benchmarks(data.results, data.recipe)
 
 
 def typed(b: Bundle) -> Results:
@@ -218,8 +219,7 @@ def test_drifting_runs_are_a_finding_and_steady_ones_are_not():
 def test_real_h200_resnet18_runs_had_not_settled():
     """The 2x H200 ResNet bundle: ResNet-18 at 32 px sped up inside its 30-step window."""
     real = Path(__file__).resolve().parents[2] / "reports" / "examples" / "h200x2-resnet-ddp"
-    b = Bundle.load(real)
-    benches = analysis.build_benchmarks(typed(b), b.recipe)
+    benches = analysis.bundle_benchmarks(load_bundle(real))
     flagged = [d for bench in benches for d in analysis.drifting(bench)]
     assert flagged and all(d.startswith("resnet18-32") for d in flagged)
     assert any("p2p r1: 7.87 → 6.05 ms (-23%)" in d for d in flagged)
@@ -233,10 +233,12 @@ def test_the_recipes_cv_threshold_decides_what_is_noisy():
 
     results = results_model([run(v, i, x) for v in ("p2p", "no-p2p")
                              for i, x in enumerate([90.0, 100.0, 110.0])], repeats=3)  # fmt: skip
-    recipe = {"benchmarks": [{"kind": "gpt2_ddp", "name": "g"}], "variants": ["p2p", "no-p2p"]}
+    benchmarks = [{"kind": "gpt2_ddp", "name": "g"}]
+    recipe = recipe_model(benchmarks=benchmarks)
     (default,) = analysis.build_benchmarks(results, recipe)  # CV 10% > the default 3%
     assert default.metrics["throughput"]["p2p"].noisy
-    (lenient,) = analysis.build_benchmarks(results, {**recipe, "cv_threshold": 0.2})
+    lenient_recipe = recipe_model(benchmarks=benchmarks, cv_threshold=0.2)
+    (lenient,) = analysis.build_benchmarks(results, lenient_recipe)
     assert not lenient.metrics["throughput"]["p2p"].noisy
     titles = [f.title for f in analysis.findings(results, [default])]
     assert "noisy results: coefficient of variation over 3%" in titles

@@ -13,7 +13,7 @@ import pytest
 from kit.model import Hardware
 from kit.report import analysis, plots
 from kit.workloads.copy_bandwidth import matrix
-from tests.conftest import results_model
+from tests.conftest import recipe_model, results_model
 
 N = 4
 NAME = "NVIDIA H100 80GB HBM3"
@@ -129,7 +129,7 @@ def _benches():
             ),
         ],
     }
-    recipe = {"variants": ["p2p", "no-p2p"], "benchmarks": []}
+    recipe = recipe_model("copy_bandwidth", "matmul_ceiling", "allreduce")
     return analysis.build_benchmarks(results_model(**results), recipe)
 
 
@@ -199,7 +199,7 @@ def test_training_and_allreduce_are_placed_against_the_measured_ceilings():
 
 def test_no_silicon_runs_no_section():
     results = results_model([_run("allreduce", "allreduce", {"sizes": []})])
-    assert analysis.silicon(analysis.build_benchmarks(results, {"benchmarks": []}), {}) is None
+    assert analysis.silicon(analysis.build_benchmarks(results, recipe_model()), {}) is None
 
 
 def test_the_section_renders_tables_matrices_placements_and_figures():

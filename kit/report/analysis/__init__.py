@@ -12,7 +12,6 @@ from kit.report.analysis.grouping import (
     benchmark_label,
     build_benchmarks,
     bundle_benchmarks,
-    cv_threshold,
 )
 from kit.report.analysis.model import (
     CV_THRESHOLD,
@@ -81,7 +80,6 @@ __all__ = [
     "build_benchmarks",
     "bundle_benchmarks",
     "compare",
-    "cv_threshold",
     "drifting",
     "expectations",
     "findings",

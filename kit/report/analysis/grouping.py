@@ -6,11 +6,9 @@ contributes no number anywhere; it is counted, named and shown as failed.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kit.model import BundleData, Metric, Results, RunResult
+from kit.recipe import Recipe
 from kit.report.analysis.model import (
-    CV_THRESHOLD,
     Benchmark,
     MetricRow,
     VariantBlock,
@@ -28,46 +26,35 @@ def benchmark_label(name: str, kind: str) -> str:
     return base if name in (kind, base) else f"{name} ({base})"
 
 
-def _variant_info(recipe: dict[str, Any], runs: list[RunResult]) -> list[tuple[str, str]]:
+def _variant_info(recipe: Recipe, runs: list[RunResult]) -> list[tuple[str, str]]:
     """Variant names in recipe order (then any the runs add), with their descriptions."""
-    out: dict[str, str] = {}
-    for v in recipe.get("variants") or []:
-        if isinstance(v, dict) and v.get("name"):
-            out[v["name"]] = v.get("description") or ""
-        elif isinstance(v, str):
-            out[v] = ""
+    out = {v.name: v.description for v in recipe.resolved_variants()}
     for r in runs:
         out.setdefault(r.variant, "")
     return list(out.items())
 
 
-def cv_threshold(recipe: dict[str, Any]) -> float:
-    """The recipe's cv_threshold (what adaptive repeats used), else the recipe default."""
-    value = recipe.get("cv_threshold")
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1
-    return float(value) if ok else CV_THRESHOLD
-
-
 def bundle_benchmarks(data: BundleData) -> list[Benchmark]:
     """A loaded bundle's benchmarks (kit.model.load_bundle), by the recipe it stored."""
-    return build_benchmarks(data.results, data.recipe.model_dump(mode="json"))
+    return build_benchmarks(data.results, data.recipe)
 
 
-def build_benchmarks(results: Results, recipe: dict[str, Any]) -> list[Benchmark]:
-    """Group runs by benchmark and variant; summarize each metric over the finished repeats."""
+def build_benchmarks(results: Results, recipe: Recipe) -> list[Benchmark]:
+    """Group runs by benchmark and variant; summarize each metric over the finished repeats.
+    Benchmarks in the recipe's order, then any the runs add; noisy by its cv_threshold."""
     runs = results.runs
     planned = results.planned_repeats
-    threshold = cv_threshold(recipe)
-    declared = [b for b in recipe.get("benchmarks") or [] if isinstance(b, dict)]
-    names = [b.get("name") or b.get("kind") for b in declared]
+    declared = {b.label: b for b in recipe.benchmarks}
+    names = list(declared)
     for r in runs:
         if r.benchmark not in names:
             names.append(r.benchmark)
+    kinds = [b.kind for b in recipe.benchmarks]
     out = []
     for name in names:
-        decl = next((b for b in declared if (b.get("name") or b.get("kind")) == name), {})
+        decl = declared.get(name)
         mine = [r for r in runs if r.benchmark == name]
-        kind = decl.get("kind") or (mine[0].kind if mine else "?")
+        kind = decl.kind if decl else (mine[0].kind if mine else "?")
         ran = 1 + max((r.repeat for r in mine), default=-1)
         blocks = []
         for vname, desc in _variant_info(recipe, mine):
@@ -83,7 +70,7 @@ def build_benchmarks(results: Results, recipe: dict[str, Any]) -> list[Benchmark
                     missing=max(0, max(planned, ran) - len(vr)),
                 )
             )
-        same_kind = sum(1 for b in declared if b.get("kind") == kind) > 1
+        same_kind = kinds.count(kind) > 1
         label = benchmark_label(name, kind) if same_kind else kind_label(kind)
         label = label if spec(kind) or same_kind else name
         found = spec(kind)
@@ -93,11 +80,11 @@ def build_benchmarks(results: Results, recipe: dict[str, Any]) -> list[Benchmark
             name,
             kind,
             label,
-            decl.get("params") or {},
+            decl.params if decl else {},
             blocks,
-            expect=decl.get("expect") or {},
+            expect=decl.expect if decl else {},
             spec=spec(kind),
-            cv_threshold=threshold,
+            cv_threshold=recipe.cv_threshold,
             planned_repeats=planned,
             repeats_ran=ran,
             adaptive=results.adaptive.get(name),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.model import AdaptiveRecord, RunResult
+from kit.recipe import Expectation
 from kit.report.kinds import FigureKind, figure_kind
 from kit.shared.metrics import CV_THRESHOLD
 from kit.shared.p2p import p2p_off
@@ -86,7 +87,7 @@ class Benchmark:
     metrics: dict[str, dict[str, MetricRow]] = field(default_factory=dict)  # metric -> variant
     verdicts: list[Verdict] = field(default_factory=list)
     wrong_total: int = 0
-    expect: dict[str, Any] = field(default_factory=dict)
+    expect: dict[str, Expectation] = field(default_factory=dict)  # the recipe's `expect:`
     spec: WorkloadSpec | None = None  # None: a kind this kit does not know
     cv_threshold: float = CV_THRESHOLD
     # three counts that are easy to confuse: what the plan asked for (the recipe, or the

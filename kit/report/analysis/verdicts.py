@@ -236,16 +236,14 @@ def expectations(bench: Benchmark) -> list[dict[str, Any]]:
         bench.variants[0] if bench.variants else None
     )
     gpus = ref.gpus if ref else None
-    for named, exp in (bench.expect or {}).items():
-        if not isinstance(exp, dict) or "value" not in exp:
-            continue
+    for named, exp in bench.expect.items():
         metric = judged_metric(bench, named)
         row = (bench.metrics.get(metric) or {}).get(ref.name) if ref else None
-        tol = float(exp.get("tolerance") or 0.0)
-        value = float(exp["value"])
+        tol = exp.tolerance
+        value = exp.value
         measured = row.summary.median if row is not None and row.summary is not None else None
-        unit = exp.get("unit") or (row.unit if row else "")
-        found = REF_GPUS.search(str(exp.get("source") or ""))
+        unit = exp.unit or (row.unit if row else "")
+        found = REF_GPUS.search(exp.source)
         ref_gpus = int(found.group(1)) if found else None
         per_gpu = bool(ref_gpus and gpus and ref_gpus != gpus and catalog.per_gpu(metric))
         if per_gpu:
@@ -273,7 +271,7 @@ def expectations(bench: Benchmark) -> list[dict[str, Any]]:
                 "verdict": verdict,
                 "reason": reason,
                 "more_repeats": decision.more_repeats if decision else None,
-                "source": str(exp.get("source") or ""),
+                "source": exp.source,
                 "per_gpu": per_gpu,
                 "ref_gpus": ref_gpus,
                 "gpus": gpus,
