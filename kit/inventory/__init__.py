@@ -5,13 +5,12 @@ placement.py suggests GPU sets, collect.py ties them together. The names below a
 entry points for the rest of the driver.
 """
 
-from kit.inventory.collect import collect, collect_snapshot, measure
+from kit.inventory.collect import collect_snapshot, measure
 from kit.inventory.placement import suggest_gpu_sets
 from kit.inventory.topology import build_inventory, summary_line
 
 __all__ = [
     "build_inventory",
-    "collect",
     "collect_snapshot",
     "measure",
     "suggest_gpu_sets",

@@ -2,7 +2,7 @@
 
 Two steps, so the logic can be tested on recorded answers: `collect_snapshot()` stores the raw
 answers in a plain JSON-able dict; `build_inventory(snapshot)` (kit.inventory.topology) turns it
-into hardware.json by pure functions.
+into hardware.json by pure functions. `measure()` is both, read as kit.model's Hardware.
 """
 
 from __future__ import annotations
@@ -41,12 +41,8 @@ def collect_snapshot(
     }
 
 
-def collect(*, cuda_peer: bool = True) -> dict[str, Any]:
-    """The inventory of this machine, now, as hardware.json holds it (what the engine writes)."""
-    return build_inventory(collect_snapshot(cuda_peer=cuda_peer))
-
-
 def measure(*, cuda_peer: bool = True) -> Hardware:
     """This machine now as the typed model a recorded hardware.json loads as (kit.model), so
-    one reader serves both."""
-    return Hardware.model_validate(collect(cuda_peer=cuda_peer))
+    one reader serves both; what the engine writes as hardware.json (the model's dump keeps
+    the inventory's field order)."""
+    return Hardware.model_validate(build_inventory(collect_snapshot(cuda_peer=cuda_peer)))

@@ -1,4 +1,4 @@
-"""hardware.json: the machine the runs ran on (kit.inventory.collect, or each node's for Slurm).
+"""hardware.json: the machine the runs ran on (kit.inventory.measure), and each node's.
 
 The inventory carries whatever NVML and the host report; readers rely on the fields typed here
 (the report's Hardware section, `kit inspect`, the facts, refs and envdiff read them as
@@ -10,24 +10,59 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import (
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from kit.model.base import Open
 
 
-class Driver(Open):
+class Record(Open):
+    """An inventory record, dumped in the order its writer gave the fields (kit.inventory builds
+    hardware.json in NVML's and the host's order), fields set afterwards last: a measured
+    inventory written through the model is the file the inventory always wrote, key for key."""
+
+    _order: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _given_order(cls, data: Any, handler: ModelWrapValidatorHandler[Record]) -> Record:
+        record = handler(data)
+        if isinstance(data, dict):
+            record._order = [str(k) for k in data]
+        return record
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when the fields are: the order is how a record is written, not what it holds."""
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.__dict__ == other.__dict__ and self.model_extra == other.model_extra
+
+    @model_serializer(mode="wrap")
+    def _in_given_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        rank = {name: i for i, name in enumerate(self._order)}
+        return dict(sorted(out.items(), key=lambda item: rank.get(item[0], len(rank))))
+
+
+class Driver(Record):
     version: str | None = None
     cuda_driver_version: str | None = None
     nvml_version: str | None = None
 
 
-class NumaNode(Open):
+class NumaNode(Record):
     id: int | None = None
     cpus: str | None = None
     mem_total_bytes: int | None = Field(default=None, ge=0)
 
 
-class Detection(Open):
+class Detection(Record):
     """What the host check found: a container around the inventory, or a hypervisor."""
 
     detected: bool | None = None
@@ -35,7 +70,7 @@ class Detection(Open):
     evidence: list[str] = Field(default_factory=list)
 
 
-class Host(Open):
+class Host(Record):
     hostname: str | None = None
     cpu_model: str | None = None
     os: str | None = None
@@ -54,7 +89,7 @@ class Host(Open):
     virtualization: Detection | None = None
 
 
-class Pcie(Open):
+class Pcie(Record):
     gen_current: int | None = None
     width_current: int | None = None
     gen_max: int | None = None
@@ -62,40 +97,40 @@ class Pcie(Open):
     gen_gpu_max: int | None = None
 
 
-class NvLink(Open):
+class NvLink(Record):
     active: bool = False
     version: str | None = None
     remote: str | None = None  # GPU<n>, NVSwitch, or the far end's PCI bus id
     speed_gbs: float | None = None
 
 
-class Ecc(Open):
+class Ecc(Record):
     mode_current: int | None = None
     volatile_uncorrected: int | None = Field(default=None, ge=0)
     aggregate_uncorrected: int | None = Field(default=None, ge=0)
 
 
-class GpuProcess(Open):
+class GpuProcess(Record):
     pid: int
     used_memory_bytes: int | None = Field(default=None, ge=0)
 
 
-class Utilization(Open):
+class Utilization(Record):
     gpu: int | None = None  # percent of the last sample period with a kernel running
     memory: int | None = None
 
 
-class RemappedRows(Open):
+class RemappedRows(Record):
     pending: int | bool | None = None
     failure: int | bool | None = None
 
 
-class RetiredPages(Open):
+class RetiredPages(Record):
     dbe: int | None = Field(default=None, ge=0)
     pending: int | bool | None = None
 
 
-class Gpu(Open):
+class Gpu(Record):
     index: int = Field(ge=0)
     name: str | None = None
     uuid: str | None = None
@@ -124,20 +159,20 @@ class Gpu(Open):
     ecc: Ecc | None = None
 
 
-class PeerAccess(Open):
+class PeerAccess(Record):
     """CUDA's can_device_access_peer per GPU pair, in NVML's GPU order."""
 
     source: str | None = None
     matrix: list[list[bool | None]] = Field(default_factory=list)
 
 
-class Topology(Open):
+class Topology(Record):
     labels: list[str] = Field(default_factory=list)
     matrix: list[list[str]] = Field(default_factory=list)
     legend: dict[str, str] = Field(default_factory=dict)
 
 
-class Hardware(Open):
+class Hardware(Record):
     """hardware.json. `nodes` holds each node's inventory on multi-node and Slurm runs."""
 
     schema_: int | None = Field(default=None, alias="schema", ge=1)

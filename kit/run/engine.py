@@ -17,7 +17,7 @@ from typing import Any
 
 from kit.bundle import Bundle, default_bundle_dir, now_iso
 from kit.errors import InputError, KitError
-from kit.inventory import collect
+from kit.inventory import measure
 from kit.model import AdaptiveRecord, PreflightFinding, RunResult
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec, plan, plan_repeat
@@ -154,7 +154,7 @@ def prepare(recipe: Recipe, options: Options, runtime: Runtime | None = None) ->
     smoke = options.smoke if options.smoke is not None else device == "cpu"
     planned = options.repeats or (min(recipe.repeats, 2) if smoke else recipe.repeats)
     runs = plan(recipe, device, smoke, planned)
-    hardware = collect()
+    hardware = measure()
     # the driver's machine is not one of the nodes: each node's inventory goes to hardware.json
     checks = PreflightOptions(strict=options.strict, allow=frozenset(options.allow))
     findings = check_recipe(recipe, device, hardware, checks) if nodes is None else []
@@ -178,8 +178,8 @@ def prepare(recipe: Recipe, options: Options, runtime: Runtime | None = None) ->
         f"{', smoke scale' if smoke else ''}) -> {bundle.path}"
     )
     if runtime.inventory:
-        hardware["nodes"] = runtime.inventory
-    bundle.write_json(files.HARDWARE, hardware)
+        hardware.nodes = runtime.inventory
+    bundle.write_json(files.HARDWARE, hardware.dump(as_written=True))
     bundle.results.preflight = [PreflightFinding.model_validate(f) for f in findings]
     bundle.write_json(files.ENVIRONMENT, runtime.environment)
     policy = AdaptiveRepeats(planned, cap, recipe.cv_threshold)

@@ -311,14 +311,12 @@ def raise_if_fatal(findings: list[dict[str, str]]) -> None:
 
 
 def check_recipe(
-    recipe: Recipe, device: str, hardware: Hardware | dict[str, Any], options: PreflightOptions
+    recipe: Recipe, device: str, hardware: Hardware, options: PreflightOptions
 ) -> list[dict[str, Any]]:
     """The checks a recipe needs on this machine: its GPUs, and SHM when a variant turns P2P off.
 
-    `hardware`: this machine's inventory (kit.inventory.measure()), or the dict the engine is
-    about to write as hardware.json (kit.inventory.collect()), read as the same model here."""
-    if isinstance(hardware, dict):
-        hardware = Hardware.model_validate(hardware)
+    `hardware`: this machine's inventory (kit.inventory.measure()), the one the engine writes
+    as hardware.json."""
     variants = recipe.resolved_variants()
     ids = {i for v in variants for i in (v.gpu_ids or [])}
     if any(not v.gpu_ids for v in variants):

@@ -13,6 +13,7 @@ from kit.inventory import host as host_info
 from kit.inventory import nvml, topology
 from kit.inventory_cli import topology_text
 from kit.model import Hardware
+from kit.shared.jsonio import dumps
 from tests.unit.fake_nvml import FakeNvml
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nvml"
@@ -259,9 +260,36 @@ def test_nvml_failure_mid_way_is_reported_not_raised() -> None:
     assert "GPU is lost" in got["errors"]["count"]
 
 
+@pytest.mark.parametrize("name", [*GPU_FIXTURES, "no_gpu"])
+def test_a_measured_inventory_is_written_as_the_inventory_built_it(name: str) -> None:
+    """The engine writes hardware.json from the typed model (kit.inventory.measure()): its dump
+    gives back what build_inventory made, key for key and in its order, from a recorded snapshot
+    and from the same answers asked again through the collection code."""
+    snap = load(name)
+    asked = inventory.collect_snapshot(cuda_peer=False, nvml=FakeNvml(snap["nvml"]))
+    for s in (snap, {**asked, "host": snap["host"], "cuda": snap["cuda"]}):
+        built = topology.build_inventory(s)
+        typed = Hardware.model_validate(built)
+        assert dumps(typed.dump(as_written=True)) == dumps(built)
+        typed.nodes = []  # a field set afterwards is written last
+        assert list(typed.dump(as_written=True))[-2:] == ["summary", "nodes"]
+
+
+def test_every_committed_hardware_json_is_dumped_as_written() -> None:
+    root = Path(__file__).resolve().parents[2]
+    found = sorted(root.glob("reports/**/hardware.json")) + sorted(
+        root.glob("tests/fixtures/**/hardware.json")
+    )
+    assert len(found) > 10
+    for path in found:
+        written = json.loads(path.read_text())
+        typed = Hardware.model_validate(written)
+        assert dumps(typed.dump(as_written=True)) == dumps(written), path
+
+
 def test_collect_on_this_machine_is_a_valid_host_only_inventory() -> None:
     """The real path, no mocks: this CI machine has no GPU (skip where one is present)."""
-    inv = inventory.collect()
+    inv = topology.build_inventory(inventory.collect_snapshot())
     if inv["gpus"]:
         pytest.skip("this machine has GPUs: the host-only path is not what runs here")
     assert inv["schema"] == 1
