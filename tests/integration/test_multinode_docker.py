@@ -244,8 +244,8 @@ def test_node_lost_before_the_rendezvous_is_stopped_by_the_driver(client, image,
     assert outcome.error is not None and outcome.error.startswith("node 1 ")
     assert outcome.error.endswith("stopped node(s) 0")
     node0, node1 = outcome.nodes
-    assert node1["status"] == "failed" and node1["exit_code"] == 137
-    assert node0["status"] == "stopped"
+    assert node1.status == "failed" and node1.exit_code == 137  # kit.model NodeRecord
+    assert node0.status == "stopped"
     assert not (run_dir / "result.json").exists()
     assert (tmp_path / "mn.kill.r0.node0.log").is_file()
     _nothing_left(client)
