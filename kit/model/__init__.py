@@ -11,7 +11,7 @@ from these models (python -m kit.model.schema).
 
 from kit.model.base import BUNDLE_SCHEMA, HARDWARE_SCHEMA, SCHEMAS
 from kit.model.environment import ContainerVersions, Environment
-from kit.model.hardware import Hardware
+from kit.model.hardware import Hardware, NodeInventory
 from kit.model.loader import BundleData, RunFiles, check_schema, load_bundle, read_model, validate
 from kit.model.recipes import recipe_differences
 from kit.model.results import (
@@ -47,6 +47,7 @@ __all__ = [
     "Hardware",
     "Metric",
     "Network",
+    "NodeInventory",
     "NodeRecord",
     "PreflightFinding",
     "Results",

@@ -172,6 +172,51 @@ class Topology(Record):
     legend: dict[str, str] = Field(default_factory=dict)
 
 
+class NodeGpu(Record):
+    index: int | None = Field(default=None, ge=0)
+    name: str | None = None
+    memory_total_gib: float | None = Field(default=None, ge=0)
+
+
+class NodeInterface(Record):
+    """A network interface as the node saw it (/sys/class/net), loopback left out."""
+
+    name: str | None = None
+    address: str | None = None
+    speed_mbps: int | None = None  # None: the kernel did not say (virtual links, links down)
+    mtu: int | None = None
+    state: str | None = None
+    kind: str | None = None  # ethernet | infiniband | bridge | virtual
+    mac: str | None = None
+
+
+class IbPort(Record):
+    """An InfiniBand/RoCE port (/sys/class/infiniband)."""
+
+    device: str | None = None
+    port: int | str | None = None
+    rate: str | None = None  # "400 Gb/sec (4X NDR)"
+    state: str | None = None
+    link_layer: str | None = None
+
+
+class NodeInventory(Record):
+    """One node of a multi-node or Slurm run, as kit.worker.nodeinfo saw it from its container:
+    name, CPUs, memory, GPUs and above all its network."""
+
+    node: int | str  # its index; Slurm: the file's name where the file could not be read
+    host: str | None = None  # the node's Docker daemon (multi-node runtime)
+    hostname: str | None = None
+    kernel: str | None = None
+    arch: str | None = None
+    cpus: int | None = Field(default=None, ge=0)
+    mem_total_bytes: int | None = Field(default=None, ge=0)
+    gpus: list[NodeGpu] | None = None  # None: no NVML on the node
+    interfaces: list[NodeInterface] = Field(default_factory=list)
+    infiniband: list[IbPort] = Field(default_factory=list)
+    error: str | None = None  # Slurm: why the node's inventory could not be read
+
+
 class Hardware(Record):
     """hardware.json. `nodes` holds each node's inventory on multi-node and Slurm runs."""
 
@@ -186,5 +231,5 @@ class Hardware(Record):
     nvml_p2p_status: dict[str, list[list[str]]] | None = None
     peer_access: PeerAccess | None = None
     peer_access_note: str | None = None
-    nodes: list[dict[str, Any]] | None = None
-    source: str | None = None
+    nodes: list[NodeInventory] | None = None
+    source: str | None = None  # who wrote a file of nodes only (kit slurm collect)

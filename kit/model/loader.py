@@ -76,7 +76,7 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) if parts else "(top level)"
 
 
-def validate(model: type[M], data: Any, shown: Path) -> M:
+def validate(model: type[M], data: Any, shown: Path | str) -> M:
     """`data` as `model`, or one InputError line: file, field, what was expected."""
     if not isinstance(data, dict):
         raise InputError(f"{shown}: expected a JSON object, got {type(data).__name__}")

@@ -164,7 +164,7 @@ def numa_note(host: Host) -> str:
     )
 
 
-def _speed(mbps: Any) -> str:
+def _speed(mbps: int | None) -> str:
     if not isinstance(mbps, int):
         return "speed unknown"
     return f"{mbps / 1000:g} Gb/s" if mbps >= 1000 else f"{mbps} Mb/s"
@@ -172,33 +172,31 @@ def _speed(mbps: Any) -> str:
 
 def nodes_view(hw: Hardware, results: Results) -> dict[str, Any] | None:
     """Multi-node bundles: each node (daemon, name, GPUs, network) and how the nodes talked.
-    Each node's record is the worker's nodeinfo as written (kit.model.Hardware.nodes)."""
-    nodes = hw.nodes
-    if not nodes:
+    Each node's record is the worker's nodeinfo (kit.model.Hardware.nodes)."""
+    if not hw.nodes:
         return None
     rows = []
-    for n in nodes:
-        gpus = n.get("gpus") or []
-        names = sorted({str(g.get("name")) for g in gpus})
+    for n in hw.nodes:
+        gpus = n.gpus or []
+        names = sorted({str(g.name) for g in gpus})
         links = [
-            f"{i.get('name')} {i.get('address') or ''} {_speed(i.get('speed_mbps'))}"
-            f" MTU {i.get('mtu') or '?'} ({i.get('state') or '?'})".replace("  ", " ")
-            for i in n.get("interfaces") or []
-            if i.get("kind") != "bridge" and (i.get("address") or i.get("state") == "up")
+            f"{i.name} {i.address or ''} {_speed(i.speed_mbps)}"
+            f" MTU {i.mtu or '?'} ({i.state or '?'})".replace("  ", " ")
+            for i in n.interfaces
+            if i.kind != "bridge" and (i.address or i.state == "up")
         ]
         links += [
-            f"{p.get('device')} port {p.get('port')}: {p.get('rate') or '?'}"
-            f" ({p.get('state') or '?'}, {p.get('link_layer') or '?'})"
-            for p in n.get("infiniband") or []
+            f"{p.device} port {p.port}: {p.rate or '?'} ({p.state or '?'}, {p.link_layer or '?'})"
+            for p in n.infiniband
         ]
         rows.append(
             {
-                "node": n.get("node"),
-                "host": n.get("host") or "-",
-                "hostname": n.get("hostname") or "-",
+                "node": n.node,
+                "host": n.host or "-",
+                "hostname": n.hostname or "-",
                 "gpus": f"{len(gpus)} x {', '.join(names)}" if gpus else "none",
-                "cpus": n.get("cpus") or "-",
-                "memory": human_bytes(n["mem_total_bytes"]) if n.get("mem_total_bytes") else "-",
+                "cpus": n.cpus or "-",
+                "memory": human_bytes(n.mem_total_bytes) if n.mem_total_bytes else "-",
                 "network": links or ["no interface recorded"],
             }
         )

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from kit.model.hardware import NodeInventory
 from kit.model.run import NodeRecord
 
 LOG_TAIL_LINES = 40
@@ -84,7 +85,7 @@ class Runtime(Protocol):
     # environment.json: the fingerprint of what the runs will find (set by prepare)
     environment: dict[str, Any]
     # hardware.json's `nodes` (multi-node runtimes: each node's inventory), else None
-    inventory: list[dict[str, Any]] | None
+    inventory: list[NodeInventory] | None
 
     @classmethod
     def prepare(cls, request: RuntimeRequest) -> Runtime:

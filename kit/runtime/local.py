@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kit.model.hardware import NodeInventory
 from kit.runtime import launch
 from kit.runtime.base import LaunchRequest, RunOutcome
 from kit.runtime.containers.base import Container, LaunchError
@@ -30,7 +31,7 @@ class LocalRuntime:
         self.name = container.name
         self.pinned = container.pinned
         self.environment = environment  # environment.json (set by prepare)
-        self.inventory: list[dict[str, Any]] | None = None  # one machine: hardware.json as is
+        self.inventory: list[NodeInventory] | None = None  # one machine: no `nodes`
 
     def close(self) -> None:
         self.container.close()

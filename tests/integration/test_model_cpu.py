@@ -91,3 +91,25 @@ def test_a_collected_slurm_bundle_validates(tmp_path: Path) -> None:
     assert [r.status for r in collected.results.runs] == ["failed", "failed"]
     assert collected.environment is not None and collected.environment.runtime == "slurm"
     assert collected.hardware is not None and collected.hardware.nodes == []
+
+
+def test_a_collected_slurm_bundle_types_each_node(tmp_path: Path) -> None:
+    """Each node's nodeinfo file (this machine's, for real) becomes a typed record of
+    hardware.json, written as the node gave it; an unreadable one is a record that says so."""
+    out = _submitted_slurm_bundle(tmp_path)
+    from kit.worker import nodeinfo
+
+    line = json.dumps(nodeinfo.collect())
+    nodes = out / "slurm" / "nodes"
+    (nodes / "node0.json").write_text(f"srun: started\n{line}\n")
+    (nodes / "node1.json").write_text("{not json\n")
+    proc = run_kit("slurm", "collect", str(out))
+    assert "Traceback" not in proc.stderr
+    hardware = load_bundle(out).hardware
+    assert hardware is not None and hardware.nodes is not None
+    first, second = hardware.nodes
+    assert first.node == 0 and first.hostname == os.uname().nodename and first.cpus >= 1
+    assert second.node == "node1" and second.error == "unreadable: node1.json"
+    written = json.loads((out / "hardware.json").read_text())
+    assert list(written) == ["nodes", "source"]
+    assert list(written["nodes"][0]) == ["node", *json.loads(line)]

@@ -6,12 +6,13 @@ The same runtime against a real daemon: tests/integration/test_multinode_docker.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from kit.errors import InputError
-from kit.model import Hardware, NodeRecord
+from kit.errors import InputError, KitError
+from kit.model import Hardware, NodeInventory, NodeRecord
 from kit.recipe import load_recipe
 from kit.report import analysis
 from kit.report.render import nodes_view
@@ -20,7 +21,7 @@ from kit.runtime.base import RunOutcome
 from kit.runtime.containers import gpus
 from kit.runtime.multinode.config import NodeConfig, host_of, node_config
 from kit.runtime.multinode.runtime import MultiNodeRuntime
-from kit.runtime.multinode.transport import LABEL_NODE, Node, node_log_path
+from kit.runtime.multinode.transport import LABEL_NODE, Node, node_inventory, node_log_path
 from kit.shared.nccl_log import contradiction
 from kit.worker import nodeinfo
 from tests.conftest import results_model
@@ -286,6 +287,20 @@ def test_node_inventory_reads_sysfs(tmp_path):
     assert nodeinfo.interfaces(tmp_path / "absent") == []
     info = nodeinfo.collect()  # this machine, for real
     assert info["cpus"] >= 1 and info["mem_total_bytes"] > 0 and info["hostname"]
+
+
+def test_a_node_inventory_is_typed_as_hardware_json_records_it():
+    """A node's nodeinfo line becomes hardware.json's typed record of it (this machine's, for
+    real), written in the order the probe gave it; a malformed one is one line naming it."""
+    line = json.dumps(nodeinfo.collect())
+    record = node_inventory(Node(1, "ssh://b", None), line)
+    assert isinstance(record, NodeInventory) and record.node == 1 and record.host == "ssh://b"
+    assert record.cpus >= 1 and all(i.name for i in record.interfaces)
+    assert list(record.dump(as_written=True)) == ["node", "host", *json.loads(line)]
+    with pytest.raises(KitError, match=r"^inventory failed: node 1 \(ssh://b\): cpus: expected"):
+        node_inventory(Node(1, "ssh://b", None), json.dumps({"hostname": "b", "cpus": "many"}))
+    with pytest.raises(KitError, match=r"node 1 \(ssh://b\): inventory failed \(not a JSON obj"):
+        node_inventory(Node(1, "ssh://b", None), "[1, 2]")
 
 
 def test_report_nodes_table(tmp_path):

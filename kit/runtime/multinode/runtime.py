@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import KitError
+from kit.model.hardware import NodeInventory
 from kit.model.run import NodeRecord
 from kit.runtime import launch
 from kit.runtime.base import LaunchRequest, RunOutcome, RuntimeRequest, tail
@@ -94,7 +95,7 @@ class MultiNodeRuntime:
         self.shm_size = shm_size
         self.owner = new_owner()
         self.environment: dict[str, Any] | None = None  # environment.json, set by prepare()
-        self.inventory: list[dict[str, Any]] | None = None  # hardware.json's `nodes`
+        self.inventory: list[NodeInventory] | None = None  # hardware.json's `nodes`
         # how each node's daemon hands out GPUs (kit.runtime.containers.gpus), by node index
         self.gpu_styles: dict[int, gpus.GpuStyle] = {}
 

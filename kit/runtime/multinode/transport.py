@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import InputError, KitError
+from kit.model import NodeInventory, validate
 from kit.runtime.containers.docker import STOP_GRACE_S
 from kit.runtime.containers.gpus import style as gpu_style
 from kit.runtime.docker.client import LABEL_OWNER, remove_container
@@ -228,7 +229,22 @@ def ensure_image(nodes: list[Node], tag: str, echo: Any = print) -> list[dict[st
     return out
 
 
-def probe_nodes(nodes: list[Node], image: str, config: NodeConfig) -> list[dict[str, Any]]:
+def node_inventory(node: Node, line: str) -> NodeInventory:
+    """A node's nodeinfo line as hardware.json's record of it, or one line saying what is wrong."""
+    where = f"node {node.index} ({node.url})"
+    try:
+        info = json.loads(line)
+    except json.JSONDecodeError:
+        info = None
+    if not isinstance(info, dict):
+        raise KitError(f"{where}: inventory failed (not a JSON object: {line[:80]!r})")
+    try:
+        return validate(NodeInventory, {"node": node.index, "host": node.url, **info}, where)
+    except InputError as exc:  # a field of the wrong type, named as a bundle's would be
+        raise KitError(f"inventory failed: {exc}") from None
+
+
+def probe_nodes(nodes: list[Node], image: str, config: NodeConfig) -> list[NodeInventory]:
     """Each node's inventory (kit.worker.nodeinfo), read in a container on that node's network."""
     owner = f"{os.getpid()}@{os.uname().nodename}"
     made: list[Any] = []
@@ -261,10 +277,10 @@ def probe_nodes(nodes: list[Node], image: str, config: NodeConfig) -> list[dict[
             if code != 0 or not lines:
                 last = (err.strip().splitlines() or ["(no output)"])[-1]
                 raise KitError(f"node {node.index} ({node.url}): inventory failed ({last})")
-            info = json.loads(lines[-1])
-            if info.get("infiniband"):
+            info = node_inventory(node, lines[-1])
+            if info.infiniband:
                 node.devices = ["/dev/infiniband"]
-            found.append({"node": node.index, "host": node.url, **info})
+            found.append(info)
     finally:
         for container in containers:
             remove_container(container)

@@ -19,7 +19,7 @@ from pathlib import Path
 from kit import terminal
 from kit.bundle import Bundle
 from kit.errors import InputError, KitError
-from kit.model import NodeRecord, SlurmInfo, load_bundle
+from kit.model import Hardware, NodeInventory, NodeRecord, SlurmInfo, load_bundle
 from kit.recipe import Recipe, load_recipe
 from kit.run.plan import plan
 from kit.run.results import close_bundle, open_bundle, record_container, result_of, write_specs
@@ -175,11 +175,13 @@ def collect(path: Path) -> tuple[Bundle, int]:
     for f in node_files:
         try:
             last = [ln for ln in f.read_text().splitlines() if ln.startswith("{")][-1]
-            inventory.append({"node": int(f.stem.removeprefix("node")), **json.loads(last)})
-        except (ValueError, IndexError, json.JSONDecodeError):
-            inventory.append({"node": f.stem, "error": f"unreadable: {f.name}"})
-    bundle.write_json(files.HARDWARE, {"nodes": sorted(inventory, key=lambda n: str(n["node"])),
-                                       "source": "kit slurm: each node's kit.worker.nodeinfo"})  # fmt: skip
+            record = {"node": int(f.stem.removeprefix("node")), **json.loads(last)}
+            inventory.append(NodeInventory.model_validate(record))
+        except (ValueError, TypeError, IndexError):  # pydantic's ValidationError is a ValueError
+            inventory.append(NodeInventory(node=f.stem, error=f"unreadable: {f.name}"))
+    hardware = Hardware(nodes=sorted(inventory, key=lambda n: str(n.node)),
+                        source="kit slurm: each node's kit.worker.nodeinfo")  # fmt: skip
+    bundle.write_json(files.HARDWARE, hardware.dump(as_written=True))
     record_container(
         bundle,
         {"name": recipe.environment, "pinned": info.launcher != "host", "runtime": "slurm",
