@@ -39,8 +39,6 @@ from kit.model import (
     read_model,
     validate,
 )
-from kit.model.files import MAX_YAML_BYTES, decode
-from kit.model.files import read_bytes as read_model_bytes
 from kit.model.files import read_json as read_model_json
 from kit.model.loader import read_recipe
 from kit.recipe import Recipe
@@ -178,15 +176,6 @@ class Bundle:
     def recipe_model(self) -> Recipe:
         """recipe.yaml through the recipe's strict loader (kit.model's, as load_bundle reads it)."""
         return read_recipe(self.path)
-
-    @property
-    def recipe(self) -> dict[str, Any]:
-        """recipe.yaml as written, as a dict, read safely (no link followed, bounded). Readers
-        that need it checked and with defaults filled take `recipe_model()` or kit.model's
-        load_bundle; this stays lenient while the report's readers move to those."""
-        raw = read_model_bytes(self.path, files.RECIPE, MAX_YAML_BYTES)
-        text = decode(raw, self.path / files.RECIPE)
-        return yaml.safe_load(text)
 
     def run_dir(self, run_id: str) -> Path:
         path = self.path / files.RUNS / run_id

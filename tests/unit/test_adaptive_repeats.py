@@ -120,7 +120,8 @@ def test_off_by_default(tmp_path, monkeypatch):
     assert len(launched) == 8
     record = bundle.results.adaptive["allreduce"]
     assert record.max_repeats == 2 and record.noisy == ["p2p"] and record.cap_reached
-    assert bundle.recipe["max_repeats"] == 2 and bundle.recipe["cv_threshold"] == 0.03
+    recipe = bundle.recipe_model()
+    assert recipe.max_repeats == 2 and recipe.cv_threshold == 0.03
 
 
 def test_failed_repeats_count_and_never_loop():
