@@ -7,7 +7,9 @@ torchtitan's train specs plug a model into one trainer.
 
 Method: a step's time is the time between CUDA events recorded at its boundaries, with no host
 synchronize inside the window (StepTimer; the wall clock on the CPU); every step time and every loss is kept, warm-up steps included, and the warm-up
-steps are left out of every figure.
+steps are left out of every figure. A minimum window (min_window_s) is met by a step count every
+rank agrees on before the window opens, planned from the fastest warm-up step; a window that
+still falls short is extended after a synchronize, and its window_rule says so.
 A step's time is the slowest rank's (a step is done when its last rank is). Throughput is
 reported two ways: global units per step over the median step time (robust to a stray slow step)
 and total units over the whole timed window (what the HF Trainer's *_per_second reports).
@@ -26,6 +28,7 @@ Standard library and torch only: this runs inside the container.
 
 from __future__ import annotations
 
+import math
 import resource
 import statistics
 import time
@@ -194,6 +197,7 @@ def measure(
         warmup_losses.append(step(batches[i % len(batches)]))
         warm_timer.mark()
     warmup_times = warm_timer.times()  # waits for the device: the window starts idle
+    planned = planned_steps(ctx, steps, min_window_s, warmup_times)
     counter = EnergyCounter.open(ctx.local_rank) if ctx.is_cuda else None
     dist.barrier()  # every rank starts the measured window together
     ctx.synchronize()
@@ -201,14 +205,24 @@ def measure(
     energy_t0 = counter.read() if counter else None
     window_t0, mono_t0 = time.perf_counter(), time.monotonic()
     timer.mark()
-    i = warmup_steps
-    # at least `steps` steps and at least `min_window_s` seconds (host clock, which runs ahead
-    # of the device by at most the launch queue: the rule decides when to stop, not a time)
-    while i < warmup_steps + steps or time.perf_counter() - window_t0 < min_window_s:
-        losses.append(step(batches[i % len(batches)]))
-        timer.mark()
-        i += 1
-    step_times = timer.times()  # the one synchronize of the window, after its last step
+    i, added = warmup_steps, 0
+    todo = planned
+    while todo:
+        for _ in range(todo):
+            losses.append(step(batches[i % len(batches)]))
+            timer.mark()
+            i += 1
+        # Every rank must run the same number of steps (each step's collectives pair up across
+        # ranks: one rank stopping early leaves the others waiting forever), so the rule is
+        # judged on one clock for all: the shortest rank's window, after the device finished
+        todo = 0
+        if min_window_s > 0:
+            ctx.synchronize()  # where the window ends anyway, unless it falls short
+            elapsed = _reduce(ctx, [time.perf_counter() - window_t0], dist.ReduceOp.MIN)[0]
+            if elapsed < min_window_s:  # the same on every rank: one elapsed, one step count
+                todo = max(1, math.ceil((min_window_s - elapsed) / (elapsed / len(losses))))
+                added += todo
+    step_times = timer.times()  # the one synchronize of a window that was long enough
     energy_t1 = counter.read() if counter else None
     window_s = time.perf_counter() - window_t0
     # telemetry's clock (t_s = monotonic - telemetry's t0_monotonic_s): this rank's window on it
@@ -220,8 +234,25 @@ def measure(
         extra["window_rule"] = (
             f"at least {steps} steps and at least {min_window_s:g} s of timed steps: "
             f"{len(step_times)} steps ran"
+            + (
+                f" ({planned} planned from the fastest warm-up step, {added} added after a "
+                "synchronize when the window fell short)"
+                if added
+                else ""
+            )
         )
     return Measured(warmup_times, step_times, window_s, warmup_losses, losses, mem_before, extra)
+
+
+def planned_steps(ctx: Context, steps: int, min_window_s: float, warmup_times: list[float]) -> int:
+    """How many steps the timed window runs: at least `steps`, and enough to last `min_window_s`
+    at the fastest warm-up step's pace. Decided before the window opens and the same on every
+    rank (the largest of the ranks' counts), so no host synchronize falls inside a window
+    planned long enough; one that falls short is extended (measure)."""
+    if min_window_s <= 0 or not warmup_times or min(warmup_times) <= 0:
+        return steps
+    need = max(steps, math.ceil(min_window_s / min(warmup_times)))
+    return int(_reduce(ctx, [float(need)], dist.ReduceOp.MAX)[0])
 
 
 def _reduce(

@@ -179,8 +179,9 @@ def test_a_minimum_window_runs_more_steps_until_it_is_long_enough(tmp_path):
         == d["warmup_steps"] + d["steps"]
         == d["warmup_steps"] + len(d["loss"])
     )
-    assert (
-        d["window_rule"]
-        == f"at least 3 steps and at least 2 s of timed steps: {d['steps']} steps ran"
+    # the plan from the fastest warm-up step may fall short on a noisy CPU: then the rule says
+    # how many steps were added after a synchronize
+    assert d["window_rule"].startswith(
+        f"at least 3 steps and at least 2 s of timed steps: {d['steps']} steps ran"
     )
     assert "energy_counter" not in d  # the CPU has no energy counter to read
