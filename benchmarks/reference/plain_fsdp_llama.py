@@ -4,7 +4,9 @@ Llama-3.1-8B architecture (random weights, bf16, built on the GPU), LoRA r 8 / a
 0.05 on all seven linear projections (peft), fully_shard per decoder layer then the root,
 non-reentrant gradient checkpointing, AdamW, sequence 4096, micro batch 1, random tokens.
 Timed with the host clock around `--steps` steps after `--warmup` steps, one synchronize at each
-end (no per-step sync): tokens/s = steps x tokens per step / elapsed. Time it with the kit's
+end (no per-step sync): tokens/s = steps x tokens per step / elapsed. Python's collector is frozen
+for the timed steps (gc.freeze), as the kit's loop does, so neither side times a full collection
+of the heap. Time it with the kit's
 recipe in one session on the same GPUs:
 
     torchrun --standalone --nproc-per-node 2 benchmarks/reference/plain_fsdp_llama.py
@@ -98,6 +100,8 @@ def measure() -> None:
         step()
     if device.type == "cuda":
         torch.cuda.synchronize()
+    gc.collect()
+    gc.freeze()
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(args.steps):
@@ -105,6 +109,7 @@ def measure() -> None:
     if device.type == "cuda":
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - t0
+    gc.unfreeze()
     tokens_per_step = args.micro_batch * args.seq * world
     if rank == 0:
         record = {

@@ -4,7 +4,8 @@ torchvision model by name (random weights), channels_last, bf16 autocast (weight
 fp32), SGD lr 0.1 momentum 0.9 weight decay 1e-4, cuDNN autotuning on, one batch of random images
 made on the GPU and reused every step. Timed with the host clock around `--steps` steps after
 `--warmup` steps, one synchronize at each end (no per-step sync): images/s = steps x global batch
-/ elapsed. Time it with the kit's recipe in one session on the same GPUs:
+/ elapsed; Python's collector frozen for the timed steps, as in the kit's loop. Time it with the
+kit's recipe in one session on the same GPUs:
 
     torchrun --standalone --nproc-per-node 2 benchmarks/reference/plain_resnet_ddp.py
     NCCL_P2P_DISABLE=1 torchrun --standalone --nproc-per-node 2 benchmarks/reference/plain_resnet_ddp.py
@@ -72,12 +73,15 @@ def measure() -> None:
     for _ in range(args.warmup):
         step()
     sync()
+    gc.collect()
+    gc.freeze()  # as the kit's loop: no full collection of the heap inside the timed steps
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(args.steps):
         step()
     sync()
     elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=device)
+    gc.unfreeze()
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
     if rank == 0:
         out = {

@@ -37,6 +37,8 @@ def _method_facts(group: list[analysis.Benchmark]) -> dict[str, Any]:
         "synced_per_step": SYNCED_PER_STEP in str(data.extra("step_times_note") or ""),
         "window_s": _span([r.data.extra("window_s") for r in ok]),
         "window_rules": sorted({str(rule) for r in ok if (rule := r.data.extra("window_rule"))}),
+        "gc_frozen": bool(ok) and all(r.data.extra("gc_note") for r in ok),
+        "gc_window": _ms_span([r.data.extra("gc_window_s") for r in ok]),
         "energy": sorted(
             {"counter" if (r.data.extra("energy_counter") or {}).get("complete")
              else "sampled" for r in ok if r.device == "cuda"}
@@ -55,6 +57,15 @@ def _span(values: list[Any]) -> str:
         return ""
     lo, hi = f"{xs[0]:.1f}", f"{xs[-1]:.1f}"
     return f"{lo} s" if lo == hi else f"{lo} to {hi} s"
+
+
+def _ms_span(values: list[Any]) -> str:
+    """ "3 ms" or "3 to 12 ms" over the runs' recorded seconds ("" when none)."""
+    xs = sorted(float(v) * 1e3 for v in values if isinstance(v, int | float))
+    if not xs:
+        return ""
+    lo, hi = f"{xs[0]:.0f}", f"{xs[-1]:.0f}"
+    return f"{lo} ms" if lo == hi else f"{lo} to {hi} ms"
 
 
 def _times(n: int | None) -> str:

@@ -9,7 +9,8 @@ Method: a step's time is the time between CUDA events recorded at its boundaries
 synchronize inside the window (StepTimer; the wall clock on the CPU); every step time and every loss is kept, warm-up steps included, and the warm-up
 steps are left out of every figure. A minimum window (min_window_s) is met by a step count every
 rank agrees on before the window opens, planned from the fastest warm-up step; a window that
-still falls short is extended after a synchronize, and its window_rule says so.
+still falls short is extended after a synchronize, and its window_rule says so. Python's garbage
+collector is frozen for the window (FrozenHeap): what it still spends there is gc_window_s.
 A step's time is the slowest rank's (a step is done when its last rank is). Throughput is
 reported two ways: global units per step over the median step time (robust to a stray slow step)
 and total units over the whole timed window (what the HF Trainer's *_per_second reports).
@@ -42,7 +43,7 @@ import torch.distributed as dist
 
 from kit.shared.gpu_specs import peak_flops  # one table of datasheet peaks, shared with the report
 from kit.shared.metrics import record
-from kit.worker.common import Context, StepTimer
+from kit.worker.common import Context, FrozenHeap, StepTimer
 from kit.worker.energy import EnergyCounter, gathered
 
 GIB = 1 << 30
@@ -199,34 +200,41 @@ def measure(
     warmup_times = warm_timer.times()  # waits for the device: the window starts idle
     planned = planned_steps(ctx, steps, min_window_s, warmup_times)
     counter = EnergyCounter.open(ctx.local_rank) if ctx.is_cuda else None
-    dist.barrier()  # every rank starts the measured window together
-    ctx.synchronize()
-    timer, losses = StepTimer(ctx), []
-    energy_t0 = counter.read() if counter else None
-    window_t0, mono_t0 = time.perf_counter(), time.monotonic()
-    timer.mark()
-    i, added = warmup_steps, 0
-    todo = planned
-    while todo:
-        for _ in range(todo):
-            losses.append(step(batches[i % len(batches)]))
-            timer.mark()
-            i += 1
-        # Every rank must run the same number of steps (each step's collectives pair up across
-        # ranks: one rank stopping early leaves the others waiting forever), so the rule is
-        # judged on one clock for all: the shortest rank's window, after the device finished
-        todo = 0
-        if min_window_s > 0:
-            ctx.synchronize()  # where the window ends anyway, unless it falls short
-            elapsed = _reduce(ctx, [time.perf_counter() - window_t0], dist.ReduceOp.MIN)[0]
-            if elapsed < min_window_s:  # the same on every rank: one elapsed, one step count
-                todo = max(1, math.ceil((min_window_s - elapsed) / (elapsed / len(losses))))
-                added += todo
-    step_times = timer.times()  # the one synchronize of a window that was long enough
-    energy_t1 = counter.read() if counter else None
-    window_s = time.perf_counter() - window_t0
+    with FrozenHeap() as heap:
+        dist.barrier()  # every rank starts the measured window together
+        ctx.synchronize()
+        timer, losses = StepTimer(ctx), []
+        energy_t0 = counter.read() if counter else None
+        window_t0, mono_t0 = time.perf_counter(), time.monotonic()
+        timer.mark()
+        i, added = warmup_steps, 0
+        todo = planned
+        while todo:
+            for _ in range(todo):
+                losses.append(step(batches[i % len(batches)]))
+                timer.mark()
+                i += 1
+            # Every rank must run the same number of steps (each step's collectives pair up
+            # across ranks: one rank stopping early leaves the others waiting forever), so the
+            # rule is judged on one clock for all: the shortest rank's window, after the device
+            # finished
+            todo = 0
+            if min_window_s > 0:
+                ctx.synchronize()  # where the window ends anyway, unless it falls short
+                elapsed = _reduce(ctx, [time.perf_counter() - window_t0], dist.ReduceOp.MIN)[0]
+                if elapsed < min_window_s:  # the same on every rank: one elapsed, one step count
+                    todo = max(1, math.ceil((min_window_s - elapsed) / (elapsed / len(losses))))
+                    added += todo
+        step_times = timer.times()  # the one synchronize of a window that was long enough
+        energy_t1 = counter.read() if counter else None
+        window_s = time.perf_counter() - window_t0
     # telemetry's clock (t_s = monotonic - telemetry's t0_monotonic_s): this rank's window on it
-    extra: dict[str, Any] = {"window_monotonic_s": [mono_t0, time.monotonic()]}
+    extra: dict[str, Any] = {
+        "window_monotonic_s": [mono_t0, time.monotonic()],
+        "gc_window_s": heap.seconds,
+        "gc_collections": heap.collections,
+        "gc_note": FrozenHeap.NOTE,
+    }
     if counter is not None:
         extra["energy_counter"] = counter.record(energy_t0, energy_t1)
         counter.close()
@@ -286,6 +294,7 @@ def summarize(
         records: list[Any] = [None] * n
         dist.all_gather_object(records, energy)
         m.extra["energy_counter"] = gathered(records)
+    m.extra["gc_window_s"] = _reduce(ctx, [m.extra["gc_window_s"]], dist.ReduceOp.MAX)[0]
     # the slowest rank's time of each step: a step is done when its last rank is
     all_times = _reduce(ctx, m.warmup_times + m.step_times, dist.ReduceOp.MAX)
     warmup_times, step_times = all_times[: len(m.warmup_times)], all_times[len(m.warmup_times) :]

@@ -29,7 +29,13 @@ Bundles recorded since time steps with CUDA events and no synchronize inside the
 {% if a.window_s %}Timed window: {{ a.window_s }}{% if a.window_rules %} ({{ a.window_rules|join("; ") }}){% endif %}.
 {% if not a.window_rules %}This bundle set no minimum window; full-scale recipes now time at least 30 s,
 so that clocks and power settle.{% endif %}{% endif %}
-When the GPUs sit at their power cap (NVML reports SwPowerCap in most of the window's samples),
+{% if a.gc_frozen %}Python's garbage collector is run and its objects frozen (gc.freeze) before the
+timed window, so the collections inside it scan only objects made there{% if a.gc_window %} (in all,
+{{ a.gc_window }} a window){% endif %}; a full collection of the whole heap holds the GIL
+for a quarter of a second on the Llama-8B shape, and the GPU waits for it.
+{% else %}These runs were recorded before the kit froze Python's garbage collector for the timed
+window: any full collection of the whole heap fell inside the window and is part of its step times.
+{% endif %}When the GPUs sit at their power cap (NVML reports SwPowerCap in most of the window's samples),
 the headline is the throughput over the whole window, not the median step{% if a.whole_window %}: these
 runs did, so this bundle's headline is the throughput over the whole window{% endif %}.
 A run is flagged as not at steady state when the median step time of the

@@ -53,6 +53,9 @@ def check_training_run(run: dict, unit: str, steps: int) -> None:
     assert d["mfu"] is None and "mfu" not in m and d["mfu_note"] == "null: not on a GPU"
     assert d["data"].startswith("synthetic") and d["weights"].startswith("random")
     assert d.get("flops_per_step", 0) > 0
+    # the collector was frozen for the window, and what its collections there cost is recorded
+    assert "gc.freeze" in d["gc_note"] and d["gc_window_s"] >= 0
+    assert len(d["gc_collections"]) == 3 and all(n >= 0 for n in d["gc_collections"])
 
 
 def test_gpt2_ddp_smoke(tmp_path):
