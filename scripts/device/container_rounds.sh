@@ -15,7 +15,17 @@
 #   dpoll   the container, the driver asking the daemon for its state every 10 s, not 0.5 s
 #   dtorch  the container with the host's /opt/torch bind-mounted over the image's copy
 #   dstack  the container without the kit's 64 MiB stack limit
+#   dpriv   a privileged container (every capability, no seccomp filter)
+#   dnet    the container in the host's network namespace, not `none`
+#   dinit   the container without an init process (torchrun first)
+#   dfs     the container running the host's files (/usr/lib, /usr/bin, /opt/torch bound read-only)
+# Steps between places (no bundle):
+#   drop      sync, then drop the machine's page cache (echo 3 > /proc/sys/vm/drop_caches)
+#   readlibs  read every shared library of the image's layers and of the host's /opt/torch and
+#             /usr/lib once, front to back (the page cache then holds them as a read left them)
 # The d* places edit this call's copy of the kit (scripts/device/container_variants.py).
+# STATS=1 adds what the host did in every timed step to each run's data
+# (scripts/device/step_stats.py; scripts/device/step_stats_table.py reads it, into $OUT/steps.md).
 # RECIPE (recipes/single_gpu.yaml) and BENCHMARK (llama-8b-lora) pick the run; BUDGET_S (490)
 # starts no place after that many seconds. Bundles go to $OUT/bundles.tgz as NN-PLACE (the order
 # run); `python3 scripts/device/place_table.py` reads them.
@@ -31,6 +41,7 @@ log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/order.log"; }
 bash scripts/device/containers.sh daemon >"$OUT/daemon.log" 2>&1 || { tail "$OUT/daemon.log"; exit 1; }
 export PYTHONPATH="/tmp/site:$PWD"  # the carried wheels containers.sh installed (pydantic)
 KIT_DEVICE_COPY=1 python3 scripts/device/container_variants.py | tee -a "$OUT/order.log"
+[ "${STATS:-0}" = 1 ] && KIT_DEVICE_COPY=1 python3 scripts/device/step_stats.py | tee -a "$OUT/order.log"
 
 one() {  # one PLACE STAGE [PREFIX...]: containers.sh STAGE for the benchmark, under PREFIX
   local place=$1 stage=$2 made
@@ -58,6 +69,11 @@ for place in "$@"; do
   if [ "$SECONDS" -gt "${BUDGET_S:-490}" ]; then log "stopping before $place: $SECONDS s"; break; fi
   log "$place"
   case $place in
+    drop) sync; echo 3 >/proc/sys/vm/drop_caches; log "page cache dropped" ;;
+    readlibs)
+      find /tmp/docker-root/overlay2 /opt/torch /usr/lib -name '*.so*' -type f -size +1M \
+          -exec cat {} + >/dev/null 2>&1
+      log "read the shared libraries: $(grep -i '^Cached' /proc/meminfo)" ;;
     docker) one docker docker ;;
     host) one host host ;;
     hostcg) one hostcg host into_cgroup ;;
@@ -65,8 +81,13 @@ for place in "$@"; do
     dpoll) one dpoll docker env KIT_EXP_POLL_S=10 ;;
     dtorch) one dtorch docker env KIT_EXP_TORCH=1 ;;
     dstack) one dstack docker env KIT_EXP_STACK=1 ;;
+    dpriv) one dpriv docker env KIT_EXP_PRIV=1 ;;
+    dnet) one dnet docker env KIT_EXP_NET=host ;;
+    dinit) one dinit docker env KIT_EXP_INIT=0 ;;
+    dfs) one dfs docker env KIT_EXP_HOSTFS=1 ;;
     *) echo "unknown place $place" >&2; exit 2 ;;
   esac
 done
 tar -czf "$OUT/bundles.tgz" -C "$PLACES" .
 python3 scripts/device/place_table.py "$PLACES"/* | tee "$OUT/places.md"
+[ "${STATS:-0}" = 1 ] && python3 scripts/device/step_stats_table.py "$PLACES"/* | tee "$OUT/steps.md"

@@ -12,6 +12,11 @@ thing each about the container a run gets. They are experiments, not options of 
   KIT_EXP_TORCH=1    the host's /opt/torch bind-mounted read-only over the image's copy of it
                      (torch, cuBLAS, cuDNN and NCCL run from the host's files)
   KIT_EXP_STACK=1    no 64 MiB stack limit (the daemon's default, as on the host)
+  KIT_EXP_PRIV=1     a privileged container (every capability, no seccomp filter, every device)
+  KIT_EXP_NET=host   the host's network namespace instead of none (no host name of the kit's)
+  KIT_EXP_INIT=0     no init process: torchrun is the container's first process
+  KIT_EXP_HOSTFS=1   the host's /usr/lib, /usr/bin and /opt/torch bind-mounted read-only over the
+                     image's (the container runs the host's files, in its own namespaces)
 """
 
 from __future__ import annotations
@@ -39,6 +44,20 @@ EDITS = [
         '            if os.environ.get("KIT_EXP_TORCH"):\n'
         '                opts["volumes"]["/opt/torch"] = {"bind": "/opt/torch", "mode": "ro"}\n',
     ),
+    (
+        '            opts["extra_hosts"] = {HOSTNAME: "127.0.0.1"}\n',
+        '            opts["extra_hosts"] = {HOSTNAME: "127.0.0.1"}\n'
+        '            if os.environ.get("KIT_EXP_PRIV"):\n'
+        '                opts["privileged"] = True\n'
+        '            if os.environ.get("KIT_EXP_NET") == "host":\n'
+        '                opts["network_mode"] = "host"\n'
+        '                del opts["hostname"], opts["extra_hosts"]\n'
+        '            if os.environ.get("KIT_EXP_INIT") == "0":\n'
+        '                opts["init"] = False\n'
+        '            if os.environ.get("KIT_EXP_HOSTFS"):\n'
+        '                for d in ("/usr/lib", "/usr/bin", "/opt/torch"):\n'
+        '                    opts["volumes"][d] = {"bind": d, "mode": "ro"}\n',
+    ),
 ]
 
 
@@ -60,7 +79,7 @@ def main() -> int:
             return 2
         text = text.replace(old, new)
     FILE.write_text(text)
-    print(f"{FILE}: KIT_EXP_POLL_S, KIT_EXP_TORCH, KIT_EXP_STACK switches in")
+    print(f"{FILE}: KIT_EXP_* switches in")
     return 0
 
 
