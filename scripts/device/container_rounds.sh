@@ -19,6 +19,7 @@
 #   dnet    the container in the host's network namespace, not `none`
 #   dinit   the container without an init process (torchrun first)
 #   dfs     the container running the host's files (/usr/lib, /usr/bin, /opt/torch bound read-only)
+#   denv    the container with the driver's environment too (the host's locale and the rest)
 # Steps between places (no bundle):
 #   drop      sync, then drop the machine's page cache (echo 3 > /proc/sys/vm/drop_caches)
 #   readlibs  read every shared library of the image's layers and of the host's /opt/torch and
@@ -85,6 +86,7 @@ for place in "$@"; do
     dnet) one dnet docker env KIT_EXP_NET=host ;;
     dinit) one dinit docker env KIT_EXP_INIT=0 ;;
     dfs) one dfs docker env KIT_EXP_HOSTFS=1 ;;
+    denv) one denv docker env KIT_EXP_ENV=1 ;;
     *) echo "unknown place $place" >&2; exit 2 ;;
   esac
 done

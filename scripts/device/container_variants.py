@@ -17,6 +17,8 @@ thing each about the container a run gets. They are experiments, not options of 
   KIT_EXP_INIT=0     no init process: torchrun is the container's first process
   KIT_EXP_HOSTFS=1   the host's /usr/lib, /usr/bin and /opt/torch bind-mounted read-only over the
                      image's (the container runs the host's files, in its own namespaces)
+  KIT_EXP_ENV=1      the driver's own environment too (the host's locale and the rest; PATH,
+                     PYTHONPATH, LD_LIBRARY_PATH, HOME and HOSTNAME stay the container's)
 """
 
 from __future__ import annotations
@@ -56,7 +58,11 @@ EDITS = [
         '                opts["init"] = False\n'
         '            if os.environ.get("KIT_EXP_HOSTFS"):\n'
         '                for d in ("/usr/lib", "/usr/bin", "/opt/torch"):\n'
-        '                    opts["volumes"][d] = {"bind": d, "mode": "ro"}\n',
+        '                    opts["volumes"][d] = {"bind": d, "mode": "ro"}\n'
+        '            if os.environ.get("KIT_EXP_ENV"):\n'
+        '                keep = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "HOME", "HOSTNAME")\n'
+        '                host = {k: v for k, v in os.environ.items() if k not in keep}\n'
+        '                opts["environment"] = {**host, **opts["environment"]}\n',
     ),
 ]
 

@@ -115,8 +115,39 @@ def test_container_variants_edit_only_a_device_copy(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin", "KIT_DEVICE_COPY": "1"}
     subprocess.run(script, check=True, capture_output=True, env=env)
     edited = target.read_text()
-    for switch in ("KIT_EXP_POLL_S", "KIT_EXP_TORCH", "KIT_EXP_STACK"):
-        assert switch in edited
+    for switch in ("POLL_S", "TORCH", "STACK", "PRIV", "NET", "INIT", "HOSTFS", "ENV"):
+        assert f"KIT_EXP_{switch}" in edited
     compile(edited, str(target), "exec")
     again = subprocess.run(script, check=True, capture_output=True, text=True, env=env)
     assert "already in" in again.stdout and target.read_text() == edited
+
+
+def test_step_stats_edit_only_a_device_copy_and_the_table_reads_them(tmp_path: Path) -> None:
+    copy = tmp_path / "tree"
+    (copy / "scripts/device").mkdir(parents=True)
+    (copy / "kit/worker").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts/device/step_stats.py", copy / "scripts/device")
+    target = copy / "kit/worker/training.py"
+    shutil.copy(ROOT / "kit/worker/training.py", target)
+    script = [sys.executable, str(copy / "scripts/device/step_stats.py")]
+    refused = subprocess.run(script, capture_output=True, text=True, env={"PATH": "/usr/bin"})
+    assert refused.returncode == 2 and "device call's copy" in refused.stderr
+    env = {"PATH": "/usr/bin", "KIT_DEVICE_COPY": "1"}
+    subprocess.run(script, check=True, capture_output=True, env=env)  # the loop's lines found
+    edited = target.read_text()
+    assert edited.count("_xs.") == 3
+    compile(edited, str(target), "exec")
+    module = copy / "kit/worker/exp_step_stats.py"
+    compile(module.read_text(), str(module), "exec")
+
+    # the table, on bundles a device call made with these statistics (call 5 of the gc folder)
+    folder = ROOT / "reports/measurements/2026-11-24-h100x1-llama-container-gc/calls"
+    shutil.unpack_archive(folder / "call5-bundles.tar.xz", tmp_path / "call5")
+    bundles = sorted((tmp_path / "call5").iterdir())
+    table = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/device/step_stats_table.py"), *map(str, bundles)],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    assert table == (folder / "call5-steps.md").read_text()  # what the folder shows
+    rows = [ln for ln in table.splitlines() if ln.startswith("| 0")]
+    assert [r.split(" | ")[0] for r in rows] == [f"| {b.name}" for b in bundles]
