@@ -38,7 +38,7 @@ def _method_facts(group: list[analysis.Benchmark]) -> dict[str, Any]:
         "window_s": _span([r.data.extra("window_s") for r in ok]),
         "window_rules": sorted({str(rule) for r in ok if (rule := r.data.extra("window_rule"))}),
         "gc_frozen": bool(ok) and all(r.data.extra("gc_note") for r in ok),
-        "gc_window": _ms_span([r.data.extra("gc_window_s") for r in ok]),
+        "gc_window": _span([r.data.extra("gc_window_s") for r in ok], "ms"),
         "energy": sorted(
             {"counter" if (r.data.extra("energy_counter") or {}).get("complete")
              else "sampled" for r in ok if r.device == "cuda"}
@@ -50,22 +50,15 @@ SYNCED_PER_STEP = "the device synchronized before each clock read"
 """What the step-times note of bundles recorded before the CUDA-event step timer says."""
 
 
-def _span(values: list[Any]) -> str:
-    """ "1.7 s" or "1.7 to 2.9 s" over the runs' recorded values ("" when none)."""
-    xs = sorted(float(v) for v in values if isinstance(v, int | float))
+def _span(values: list[Any], unit: str = "s") -> str:
+    """ "1.7 s" or "1.7 to 2.9 s" over the runs' recorded seconds, in `unit` ("s": one decimal;
+    "ms": whole milliseconds); "" when none."""
+    scale, digits = (1e3, 0) if unit == "ms" else (1.0, 1)
+    xs = sorted(float(v) * scale for v in values if isinstance(v, int | float))
     if not xs:
         return ""
-    lo, hi = f"{xs[0]:.1f}", f"{xs[-1]:.1f}"
-    return f"{lo} s" if lo == hi else f"{lo} to {hi} s"
-
-
-def _ms_span(values: list[Any]) -> str:
-    """ "3 ms" or "3 to 12 ms" over the runs' recorded seconds ("" when none)."""
-    xs = sorted(float(v) * 1e3 for v in values if isinstance(v, int | float))
-    if not xs:
-        return ""
-    lo, hi = f"{xs[0]:.0f}", f"{xs[-1]:.0f}"
-    return f"{lo} ms" if lo == hi else f"{lo} to {hi} ms"
+    lo, hi = f"{xs[0]:.{digits}f}", f"{xs[-1]:.{digits}f}"
+    return f"{lo} {unit}" if lo == hi else f"{lo} to {hi} {unit}"
 
 
 def _times(n: int | None) -> str:

@@ -23,9 +23,9 @@ thing each about the container a run gets. They are experiments, not options of 
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
+
+from device_copy import edit_copy  # scripts/device/, beside this script
 
 FILE = Path(__file__).resolve().parents[2] / "kit/runtime/containers/docker.py"
 
@@ -61,32 +61,14 @@ EDITS = [
         '                    opts["volumes"][d] = {"bind": d, "mode": "ro"}\n'
         '            if os.environ.get("KIT_EXP_ENV"):\n'
         '                keep = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "HOME", "HOSTNAME")\n'
-        '                host = {k: v for k, v in os.environ.items() if k not in keep}\n'
+        "                host = {k: v for k, v in os.environ.items() if k not in keep}\n"
         '                opts["environment"] = {**host, **opts["environment"]}\n',
     ),
 ]
 
 
 def main() -> int:
-    if os.environ.get("KIT_DEVICE_COPY") != "1":
-        print(
-            "container_variants.py edits the kit's source: run it only in a device call's copy "
-            "(KIT_DEVICE_COPY=1)",
-            file=sys.stderr,
-        )
-        return 2
-    text = FILE.read_text()
-    if "KIT_EXP_" in text:
-        print(f"{FILE}: switches already in")
-        return 0
-    for old, new in EDITS:
-        if text.count(old) != 1:
-            print(f"{FILE}: cannot find the line to change: {old.strip()[:80]}", file=sys.stderr)
-            return 2
-        text = text.replace(old, new)
-    FILE.write_text(text)
-    print(f"{FILE}: KIT_EXP_* switches in")
-    return 0
+    return edit_copy("container_variants.py", FILE, EDITS, "KIT_EXP_", "KIT_EXP_* switches")
 
 
 if __name__ == "__main__":

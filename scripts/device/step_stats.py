@@ -21,9 +21,9 @@ Never run it in a checkout: it edits kit/worker/training.py and writes kit/worke
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
+
+from device_copy import edit_copy  # scripts/device/, beside this script
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAINING = ROOT / "kit/worker/training.py"
@@ -249,28 +249,10 @@ EDITS = [
 
 
 def main() -> int:
-    if os.environ.get("KIT_DEVICE_COPY") != "1":
-        print(
-            "step_stats.py edits the kit's source: run it only in a device call's copy "
-            "(KIT_DEVICE_COPY=1)",
-            file=sys.stderr,
-        )
-        return 2
-    text = TRAINING.read_text()
-    if "exp_step_stats" in text:
-        print(f"{TRAINING}: step statistics already in")
-        return 0
-    for old, new in EDITS:
-        if text.count(old) != 1:
-            print(
-                f"{TRAINING}: cannot find the line to change: {old.strip()[:80]}", file=sys.stderr
-            )
-            return 2
-        text = text.replace(old, new)
-    MODULE.write_text(SOURCE)
-    TRAINING.write_text(text)
-    print(f"{TRAINING}: step statistics in (kit/worker/exp_step_stats.py)")
-    return 0
+    return edit_copy(
+        "step_stats.py", TRAINING, EDITS, "exp_step_stats",
+        "step statistics (kit/worker/exp_step_stats.py)", also=lambda: MODULE.write_text(SOURCE),
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

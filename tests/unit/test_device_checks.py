@@ -102,42 +102,45 @@ def test_place_table_reads_each_run_and_groups_by_place(tmp_path: Path) -> None:
     assert "| docker | 9 |" in summary["docker"] and "(BCa) |" in summary["docker"]
 
 
-def test_container_variants_edit_only_a_device_copy(tmp_path: Path) -> None:
+DEVICE_COPY = {"PATH": "/usr/bin", "KIT_DEVICE_COPY": "1"}
+
+
+def _device_copy(tmp_path: Path, name: str, source: str) -> tuple[list[str], Path]:
+    """A scratch tree holding the device script `name` and a copy of the kit file it edits;
+    checks that the script refuses outside a device copy. (the command, the copied file)"""
     copy = tmp_path / "tree"
     (copy / "scripts/device").mkdir(parents=True)
-    (copy / "kit/runtime/containers").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts/device/container_variants.py", copy / "scripts/device")
-    target = copy / "kit/runtime/containers/docker.py"
-    shutil.copy(ROOT / "kit/runtime/containers/docker.py", target)
-    script = [sys.executable, str(copy / "scripts/device/container_variants.py")]
-    refused = subprocess.run(script, capture_output=True, text=True, env={"PATH": "/usr/bin"})
+    for script in (name, "device_copy.py"):
+        shutil.copy(ROOT / "scripts/device" / script, copy / "scripts/device")
+    target = copy / source
+    target.parent.mkdir(parents=True)
+    shutil.copy(ROOT / source, target)
+    command = [sys.executable, str(copy / "scripts/device" / name)]
+    refused = subprocess.run(command, capture_output=True, text=True, env={"PATH": "/usr/bin"})
     assert refused.returncode == 2 and "device call's copy" in refused.stderr
-    env = {"PATH": "/usr/bin", "KIT_DEVICE_COPY": "1"}
-    subprocess.run(script, check=True, capture_output=True, env=env)
+    return command, target
+
+
+def test_container_variants_edit_only_a_device_copy(tmp_path: Path) -> None:
+    script, target = _device_copy(
+        tmp_path, "container_variants.py", "kit/runtime/containers/docker.py"
+    )
+    subprocess.run(script, check=True, capture_output=True, env=DEVICE_COPY)
     edited = target.read_text()
     for switch in ("POLL_S", "TORCH", "STACK", "PRIV", "NET", "INIT", "HOSTFS", "ENV"):
         assert f"KIT_EXP_{switch}" in edited
     compile(edited, str(target), "exec")
-    again = subprocess.run(script, check=True, capture_output=True, text=True, env=env)
+    again = subprocess.run(script, check=True, capture_output=True, text=True, env=DEVICE_COPY)
     assert "already in" in again.stdout and target.read_text() == edited
 
 
 def test_step_stats_edit_only_a_device_copy_and_the_table_reads_them(tmp_path: Path) -> None:
-    copy = tmp_path / "tree"
-    (copy / "scripts/device").mkdir(parents=True)
-    (copy / "kit/worker").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts/device/step_stats.py", copy / "scripts/device")
-    target = copy / "kit/worker/training.py"
-    shutil.copy(ROOT / "kit/worker/training.py", target)
-    script = [sys.executable, str(copy / "scripts/device/step_stats.py")]
-    refused = subprocess.run(script, capture_output=True, text=True, env={"PATH": "/usr/bin"})
-    assert refused.returncode == 2 and "device call's copy" in refused.stderr
-    env = {"PATH": "/usr/bin", "KIT_DEVICE_COPY": "1"}
-    subprocess.run(script, check=True, capture_output=True, env=env)  # the loop's lines found
+    script, target = _device_copy(tmp_path, "step_stats.py", "kit/worker/training.py")
+    subprocess.run(script, check=True, capture_output=True, env=DEVICE_COPY)  # the lines found
     edited = target.read_text()
     assert edited.count("_xs.") == 3
     compile(edited, str(target), "exec")
-    module = copy / "kit/worker/exp_step_stats.py"
+    module = target.parent / "exp_step_stats.py"
     compile(module.read_text(), str(module), "exec")
 
     # the table, on bundles a device call made with these statistics (call 5 of the gc folder)
