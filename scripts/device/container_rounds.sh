@@ -20,13 +20,19 @@
 #   dinit   the container without an init process (torchrun first)
 #   dfs     the container running the host's files (/usr/lib, /usr/bin, /opt/torch bound read-only)
 #   denv    the container with the driver's environment too (the host's locale and the rest)
+#   dall    the container with every d* switch above at once but dpoll and dtorch (dfs covers
+#           it): what is left differs from hostns only in the image's overlay root, the cgroup
+#           namespace, runc's set-up and the CDI devices
+#   dsw     dall's software half: the host's files and environment (dfs and denv at once)
+#   dsetup  dall's other half, the container's set-up: dstack, dpriv, dnet and dinit at once
 # Steps between places (no bundle):
 #   drop      sync, then drop the machine's page cache (echo 3 > /proc/sys/vm/drop_caches)
 #   readlibs  read every shared library of the image's layers and of the host's /opt/torch and
 #             /usr/lib once, front to back (the page cache then holds them as a read left them)
 # The d* places edit this call's copy of the kit (scripts/device/container_variants.py).
 # STATS=1 adds what the host did in every timed step to each run's data
-# (scripts/device/step_stats.py; scripts/device/step_stats_table.py reads it, into $OUT/steps.md).
+# (scripts/device/step_stats.py; scripts/device/step_stats_table.py reads it, into $OUT/steps.md);
+# PROFILE=1 with it also traces steps 20-25 of every run with torch.profiler (slower runs).
 # RECIPE (recipes/single_gpu.yaml) and BENCHMARK (llama-8b-lora) pick the run; BUDGET_S (490)
 # starts no place after that many seconds. Bundles go to $OUT/bundles.tgz as NN-PLACE (the order
 # run); `python3 scripts/device/place_table.py` reads them.
@@ -36,6 +42,7 @@ export RECIPE=${RECIPE:-recipes/single_gpu.yaml}
 BENCHMARK=${BENCHMARK:-llama-8b-lora}
 CG=/sys/fs/cgroup/docker/kit-probe-host
 PLACES=/tmp/places
+rm -rf "$PLACES"  # a machine still warm from the last call keeps its places: not this call's
 mkdir -p "$OUT" "$PLACES"
 log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/order.log"; }
 
@@ -87,6 +94,10 @@ for place in "$@"; do
     dinit) one dinit docker env KIT_EXP_INIT=0 ;;
     dfs) one dfs docker env KIT_EXP_HOSTFS=1 ;;
     denv) one denv docker env KIT_EXP_ENV=1 ;;
+    dall) one dall docker env KIT_EXP_STACK=1 KIT_EXP_PRIV=1 KIT_EXP_NET=host KIT_EXP_INIT=0 \
+        KIT_EXP_HOSTFS=1 KIT_EXP_ENV=1 ;;
+    dsw) one dsw docker env KIT_EXP_HOSTFS=1 KIT_EXP_ENV=1 ;;
+    dsetup) one dsetup docker env KIT_EXP_STACK=1 KIT_EXP_PRIV=1 KIT_EXP_NET=host KIT_EXP_INIT=0 ;;
     *) echo "unknown place $place" >&2; exit 2 ;;
   esac
 done

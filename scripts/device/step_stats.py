@@ -12,6 +12,7 @@ main thread did in each timed step and where the rest of the process spent its C
              its context switches and page faults (RUSAGE_THREAD), the time in Python's garbage
              collector by generation, and the host's clock at each step boundary (against the
              CUDA events' times: how far the host ran ahead of the GPU)
+  profile    PROFILE=1: steps 20-25 traced by torch.profiler (self CPU and device time per op)
   window     every thread's CPU time, /proc/stat's CPU lines (steal included), /proc/pressure/cpu
              and the cgroup's cpu.stat, at the window's edges
 
@@ -21,6 +22,7 @@ Never run it in a checkout: it edits kit/worker/training.py and writes kit/worke
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from device_copy import edit_copy  # scripts/device/, beside this script
@@ -157,7 +159,7 @@ def start() -> None:
     _steps.append(_sample())
 
 
-PROFILE = (20, 25)  # the window's steps traced by torch's profiler (CPU and CUDA)
+PROFILE = __PROFILE__  # the window's steps traced by torch's profiler (CPU and CUDA), or (-1, -1)
 _prof: list[Any] = []
 
 
@@ -248,10 +250,17 @@ EDITS = [
 ]
 
 
+def profiled() -> tuple[int, int]:
+    """The window's steps to trace: PROFILE=1 traces steps 20-25 (the trace slows them, so a
+    profiled run's throughput compares only with other profiled runs); none by default."""
+    return (20, 25) if os.environ.get("PROFILE") == "1" else (-1, -1)
+
+
 def main() -> int:
+    module = SOURCE.replace("__PROFILE__", repr(profiled()))
     return edit_copy(
         "step_stats.py", TRAINING, EDITS, "exp_step_stats",
-        "step statistics (kit/worker/exp_step_stats.py)", also=lambda: MODULE.write_text(SOURCE),
+        "step statistics (kit/worker/exp_step_stats.py)", also=lambda: MODULE.write_text(module),
     )  # fmt: skip
 
 

@@ -142,6 +142,15 @@ def test_step_stats_edit_only_a_device_copy_and_the_table_reads_them(tmp_path: P
     compile(edited, str(target), "exec")
     module = target.parent / "exp_step_stats.py"
     compile(module.read_text(), str(module), "exec")
+    assert "PROFILE = (-1, -1)" in module.read_text()  # no trace unless asked: it slows steps
+    traced = tmp_path / "traced"
+    shutil.copytree(tmp_path / "tree", traced)
+    shutil.copy(ROOT / "kit/worker/training.py", traced / "kit/worker/training.py")
+    subprocess.run(
+        [sys.executable, str(traced / "scripts/device/step_stats.py")],
+        check=True, capture_output=True, env={**DEVICE_COPY, "PROFILE": "1"},
+    )  # fmt: skip
+    assert "PROFILE = (20, 25)" in (traced / "kit/worker/exp_step_stats.py").read_text()
 
     # the table, on bundles a device call made with these statistics (call 5 of the gc folder)
     folder = ROOT / "reports/measurements/2026-11-24-h100x1-llama-container-gc/calls"
@@ -154,3 +163,41 @@ def test_step_stats_edit_only_a_device_copy_and_the_table_reads_them(tmp_path: P
     assert table == (folder / "call5-steps.md").read_text()  # what the folder shows
     rows = [ln for ln in table.splitlines() if ln.startswith("| 0")]
     assert [r.split(" | ")[0] for r in rows] == [f"| {b.name}" for b in bundles]
+
+
+def test_rounds_places_use_switches_the_variants_script_defines() -> None:
+    """Every KIT_EXP_ switch container_rounds.sh sets (dall, dsw, dsetup combine several) is one
+    container_variants.py writes into the copy: a misspelt switch would run the plain container
+    under another place's name."""
+    import re
+
+    rounds = (ROOT / "scripts/device/container_rounds.sh").read_text()
+    variants = (ROOT / "scripts/device/container_variants.py").read_text()
+    used = set(re.findall(r"KIT_EXP_[A-Z_]+", rounds))
+    assert {"KIT_EXP_STACK", "KIT_EXP_HOSTFS", "KIT_EXP_ENV"} <= used
+    for switch in used:
+        assert f'"{switch}' in variants or f"{switch}=" in variants, switch
+    for place in ("dall", "dsw", "dsetup"):
+        assert f"    {place}) one {place} docker env KIT_EXP_" in rounds
+
+
+def test_calls_table_reproduces_the_committed_pooled_ratio(tmp_path: Path) -> None:
+    """The container against the host over every call of the two folders: the committed
+    calls.md comes out again from the committed archives (per call, and pooled)."""
+    gc_calls = ROOT / "reports/measurements/2026-11-24-h100x1-llama-container-gc/calls"
+    folder = ROOT / "reports/measurements/2026-11-24-llama-container-variants"
+    calls = [gc_calls / f"call{n}-bundles.tar.xz" for n in range(2, 7)]
+    calls += [folder / f"calls/call{n}-bundles.tar.xz" for n in range(1, 7)]
+    out = tmp_path / "calls.md"
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts/device/calls_table.py"), *map(str, calls),
+         "--out", str(out)],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.read_text() == (folder / "calls.md").read_text()
+    text = out.read_text()
+    assert (
+        "| 2026-11-24-h100x1-llama-container-gc/call5 | - | 6889, 6866 | - (not both places) |"
+        in text
+    )
+    assert "9 of 9 calls read below the host" in text

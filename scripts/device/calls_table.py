@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""One place against the host runtime over many device calls: each call's ratio, and all of them.
+
+    python3 scripts/device/calls_table.py CALL... [--place docker] [--out calls.md]
+
+A CALL is one device call's bundles from scripts/device/container_rounds.sh: a folder of them,
+or the `callN-bundles.tar.xz` the measurement folders keep. Each call is one lent machine, and
+machines differ by several percent from call to call, so runs compare only within their call:
+per call, the median whole-window throughput of PLACE's runs over the host's
+(`place_table.py` gives the same figure for one call). Over the calls, the median of those
+ratios with its interval (kit.stats.paired_ratio: each call is a pair, PLACE against host) and
+how many calls read below the host. Calls without both places are listed and left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from place_table import BASELINE, run_row  # noqa: E402  (scripts/device/, beside this script)
+
+from kit.stats import paired_ratio  # noqa: E402
+
+
+def call_bundles(call: Path, scratch: Path) -> list[Path]:
+    """The call's bundle folders: the folder's own, or those of its archive unpacked."""
+    if call.is_dir():
+        return sorted(p for p in call.iterdir() if (p / "results.json").is_file())
+    out = Path(tempfile.mkdtemp(dir=scratch))  # two folders may each hold a call2-bundles
+    with tarfile.open(call) as tar:
+        tar.extractall(out, filter="data")
+    return sorted(p for p in out.iterdir() if (p / "results.json").is_file())
+
+
+def call_row(name: str, bundles: list[Path], place: str) -> dict:
+    """One call: the runs of PLACE and of the host, and their medians' ratio (None without both)."""
+    runs: dict[str, list[float]] = {place: [], BASELINE: []}
+    for b in bundles:
+        row = run_row(b)
+        if row["place"] in runs:
+            runs[row["place"]].append(row["window"])
+    ratio = None
+    if runs[place] and runs[BASELINE]:
+        ratio = statistics.median(runs[place]) / statistics.median(runs[BASELINE])
+    return {"call": name, "place": runs[place], "host": runs[BASELINE], "ratio": ratio}
+
+
+def table(rows: list[dict], place: str) -> str:
+    lines = [
+        f"| call | {place} runs (tokens/s) | host runs (tokens/s) | {place} / host (median / median) |",
+        "|---|---|---|---|",
+    ]
+    for r in rows:
+        ratio = f"{r['ratio']:.3f}x" if r["ratio"] is not None else "- (not both places)"
+        lines.append(
+            f"| {r['call']} | {', '.join(f'{v:.0f}' for v in r['place']) or '-'} | "
+            f"{', '.join(f'{v:.0f}' for v in r['host']) or '-'} | {ratio} |"
+        )
+    both = [r for r in rows if r["ratio"] is not None]
+    if len(both) >= 2:
+        a = [statistics.median(r["place"]) for r in both]
+        b = [statistics.median(r["host"]) for r in both]
+        ratio = paired_ratio(a, b)
+        below = sum(r["ratio"] < 1 for r in both)
+        lines += [
+            "",
+            f"Over {len(both)} calls, {place} against host (each call a pair of medians): "
+            f"{ratio.estimate:.3f}x [{ratio.ci_low:.3f}, {ratio.ci_high:.3f}] ({ratio.label}); "
+            f"{below} of {len(both)} calls read below the host.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "calls", nargs="+", type=Path, help="each call's bundles (folder or .tar.xz)"
+    )
+    parser.add_argument("--place", default="docker", help="the place set against the host")
+    parser.add_argument("--out", type=Path, help="also write the table here")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        rows = []
+        for call in args.calls:
+            name = f"{call.parent.parent.name}/{call.name.split('-bundles')[0]}"
+            rows.append(call_row(name, call_bundles(call, Path(scratch)), args.place))
+    text = table(rows, args.place)
+    print(text, end="")
+    if args.out:
+        args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
