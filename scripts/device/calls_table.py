@@ -10,6 +10,8 @@ per call, the median whole-window throughput of PLACE's runs over the host's
 (`place_table.py` gives the same figure for one call). Over the calls, the median of those
 ratios with its interval (kit.stats.paired_ratio: each call is a pair, PLACE against host) and
 how many calls read below the host. Calls without both places are listed and left out.
+Where the runs carry step statistics (STATS=1), also each thread's CPU per ordinary step, PLACE's
+median less the host's (step_stats_table.py's figure): which side of the step got slower.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from place_table import BASELINE, run_row  # noqa: E402  (scripts/device/, beside this script)
+from step_stats_table import load, ordinary_cpu_ms  # noqa: E402
 
 from kit.stats import paired_ratio  # noqa: E402
 
@@ -40,29 +43,55 @@ def call_bundles(call: Path, scratch: Path) -> list[Path]:
     return sorted(p for p in out.iterdir() if (p / "results.json").is_file())
 
 
+THREADS = ("main", "autograd")
+
+
+def thread_cpu(bundle: Path) -> dict[str, float | None]:
+    """The bundle's run's CPU per ordinary step by thread (ms); None where not recorded."""
+    runs = load(bundle)  # the runs with step statistics, as step_stats_table.py reads them
+    return ordinary_cpu_ms(runs[0][1]) if runs else dict.fromkeys(THREADS)
+
+
 def call_row(name: str, bundles: list[Path], place: str) -> dict:
-    """One call: the runs of PLACE and of the host, and their medians' ratio (None without both)."""
+    """One call: the runs of PLACE and of the host, their medians' ratio (None without both),
+    and each thread's CPU per ordinary step, PLACE's median less the host's."""
     runs: dict[str, list[float]] = {place: [], BASELINE: []}
+    cpu: dict[str, dict[str, list[float]]] = {t: {place: [], BASELINE: []} for t in THREADS}
     for b in bundles:
         row = run_row(b)
         if row["place"] in runs:
             runs[row["place"]].append(row["window"])
+            for thread, ms in thread_cpu(b).items():
+                if ms is not None:
+                    cpu[thread][row["place"]].append(ms)
     ratio = None
     if runs[place] and runs[BASELINE]:
         ratio = statistics.median(runs[place]) / statistics.median(runs[BASELINE])
-    return {"call": name, "place": runs[place], "host": runs[BASELINE], "ratio": ratio}
+    more = {
+        t: statistics.median(v[place]) - statistics.median(v[BASELINE])
+        if v[place] and v[BASELINE]
+        else None
+        for t, v in cpu.items()
+    }
+    return {"call": name, "place": runs[place], "host": runs[BASELINE], "ratio": ratio, **more}
+
+
+def _ms(x: float | None) -> str:
+    return f"{x:+.1f}" if x is not None else "-"
 
 
 def table(rows: list[dict], place: str) -> str:
     lines = [
-        f"| call | {place} runs (tokens/s) | host runs (tokens/s) | {place} / host (median / median) |",
-        "|---|---|---|---|",
+        f"| call | {place} runs (tokens/s) | host runs (tokens/s) | {place} / host (median / median) "
+        "| main-thread CPU per step, less the host's (ms) | autograd-thread CPU, less the host's (ms) |",
+        "|---|---|---|---|---|---|",
     ]
     for r in rows:
         ratio = f"{r['ratio']:.3f}x" if r["ratio"] is not None else "- (not both places)"
         lines.append(
             f"| {r['call']} | {', '.join(f'{v:.0f}' for v in r['place']) or '-'} | "
-            f"{', '.join(f'{v:.0f}' for v in r['host']) or '-'} | {ratio} |"
+            f"{', '.join(f'{v:.0f}' for v in r['host']) or '-'} | {ratio} | {_ms(r['main'])} | "
+            f"{_ms(r['autograd'])} |"
         )
     both = [r for r in rows if r["ratio"] is not None]
     if len(both) >= 2:
@@ -76,6 +105,14 @@ def table(rows: list[dict], place: str) -> str:
             f"{ratio.estimate:.3f}x [{ratio.ci_low:.3f}, {ratio.ci_high:.3f}] ({ratio.label}); "
             f"{below} of {len(both)} calls read below the host.",
         ]
+        for thread in THREADS:
+            diffs = [r[thread] for r in both if r[thread] is not None]
+            if diffs:
+                lines.append(
+                    f"The {thread} thread's CPU per ordinary step, {place} less host: higher in "
+                    f"{sum(d > 0 for d in diffs)} of {len(diffs)} calls, median "
+                    f"{statistics.median(diffs):+.1f} ms."
+                )
     return "\n".join(lines) + "\n"
 
 

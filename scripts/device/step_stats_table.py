@@ -55,17 +55,47 @@ def cg_stat(edges: list[dict]) -> dict[str, int]:
     return {k: b[k] - a[k] for k in b if k in a and b[k] != a[k]}
 
 
+def slow_and_rest(steps: list[float]) -> tuple[list[int], list[int]]:
+    """The slow steps (over 1.1x the median) and the others, by index."""
+    med = st.median(steps)
+    slow = [i for i, t in enumerate(steps) if t > 1.1 * med]
+    return slow, [i for i in range(len(steps)) if i not in slow]
+
+
+def per_step(run: dict) -> dict[str, list[float]]:
+    """Per timed step (s): the main thread's CPU, the autograd thread's (zeros where not
+    recorded), and the step times after warm-up."""
+    x, d = run["data"]["exp_step_stats"], run["data"]
+    c = {n: i for i, n in enumerate(x["columns"])}
+    cpu = deltas(x["samples"], c["thread_cpu_s"])
+    autograd = (
+        deltas(x["samples"], c["autograd_run_s"]) if "autograd_run_s" in c else [0.0] * len(cpu)
+    )
+    return {"main": cpu, "autograd": autograd, "steps": d["step_times_s"][d["warmup_steps"] :]}
+
+
+def ordinary_cpu_ms(run: dict) -> dict[str, float | None]:
+    """Mean CPU per ordinary (not slow) step, ms, of the main and autograd threads: the figures
+    the per-run lines give after the slash, and calls_table.py compares across calls."""
+    p = per_step(run)
+    _, rest = slow_and_rest(p["steps"])
+    out: dict[str, float | None] = {}
+    for thread in ("main", "autograd"):
+        xs = p[thread]
+        out[thread] = st.mean(xs[i] for i in rest) * 1e3 if rest and any(xs) else None
+    return out
+
+
 def row(name: str, run: dict) -> tuple[str, list[str]]:
     x, d = run["data"]["exp_step_stats"], run["data"]
     c = {n: i for i, n in enumerate(x["columns"])}
     s = x["samples"]
     wall = deltas(s, c["host_t"])
-    cpu = deltas(s, c["thread_cpu_s"])
     wait = deltas(s, c["sched_wait_s"])
     gc = [sum(v) for v in zip(*(deltas(s, c[f"gc{g}_s"]) for g in range(3)), strict=True)]
     gc2 = deltas(s, c["gc2_n"])
-    autograd = deltas(s, c["autograd_run_s"]) if "autograd_run_s" in c else [0.0] * len(cpu)
-    steps = d["step_times_s"][d["warmup_steps"] :]
+    p = per_step(run)
+    cpu, autograd, steps = p["main"], p["autograd"], p["steps"]
     lead = [
         g - (h - s[0][c["host_t"]])
         for g, h in zip(x["gpu_t"], (r[c["host_t"]] for r in s), strict=False)
@@ -87,9 +117,7 @@ def row(name: str, run: dict) -> tuple[str, list[str]]:
         f"{st.median(lead[1:]) * 1e3:.0f} / {min(lead[1:]) * 1e3:.0f}" if len(lead) > 1 else "-",
         f"{int(pmd) // 1024}" if pmd is not None else "-",
     ]
-    med = st.median(steps)
-    slow = [i for i, t in enumerate(steps) if t > 1.1 * med]
-    rest = [i for i in range(len(steps)) if i not in slow]
+    slow, rest = slow_and_rest(steps)
 
     def mean_ms(xs: list[float], idx: list[int]) -> str:
         return f"{st.mean(xs[i] for i in idx) * 1e3:.1f}" if idx else "-"

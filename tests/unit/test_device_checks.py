@@ -201,3 +201,4 @@ def test_calls_table_reproduces_the_committed_pooled_ratio(tmp_path: Path) -> No
         in text
     )
     assert "9 of 9 calls read below the host" in text
+    assert "The main thread's CPU per ordinary step, docker less host: higher in 9 of 9" in text
