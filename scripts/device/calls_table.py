@@ -131,7 +131,11 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for call in args.calls:
             name = f"{call.parent.parent.name}/{call.name.split('-bundles')[0]}"
-            rows.append(call_row(name, call_bundles(call, Path(scratch)), args.place))
+            try:
+                rows.append(call_row(name, call_bundles(call, Path(scratch)), args.place))
+            except (OSError, tarfile.TarError, ValueError, KeyError) as e:
+                print(f"calls_table.py: {call}: {' '.join(str(e).split())}", file=sys.stderr)
+                return 2
     text = table(rows, args.place)
     print(text, end="")
     if args.out:
