@@ -25,6 +25,10 @@
 #           namespace, runc's set-up and the CDI devices
 #   dsw     dall's software half: the host's files and environment (dfs and denv at once)
 #   dsetup  dall's other half, the container's set-up: dstack, dpriv, dnet and dinit at once
+#   dcgns   the container in the host's cgroup namespace
+#   dtmp    the container without its private tmpfs /tmp
+#   dmost   dall, in the host's cgroup namespace and without the tmpfs /tmp: what is left is the
+#           image's overlay root, runc's set-up and the CDI devices
 # Steps between places (no bundle):
 #   drop      sync, then drop the machine's page cache (echo 3 > /proc/sys/vm/drop_caches)
 #   readlibs  read every shared library of the image's layers and of the host's /opt/torch and
@@ -98,6 +102,10 @@ for place in "$@"; do
         KIT_EXP_HOSTFS=1 KIT_EXP_ENV=1 ;;
     dsw) one dsw docker env KIT_EXP_HOSTFS=1 KIT_EXP_ENV=1 ;;
     dsetup) one dsetup docker env KIT_EXP_STACK=1 KIT_EXP_PRIV=1 KIT_EXP_NET=host KIT_EXP_INIT=0 ;;
+    dcgns) one dcgns docker env KIT_EXP_CGNS=host ;;
+    dtmp) one dtmp docker env KIT_EXP_TMPFS=0 ;;
+    dmost) one dmost docker env KIT_EXP_STACK=1 KIT_EXP_PRIV=1 KIT_EXP_NET=host KIT_EXP_INIT=0 \
+        KIT_EXP_HOSTFS=1 KIT_EXP_ENV=1 KIT_EXP_CGNS=host KIT_EXP_TMPFS=0 ;;
     *) echo "unknown place $place" >&2; exit 2 ;;
   esac
 done

@@ -19,6 +19,8 @@ thing each about the container a run gets. They are experiments, not options of 
                      image's (the container runs the host's files, in its own namespaces)
   KIT_EXP_ENV=1      the driver's own environment too (the host's locale and the rest; PATH,
                      PYTHONPATH, LD_LIBRARY_PATH, HOME and HOSTNAME stay the container's)
+  KIT_EXP_CGNS=host  the host's cgroup namespace instead of a private one
+  KIT_EXP_TMPFS=0    no private tmpfs at /tmp (the image's own /tmp, on its overlay)
 """
 
 from __future__ import annotations
@@ -62,7 +64,11 @@ EDITS = [
         '            if os.environ.get("KIT_EXP_ENV"):\n'
         '                keep = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "HOME", "HOSTNAME")\n'
         "                host = {k: v for k, v in os.environ.items() if k not in keep}\n"
-        '                opts["environment"] = {**host, **opts["environment"]}\n',
+        '                opts["environment"] = {**host, **opts["environment"]}\n'
+        '            if os.environ.get("KIT_EXP_CGNS") == "host":\n'
+        '                opts["cgroupns"] = "host"\n'
+        '            if os.environ.get("KIT_EXP_TMPFS") == "0":\n'
+        '                del opts["tmpfs"]\n',
     ),
 ]
 

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 
 
@@ -127,11 +129,45 @@ def test_container_variants_edit_only_a_device_copy(tmp_path: Path) -> None:
     )
     subprocess.run(script, check=True, capture_output=True, env=DEVICE_COPY)
     edited = target.read_text()
-    for switch in ("POLL_S", "TORCH", "STACK", "PRIV", "NET", "INIT", "HOSTFS", "ENV"):
+    for switch in (
+        "POLL_S",
+        "TORCH",
+        "STACK",
+        "PRIV",
+        "NET",
+        "INIT",
+        "HOSTFS",
+        "ENV",
+        "CGNS",
+        "TMPFS",
+    ):
         assert f"KIT_EXP_{switch}" in edited
     compile(edited, str(target), "exec")
     again = subprocess.run(script, check=True, capture_output=True, text=True, env=DEVICE_COPY)
     assert "already in" in again.stdout and target.read_text() == edited
+
+    # the switches change what the container gets: the edited module's own options, per switch
+    spec = importlib.util.spec_from_file_location("kit_exp_docker", target)
+    exp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(exp)
+    box = exp.DockerContainer("img", client=object(), memlock=False)
+
+    def opts(**switches: str) -> dict:
+        with pytest.MonkeyPatch.context() as mp:
+            for k, v in switches.items():
+                mp.setenv(f"KIT_EXP_{k}", v)
+            return box.options(["true"], {"A": "1"}, tmp_path, None, "cpu")
+
+    plain = opts()
+    assert plain["network_mode"] == "none" and plain["init"] and "tmpfs" in plain
+    assert "cgroupns" not in plain and "privileged" not in plain
+    most = opts(STACK="1", PRIV="1", NET="host", INIT="0", HOSTFS="1", ENV="1", CGNS="host",
+                TMPFS="0")  # fmt: skip
+    assert most["network_mode"] == "host" and not most["init"] and most["privileged"]
+    assert most["cgroupns"] == "host" and "tmpfs" not in most
+    assert not [u for u in most["ulimits"] if u["Name"] == "stack"]
+    assert {"/usr/lib", "/usr/bin", "/opt/torch"} <= set(most["volumes"])
+    assert most["environment"]["A"] == "1" and most["environment"]["KIT_EXP_CGNS"] == "host"
 
 
 def test_step_stats_edit_only_a_device_copy_and_the_table_reads_them(tmp_path: Path) -> None:
@@ -177,7 +213,7 @@ def test_rounds_places_use_switches_the_variants_script_defines() -> None:
     assert {"KIT_EXP_STACK", "KIT_EXP_HOSTFS", "KIT_EXP_ENV"} <= used
     for switch in used:
         assert f'"{switch}' in variants or f"{switch}=" in variants, switch
-    for place in ("dall", "dsw", "dsetup"):
+    for place in ("dall", "dsw", "dsetup", "dcgns", "dtmp", "dmost"):
         assert f"    {place}) one {place} docker env KIT_EXP_" in rounds
 
 
