@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from place_table import BASELINE, run_row  # noqa: E402  (scripts/device/, beside this script)
-from step_stats_table import load, ordinary_cpu_ms  # noqa: E402
+from step_stats_table import THREADS, load, ordinary_cpu_ms  # noqa: E402
 
 from kit.stats import paired_ratio  # noqa: E402
 
@@ -44,9 +44,6 @@ def call_bundles(call: Path, scratch: Path) -> list[Path]:
         else:  # Debian's 3.11.2: the archives read here are the project's own, committed ones
             tar.extractall(out)
     return sorted(p for p in out.iterdir() if (p / "results.json").is_file())
-
-
-THREADS = ("main", "autograd")
 
 
 def thread_cpu(bundle: Path) -> dict[str, float | None]:
@@ -67,16 +64,16 @@ def call_row(name: str, bundles: list[Path], place: str) -> dict:
             for thread, ms in thread_cpu(b).items():
                 if ms is not None:
                     cpu[thread][row["place"]].append(ms)
-    ratio = None
-    if runs[place] and runs[BASELINE]:
-        ratio = statistics.median(runs[place]) / statistics.median(runs[BASELINE])
+    medians = [statistics.median(runs[p]) if runs[p] else None for p in (place, BASELINE)]
+    ratio = medians[0] / medians[1] if None not in medians else None
     more = {
         t: statistics.median(v[place]) - statistics.median(v[BASELINE])
         if v[place] and v[BASELINE]
         else None
         for t, v in cpu.items()
     }
-    return {"call": name, "place": runs[place], "host": runs[BASELINE], "ratio": ratio, **more}
+    return {"call": name, "place": runs[place], "host": runs[BASELINE], "medians": medians,
+            "ratio": ratio, **more}  # fmt: skip
 
 
 def _ms(x: float | None) -> str:
@@ -98,9 +95,7 @@ def table(rows: list[dict], place: str) -> str:
         )
     both = [r for r in rows if r["ratio"] is not None]
     if len(both) >= 2:
-        a = [statistics.median(r["place"]) for r in both]
-        b = [statistics.median(r["host"]) for r in both]
-        ratio = paired_ratio(a, b)
+        ratio = paired_ratio(*zip(*(r["medians"] for r in both), strict=True))
         below = sum(r["ratio"] < 1 for r in both)
         lines += [
             "",

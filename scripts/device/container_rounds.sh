@@ -22,7 +22,7 @@
 #   denv    the container with the driver's environment too (the host's locale and the rest)
 #   dall    the container with every d* switch above at once but dpoll and dtorch (dfs covers
 #           it): what is left differs from hostns only in the image's overlay root, the cgroup
-#           namespace, runc's set-up and the CDI devices
+#           namespace, runc's set-up, the CDI devices and the private tmpfs /tmp and /dev/shm
 #   dsw     dall's software half: the host's files and environment (dfs and denv at once)
 #   dsetup  dall's other half, the container's set-up: dstack, dpriv, dnet and dinit at once
 #   dcgns   the container in the host's cgroup namespace

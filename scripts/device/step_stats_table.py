@@ -20,6 +20,7 @@ from itertools import pairwise
 from pathlib import Path
 
 TICK = 100  # USER_HZ of /proc/stat
+THREADS = ("main", "autograd")  # the threads whose CPU per step is recorded
 
 
 def load(bundle: Path) -> list[tuple[str, dict]]:
@@ -80,7 +81,7 @@ def ordinary_cpu_ms(run: dict) -> dict[str, float | None]:
     p = per_step(run)
     _, rest = slow_and_rest(p["steps"])
     out: dict[str, float | None] = {}
-    for thread in ("main", "autograd"):
+    for thread in THREADS:
         xs = p[thread]
         out[thread] = st.mean(xs[i] for i in rest) * 1e3 if rest and any(xs) else None
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -205,8 +206,6 @@ def test_rounds_places_use_switches_the_variants_script_defines() -> None:
     """Every KIT_EXP_ switch container_rounds.sh sets (dall, dsw, dsetup combine several) is one
     container_variants.py writes into the copy: a misspelt switch would run the plain container
     under another place's name."""
-    import re
-
     rounds = (ROOT / "scripts/device/container_rounds.sh").read_text()
     variants = (ROOT / "scripts/device/container_variants.py").read_text()
     used = set(re.findall(r"KIT_EXP_[A-Z_]+", rounds))
