@@ -3,7 +3,7 @@
 # same kit run in places that differ in one thing each, interleaved in one device call.
 #
 #   device run, carry [".whl", ".device"]:
-#     bash scripts/device/container_rounds.sh docker hostcg host hostcg docker host
+#     bash scripts/device/container_rounds.sh drop docker hostcg host hostcg docker host
 #
 # Places (each one `kit reproduce` of the recipe's BENCHMARK, one repeat, a bundle of its own):
 #   docker  the kit's GPU container (scripts/device/containers.sh docker)
@@ -30,7 +30,10 @@
 #   dmost   dall, in the host's cgroup namespace and without the tmpfs /tmp: what is left is the
 #           image's overlay root, runc's set-up and the CDI devices
 # Steps between places (no bundle):
-#   drop      sync, then drop the machine's page cache (echo 3 > /proc/sys/vm/drop_caches)
+#   drop      sync, then drop the machine's page cache (echo 3 > /proc/sys/vm/drop_caches). Put it
+#             first: a fresh lent machine has the host's libraries cached on 2 MiB pages and the
+#             image's not, which makes host-bound runs read ~5% faster on the host runtime
+#             (reports/measurements/2026-11-24-llama-container-equal-pages)
 #   readlibs  read every shared library of the image's layers and of the host's /opt/torch and
 #             /usr/lib once, front to back (the page cache then holds them as a read left them)
 # The d* places edit this call's copy of the kit (scripts/device/container_variants.py).

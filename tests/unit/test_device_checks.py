@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -237,3 +238,32 @@ def test_calls_table_reproduces_the_committed_pooled_ratio(tmp_path: Path) -> No
     )
     assert "9 of 9 calls read below the host" in text
     assert "The main thread's CPU per ordinary step, docker less host: higher in 9 of 9" in text
+
+
+def test_equal_pages_tables_come_out_of_the_committed_bundles(tmp_path: Path) -> None:
+    """The equal-page-cache folder: every call's step table and the pooled calls.md come out
+    again from its archives, no run mapped text on 2 MiB pages, and the pooled ratio is 0.990x."""
+    folder = ROOT / "reports/measurements/2026-11-24-llama-container-equal-pages"
+    calls = [folder / f"calls/call{n}-bundles.tar.xz" for n in range(1, 6)]
+    for call in calls:
+        unpacked = tmp_path / call.name.split("-bundles")[0]
+        unpacked.mkdir()
+        with tarfile.open(call) as tar:
+            tar.extractall(unpacked)  # the project's own committed archive
+        steps = subprocess.run(
+            [sys.executable, str(ROOT / "scripts/device/step_stats_table.py"),
+             *map(str, sorted(unpacked.iterdir()))],
+            check=True, capture_output=True, text=True,
+        ).stdout  # fmt: skip
+        assert steps == (folder / f"calls/{unpacked.name}-steps.md").read_text()
+        rows = [ln for ln in steps.splitlines() if re.match(r"\| \d\d-", ln)]
+        assert rows and all(ln.rstrip(" |").endswith("| 0") for ln in rows)
+    out = tmp_path / "calls.md"
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts/device/calls_table.py"), *map(str, calls),
+         "--out", str(out)],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.read_text() == (folder / "calls.md").read_text()
+    assert "0.990x [0.944, 1.037]" in out.read_text()
+    assert "2 of 4 calls read below the host" in out.read_text()
