@@ -32,7 +32,7 @@
 # Steps between places (no bundle):
 #   drop      sync, then drop the machine's page cache (echo 3 > /proc/sys/vm/drop_caches). Put it
 #             first: a fresh lent machine has the host's libraries cached on 2 MiB pages and the
-#             image's not, which makes host-bound runs read ~5% faster on the host runtime
+#             image's not, and the host-bound Llama run read ~5% faster on the host runtime so
 #             (reports/measurements/2026-11-24-llama-container-equal-pages)
 #   readlibs  read every shared library of the image's layers and of the host's /opt/torch and
 #             /usr/lib once, front to back (the page cache then holds them as a read left them)
