@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -217,6 +216,16 @@ def test_rounds_places_use_switches_the_variants_script_defines() -> None:
         assert f"    {place}) one {place} docker env KIT_EXP_" in rounds
 
 
+def _calls_table(calls: list[Path], out: Path, *args: str) -> str:
+    """scripts/device/calls_table.py over CALLS, written to OUT; its text."""
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts/device/calls_table.py"), *map(str, calls),
+         "--out", str(out), *args],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return out.read_text()
+
+
 def test_calls_table_reproduces_the_committed_pooled_ratio(tmp_path: Path) -> None:
     """The container against the host over every call of the two folders: the committed
     calls.md comes out again from the committed archives (per call, and pooled)."""
@@ -224,14 +233,8 @@ def test_calls_table_reproduces_the_committed_pooled_ratio(tmp_path: Path) -> No
     folder = ROOT / "reports/measurements/2026-11-24-llama-container-variants"
     calls = [gc_calls / f"call{n}-bundles.tar.xz" for n in range(2, 7)]
     calls += [folder / f"calls/call{n}-bundles.tar.xz" for n in range(1, 7)]
-    out = tmp_path / "calls.md"
-    subprocess.run(
-        [sys.executable, str(ROOT / "scripts/device/calls_table.py"), *map(str, calls),
-         "--out", str(out)],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    assert out.read_text() == (folder / "calls.md").read_text()
-    text = out.read_text()
+    text = _calls_table(calls, tmp_path / "calls.md")
+    assert text == (folder / "calls.md").read_text()
     assert (
         "| 2026-11-24-h100x1-llama-container-gc/call5 | - | 6889, 6866 | - (not both places) |"
         in text
@@ -241,29 +244,25 @@ def test_calls_table_reproduces_the_committed_pooled_ratio(tmp_path: Path) -> No
 
 
 def test_equal_pages_tables_come_out_of_the_committed_bundles(tmp_path: Path) -> None:
-    """The equal-page-cache folder: every call's step table and the pooled calls.md come out
-    again from its archives, no run mapped text on 2 MiB pages, and the pooled ratio is 0.999x."""
+    """The equal-page-cache folder: every call's step table, calls.md and calls-dmost.md come
+    out again from its archives, no run mapped text on 2 MiB pages, and the pooled ratio is
+    0.999x."""
     folder = ROOT / "reports/measurements/2026-11-24-llama-container-equal-pages"
     calls = [folder / f"calls/call{n}-bundles.tar.xz" for n in range(1, 7)]
+    call_bundles = _load("calls_table").call_bundles
     for call in calls:
-        unpacked = tmp_path / call.name.split("-bundles")[0]
-        unpacked.mkdir()
-        with tarfile.open(call) as tar:
-            tar.extractall(unpacked)  # the project's own committed archive
         steps = subprocess.run(
             [sys.executable, str(ROOT / "scripts/device/step_stats_table.py"),
-             *map(str, sorted(unpacked.iterdir()))],
+             *map(str, call_bundles(call, tmp_path))],
             check=True, capture_output=True, text=True,
         ).stdout  # fmt: skip
-        assert steps == (folder / f"calls/{unpacked.name}-steps.md").read_text()
+        name = call.name.split("-bundles")[0]
+        assert steps == (folder / f"calls/{name}-steps.md").read_text()
         rows = [ln for ln in steps.splitlines() if re.match(r"\| \d\d-", ln)]
         assert rows and all(ln.rstrip(" |").endswith("| 0") for ln in rows)
-    out = tmp_path / "calls.md"
-    subprocess.run(
-        [sys.executable, str(ROOT / "scripts/device/calls_table.py"), *map(str, calls),
-         "--out", str(out)],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    assert out.read_text() == (folder / "calls.md").read_text()
-    assert "0.999x [0.960, 1.024]" in out.read_text()
-    assert "3 of 5 calls read below the host" in out.read_text()
+    text = _calls_table(calls, tmp_path / "calls.md")
+    assert text == (folder / "calls.md").read_text()
+    assert "0.999x [0.960, 1.024]" in text
+    assert "3 of 5 calls read below the host" in text
+    dmost = _calls_table(calls[2:4], tmp_path / "calls-dmost.md", "--place", "dmost")
+    assert dmost == (folder / "calls-dmost.md").read_text()
