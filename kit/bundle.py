@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -62,12 +63,23 @@ def default_bundle_dir(root: Path, recipe_name: str) -> Path:
     return path
 
 
+COMMIT_ENV = "KIT_COMMIT"
+"""Names the kit's commit where the kit is a copy without .git (a wheel, an image, a tree copied to
+a GPU machine): whoever made the copy states the commit it came from, as a CI system does."""
+_COMMIT = re.compile(r"[0-9a-f]{40}(-dirty)?")
+
+
 def kit_commit() -> str | None:
-    """The git commit of the kit that made the bundle ("<sha>-dirty" with uncommitted changes),
-    or None where the kit is not a git checkout (an installed wheel, an image)."""
+    """The git commit of the kit that made the bundle ("<sha>-dirty" with uncommitted changes).
+
+    Where the kit is not a git checkout, the commit stated in $KIT_COMMIT (40 hex digits, with
+    "-dirty" where the copy had changes), else None. A value of another shape is ignored: the
+    bundle then says the commit was not recorded rather than carry a string nobody can look up.
+    """
     root = Path(__file__).resolve().parent.parent
     if not (root / ".git").exists():
-        return None
+        stated = os.environ.get(COMMIT_ENV, "").strip().lower()
+        return stated if _COMMIT.fullmatch(stated) else None
     try:
         sha = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"],

@@ -165,13 +165,14 @@ stage_host() {
 }
 
 stage_rerun() {
-  local archive=$1 t0=$SECONDS
+  local archive=$1 t0=$SECONDS out
   mkdir -p /tmp/received && tar -xzf "$archive" -C /tmp/received
   local bundle=/tmp/received/$(tar -tzf "$archive" | head -1 | cut -d/ -f1)
+  out=$(fresh "/tmp/bundles/rerun-$(basename "$bundle")")
   log "rerun: kit reproduce $bundle (recorded runtime: docker)"
-  kit reproduce "$bundle" --out /tmp/bundles/rerun ${RERUN_ARGS:-} 2>&1 | tee "$OUT/rerun.log"
+  kit reproduce "$bundle" --out "$out" ${RERUN_ARGS:-} 2>&1 | tee -a "$OUT/rerun.log"
   log "rerun: exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s"
-  pack /tmp/bundles/rerun
+  [ "${PACK:-1}" = 1 ] && pack "$out"
 }
 
 stage_faults() {

@@ -2,6 +2,8 @@
 
 import hashlib
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +80,33 @@ def test_a_loaded_bundle_is_typed_when_a_writer_asks(tmp_path):
     written = json.loads((bundle.path / "results.json").read_text())
     assert written == {**json.loads(text), "error": "stopped"}
     assert list(written) == [*json.loads(text), "error"]
+
+
+def test_kit_commit_of_a_copy_without_git_comes_from_kit_commit(tmp_path):
+    """A kit copied without .git (a GPU machine's copy of the tree) records the commit its
+    copier states in $KIT_COMMIT; a value that is no commit is not recorded at all."""
+    import shutil
+    import subprocess
+    import sys
+
+    import kit
+
+    shutil.copytree(
+        Path(kit.__file__).parent, tmp_path / "kit", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    sha = "0123456789abcdef0123456789abcdef01234567"
+
+    def commit_with(value: str | None) -> str:
+        env = {k: v for k, v in os.environ.items() if k != "KIT_COMMIT"}
+        if value is not None:
+            env["KIT_COMMIT"] = value
+        env["PYTHONPATH"] = str(tmp_path)
+        return subprocess.run(
+            [sys.executable, "-c", "from kit.bundle import kit_commit; print(kit_commit())"],
+            env=env, cwd=tmp_path, capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+
+    assert commit_with(sha) == sha
+    assert commit_with(sha + "-dirty") == sha + "-dirty"
+    assert commit_with(None) == "None"
+    assert commit_with("main; rm -rf /") == "None"
