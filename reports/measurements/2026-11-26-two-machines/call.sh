@@ -56,7 +56,7 @@ nccltests() {
 -x LD_LIBRARY_PATH -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS $bin/all_reduce_perf -g 1"
   mkdir -p "$WORK/nccl-tests"
   log "nccl-tests: $launch -b 8 -e 8G -f 2 -w 5 -n 20 -c 1"
-  for rep in 1 2 3; do
+  for rep in $(seq 1 "${NCCL_REPS:-3}"); do
     for p2p in 0 1; do
       local out="$WORK/nccl-tests/all_reduce_perf-p2p$([ $p2p = 1 ] && echo -off || echo -on)-$rep.txt"
       export NCCL_P2P_DISABLE=$p2p
