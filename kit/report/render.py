@@ -27,8 +27,10 @@ from kit.facts.price import Price, parse_price
 from kit.inventory import summary_line
 from kit.model import BundleData, load_bundle
 from kit.model.hardware import Hardware, Host
+from kit.refs.nccl_tests import SAME_CALL_FLOOR, SAME_CALL_FROM
 from kit.refs.store import standing
 from kit.report import analysis, plots, sections
+from kit.report.analysis.same_call import SameCall, same_call
 from kit.report.method import method_view
 from kit.report.provenance import rendering
 from kit.report.sections import (
@@ -91,6 +93,8 @@ def jinja_env() -> Environment:
     env.filters["bytes"] = human_bytes
     env.filters["pct"] = lambda x: "-" if x is None else f"{x * 100:.1f}%"
     env.globals["display"] = display
+    env.globals["same_call_floor"] = SAME_CALL_FLOOR
+    env.globals["same_call_from"] = SAME_CALL_FROM
     env.globals["interval_rule"] = Markup(catalog.interval_words())
     env.filters["when"] = when
     return env
@@ -143,6 +147,7 @@ class BenchView:
     raw: dict[str, Any] | None = None
     nccl: dict[str, str] = field(default_factory=dict)  # sweeps: NCCL's setup per variant
     nccl_choice: dict[str, str] = field(default_factory=dict)  # how the per-size choice was read
+    same_call: dict[str, SameCall] = field(default_factory=dict)  # nccl-tests in the same call
     index: int = 0
 
     def add(self, key: str, caption: str, svg: str | None) -> None:
@@ -245,7 +250,9 @@ PLOTS: dict[str, Callable[[BenchView, str], None]] = {
 """A benchmark section's plots by name: a figure kind (kit.report.kinds) lists the ones it gets."""
 
 
-def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
+def bench_view(
+    bench: analysis.Benchmark, index: int, nccl_tests: dict[str, str] | None = None
+) -> BenchView:
     view = BenchView(bench, index=index + 1)
     salt = f"{index}-{bench.name}"
     if bench.figures.by_size:
@@ -253,6 +260,7 @@ def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
         view.raw = analysis.raw_sizes(bench)
         view.nccl = analysis.nccl_setup(bench)
         view.nccl_choice = analysis.nccl_choice(bench)
+        view.same_call = same_call(bench, nccl_tests or {})
     for plot in bench.figures.plots:
         PLOTS[plot](view, salt)
     series = analysis.telemetry_series(bench)
@@ -325,7 +333,7 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
     results = data.results
     hardware = data.hardware or Hardware()  # none recorded: an inventory that knows nothing
     benches = analysis.build_benchmarks(results, data.recipe)
-    views = [bench_view(b, i) for i, b in enumerate(benches)]
+    views = [bench_view(b, i, data.nccl_tests) for i, b in enumerate(benches)]
     silicon = silicon_view(benches, hardware)
     figures = [f for v in views for f in v.figures] + (silicon["figures"] if silicon else [])
     for n, f in enumerate(figures, start=1):
