@@ -70,9 +70,13 @@ def add(
     variants = list(dict.fromkeys(r.variant for r in data.results.runs))
     worlds = {r.world_size for r in data.results.runs if r.world_size}
     taken = list_dir(root, files.NCCL_TESTS)
+    seen = {text: f"{files.NCCL_TESTS}/{name}" for name, text in data.nccl_tests.items()}
     out = []
     for path in paths:
         run, text = read_run(path)
+        if text in seen:  # one run counted twice would weigh twice in the median
+            raise InputError(f"{path}: the same output as {seen[text]}, already taken")
+        seen[text] = str(path)
         v = variant_of(path, run.test, variants, variant)
         if run.gpus and worlds and len(run.gpus) not in worlds:
             raise InputError(

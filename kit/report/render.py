@@ -180,11 +180,19 @@ def interval_labels(bench: analysis.Benchmark, metric: str) -> str:
     )
 
 
+def _methods(view: BenchView) -> list[str]:
+    """The timing methods the sweep's figures show (the rows' `timing`), in the plots' words."""
+    found = {t for c in (view.curves or {}).get("curves", {}).values() for p in c.values()
+             for t in p.get("timing") or []}  # fmt: skip
+    return [plots.TIMING_WORDS.get(t, t) for t in sorted(found)]
+
+
 def _busbw(view: BenchView, salt: str) -> None:
     bench = view.bench
     if not view.curves or not view.curves["sizes"]:
         return
     svg = plots.sweep_busbw(view.curves, f"{bench.label}: bus bandwidth", f"{salt}-busbw")
+    methods = _methods(view)
     view.add(
         "busbw",
         f"{bench.label}: bus bandwidth against "
@@ -192,17 +200,10 @@ def _busbw(view: BenchView, salt: str) -> None:
         + (
             "; dotted line: where the timing rule changes, so a step there is "
             "the clock's, not the link's)"
-            if len(
-                {
-                    t
-                    for c in view.curves["curves"].values()
-                    for p in c.values()
-                    for t in p.get("timing") or []
-                }
-            )
-            > 1
+            if len(methods) > 1
             else ")"
-        ),
+        )
+        + (f"; timed by {' and '.join(methods)}" if methods else ""),
         svg,
     )
 
@@ -214,7 +215,13 @@ def _time(view: BenchView, salt: str) -> None:
     sweep = bench.spec.sweep if bench.spec else None
     op = sweep.op if sweep else "operation"
     svg = plots.sweep_time(view.curves, f"{bench.label}: time per operation", f"{salt}-time", op)
-    view.add("time", f"{bench.label}: time per {op} against message size, log-log", svg)
+    methods = _methods(view)
+    view.add(
+        "time",
+        f"{bench.label}: time per {op} against message size, log-log"
+        + (f"; timed by {' and '.join(methods)} (not the one-call latency)" if methods else ""),
+        svg,
+    )
 
 
 def _bars(view: BenchView, salt: str) -> None:

@@ -38,6 +38,9 @@ HELD_SHARE = 0.9
 microseconds between reading the host clock and queueing the spin."""
 MIN_SPIN_S = 1e-3
 """The shortest spin: longer than the lineup's jitter between ranks."""
+MAX_FIRST_SPIN_S = 0.05
+"""The longest first spin: a warm-up whose calls blocked the host (a full launch queue) would
+otherwise ask for seconds of idle GPU a trial; a longer spin comes only from dropped trials."""
 SPIN_PER_CALL = 3.0
 """The spin covers this many times the host's queueing of the warm-up batch, per call."""
 MAX_DROPS_PER_TRIAL = 3
@@ -51,8 +54,9 @@ def held(queue_s: float, spin_s: float, share: float = HELD_SHARE) -> bool:
 
 
 def spin_for(queue_per_call_s: float, iters: int, floor: float = MIN_SPIN_S) -> float:
-    """The spin that covers queueing `iters` calls at the host's measured cost per call."""
-    return max(floor, SPIN_PER_CALL * queue_per_call_s * iters)
+    """The spin that covers queueing `iters` calls at the host's measured cost per call, between
+    `floor` and MAX_FIRST_SPIN_S."""
+    return min(MAX_FIRST_SPIN_S, max(floor, SPIN_PER_CALL * queue_per_call_s * iters))
 
 
 @dataclass(frozen=True)

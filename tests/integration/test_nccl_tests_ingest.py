@@ -81,10 +81,9 @@ def test_ingest_seals_the_files_and_the_report_prints_each_ratio(bundle, tmp_pat
     assert "kit: torch.distributed.all_reduce" not in table  # the fixture predates the record
     assert "nccl-tests: ncclAllReduce" in table
 
-    # a second ingest of the same program and variant is stored beside, and the median used
+    # the same output again (on its own or twice in one call) would weigh twice in the median
     again = run_kit("refs", "nccl-tests", str(bundle), str(outputs[0]))
-    assert again.returncode == 0, again.stderr
-    assert (bundle / "nccl-tests/all_reduce_perf-p2p-2.txt").is_file()
+    assert again.returncode == 2 and "already taken" in again.stderr
     assert run_kit("verify", str(bundle)).returncode == 0
 
 
@@ -111,7 +110,8 @@ def test_a_graph_run_of_nccl_tests_is_not_compared_with_an_eager_sweep(bundle, t
     text = outputs[0].read_text()
     assert "graph: 0" in text
     outputs[0].write_text(text.replace("graph: 0", "graph: 1"))  # as nccl-tests -G 1 prints
-    assert run_kit("refs", "nccl-tests", str(bundle), str(outputs[0])).returncode == 0
+    proc = run_kit("refs", "nccl-tests", str(bundle), str(outputs[0]))
+    assert proc.returncode == 0, proc.stderr
     html = (bundle / "report.html").read_text()
     assert (
         "p2p: not compared: the kit timed host-clock, nccl-tests ran with CUDA graphs (-G); "
@@ -119,11 +119,20 @@ def test_a_graph_run_of_nccl_tests_is_not_compared_with_an_eager_sweep(bundle, t
     )
     table = html[html.index("p2p against nccl-tests all_reduce_perf in the same call") :]
     assert "-w 5 -n 20 -G 1" in table[:2000]
+    # the eager run of the same program and variant is stored beside it, and compared alone
+    eager = tmp_path / "all_reduce_perf-p2p-r2.txt"
+    eager.write_text(text)
+    assert run_kit("refs", "nccl-tests", str(bundle), str(eager)).returncode == 0
+    assert (bundle / "nccl-tests/all_reduce_perf-p2p-2.txt").read_text() == text
+    html = (bundle / "report.html").read_text()
+    table = html[html.index("p2p against nccl-tests all_reduce_perf in the same call") :]
+    assert "(1 run, -w 5 -n 20; -w 5 -n 20 -G 1;" in table[:2000] and "<tbody>" in table[:4000]
+    assert run_kit("verify", str(bundle)).returncode == 0
 
 
 @pytest.mark.parametrize(
     "case",
-    ["not-nccl-tests", "no-variant", "wrong-variant", "edited", "signed", "gpus"],
+    ["not-nccl-tests", "no-variant", "wrong-variant", "edited", "signed", "gpus", "twice"],
 )
 def test_refused_with_one_line_and_the_bundle_untouched(bundle, tmp_path, case):
     outputs = _outputs(tmp_path)
@@ -142,6 +151,8 @@ def test_refused_with_one_line_and_the_bundle_untouched(bundle, tmp_path, case):
         (bundle / "recipe.yaml").write_text((bundle / "recipe.yaml").read_text() + "\n")
     elif case == "signed":
         (bundle / "MANIFEST.sha256.sig").write_text("not a signature, but present\n")
+    elif case == "twice":
+        args = [str(outputs[0]), str(outputs[1]), str(outputs[0])]
     elif case == "gpus":
         text = outputs[0].read_text()
         lines = text.splitlines(keepends=True)

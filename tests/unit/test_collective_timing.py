@@ -21,6 +21,8 @@ def test_held_when_queueing_ends_inside_the_spin_with_margin():
 def test_spin_covers_the_warmup_queueing_cost_and_has_a_floor():
     assert spin_for(30e-6, 100) == pytest.approx(ct.SPIN_PER_CALL * 3e-3)
     assert spin_for(1e-6, 10) == ct.MIN_SPIN_S
+    # a warm-up that blocked the host (43 ms a call) does not ask for 13 s of idle GPU
+    assert spin_for(43e-3, 100) == ct.MAX_FIRST_SPIN_S
 
 
 class Ranks:
