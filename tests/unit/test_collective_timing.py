@@ -4,6 +4,8 @@ batch is kept, which is dropped on every rank, how the spin grows, and what is r
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from kit.workloads import collective_timing as ct
@@ -76,3 +78,91 @@ def test_every_method_names_how_it_takes_the_ranks():
     methods = set(ct.EAGER_METHOD.values()) | {"cuda-graph", "host-clock"}
     assert methods == set(ct.RANK_TIME)
     assert ct.RANK_TIME["spin-held"] == "mean" and ct.RANK_TIME["host-clock"] == "slowest"
+
+
+class FakeGpu:
+    """A stream on a virtual clock that never blocks the host: the spin and each call move it
+    on, an event reads it (never earlier than the host queued the event), as a GPU's would."""
+
+    CALL_S = 10e-6
+
+    def __init__(self):
+        self.t = 0.0
+
+    def sleep(self, cycles: int) -> None:  # 1e9 cycles a second
+        self.t = max(self.t, time.perf_counter()) + cycles / 1e9
+
+    def call(self) -> None:
+        self.t = max(self.t, time.perf_counter()) + self.CALL_S
+
+    def event(self, enable_timing: bool = False):
+        gpu = self
+
+        class Event:
+            def record(self):
+                gpu.t = self.t = max(gpu.t, time.perf_counter())
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, end) -> float:
+                return (end.t - self.t) * 1e3  # milliseconds, as CUDA's
+
+        return Event()
+
+
+def test_the_spin_held_path_runs_end_to_end_on_one_gloo_rank(monkeypatch, tmp_path):
+    """The wiring of collective_timing.timed for spin-held trials (lineup, spin, agreement,
+    recorded fields) through a real one-rank gloo group; the GPU's parts are host stand-ins:
+    a virtual stream clock (FakeGpu). What it cannot show is a real GPU's behaviour."""
+    import torch
+    import torch.distributed as dist
+
+    from kit.worker.common import Context
+    from kit.workloads.allreduce.params import AllreduceParams
+
+    gpu = FakeGpu()
+    monkeypatch.setattr(torch.cuda, "Event", gpu.event)
+    monkeypatch.setattr(torch.cuda, "_sleep", gpu.sleep)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    store = dist.HashStore()
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        ctx = Context({}, tmp_path, 0, 0, 1, torch.device("cpu"), "gloo")
+        clock = ct.calibrate()
+        assert clock.cycles_per_s == pytest.approx(1e9)  # the spin's rate, read through events
+        buf = torch.ones(256)
+        calls = []
+
+        def op():
+            calls.append(1)
+            dist.all_reduce(buf)
+            gpu.call()
+
+        p = AllreduceParams(warmup_iters=3, iters=4, trials=2)
+        monkeypatch.setattr(ct, "_clock", lambda ctx: clock)
+        row = ct.timed(ctx, p, 1.0, (op, lambda: buf.fill_(1), 1024), None, "spin-held")
+
+        # the host stalls while queueing the first batch (as a preempted rank would): that
+        # batch outlasts its spin, is dropped, and is retried with twice the spin
+        stall = iter([0.0] * 3 + [3e-3] * 4)
+
+        def stalling():
+            time.sleep(next(stall, 0.0))
+            op()
+
+        slow = ct.timed(ctx, p, 1.0, (stalling, lambda: buf.fill_(1), 1024), None, "spin-held")
+    finally:
+        dist.destroy_process_group()
+    assert row["timing"] == "spin-held" and row["ranks"] == "mean"
+    # every call queued inside the spin: the batch is the stream's own time, 10 us a call
+    assert row["time_us"] == [pytest.approx(10.0), pytest.approx(10.0)]
+    assert row["dropped"] == 0 and row["unheld"] == 0 and len(row["spin_us"]) == 2
+    assert min(row["spin_us"]) >= ct.MIN_SPIN_S * 1e6
+    assert row["algbw_gbps"][0] == pytest.approx(1024 / (row["time_us"][0] * 1e-6) / 1e9)
+    assert len(row["latency_us"]) == 2
+    # warm-up, then 4 calls per kept or dropped batch, then one call per latency trial
+    assert len(calls) == 3 + 4 * len(row["spin_us"]) + 2 + 3 + 4 * len(slow["spin_us"]) + 2
+    assert slow["dropped"] == 1 and slow["unheld"] == 0
+    assert slow["spin_us"][1] == pytest.approx(2 * slow["spin_us"][0])
+    assert slow["time_us"] == [pytest.approx(10.0), pytest.approx(10.0)]
