@@ -114,8 +114,8 @@ def test_a_graph_run_of_nccl_tests_is_not_compared_with_an_eager_sweep(bundle, t
     assert proc.returncode == 0, proc.stderr
     html = (bundle / "report.html").read_text()
     assert (
-        "p2p: not compared: the kit timed host-clock, nccl-tests ran with CUDA graphs (-G); "
-        "only the same mode is compared" in html
+        "p2p: 7 sizes timed without a CUDA graph not compared: every nccl-tests run used -G."
+        in html
     )
     table = html[html.index("p2p against nccl-tests all_reduce_perf in the same call") :]
     assert "-w 5 -n 20 -G 1" in table[:2000]
@@ -165,3 +165,37 @@ def test_refused_with_one_line_and_the_bundle_untouched(bundle, tmp_path, case):
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert sorted(p.relative_to(bundle) for p in bundle.rglob("*")) == before
     assert not (bundle / "nccl-tests").exists()
+
+
+EXAMPLE = ROOT / "reports/examples/h200x2-allreduce"
+
+
+def test_page_one_of_a_gpu_bundle_reads_the_same_call_comparison(tmp_path):
+    """The committed 2x H200 all-reduce example with the nccl-tests run of its own session
+    (kit/refs/nccl_tests, same machine and NCCL): page 1 takes the same-call sentence, sizes
+    the kit replayed from a CUDA graph are left out (nccl-tests ran without -G), and the
+    sizes named are those whose ratio the two recordings give."""
+    bundle = tmp_path / "example"
+    shutil.copytree(EXAMPLE, bundle)
+    out = tmp_path / "all_reduce_perf-p2p.txt"
+    shutil.copy(SHIPPED / "nccl-tests-p2p-2gpu-h200.txt", out)
+    proc = run_kit("refs", "nccl-tests", str(bundle), str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert run_kit("verify", str(bundle)).returncode == 0
+    curve = sweep_curves(bundle_benchmarks(load_bundle(bundle))[0])["curves"]["p2p"]
+    ref = parse(out.read_text())
+    graph = [s for s, p in curve.items() if "cuda-graph" in p["timing"]]
+    low = [
+        s for s, p in curve.items()
+        if s >= SAME_CALL_FROM and s not in graph
+        and p["busbw"] / ref.in_place[s][1] < SAME_CALL_FLOOR
+    ]  # fmt: skip
+    assert graph and low
+    html = (bundle / "report.html").read_text()
+    page1 = html[: html.index("p2p against nccl-tests all_reduce_perf in the same call")]
+    sentence = page1[page1.index("against nccl-tests all_reduce_perf in the same call") :]
+    sentence = sentence[: sentence.index("</p>")]
+    for s in low:
+        ratio = curve[s]["busbw"] / ref.in_place[s][1]
+        assert f"({ratio:.3f}x)" in sentence
+    assert f"{len(graph)} sizes timed by CUDA-graph replay not compared" in sentence

@@ -43,6 +43,16 @@ class SameCall:
     counts: str = ""  # nccl-tests' -w / -n / -G, as its headers printed them
     path: str = ""  # the call each side made
     note: str = ""  # why nothing was compared
+    skipped: str = ""  # the sizes left out because nccl-tests ran no run of their mode
+
+    @property
+    def first_page(self) -> str:
+        """Page 1's sentence: this comparison, which replaces the shipped reference's there."""
+        runs = f"{len(self.files)} run{'s' if len(self.files) != 1 else ''}"
+        return (
+            f"against nccl-tests {self.program} in the same call ({runs}, {self.counts}, its "
+            f"{self.placement} column): {self.verdict}"
+        )
 
     @property
     def verdict(self) -> str:
@@ -57,11 +67,12 @@ class SameCall:
             sizes = ", ".join(f"{size_words(s)} ({r:.2f}x)" for s, r in self.slow)
             parts.append(f"time per call over {SAME_CALL_TIME:.2f}x nccl-tests' at {sizes}")
         if not parts:
-            return (
-                f"busbw at least {SAME_CALL_FLOOR}x nccl-tests' at every size from "
-                f"{size_words(SAME_CALL_FROM)}, and time within {SAME_CALL_TIME:.2f}x at every size"
+            every = "every compared size" if self.skipped else "every size"
+            parts.append(
+                f"busbw at least {SAME_CALL_FLOOR}x nccl-tests' at {every} from "
+                f"{size_words(SAME_CALL_FROM)}, and time within {SAME_CALL_TIME:.2f}x at {every}"
             )
-        return "; ".join(parts)
+        return "; ".join(parts + ([self.skipped] if self.skipped else []))
 
 
 NAME = re.compile(r"^(?P<stem>.+)-(?P<k>\d+)\.txt$")
@@ -79,11 +90,12 @@ def runs_of(texts: dict[str, str], program: str, variant: str) -> list[NcclTests
     return out
 
 
-def _kit_mode(curve: dict[int, dict[str, Any]]) -> tuple[str, str]:
-    """(the kit's methods in words, the nccl-tests mode they compare with)."""
-    methods = sorted({t for p in curve.values() for t in p["timing"]})
-    mode = "cuda-graph" if methods == ["cuda-graph"] else "eager"
-    return ", ".join(methods) or "not recorded", mode
+def mode_of(timing: list[str]) -> str:
+    """The nccl-tests mode a size's kit methods compare with: -G for CUDA-graph sizes only;
+    a size graph-timed in some repeats and not others ("mixed") with neither."""
+    if "cuda-graph" in timing:
+        return "cuda-graph" if timing == ["cuda-graph"] else "mixed"
+    return "eager"
 
 
 def _median_column(
@@ -95,8 +107,17 @@ def _median_column(
     return statistics.median(p[0] for p in points), statistics.median(p[1] for p in points)
 
 
+SKIPPED_WORDS = {
+    "cuda-graph": "timed by CUDA-graph replay not compared: no nccl-tests run used -G",
+    "eager": "timed without a CUDA graph not compared: every nccl-tests run used -G",
+    "mixed": "timed by CUDA-graph replay in some repeats and not in others not compared",
+}
+"""Why sizes of a timing mode were left out: only the same mode is compared."""
+
+
 def same_call(bench: Benchmark, texts: dict[str, str]) -> dict[str, SameCall]:
-    """Per variant with nccl-tests files of the bench's program: the comparison."""
+    """Per variant with nccl-tests files of the bench's program: the comparison, each size
+    against nccl-tests' runs of its own timing mode only."""
     sweep = bench.spec.sweep if bench.spec else None
     if sweep is None or not texts:
         return {}
@@ -108,9 +129,8 @@ def same_call(bench: Benchmark, texts: dict[str, str]) -> dict[str, SameCall]:
         curve = curves.get(v.name) or {}
         if not every or not curve:
             continue
-        methods, mode = _kit_mode(curve)
-        runs = [r for r in every if r.mode == mode]
-        sc = SameCall(v.name, sweep.tool, sweep.placement, [r.name for r in runs], methods)
+        methods = ", ".join(sorted({t for p in curve.values() for t in p["timing"]}))
+        sc = SameCall(v.name, sweep.tool, sweep.placement, [], methods or "not recorded")
         sc.path = (
             f"kit: {', '.join(calls) or 'the torch.distributed call was not recorded'}; "
             f"nccl-tests: {', '.join(sorted({r.nccl_call for r in every}))}"
@@ -123,19 +143,18 @@ def same_call(bench: Benchmark, texts: dict[str, str]) -> dict[str, SameCall]:
                 }
             )
         )
-        if not runs:
-            sc.note = (
-                f"not compared: the kit timed {methods}, nccl-tests ran "
-                f"{'with' if mode == 'eager' else 'without'} CUDA graphs (-G); only the same "
-                "mode is compared"
-            )
-            out[v.name] = sc
-            continue
+        unmatched: dict[str, int] = {}
         for size in sorted(curve):
+            p = curve[size]
+            mode = mode_of(p["timing"])
+            runs = [r for r in every if r.mode == mode]
+            if not runs:
+                unmatched[mode] = unmatched.get(mode, 0) + 1
+                continue
             theirs = _median_column(runs, sweep.placement, size)
             if theirs is None:
                 continue
-            p = curve[size]
+            sc.files += [r.name for r in runs if r.name not in sc.files]
             ratio = p["busbw"] / theirs[1] if theirs[1] > 0 else None
             time_ratio = p["time"] / theirs[0] if theirs[0] > 0 else None
             wrongs = [r.wrong_of(sweep.placement).get(size) for r in runs]
@@ -152,13 +171,18 @@ def same_call(bench: Benchmark, texts: dict[str, str]) -> dict[str, SameCall]:
                     "nt_wrong": None if None in wrongs else sum(wrongs),
                     "ratio": ratio,
                     "time_ratio": time_ratio,
+                    "mode": mode,
                 }
             )
             if size >= SAME_CALL_FROM and ratio is not None and ratio < SAME_CALL_FLOOR:
                 sc.below.append((size, ratio))
             if time_ratio is not None and time_ratio > SAME_CALL_TIME:
                 sc.slow.append((size, time_ratio))
+        sc.skipped = "; ".join(
+            f"{n} size{'s' if n != 1 else ''} {SKIPPED_WORDS[m]}"
+            for m, n in sorted(unmatched.items())
+        )
         if not sc.rows:
-            sc.note = "not compared: no size in common with nccl-tests' runs"
+            sc.note = sc.skipped or "not compared: no size in common with nccl-tests' runs"
         out[v.name] = sc
     return out
