@@ -21,14 +21,18 @@
 #                `kit refs nccl-tests` takes every refs output into the bundle (the report's
 #                per-size ratio column), then scripts/device/collectives_check.py reads it
 #
-# Time budget on 2x H100 (an estimate from the sizes, not yet a measurement; each stage logs
-# its seconds): the build ~1-2 min; nccl-tests per repeat ~75 s (no-p2p dominates: all-reduce
-# at 1 GiB near 43 ms a call, 20 + 2 x 101 calls a size, the sizes summing to about twice the
-# largest; p2p ~5 s; ~3 s start-up per program), so 3 repeats ~4 min; the kit's recipe, one
-# repeat ~3 min (300 timed + 20 warm-up calls a size, in one placement, 8 launches of ~10 s
-# start-up). About 8-9 min in all: set NT_REPEATS=2 or skip `pack` if a call comes close.
-#   pack         everything under $WORK into $OUT/multi_gpu.tar.gz (the device tool returns at
-#                most 8 files), the comparison beside it
+# Time budget (device time of one call, from the per-size times nccl-tests recorded on 2x H200,
+# reports/measurements/2026-11-21-h200x2: one all-reduce call at every size from 8 B to 1 GiB sums
+# to 7 ms with P2P, 77 ms without; all-gather, reduce-scatter and all-to-all move half the bytes
+# per busbw, so the four programs ~2.5x all-reduce; the start-ups are guesses):
+#   build                      ~1-2 min (4 programs, sm_90 only)
+#   nccl-tests, per repeat     ~50 s of collectives (20 + 2 x 101 calls a size) + ~3 s start-up
+#                              x 8 = ~75 s; NT_REPEATS=3: ~4 min
+#   kit, one repeat            ~70 s of collectives (326 calls a size: check, NCCL's choice,
+#                              20 warm-up, 3 x 100 timed, 3 latency) + 8 launches x ~10-15 s
+#                              + the report: ~3 min
+# About 8-9 min: under the 10-minute limit of one call, with little room. Each stage and run
+# logs its seconds; NT_REPEATS=2 saves ~75 s.
 set -uo pipefail
 : "${OUT:=/tmp/out}"
 WORK=${WORK:-/tmp/kit-multi}
