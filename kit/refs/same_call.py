@@ -11,6 +11,7 @@ report and reseals the report files (kit.bundle.reseal_report), so the bundle ke
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from kit.bundle import SIGNATURE, add_to_manifest, require_sealed
@@ -25,7 +26,8 @@ from kit.shared import files
 
 def variant_of(path: Path, test: str, variants: list[str], given: str | None) -> str:
     """The bundle variant a file belongs to: `given`, else the one its name spells after the
-    program (all_reduce_perf-p2p.txt, all_reduce_perf-no-p2p-r2.txt)."""
+    program, with at most a repeat number after it (all_reduce_perf-p2p.txt,
+    all_reduce_perf-no-p2p-r2.txt)."""
     if given is not None:
         if given not in variants:
             raise InputError(
@@ -33,13 +35,14 @@ def variant_of(path: Path, test: str, variants: list[str], given: str | None) ->
             )
         return given
     rest = path.name.removesuffix(".txt").removeprefix(f"{test}-")
-    found = [v for v in variants if rest == v or rest.startswith(v + "-")]
-    if not found:
+    # the variant, then at most a repeat number: "p2p-off-1" names no variant, never p2p
+    found = [v for v in variants if re.fullmatch(rf"{re.escape(v)}(-r?\d+)?", rest)]
+    if len(found) != 1:
         raise InputError(
-            f"{path}: its name names none of the bundle's variants ({', '.join(variants)}); "
-            f"name it {test}-VARIANT.txt or give --variant"
+            f"{path}: its name does not name one of the bundle's variants "
+            f"({', '.join(variants)}); name it {test}-VARIANT[-rN].txt or give --variant"
         )
-    return max(found, key=len)
+    return found[0]
 
 
 def read_run(path: Path) -> tuple[NcclTestsRun, str]:

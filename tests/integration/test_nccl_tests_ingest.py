@@ -132,7 +132,16 @@ def test_a_graph_run_of_nccl_tests_is_not_compared_with_an_eager_sweep(bundle, t
 
 @pytest.mark.parametrize(
     "case",
-    ["not-nccl-tests", "no-variant", "wrong-variant", "edited", "signed", "gpus", "twice"],
+    [
+        "not-nccl-tests",
+        "no-variant",
+        "p2p-off",
+        "wrong-variant",
+        "edited",
+        "signed",
+        "gpus",
+        "twice",
+    ],
 )
 def test_refused_with_one_line_and_the_bundle_untouched(bundle, tmp_path, case):
     outputs = _outputs(tmp_path)
@@ -145,6 +154,10 @@ def test_refused_with_one_line_and_the_bundle_untouched(bundle, tmp_path, case):
         odd = tmp_path / "all_reduce_perf-run1.txt"
         shutil.copy(outputs[0], odd)
         args = [str(odd)]
+    elif case == "p2p-off":  # a name that starts with a variant but says another thing after it
+        off = tmp_path / "all_reduce_perf-p2p-off-1.txt"
+        shutil.copy(outputs[1], off)
+        args = [str(off)]
     elif case == "wrong-variant":
         args += ["--variant", "nvls"]
     elif case == "edited":
