@@ -10,6 +10,7 @@ report and reseals the report files (kit.bundle.reseal_report), so the bundle ke
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -92,8 +93,19 @@ def add(
         name = f"{run.test}-{v}-{k}.txt"
         taken.append(name)
         out.append((name, run, text))
-    os.makedirs(root / files.NCCL_TESTS, exist_ok=True)
-    for name, _, text in out:
-        write_text(root / files.NCCL_TESTS / name, text)
-    add_to_manifest(root, [f"{files.NCCL_TESTS}/{name}" for name, _, _ in out])
+    folder_was = os.path.lexists(root / files.NCCL_TESTS)
+    written: list[Path] = []
+    try:
+        os.makedirs(root / files.NCCL_TESTS, exist_ok=True)
+        for name, _, text in out:
+            write_text(root / files.NCCL_TESTS / name, text)
+            written.append(root / files.NCCL_TESTS / name)
+        add_to_manifest(root, [f"{files.NCCL_TESTS}/{name}" for name, _, _ in out])
+    except BaseException:  # a full disk or Ctrl-C: the bundle as it was, still verifying
+        for path in written:
+            path.unlink(missing_ok=True)
+        if not folder_was:
+            with contextlib.suppress(OSError):
+                os.rmdir(root / files.NCCL_TESTS)
+        raise
     return [(name, run) for name, run, _ in out]

@@ -47,3 +47,26 @@ def test_a_size_compares_only_in_its_own_timing_mode():
     assert mode_of(["spin-held"]) == "eager" and mode_of(["host-clock"]) == "eager"
     assert mode_of(["cuda-graph"]) == "cuda-graph"
     assert mode_of(["cuda-events", "cuda-graph"]) == "mixed"
+
+
+def test_an_interrupted_add_leaves_the_bundle_as_it_was(tmp_path, monkeypatch):
+    import shutil
+
+    import pytest
+
+    from kit.bundle import verify_manifest
+    from kit.refs import same_call
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(ROOT / "tests/fixtures/bundles/cpu-smoke", bundle)
+    given = tmp_path / "all_reduce_perf-p2p-r1.txt"
+    given.write_text(TEXT)
+
+    def interrupted(root, names):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(same_call, "add_to_manifest", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        same_call.add(bundle, [given])
+    assert not (bundle / "nccl-tests").exists()
+    assert verify_manifest(bundle).ok
