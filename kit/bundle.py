@@ -381,3 +381,14 @@ def reseal_report(root: Path, render: Any) -> Path:
             else:
                 recorded.pop(name, None)
         write_text(root / MANIFEST, _manifest_text(root, recorded))
+
+
+def add_to_manifest(root: Path, names: list[str]) -> None:
+    """List files just written into a sealed bundle in its manifest, leaving every other line
+    as it was (`kit refs nccl-tests`). The caller checked the bundle against the manifest first
+    and refused a signed one: a changed manifest would void its signature."""
+    root = Path(root)
+    recorded = read_manifest(root)
+    for name in names:
+        recorded[name] = sha256_file(root / name)
+    write_text(root / MANIFEST, _manifest_text(root, recorded))

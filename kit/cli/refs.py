@@ -85,3 +85,38 @@ def published_cmd() -> None:
     for f in published.figures():
         typer.echo(f"{f.id}\n  {f.title}: {f.value_words}{' (a floor)' if f.floor else ''}")
         typer.echo(f"  conditions: {f.conditions}\n  source: {f.cited}, {f.url}")
+
+
+@refs_app.command("nccl-tests")
+def nccl_tests_cmd(
+    bundle: Annotated[Path, typer.Argument(help="A sealed, unsigned bundle directory.")],
+    outputs: Annotated[
+        list[Path], typer.Argument(help="nccl-tests output files (*_perf's stdout).")
+    ],
+    variant: Annotated[
+        str | None,
+        typer.Option(help="The bundle variant they ran as (default: read from each file's name)."),
+    ] = None,
+) -> None:
+    """Take nccl-tests output run in the same call into a bundle, beside the kit's sweep.
+
+    The report then prints, per size, the kit's busbw over nccl-tests' (the median of every
+    file of the same program and variant) and names each size below 0.97x. The files are
+    stored in the bundle's nccl-tests/ folder and listed in its manifest; the report is
+    re-rendered and resealed.
+
+    Example: kit refs nccl-tests reports/collectives-20261126-2000 all_reduce_perf-p2p-r1.txt all_reduce_perf-no-p2p-r1.txt
+    """
+    from kit.bundle import Bundle, reseal_report
+    from kit.refs.same_call import add
+    from kit.report.render import render_bundle
+
+    added = add(bundle, outputs, variant)
+    for name, run in added:
+        mode = f", -G {run.graph}" if run.graph else ""
+        typer.echo(
+            f"added nccl-tests/{name}: {run.test}, {len(run.gpus)} GPUs, -w {run.warmup} "
+            f"-n {run.iters}{mode}, {len(run.sizes)} sizes"
+        )
+    b = Bundle.load(bundle)
+    typer.echo(reseal_report(b.path, lambda: render_bundle(b)))

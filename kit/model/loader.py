@@ -53,6 +53,8 @@ class BundleData:
     hardware: Hardware | None
     environment: Environment | None
     runs: dict[str, RunFiles] = field(default_factory=dict)
+    # nccl-tests/<name>: nccl-tests output run in the same call (`kit refs nccl-tests`), as text
+    nccl_tests: dict[str, str] = field(default_factory=dict)
 
 
 def expected_text(err: dict[str, Any]) -> str:
@@ -189,4 +191,20 @@ def _load(root: Path) -> BundleData:
     recipe = read_recipe(root)
     hardware = _optional(root, names, files.HARDWARE, Hardware, files.HARDWARE)
     environment = _optional(root, names, files.ENVIRONMENT, Environment, files.ENVIRONMENT)
-    return BundleData(root, recipe, results, hardware, environment, read_runs(root))
+    return BundleData(
+        root, recipe, results, hardware, environment, read_runs(root), read_nccl_tests(root)
+    )
+
+
+MAX_NCCL_TESTS_BYTES = 1 << 20
+"""One nccl-tests output file: a sweep to 16 GiB prints a few kilobytes."""
+
+
+def read_nccl_tests(root: Path) -> dict[str, str]:
+    """The same-call nccl-tests outputs a bundle holds (files.NCCL_TESTS/*.txt), by name."""
+    out = {}
+    for name in list_dir(root, files.NCCL_TESTS):
+        if name.endswith(".txt"):
+            rel = f"{files.NCCL_TESTS}/{name}"
+            out[name] = decode(read_bytes(root, rel, MAX_NCCL_TESTS_BYTES), root / rel)
+    return out

@@ -22,8 +22,17 @@ ROW = re.compile(
 )
 DEVICE = re.compile(r"^#\s+Rank\s+\d+ .* device\s+\d+ \[[^\]]*\] (?P<name>.+?)\s*$")
 TEST = re.compile(r"Collective test starting: (?P<test>\w+)")
+HEADER = re.compile(r"warmup iters: (?P<warmup>\d+) iters: (?P<iters>\d+) .*?graph: (?P<graph>\d+)")
+LIBRARY = re.compile(r"nccl-library=(?P<lib>\d+)")
 BELOW = 0.95
-"""A size is named when the kit reads below this share of nccl-tests' busbw."""
+"""A size is named when the kit reads below this share of a shipped nccl-tests run's busbw."""
+SAME_CALL_FLOOR = 0.97
+"""A size is named when the kit's busbw reads below this share of nccl-tests' run in the same
+device call (`kit refs nccl-tests`; scripts/device/collectives_check.py's PASS line)."""
+SAME_CALL_FROM = 1 << 20
+"""From this size up busbw is held to SAME_CALL_FLOOR; below it the time is what matters."""
+SAME_CALL_TIME = 1.10
+"""A size is named when the kit's time per call is over this multiple of nccl-tests'."""
 
 
 @dataclass(frozen=True)
@@ -36,31 +45,91 @@ class NcclTestsRun:
     gpus: list[str]
     sizes: dict[int, tuple[float, float]]
     in_place: dict[int, tuple[float, float]] = field(default_factory=dict)
+    # the header's counts (-w, -n, -G; None where it printed none), NCCL's library version
+    # (22809 = 2.28.9) and #wrong per size, out of place and in place
+    warmup: int | None = None
+    iters: int | None = None
+    graph: int | None = None
+    nccl_library: int | None = None
+    wrong: dict[int, int | None] = field(default_factory=dict)
+    wrong_in_place: dict[int, int | None] = field(default_factory=dict)
 
     def column(self, placement: str) -> dict[int, tuple[float, float]]:
         """The column a kit sweep timed with this placement compares with."""
         return self.in_place if placement == "in-place" else self.sizes
+
+    def wrong_of(self, placement: str) -> dict[int, int | None]:
+        return self.wrong_in_place if placement == "in-place" else self.wrong
+
+    @property
+    def mode(self) -> str:
+        """The timing mode it compares with: a -G run with the kit's graph mode only."""
+        return "cuda-graph" if self.graph else "eager"
+
+    @property
+    def nccl_call(self) -> str:
+        """The NCCL API the program called (nccl-tests' src/*.cu: alltoall_perf calls
+        ncclAlltoAll from NCCL 2.28, a group of ncclSend/ncclRecv before)."""
+        if self.test == "alltoall_perf":
+            if self.nccl_library is None:
+                return "ncclAlltoAll or ncclSend/ncclRecv (NCCL version not printed)"
+            return "ncclAlltoAll" if self.nccl_library >= 22800 else "ncclSend/ncclRecv group"
+        return NCCL_CALLS.get(self.test, "not known")
 
     @property
     def gpu(self) -> str:
         return self.gpus[0] if len(set(self.gpus)) == 1 else ", ".join(sorted(set(self.gpus)))
 
 
+NCCL_CALLS = {
+    "all_reduce_perf": "ncclAllReduce",
+    "all_gather_perf": "ncclAllGather",
+    "reduce_scatter_perf": "ncclReduceScatter",
+}
+
+
+def _wrong(text: str | None) -> int | None:
+    """#wrong as printed; None where nccl-tests did not check (-c 0 prints N/A)."""
+    return int(text) if text and text.isdigit() else None
+
+
 def parse(text: str, name: str = "") -> NcclTestsRun:
     """The run as nccl-tests printed it (ValueError when no size row is there)."""
     gpus, sizes, in_place, test = [], {}, {}, ""
+    wrong, wrong_in = {}, {}
+    counts: dict[str, int] = {}
+    lib = None
     for line in text.splitlines():
         if m := TEST.search(line):
             test = m["test"]
         elif m := DEVICE.match(line):
             gpus.append(m["name"])
         elif m := ROW.match(line):
-            sizes[int(m["bytes"])] = (float(m["time"]), float(m["busbw"]))
+            size = int(m["bytes"])
+            sizes[size] = (float(m["time"]), float(m["busbw"]))
+            wrong[size] = _wrong(m["wrong"])
             if m["ibusbw"] is not None:
-                in_place[int(m["bytes"])] = (float(m["itime"]), float(m["ibusbw"]))
+                in_place[size] = (float(m["itime"]), float(m["ibusbw"]))
+                wrong_in[size] = _wrong(m["iwrong"])
+        if m := HEADER.search(line):
+            counts = {k: int(v) for k, v in m.groupdict().items()}
+        if (m := LIBRARY.search(line)) and lib is None:
+            lib = int(m["lib"])
     if not sizes:
         raise ValueError(f"{name or 'text'}: no nccl-tests size rows")
-    return NcclTestsRun(name, test, gpus, sizes, in_place)
+    return NcclTestsRun(
+        name,
+        test,
+        gpus,
+        sizes,
+        in_place,
+        warmup=counts.get("warmup"),
+        iters=counts.get("iters"),
+        graph=counts.get("graph"),
+        nccl_library=lib,
+        wrong=wrong,
+        wrong_in_place=wrong_in,
+    )
 
 
 @cache

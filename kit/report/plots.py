@@ -132,6 +132,7 @@ def _size_axis(ax: Any, sizes: list[int]) -> None:
 
 
 TIMING_WORDS = {
+    "spin-held": "spin-held events",
     "cuda-graph": "CUDA graph",
     "cuda-events": "CUDA events",
     "host-clock": "host clock",

@@ -27,8 +27,10 @@ from kit.facts.price import Price, parse_price
 from kit.inventory import summary_line
 from kit.model import BundleData, load_bundle
 from kit.model.hardware import Hardware, Host
+from kit.refs.nccl_tests import SAME_CALL_FLOOR, SAME_CALL_FROM
 from kit.refs.store import standing
 from kit.report import analysis, plots, sections
+from kit.report.analysis.same_call import SameCall, same_call
 from kit.report.method import method_view
 from kit.report.provenance import rendering
 from kit.report.sections import (
@@ -91,6 +93,8 @@ def jinja_env() -> Environment:
     env.filters["bytes"] = human_bytes
     env.filters["pct"] = lambda x: "-" if x is None else f"{x * 100:.1f}%"
     env.globals["display"] = display
+    env.globals["same_call_floor"] = SAME_CALL_FLOOR
+    env.globals["same_call_from"] = SAME_CALL_FROM
     env.globals["interval_rule"] = Markup(catalog.interval_words())
     env.filters["when"] = when
     return env
@@ -143,6 +147,7 @@ class BenchView:
     raw: dict[str, Any] | None = None
     nccl: dict[str, str] = field(default_factory=dict)  # sweeps: NCCL's setup per variant
     nccl_choice: dict[str, str] = field(default_factory=dict)  # how the per-size choice was read
+    same_call: dict[str, SameCall] = field(default_factory=dict)  # nccl-tests in the same call
     index: int = 0
 
     def add(self, key: str, caption: str, svg: str | None) -> None:
@@ -175,11 +180,19 @@ def interval_labels(bench: analysis.Benchmark, metric: str) -> str:
     )
 
 
+def _methods(view: BenchView) -> list[str]:
+    """The timing methods the sweep's figures show (the rows' `timing`), in the plots' words."""
+    found = {t for c in (view.curves or {}).get("curves", {}).values() for p in c.values()
+             for t in p.get("timing") or []}  # fmt: skip
+    return [plots.TIMING_WORDS.get(t, t) for t in sorted(found)]
+
+
 def _busbw(view: BenchView, salt: str) -> None:
     bench = view.bench
     if not view.curves or not view.curves["sizes"]:
         return
     svg = plots.sweep_busbw(view.curves, f"{bench.label}: bus bandwidth", f"{salt}-busbw")
+    methods = _methods(view)
     view.add(
         "busbw",
         f"{bench.label}: bus bandwidth against "
@@ -187,17 +200,10 @@ def _busbw(view: BenchView, salt: str) -> None:
         + (
             "; dotted line: where the timing rule changes, so a step there is "
             "the clock's, not the link's)"
-            if len(
-                {
-                    t
-                    for c in view.curves["curves"].values()
-                    for p in c.values()
-                    for t in p.get("timing") or []
-                }
-            )
-            > 1
+            if len(methods) > 1
             else ")"
-        ),
+        )
+        + (f"; timed by {' and '.join(methods)}" if methods else ""),
         svg,
     )
 
@@ -209,7 +215,13 @@ def _time(view: BenchView, salt: str) -> None:
     sweep = bench.spec.sweep if bench.spec else None
     op = sweep.op if sweep else "operation"
     svg = plots.sweep_time(view.curves, f"{bench.label}: time per operation", f"{salt}-time", op)
-    view.add("time", f"{bench.label}: time per {op} against message size, log-log", svg)
+    methods = _methods(view)
+    view.add(
+        "time",
+        f"{bench.label}: time per {op} against message size, log-log"
+        + (f"; timed by {' and '.join(methods)} (not the one-call latency)" if methods else ""),
+        svg,
+    )
 
 
 def _bars(view: BenchView, salt: str) -> None:
@@ -245,7 +257,9 @@ PLOTS: dict[str, Callable[[BenchView, str], None]] = {
 """A benchmark section's plots by name: a figure kind (kit.report.kinds) lists the ones it gets."""
 
 
-def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
+def bench_view(
+    bench: analysis.Benchmark, index: int, nccl_tests: dict[str, str] | None = None
+) -> BenchView:
     view = BenchView(bench, index=index + 1)
     salt = f"{index}-{bench.name}"
     if bench.figures.by_size:
@@ -253,6 +267,7 @@ def bench_view(bench: analysis.Benchmark, index: int) -> BenchView:
         view.raw = analysis.raw_sizes(bench)
         view.nccl = analysis.nccl_setup(bench)
         view.nccl_choice = analysis.nccl_choice(bench)
+        view.same_call = same_call(bench, nccl_tests or {})
     for plot in bench.figures.plots:
         PLOTS[plot](view, salt)
     series = analysis.telemetry_series(bench)
@@ -325,7 +340,7 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
     results = data.results
     hardware = data.hardware or Hardware()  # none recorded: an inventory that knows nothing
     benches = analysis.build_benchmarks(results, data.recipe)
-    views = [bench_view(b, i) for i, b in enumerate(benches)]
+    views = [bench_view(b, i, data.nccl_tests) for i, b in enumerate(benches)]
     silicon = silicon_view(benches, hardware)
     figures = [f for v in views for f in v.figures] + (silicon["figures"] if silicon else [])
     for n, f in enumerate(figures, start=1):
@@ -337,6 +352,10 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         )
         for b in benches
     ]
+    for summary, view in zip(summaries, views, strict=True):
+        for vs in summary.variants:  # a same-call nccl-tests run outranks a shipped one
+            if vs.plateau and (sc := view.same_call.get(vs.variant)):
+                vs.below_reference = sc.first_page
     return {
         "results": results,
         "bundle_name": bundle.path.name,

@@ -3,6 +3,7 @@ too) takes them from here.
 
     BUNDLE/  results.json  recipe.yaml  hardware.json  environment.json
              runs/<run id>/spec.json  runs/<run id>/result.json  logs/
+             nccl-tests/<program>-<variant>-<k>.txt  (same-call nccl-tests output, if added)
              report.html  report.pdf  MANIFEST.sha256  (MANIFEST.sha256.sig)
 """
 
@@ -22,6 +23,7 @@ RESULT = "result.json"  # runs/<id>/result.json: what the worker measured
 REPORT_HTML = "report.html"
 REPORT_PDF = "report.pdf"
 REPORT_FILES = (REPORT_HTML, REPORT_PDF)
+NCCL_TESTS = "nccl-tests"  # nccl-tests/<program>-<variant>-<k>.txt: `kit refs nccl-tests`
 MANIFEST = "MANIFEST.sha256"
 SIGNATURE = MANIFEST + ".sig"
 

@@ -27,11 +27,13 @@ class CollectiveParams:
     warmup_iters: int = 5
     iters: int = 20
     trials: int = 3
-    # CUDA graphs remove the host's launch gaps for small messages, as nccl-tests' -G does; "auto"
-    # uses them up to graph_max_bytes and times eager launches with CUDA events above that. On
-    # 2x H200 (reports/examples/h200x2-allreduce-timing) graphs were faster up to 1 MiB (17.6 against
-    # 20.3 us) and eager launches from 2 MiB (28.4 against 32.0 us): the threshold sits between.
-    timing: Literal["auto", "events", "graph"] = "auto"
+    # How a size is timed on GPUs (kit/workloads/collective_timing.py): "spin", the default,
+    # queues each trial's `iters` calls behind a GPU spin so that the GPU never waits for the
+    # host (nccl-tests' loop, from Python); "graph" replays them from a CUDA graph, its own mode,
+    # compared only with nccl-tests -G. "auto" (graphs up to graph_max_bytes, CUDA events above)
+    # and "events" (CUDA events around a host-driven loop) are the methods of earlier bundles,
+    # kept so that their reruns measure as they did. The CPU (gloo) has the host clock only.
+    timing: Literal["spin", "graph", "auto", "events"] = "spin"
     graph_max_bytes: int = 1 << 20
     # NCCL's algorithm and protocol per size: one extra untimed call per size with
     # NCCL_DEBUG_SUBSYS=TUNING on (kit/worker/nccl_tuning.py); false skips it.
@@ -39,6 +41,9 @@ class CollectiveParams:
     # all-gather and reduce-scatter: also time the in-place form (nccl-tests' second column)
     # after the out-of-place one at each size; all-reduce is in place already
     time_in_place: bool = True
+    # one call with an event after it, per trial: the latency a caller sees, host launch
+    # included; recorded per size beside (never instead of) the per-call time of a batch
+    latency: bool = True
 
     def __post_init__(self) -> None:
         check(self.min_bytes >= 1, "min_bytes", "at least 1")
@@ -68,9 +73,15 @@ Sizes from {{ a.params.min_bytes|bytes }} to {{ a.params.max_bytes|bytes }}, fac
 {{ a.params.dtype }}; per size {{ a.params.warmup_iters }} untimed warm-up operations, then
 {{ a.params.trials }} trials of {{ a.params.iters }} back-to-back {{ s.sweep.op }} operations; a
 trial's time is the slowest rank's.
-Timing: {% if a.timing %}{{ a.timing|join(", ") }}{% else %}not recorded{% endif %} (cuda-graph:
-the small sizes replayed from a CUDA graph, as nccl-tests -G; cuda-events: device time between
-CUDA events; host-clock: the host's clock after a synchronize, the only clock on the CPU).
+Timing: {% if a.timing %}{{ a.timing|join(", ") }}{% else %}not recorded{% endif %} (spin-held,
+the default on GPUs: each trial's operations queued behind a GPU spin so that the GPU never waits
+for the host, as nccl-tests' C loop; a trial whose queueing outlasted the spin is dropped on every
+rank and retried with a longer spin, and the time is the mean over ranks, as nccl-tests averages
+it; cuda-graph: every size replayed from a CUDA graph, its own mode, compared only with
+nccl-tests -G; cuda-events: device time between CUDA events around a host-driven loop, the
+method of earlier bundles; host-clock: the host's clock after a synchronize, the only clock on
+the CPU, the slowest rank's time). Latency, where recorded, is a separate measurement: one
+operation with an event after it, the host's launch included; it is never the time column.
 Before timing, each size checks the result: {{ s.sweep.check }} (#wrong).
 Backend: {{ a.backend|join(", ") or "not recorded" }}. The no-p2p variant sets NCCL_P2P_DISABLE=1;
 where the run recorded NCCL's own log, the transport it used is checked against the variant.

@@ -4,12 +4,14 @@ A collective's worker module describes itself as a Collective (its bus factor, i
 size into buffers, the torch.distributed call, and the exact answer its #wrong check expects)
 and is `run = runner(ParamsClass, COLLECTIVE)`: the buffers, the check and the timing loop are
 written once, here. For each size:
-check the result first (wrong-element count, as nccl-tests' #wrong), then time `iters`
-back-to-back operations per trial after `warmup_iters` untimed ones. On CUDA the time is read on
-the device with CUDA events; small messages are captured into a CUDA graph and replayed, which
-removes the launch gaps a host-driven loop leaves between them (nccl-tests' -G). On the CPU
-(gloo) the host clock is all there is. A trial's time is the slowest rank's: a collective is
-done when its last rank is.
+check the result first (wrong-element count, as nccl-tests' #wrong), then time `trials` batches
+of `iters` back-to-back operations after `warmup_iters` untimed ones. On CUDA the default
+method, spin-held (kit/workloads/collective_timing.py), queues each batch behind a GPU spin so
+that the GPU never waits for the host, drops (on every rank) a batch whose queueing outlasted
+the spin, and averages the time over ranks as nccl-tests does; `timing: graph` replays the batch
+from a CUDA graph instead, its own mode (nccl-tests -G). On the CPU (gloo) the host clock is all
+there is, and a trial's time is the slowest rank's. A one-call latency (an event after one call)
+is recorded beside, never in place of, the batch's time per call.
 
     algbw = size / time        (decimal GB/s; `size` as nccl-tests prints it for the collective)
     busbw = algbw * bus factor (what each link must carry: 2(n-1)/n all-reduce, (n-1)/n others)
@@ -30,6 +32,7 @@ from kit.shared.metrics import record
 from kit.worker.common import Context
 from kit.worker.nccl_tuning import TuningLog
 from kit.workloads.collective import CollectiveParams
+from kit.workloads.collective_timing import EAGER_METHOD, capture, timed
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 Op = Callable[[], None]
@@ -57,6 +60,7 @@ class Collective:
     expected: Callable[[Context, torch.Tensor, int], torch.Tensor]
     in_place: bool = False
     also_in_place: bool = False  # out of place, and its in-place form is timed after it
+    api: str = ""  # the torch.distributed function `call` makes, as the result records it
 
     @property
     def placement(self) -> str:
@@ -118,7 +122,14 @@ def split_collective(
     """A collective over a buffer split into world-size chunks (all-gather, reduce-scatter,
     all-to-all): nccl-tests' bus factor (n-1)/n, and size/n whole elements per rank."""
     return Collective(
-        name, ring_bus_factor, split_layout, counts, call, expected, also_in_place=also_in_place
+        name,
+        ring_bus_factor,
+        split_layout,
+        counts,
+        call,
+        expected,
+        also_in_place=also_in_place,
+        api=getattr(call, "__name__", ""),
     )
 
 
@@ -166,12 +177,6 @@ def _total(ctx: Context, local: int) -> int:
     return int(t.item())
 
 
-def _slowest(ctx: Context, seconds: float) -> float:
-    t = torch.tensor([seconds], dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
-
-
 MEMORY_PER_BYTE = 4
 """Device memory a size may take, per byte of its buffer: input, output and the check's reference
 with room to spare (the sweep stops before a size that would not fit, as nccl-tests' -e is set to
@@ -188,61 +193,6 @@ def _room(ctx: Context, need: int) -> tuple[bool, int]:
     t = torch.tensor([free + cached], dtype=torch.int64, device=ctx.device)
     dist.all_reduce(t, op=dist.ReduceOp.MIN)
     return int(t.item()) >= need, int(t.item())
-
-
-def _time_host(ctx: Context, op: Op, p: CollectiveParams) -> float:
-    for _ in range(p.warmup_iters):
-        op()
-    ctx.synchronize()
-    dist.barrier()
-    t0 = time.perf_counter()
-    for _ in range(p.iters):
-        op()
-    ctx.synchronize()
-    return (time.perf_counter() - t0) / p.iters
-
-
-def _time_events(op: Op, p: CollectiveParams) -> float:
-    for _ in range(p.warmup_iters):
-        op()
-    torch.cuda.synchronize()
-    dist.barrier()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(p.iters):
-        op()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / p.iters
-
-
-def _capture(op: Op, p: CollectiveParams) -> torch.cuda.CUDAGraph:
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):  # NCCL needs a few eager calls on the capture stream before capture
-            op()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(p.iters):
-            op()
-    torch.cuda.synchronize()
-    return graph
-
-
-def _time_graph(graph: torch.cuda.CUDAGraph, p: CollectiveParams) -> float:
-    for _ in range(max(1, p.warmup_iters // p.iters)):
-        graph.replay()
-    torch.cuda.synchronize()
-    dist.barrier()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / p.iters
 
 
 def _one_graph(op: Op) -> None:
@@ -282,34 +232,20 @@ def _choice(log: TuningLog, ctx: Context, op: Op, graph: Any) -> list[dict[str, 
 def _graph_for(
     ctx: Context, p: CollectiveParams, op: Op, size: int, graphs_ok: bool
 ) -> tuple[Any, str, bool]:
-    """(graph or None, timing method, whether graphs still work): sizes up to graph_max_bytes
-    are captured into a CUDA graph; a failed capture drops graphs for the rest of the sweep."""
-    method, graph = "host-clock", None
-    if graphs_ok and (p.timing == "graph" or size <= p.graph_max_bytes):
+    """(graph or None, timing method, whether graphs still work). `graph` captures every size
+    (nccl-tests -G); `auto`, the method of bundles before spin-held timing, the sizes up to
+    graph_max_bytes; a failed capture drops graphs for the rest of the sweep."""
+    if not ctx.is_cuda:
+        return None, "host-clock", graphs_ok
+    method, graph = EAGER_METHOD[p.timing], None
+    if graphs_ok and (p.timing == "graph" or (p.timing == "auto" and size <= p.graph_max_bytes)):
         try:
-            graph = _capture(op, p)
+            graph = capture(op, p)
             method = "cuda-graph"
         except RuntimeError as exc:  # keep measuring; say why graphs were dropped
-            ctx.notes.append(f"CUDA graph capture failed ({exc}); timed with CUDA events")
+            ctx.notes.append(f"CUDA graph capture failed ({exc}); timed {EAGER_METHOD[p.timing]}")
             graphs_ok = False
-    if graph is None and ctx.is_cuda:
-        method = "cuda-events"
     return graph, method, graphs_ok
-
-
-def _trials(ctx: Context, p: CollectiveParams, op: Op, refill: Op, graph: Any) -> list[float]:
-    """Each trial's time per operation, the slowest rank's."""
-    times = []
-    for _ in range(p.trials):
-        refill()
-        if graph is not None:
-            seconds = _time_graph(graph, p)
-        elif ctx.is_cuda:
-            seconds = _time_events(op, p)
-        else:
-            seconds = _time_host(ctx, op, p)
-        times.append(_slowest(ctx, seconds))
-    return times
 
 
 def _in_place(
@@ -321,18 +257,9 @@ def _in_place(
     wrong = _total(ctx, coll.wrong_in_place(ctx, chunk, dtype))
     op, refill = coll.prepare_in_place(ctx, chunk, dtype)
     graph, method, graphs_ok = _graph_for(ctx, p, op, size, graphs_ok)
-    times = _trials(ctx, p, op, refill, graph)
+    row = {"placement": "in-place", "wrong": wrong}
+    row.update(timed(ctx, p, coll.bus_factor(ctx.world_size), (op, refill, size), graph, method))
     del graph
-    algbw = [size / t / 1e9 for t in times]
-    factor = coll.bus_factor(ctx.world_size)
-    row = {
-        "placement": "in-place",
-        "time_us": [t * 1e6 for t in times],
-        "algbw_gbps": algbw,
-        "busbw_gbps": [a * factor for a in algbw],
-        "wrong": wrong,
-        "timing": method,
-    }
     return row, graphs_ok
 
 
@@ -359,24 +286,21 @@ def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]
         graph, method, graphs_ok = _graph_for(ctx, p, op, size, graphs_ok)
         nccl_calls = _choice(log, ctx, op, graph)
         mono_t0 = time.monotonic()
-        times = _trials(ctx, p, op, refill, graph)
+        got = timed(ctx, p, coll.bus_factor(ctx.world_size), (op, refill, size), graph, method)
         window = [mono_t0, time.monotonic()]  # the trials, on telemetry's clock
         del graph, op, refill
-        algbw = [size / t / 1e9 for t in times]
         rows.append(
             {
                 "bytes": size,
                 "count": size // elsize,
                 "chunk": chunk,
                 "placement": coll.placement,
-                "time_us": [t * 1e6 for t in times],
-                "algbw_gbps": algbw,
-                "busbw_gbps": [a * factor for a in algbw],
                 "wrong": wrong,
-                "timing": method,
+                **got,
                 "window_monotonic_s": window,
             }
         )
+        times, algbw = [t / 1e6 for t in got["time_us"]], got["algbw_gbps"]
         if nccl_calls is not None:  # rank 0 with the log on: what NCCL printed (maybe nothing)
             rows[-1]["nccl_calls"] = nccl_calls
         also = ""
@@ -388,7 +312,8 @@ def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]
             )
         ctx.log(
             f"{coll.name} {size:>12d} B  {statistics.median(times) * 1e6:10.1f} us  "
-            f"busbw {statistics.median(algbw) * factor:8.2f} GB/s  wrong {wrong}  ({method}){also}"
+            f"busbw {statistics.median(algbw) * factor:8.2f} GB/s  wrong {wrong}  ({method}"
+            f"{_dropped_words(got)}){also}"
         )
     medians = [statistics.median(r["busbw_gbps"]) for r in rows]
     metrics = {
@@ -400,6 +325,7 @@ def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]
     data = {
         "params": asdict(p),
         "collective": coll.name,
+        "call": f"torch.distributed.{coll.api}" if coll.api else None,
         "op": "sum",
         "dtype": p.dtype,
         "bus_factor": factor,
@@ -408,6 +334,13 @@ def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]
     }
     log.close()
     return {"metrics": metrics, "data": data}
+
+
+def _dropped_words(timed: dict[str, Any]) -> str:
+    """The log's words for spin-held trials dropped or kept unheld at one size."""
+    if timed["timing"] != "spin-held":
+        return ""
+    return f", spin {max(timed['spin_us']):.0f} us, dropped {timed['dropped']}, unheld {timed['unheld']}"
 
 
 def _choice_note(log: TuningLog, coll: Collective, rows: list[dict[str, Any]], world: int) -> str:

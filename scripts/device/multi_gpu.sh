@@ -14,11 +14,25 @@
 #                against the NCCL that torch loads (its wheel's headers and library), with MPI
 #                when the machine has mpirun (one process per GPU, as the kit's torchrun), else
 #                one process driving every GPU (-g N; the log says which); run each with
-#                -b 8 -e 1G -f 2 -w 5 -n 20 -c 1, P2P on, then NCCL_P2P_DISABLE=1
-#   collectives  kit reproduce recipes/collectives.yaml --runtime host (REPEATS, default 2),
-#                then scripts/device/collectives_check.py against the refs
-#   pack         everything under $WORK into $OUT/multi_gpu.tar.gz (the device tool returns at
-#                most 8 files), the comparison beside it
+#                -b 8 -e 1G -f 2 -w 20 -n 100 -c 1 (the counts of recipes/collectives.yaml),
+#                P2P on, then NCCL_P2P_DISABLE=1, NT_REPEATS times (default 3) so that one noisy
+#                run is not the reference: nccl-tests/<program>_perf-<variant>-r<k>.txt
+#   collectives  kit reproduce recipes/collectives.yaml --runtime host (REPEATS, default 1),
+#                `kit refs nccl-tests` takes every refs output into the bundle (the report's
+#                per-size ratio column), then scripts/device/collectives_check.py reads it
+#
+# Time budget (device time of one call, from the per-size times nccl-tests recorded on 2x H200,
+# reports/measurements/2026-11-21-h200x2: one all-reduce call at every size from 8 B to 1 GiB sums
+# to 7 ms with P2P, 77 ms without; all-gather, reduce-scatter and all-to-all move half the bytes
+# per busbw, so the four programs ~2.5x all-reduce; the start-ups are guesses):
+#   build                      ~1-2 min (4 programs, sm_90 only)
+#   nccl-tests, per repeat     ~50 s of collectives (20 + 2 x 101 calls a size) + ~3 s start-up
+#                              x 8 = ~75 s; NT_REPEATS=3: ~4 min
+#   kit, one repeat            ~70 s of collectives (326 calls a size: check, NCCL's choice,
+#                              20 warm-up, 3 x 100 timed, 3 latency) + 8 launches x ~10-15 s
+#                              + the report: ~3 min
+# About 8-9 min: under the 10-minute limit of one call, with little room. Each stage and run
+# logs its seconds; NT_REPEATS=2 saves ~75 s.
 set -uo pipefail
 : "${OUT:=/tmp/out}"
 WORK=${WORK:-/tmp/kit-multi}
@@ -34,8 +48,11 @@ wheels() {
   fi
   export PYTHONPATH="/tmp/site:$ROOT:${PYTHONPATH:-}"
 }
-gpus() { nvidia-smi -L | wc -l; }
+gpus() { nvidia-smi -L 2>/dev/null | wc -l; }
 PROGRAMS="all_reduce all_gather reduce_scatter alltoall"
+# nccl-tests' counts: the same warm-up and iterations as recipes/collectives.yaml
+NT_ARGS="-b 8 -e 1G -f 2 -w 20 -n 100 -c 1"
+[ "${KIT_DEVICE:-cuda}" = cpu ] && NT_ARGS="-b 8 -e 64K -f 4 -w 2 -n 5 -c 1"
 
 stage_prepare() {
   local git_dir=${NCCL_TESTS_GIT:?NCCL_TESTS_GIT=DIR: a clone or fetched snapshot of github.com/NVIDIA/nccl-tests}
@@ -81,40 +98,53 @@ stage_refs() {
   fi
   echo $mpi >"$WORK/nccl-tests-mpi"
   export LD_LIBRARY_PATH="$nccl/lib:/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}"
-  for p in $PROGRAMS; do
-    for variant in p2p no-p2p; do
-      local p2p=0
-      [ "$variant" = no-p2p ] && p2p=1
-      if [ "$(cat "$WORK/nccl-tests-mpi")" = 1 ]; then
-        # one process per GPU, as the kit's torchrun; Open MPI passes only the variables named
-        launch="mpirun --allow-run-as-root -np $n -x NCCL_P2P_DISABLE -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS $build/${p}_perf -g 1"
-        mpirun --version 2>&1 | grep -q "Open MPI" || launch="mpirun -np $n $build/${p}_perf -g 1"
-      else
-        launch="env NCCL_P2P_DISABLE=$p2p $build/${p}_perf -g $n"
-      fi
-      log "$launch -b 8 -e 1G -f 2 -w 5 -n 20 -c 1"
-      NCCL_P2P_DISABLE=$p2p timeout 300 $launch -b 8 -e 1G -f 2 -w 5 -n 20 -c 1 \
-          >"$WORK/nccl-tests/${p}_perf-$variant.txt" 2>&1
-      log "  exit $?: $(grep -m1 'Avg bus bandwidth' "$WORK/nccl-tests/${p}_perf-$variant.txt")"
+  local k
+  for k in $(seq 1 "${NT_REPEATS:-3}"); do
+    for p in $PROGRAMS; do
+      for variant in p2p no-p2p; do
+        local p2p=0 t1=$SECONDS
+        [ "$variant" = no-p2p ] && p2p=1
+        if [ "$(cat "$WORK/nccl-tests-mpi")" = 1 ]; then
+          # one process per GPU, as the kit's torchrun; Open MPI passes only the variables named
+          launch="mpirun --allow-run-as-root -np $n -x NCCL_P2P_DISABLE -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS $build/${p}_perf -g 1"
+          mpirun --version 2>&1 | grep -q "Open MPI" || launch="mpirun -np $n $build/${p}_perf -g 1"
+        else
+          launch="env NCCL_P2P_DISABLE=$p2p $build/${p}_perf -g $n"
+        fi
+        local out=$WORK/nccl-tests/${p}_perf-$variant-r$k.txt
+        log "$launch $NT_ARGS (repeat $k)"
+        NCCL_P2P_DISABLE=$p2p timeout 300 $launch $NT_ARGS >"$out" 2>&1
+        log "  exit $?, $((SECONDS - t1)) s: $(grep -m1 'Avg bus bandwidth' "$out")"
+      done
     done
   done
+  log "refs: $((SECONDS - t0)) s"
 }
 
 stage_collectives() {
   wheels
   local bundle=$WORK/bundles/collectives-$(gpus)gpu t0=$SECONDS
   rm -rf "$bundle"
-  log "kit reproduce recipes/collectives.yaml --runtime host --repeats ${REPEATS:-2}"
+  log "kit reproduce recipes/collectives.yaml --runtime host --repeats ${REPEATS:-1}"
   # KIT_DEVICE=cpu tries the stage on a machine without a GPU (smoke scale, gloo)
   local scale=--full
   [ "${KIT_DEVICE:-cuda}" = cpu ] && scale=--smoke
   python3 -m kit reproduce recipes/collectives.yaml --device "${KIT_DEVICE:-cuda}" $scale --runtime host \
-      --repeats "${REPEATS:-2}" --out "$bundle" >"$WORK/collectives.log" 2>&1
+      --repeats "${REPEATS:-1}" --out "$bundle" >"$WORK/collectives.log" 2>&1
   log "  exit $?, $((SECONDS - t0)) s"
   tail -5 "$WORK/collectives.log" | tee -a "$WORK/multi_gpu.log"
-  python3 scripts/device/collectives_check.py "$bundle" "$WORK/nccl-tests" \
+  # nccl-tests' outputs of this call into the bundle: the report's per-size ratio column
+  local refs=()
+  mapfile -t refs < <(ls "$WORK"/nccl-tests/*_perf-*-r*.txt 2>/dev/null)
+  if [ ${#refs[@]} -gt 0 ]; then
+    python3 -m kit refs nccl-tests "$bundle" "${refs[@]}" >>"$WORK/collectives.log" 2>&1
+    log "  kit refs nccl-tests (${#refs[@]} files) exit $?; kit verify: $(python3 -m kit verify "$bundle" 2>&1 | tail -1)"
+  else
+    log "  no nccl-tests output in $WORK/nccl-tests: run the refs stage first"
+  fi
+  python3 scripts/device/collectives_check.py "$bundle" \
       --out "$WORK/collectives_check.md" >/dev/null
-  log "  collectives_check exit $?"
+  log "  collectives_check exit $?, $((SECONDS - t0)) s"
   grep -E '^(PASS|FAIL)' "$WORK/collectives_check.md" | tee -a "$WORK/multi_gpu.log"
 }
 
@@ -127,7 +157,7 @@ stage_pack() {
 
 [ $# -gt 0 ] || { echo "usage: multi_gpu.sh prepare | refs collectives pack" >&2; exit 2; }
 nvidia-smi --query-gpu=index,name,memory.total,driver_version,power.limit --format=csv \
-    >>"$WORK/multi_gpu.log" 2>&1
+    >>"$WORK/multi_gpu.log" 2>&1 || echo "no nvidia-smi here" >>"$WORK/multi_gpu.log"
 while [ $# -gt 0 ]; do
   case $1 in
     prepare) stage_prepare ;;

@@ -18,6 +18,8 @@ import pytest
 from tests.conftest import ROOT
 
 FACTORS_AT_2 = {"allreduce": 1.0, "all_gather": 0.5, "reduce_scatter": 0.5, "alltoall": 0.5}
+CALLS = {"allreduce": "all_reduce", "all_gather": "all_gather_into_tensor",
+         "reduce_scatter": "reduce_scatter_tensor", "alltoall": "all_to_all_single"}  # fmt: skip
 PER_RANK_CHUNKS = {"allreduce": False, "all_gather": True, "reduce_scatter": True, "alltoall": True}
 
 
@@ -44,6 +46,7 @@ def test_collective_sweep_on_two_gloo_ranks(kind, tmp_path):
     rows = data["sizes"]
     # NCCL's per-size choice: gloo has none to log, and the sweep makes no extra call for it
     assert data["nccl_choice"] == "not logged: gloo is not NCCL"
+    assert data["call"] == "torch.distributed." + CALLS[kind]
     assert not any("nccl_calls" in r for r in rows)
     # the placement each row timed, as nccl-tests' columns name it; all-gather and
     # reduce-scatter are out of place and time their in-place form after it, checked too
@@ -61,7 +64,11 @@ def test_collective_sweep_on_two_gloo_ranks(kind, tmp_path):
     expected_sizes = [4, 32, 256, 2048] if not PER_RANK_CHUNKS[kind] else [8, 32, 256, 2048]
     assert [r["bytes"] for r in rows] == expected_sizes
     for r in rows:
-        assert r["wrong"] == 0 and r["timing"] == "host-clock"
+        # the CPU has no GPU spin: the host clock, named so, the slowest rank's time; the
+        # one-call latency is its own field, one per trial, never mixed into time_us
+        assert r["wrong"] == 0 and r["timing"] == "host-clock" and r["ranks"] == "slowest"
+        assert "spin_us" not in r and "dropped" not in r
+        assert len(r["latency_us"]) == 2 and all(x > 0 for x in r["latency_us"])
         assert r["count"] == r["bytes"] // 4
         if PER_RANK_CHUNKS[kind]:
             assert r["chunk"] * 2 == r["count"]  # size/n elements per rank

@@ -27,6 +27,10 @@ def sweep_curves(bench: Benchmark) -> dict[str, Any]:
                 per[b]["algbw"].append(statistics.median(row.algbw_gbps or [0.0]))
                 per[b]["wrong"].append(row.wrong)
                 per[b]["timing"].append(row.timing or "")
+                if lat := row.extra("latency_us"):  # the one-call latency, its own measurement
+                    per[b]["latency"].append(statistics.median(lat))
+                per[b]["dropped"].append(int(row.extra("dropped") or 0))
+                per[b]["unheld"].append(int(row.extra("unheld") or 0))
                 per[b]["count"].append(row.count or 0)
                 per[b]["nccl"].extend(choice_words(c) for c in row.extra("nccl_calls") or [])
                 if other := row.extra("other"):  # the other placement, timed after this one
@@ -47,6 +51,10 @@ def sweep_curves(bench: Benchmark) -> dict[str, Any]:
                 # what NCCL's TUNING log said it picked, every distinct answer over the repeats
                 "nccl": sorted(set(d["nccl"])),
                 "other": _other(d["other"]),
+                "latency": statistics.median(d["latency"]) if d["latency"] else None,
+                # spin-held trials dropped (queueing outlasted the spin) and kept unheld
+                "dropped": sum(d["dropped"]),
+                "unheld": sum(d["unheld"]),
             }
             for b, d in per.items()
         }

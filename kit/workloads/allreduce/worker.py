@@ -37,5 +37,6 @@ COLLECTIVE = Collective(
     call=lambda buf, _: dist.all_reduce(buf),
     expected=expected,
     in_place=True,
+    api="all_reduce",
 )
 run = runner(AllreduceParams, COLLECTIVE)
