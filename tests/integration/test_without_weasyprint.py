@@ -104,3 +104,25 @@ def test_kit_report_without_weasyprint_says_what_is_missing(tmp_path):
         "works (pip install weasyprint)"
     )
     assert (b / "report.html").is_file() and not (b / "report.pdf").exists()
+
+
+def test_refs_nccl_tests_without_weasyprint_keeps_the_files_and_warns(tmp_path):
+    """On a GPU machine without WeasyPrint `kit refs nccl-tests` takes the runs in (exit 0, one
+    warning): its first device run exited 1 there although every file was added and sealed. A
+    report.pdf older than the new report.html is removed rather than left saying something else."""
+    bundle = tmp_path / "bundle"
+    shutil.copytree(ROOT / "tests/fixtures/bundles/cpu-smoke", bundle)
+    (bundle / "report.pdf").write_bytes(b"%PDF-1.4 an older report\n")
+    write_manifest(bundle)
+    runs = []
+    for variant in ("p2p", "no-p2p"):
+        path = tmp_path / f"all_reduce_perf-{variant}-r1.txt"
+        shutil.copy(ROOT / f"kit/refs/nccl_tests/nccl-tests-{variant}-2gpu-h200.txt", path)
+        runs.append(str(path))
+    r = run_kit("refs", "nccl-tests", str(bundle), *runs, env=without_weasyprint(tmp_path))
+    assert r.returncode == 0, r.stderr
+    warnings = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(warnings) == 1 and "report.pdf not" in warnings[0], r.stderr
+    assert not (bundle / "report.pdf").exists()
+    assert (bundle / "nccl-tests").is_dir()
+    assert verify_manifest(bundle).ok
