@@ -362,7 +362,9 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
             b.name: catalog.already_per_gpu(analysis.verdict_metric(b)) for b in benches
         },
         # reference figures are for full-size runs on GPUs: a smoke run is not compared with them
-        "expectations": {b.name: [] if smoke else analysis.expectations(b) for b in benches},
+        "expectations": {
+            b.name: [] if smoke else analysis.expectations(b, hardware) for b in benches
+        },
         "transports": {b.name: analysis.transports(b) for b in benches},
         "findings": analysis.findings(results, benches),
         "trust": analysis.trust_facts(results, hardware),

@@ -28,7 +28,7 @@ from kit.refs.published import for_kind, place, run_conditions
 from kit.report.analysis.model import Benchmark, VariantBlock
 from kit.report.analysis.sweeps import sweep_curves
 from kit.report.analysis.trust import transports
-from kit.report.analysis.verdicts import expectations, judged_metric, verdict_metric
+from kit.report.analysis.verdicts import expectations, verdict_metric
 from kit.shared import p2p
 
 MIN_SAMPLES_PER_GPU = 4
@@ -278,7 +278,7 @@ def summarize_bench(
                         f"{b0['dtype']} dense per GPU ({b0['source']})"
                     )
         out.append(vs)
-    refs = [] if smoke else expectations(bench)
+    refs = [] if smoke else expectations(bench, hardware)
     summary = BenchSummary(bench.name, bench.label, bench.kind, ran, out, refs, common)
     summary.terms = terms_used(out)
     if not smoke:
@@ -385,10 +385,12 @@ def against_published(bench: Benchmark, hardware: Hardware) -> tuple[list[dict[s
         )
     rows = []
     for fig in for_kind(bench.kind):
-        row = (bench.metrics.get(judged_metric(bench, fig.metric)) or {}).get(block.name)
+        row = (bench.metrics.get(fig.metric) or {}).get(block.name)
         if row is None or row.summary is None:
             continue
         placed = place(fig, row.summary.median, mine.gpus, mine)
+        if not placed["like_for_like"]:  # a ratio across differing conditions is no finding
+            placed["ratio"] = None
         placed["variant"] = block.name
         placed["metric_label"] = row.label
         formula = block.ok[0].data.extra("flops_formula")
