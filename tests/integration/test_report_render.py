@@ -634,3 +634,40 @@ def test_a_reference_of_another_model_gives_no_verdict_on_page_1(tmp_path):
         "NOT COMPARABLE" in proc.stdout
         and "NVIDIA H200 there, NVIDIA H100 80GB HBM3 here" in proc.stdout
     )
+
+
+RESNET = ROOT / "reports" / "examples" / "h200x2-resnet-ddp"
+
+
+def one_run_a_side(src: Path, dst: Path) -> Path:
+    """A copy of a real bundle keeping only each variant's first repeat, as a `--repeats 1`
+    run would have recorded it; resealed."""
+    import json
+
+    shutil.copytree(src, dst)
+    doc = json.loads((dst / "results.json").read_text())
+    doc["runs"] = [r for r in doc["runs"] if r["repeat"] == 0]
+    doc["repeats"], doc["planned_runs"] = 1, len(doc["runs"])
+    (dst / "results.json").write_text(json.dumps(doc, indent=1))
+    recipe = (dst / "recipe.yaml").read_text()
+    (dst / "recipe.yaml").write_text(re.sub(r"(?m)^repeats: \d+$", "repeats: 1", recipe))
+    write_manifest(dst)
+    return dst
+
+
+@pytest.mark.skipif(not RESNET.is_dir(), reason="the ResNet example bundle is not here")
+def test_one_run_a_side_is_a_screening_and_no_finding(tmp_path):
+    """Issue 34 item 4: page 1 of a one-repeat bundle says it is a screening, not an
+    acceptance, and states no P2P finding from one run a side."""
+    b = one_run_a_side(RESNET, tmp_path / "one")
+    render_bundle(Bundle.load(b))
+    first = " ".join(pdf_text(b / "report.pdf").split("\f")[0].split())
+    assert "Evidence: Screening: 1 finished run per variant at the fewest" in first
+    assert "not an acceptance" in first
+    assert "one run a side is a screening, not a finding" in first
+    assert "Peer-to-peer makes" not in first and "x faster" not in first
+    assert "spread is within" not in first
+    full = render_bundle(Bundle.load(shutil.copytree(RESNET, tmp_path / "full")))
+    assert full  # the two-repeat original: still a screening (fewer than 3), said the same way
+    text = " ".join(pdf_text(tmp_path / "full" / "report.pdf").split("\f")[0].split())
+    assert "Evidence: Screening: 2 finished runs per variant" in text

@@ -99,6 +99,8 @@ def withheld_because(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric:
     failed, a noisy metric (CV over the recipe's cv_threshold), or runs not at steady state.
     Power capping is normal operation and never withholds a verdict."""
     reasons = []
+    if len(_pairs(a, b, metric)[0]) < 2:
+        reasons.append("one run a side is a screening, not a finding (no spread is known)")
     failed = sum(len(v.failed) + v.missing for v in (a, b))
     if failed:
         total = sum(len(v.runs) + v.missing for v in (a, b))
