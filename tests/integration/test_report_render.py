@@ -161,7 +161,7 @@ def test_real_h200_bundle_proves_the_transport(once):
         flat,
     ), flat
     assert "95% CI" not in text
-    assert re.search(r"\d+% of NVLink spec", flat) and "18 NVLink links x 25 GB/s" in flat
+    assert re.search(r"\d+% of the NVLink raw rate", flat) and "18 NVLink links x 25 GB/s" in flat
     assert "p2p: P2P/CUMEM; no-p2p: SHM" in " ".join(text.split())
     assert "the NCCL transport contradicts" not in text
 
@@ -555,7 +555,7 @@ def test_real_h100_one_gpu_all_reduce_is_not_placed_against_published_machines(t
     text = " ".join(pdf_text(dst / "report.pdf").split())
     assert "On one GPU a collective moves no data between GPUs" in text
     assert "0.00x its figure" not in text
-    assert "0% of PCIe spec" not in text  # no link crossed: no share of a link's peak
+    assert "0% of the PCIe raw rate" not in text  # no link crossed: no share of a link's peak
     assert "docker runtime (pinned image)" in text and "gpu_request cdi" in text
 
 
