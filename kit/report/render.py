@@ -29,6 +29,7 @@ from kit.model import BundleData, load_bundle
 from kit.model.hardware import Hardware, Host
 from kit.refs.store import standing
 from kit.report import analysis, plots, sections
+from kit.report.analysis.ordered import as_ordered, identity
 from kit.report.method import method_view
 from kit.report.provenance import rendering
 from kit.report.sections import (
@@ -368,6 +369,8 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         "transports": {b.name: analysis.transports(b) for b in benches},
         "findings": analysis.findings(results, benches),
         "trust": analysis.trust_facts(results, hardware),
+        "as_ordered": as_ordered(hardware, results) if data.hardware is not None else [],
+        "identity": identity(hardware, data.environment) if data.hardware is not None else [],
         "hardware": hardware_view(hardware),
         "has_hardware": data.hardware is not None,
         "nodes": nodes_view(hardware, results),

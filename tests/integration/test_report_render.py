@@ -106,7 +106,8 @@ def test_fixture_renders_to_html_and_pdf(once, name):
     pages = len(PdfReader(pdf).pages)
     assert low <= pages <= high, pages
     text = pdf_text(pdf)
-    assert "Verdict" in text and "Before you trust these numbers" in text
+    assert "Interconnect: peer-to-peer on against off" in text
+    assert "Before you trust these numbers" in text
     for section in ("Hardware", "Environment", "Method", "Reproduce", "Appendix: manifest"):
         assert section in text
     # every figure: in the HTML as inline SVG, in the PDF by its caption and the plot's own title
@@ -183,6 +184,8 @@ def test_llama_first_page_is_the_buyers_summary(tmp_path):
     # page 1 answers how fast per GPU, how sure, against which published machine and whether
     # it passes; the variants' definitions and the trust facts follow on page 2
     second = " ".join(pages[1].split())
+    # the "as ordered" checklist comes first: the power notes and terms run onto page 2
+    both = first + " " + second
     bundle = Bundle.load(b)
     hw = bundle.read_typed("hardware.json")
     p2p = [r for r in load_bundle(b).results.runs if r.variant == "p2p"]
@@ -199,9 +202,9 @@ def test_llama_first_page_is_the_buyers_summary(tmp_path):
     assert "source: plain FSDP2 loop" in first
     assert (
         "power-limited: 100% of the timed window's power readings within 5% of the 700 W cap"
-        in first
+        in both
     )
-    assert "SwPowerCap clock reason in 48% of its samples" in first  # no-p2p: not "0% at the cap"
+    assert "SwPowerCap clock reason in 48% of its samples" in both  # no-p2p: not "0% at the cap"
     assert "clears the threshold 12,807 tokens/s" in first
     # the reference is a median step: judged on the median step, never on the whole window
     assert (
@@ -215,12 +218,21 @@ def test_llama_first_page_is_the_buyers_summary(tmp_path):
     steps = [r.metrics["throughput"].value for r in p2p]
     s = summarize(steps)
     assert f"{s.ci_low:,.0f} to {s.ci_high:,.0f} tokens/s" in first
-    assert "Llama 3.1 8B pretraining" in first and "10,682 tokens/s" in first  # table cells
-    # conditions differ (8 GPUs, H100, pretraining): the figure is placed, with no ratio
-    assert "no ratio" in first and "8 GPUs there, 2 here" in first
-    assert "x its figure" not in first
-    assert "inside this one session" in first and "SwPowerCap: NVML's clock reason" in first
-    assert "SM clock" in first and "against 1,980 max" in first
+    # published figures are not page 1's: it says where they are and that none compares
+    assert "Published figures for this workload (1, none measured by kit)" in both
+    assert "none measured under the same conditions as this run, so no ratio is given" in both
+    assert "Llama 3.1 8B pretraining" not in first
+    every = " ".join(" ".join(pages).split())
+    assert "Llama 3.1 8B pretraining" in every and "(no ratio: 8 GPUs there, 2 here" in every
+    # is this the machine ordered: identity and the checklist, each line with its evidence
+    assert "Is this the machine ordered?" in first
+    assert "GPUs 2x NVIDIA H200 (H200 SXM in kit's datasheet table)" in first
+    assert "power limit 700 W (default 700 W)" in first and "GPU-599acda9" in first
+    assert "NVLinks up yes 18 of 18 (H200 SXM datasheet) on every GPU" in first
+    assert "ECC on, no uncorrected errors yes enabled on every GPU, 0 uncorrected" in first
+    assert "Interconnect: peer-to-peer on against off" in first
+    assert "inside this one session" in both and "SwPowerCap: NVML's clock reason" in both
+    assert "SM clock" in both and "against 1,980 max" in both
     assert "traffic is staged through host shared memory" in second and "lower bound" in second
     assert "NCCL_NVLS_ENABLE=0" in second and "P2P/CUMEM" in first and "SHM" in first
     assert "preflight passed" in second and "ECC on" in second and "VBIOS 96.00" in second
@@ -457,8 +469,10 @@ def test_kit_report_against_puts_the_acceptance_verdict_on_page_1(tmp_path):
     first = " ".join(pdf_text(b / "report.pdf").split("\f")[0].split())
     # an 8-GPU NVLS floor does not apply to 2 GPUs with NVLS off: neither pass nor fail
     assert "Acceptance: NOT COMPARABLE against Azure ND H200 v5 acceptance floor" in first
-    # busbw is not divided per GPU: page 1 says it already is, where that column would be
-    assert "already per GPU: busbw is normalised" in first  # the cell wraps in the PDF
+    # busbw is not divided per GPU: the table says it already is, where that column would be
+    # (the "as ordered" checklist comes first, so the table runs onto page 2)
+    two = " ".join(" ".join(pdf_text(b / "report.pdf").split("\f")[:2]).split())
+    assert "already per GPU: busbw is" in two  # the cell wraps in the PDF
     # page 1 runs over a page here: the intervals' scope sits under the verdict, on page 1
     assert "Every interval on this page covers repeat-to-repeat noise inside this one" in first
     cells = " ".join((b / "report.html").read_text().split())
@@ -480,7 +494,7 @@ def test_kit_report_against_puts_the_acceptance_verdict_on_page_1(tmp_path):
     assert "does not reach the threshold 431 GB/s" in judged
     # the benchmark's own block points at that verdict instead of saying there is none
     assert "No acceptance reference" not in first
-    assert "its acceptance is the one above, against Azure ND H200 v5" in first
+    assert "its acceptance is the one above, against Azure ND H200 v5" in two
     assert run_kit("verify", str(b)).returncode == 0  # the re-rendered report is re-sealed
     # the published-figure section says how this machine's GPUs meet from its recorded topology
     # (its Hardware page: NV18, links to NVSwitch), never "without NVSwitch"
@@ -556,7 +570,7 @@ def test_real_h100_one_gpu_all_reduce_is_not_placed_against_published_machines(t
     assert "On one GPU a collective moves no data between GPUs" in text
     assert "0.00x its figure" not in text
     assert "0% of the PCIe raw rate" not in text  # no link crossed: no share of a link's peak
-    assert "docker runtime (pinned image)" in text and "gpu_request cdi" in text
+    assert "docker runtime (in a container, pinned image)" in text and "gpu_request cdi" in text
 
 
 def test_energy_per_unit_keeps_three_significant_figures(tmp_path):
@@ -628,7 +642,8 @@ def test_a_reference_of_another_model_gives_no_verdict_on_page_1(tmp_path):
     assert "was measured on 2x H200; these runs ran on 2x NVIDIA H100 80GB HBM3" in first
     assert "H200 there, NVIDIA H100 80GB HBM3 here" in first and "no verdict" in first
     assert "clears the threshold" not in first and "straddles" not in first
-    proc = run_kit("accept", str(b), "--against", str(LLAMA))
+    sealed = as_model(LLAMA, tmp_path / "h100-sealed", "NVIDIA H100 80GB HBM3")  # unrendered
+    proc = run_kit("accept", str(sealed), "--against", str(LLAMA))
     assert proc.returncode == 4, proc.stderr
     assert (
         "NOT COMPARABLE" in proc.stdout
