@@ -27,6 +27,7 @@ from kit.errors import InputError
 from kit.facts.efficiency import cost_per_million, per_gpu, scaling_efficiency
 from kit.facts.price import Price, parse_price
 from kit.report import analysis
+from kit.report.choice import choice
 from kit.report.common_size import SIZE_METRICS, common_sweep, run_sizes, value_at
 from kit.report.compare_figures import headline_figures, sweep_figures
 from kit.report.machines import (
@@ -336,6 +337,7 @@ def comparison(
         "reproductions": reproductions(machines),
         "hardware": hardware_rows(machines),
         "environment": environment_rows(machines, base),
+        "choice": choice(rows, machines, base),
         "workloads": [r.__dict__ for r in rows],
         "p2p": p2p_effects(machines),
         "version_keys": list(VERSION_KEYS),

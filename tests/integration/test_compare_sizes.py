@@ -76,3 +76,27 @@ def test_sweeps_with_no_size_in_common_get_no_ratio(tmp_path):
     assert row["cells"][1]["ratio"] is None
     assert row["cells"][1]["ratio_error"].startswith("no ratio: the sweeps share no message size")
     assert "the sweeps share no message size (largest 1 MiB, 1 GiB): no ratio" in first_page(pdf)
+
+
+LLAMA2 = ROOT / "reports" / "examples" / "h200x2-fsdp-llama"
+LLAMA4 = ROOT / "reports" / "examples" / "h200x4-fsdp-llama"
+
+
+@pytest.mark.skipif(not LLAMA4.is_dir(), reason="the Llama examples are not here")
+def test_page_1_of_a_comparison_answers_which_machine_by_how_much(tmp_path):
+    """Issue 34 item 4 of 'what to build': the measured factor with its interval, the datasheet
+    ratio beside it (GPU count included for work summed over GPUs), the geometric mean and one
+    sentence that says how sure (a range of 2 runs is no confidence interval)."""
+    _html, pdf, js = write_comparison([LLAMA2, LLAMA4], "1", tmp_path / "out")
+    (ch,) = json.loads(js.read_text())["choice"]["machines"]
+    (line,) = ch["lines"]
+    assert line["predicted"] == pytest.approx(2.0) and line["factor"] > 1.9
+    assert ch["geomean"] == pytest.approx(line["factor"])
+    text = first_page(pdf)
+    assert "Which machine, for what, by how much: 4x H200 NV18 against 2x H200 NV18" in text
+    assert (
+        f"4x H200 NV18 does {line['factor']:.2f}x the work of 2x H200 NV18 across 1 workload"
+        in text
+    )
+    assert "0 of 1 ratio with a confidence interval that excludes 1" in text
+    assert "dense bf16 FLOP/s x 4/2 GPUs" in text and "geometric mean" in text
