@@ -282,8 +282,12 @@ def test_resnet_example_withholds_the_noisy_drifting_verdict():
     assert small.withheld and "noisy" in small.withheld and "steady state" in small.withheld
     assert "1.20x" not in small.sentence and "95% CI" not in small.sentence
     large = by_name(benches, "resnet50-224").verdicts[0]
-    assert not large.withheld
-    assert "range of 2 runs 1.011 to 1.014, not a confidence interval" in large.sentence
+    # two runs a side: a screening, not a finding (issue 34 item 4)
+    assert (
+        large.withheld
+        == "2 runs a side is a screening, not a finding (no confidence interval below 3)"
+    )
+    assert "Peer-to-peer makes" not in large.sentence
 
 
 def test_summary_per_gpu_and_energy_match_kit_facts_on_the_llama_example():

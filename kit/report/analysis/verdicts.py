@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kit.acceptance import NOT_COMPARABLE, WINDOW_WORDS, Basis, decide, mismatches
+from kit.acceptance import MIN_RUNS, NOT_COMPARABLE, WINDOW_WORDS, Basis, decide, mismatches
 from kit.facts.window import power_capped
 from kit.model import Hardware
 from kit.report.analysis.model import Benchmark, VariantBlock, Verdict
@@ -99,8 +99,12 @@ def withheld_because(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric:
     failed, a noisy metric (CV over the recipe's cv_threshold), or runs not at steady state.
     Power capping is normal operation and never withholds a verdict."""
     reasons = []
-    if len(_pairs(a, b, metric)[0]) < 2:
-        reasons.append("one run a side is a screening, not a finding (no spread is known)")
+    pairs = len(_pairs(a, b, metric)[0])
+    if pairs < MIN_RUNS:  # the evidence grade page 1 states (kit.report.method.evidence_grade)
+        runs = "one run a side" if pairs == 1 else f"{pairs} runs a side"
+        reasons.append(
+            f"{runs} is a screening, not a finding (no confidence interval below {MIN_RUNS})"
+        )
     failed = sum(len(v.failed) + v.missing for v in (a, b))
     if failed:
         total = sum(len(v.runs) + v.missing for v in (a, b))
