@@ -111,9 +111,9 @@ def _sentence(mine: str, base: str, lines: list[dict[str, Any]], gmean: float | 
     best = max(measured, key=lambda x: x["factor"])
     worst = min(measured, key=lambda x: x["factor"])
     lead = (
-        f"{mine} does {gmean:.2f}x the work of {base}"
+        f"{mine} is {gmean:.2f}x better than {base}"
         if gmean >= 1
-        else f"{mine} does {1 / gmean:.2f}x less work than {base}"
+        else f"{mine} is {1 / gmean:.2f}x worse than {base}"
     )
     spread = (
         f"from {worst['factor']:.2f}x ({worst['benchmark']}) to {best['factor']:.2f}x "
