@@ -124,3 +124,16 @@ def test_a_build_tag_difference_does_not_lead_the_different_environments_box(tmp
     torch = first.index("torch 2.12.0+cu130 vs 2.11.0+cu130")
     vision = first.index("torchvision 0.26.0 on both, build none vs cu130")
     assert torch < vision
+
+
+@pytest.mark.skipif(not (EXAMPLES / "h200x4-fsdp-llama").is_dir(), reason="examples not here")
+def test_known_machines_that_are_not_like_for_like_are_said_to_be(tmp_path):
+    """Issue 34 item 5: 'Against known machines' says plainly where the run count and GPU count
+    differ from the known machine's."""
+    b = tmp_path / "x4"
+    shutil.copytree(EXAMPLES / "h200x4-fsdp-llama", b)
+    every = text(rendered(b), None)
+    assert (
+        "Not like for like: llama-8b-lora / p2p against 2x NVIDIA H200, NV18: 2 runs here "
+        "against 3 there, 4 GPUs here against 2 there" in every
+    )
