@@ -220,7 +220,7 @@ def run_basis(bench: Benchmark, block: VariantBlock | None, hardware: Hardware |
         gpu_model=names[0] if len(names) == 1 else None,
         gpus=block.gpus if block else None,
         task=bench.kind,
-        device="CPU" if cpu or (hardware is not None and not hardware.gpus) else "GPU",
+        device="CPU" if cpu else "GPU",  # from the runs: a missing hardware.json is no CPU
         metric=metric,
     )
 
