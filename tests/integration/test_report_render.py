@@ -178,47 +178,50 @@ def test_llama_first_page_is_the_buyers_summary(tmp_path):
     render_bundle(Bundle.load(b))
     pages = pdf_text(b / "report.pdf").split("\f")
     first = " ".join(pages[0].split())
+    # page 1 leads with the machine (identity, as-ordered checklist, reference chart, P2P
+    # verdict); each workload's figures and notes follow on it and run onto page 2
+    both = first + " " + " ".join(pages[1].split())
     # page 1 answers how fast per GPU, how sure, against which published machine and whether
     # it passes; the variants' definitions and the trust facts follow on page 2
     second = " ".join(pages[1].split())
-    # the "as ordered" checklist comes first: the power notes and terms run onto page 2
-    both = first + " " + second
     bundle = Bundle.load(b)
     hw = bundle.read_typed("hardware.json")
     p2p = [r for r in load_bundle(b).results.runs if r.variant == "p2p"]
     # the runs sat at the 700 W cap: the headline is the whole window's throughput
     tput = sorted(r.metrics["throughput_window"].value for r in p2p)[1]
     joules = sorted(energy_per_unit(r, hw).j_per_unit for r in p2p)[1]
-    assert f"{tput / 2:,.0f} tokens/s" in first  # per GPU
+    assert f"{tput / 2:,.0f} tokens/s" in both  # per GPU
     assert (
-        f"{joules:#.3g} J/token".replace(". J", " J") in first
-        and "GPU board power sampled every ~0.25 s" in first
+        f"{joules:#.3g} J/token".replace(". J", " J") in both
+        and "GPU board power sampled every ~0.25 s" in both
     )
-    assert "recorded no energy counter" in first  # recorded before the counter was read
-    assert "MFU, bf16" in first and "989 TFLOP/s bf16 dense per GPU" in first
-    assert "source: plain FSDP2 loop" in first
+    assert "recorded no energy counter" in both  # recorded before the counter was read
+    assert "MFU, bf16" in both and "989 TFLOP/s bf16 dense per GPU" in both
+    assert "source: plain FSDP2 loop" in both
     assert (
         "power-limited: 100% of the timed window's power readings within 5% of the 700 W cap"
         in both
     )
     assert "SwPowerCap clock reason in 48% of its samples" in both  # no-p2p: not "0% at the cap"
-    assert "clears the threshold 12,807 tokens/s" in first
+    assert "clears the threshold 12,807 tokens/s" in both
     # the reference is a median step: judged on the median step, never on the whole window
     assert (
         "Acceptance against the recipe's throughput 14,230 tokens/s less 10%, measured on 2x H200"
-        in first
+        in both
     )
     assert (
         "judged on the median step, as the reference was measured; the figure above is the whole timed window"
-        in first
+        in both
     )
     steps = [r.metrics["throughput"].value for r in p2p]
     s = summarize(steps)
-    assert f"{s.ci_low:,.0f} to {s.ci_high:,.0f} tokens/s" in first
+    assert f"{s.ci_low:,.0f} to {s.ci_high:,.0f} tokens/s" in both
     # published figures are not page 1's: it says where they are and that none compares
+    assert "llama-8b-lora, throughput over the whole window: PASS against 14,230" not in first
+    assert "llama-8b-lora, throughput: PASS against 14,230 tokens/s less 10% (2x H200)" in first
     assert "Published figures for this workload (1, none measured by kit)" in both
     assert "none measured under the same conditions as this run, so no ratio is given" in both
-    assert "Llama 3.1 8B pretraining" not in first
+    assert "Llama 3.1 8B pretraining" not in both
     every = " ".join(" ".join(pages).split())
     assert "Llama 3.1 8B pretraining" in every and "(no ratio: 8 GPUs there, 2 here" in every
     # is this the machine ordered: identity and the checklist, each line with its evidence
@@ -228,15 +231,22 @@ def test_llama_first_page_is_the_buyers_summary(tmp_path):
     assert "NVLinks up yes 18 of 18 (H200 SXM datasheet) on every GPU" in first
     assert "ECC on, no uncorrected errors yes enabled on every GPU, 0 uncorrected" in first
     assert "Interconnect: peer-to-peer on against off" in first
+    # one chart of every workload against its same-model reference, with whiskers and n
+    assert (
+        "Each workload as a factor of its same-model reference: the median, the whiskers" in first
+    )
+    html = (b / "report.html").read_text()
+    at = html.index("Against the same-model reference")
+    assert html.index("<svg", at) < html.index("Interconnect: peer-to-peer", at)
     assert "inside this one session" in both and "SwPowerCap: NVML's clock reason" in both
     assert "SM clock" in both and "against 1,980 max" in both
     assert "traffic is staged through host shared memory" in second and "lower bound" in second
-    assert "NCCL_NVLS_ENABLE=0" in second and "P2P/CUMEM" in first and "SHM" in first
+    assert "NCCL_NVLS_ENABLE=0" in second and "P2P/CUMEM" in both and "SHM" in both
     assert "preflight passed" in second and "ECC on" in second and "VBIOS 96.00" in second
-    assert "geometric mean" in first and "13,992" in first  # the interval's centre, wrapped
+    assert "geometric mean" in both and "13,992" in both  # the interval's centre, wrapped
     assert "95% CI 1.33 to 1.38; t-interval, n=3" in first
-    assert "micro batch 1" in first and "cost per 1M" not in first
-    assert "already per GPU" not in first  # tokens/s is divided per GPU instead
+    assert "micro batch 1" in both and "cost per 1M" not in both
+    assert "already per GPU" not in both  # tokens/s is divided per GPU instead
     # Reproduce stays on one page: its last 3 lines made a near-empty page before the appendix
     (repro,) = [p for p in pages if "Rerun exactly this bundle's recipe" in p]
     assert "The command line that first made this bundle" in repro
@@ -634,11 +644,18 @@ def test_a_reference_of_another_model_gives_no_verdict_on_page_1(tmp_path):
     b = as_model(LLAMA, tmp_path / "h100", "NVIDIA H100 80GB HBM3")
     render_bundle(Bundle.load(b))
     first = " ".join(pdf_text(b / "report.pdf").split("\f")[0].split())
+    assert (
+        "llama-8b-lora, throughput: no reference for this model: the recipe's figure was "
+        "measured on 2x H200, this run on 2x NVIDIA H100 80GB HBM3; no verdict." in first
+    )
+    first = " ".join(" ".join(pdf_text(b / "report.pdf").split("\f")[:2]).split())
     assert "No reference for this model: the recipe's throughput 14,230 tokens/s" in first
     # the bundle's recipe predates gpu_model: its source's "2x H200" names the model and count
     assert "was measured on 2x H200; these runs ran on 2x NVIDIA H100 80GB HBM3" in first
     assert "H200 there, NVIDIA H100 80GB HBM3 here" in first and "no verdict" in first
     assert "clears the threshold" not in first and "straddles" not in first
+    assert "No reference for this model and GPU count ships with the recipe" in first
+    assert "Each workload as a factor of its same-model reference" not in first
     sealed = as_model(LLAMA, tmp_path / "h100-sealed", "NVIDIA H100 80GB HBM3")  # unrendered
     proc = run_kit("accept", str(sealed), "--against", str(LLAMA))
     assert proc.returncode == 4, proc.stderr
