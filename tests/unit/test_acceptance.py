@@ -343,3 +343,11 @@ def test_every_shipped_recipe_expect_names_its_gpu_model_and_count():
                 assert exp.gpu_model and exp.gpus, f"{path.name}: expect without model/count"
                 assert exp.measured_on() == (exp.gpu_model, exp.gpus)
     assert found >= 5
+
+
+def test_a_cpu_bundle_is_not_comparable_with_a_gpu_figure():
+    """Issue 37 class 5: the 2-process CPU smoke bundle once got PASS against the 8x H100 ring."""
+    cpu = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"
+    proc = run_kit("accept", str(cpu), "--against", "h100x8-allreduce-ring-nccl-tests-212")
+    assert proc.returncode == 4, proc.stderr
+    assert "measured on GPUs there, run on the CPU here" in proc.stdout
