@@ -1,7 +1,7 @@
 """Page 1 of a comparison, for a choice between machines: per workload the measured ratio over
 the baseline (at a common size: kit.report.common_size) with its interval, the ratio the
-datasheets predict beside it (the figure that bounds the workload: link bandwidth for
-collectives, memory bandwidth for copies, dense bf16 FLOP/s for training), the geometric mean
+datasheets predict beside it (the figure that bounds the workload: link bandwidth for a
+rate of bytes, dense bf16 FLOP/s otherwise), the geometric mean
 across workloads, and one plain sentence: which machine is faster for what, by how much, how
 sure. Ratios are stated as "better" factors (over 1: this machine does more, or takes less)."""
 
@@ -12,12 +12,13 @@ from typing import Any
 
 from kit.shared.gpu_specs import spec_for
 
-BOUND = {
-    "allreduce": ("link", "NVLink bandwidth"),
-    "collectives": ("link", "NVLink bandwidth"),
-    "copy_bandwidth": ("hbm", "memory bandwidth"),
-}
-"""Workload kind -> the datasheet figure that bounds it; anything else: dense bf16 FLOP/s."""
+
+def bound_of(unit: str) -> tuple[str, str]:
+    """What bounds a workload, read from its headline's unit (never its kind's name): a rate of
+    bytes is held against the GPUs' link bandwidth, anything else against dense bf16 FLOP/s."""
+    if unit.endswith("B/s"):
+        return "link", "NVLink bandwidth"
+    return "flops", "dense bf16 FLOP/s"
 
 
 def _datasheet(name: str | None, what: str) -> float | None:
@@ -26,7 +27,6 @@ def _datasheet(name: str | None, what: str) -> float | None:
         return None
     value = {
         "link": spec.nvlink_total_gbs,
-        "hbm": spec.hbm_gbs,
         "flops": spec.peak_flops.get("bf16", 0.0),
     }[what]
     return value or None
@@ -37,9 +37,9 @@ def _gpu_name(machine: Any) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
-def predicted(kind: str, machine: Any, base: Any) -> tuple[float | None, str]:
+def predicted(unit: str, machine: Any, base: Any) -> tuple[float | None, str]:
     """(the datasheet ratio machine / base for what bounds this workload, its words)."""
-    what, words = BOUND.get(kind, ("flops", "dense bf16 FLOP/s"))
+    what, words = bound_of(unit)
     mine, theirs = _datasheet(_gpu_name(machine), what), _datasheet(_gpu_name(base), what)
     if not mine or not theirs:
         return None, words
@@ -49,7 +49,6 @@ def predicted(kind: str, machine: Any, base: Any) -> tuple[float | None, str]:
 def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
     """Per non-baseline machine: one line per workload (its headline metric, the first
     variant), the geometric mean of the measured factors and the sentence."""
-    kinds = {b.name: b.kind for m in machines for b in m.benches}
     out = []
     for i, m in enumerate(machines):
         if i == base:
@@ -70,7 +69,7 @@ def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
             est, lo, hi = ratio["estimate"], ratio["ci_low"], ratio["ci_high"]
             factor = 1 / est if flip else est
             low, high = (1 / hi, 1 / lo) if flip else (lo, hi)
-            pred, bound = predicted(kinds.get(row.benchmark, ""), m, machines[base])
+            pred, bound = predicted(row.unit, m, machines[base])
             gpus, base_gpus = cell.get("gpus"), row.cells[base].get("gpus")
             if pred and row.rate and gpus and base_gpus and gpus != base_gpus:
                 pred, bound = pred * gpus / base_gpus, f"{bound} x {gpus}/{base_gpus} GPUs"

@@ -104,7 +104,8 @@ def evidence_grade(benches: list[analysis.Benchmark]) -> dict[str, Any]:
     kit.acceptance.MIN_RUNS (no confidence interval, so no finding and no acceptance), else an
     acceptance. Page 1 states it; the verdicts and the trust note follow the same count."""
     counts = [len(v.ok) for b in benches for v in b.variants]
-    n = min(counts) if counts else 0
+    finished = [c for c in counts if c]  # a variant with none finished is a failure, said apart
+    n = min(finished) if finished else 0
     runs = f"{n} finished run{'' if n == 1 else 's'}"
     if n < MIN_RUNS:
         return {
