@@ -18,6 +18,7 @@ verdict and the figure beside it never disagree.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -181,3 +182,71 @@ def overall(verdicts: Iterable[str]) -> str:
 
 def _n(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What a reference was measured on, or what a run ran on: the one set of conditions every
+    reference (recipe `expect`, shipped bundle, published figure) is matched on before anything
+    is judged (`mismatches`). None: not recorded."""
+
+    gpu_model: str | None
+    gpus: int | None
+    task: str | None  # the workload kind ("allreduce", "llama_lora_fsdp")
+    device: str | None  # "GPU" or "CPU"
+    metric: str | None
+    task_differs: tuple[str, ...] = ()  # a reference's own words on how its task differs
+
+    @property
+    def words(self) -> str:
+        """ "2x NVIDIA H200" or "a GPU model not recorded"."""
+        model = self.gpu_model or "GPUs of a model not recorded"
+        return f"{self.gpus}x {model}" if self.gpus else model
+
+
+GPU_MODEL = re.compile(r"[A-Z]*\d+[A-Z]*")
+
+
+def gpu_model_key(name: str | None) -> str | None:
+    """The model number a GPU name carries: "NVIDIA H100 80GB HBM3", "H100 SXM" -> "H100";
+    "NVIDIA A100-SXM4-80GB" -> "A100"; "NVIDIA H200" -> "H200". None when there is none."""
+    if not name:
+        return None
+    words = re.split(r"[\s\-_/]+", name.upper().replace("NVIDIA", ""))
+    found = next((w for w in words if w and GPU_MODEL.fullmatch(w) and w[0].isalpha()), None)
+    found = found or next((w for w in words if w and GPU_MODEL.fullmatch(w)), None)
+    return found
+
+
+def same_model(reference: str | None, run: str | None) -> bool:
+    """The run's GPU is the reference's model ("H100 / H200" names either)."""
+    mine = gpu_model_key(run)
+    return bool(mine) and any(gpu_model_key(p) == mine for p in (reference or "").split("/"))
+
+
+WINDOW_WORDS = {"throughput": "the median step", "throughput_window": "the whole timed window"}
+
+
+def mismatches(ref: Basis, run: Basis) -> list[str]:
+    """Why `ref` cannot judge `run`, in words ([] when it can): the GPU model, the GPU count,
+    the task, the kind of device and the metric must all match. A reference that does not name
+    its model or count judges nothing; a median-step figure never judges a whole-window one."""
+    out = []
+    if ref.device and run.device and ref.device != run.device:
+        out.append(f"measured on {ref.device}s there, run on the {run.device} here")
+    if not ref.gpu_model:
+        out.append("the reference does not name the GPU model it was measured on")
+    elif run.device != "CPU" and not same_model(ref.gpu_model, run.gpu_model):
+        out.append(f"{ref.gpu_model} there, {run.gpu_model or 'a GPU model not recorded'} here")
+    if not ref.gpus:
+        out.append("the reference does not name the GPU count it was measured on")
+    elif ref.gpus != run.gpus:
+        out.append(f"{ref.gpus} GPUs there, {run.gpus or 'an unrecorded count'} here")
+    if ref.task and run.task and ref.task != run.task:
+        out.append(f"task {ref.task} there, {run.task} here")
+    out.extend(ref.task_differs)
+    if ref.metric and run.metric and ref.metric != run.metric:
+        there = WINDOW_WORDS.get(ref.metric, ref.metric)
+        here = WINDOW_WORDS.get(run.metric, run.metric)
+        out.append(f"{there} there, {here} here")
+    return out

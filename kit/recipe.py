@@ -69,12 +69,27 @@ BUILTIN_VARIANTS = {
 
 
 class Expectation(Strict):
-    """A reference figure for a headline metric, ReFrame style: value, unit and tolerance."""
+    """A reference figure for a headline metric, ReFrame style: value, unit and tolerance, and
+    the GPU model and count it was measured on (a reference judges only runs on those)."""
 
     value: float
     unit: str
     tolerance: float = Field(default=0.1, ge=0, le=1)
     source: str = ""
+    gpu_model: str | None = None  # "NVIDIA H200", as nvidia-smi names it
+    gpus: int | None = Field(default=None, ge=1)
+
+    def measured_on(self) -> tuple[str | None, int | None]:
+        """(GPU model, count): the fields, else what an older recipe's source names ("2x H200
+        NV18" -> ("H200", 2)); (None, None) where neither says."""
+        found = MEASURED_ON.search(self.source)
+        model = self.gpu_model or (found.group(2) if found else None)
+        count = self.gpus or (int(found.group(1)) if found else None)
+        return model, count
+
+
+MEASURED_ON = re.compile(r"\b(\d+)\s*x\s*((?:NVIDIA\s+)?[A-Z]+\d+[A-Z]*)")
+"""An older recipe's source text: "2x H200 NV18, P2P on" -> 2, "H200"."""
 
 
 class Benchmark(Strict):

@@ -147,8 +147,13 @@ class Ratio:
         if self.ci_available and self.includes_one:
             est, lo, hi = _fmt(self.estimate, self.ci_low, self.ci_high)
             return f"no measurable difference (ratio {est}, {self._interval_words(lo, hi)})"
+        samples = (
+            "one sample per side"
+            if self.n_a == self.n_b == 1
+            else f"{self.n_a} and {self.n_b} samples"
+        )
         if not self.ci_available and self.estimate == 1.0:
-            return "no difference (ratio 1.00, one sample per side, no interval)"
+            return f"no difference (ratio 1.00, {samples}, no interval)"
         # the side of 1 comes from the interval: it lies wholly on one side here
         above = self.ci_low > 1.0 if self.ci_available else self.estimate > 1.0
         word = better if above == self.higher_is_better else worse
@@ -157,9 +162,12 @@ class Ratio:
         else:
             factor, lo, hi = 1.0 / self.estimate, 1.0 / self.ci_high, 1.0 / self.ci_low
         factor_s, lo_s, hi_s = _fmt(factor, lo, hi)
+        # below 0.5% a factor needs more than two decimals ("1.0001x"): say it as a percentage
+        lead = f"{(factor - 1) * 100:.2g}% {word}" if factor < 1.005 else f"{factor_s}x {word}"
         if not self.ci_available:
-            return f"{factor_s}x {word} (one sample per side, no interval)"
-        return f"{factor_s}x {word} ({self._interval_words(lo_s, hi_s)})"
+            ratio = f"ratio {factor_s}, " if factor < 1.005 else ""
+            return f"{lead} ({ratio}{samples}, no interval)"
+        return f"{lead} ({self._interval_words(lo_s, hi_s)})"
 
     def _interval_words(self, lo: str, hi: str) -> str:
         if not self.is_ci:  # a range of 2 runs

@@ -193,8 +193,8 @@ def accept(
         bool,
         typer.Option(
             "--judge-anyway",
-            help="Judge against a published figure whose own conditions exclude this run "
-            "(GPU count, GPU model, NVLS, fabric); the verdict says 'judged despite: ...'.",
+            help="Judge against a published figure or bundle whose conditions exclude this run "
+            "(GPU model or count, task, NVLS, fabric); the verdict says 'judged despite: ...'.",
         ),
     ] = False,
 ) -> None:
@@ -204,12 +204,13 @@ def accept(
     PASS when the interval's lower end clears the reference less the tolerance, FAIL when its
     upper end does not reach it, UNDECIDED when it straddles it or fewer than 3 runs finished
     (then it says how many more repeats would settle it). Every repeat counts. NOT COMPARABLE
-    when a published figure's required conditions differ from the run's (an 8-GPU NVLS floor
-    against 2 GPUs with NVLS off), naming them; nothing is judged unless --judge-anyway.
+    when the reference (a published figure or a bundle) was measured on another GPU model or
+    count, task, device or metric, or a published figure's required conditions (NVLS, fabric)
+    differ, naming them; nothing is judged unless --judge-anyway.
     Exit status: 0 PASS, 1 FAIL, 2 bad input, 3 UNDECIDED, 4 NOT COMPARABLE (overall: FAIL,
     else UNDECIDED, else NOT COMPARABLE, else PASS).
 
-    Example: kit accept reports/examples/h200x2-allreduce --against h100x8-allreduce-ring-nccl-tests-212 --json accept.json
+    Example: kit accept reports/examples/h200x2-allreduce --against reports/examples/allreduce-h200x2-first --json accept.json
 
     Example: kit accept reports/examples/h200x2-allreduce --against 300GB/s --tolerance 0.05
     """

@@ -4,15 +4,16 @@ REF is one of
 - a published figure's id (`kit refs published` lists them): its workload's benchmarks are
   judged on its metric, per GPU where the figure is per GPU;
 - another bundle directory: each benchmark of the same name, the same variant, judged on the
-  headline metric (per GPU when the GPU counts differ and the catalog says the metric is work
-  summed over GPUs; bus bandwidth never is), against that bundle's median;
+  headline metric against that bundle's median;
 - a number with its unit ("330GB/s", "14000tokens/s"): every benchmark whose judged metric has
-  that unit.
+  that unit (a bare number is a usage error).
 
-A published figure whose `requires` conditions (GPU count, GPU model, NVLS, fabric) differ from
-the run's is no reference for it: the decision is NOT COMPARABLE, naming them, and nothing is
-judged, unless `judge_anyway` (`--judge-anyway`): then the verdict is decided all the same and
-says "judged despite: ...".
+One rule for every reference (kit.acceptance.mismatches): a published figure or a bundle judges
+a run only on the same GPU model and count, the same task, on GPUs, in the same metric (a
+median-step figure never judges a whole-window one); a published figure's `requires` conditions
+(NVLS, fabric) must match too. Otherwise the decision is NOT COMPARABLE, naming the reasons, and
+nothing is judged, unless `judge_anyway` (`--judge-anyway`): then the verdict is decided all the
+same and says "judged despite: ...".
 
 Tolerance: a fraction for every metric ("0.05") or per metric ("busbw_largest=0.03"); defaults:
 0 against a published floor or a number, 0.05 against a published figure or a bundle. The
@@ -28,13 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from kit import __version__
-from kit.acceptance import NOT_COMPARABLE, RULE, decide, overall
+from kit.acceptance import NOT_COMPARABLE, RULE, Basis, decide, mismatches, overall
 from kit.errors import InputError
 from kit.intake import receive
 from kit.model import Hardware, Results
 from kit.refs.published import Figure, by_id, differences, figures, run_conditions, unmet
 from kit.report import analysis
-from kit.shared.metrics import per_gpu as per_gpu_metric
+from kit.report.analysis.verdicts import run_basis
 
 SCHEMA = 1
 DEFAULT_TOLERANCE = 0.05
@@ -78,7 +79,12 @@ def parse_against(text: str) -> Against:
     m = NUMBER.match(text)
     if m:
         value = float(m.group(1).replace(",", "").replace("_", ""))
-        unit = (m.group(2) or "").strip() or None
+        unit = (m.group(2) or "").strip()
+        if not unit:
+            raise InputError(
+                f"--against {text!r}: a number needs its unit (330GB/s, 14000tokens/s), so that "
+                "it judges only the metric it names"
+            )
         return Against("number", text.strip(), value=value, unit=unit)
     raise InputError(
         f"--against {text!r}: not a published figure's id (kit refs published), a bundle "
@@ -87,10 +93,16 @@ def parse_against(text: str) -> Against:
 
 
 def parse_tolerances(items: list[str]) -> tuple[float | None, dict[str, float]]:
-    """(for every metric, per metric) from "0.05" and "metric=0.03" items."""
+    """(for every metric, per metric) from "0.05" and "metric=0.03" items; a malformed item
+    ("=0.1", "a=0.1=0.2") or one given twice is a usage error, never half-read."""
     every, per = None, {}
     for item in items:
-        name, _, raw = item.rpartition("=")
+        name, eq, raw = item.partition("=")
+        if not eq:
+            name, raw = "", item
+        name = name.strip()
+        if (eq and not name) or "=" in raw:
+            raise InputError(f"--tolerance {item!r}: a fraction (0.05) or METRIC=FRACTION")
         try:
             value = float(raw)
         except ValueError:
@@ -99,6 +111,9 @@ def parse_tolerances(items: list[str]) -> tuple[float | None, dict[str, float]]:
             ) from None
         if not 0 <= value < 1:
             raise InputError(f"--tolerance {item!r}: the fraction must be in [0, 1)")
+        if (name in per) if name else (every is not None):
+            what = f"for {name}" if name else "for every metric"
+            raise InputError(f"--tolerance {item!r}: a tolerance {what} was already given")
         if name:
             per[name] = value
         else:
@@ -156,6 +171,46 @@ def not_comparable(
     }
 
 
+def _merge(first: list[str], second: list[str]) -> list[str]:
+    """Both lists of reasons, each said once (the GPU count appears in both)."""
+    return first + [w for w in second if w not in first]
+
+
+def _bundle_not_comparable(
+    bench: str,
+    block: analysis.VariantBlock,
+    row: analysis.MetricRow,
+    label: str,
+    there: Basis,
+    here: Basis,
+    why: list[str],
+    value: float,
+) -> dict[str, Any]:
+    """The decision where a reference bundle ran on another GPU model, count, task or device:
+    nothing judged, the reason named, and how to judge it all the same."""
+    reason = (
+        f"{label} ({there.words}) is no reference for this run ({here.words}): "
+        f"{'; '.join(why)}; `--judge-anyway` judges it all the same"
+    )
+    return {
+        "benchmark": bench,
+        "variant": block.name,
+        "label": row.label,
+        "gpus": block.gpus,
+        "per_gpu": False,
+        "source": label,
+        "differences": why,
+        "unmet": why,
+        "judged_despite": [],
+        "verdict": NOT_COMPARABLE,
+        "metric": row.name,
+        "reference": value,
+        "unit": row.unit,
+        "reason": reason,
+        "sentence": f"{NOT_COMPARABLE}: {reason}",
+    }
+
+
 def accept(
     bundle_dir: Path,
     against: str,
@@ -171,9 +226,25 @@ def accept(
     `judge_anyway`: judge against a published figure whose required conditions differ."""
     ref = parse_against(against)
     every, per_metric = parse_tolerances(tolerances or [])
+    if judge_anyway and ref.what == "number":
+        raise InputError(
+            "--judge-anyway: a number on the command line carries no conditions to judge "
+            "despite; give it only with a published figure or a bundle"
+        )
     signers = (allowed_signers, allow_unsigned)
     benches, results, hardware = _benches(bundle_dir, signers)
-    ref_benches = {b.name: b for b in _benches(ref.bundle, signers)[0]} if ref.bundle else {}
+    known = {m for b in benches for m in b.metrics}
+    unknown = sorted(set(per_metric) - known)
+    if unknown:
+        raise InputError(
+            f"--tolerance {unknown[0]}=...: no benchmark in {bundle_dir} has that metric "
+            f"(it has {', '.join(sorted(known)) or 'none'})"
+        )
+    ref_hw = Hardware()
+    ref_benches = {}
+    if ref.bundle:
+        other_benches, _, ref_hw = _benches(ref.bundle, signers)
+        ref_benches = {b.name: b for b in other_benches}
     decisions = []
     skipped = []
     for bench in benches:
@@ -181,31 +252,29 @@ def accept(
         if block is None:
             skipped.append(f"{bench.name}: no variant {variant!r}")
             continue
-        if ref.figure:
-            name = analysis.judged_metric(bench, ref.figure.metric)
-        else:
-            name = metric or analysis.verdict_metric(bench)
         if ref.figure and ref.figure.kind != bench.kind:
             continue
+        name = ref.figure.metric if ref.figure else (metric or analysis.verdict_metric(bench))
         row = (bench.metrics.get(name) or {}).get(block.name)
         if row is None or row.summary is None:
             skipped.append(f"{bench.name} {block.name}: no finished run has {name}")
             continue
         gpus = block.gpus
         values = list(row.values)
+        here = run_basis(bench, block, hardware, name)
         per_gpu, differ, source, despite = False, [], "", []
         if ref.figure is not None:
-            value, unit = ref.figure.value, ref.figure.unit
-            default = 0.0 if ref.figure.floor else DEFAULT_TOLERANCE
-            per_gpu = ref.figure.per_gpu
+            fig = ref.figure
+            value, unit = fig.value, fig.unit
+            default = 0.0 if fig.floor else DEFAULT_TOLERANCE
+            per_gpu = fig.per_gpu
             mine = run_conditions(block.ok, hardware)
-            differ = differences(ref.figure, mine)
-            source = ref.figure.cited
-            despite = unmet(ref.figure, mine)
+            differ = differences(fig, mine)
+            source = fig.cited
+            there = Basis(fig.gpu, fig.gpus, fig.kind, "GPU", fig.metric, fig.always_differs)
+            despite = _merge(mismatches(there, here), unmet(fig, mine))
             if despite and not judge_anyway:
-                decisions.append(
-                    not_comparable(bench.name, block, row.label, ref.figure, despite, differ)
-                )
+                decisions.append(not_comparable(bench.name, block, row.label, fig, despite, differ))
                 continue
         elif ref.bundle is not None:
             other = ref_benches.get(bench.name)
@@ -215,13 +284,18 @@ def accept(
                 skipped.append(f"{bench.name} {block.name}: {ref.label} has no {name} to compare")
                 continue
             value, unit, default = statistics.median(orow.values), row.unit, DEFAULT_TOLERANCE
-            ogpus = oblock.gpus
-            if per_gpu_metric(name) and gpus and ogpus and gpus != ogpus:
-                per_gpu, value = True, value / ogpus
-                differ.append(f"{ogpus} GPUs there, {gpus} here: compared per GPU")
-            if other.kind != bench.kind or other.params != bench.params:
+            if other.params != bench.params:
                 differ.append("the workload's parameters differ")
             source = f"median of {len(orow.values)} run(s) of {ref.label}"
+            there = run_basis(other, oblock, ref_hw, name)
+            despite = mismatches(there, here)
+            if despite and not judge_anyway:
+                decisions.append(
+                    _bundle_not_comparable(
+                        bench.name, block, row, ref.label, there, here, despite, value
+                    )
+                )
+                continue
         else:
             if ref.unit and ref.unit.replace(" ", "") != row.unit.replace(" ", ""):
                 continue

@@ -27,6 +27,8 @@ from kit.errors import InputError
 from kit.facts.efficiency import cost_per_million, per_gpu, scaling_efficiency
 from kit.facts.price import Price, parse_price
 from kit.report import analysis
+from kit.report.choice import choice
+from kit.report.common_size import SIZE_METRICS, common_sweep, run_sizes, value_at
 from kit.report.compare_figures import headline_figures, sweep_figures
 from kit.report.machines import (
     Machine,
@@ -99,6 +101,7 @@ class MetricRow:
     headline: bool = False  # the workload's headline metric (the report's verdict metric)
     rate: bool = False  # work per second over all GPUs: per-GPU figures and cost apply
     notes: list[str] = field(default_factory=list)  # scale and sharding sentences
+    size_note: str = ""  # the sweeps differ: the size they are compared at (kit.report.common_size)
 
 
 def _samples(m: Machine) -> dict[tuple[str, str, str], tuple[analysis.MetricRow, int]]:
@@ -140,10 +143,14 @@ def workload_rows(
             headline=headline.get((bench, kind)) == name,
             rate=first.per_gpu,
         )
-        base_values = _values(per[base], bench, variant, name)
+        sweep = _common_sweep(machines, bench, variant) if name in SIZE_METRICS else None
+        if sweep:
+            row.notes.append(f"{bench} {variant}, {row.label}: {sweep['sentence']}.")
+            row.size_note = sweep["sentence"]
+        base_values = _values(per[base], bench, variant, name, machines[base], sweep)
         base_gpus = machines[base].gpus_used(bench)
         for i, data in enumerate(per):
-            values = _values(data, bench, variant, name)
+            values = _values(data, bench, variant, name, machines[i], sweep)
             failed = next(
                 (f for (b, v, _), (_, f) in data.items() if (b, v) == (bench, variant)), 0
             )
@@ -162,7 +169,9 @@ def workload_rows(
                     cell["cost_per_million"] = cost_per_million(
                         summary["median"], gpus, price.amount
                     )
-            if i != base and values and base_values:
+            if i != base and sweep and not sweep["sizes"]:
+                cell["ratio_error"] = f"no ratio: {sweep['sentence']}"
+            elif i != base and values and base_values:
                 try:
                     ratio = unpaired_ratio(values, base_values, first.higher_is_better)
                 except StatsError:
@@ -222,9 +231,33 @@ def _scale_facts(
         row.notes.append(f"{m.label}, {row.benchmark} {row.variant}: {sentence}.")
 
 
-def _values(data: dict[Any, Any], bench: str, variant: str, metric: str) -> list[float]:
+def _values(
+    data: dict[Any, Any],
+    bench: str,
+    variant: str,
+    metric: str,
+    machine: Machine | None = None,
+    sweep: dict[str, Any] | None = None,
+) -> list[float]:
+    """The metric's per-run values; with `sweep` (the machines' sweeps differ), recomputed at
+    the sizes every machine ran (kit.report.common_size)."""
     entry = data.get((bench, variant, metric))
-    return list(entry[0].values) if entry else []
+    if not entry:
+        return []
+    if not sweep or not sweep["sizes"] or machine is None:
+        return list(entry[0].values)
+    runs = _runs(machine, bench, variant)
+    return [v for r in runs if (v := value_at(r, metric, sweep["sizes"])) is not None]
+
+
+def _runs(m: Machine, bench: str, variant: str) -> list[Any]:
+    b = next((x for x in m.benches if x.name == bench), None)
+    block = next((v for v in b.variants if v.name == variant), None) if b else None
+    return list(block.ok) if block else []
+
+
+def _common_sweep(machines: list[Machine], bench: str, variant: str) -> dict[str, Any] | None:
+    return common_sweep([run_sizes(_runs(m, bench, variant)) for m in machines])
 
 
 def p2p_effects(machines: list[Machine]) -> list[dict[str, Any]]:
@@ -304,6 +337,7 @@ def comparison(
         "reproductions": reproductions(machines),
         "hardware": hardware_rows(machines),
         "environment": environment_rows(machines, base),
+        "choice": choice(rows, machines, base),
         "workloads": [r.__dict__ for r in rows],
         "p2p": p2p_effects(machines),
         "version_keys": list(VERSION_KEYS),

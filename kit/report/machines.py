@@ -263,6 +263,26 @@ def recipe_notes(ref: Machine, m: Machine) -> list[dict[str, str]]:
     return out
 
 
+def _release(version: object) -> str:
+    """A version without its local build tag: "0.26.0+cu130" -> "0.26.0"."""
+    return str(version).partition("+")[0]
+
+
+def build_last(diffs: list[Any]) -> list[Any]:
+    """Differences in release first, those only in a build tag (+cu130) last: a box that leads
+    with "0.26.0+cu130 vs 0.26.0" hides what really differs behind what hardly does."""
+    return sorted(diffs, key=lambda d: _release(d.new) == _release(d.old))
+
+
+def diff_words(field: str, new: object, old: object) -> str:
+    """ "torch 2.14.1 vs 2.11.0", or "torchvision 0.26.0 on both, build +cu130 vs none"."""
+    if new is not None and old is not None and _release(new) == _release(old):
+        tag_new = str(new).partition("+")[2] or "none"
+        tag_old = str(old).partition("+")[2] or "none"
+        return f"{field} {_release(new)} on both, build {tag_new} vs {tag_old}"
+    return f"{field} {new} vs {old}"
+
+
 def warnings_for(machines: list[Machine], base: int) -> list[dict[str, str]]:
     """What the first page must say before any number: software differs, scale, edits, failures."""
     out: list[dict[str, str]] = []
@@ -272,7 +292,7 @@ def warnings_for(machines: list[Machine], base: int) -> list[dict[str, str]]:
             continue
         diffs = environment_diff(ref.environment, m.environment, ref.hardware, m.hardware)
         if diffs:
-            what = "; ".join(f"{d.field} {d.new} vs {d.old}" for d in diffs)
+            what = "; ".join(diff_words(d.field, d.new, d.old) for d in build_last(diffs))
             out.append(
                 {
                     "level": "env",

@@ -8,6 +8,7 @@ from typing import Any
 from jinja2 import Environment
 from markupsafe import Markup
 
+from kit.acceptance import MIN_RUNS
 from kit.model import RunData
 from kit.report import analysis
 
@@ -98,12 +99,38 @@ def repeats_short(benches: list[analysis.Benchmark]) -> str:
     return f"{count} repeats per variant ({planned} planned)"
 
 
+def evidence_grade(benches: list[analysis.Benchmark]) -> dict[str, Any]:
+    """The grade of the evidence, from the fewest runs any variant finished: a screening below
+    kit.acceptance.MIN_RUNS (no confidence interval, so no finding and no acceptance), else an
+    acceptance. Page 1 states it; the verdicts and the trust note follow the same count."""
+    counts = [len(v.ok) for b in benches for v in b.variants]
+    finished = [c for c in counts if c]  # a variant with none finished is a failure, said apart
+    n = min(finished) if finished else 0
+    runs = f"{n} finished run{'' if n == 1 else 's'}"
+    if n < MIN_RUNS:
+        return {
+            "grade": "screening",
+            "n": n,
+            "sentence": (
+                f"Screening: {runs} per variant at the fewest. Fewer than {MIN_RUNS} runs give no "
+                "confidence interval, so this is a first look, not an acceptance: no finding, no "
+                f"verdict against a reference; rerun with --repeats {MIN_RUNS} or more to accept."
+            ),
+        }
+    return {
+        "grade": "acceptance",
+        "n": n,
+        "sentence": f"Acceptance grade: {runs} per variant at the fewest, each interval from them.",
+    }
+
+
 def method_view(benches: list[analysis.Benchmark], env: Environment) -> dict[str, Any]:
     """Facts the Method section states, read from the runs (never assumed), and each
     workload's paragraph, rendered from its spec's method template."""
     out: dict[str, Any] = {
         "repeats": repeats_words(benches),
         "repeats_short": repeats_short(benches),
+        "evidence": evidence_grade(benches),
         "cv": benches[0].cv_threshold if benches else analysis.CV_THRESHOLD,
         "drift": analysis.DRIFT_THRESHOLD,
     }

@@ -30,8 +30,10 @@ from kit.model.hardware import Hardware, Host
 from kit.refs.nccl_tests import SAME_CALL_FLOOR, SAME_CALL_FROM
 from kit.refs.store import standing
 from kit.report import analysis, plots, sections
+from kit.report.analysis.ordered import as_ordered, identity
 from kit.report.analysis.same_call import SameCall, same_call
 from kit.report.method import method_view
+from kit.report.plot_reference import against_reference, reference_rows
 from kit.report.provenance import rendering
 from kit.report.sections import (
     environment_view,
@@ -346,6 +348,13 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
     for n, f in enumerate(figures, start=1):
         f.caption = f"Figure {n}. {f.caption}"
     smoke = data.results.smoke
+    expected = {b.name: [] if smoke else analysis.expectations(b, hardware) for b in benches}
+    normalised = against_reference(reference_rows(expected), "against-reference")
+    reference_chart = (
+        Figure("reference", "Each workload as a factor of its same-model reference", normalised)
+        if normalised
+        else None
+    )
     summaries = [
         analysis.summarize_bench(
             b, hardware, analysis.ran_line(b, smoke), price_per_gpu_hour, smoke=smoke
@@ -381,10 +390,13 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
             b.name: catalog.already_per_gpu(analysis.verdict_metric(b)) for b in benches
         },
         # reference figures are for full-size runs on GPUs: a smoke run is not compared with them
-        "expectations": {b.name: [] if smoke else analysis.expectations(b) for b in benches},
+        "expectations": expected,
+        "reference_chart": reference_chart,
         "transports": {b.name: analysis.transports(b) for b in benches},
         "findings": analysis.findings(results, benches),
         "trust": analysis.trust_facts(results, hardware),
+        "as_ordered": as_ordered(hardware, results) if data.hardware is not None else [],
+        "identity": identity(hardware, data.environment) if data.hardware is not None else [],
         "hardware": hardware_view(hardware),
         "has_hardware": data.hardware is not None,
         "nodes": nodes_view(hardware, results),

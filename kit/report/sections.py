@@ -216,6 +216,22 @@ def _listed(record: Open | None, apart: str) -> list[tuple[str, Any]]:
     return [(k, v) for k, v in fields if k != apart and v not in (None, "")]
 
 
+CONTAINER_LAUNCHERS = ("pyxis", "apptainer", "enroot", "singularity")
+"""kit slurm launchers that run each task inside a container image, not on the host."""
+
+
+def container_launcher(env: Environment | None, results: Results) -> str | None:
+    """The container launcher a batch runtime used (pyxis, apptainer), from environment.json,
+    results.json's slurm record or the runs' launch records; None when it ran on the host."""
+    slurm = getattr(results, "slurm", None)
+    named = [
+        env.launcher if env else None,
+        getattr(slurm, "launcher", None),
+        *[r.launch.launcher for r in results.runs if r.launch is not None],
+    ]
+    return next((x for x in named if x and x.lower() in CONTAINER_LAUNCHERS), None)
+
+
 def environment_view(env: Environment | None, results: Results) -> dict[str, Any]:
     """environment.json's fields (each runtime records its own), the versions read inside it,
     and the versions each run saw."""
@@ -230,12 +246,13 @@ def environment_view(env: Environment | None, results: Results) -> dict[str, Any
             if v is not None:
                 seen.setdefault(k, set()).add(str(v))
     disagree = {k: sorted(v) for k, v in seen.items() if len(v) > 1}
+    launcher = container_launcher(env, results)
     return {
         "fingerprint": fingerprint,
         "versions": versions,
         "packages": sorted(((container and container.packages) or {}).items()),
-        "in_container": runtime == "docker",
-        "runtime": runtime,
+        "in_container": runtime == "docker" or launcher is not None,
+        "runtime": f"{runtime}, {launcher}" if launcher else runtime,
         "pinned": env.pinned if env else results.pinned,
         "disagree": disagree,
     }

@@ -78,7 +78,13 @@ def test_every_named_path_really_differs(recipe: str, bundle: str) -> None:
         assert at(fresh.resolved(), path) != at(old.resolved(), path), path
     if bundle == "h200x2-fsdp-llama":  # issue 13's case: the same recipe, `nodes` written or not
         # since recorded, the recipe times a window of at least 30 s (smoke: none)
-        assert paths == ["benchmarks.0.params.min_window_s", "benchmarks.0.smoke.min_window_s"]
+        # and its expect names the GPU model and count it was measured on
+        assert paths == [
+            "benchmarks.0.expect.throughput.gpu_model",
+            "benchmarks.0.expect.throughput.gpus",
+            "benchmarks.0.params.min_window_s",
+            "benchmarks.0.smoke.min_window_s",
+        ]
     else:
         assert "gpus" in paths
 

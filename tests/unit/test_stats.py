@@ -232,10 +232,12 @@ def test_paired_ratio_including_one_is_no_measurable_difference():
     json.dumps(r.to_dict())
 
 
-def test_small_but_real_difference_gets_three_decimals():
+def test_small_but_real_difference_is_said_as_a_percentage():
+    """Under 0.5% a factor needs three or more decimals ("1.004x"): the sentence leads with the
+    percentage and its interval keeps the decimals that show it excludes 1."""
     ratios = [1.004, 1.001, 1.007, 1.003, 1.006, 1.002, 1.005]
     r = paired_ratio(times_b7(ratios), B7)
-    assert r.sentence() == "1.004x faster (95% CI 1.002 to 1.006; bootstrap, n=7)"
+    assert r.sentence() == "0.4% faster (95% CI 1.002 to 1.006; bootstrap, n=7)"
 
 
 def test_paired_ratio_of_clearly_different_noisy_samples_excludes_one():

@@ -58,7 +58,6 @@ from kit.report.analysis.verdicts import (
     compare,
     expectations,
     headline,
-    judged_metric,
     verdict_metric,
     verdicts,
 )
@@ -85,7 +84,6 @@ __all__ = [
     "findings",
     "headline",
     "is_ok",
-    "judged_metric",
     "nccl_choice",
     "nccl_contradiction",
     "nccl_setup",

@@ -28,7 +28,7 @@ from kit.refs.published import for_kind, place, run_conditions
 from kit.report.analysis.model import Benchmark, VariantBlock
 from kit.report.analysis.sweeps import sweep_curves
 from kit.report.analysis.trust import transports
-from kit.report.analysis.verdicts import expectations, judged_metric, verdict_metric
+from kit.report.analysis.verdicts import expectations, verdict_metric
 from kit.shared import p2p
 
 MIN_SAMPLES_PER_GPU = 4
@@ -58,23 +58,25 @@ class Power:
         """E.g. "power-limited: 100% of the timed window at the 700 W cap, SM clock 1,750 MHz
         against 1,980 max"."""
         capped = self.throttle_share.get(POWER_CAP_REASON, 0.0)
-        head = (
-            "power-limited"
-            if self.limited
-            else "power-capped in part of the window"
-            if capped >= 0.05
-            else "not power-limited"
+        near = self.at_cap_share if self.power_limit_w else None
+        reading = (
+            f"{near:.0%} of the timed window's power readings within 5% of the "
+            f"{self.power_limit_w:,.0f} W cap"
+            if near is not None
+            else ""
         )
-        facts = []
-        if self.at_cap_share is not None and self.power_limit_w:
-            facts.append(
-                f"{self.at_cap_share:.0%} of the timed window's power readings within 5% of the "
-                f"{self.power_limit_w:,.0f} W cap"
-            )
-        if capped:
-            facts.append(f"NVML's {POWER_CAP_REASON} clock reason in {capped:.0%} of its samples")
+        reason = f"NVML's {POWER_CAP_REASON} clock reason in {capped:.0%} of its samples"
+        if self.limited:
+            head, joint = "power-limited", " and "
+        elif capped >= 0.05 and (near is None or near >= 0.05):
+            head, joint = "power-capped in part of the window", " and "
+        elif capped >= 0.05:  # the clock reason without the power: never "capped" at 0%
+            head, joint = "below the power cap", ", though "
+        else:
+            head, joint = "not power-limited", " and "
+        facts = joint.join(x for x in (reading, reason if capped else "") if x)
         if facts:
-            head += ": " + " and ".join(facts)
+            head += ": " + facts
         parts = [head, f"{self.power_w_per_gpu:,.0f} W per GPU"]
         if self.sm_clock_mhz is not None:
             top = f" against {self.sm_clock_max_mhz:,.0f} max" if self.sm_clock_max_mhz else ""
@@ -101,7 +103,7 @@ class VariantSummary:
     energy_basis: str = ""  # which reading the energy comes from (counter or sampled power)
     power: Power | None = None
     mfu: str = ""  # "26% MFU, bf16"
-    link: str = ""  # "73% of NVLink spec"
+    link: str = ""  # "73% of the NVLink raw rate (450 GB/s)"
     peak_basis: str = ""  # what the share divides by, and its source
     cost_per_million: float | None = None
     transports: list[str] = field(default_factory=list)
@@ -214,13 +216,17 @@ def _sweep_link(vs: VariantSummary, hardware: Hardware) -> None:
     used = " ".join(vs.transports)
     nvlinks = any(x.active for g in hardware.gpus for x in g.nvlinks or [])
     link = "nvlink" if "P2P" in used and nvlinks else "pcie" if hardware.gpus else None
+    if link == "pcie" and "SHM" in used and "P2P" not in used:
+        return  # staged through host memory: no single link's rate bounds it, so no share
     share = link_share(vs.median, hardware, link) if link else None
     if share is None:
         return
-    vs.link = f"{share['share']:.0%} of {'NVLink' if link == 'nvlink' else 'PCIe'} spec"
-    vs.peak_basis = f"bus bandwidth against {share['basis']}"
-    if link == "pcie" and "SHM" in used:
-        vs.peak_basis += "; staged through host memory, so PCIe is its path, not its bound"
+    name = "NVLink" if link == "nvlink" else "PCIe"
+    vs.link = f"{share['share']:.0%} of the {name} raw rate ({share['figure_gbs']:,.0f} GB/s)"
+    vs.peak_basis = (
+        f"bus bandwidth against the raw signalling rate, {share['basis']}; what a collective "
+        "can reach is below it (protocol overhead), so 100% is not the expectation"
+    )
 
 
 def summarize_bench(
@@ -278,7 +284,7 @@ def summarize_bench(
                         f"{b0['dtype']} dense per GPU ({b0['source']})"
                     )
         out.append(vs)
-    refs = [] if smoke else expectations(bench)
+    refs = [] if smoke else expectations(bench, hardware)
     summary = BenchSummary(bench.name, bench.label, bench.kind, ran, out, refs, common)
     summary.terms = terms_used(out)
     if not smoke:
@@ -385,10 +391,12 @@ def against_published(bench: Benchmark, hardware: Hardware) -> tuple[list[dict[s
         )
     rows = []
     for fig in for_kind(bench.kind):
-        row = (bench.metrics.get(judged_metric(bench, fig.metric)) or {}).get(block.name)
+        row = (bench.metrics.get(fig.metric) or {}).get(block.name)
         if row is None or row.summary is None:
             continue
         placed = place(fig, row.summary.median, mine.gpus, mine)
+        if not placed["like_for_like"]:  # a ratio across differing conditions is no finding
+            placed["ratio"] = None
         placed["variant"] = block.name
         placed["metric_label"] = row.label
         formula = block.ok[0].data.extra("flops_formula")

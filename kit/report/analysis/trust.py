@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kit.facts.window import POWER_CAP_REASON
 from kit.model import Hardware, Results, RunResult
 from kit.model.hardware import Ecc
 from kit.report.analysis.model import Benchmark, is_ok, p2p_disabled
@@ -133,17 +134,18 @@ def findings(results: Results, benches: list[Benchmark]) -> list[Finding]:
         if is_ok(r) and tel is not None and tel.throttled:
             for reason in tel.throttle_reasons_seen or ["slowdown"]:
                 throttled.setdefault(reason, []).append(r.run_id)
-    if throttled:
-        n = len({x for ids in throttled.values() for x in ids})
+    slowed = {k: v for k, v in throttled.items() if k != POWER_CAP_REASON}
+    if slowed:  # a power cap is the GPUs' normal operation, sized beside the figures instead
+        n = len({x for ids in slowed.values() for x in ids})
         were = "run was" if n == 1 else "runs were"
         out.append(
             Finding(
                 "warn",
-                f"{n} {were} throttled while busy: "
-                + ", ".join(f"{k} in {len(v)}" for k, v in throttled.items()),
-                "a power cap (SwPowerCap) is normal operation for these GPUs and is sized "
-                "where the figures are (share of the timed window at the cap, SM clock); "
-                "other reasons (thermal, hardware slowdown) are not",
+                f"{n} {were} slowed while busy by a reason other than the power cap: "
+                + ", ".join(f"{k} in {len(v)}" for k, v in slowed.items()),
+                "thermal or hardware slowdown is not normal operation: these figures read "
+                "below what the GPUs deliver; the power cap (SwPowerCap) is sized where the "
+                "figures are",
             )
         )
     noisy = []
@@ -220,12 +222,16 @@ def trust_facts(results: Results, hardware: Hardware) -> list[tuple[str, str]]:
         out.append(("VBIOS", ", ".join(vbios) if vbios else "not recorded by this inventory"))
         if hardware.driver and hardware.driver.version:
             out.append(("driver", hardware.driver.version))
-    commit = results.kit_commit
-    out.append(
-        (
-            "kit",
-            f"{results.kit_version or '?'}, commit "
-            + (str(commit) if commit else "not recorded (bundle made before kit recorded it)"),
-        )
-    )
+    out.append(("kit", f"{results.kit_version or '?'}, commit {commit_words(results)}"))
     return out
+
+
+def commit_words(results: Results) -> str:
+    """The kit's commit, or why there is none: a bundle whose results.json has no kit_commit
+    field was made before kit recorded it; one with the field empty was made by a kit that was
+    not a git checkout (a copied tree, an installed package)."""
+    if results.kit_commit:
+        return str(results.kit_commit)
+    if "kit_commit" in results.model_fields_set:
+        return "not recorded (the kit that ran was not a git checkout)"
+    return "not recorded (bundle made before kit recorded it)"

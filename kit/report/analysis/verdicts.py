@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from kit.acceptance import decide
+from kit.acceptance import MIN_RUNS, NOT_COMPARABLE, WINDOW_WORDS, Basis, decide, mismatches
 from kit.facts.window import power_capped
+from kit.model import Hardware
 from kit.report.analysis.model import Benchmark, VariantBlock, Verdict
 from kit.report.analysis.training import DRIFT_THRESHOLD, run_drift
 from kit.shared import metrics as catalog
@@ -99,6 +99,12 @@ def withheld_because(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric:
     failed, a noisy metric (CV over the recipe's cv_threshold), or runs not at steady state.
     Power capping is normal operation and never withholds a verdict."""
     reasons = []
+    pairs = len(_pairs(a, b, metric)[0])
+    if pairs < MIN_RUNS:  # the evidence grade page 1 states (kit.report.method.evidence_grade)
+        runs = "one run a side" if pairs == 1 else f"{pairs} runs a side"
+        reasons.append(
+            f"{runs} is a screening, not a finding (no confidence interval below {MIN_RUNS})"
+        )
     failed = sum(len(v.failed) + v.missing for v in (a, b))
     if failed:
         total = sum(len(v.runs) + v.missing for v in (a, b))
@@ -139,12 +145,6 @@ def verdict_metric(bench: Benchmark) -> str:
     if whole in bench.metrics and power_capped_runs(bench):
         return whole
     return metric if metric in bench.metrics else next(iter(bench.metrics), metric)
-
-
-def judged_metric(bench: Benchmark, metric: str) -> str:
-    """`metric`, or the whole-window throughput where the headline throughput is replaced by it
-    (power-capped runs): a published throughput is judged on the figure the page leads with."""
-    return verdict_metric(bench) if metric == headline_metric(bench.kind) else metric
 
 
 def power_capped_runs(bench: Benchmark) -> bool:
@@ -197,84 +197,97 @@ def headline(bench: Benchmark) -> list[dict[str, Any]]:
     return out
 
 
-def judged_note(named: str, judged: str, headline: str) -> str:
-    """Why an acceptance verdict judges the figure it does, when a reader could expect another:
-    empty when the recipe named the headline and the headline was judged."""
-    if judged != named:
-        return (
-            f"the figure above, not the median step's {catalog.label(named)} the expect names: "
-            "the GPUs sat at their power cap"
-        )
-    if judged != headline:
-        return (
-            f"judged on the {catalog.label(judged)}, as the expect names it; the figure above "
-            f"is the {catalog.label(headline)}"
-        )
-    return ""
+def judged_note(named: str, headline: str) -> str:
+    """Why an acceptance verdict judges another figure than the one the page leads with: the
+    reference names its metric, and is judged on that one only (a median-step reference never
+    judges the whole window); empty when it names the headline."""
+    if named == headline:
+        return ""
+    there = WINDOW_WORDS.get(named, catalog.label(named))
+    here = WINDOW_WORDS.get(headline, catalog.label(headline))
+    return f"judged on {there}, as the reference was measured; the figure above is {here}"
 
 
-REF_GPUS = re.compile(r"\b(\d+)\s*x\s*[A-Z]")
-"""A reference's GPU count as its source names it: "2x H200 NV18, P2P on" -> 2."""
+def run_basis(bench: Benchmark, block: VariantBlock | None, hardware: Hardware | None,
+              metric: str) -> Basis:  # fmt: skip
+    """What one variant of a benchmark ran on, for matching against a reference
+    (kit.acceptance.mismatches): the GPU model hardware.json names, the runs' GPU count, the
+    task, GPU or CPU (gloo), and the metric judged."""
+    names = sorted({g.name for g in (hardware.gpus if hardware else []) if g.name})
+    runs = block.ok if block else []
+    cpu = bool(runs) and all(r.backend == "gloo" or r.device == "cpu" for r in runs)
+    return Basis(
+        gpu_model=names[0] if len(names) == 1 else None,
+        gpus=block.gpus if block else None,
+        task=bench.kind,
+        device="CPU" if cpu else "GPU",  # from the runs: a missing hardware.json is no CPU
+        metric=metric,
+    )
 
 
-def expectations(bench: Benchmark) -> list[dict[str, Any]]:
+def expectations(bench: Benchmark, hardware: Hardware | None = None) -> list[dict[str, Any]]:
     """The recipe's `expect:` references against the first variant with P2P on, each an
     acceptance verdict decided by the interval (kit.acceptance: PASS only when the interval's
     lower end clears the reference less its tolerance; UNDECIDED when it straddles it or fewer
     than 3 runs finished), never by the median alone.
 
-    A throughput reference whose source names another GPU count ("2x H200") than the runs used
-    is compared per GPU (`per_gpu`: reference and measured figures divided by their counts).
-
-    One figure, one verdict: an `expect` on the headline metric is judged on the figure the page
-    leads with (`judged_metric`: the whole-window throughput when the GPUs sat at their power
-    cap); an `expect` that names another metric is judged on that one, and `judged_note` says
-    which, and why it is not the headline."""
+    One rule for every reference (kit.acceptance.mismatches): an `expect` judges only runs on
+    the GPU model and count it was measured on, on the metric it names (a median-step figure
+    never judges the whole window); anything else is NOT COMPARABLE, with the reason, and the
+    page says there is no reference for this machine."""
     out = []
     headline = verdict_metric(bench)
     ref = next((v for v in bench.variants if v.p2p_off is False), None) or (
         bench.variants[0] if bench.variants else None
     )
-    gpus = ref.gpus if ref else None
     for named, exp in bench.expect.items():
-        metric = judged_metric(bench, named)
-        row = (bench.metrics.get(metric) or {}).get(ref.name) if ref else None
-        tol = exp.tolerance
-        value = exp.value
-        measured = row.summary.median if row is not None and row.summary is not None else None
+        row = (bench.metrics.get(named) or {}).get(ref.name) if ref else None
         unit = exp.unit or (row.unit if row else "")
-        found = REF_GPUS.search(exp.source)
-        ref_gpus = int(found.group(1)) if found else None
-        per_gpu = bool(ref_gpus and gpus and ref_gpus != gpus and catalog.per_gpu(metric))
-        if per_gpu:
-            value = value / ref_gpus
-            measured = measured / gpus if measured is not None else None
+        model, count = exp.measured_on()
+        there = Basis(model, count, bench.kind, "GPU", named)
+        here = run_basis(bench, ref, hardware, named)
+        why = mismatches(there, here)
+        measured = row.summary.median if row is not None and row.summary is not None else None
         decision = None
-        if measured is None:
+        if why:
+            verdict = NOT_COMPARABLE
+            reason = (
+                f"no reference for this machine: the recipe's figure was measured on "
+                f"{there.words}, these runs on {here.words} ({'; '.join(why)}); nothing judged"
+            )
+        elif measured is None:
             verdict, reason = "failed: no finished run", ""
         else:
-            values = [v / gpus for v in row.values] if per_gpu and gpus else list(row.values)
-            shown = f"{unit} per GPU" if per_gpu else unit
-            decision = decide(values, value, min(tol, 0.99), row.higher_is_better, metric, shown)
+            decision = decide(
+                list(row.values), exp.value, min(exp.tolerance, 0.99), row.higher_is_better,
+                named, unit,
+            )  # fmt: skip
             verdict, reason = decision.verdict, decision.reason
         out.append(
             {
-                "metric": metric,
-                "label": catalog.label(metric),
-                "named": named,  # the metric the recipe's expect names
-                "judged_note": judged_note(named, metric, headline),
-                "value": value,
-                "unit": f"{unit} per GPU" if per_gpu else unit,
-                "tolerance": tol,
+                "metric": named,
+                "label": catalog.label(named),
+                "named": named,
+                "judged_note": judged_note(named, headline),
+                "value": exp.value,
+                "unit": unit,
+                "tolerance": exp.tolerance,
                 "variant": ref.name if ref else "-",
                 "measured": measured,
                 "verdict": verdict,
                 "reason": reason,
                 "more_repeats": decision.more_repeats if decision else None,
+                "low": decision.low if decision else None,
+                "high": decision.high if decision else None,
+                "n": decision.n if decision else None,
+                "higher_is_better": row.higher_is_better if row is not None else True,
                 "source": exp.source,
-                "per_gpu": per_gpu,
-                "ref_gpus": ref_gpus,
-                "gpus": gpus,
+                "comparable": not why,
+                "mismatches": why,
+                "measured_on": there.words,
+                "runs_on": here.words,
+                "per_gpu": False,
+                "gpus": here.gpus,
             }
         )
     return out

@@ -1,0 +1,149 @@
+"""Page 1's first question: is this the machine that was ordered? The machine's identity and a
+checklist, each line a tick or a cross with its evidence from hardware.json and the runs
+(never assumed): GPU model and count, memory, power limit against the default, NVLinks up of
+the datasheet's count, PCIe generation and width, ECC, no thermal or hardware slowdown while
+busy, preflight. A line the inventory could not read is neither: "not recorded"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kit.facts.window import POWER_CAP_REASON
+from kit.model import Environment, Hardware, Results
+from kit.shared.gpu_specs import spec_for
+
+IDLE_OR_CAP = {"GpuIdle", POWER_CAP_REASON, "ApplicationsClocksSetting", "SwPowerCap"}
+"""Clock reasons that are normal operation (idle, the board's power limit, a set clock)."""
+
+
+def _line(ok: bool | None, item: str, evidence: str) -> dict[str, Any]:
+    return {"ok": ok, "mark": {True: "yes", False: "NO", None: "not recorded"}[ok],
+            "item": item, "evidence": evidence}  # fmt: skip
+
+
+def _same(values: list[Any]) -> bool:
+    return len(set(values)) == 1
+
+
+def identity(hardware: Hardware, environment: Environment | None) -> list[tuple[str, str]]:
+    """(what, value) lines naming this machine: model and form factor, count, memory, power
+    limit against the default, GPU UUIDs, the image it ran."""
+    gpus = hardware.gpus
+    if not gpus:
+        return [("GPUs", "none recorded")]
+    names = sorted({g.name or "?" for g in gpus})
+    spec = spec_for(names[0])
+    model = ", ".join(names) + (f" ({spec.key} in kit's datasheet table)" if spec else "")
+    mems = sorted({g.memory_total_gib for g in gpus if g.memory_total_gib})
+    limits = sorted({g.power_limit_w for g in gpus if g.power_limit_w})
+    defaults = sorted({g.power_default_limit_w for g in gpus if g.power_default_limit_w})
+    out = [("GPUs", f"{len(gpus)}x {model}")]
+    if mems:
+        out.append(("memory", " / ".join(f"{m:g} GiB" for m in mems) + " per GPU"))
+    if limits:
+        dflt = f" (default {' / '.join(f'{d:,.0f} W' for d in defaults)})" if defaults else ""
+        out.append(("power limit", " / ".join(f"{x:,.0f} W" for x in limits) + dflt))
+    uuids = [g.uuid for g in gpus if g.uuid]
+    if uuids:
+        out.append(("GPU UUIDs", ", ".join(uuids)))
+    image = None
+    if environment is not None:
+        image = environment.image_id or environment.image_tag or environment.image
+    out.append(("image", str(image) if image else "none: the host's own environment"))
+    return out
+
+
+def as_ordered(hardware: Hardware, results: Results) -> list[dict[str, Any]]:
+    """The checklist: one line per property a buyer checks against the order."""
+    gpus = hardware.gpus
+    if not gpus:
+        return [_line(None, "GPUs", "no GPU recorded in hardware.json")]
+    names = [g.name or "?" for g in gpus]
+    spec = spec_for(names[0])
+    out = [
+        _line(_same(names), "GPU model and count",
+              f"{len(gpus)}x {names[0]}" if _same(names) else "mixed: " + ", ".join(names))
+    ]  # fmt: skip
+    mems = [g.memory_total_gib for g in gpus]
+    out.append(
+        _line(None, "memory", "not recorded")
+        if None in mems
+        else _line(
+            _same(mems),
+            "memory",
+            " / ".join(sorted({f"{m:g} GiB" for m in mems})) + " on every GPU" * _same(mems),
+        )
+    )
+    pairs = [(g.power_limit_w, g.power_default_limit_w) for g in gpus]
+    if any(a is None or b is None for a, b in pairs):
+        out.append(_line(None, "power limit", "limit or default not recorded"))
+    else:
+        low = [f"GPU {g.index} {a:,.0f} W" for g, (a, b) in zip(gpus, pairs, strict=True) if a < b]
+        out.append(
+            _line(not low, "power limit at its default",
+                  f"{pairs[0][0]:,.0f} W of {pairs[0][1]:,.0f} W default on every GPU"
+                  if not low else "below the default: " + ", ".join(low))
+        )  # fmt: skip
+    if any(g.nvlinks is None for g in gpus) and all(g.nvlink_active is None for g in gpus):
+        out.append(_line(None, "NVLinks up", "NVLink not read by this inventory"))
+    else:
+        up = [
+            sum(1 for x in g.nvlinks or [] if x.active) if g.nvlinks is not None
+            else g.nvlink_active or 0
+            for g in gpus
+        ]  # fmt: skip
+        want = spec.nvlink_links if spec else None
+        ok = all(u == want for u in up) if want else (None if not up else _same(up))
+        expect = f" of {want} ({spec.key} datasheet)" if want else ""
+        counts = (
+            f"{up[0]}{expect} on every GPU"
+            if _same(up)
+            else ", ".join(f"GPU {g.index} {u}" for g, u in zip(gpus, up, strict=True)) + expect
+        )
+        out.append(_line(ok, "NVLinks up", counts))
+    pcie = [g.pcie for g in gpus]
+    if any(p is None or p.width_current is None or p.gen_max is None for p in pcie):
+        out.append(_line(None, "PCIe generation and width", "not recorded"))
+    else:
+        narrow = [f"GPU {g.index} x{p.width_current} of x{p.width_max}"
+                  for g, p in zip(gpus, pcie, strict=True) if p.width_max and p.width_current < p.width_max]  # fmt: skip
+        gen = max(p.gen_max for p in pcie)
+        old = spec is not None and gen < spec.pcie_gen
+        words = (
+            f"gen {gen} x{pcie[0].width_current} on every GPU (the generation in use drops "
+            "at idle, so the link's maximum is checked)"
+        )
+        if narrow:
+            words = "narrower than the slot: " + ", ".join(narrow)
+        elif old:
+            words = f"gen {gen}, below the {spec.key}'s gen {spec.pcie_gen}"
+        out.append(_line(not narrow and not old, "PCIe generation and width", words))
+    ecc = [g.ecc for g in gpus]
+    if any(e is None or e.mode_current is None for e in ecc):
+        out.append(_line(None, "ECC", "not recorded"))
+    else:
+        on = all(e.mode_current == 1 for e in ecc)
+        errs = sum(e.volatile_uncorrected or 0 for e in ecc)
+        out.append(_line(on and not errs, "ECC on, no uncorrected errors",
+                         f"{'enabled' if on else 'OFF'} on every GPU, {errs} uncorrected since boot"))  # fmt: skip
+    reasons: dict[str, int] = {}
+    seen_telemetry = False
+    for r in results.runs:
+        tel = r.telemetry
+        if tel is None:
+            continue
+        seen_telemetry = True
+        for x in tel.throttle_reasons_seen or []:
+            if x not in IDLE_OR_CAP:
+                reasons[x] = reasons.get(x, 0) + 1
+    if not seen_telemetry:
+        out.append(_line(None, "no thermal or hardware slowdown", "no telemetry recorded"))
+    else:
+        out.append(_line(not reasons, "no thermal or hardware slowdown",
+                         "none in any run's telemetry (a power cap is normal operation)"
+                         if not reasons else ", ".join(f"{k} in {n} runs" for k, n in reasons.items())))  # fmt: skip
+    bad = [f for f in results.preflight if f.level == "error"]
+    out.append(_line(not bad, "preflight",
+                     "passed" + (f", {len(results.preflight)} note(s)" if results.preflight else "")
+                     if not bad else "; ".join(f"{f.check}: {f.message}" for f in bad)))  # fmt: skip
+    return out

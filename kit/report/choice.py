@@ -1,0 +1,130 @@
+"""Page 1 of a comparison, for a choice between machines: per workload the measured ratio over
+the baseline (at a common size: kit.report.common_size) with its interval, the ratio the
+datasheets predict beside it (the figure that bounds the workload: link bandwidth for a
+rate of bytes, dense bf16 FLOP/s otherwise), the geometric mean
+across workloads, and one plain sentence: which machine is faster for what, by how much, how
+sure. Ratios are stated as "better" factors (over 1: this machine does more, or takes less)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kit.shared.gpu_specs import spec_for
+
+
+def bound_of(unit: str) -> tuple[str, str]:
+    """What bounds a workload, read from its headline's unit (never its kind's name): a rate of
+    bytes is held against the GPUs' link bandwidth, anything else against dense bf16 FLOP/s."""
+    if unit.endswith("B/s"):
+        return "link", "NVLink bandwidth"
+    return "flops", "dense bf16 FLOP/s"
+
+
+def _datasheet(name: str | None, what: str) -> float | None:
+    spec = spec_for(name)
+    if spec is None:
+        return None
+    value = {
+        "link": spec.nvlink_total_gbs,
+        "flops": spec.peak_flops.get("bf16", 0.0),
+    }[what]
+    return value or None
+
+
+def _gpu_name(machine: Any) -> str | None:
+    names = {g.name for g in machine.hardware.gpus if g.name}
+    return names.pop() if len(names) == 1 else None
+
+
+def predicted(unit: str, machine: Any, base: Any) -> tuple[float | None, str]:
+    """(the datasheet ratio machine / base for what bounds this workload, its words)."""
+    what, words = bound_of(unit)
+    mine, theirs = _datasheet(_gpu_name(machine), what), _datasheet(_gpu_name(base), what)
+    if not mine or not theirs:
+        return None, words
+    return mine / theirs, words
+
+
+def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
+    """Per non-baseline machine: one line per workload (its headline metric, the first
+    variant), the geometric mean of the measured factors and the sentence."""
+    out = []
+    for i, m in enumerate(machines):
+        if i == base:
+            continue
+        lines, seen = [], set()
+        for row in rows:
+            if not row.headline or row.benchmark in seen:
+                continue
+            cell = row.cells[i]
+            ratio = cell.get("ratio")
+            seen.add(row.benchmark)
+            if not ratio:
+                why = cell.get("ratio_error") or "no ratio: a side has no finished run"
+                lines.append({"benchmark": row.benchmark, "label": row.label, "factor": None,
+                              "why": why})  # fmt: skip
+                continue
+            flip = not row.higher_is_better
+            est, lo, hi = ratio["estimate"], ratio["ci_low"], ratio["ci_high"]
+            factor = 1 / est if flip else est
+            low, high = (1 / hi, 1 / lo) if flip else (lo, hi)
+            pred, bound = predicted(row.unit, m, machines[base])
+            gpus, base_gpus = cell.get("gpus"), row.cells[base].get("gpus")
+            if pred and row.rate and gpus and base_gpus and gpus != base_gpus:
+                pred, bound = pred * gpus / base_gpus, f"{bound} x {gpus}/{base_gpus} GPUs"
+            interval = bool(ratio.get("ci_available")) and bool(ratio.get("is_ci", True))
+            lines.append(
+                {
+                    "benchmark": row.benchmark,
+                    "variant": row.variant,
+                    "label": row.label,
+                    "factor": factor,
+                    "low": low if ratio.get("ci_available") else None,
+                    "high": high if ratio.get("ci_available") else None,
+                    "sure": interval and not ratio.get("includes_one"),
+                    "sentence": ratio["sentence"],
+                    "predicted": pred,
+                    "bound": bound,
+                    "note": row.size_note,
+                }
+            )
+        factors = [x["factor"] for x in lines if x["factor"]]
+        gmean = math.exp(sum(math.log(f) for f in factors) / len(factors)) if factors else None
+        out.append(
+            {
+                "machine": m.label,
+                "lines": lines,
+                "geomean": gmean,
+                "sentence": _sentence(m.label, machines[base].label, lines, gmean),
+            }
+        )
+    return {"baseline": machines[base].label, "machines": out}
+
+
+def _sentence(mine: str, base: str, lines: list[dict[str, Any]], gmean: float | None) -> str:
+    measured = [x for x in lines if x["factor"]]
+    if not measured or gmean is None:
+        return f"No workload has a ratio between {mine} and {base}: nothing to choose on."
+    sure = [x for x in measured if x["sure"]]
+    best = max(measured, key=lambda x: x["factor"])
+    worst = min(measured, key=lambda x: x["factor"])
+    lead = (
+        f"{mine} is {gmean:.2f}x better than {base}"
+        if gmean >= 1
+        else f"{mine} is {1 / gmean:.2f}x worse than {base}"
+    )
+    spread = (
+        f"from {worst['factor']:.2f}x ({worst['benchmark']}) to {best['factor']:.2f}x "
+        f"({best['benchmark']})"
+        if len(measured) > 1
+        else f"on {best['benchmark']}"
+    )
+    how_sure = (
+        f"{len(sure)} of {len(measured)} ratio{'s' if len(measured) > 1 else ''} "
+        "with a confidence interval that excludes 1 (fewer than 3 runs a side give none)"
+    )
+    return (
+        f"{lead} across {len(measured)} workload{'s' if len(measured) > 1 else ''} "
+        f"(geometric mean), {spread}; {how_sure}."
+    )

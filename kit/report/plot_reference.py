@@ -1,0 +1,64 @@
+"""Page 1's chart: every workload against its same-model reference, as a factor of it (1 = the
+reference), with the interval's whiskers and the run count; only references that judge this
+machine (kit.acceptance.mismatches) are drawn, so no bar stands against another model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kit.report.plots import _figure, to_svg
+
+GOOD, BAD = "#1b7a36", "#9a5b00"
+
+
+def reference_rows(expectations: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """(label, factor, low, high, n) per comparable, measured reference; times inverted so that
+    over 1 is always better than the reference."""
+    rows = []
+    for bench, refs in expectations.items():
+        for e in refs:
+            if not e.get("comparable") or e.get("measured") is None or not e["value"]:
+                continue
+            hib = e.get("higher_is_better", True)
+            ref = e["value"]
+
+            def norm(x: float | None, ref: float = ref, hib: bool = hib) -> float | None:
+                return None if x is None or x <= 0 else (x / ref if hib else ref / x)
+
+            lo, hi = norm(e.get("low")), norm(e.get("high"))
+            rows.append(
+                {
+                    "label": f"{bench} ({e['label']})",
+                    "factor": norm(e["measured"]),
+                    "low": min(lo, hi) if lo and hi else None,
+                    "high": max(lo, hi) if lo and hi else None,
+                    "n": e.get("n"),
+                    "threshold": 1 - e["tolerance"],
+                }
+            )
+    return rows
+
+
+def against_reference(rows: list[dict[str, Any]], salt: str) -> str | None:
+    """Horizontal bars of the factor, whiskers for the interval, a line at the reference."""
+    if not rows:
+        return None
+    fig, ax = _figure(0.5 + 0.38 * len(rows))
+    ys = list(range(len(rows)))[::-1]
+    for y, r in zip(ys, rows, strict=True):
+        ok = r["low"] is not None and r["low"] >= r["threshold"]
+        ax.barh(y, r["factor"], color=GOOD if ok else BAD, alpha=0.55, height=0.55)
+        if r["low"] is not None:
+            ax.errorbar(r["factor"], y, xerr=[[r["factor"] - r["low"]], [r["high"] - r["factor"]]],
+                        fmt="none", ecolor="#222", capsize=3, lw=1)  # fmt: skip
+        interval = "" if r["low"] is not None else ", no interval"
+        ax.text(r["factor"], y + 0.32, f" {r['factor']:.2f}x, n={r['n']}{interval}", fontsize=7,
+                va="center")  # fmt: skip
+        ax.plot([r["threshold"]] * 2, [y - 0.3, y + 0.3], color="#555", ls=":", lw=1)
+    ax.axvline(1.0, color="#222", lw=1)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([r["label"] for r in rows], fontsize=7)
+    top = max(max(r["high"] or r["factor"] for r in rows), 1.0) * 1.15
+    ax.set_xlim(0, top)
+    ax.set_xlabel("factor of the same-model reference (1 = reference; dotted: its threshold)")
+    return to_svg(fig, salt)
