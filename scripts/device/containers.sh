@@ -168,8 +168,8 @@ stage_rerun() {
   local archive=$1 t0=$SECONDS
   mkdir -p /tmp/received && tar -xzf "$archive" -C /tmp/received
   local bundle=/tmp/received/$(tar -tzf "$archive" | head -1 | cut -d/ -f1)
-  log "rerun: kit reproduce $bundle (recorded runtime: docker)"
-  kit reproduce "$bundle" --out /tmp/bundles/rerun ${RERUN_ARGS:-} 2>&1 | tee "$OUT/rerun.log"
+  log "rerun: kit reproduce $bundle --base-image $BASE (recorded runtime: docker)"
+  kit reproduce "$bundle" --base-image "$BASE" --out /tmp/bundles/rerun ${RERUN_ARGS:-} 2>&1 | tee "$OUT/rerun.log"
   log "rerun: exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s"
   pack /tmp/bundles/rerun
 }

@@ -264,11 +264,19 @@ def test_reproduce_runs_each_variant_in_a_container(
     assert verify.returncode == 0, verify.stdout + verify.stderr
     _assert_nothing_left(client, daemon_state)
 
-    # rerun the bundle: same image (rebuilt from the recorded base: a cache hit), no difference
+    # a rerun never builds FROM the base the bundle names: without --base-image it is refused
     again = tmp_path / "rerun"
-    proc = subprocess.run([PY, "-m", "kit.cli", "reproduce", str(out), "--strict-env", "--out",
-                           str(again)], capture_output=True, text=True, env=_env(), timeout=300)  # fmt: skip
+    rerun_cmd = [PY, "-m", "kit.cli", "reproduce", str(out), "--strict-env", "--out", str(again)]
+    proc = subprocess.run(rerun_cmd, capture_output=True, text=True, env=_env(), timeout=300)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
+    assert "--base-image" in proc.stderr and not again.exists()
+    # the user names the same local base (a site with no registry): same image (a cache hit)
+    proc = subprocess.run([*rerun_cmd, "--base-image", base_image], capture_output=True,
+                          text=True, env=_env(), timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (
+        "environment matches" in proc.stderr and f"FROM {base_image} (--base-image)" in proc.stderr
+    )
     rerun = json.loads((again / "results.json").read_text())
     assert rerun["runtime"] == "docker" and rerun["reproduces"]["bundle"] == str(out)
     assert rerun["environment_diff"] == []

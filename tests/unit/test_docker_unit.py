@@ -214,7 +214,7 @@ def test_bundle_rerun_with_an_archive_loads_it_and_never_builds(monkeypatch, tmp
     )
     recipe = SimpleNamespace(environment="cuda13", gpus=2, nodes=None)
     name, request = rerun.rerun_request(recorded, None, "cpu", recipe, image_archive=archive)
-    assert name == "docker" and request.environment == "cpu" and request.base_image == "base:1"
+    assert name == "docker" and request.environment == "cpu" and request.base_image is None
     runtime = registry.prepare(name, request)
     assert calls == [(archive, "cpu")]
     assert runtime.known_environment()["tag"] == "kit-env-cpu:loaded"
