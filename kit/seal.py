@@ -55,8 +55,15 @@ def seal_bundle(bundle: Bundle, warn: Callable[[str], Any]) -> None:
         write_manifest(bundle.path)
 
 
-def _stray_results(bundle: Bundle, known: set[str]) -> list[RunResult]:
-    """Results the workers wrote (runs/<id>/result.json) that results.json does not hold."""
+DRIVER_DIED = (
+    "the driver was killed while this run went (its heartbeat file was left): the worker's "
+    "result is kept, never counted as ok"
+)
+
+
+def _stray_results(bundle: Bundle, known: set[str], orphaned: set[str]) -> list[RunResult]:
+    """Results the workers wrote (runs/<id>/result.json) that results.json does not hold; a run
+    in `orphaned` (its driver died while it went) is recovered as failed, never "ok"."""
     found = []
     for name in scan(bundle.path).files:
         parts = name.split("/")
@@ -70,6 +77,8 @@ def _stray_results(bundle: Bundle, known: set[str]) -> list[RunResult]:
             continue  # half a result is no result; the file stays, listed in the manifest
         if result.run_id == parts[1]:
             result.recovered = "recorded by `kit seal`: the driver stopped before recording it"
+            if parts[1] in orphaned:
+                result.status, result.error = "failed", DRIVER_DIED
             found.append(result)
     return found
 
@@ -88,7 +97,8 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
     ]  # fmt: skip
     for name in removed:  # a write cut short; the file it was to replace holds the last whole one
         os.unlink(path / name)
-    recovered = _stray_results(bundle, {r.run_id for r in results.runs})
+    orphaned = {n.split("/")[1] for n in removed if n.endswith("/" + HEARTBEAT)}
+    recovered = _stray_results(bundle, {r.run_id for r in results.runs}, orphaned)
     results.runs.extend(recovered)
     before = results.status
     note = {

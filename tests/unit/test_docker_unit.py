@@ -132,7 +132,8 @@ def test_gpu_container_options(monkeypatch, tmp_path):
     assert opts["environment"]["NCCL_P2P_DISABLE"] == "1"
     assert opts["labels"][dclient.LABEL_RUN] == "allreduce.cross.r1"
     assert opts["volumes"] == {str(tmp_path.resolve()): {"bind": "/kit/run", "mode": "rw"}}
-    assert opts["command"] == ["torchrun", "--standalone", "--nproc-per-node=2", "-m",
+    # the guard stops the container when the driver's heartbeat stops (kit.worker.guard)
+    assert opts["command"] == ["python", "-m", "kit.worker.guard", "--", "torchrun", "--standalone", "--nproc-per-node=2", "-m",
                                "kit.worker", "/kit/run/spec.json"]  # fmt: skip
     assert opts["shm_size"] == "16g" and opts["init"] is True
     # loopback only, under a host name that resolves (c10d and gloo look it up)
