@@ -43,7 +43,7 @@ TuningEnv = Annotated[dict[str, str], AfterValidator(check_env)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # 1e400 is no expectation
 
 
 class Variant(Strict):

@@ -71,8 +71,8 @@ def run(app: typer.Typer) -> int:
     except usage as exc:
         ctx = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx else "kit"
-        print(f"kit: error: {where}: {_one_line(exc.format_message())} (see {where} --help)",
-              file=sys.stderr)  # fmt: skip
+        message = _one_line(exc.format_message()).strip() or "no command given"
+        print(f"kit: error: {where}: {message} (see {where} --help)", file=sys.stderr)
         return 2
     except click_errors as exc:
         print(f"kit: error: {_one_line(exc.format_message())}", file=sys.stderr)
