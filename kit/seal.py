@@ -17,6 +17,7 @@ from typing import Any
 
 from kit.bundle import MANIFEST, Bundle, write_manifest
 from kit.errors import InputError, KitError
+from kit.intake import missing_files
 from kit.model import RunResult, SealedAfter, read_model
 from kit.runtime.heartbeat import FILE as HEARTBEAT
 from kit.safeio import TMP_SUFFIX, scan
@@ -71,10 +72,13 @@ def _stray_results(bundle: Bundle, known: set[str], orphaned: set[str]) -> list[
             continue
         if parts[1] in known:
             continue
-        try:  # only a valid result is recovered
+        try:  # only a valid result is recovered; any other (a schema of another kit, a file
+            # too large to read) is refused: sealing it would make a bundle no reader takes
             result = read_model(bundle.path, name, RunResult, files.RESULT)
-        except InputError:
-            continue  # half a result is no result; the file stays, listed in the manifest
+        except InputError as e:
+            raise InputError(
+                f"{e}; kit seal seals only what every reader of the bundle accepts"
+            ) from None
         if result.run_id == parts[1]:
             result.recovered = "recorded by `kit seal`: the driver stopped before recording it"
             if parts[1] in orphaned:
@@ -90,6 +94,12 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
     if os.path.lexists(path / MANIFEST):
         raise InputError(f"{path}: already sealed ({MANIFEST}); `kit verify {path}` checks it")
     results = bundle.results  # typed before anything is touched: a malformed file is one line
+    absent = [n for n in missing_files(path) if n != MANIFEST]
+    if absent:  # a run stopped before it recorded the machine: no bundle any reader would take
+        raise InputError(
+            f"{path}: no {', '.join(absent)} (every bundle holds it); the run stopped before "
+            "recording it, so there is nothing to seal: run the recipe again"
+        )
     # a write cut short (.tmp), and the heartbeat a killed driver could not remove
     removed = [
         n for n in scan(path).files

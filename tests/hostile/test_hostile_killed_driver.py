@@ -90,3 +90,33 @@ def test_a_run_whose_driver_died_is_never_sealed_ok(tmp_path):
     (got,) = [r for r in sealed["runs"] if r["run_id"] == run["run_id"]]
     assert got["status"] == "failed" and "driver was killed" in got["error"]
     assert run_kit("verify", str(b)).returncode == 0
+
+
+def _unsealed(tmp_path: Path) -> Path:
+    b = tmp_path / "u"
+    shutil.copytree(SMOKE, b)
+    (b / "MANIFEST.sha256").unlink()
+    return b
+
+
+def test_seal_refuses_a_folder_a_run_left_before_recording_the_machine(tmp_path):
+    b = _unsealed(tmp_path)
+    (b / files.HARDWARE).unlink()  # Ctrl-C just as the run started
+    proc = run_kit("seal", str(b))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "hardware.json" in proc.stderr and not (b / "MANIFEST.sha256").exists()
+
+
+def test_seal_refuses_a_stray_result_no_reader_takes(tmp_path):
+    b = _unsealed(tmp_path)
+    run_dir = b / files.RUNS / "allreduce.p2p.r9"
+    run_dir.mkdir(parents=True)
+    (run_dir / files.RESULT).write_text(json.dumps({"schema": 99, "run_id": "allreduce.p2p.r9"}))
+    proc = run_kit("seal", str(b))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "allreduce.p2p.r9" in proc.stderr and not (b / "MANIFEST.sha256").exists()
+    with open(run_dir / files.RESULT, "r+b") as f:  # 1 GiB, sparse
+        f.truncate(1 << 30)
+    proc = run_kit("seal", str(b))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert not (b / "MANIFEST.sha256").exists()
