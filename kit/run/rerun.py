@@ -154,7 +154,9 @@ def base_image_line(env: Environment) -> str:
     FROM (any runtime that pins an image: docker, multinode), or that it ran on the host."""
     base = base_image(env)
     if base:
-        digest = f" ({env.base_image_digest})" if env.base_image_digest else ""
+        recorded = env.base_image_digest
+        plain = recorded is None or re.fullmatch(r"sha256:[0-9a-f]{64}", recorded)
+        digest = f" ({recorded if plain else repr(recorded[:80])})" if recorded else ""
         return (
             f"the bundle's image ({env.name or 'environment'}) was built FROM "
             f"{base_choice.shown(base)}{digest}"

@@ -95,3 +95,16 @@ def test_an_environment_name_is_the_kits_own_never_a_folder_here(tmp_path, monke
     (tmp_path / "cuda13" / "Dockerfile").write_text("ARG BASE_IMAGE=evil:1\nFROM ${BASE_IMAGE}\n")
     monkeypatch.chdir(tmp_path)
     assert load("cuda13").default_base_image() == PINNED
+
+
+def test_the_users_base_wins_and_the_bundles_record_is_shown_escaped(tmp_path):
+    b = docker_bundle(tmp_path, FOREIGN["escapes"])
+    env = json.loads((b / "environment.json").read_text())
+    env["base_image_digest"] = "sha256:\x1b]0;owned\x07"
+    (b / "environment.json").write_text(json.dumps(env))
+    write_manifest(b)
+    proc = run_kit("reproduce", str(b), "--out", str(tmp_path / "r"), "--device", "cpu",
+                   "--base-image", "kit-host-stack:local", timeout=120)  # fmt: skip
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr, proc.stderr
+    assert "the rerun builds FROM kit-host-stack:local (--base-image)" in proc.stderr
+    assert "Traceback" not in proc.stderr
