@@ -194,6 +194,10 @@ YAML_SHAPES = {
     ),
     "set-tag": (HEAD + "    params: !!set {a, b}\n", "not allowed ('tag:yaml.org,2002:set')"),
     "infinite": (HEAD + "    params: {x: .inf}\n", "not a finite number"),
+    "10000-variants": (
+        HEAD + "variants:\n" + "".join(f"  - {{name: v{i}}}\n" for i in range(10000)),
+        "at most 64 items",
+    ),
     "expect-1e400": (
         HEAD + "    expect:\n      busbw_largest: {value: 1e400, unit: GB/s}\n",
         "finite",
