@@ -139,3 +139,28 @@ def test_refs_add_reads_back_what_it_wrote(tmp_path, monkeypatch):
     with pytest.raises(InputError, match="reads back other rows"):
         store.add(Path(BUNDLE), "x", db=db)
     assert sqlite3.connect(db).execute("SELECT count(*) FROM refs").fetchone()[0] == 0
+
+
+KILLED_WRITER = """
+import os, signal, sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("PRAGMA cache_size=1")  # pages reach the file before the commit: a hot journal
+con.execute("BEGIN IMMEDIATE")
+for i in range(5000):
+    con.execute("INSERT INTO refs (label, doc) VALUES (?, ?)", (f"l{i}", "x" * 500))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_writer_killed_mid_transaction_leaves_a_listable_database(tmp_path):
+    import subprocess
+    import sys
+
+    db = tmp_path / "refs.sqlite"
+    env = {**os.environ, "KIT_REFS_DB": str(db)}
+    assert run_kit("refs", "add", BUNDLE, "--label", "kept", env=env).returncode == 0
+    subprocess.run([sys.executable, "-c", KILLED_WRITER, str(db)], check=False)
+    assert (tmp_path / "refs.sqlite-journal").exists()  # what SIGKILL during `refs add` leaves
+    proc = run_kit("refs", "list", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "kept" in proc.stdout and "l4999" not in proc.stdout
