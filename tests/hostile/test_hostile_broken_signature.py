@@ -74,6 +74,7 @@ def commands(b: Path, tmp_path: Path) -> dict[str, tuple[str, ...]]:
     return {
         "compare": ("compare", str(b), str(FIXTURE), "--out", str(tmp_path / "cmp")),
         "accept": ("accept", str(b), "--against", "1GB/s"),
+        "accept-against": ("accept", str(FIXTURE), "--against", str(b)),
         "reproduce": ("reproduce", str(b), "--out", str(tmp_path / "re"), "--device", "cpu"),
         "refs-add": ("refs", "add", str(b), "--label", "theirs"),
         "refs-standing": ("refs", "standing", str(b)),
