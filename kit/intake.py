@@ -2,9 +2,11 @@
 
 report, compare, reproduce and `refs add` call `receive`; `kit verify` uses `missing_files`.
 A bundle is refused (InputError: one line, exit 2) when it does not match its manifest, when a
-file every bundle holds is missing (even if the sender recomputed the manifest), and, when the
-user names an allowed-signers file, when its signature is missing, bad, or from a signer the
-file does not list (`allow_unsigned` accepts an unsigned one; never a bad one).
+file every bundle holds is missing (even if the sender recomputed the manifest), when its
+signature does not verify (with or without an allowed-signers file: a broken signature is
+evidence of an edit, unlike none at all), and, when the user names an allowed-signers file, when
+it is unsigned or signed by a signer the file does not list (`allow_unsigned` accepts an
+unsigned one; never a bad one).
 """
 
 from __future__ import annotations
@@ -53,10 +55,17 @@ def check_complete(root: Path) -> None:
 
 
 def check_signature(root: Path, allowed_signers: Path | None, allow_unsigned: bool) -> None:
-    """With an allowed-signers file: signed by a listed signer, or refused (one line)."""
-    if allowed_signers is None:
-        return
+    """A signature that does not verify is evidence of an edit: refused (one line) with or
+    without an allowed-signers file. With one, the bundle must also be signed by a listed signer
+    (or unsigned with `allow_unsigned`). Without one, an unsigned bundle is read as it is."""
     sig = signature_status(root, allowed_signers)
+    if allowed_signers is None:
+        if sig.state == "bad":
+            raise InputError(
+                f"{root}: {sig.line()}; the bundle was changed after it was signed "
+                f"(`kit verify {root}` fails it)"
+            )
+        return
     if sig.state == "unsigned" and allow_unsigned:
         return
     if sig.state == "unsigned":

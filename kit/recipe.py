@@ -38,12 +38,14 @@ MAX_REPEATS = 100
 MAX_GPUS = 64
 MAX_NODES = 1024
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+MAX_VARIANTS = 64
+MAX_BENCHMARKS = 64
 TuningEnv = Annotated[dict[str, str], AfterValidator(check_env)]
 """A variant's or the nodes' environment: tuning variables only (kit.recipe_env)."""
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # 1e400 is no expectation
 
 
 class Variant(Strict):
@@ -171,8 +173,9 @@ class Recipe(Strict):
     max_repeats: int | None = Field(default=None, strict=True, ge=1, le=MAX_REPEATS)
     cv_threshold: float = Field(default=CV_THRESHOLD, strict=True, gt=0, lt=1)
     timeout_s: float = Field(default=1800, strict=True, gt=0, le=7 * 24 * 3600)
-    variants: list[str | Variant] = ["p2p", "no-p2p"]
-    benchmarks: list[Benchmark] = Field(min_length=1)
+    # bounded: every variant runs every benchmark every repeat (10,000 variants is no recipe)
+    variants: list[str | Variant] = Field(default=["p2p", "no-p2p"], max_length=MAX_VARIANTS)
+    benchmarks: list[Benchmark] = Field(min_length=1, max_length=MAX_BENCHMARKS)
     nodes: Nodes | None = None  # several machines (kit/runtime/multinode.py); None: this one
 
     @field_validator("kit")

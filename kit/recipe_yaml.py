@@ -44,9 +44,16 @@ def line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict
     """Map each value's path (keys and list indices) to its 1-based line; reject duplicate keys."""
     out = {} if out is None else out
     out[path] = node.start_mark.line + 1
+    _check_tag(node, path)
     if isinstance(node, yaml.MappingNode):
         seen: set = set()
         for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):  # `? [a, b]`: a list or map as a key
+                raise LocatedError(
+                    key_node.start_mark.line + 1, ".".join(map(str, path)) or "(top)",
+                    "a key must be a plain word, not a list or a mapping",
+                )  # fmt: skip
+            _check_tag(key_node, path)
             key = key_node.value
             if key in seen:
                 raise LocatedError(
@@ -60,6 +67,33 @@ def line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict
         for i, item in enumerate(node.value):
             line_map(item, (*path, i), out)
     return out
+
+
+PLAIN_TAGS = {
+    f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")
+}
+"""What a recipe holds: words, numbers, booleans, nulls, lists and mappings; no `!!binary`,
+`!!set`, `!!timestamp` or any other tag."""
+
+
+def _check_tag(node: yaml.Node, path: tuple) -> None:
+    where = ".".join(map(str, path)) or "(top)"
+    if node.tag not in PLAIN_TAGS:
+        raise yaml.MarkedYAMLError(
+            problem=f"YAML tags that construct objects are not allowed ('{node.tag}')",
+            problem_mark=node.start_mark,
+        )
+    if node.tag.endswith(":float"):
+        try:
+            value = float(
+                str(node.value).replace("_", "").replace(".inf", "inf").replace(".nan", "nan")
+            )
+        except ValueError:
+            return
+        if value != value or value in (float("inf"), float("-inf")):
+            raise LocatedError(
+                node.start_mark.line + 1, where, f"{node.value}: not a finite number"
+            )
 
 
 class LocatedError(Exception):

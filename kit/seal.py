@@ -17,6 +17,7 @@ from typing import Any
 
 from kit.bundle import MANIFEST, Bundle, write_manifest
 from kit.errors import InputError, KitError
+from kit.intake import missing_files
 from kit.model import RunResult, SealedAfter, read_model
 from kit.runtime.heartbeat import FILE as HEARTBEAT
 from kit.safeio import TMP_SUFFIX, scan
@@ -55,8 +56,15 @@ def seal_bundle(bundle: Bundle, warn: Callable[[str], Any]) -> None:
         write_manifest(bundle.path)
 
 
-def _stray_results(bundle: Bundle, known: set[str]) -> list[RunResult]:
-    """Results the workers wrote (runs/<id>/result.json) that results.json does not hold."""
+DRIVER_DIED = (
+    "the driver was killed while this run went (its heartbeat file was left): the worker's "
+    "result is kept, never counted as ok"
+)
+
+
+def _stray_results(bundle: Bundle, known: set[str], orphaned: set[str]) -> list[RunResult]:
+    """Results the workers wrote (runs/<id>/result.json) that results.json does not hold; a run
+    in `orphaned` (its driver died while it went) is recovered as failed, never "ok"."""
     found = []
     for name in scan(bundle.path).files:
         parts = name.split("/")
@@ -64,12 +72,17 @@ def _stray_results(bundle: Bundle, known: set[str]) -> list[RunResult]:
             continue
         if parts[1] in known:
             continue
-        try:  # only a valid result is recovered
+        try:  # only a valid result is recovered; any other (a schema of another kit, a file
+            # too large to read) is refused: sealing it would make a bundle no reader takes
             result = read_model(bundle.path, name, RunResult, files.RESULT)
-        except InputError:
-            continue  # half a result is no result; the file stays, listed in the manifest
+        except InputError as e:
+            raise InputError(
+                f"{e}; kit seal seals only what every reader of the bundle accepts"
+            ) from None
         if result.run_id == parts[1]:
             result.recovered = "recorded by `kit seal`: the driver stopped before recording it"
+            if parts[1] in orphaned:
+                result.status, result.error = "failed", DRIVER_DIED
             found.append(result)
     return found
 
@@ -81,6 +94,12 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
     if os.path.lexists(path / MANIFEST):
         raise InputError(f"{path}: already sealed ({MANIFEST}); `kit verify {path}` checks it")
     results = bundle.results  # typed before anything is touched: a malformed file is one line
+    absent = [n for n in missing_files(path) if n != MANIFEST]
+    if absent:  # a run stopped before it recorded the machine: no bundle any reader would take
+        raise InputError(
+            f"{path}: no {', '.join(absent)} (every bundle holds it); the run stopped before "
+            "recording it, so there is nothing to seal: run the recipe again"
+        )
     # a write cut short (.tmp), and the heartbeat a killed driver could not remove
     removed = [
         n for n in scan(path).files
@@ -88,7 +107,8 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
     ]  # fmt: skip
     for name in removed:  # a write cut short; the file it was to replace holds the last whole one
         os.unlink(path / name)
-    recovered = _stray_results(bundle, {r.run_id for r in results.runs})
+    orphaned = {n.split("/")[1] for n in removed if n.endswith("/" + HEARTBEAT)}
+    recovered = _stray_results(bundle, {r.run_id for r in results.runs}, orphaned)
     results.runs.extend(recovered)
     before = results.status
     note = {

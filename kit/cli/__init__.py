@@ -369,6 +369,8 @@ def slurm(
         raise typer.Exit(code)
     if bundle is not None:
         raise InputError(f"kit slurm {target}: unexpected argument {str(bundle)!r}")
+    if wait and dry_run:
+        raise InputError("--wait: --dry-run submits nothing to wait for; give one of them")
     opts = slurm_mod.SlurmOptions(
         nodes=nodes, gpus_per_node=gpus_per_node, partition=partition, time=time,
         container_image=container_image, apptainer=str(apptainer) if apptainer else None,

@@ -220,7 +220,10 @@ def accept(
 
     check_signer_options(allowed_signers, allow_unsigned)
     if json_out is not None and str(json_out) != "-":
+        from kit import outputs
+
         refuse_writing_inside(json_out, [bundle, Path(against)], "--json")
+        outputs.check_file(json_out, "--json")  # before the work: a regular file, writable
     doc = accept_bundle(bundle, against, tolerance or [], metric, variant, allowed_signers,
                         allow_unsigned, judge_anyway)  # fmt: skip
     if json_out is not None and str(json_out) == "-":
@@ -236,7 +239,7 @@ def accept(
     print(f"overall: {doc['verdict']} against {doc['against']['label']}")
     print(f"rule: {doc['rule']}")
     if json_out is not None:
-        from kit.safeio import write_text
+        from kit import outputs
 
-        write_text(json_out, dumps(doc))
+        outputs.write_text(json_out, dumps(doc), "--json")  # checked again, and after
     raise typer.Exit(ACCEPT_EXIT[doc["verdict"]])

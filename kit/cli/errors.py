@@ -6,6 +6,7 @@ line and exit 2 like the library's InputError, instead of click's usage block.
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import typer
@@ -48,6 +49,18 @@ def _contradictions(argv: list[str]) -> None:
         raise InputError("--smoke and --full together: choose one")
 
 
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP outside a run (a report rendering, a comparison): one line, not a
+    silent death. A run installs its own handlers (kit.run.engine) and seals what finished."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise _Stopped(signum)
+
+
 def run(app: typer.Typer) -> int:
     """Run the app; every error is one line on stderr and an exit code, never a traceback.
 
@@ -55,6 +68,9 @@ def run(app: typer.Typer) -> int:
     InputError exit 2; a failed run 1; an interruption 130.
     """
     exits, aborts, usage, click_errors = _click_exceptions()
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, _stop)
     try:
         _contradictions(sys.argv[1:])
         check_argv(typer.main.get_command(app), sys.argv[1:])
@@ -65,14 +81,18 @@ def run(app: typer.Typer) -> int:
         return exc.exit_code
     except exits as exc:
         return exc.exit_code
+    except _Stopped as exc:
+        name = signal.Signals(exc.signum).name
+        print(f"kit: stopped by {name}", file=sys.stderr)
+        return 128 + exc.signum
     except aborts:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
         print("kit: aborted", file=sys.stderr)
         return 130
     except usage as exc:
         ctx = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx else "kit"
-        print(f"kit: error: {where}: {_one_line(exc.format_message())} (see {where} --help)",
-              file=sys.stderr)  # fmt: skip
+        message = _one_line(exc.format_message()).strip() or "no command given"
+        print(f"kit: error: {where}: {message} (see {where} --help)", file=sys.stderr)
         return 2
     except click_errors as exc:
         print(f"kit: error: {_one_line(exc.format_message())}", file=sys.stderr)

@@ -48,6 +48,10 @@ class Price:
 def parse_price(value: str | float | Price | None, source: str | None = None) -> Price | None:
     """The price from the command line (a number, with a currency code or symbol before or
     after it); an InputError naming --price-per-gpu-hour otherwise."""
+    if value is None and source is not None:
+        raise InputError(
+            "--price-source: only with --price-per-gpu-hour (it says where that price came from)"
+        )
     if value is None or isinstance(value, Price):
         return value
     if isinstance(value, int | float):

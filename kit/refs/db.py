@@ -5,7 +5,9 @@ hang an open), a file of garbage, another program's SQLite database, a newer kit
 location this user cannot write. Each is one InputError line naming the path and what is wrong,
 never an sqlite3 traceback. The schema version is SQLite's `user_version`: 0 with this kit's
 tables is the first layout (before the version was written) and is migrated by writing 1; a
-number above this kit's is a newer kit's database and is refused.
+number above this kit's is a newer kit's database and is refused. A trigger or a view (which
+this kit never writes) is refused on every open: either could change or fake the rows the kit
+reads back.
 """
 
 from __future__ import annotations
@@ -59,6 +61,15 @@ def _check_schema(con: sqlite3.Connection, path: Path) -> int:
             f"{_where(path)}: version {version} is newer than this kit reads ({DB_VERSION}); "
             "upgrade kit or use another KIT_REFS_DB"
         )
+    hidden = con.execute(
+        "SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'view') ORDER BY name"
+    ).fetchall()
+    if hidden:
+        what = ", ".join(f"{kind} {name}" for kind, name in hidden[:5])
+        raise InputError(
+            f"{_where(path)}: holds {what}; this kit writes no trigger or view, and a database "
+            "that changes rows behind it is refused: use another KIT_REFS_DB"
+        )
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     others = sorted(tables - set(TABLES) - {"sqlite_sequence"})
     if others:
@@ -90,7 +101,10 @@ def open_db(path: Path, write: bool) -> Iterator[sqlite3.Connection | None]:
             path.parent.mkdir(parents=True, exist_ok=True)
             con = sqlite3.connect(path, timeout=10)
         else:
-            con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
+            # read-write where the user may write (never created): a journal that a killed
+            # writer left is rolled back, which a read-only connection cannot do
+            mode = "rw" if os.access(path, os.W_OK) else "ro"
+            con = sqlite3.connect(f"{path.resolve().as_uri()}?mode={mode}", uri=True, timeout=10)
         with closing(con):
             version = _check_schema(con, path)
             if write:

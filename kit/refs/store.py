@@ -139,11 +139,29 @@ def add(
             raise InputError(
                 f"a reference labelled {doc['label']!r} exists; choose another --label"
             ) from None
+        rows = [(cur.lastrowid, b["kind"], b["signature"]) for b in doc["benchmarks"]]
         con.executemany(
-            "INSERT INTO ref_benchmarks (ref_id, kind, signature) VALUES (?, ?, ?)",
-            [(cur.lastrowid, b["kind"], b["signature"]) for b in doc["benchmarks"]],
+            "INSERT INTO ref_benchmarks (ref_id, kind, signature) VALUES (?, ?, ?)", rows
         )
+        _read_back(con, db or db_path(), cur.lastrowid, doc, rows)
     return doc
+
+
+def _read_back(
+    con: Any, path: Path, rid: int, doc: dict[str, Any], rows: list[tuple[Any, ...]]
+) -> None:
+    """The rows as the database now holds them must be the ones written; else nothing is
+    committed (open_db rolls back on the error) and the database is refused."""
+    got = con.execute("SELECT label, doc FROM refs WHERE id = ?", (rid,)).fetchone()
+    stored = con.execute(
+        "SELECT ref_id, kind, signature FROM ref_benchmarks WHERE ref_id = ? ORDER BY rowid",
+        (rid,),
+    ).fetchall()
+    if got != (doc["label"], json.dumps(doc)) or [tuple(r) for r in stored] != rows:
+        raise InputError(
+            f"references database {path}: reads back other rows than the kit wrote; nothing "
+            "was added (use another KIT_REFS_DB)"
+        )
 
 
 def remove(label: str, db: Path | None = None) -> None:
@@ -178,6 +196,12 @@ def _stored(doc: object, path: Path, rid: int) -> dict[str, Any]:
         data = None
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise InputError(f"references database {path}: row {rid} is not a kit reference")
+    if data.get("schema") != REF_SCHEMA:
+        shown = repr(data.get("schema"))[:20]
+        raise InputError(
+            f"references database {path}: row {rid} has schema {shown}, this kit reads "
+            f"{REF_SCHEMA}; upgrade kit or use another KIT_REFS_DB"
+        )
     return data
 
 

@@ -15,12 +15,14 @@ comparison reads the bundles and writes only into its own output directory.
 from __future__ import annotations
 
 import dataclasses
+import io
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from kit import outputs
 from kit.bundle import MANIFEST, now_iso, sha256_file
 from kit.envdiff import VERSION_KEYS
 from kit.errors import InputError
@@ -370,6 +372,9 @@ def check_price(price: str | float | Price | None, source: str | None = None) ->
     return parse_price(price, source)
 
 
+OUTPUT_NAMES = ("compare.html", "compare.pdf", "compare.json")
+
+
 def write_comparison(
     paths: list[Path],
     baseline: str | int | None = None,
@@ -386,9 +391,10 @@ def write_comparison(
     `allowed_signers`, every bundle must be signed by a listed signer (unsigned ones too when
     `allow_unsigned`), else nothing is written."""
     price = check_price(price_per_gpu_hour, price_source)
+    out = out or Path("reports") / f"compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    outputs.check_dir(out, "--out", OUTPUT_NAMES)  # before the work: no bundle, no device
     machines = load_machines(paths, labels, allowed_signers, allow_unsigned)
     base = pick_baseline(baseline, machines)
-    out = out or Path("reports") / f"compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     bundle_dirs = {m.path.resolve() for m in machines}
     target = out.resolve()
     if any(target == d or d in target.parents for d in bundle_dirs):
@@ -398,10 +404,11 @@ def write_comparison(
     rows = [MetricRow(**w) for w in data["workloads"]]
     figures = headline_figures(rows, machines) + sweep_figures(machines)
     html = render_html(data, figures)
-    html_path = out / "compare.html"
-    html_path.write_text(html)
-    json_path = out / "compare.json"
-    json_path.write_text(dumps(data))  # strict JSON, as every kit file: no NaN, no Infinity
-    pdf_path = out / "compare.pdf"
-    write_pdf(html, pdf_path)
+    html_path, pdf_path, json_path = (out / name for name in OUTPUT_NAMES)
+    outputs.write_text(html_path, html, "--out")
+    # strict JSON, as every kit file: no NaN, no Infinity
+    outputs.write_text(json_path, dumps(data), "--out")
+    pdf = io.BytesIO()
+    write_pdf(html, pdf)
+    outputs.write(pdf_path, pdf.getvalue(), "--out")
     return [html_path, pdf_path, json_path]

@@ -10,6 +10,7 @@ the new bundle's results.json (`environment_diff`); `--strict-env` makes one fat
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from kit.run.rerun_paths import check_nodes, check_paths
 from kit.run.results import console
 from kit.runtime import registry
 from kit.runtime.base import RuntimeRequest
+from kit.runtime.docker import base_choice
 from kit.runtime.multinode.config import node_config
 from kit.shared import files
 
@@ -44,15 +46,17 @@ def rerun_request(
     nodes: tuple[str, ...] = (),
 ) -> tuple[str, RuntimeRequest]:
     """The runtime a rerun uses (the user's --runtime, else the bundle's own) and what it is
-    asked to prepare: the recorded environment, built FROM the recorded base image (or the
-    exported archive `image_archive`, loaded without building)."""
+    asked to prepare: the recorded environment (its base is choose_base's, never the bundle's;
+    or the exported archive `image_archive`, loaded without building)."""
     recorded = (old_env.runtime if old_env else None) or "host"
     name = recorded if runtime in (None, "auto") else runtime
     request = RuntimeRequest(
         environment=(old_env.name if old_env else None) or recipe.environment,
-        device=device, gpus=recipe.gpus, base_image=base_image(old_env),
+        device=device, gpus=recipe.gpus, base_image=None,
         image_archive=image_archive, nodes=node_config(recipe.nodes, nodes),
     )  # fmt: skip
+    if request.nodes is not None and name == "docker":
+        name = "multinode"  # the nodes the user named (--nodes), never this host alone
     return name, request
 
 
@@ -101,14 +105,27 @@ def refuse_out_inside(path: Path, out: Path | None) -> None:
 
 
 def refuse_environment_options(options: Options) -> None:
-    """A rerun runs in the environment the bundle recorded: its own environment and base image
-    (or a `kit export` archive of it, --image-archive). --env and --base-image would be ignored."""
-    for flag, given in (("--env", options.environment), ("--base-image", options.base_image)):
-        if given is not None:
-            raise InputError(
-                f"{flag}: a rerun builds the environment the bundle recorded, FROM its recorded "
-                "base image (--image-archive FILE runs a `kit export` of it instead)"
-            )
+    """A rerun runs in the environment the bundle recorded (--env would be ignored); its base
+    is the user's --base-image, an archive's image (--image-archive) or the kit's pinned digest
+    (kit.runtime.docker.base_choice), never one the bundle names."""
+    if options.environment is not None:
+        raise InputError(
+            "--env: a rerun builds the environment the bundle recorded (--base-image IMAGE "
+            "builds it FROM a base you name; --image-archive FILE runs a `kit export` of it)"
+        )
+
+
+def choose_base(
+    path: Path, where: str, old: BundleData, options: Options
+) -> tuple[str | None, str | None]:
+    """The base image this rerun may build FROM and the line that says why (None, None for a
+    runtime that builds no image), decided before anything is printed or prepared."""
+    if where not in registry.RUNTIMES or not registry.RUNTIMES[where].pinned:
+        return None, None
+    env_name = (old.environment.name if old.environment else None) or old.recipe.environment
+    return base_choice.rerun_base(
+        path, env_name, base_image(old.environment), options.base_image, options.image_archive
+    )
 
 
 def check_recorded(path: Path, options: Options) -> None:
@@ -130,7 +147,6 @@ def check_environment_record(path: Path, env: Environment | None) -> None:
         raise InputError(
             f"{path}/environment.json: name {env.name!r}: an environment of this kit (docker/NAME)"
         )
-    console.print(f"kit: {base_image_line(env)}", markup=False)
 
 
 def base_image_line(env: Environment) -> str:
@@ -138,8 +154,13 @@ def base_image_line(env: Environment) -> str:
     FROM (any runtime that pins an image: docker, multinode), or that it ran on the host."""
     base = base_image(env)
     if base:
-        digest = f" ({env.base_image_digest})" if env.base_image_digest else ""
-        return f"the bundle's image ({env.name or 'environment'}) was built FROM {base}{digest}"
+        recorded = env.base_image_digest
+        plain = recorded is None or re.fullmatch(r"sha256:[0-9a-f]{64}", recorded)
+        digest = f" ({recorded if plain else repr(recorded[:80])})" if recorded else ""
+        return (
+            f"the bundle's image ({env.name or 'environment'}) was built FROM "
+            f"{base_choice.shown(base)}{digest}"
+        )
     if env.pinned:
         return "the bundle's environment record names no base image (pinned, built FROM unknown)"
     return f"the bundle ran on the {env.runtime} runtime: no image, nothing built FROM a base"
@@ -188,18 +209,26 @@ def rerun_bundle(
         options.repeats = recorded.planned_repeats
     check_recorded(path, options)
     where = options.runtime or (old.environment.runtime if old.environment else "host")
-    if where == "host" and options.image_archive is not None:
-        raise InputError(
-            "--image-archive: needs the docker runtime; this rerun uses the host runtime "
-            f"({'--runtime host' if options.runtime else 'as the bundle recorded'})"
-        )
+    for flag, given in (("--image-archive", options.image_archive),
+                        ("--base-image", options.base_image)):  # fmt: skip
+        if where == "host" and given is not None:
+            raise InputError(
+                f"{flag}: needs the docker runtime; this rerun uses the host runtime "
+                f"({'--runtime host' if options.runtime else 'as the bundle recorded'})"
+            )
     check_environment_record(path, old.environment)
+    base, why = choose_base(path, where, old, options)
+    if old.environment is not None:
+        console.print(f"kit: {base_image_line(old.environment)}", markup=False)
     console.print(f"kit: rerunning {path} (recipe {recipe.name}, {recorded.created_at})")
     print_recipe_env(recipe)
     name, request = rerun_request(
         old.environment, options.runtime, resolve_device(options.device), recipe,
         options.image_archive, options.nodes,
     )  # fmt: skip
+    if why is not None:
+        console.print(f"kit: {why}", markup=False)
+        request = replace(request, base_image=base)
     runtime = registry.prepare(name, request)  # docker: the recorded environment, built or loaded
     options.runtime, options.environment, options.base_image = (
         name, request.environment, request.base_image,

@@ -61,3 +61,8 @@ def check_nodes(source: Path, recipe: Recipe, nodes: tuple[str, ...]) -> None:
             f"{source}/recipe.yaml: nodes.hosts names the sender's Docker daemons ({hosts}); a "
             "rerun dials only the nodes you name: add --nodes URL,URL (this site's daemons)"
         )
+    if recipe.nodes is None and nodes:
+        raise InputError(
+            f"--nodes: {source} is a single-node bundle (its recipe names no nodes); a rerun "
+            "runs it on this machine as it recorded"
+        )

@@ -169,8 +169,8 @@ stage_rerun() {
   mkdir -p /tmp/received && tar -xzf "$archive" -C /tmp/received
   local bundle=/tmp/received/$(tar -tzf "$archive" | head -1 | cut -d/ -f1)
   out=$(fresh "/tmp/bundles/rerun-$(basename "$bundle")")
-  log "rerun: kit reproduce $bundle (recorded runtime: docker)"
-  kit reproduce "$bundle" --out "$out" ${RERUN_ARGS:-} 2>&1 | tee -a "$OUT/rerun.log"
+  log "rerun: kit reproduce $bundle --base-image $BASE (recorded runtime: docker)"
+  kit reproduce "$bundle" --base-image "$BASE" --out "$out" ${RERUN_ARGS:-} 2>&1 | tee -a "$OUT/rerun.log"
   log "rerun: exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s"
   [ "${PACK:-1}" = 1 ] && pack "$out"
 }

@@ -184,3 +184,44 @@ def test_a_bundle_whose_recipe_sets_them_is_refused(tmp_path, key):
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert key in proc.stderr and "not allowed" in proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+YAML_SHAPES = {
+    "complex-key": ("? [a, b]\n: 1\n", "a key must be a plain word"),
+    "binary-tag": (
+        HEAD + "    params: {x: !!binary aGVsbG8=}\n",
+        "not allowed ('tag:yaml.org,2002:binary')",
+    ),
+    "set-tag": (HEAD + "    params: !!set {a, b}\n", "not allowed ('tag:yaml.org,2002:set')"),
+    "infinite": (HEAD + "    params: {x: .inf}\n", "not a finite number"),
+    "10000-variants": (
+        HEAD + "variants:\n" + "".join(f"  - {{name: v{i}}}\n" for i in range(10000)),
+        "at most 64 items",
+    ),
+    "expect-1e400": (
+        HEAD + "    expect:\n      busbw_largest: {value: 1e400, unit: GB/s}\n",
+        "finite",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(YAML_SHAPES))
+def test_yaml_shapes_a_recipe_never_holds(tmp_path, case):
+    text, words = YAML_SHAPES[case]
+    path = tmp_path / "r.yaml"
+    path.write_text(text)
+    proc = run_kit("recipes", "validate", str(path))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert words in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_complex_key_in_a_bundles_recipe_is_one_line(tmp_path):
+    b = tmp_path / "b"
+    shutil.copytree(FIXTURE, b)
+    (b / "recipe.yaml").write_text((b / "recipe.yaml").read_text() + "? [a, b]\n: 1\n")
+    write_manifest(b)
+    for args in (["compare", str(b), str(FIXTURE), "--out", str(tmp_path / "c")],
+                 ["accept", str(b), "--against", "1GB/s"]):  # fmt: skip
+        proc = run_kit(*args)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, (args, proc.stderr)
+        assert "plain word" in proc.stderr

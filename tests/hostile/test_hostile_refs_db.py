@@ -84,3 +84,83 @@ def test_a_row_that_is_no_reference_is_one_line(tmp_path):
     proc = run_kit("refs", "list", env=env)
     assert proc.returncode == 2 and "is not a kit reference" in proc.stderr
     assert proc.stderr.count("\n") == 1
+
+
+KIT_TABLES = (
+    "CREATE TABLE refs (id INTEGER PRIMARY KEY, label TEXT NOT NULL UNIQUE, source TEXT, "
+    "added_at TEXT DEFAULT CURRENT_TIMESTAMP, doc TEXT NOT NULL)",
+    "CREATE TABLE ref_benchmarks (ref_id INTEGER, kind TEXT, signature TEXT)",
+    "PRAGMA user_version = 1",
+)
+BEHIND = {
+    # rewrites every number the kit adds: `refs add` once said "added" for numbers it never wrote
+    "trigger": "CREATE TRIGGER forge AFTER INSERT ON refs BEGIN UPDATE refs SET doc = "
+    "replace(doc, '\"value\": ', '\"value\": 9') WHERE id = new.id; END",
+    "view": "CREATE VIEW shown AS SELECT * FROM refs",
+}
+
+
+@pytest.mark.parametrize("case", sorted(BEHIND))
+def test_a_database_that_changes_rows_behind_the_kit_is_refused(tmp_path, case):
+    db = _sqlite(tmp_path / "refs.sqlite", *KIT_TABLES, BEHIND[case])
+    env = {**os.environ, "KIT_REFS_DB": str(db)}
+    for args in COMMANDS:
+        proc = run_kit(*args, env=env, timeout=60)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, (args, proc.stderr)
+        assert case in proc.stderr and "behind it" in proc.stderr
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM refs").fetchone()[0] == 0
+
+
+def test_a_row_of_a_future_schema_is_refused_by_every_reader(tmp_path):
+    db = tmp_path / "refs.sqlite"
+    env = {**os.environ, "KIT_REFS_DB": str(db)}
+    assert run_kit("refs", "add", BUNDLE, env=env).returncode == 0
+    _sqlite(db, "UPDATE refs SET doc = json_set(doc, '$.schema', 99)")
+    for args in (["refs", "list"], ["refs", "standing", BUNDLE]):
+        proc = run_kit(*args, env=env)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, (args, proc.stderr)
+        assert "schema 99" in proc.stderr
+
+
+def test_refs_add_reads_back_what_it_wrote(tmp_path, monkeypatch):
+    """A database that answers with other rows than were written (here: a connection whose
+    reads are forged) is refused and nothing is committed."""
+    from kit.errors import InputError
+    from kit.refs import store
+
+    db = tmp_path / "refs.sqlite"
+    real = store._read_back
+
+    def forged(con, path, rid, doc, rows):
+        con.execute('UPDATE refs SET doc = replace(doc, \'"label": "x"\', \'"label": "y"\')')
+        real(con, path, rid, doc, rows)
+
+    monkeypatch.setattr(store, "_read_back", forged)
+    with pytest.raises(InputError, match="reads back other rows"):
+        store.add(Path(BUNDLE), "x", db=db)
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM refs").fetchone()[0] == 0
+
+
+KILLED_WRITER = """
+import os, signal, sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("PRAGMA cache_size=1")  # pages reach the file before the commit: a hot journal
+con.execute("BEGIN IMMEDIATE")
+for i in range(5000):
+    con.execute("INSERT INTO refs (label, doc) VALUES (?, ?)", (f"l{i}", "x" * 500))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_writer_killed_mid_transaction_leaves_a_listable_database(tmp_path):
+    import subprocess
+    import sys
+
+    db = tmp_path / "refs.sqlite"
+    env = {**os.environ, "KIT_REFS_DB": str(db)}
+    assert run_kit("refs", "add", BUNDLE, "--label", "kept", env=env).returncode == 0
+    subprocess.run([sys.executable, "-c", KILLED_WRITER, str(db)], check=False)
+    assert (tmp_path / "refs.sqlite-journal").exists()  # what SIGKILL during `refs add` leaves
+    proc = run_kit("refs", "list", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "kept" in proc.stdout and "l4999" not in proc.stdout

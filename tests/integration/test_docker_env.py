@@ -264,11 +264,19 @@ def test_reproduce_runs_each_variant_in_a_container(
     assert verify.returncode == 0, verify.stdout + verify.stderr
     _assert_nothing_left(client, daemon_state)
 
-    # rerun the bundle: same image (rebuilt from the recorded base: a cache hit), no difference
+    # a rerun never builds FROM the base the bundle names: without --base-image it is refused
     again = tmp_path / "rerun"
-    proc = subprocess.run([PY, "-m", "kit.cli", "reproduce", str(out), "--strict-env", "--out",
-                           str(again)], capture_output=True, text=True, env=_env(), timeout=300)  # fmt: skip
+    rerun_cmd = [PY, "-m", "kit.cli", "reproduce", str(out), "--strict-env", "--out", str(again)]
+    proc = subprocess.run(rerun_cmd, capture_output=True, text=True, env=_env(), timeout=300)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
+    assert "--base-image" in proc.stderr and not again.exists()
+    # the user names the same local base (a site with no registry): same image (a cache hit)
+    proc = subprocess.run([*rerun_cmd, "--base-image", base_image], capture_output=True,
+                          text=True, env=_env(), timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (
+        "environment matches" in proc.stderr and f"FROM {base_image} (--base-image)" in proc.stderr
+    )
     rerun = json.loads((again / "results.json").read_text())
     assert rerun["runtime"] == "docker" and rerun["reproduces"]["bundle"] == str(out)
     assert rerun["environment_diff"] == []
@@ -347,6 +355,39 @@ def test_interrupted_run_leaves_nothing_behind(
     assert len(results["runs"]) == 1 and results["runs"][0]["status"] == "failed"
     assert (out / "MANIFEST.sha256").is_file()
     _assert_nothing_left(client, daemon_state)
+
+
+def test_sigkill_of_the_driver_stops_its_container(
+    client, cpu_image, base_image, daemon_state, tmp_path
+):
+    """SIGKILL runs no handler: the container's guard (kit.worker.guard) sees the heartbeat stop
+    and stops the container itself, within the heartbeat's 15 s and the guard's grace; `kit seal`
+    then never records the run the driver lost as "ok"."""
+    out = tmp_path / "bundle"
+    recipe = _recipe(tmp_path, iters=10**9, timeout_s=600)
+    proc = subprocess.Popen(_reproduce(recipe, out, base_image), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env())  # fmt: skip
+    mine = {"label": [LABEL_RUN, f"{LABEL_OWNER}={OWNER}"]}
+    try:
+        deadline = time.monotonic() + 120
+        while not client.containers.list(filters=mine):
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            assert time.monotonic() < deadline, "no container started"
+            time.sleep(0.2)
+        time.sleep(2)
+        proc.kill()
+        proc.communicate(timeout=30)
+        stopped_by = time.monotonic() + 40
+        while client.containers.list(filters=mine):  # running ones only
+            assert time.monotonic() < stopped_by, "the container outlived its killed driver"
+            time.sleep(1)
+    finally:
+        cleanup(client, OWNER)
+    sealed = subprocess.run([PY, "-m", "kit.cli", "seal", str(out)], capture_output=True,
+                            text=True, env=_env(), timeout=300)  # fmt: skip
+    assert sealed.returncode == 0, sealed.stderr[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    assert all(r["status"] != "ok" for r in results["runs"])
 
 
 def test_container_removed_from_outside_is_a_failed_run(

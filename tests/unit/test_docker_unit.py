@@ -132,7 +132,8 @@ def test_gpu_container_options(monkeypatch, tmp_path):
     assert opts["environment"]["NCCL_P2P_DISABLE"] == "1"
     assert opts["labels"][dclient.LABEL_RUN] == "allreduce.cross.r1"
     assert opts["volumes"] == {str(tmp_path.resolve()): {"bind": "/kit/run", "mode": "rw"}}
-    assert opts["command"] == ["torchrun", "--standalone", "--nproc-per-node=2", "-m",
+    # the guard stops the container when the driver's heartbeat stops (kit.worker.guard)
+    assert opts["command"] == ["python", "-m", "kit.worker.guard", "--", "torchrun", "--standalone", "--nproc-per-node=2", "-m",
                                "kit.worker", "/kit/run/spec.json"]  # fmt: skip
     assert opts["shm_size"] == "16g" and opts["init"] is True
     # loopback only, under a host name that resolves (c10d and gloo look it up)
@@ -214,7 +215,7 @@ def test_bundle_rerun_with_an_archive_loads_it_and_never_builds(monkeypatch, tmp
     )
     recipe = SimpleNamespace(environment="cuda13", gpus=2, nodes=None)
     name, request = rerun.rerun_request(recorded, None, "cpu", recipe, image_archive=archive)
-    assert name == "docker" and request.environment == "cpu" and request.base_image == "base:1"
+    assert name == "docker" and request.environment == "cpu" and request.base_image is None
     runtime = registry.prepare(name, request)
     assert calls == [(archive, "cpu")]
     assert runtime.known_environment()["tag"] == "kit-env-cpu:loaded"

@@ -31,9 +31,11 @@ from kit.runtime.docker.client import (
     remove_container,
     run_id_of,
 )
+from kit.runtime.heartbeat import ENV_PATH as HEARTBEAT_ENV
 from kit.runtime.launch import MOUNT
 
 STOP_GRACE_S = 10
+GUARD = ("python", "-m", "kit.worker.guard", "--")  # kit.worker.guard: stops on a dead driver
 HOSTNAME = "kit-worker"
 STACK_BYTES = 64 * 1024 * 1024
 
@@ -206,6 +208,8 @@ class DockerContainer:
         `run_dir` is bind-mounted at /kit/run when given (one machine); multi-node containers
         get their spec copied in instead and set their own network.
         """
+        if HEARTBEAT_ENV in env:  # the container stops itself when the driver's beat stops
+            argv = [*GUARD, *argv]
         opts: dict[str, Any] = {
             "image": self.image,
             "command": argv,

@@ -10,9 +10,11 @@ import contextlib
 import ctypes
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -75,8 +77,9 @@ def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
 class Process:
     """A launched process group."""
 
-    def __init__(self, proc: subprocess.Popen) -> None:
+    def __init__(self, proc: subprocess.Popen, scratch: str | None = None) -> None:
         self.proc = proc
+        self.scratch = scratch  # the launch's own TMPDIR, removed with it
 
     def wait(self, timeout_s: float) -> tuple[int | None, bool]:
         try:
@@ -89,7 +92,10 @@ class Process:
         return self.proc.returncode
 
     def remove(self) -> None:
-        """A process group leaves nothing once stopped."""
+        """A process group leaves nothing once stopped: its TMPDIR (torchrun's
+        torchelastic_* folders, the ranks' files) goes with it."""
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     def reason(self) -> str | None:
         return None
@@ -127,16 +133,28 @@ class NoContainer:
         return argv
 
     def start(self, argv: list[str], req: LaunchRequest, log: IO[bytes]) -> Process:
+        env = self.process_env(req.env, req.gpu_ids)
+        scratch = None
+        if not self.isolated:  # torchrun leaves torchelastic_* folders in TMPDIR: give it its own
+            try:
+                scratch = tempfile.mkdtemp(prefix="kit-launch-")
+            except OSError as exc:  # a full or unwritable TMPDIR: the run fails, with the reason
+                raise LaunchError(
+                    f"could not make a TMPDIR for the launch: {exc.strerror}"
+                ) from exc
+            env["TMPDIR"] = scratch
         try:
             proc = subprocess.Popen(
                 self.command(argv, req.run_dir, req.device), stdout=log, stderr=subprocess.STDOUT,
-                env=self.process_env(req.env, req.gpu_ids), cwd=req.run_dir,
+                env=env, cwd=req.run_dir,
                 # its own group (the driver stops it whole); dies with the driver
                 start_new_session=True, preexec_fn=parent_death_signal(),
             )  # fmt: skip
         except (OSError, subprocess.SubprocessError) as exc:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
             raise LaunchError(f"could not start torchrun: {exc}") from exc
-        return Process(proc)
+        return Process(proc, scratch)
 
     def close(self) -> None:
         """Nothing outlives a run: each launch's process group is stopped when it ends, and a

@@ -87,8 +87,11 @@ def available() -> list[str]:
 def load(name_or_path: str | Path) -> Environment:
     """Load an environment by name (a folder under docker/) or by path to such a folder."""
     path = Path(name_or_path)
-    if not (path.is_dir() and (path / "Dockerfile").is_file()):
-        path = ENV_ROOT / str(name_or_path)
+    own = ENV_ROOT / str(name_or_path)
+    if isinstance(name_or_path, str) and "/" not in name_or_path and (own / "Dockerfile").is_file():
+        path = own  # a name is the kit's own environment, never a folder of that name here
+    elif not (path.is_dir() and (path / "Dockerfile").is_file()):
+        path = own
     if not (path / "Dockerfile").is_file():
         raise InputError(
             f"environment {str(name_or_path)!r}: no {path / 'Dockerfile'}; "

@@ -19,6 +19,7 @@ from typing import Any
 from kit import terminal
 from kit.bundle import sha256_file
 from kit.errors import InputError, KitError
+from kit.runtime.docker.base_choice import check_reference
 from kit.runtime.docker.client import docker_client
 from kit.runtime.docker.environments import REPO_ROOT, WHEEL_CACHE, Environment, load, wheelhouse
 
@@ -77,6 +78,9 @@ def image_tag(env: Environment, base_image_override: str | None = None) -> str:
 
 
 def build_args(env: Environment, base_image_override: str | None = None) -> dict[str, str]:
+    """The build's arguments: the user's base (an image reference, never an option) or the pin."""
+    if base_image_override is not None:
+        check_reference(base_image_override)
     return {"BASE_IMAGE": base_image_override or env.default_base_image()}
 
 

@@ -3,8 +3,9 @@
 The placement is kit.runtime.local (heartbeat, timeout, log, interruption); the container is
 kit.runtime.containers.docker (options, GPUs in the daemon's style, removal). The container is
 always removed, whatever happens (success, crash, timeout, Ctrl-C, SIGTERM, SIGHUP). A driver
-killed outright (SIGKILL) runs no handler: its ranks stop on their own when the heartbeat file in
-the mounted run directory goes stale (kit.worker.watchdog), and the stopped container, labelled
+killed outright (SIGKILL) runs no handler: the container's command is kit.worker.guard around
+torchrun, which stops the container when the heartbeat file in the mounted run directory goes
+stale (the ranks' own kit.worker.watchdog does the same per rank), and the stopped container, labelled
 with its dead owner, is removed by the next kit run on this host (`cleanup_abandoned`). A fault of
 the daemon or the container while a run goes (`docker rm -f` from outside, the daemon gone) makes
 that run a failed run.

@@ -1,0 +1,106 @@
+"""Files the user asks for (`kit accept --json FILE`, `kit compare --out DIR`): written only as
+regular files in places the user named, checked before the work and after every write.
+
+Inside a bundle, kit.safeio replaces whatever stands at a name (a planted link is replaced, not
+followed). A path the user names is different: what is there is the user's. A device
+(`/dev/full`, `/dev/null`), a FIFO, a socket, a symbolic link or a folder at that name is refused,
+never renamed over; so is a folder that is a bundle (its manifest would no longer match). The
+folder must exist and be writable, and a write that fails (a full disk) or leaves a file of
+another size is one line. All of these are exit 2: `kit accept` uses 1 for FAIL.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from kit.errors import InputError, KitError
+from kit.safeio import kind, write_bytes
+
+BUNDLE_MARKS = ("MANIFEST.sha256", "results.json")
+
+
+def check_file(path: Path, option: str) -> None:
+    """Before the work: `path` is absent or a regular file, in a writable folder."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise InputError(f"{option} {path}: {e.strerror}") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise InputError(
+            f"{option} {path}: is a {kind(st.st_mode)}; the kit writes only a regular file there"
+        )
+    _check_folder(path.parent if str(path.parent) else Path("."), option, path)
+    _refuse_bundle(path.parent, option, path)
+
+
+def _refuse_bundle(folder: Path, option: str, path: Path) -> None:
+    """No output inside a bundle (any folder up the path that holds a manifest)."""
+    here = Path(folder).resolve()
+    for d in (here, *here.parents):
+        if os.path.lexists(d / BUNDLE_MARKS[0]):
+            raise InputError(
+                f"{option} {path}: is inside the bundle {d}; the kit never writes into a bundle"
+            )
+
+
+def _check_folder(folder: Path, option: str, path: Path) -> None:
+    try:
+        st = os.stat(folder)
+    except FileNotFoundError:
+        raise InputError(f"{option} {path}: no such folder {folder}") from None
+    except OSError as e:
+        raise InputError(f"{option} {path}: {folder}: {e.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{option} {path}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {path}: the folder {folder} is not writable for you")
+
+
+def check_dir(path: Path, option: str, names: tuple[str, ...] = ()) -> None:
+    """Before the work: an output folder that is absent (made later) or a real folder that is no
+    bundle, whose `names` are absent or regular files; its parent exists and is writable."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        parent = path.parent if str(path.parent) else Path(".")
+        if not parent.exists():  # several levels are made; the first existing one must be writable
+            parent = next((p for p in path.parents if p.exists()), Path("."))
+        _check_folder(parent, option, path)
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{option} {path}: is a {kind(st.st_mode)}, not a folder")
+    marks = [m for m in BUNDLE_MARKS if os.path.lexists(path / m)]
+    if marks:
+        raise InputError(
+            f"{option} {path}: is a bundle ({marks[0]}); the kit never writes into one"
+        )
+    _check_folder(path, option, path)
+    _refuse_bundle(path, option, path)
+    for name in names:
+        check_file(path / name, option)
+
+
+def write(path: Path, data: bytes, option: str) -> None:
+    """Write `data` to the user's `path` (checked again: it may have changed during the work),
+    then check that the file there is a regular file of that size."""
+    check_file(path, option)
+    try:
+        write_bytes(path, data)
+    except KitError as e:
+        raise InputError(f"{option} {e}") from None
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        raise InputError(f"{option} {path}: not written ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+        raise InputError(f"{option} {path}: not written whole ({st.st_size} of {len(data)} bytes)")
+
+
+def write_text(path: Path, text: str, option: str) -> None:
+    write(path, text.encode("utf-8"), option)
