@@ -83,8 +83,8 @@ def test_rerendering_a_sealed_bundle_says_so_on_page_1_and_in_the_colophon(tmp_p
         f"Report re-rendered on {today} by kit {V} (commit 222222222222-dirty) from the results "
         f"recorded on 2026-11-20 by kit {recorded} (commit 111111111111); no measurement was changed."
     )
-    assert line in flat(pages[0])  # page 1, near the top: before the verdict
-    assert flat(pages[0]).index(line) < flat(pages[0]).index("Verdict")
+    assert line in flat(pages[0])  # page 1, near the top: before the machine's checklist
+    assert flat(pages[0]).index(line) < flat(pages[0]).index("Is this the machine ordered?")
     colophon = flat(pages[-1])
     assert f"Rendered on {today} by kit {V} (commit {LATER}), Python" in colophon
     assert line in colophon
