@@ -18,10 +18,10 @@ import os
 import sys
 from pathlib import Path
 
-from kit.bundle import MANIFEST, require_sealed
+from kit.bundle import MANIFEST, read_manifest, require_sealed
 from kit.errors import InputError
 from kit.model import BundleData, load_bundle
-from kit.model.files import read_json
+from kit.model.files import as_recorded, read_json
 from kit.shared import files
 from kit.signature import check_allowed_signers, signature_status
 
@@ -127,11 +127,13 @@ def receive(
     allow_unsigned: bool = False,
     read_broken: bool = False,
 ) -> BundleData:
-    """A received bundle, checked (sealed, complete, signed when asked) and read once, typed."""
+    """A received bundle, checked (sealed, complete, signed when asked) and read once, typed;
+    every file's bytes, as read, are hashed against the manifest that was checked."""
     root = Path(root)
     require_sealed(root, purpose)
     check_complete(root)
     broken = check_signature(root, allowed_signers, allow_unsigned, read_broken)
-    data = load_bundle(root)
+    with as_recorded(root, read_manifest(root)):
+        data = load_bundle(root)
     data.broken_signature = broken
     return data
