@@ -302,13 +302,21 @@ def _in_place(
 
 
 def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]:
-    """Check and time the collective at every size; the result's metrics and data."""
+    """Check and time the collective at every size; the result's metrics and data. NCCL's log
+    folder (in TMPDIR) is removed however the sweep ends (a full disk, a failed call)."""
+    log = _tuning_log(ctx, p)
+    try:
+        return _sweep(ctx, p, coll, log)
+    finally:
+        log.close()
+
+
+def _sweep(ctx: Context, p: CollectiveParams, coll: Collective, log: TuningLog) -> dict[str, Any]:
     dtype = DTYPES[p.dtype]
     elsize = torch.tensor([], dtype=dtype).element_size()
     factor = coll.bus_factor(ctx.world_size)
     rows = []
     graphs_ok = ctx.is_cuda and p.timing in ("auto", "graph")
-    log = _tuning_log(ctx, p)
     for nbytes in p.sizes():
         chunk, size = coll.layout(nbytes, elsize, ctx.world_size)
         fits, room = _room(ctx, MEMORY_PER_BYTE * size)
@@ -372,7 +380,6 @@ def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]
         "sizes": rows,
         "nccl_choice": _choice_note(log, coll, rows, ctx.world_size),
     }
-    log.close()
     return {"metrics": metrics, "data": data}
 
 
