@@ -6,18 +6,22 @@ file every bundle holds is missing (even if the sender recomputed the manifest),
 signature does not verify (with or without an allowed-signers file: a broken signature is
 evidence of an edit, unlike none at all), and, when the user names an allowed-signers file, when
 it is unsigned or signed by a signer the file does not list (`allow_unsigned` accepts an
-unsigned one; never a bad one).
+unsigned one; never a bad one). `read_broken` (--read-broken-signature) reads a bundle whose
+signature does not verify all the same: one warning line on stderr, and the loaded bundle carries
+the line (`BundleData.broken_signature`) for every page made from it to show. `kit refs add`
+never passes it.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
-from kit.bundle import MANIFEST, require_sealed
+from kit.bundle import MANIFEST, read_manifest, require_sealed
 from kit.errors import InputError
 from kit.model import BundleData, load_bundle
-from kit.model.files import read_json
+from kit.model.files import as_recorded, read_json
 from kit.shared import files
 from kit.signature import check_allowed_signers, signature_status
 
@@ -54,20 +58,37 @@ def check_complete(root: Path) -> None:
         )
 
 
-def check_signature(root: Path, allowed_signers: Path | None, allow_unsigned: bool) -> None:
-    """A signature that does not verify is evidence of an edit: refused (one line) with or
+READ_BROKEN = "--read-broken-signature"
+
+
+def broken_line(root: Path) -> str:
+    """What a page made from a bundle read despite a broken signature says about it."""
+    return (f"{root}: its signature does not verify (the bundle was changed after it was "
+            f"signed); read anyway with {READ_BROKEN}")  # fmt: skip
+
+
+def check_signature(
+    root: Path, allowed_signers: Path | None, allow_unsigned: bool, read_broken: bool = False
+) -> str:
+    """The broken-signature line when `read_broken` let a bad signature through, else "".
+
+    A signature that does not verify is evidence of an edit: refused (one line) with or
     without an allowed-signers file. With one, the bundle must also be signed by a listed signer
     (or unsigned with `allow_unsigned`). Without one, an unsigned bundle is read as it is."""
     sig = signature_status(root, allowed_signers)
+    if sig.state == "bad" and read_broken:
+        line = broken_line(root)
+        print(f"kit: warning: {line}", file=sys.stderr)
+        return line
     if allowed_signers is None:
         if sig.state == "bad":
             raise InputError(
                 f"{root}: {sig.line()}; the bundle was changed after it was signed "
-                f"(`kit verify {root}` fails it)"
+                f"(`kit verify {root}` fails it; {READ_BROKEN} reads it anyway, saying so)"
             )
-        return
+        return ""
     if sig.state == "unsigned" and allow_unsigned:
-        return
+        return ""
     if sig.state == "unsigned":
         raise InputError(
             f"{root}: unsigned; --allowed-signers asks for a signature "
@@ -75,6 +96,7 @@ def check_signature(root: Path, allowed_signers: Path | None, allow_unsigned: bo
         )
     if sig.state != "verified":
         raise InputError(f"{root}: {sig.line()}")
+    return ""
 
 
 def check_signer_options(allowed_signers: Path | None, allow_unsigned: bool) -> None:
@@ -99,11 +121,19 @@ def refuse_writing_inside(target: Path, sources: list[Path], option: str) -> Non
 
 
 def receive(
-    root: Path, purpose: str, allowed_signers: Path | None = None, allow_unsigned: bool = False
+    root: Path,
+    purpose: str,
+    allowed_signers: Path | None = None,
+    allow_unsigned: bool = False,
+    read_broken: bool = False,
 ) -> BundleData:
-    """A received bundle, checked (sealed, complete, signed when asked) and read once, typed."""
+    """A received bundle, checked (sealed, complete, signed when asked) and read once, typed;
+    every file's bytes, as read, are hashed against the manifest that was checked."""
     root = Path(root)
     require_sealed(root, purpose)
     check_complete(root)
-    check_signature(root, allowed_signers, allow_unsigned)
-    return load_bundle(root)
+    broken = check_signature(root, allowed_signers, allow_unsigned, read_broken)
+    with as_recorded(root, read_manifest(root)):
+        data = load_bundle(root)
+    data.broken_signature = broken
+    return data

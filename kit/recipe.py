@@ -30,6 +30,7 @@ from kit.recipe_env import check_env
 from kit.recipe_yaml import LocatedError, StrictLoader, line_map, read_text
 from kit.shared import p2p
 from kit.shared.metrics import CV_THRESHOLD
+from kit.workloads.base import check_counts
 from kit.workloads.registry import KINDS, params_class
 
 RECIPE_VERSION = 1
@@ -117,7 +118,9 @@ class Benchmark(Strict):
     def resolved_params(self, smoke: bool) -> dict[str, Any]:
         """The parameters a run gets: defaults, then `params`, then `smoke` when smoke-scaled."""
         merged = {**self.params, **(self.smoke if smoke else {})}
-        return asdict(TypeAdapter(params_class(self.kind)).validate_python(merged))
+        params = asdict(TypeAdapter(params_class(self.kind)).validate_python(merged))
+        check_counts(params)
+        return params
 
 
 DAEMON_URL = r"^(unix|ssh|tcp|http|https|npipe)://\S+$"
@@ -325,8 +328,13 @@ def parse_recipe(text: str, source: str) -> Recipe:
                     detail = f"unknown parameter for {bench.kind}; allowed: {allowed}"
                 raise InputError(f"{source}:{line}: {_field_path(loc)}: {detail}") from None
             except ValueError as exc:
-                line = _line_for(lines, ("benchmarks", i, section))
-                raise InputError(f"{source}:{line}: benchmarks.{i}.{section}: {exc}") from None
+                named = re.match(r"^(\w+): ", str(exc))  # check_counts names its field first
+                where: tuple[str, ...] = (section,)
+                if named:  # where the value came from: smoke when it set it, else params
+                    in_smoke = section == "smoke" and named[1] in bench.smoke
+                    where = ("smoke" if in_smoke else "params", named[1])
+                line = _line_for(lines, ("benchmarks", i, *where))
+                raise InputError(f"{source}:{line}: benchmarks.{i}.{where[0]}: {exc}") from None
     labels = [b.label for b in recipe.benchmarks]
     if len(set(labels)) != len(labels):
         raise InputError(f"{source}: benchmarks: names must be unique, got {labels}; set `name:`")

@@ -11,7 +11,13 @@ import typer
 from kit import __version__
 from kit.cli import bundle as bundle_commands
 from kit.cli.errors import run
-from kit.cli.options import AllowedSigners, AllowUnsigned, PricePerGpuHour, PriceSource
+from kit.cli.options import (
+    AllowedSigners,
+    AllowUnsigned,
+    PricePerGpuHour,
+    PriceSource,
+    ReadBrokenSignature,
+)
 from kit.cli.refs import refs_app
 from kit.errors import InputError, KitError
 from kit.recipe import MAX_GPUS, MAX_NODES, MAX_REPEATS
@@ -106,6 +112,7 @@ def reproduce(
     ] = None,
     allowed_signers: AllowedSigners = None,
     allow_unsigned: AllowUnsigned = False,
+    read_broken_signature: ReadBrokenSignature = False,
     allow_path: Annotated[
         list[Path] | None,
         typer.Option(
@@ -144,10 +151,11 @@ def reproduce(
 
         check_signer_options(allowed_signers, allow_unsigned)
         bundle, code = rerun_bundle(recipe, options, strict_env, allowed_signers, allow_unsigned,
-                                    tuple(allow_path or ()))  # fmt: skip
+                                    tuple(allow_path or ()), read_broken_signature)  # fmt: skip
     else:
         for flag, given in (("--strict-env", strict_env), ("--allowed-signers", allowed_signers),
                             ("--allow-unsigned", allow_unsigned),
+                            ("--read-broken-signature", read_broken_signature),
                             ("--allow-path", allow_path)):  # fmt: skip
             if given:
                 raise InputError(f"{flag}: only for rerunning a bundle directory")
@@ -274,6 +282,7 @@ def compare(
     price_source: PriceSource = None,
     allowed_signers: AllowedSigners = None,
     allow_unsigned: AllowUnsigned = False,
+    read_broken_signature: ReadBrokenSignature = False,
 ) -> None:
     """Compare bundles side by side: hardware, environments, results with ratios and intervals.
 
@@ -290,7 +299,7 @@ def compare(
     check_signer_options(allowed_signers, allow_unsigned)
     labels = parse_labels(label, bundles)
     paths = write_comparison(bundles, baseline, out, labels, price, allowed_signers,
-                             allow_unsigned)  # fmt: skip
+                             allow_unsigned, read_broken=read_broken_signature)  # fmt: skip
     for path in paths:
         print(path)
 

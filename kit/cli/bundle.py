@@ -11,7 +11,13 @@ from typing import Annotated
 
 import typer
 
-from kit.cli.options import AllowedSigners, AllowUnsigned, PricePerGpuHour, PriceSource
+from kit.cli.options import (
+    AllowedSigners,
+    AllowUnsigned,
+    PricePerGpuHour,
+    PriceSource,
+    ReadBrokenSignature,
+)
 from kit.errors import InputError, KitError
 
 
@@ -38,6 +44,7 @@ def report(
         bool,
         typer.Option("--judge-anyway", help="With --against: as kit accept's --judge-anyway."),
     ] = False,
+    read_broken_signature: ReadBrokenSignature = False,
 ) -> None:
     """Re-render a bundle's report from its files; re-seal the report files and nothing else.
 
@@ -53,8 +60,10 @@ def report(
     from kit.report.render import render_bundle
 
     price = check_price(price_per_gpu_hour, price_source)
-    if (tolerance or judge_anyway) and against is None:
+    if (tolerance or judge_anyway or read_broken_signature) and against is None:
         flag = "--tolerance" if tolerance else "--judge-anyway"
+        if read_broken_signature:  # the bundle re-rendered here is never a signed one
+            flag = "--read-broken-signature"
         raise InputError(f"{flag} applies to --against: name the reference too")
     b = Bundle.load(bundle)
     check_complete(b.path)
@@ -62,7 +71,8 @@ def report(
     if against is not None:
         from kit.refs.accept import accept as accept_bundle
 
-        acceptance = accept_bundle(b.path, against, tolerance or [], judge_anyway=judge_anyway)
+        acceptance = accept_bundle(b.path, against, tolerance or [], judge_anyway=judge_anyway,
+                                   read_broken=read_broken_signature)  # fmt: skip
     print(reseal_report(
         b.path, lambda: render_bundle(b, price_per_gpu_hour=price, acceptance=acceptance)
     ))  # fmt: skip
@@ -197,6 +207,7 @@ def accept(
             "(GPU model or count, task, NVLS, fabric); the verdict says 'judged despite: ...'.",
         ),
     ] = False,
+    read_broken_signature: ReadBrokenSignature = False,
 ) -> None:
     """PASS, FAIL or UNDECIDED for a bundle against a reference, decided by the interval;
     NOT COMPARABLE where the reference does not apply.
@@ -225,7 +236,7 @@ def accept(
         refuse_writing_inside(json_out, [bundle, Path(against)], "--json")
         outputs.check_file(json_out, "--json")  # before the work: a regular file, writable
     doc = accept_bundle(bundle, against, tolerance or [], metric, variant, allowed_signers,
-                        allow_unsigned, judge_anyway)  # fmt: skip
+                        allow_unsigned, judge_anyway, read_broken_signature)  # fmt: skip
     if json_out is not None and str(json_out) == "-":
         sys.stdout.write(dumps(doc))
         raise typer.Exit(ACCEPT_EXIT[doc["verdict"]])

@@ -28,3 +28,11 @@ AllowUnsigned = Annotated[
     bool,
     typer.Option("--allow-unsigned", help="With --allowed-signers: also accept unsigned bundles."),
 ]
+ReadBrokenSignature = Annotated[
+    bool,
+    typer.Option(
+        "--read-broken-signature",
+        help="Read a bundle whose signature does not verify anyway: a warning names it and "
+        "every page made from it says so.",
+    ),
+]

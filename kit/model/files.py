@@ -9,10 +9,14 @@ a regular file. Each problem is one InputError line naming the file.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import re
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +62,32 @@ def _why(exc: OSError, parent_fd: int, name: str, expected: str) -> str:
     return exc.strerror or "cannot be opened"
 
 
+_RECORDED: ContextVar[tuple[Path, dict[str, str]] | None] = ContextVar("recorded", default=None)
+
+
+@contextmanager
+def as_recorded(root: Path, recorded: dict[str, str]) -> Iterator[None]:
+    """Inside this block every file read from `root` is hashed as read and must match
+    `recorded` (its manifest): a file swapped after the manifest check is refused, never read
+    as valid (kit.intake.receive)."""
+    token = _RECORDED.set((Path(root), recorded))
+    try:
+        yield
+    finally:
+        _RECORDED.reset(token)
+
+
+def _check_recorded(root: Path, rel: str, data: bytes) -> None:
+    held = _RECORDED.get()
+    if held is None or held[0] != Path(root):
+        return
+    want = held[1].get(rel)
+    if want is None or hashlib.sha256(data).hexdigest() != want:
+        how = "is not in its manifest" if want is None else "does not match its manifest"
+        raise InputError(f"{root / rel}: changed while it was read (what was read {how}); "
+                         "the bundle changed after its check, nothing of it was used")  # fmt: skip
+
+
 def read_bytes(root: Path, rel: str, limit: int) -> bytes:
     """The bytes of `root/rel`, refusing links, non-regular files and files over `limit` bytes."""
     shown = root / rel
@@ -87,6 +117,7 @@ def read_bytes(root: Path, rel: str, limit: int) -> bytes:
         data = f.read(limit + 1)
     if len(data) > limit:
         raise InputError(f"{shown}: over the {limit}-byte limit")
+    _check_recorded(root, rel, data)
     return data
 
 

@@ -55,6 +55,9 @@ class BundleData:
     runs: dict[str, RunFiles] = field(default_factory=dict)
     # nccl-tests/<name>: nccl-tests output run in the same call (`kit refs nccl-tests`), as text
     nccl_tests: dict[str, str] = field(default_factory=dict)
+    # read with --read-broken-signature although its signature does not verify: the line that
+    # says so (every page made from it carries it), else ""
+    broken_signature: str = ""
 
 
 def expected_text(err: dict[str, Any]) -> str:

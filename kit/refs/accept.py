@@ -130,12 +130,14 @@ def _variant(bench: analysis.Benchmark, wanted: str | None) -> analysis.VariantB
 
 
 def _benches(
-    bundle_dir: Path, signers: tuple[Path | None, bool] = (None, False)
-) -> tuple[list[analysis.Benchmark], Results, Hardware]:
+    bundle_dir: Path, signers: tuple[Path | None, bool, bool] = (None, False, False)
+) -> tuple[list[analysis.Benchmark], Results, Hardware, str]:
     """The bundle read once: sealed, complete and, with an allowed-signers file, signed by a
-    listed signer (kit.intake; `signers` is the file and whether unsigned is accepted)."""
+    listed signer (kit.intake; `signers` is the file, whether unsigned is accepted and whether
+    a broken signature is read anyway; the last item returned is then the line saying so)."""
     data = receive(Path(bundle_dir), "accept only an untouched bundle", *signers)
-    return analysis.bundle_benchmarks(data), data.results, data.hardware or Hardware()
+    hardware = data.hardware or Hardware()
+    return analysis.bundle_benchmarks(data), data.results, hardware, data.broken_signature
 
 
 def not_comparable(
@@ -220,6 +222,7 @@ def accept(
     allowed_signers: Path | None = None,
     allow_unsigned: bool = False,
     judge_anyway: bool = False,
+    read_broken: bool = False,
 ) -> dict[str, Any]:
     """The acceptance document: one decision per judged benchmark, and the overall verdict.
     With `allowed_signers`, the bundle and a reference bundle must be signed by a listed signer.
@@ -231,8 +234,9 @@ def accept(
             "--judge-anyway: a number on the command line carries no conditions to judge "
             "despite; give it only with a published figure or a bundle"
         )
-    signers = (allowed_signers, allow_unsigned)
-    benches, results, hardware = _benches(bundle_dir, signers)
+    signers = (allowed_signers, allow_unsigned, read_broken)
+    benches, results, hardware, broken = _benches(bundle_dir, signers)
+    broken_signatures = [broken] if broken else []
     known = {m for b in benches for m in b.metrics}
     unknown = sorted(set(per_metric) - known)
     if unknown:
@@ -243,7 +247,8 @@ def accept(
     ref_hw = Hardware()
     ref_benches = {}
     if ref.bundle:
-        other_benches, _, ref_hw = _benches(ref.bundle, signers)
+        other_benches, _, ref_hw, ref_broken = _benches(ref.bundle, signers)
+        broken_signatures += [ref_broken] if ref_broken else []
         ref_benches = {b.name: b for b in other_benches}
     decisions = []
     skipped = []
@@ -341,4 +346,6 @@ def accept(
         "verdict": overall(d["verdict"] for d in decisions),
         "decisions": decisions,
         "skipped": skipped,
+        # bundles read with --read-broken-signature: a page showing this document says so
+        "broken_signatures": broken_signatures,
     }

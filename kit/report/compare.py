@@ -313,6 +313,8 @@ def comparison(
         "price_per_gpu_hour": price.amount if price else None,
         "price": price.to_dict() if price else None,
         "price_words": price.words if price else "",
+        # bundles read with --read-broken-signature: every page carries these lines
+        "broken_signatures": [m.data.broken_signature for m in machines if m.data.broken_signature],
         "machines": [
             {
                 "index": m.index,
@@ -384,6 +386,7 @@ def write_comparison(
     allowed_signers: Path | None = None,
     allow_unsigned: bool = False,
     price_source: str | None = None,
+    read_broken: bool = False,
 ) -> list[Path]:
     """Write compare.html, compare.pdf and compare.json into `out`; returns their paths.
 
@@ -393,7 +396,7 @@ def write_comparison(
     price = check_price(price_per_gpu_hour, price_source)
     out = out or Path("reports") / f"compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     outputs.check_dir(out, "--out", OUTPUT_NAMES)  # before the work: no bundle, no device
-    machines = load_machines(paths, labels, allowed_signers, allow_unsigned)
+    machines = load_machines(paths, labels, allowed_signers, allow_unsigned, read_broken)
     base = pick_baseline(baseline, machines)
     bundle_dirs = {m.path.resolve() for m in machines}
     target = out.resolve()

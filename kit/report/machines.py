@@ -157,6 +157,7 @@ def load_machines(
     labels: dict[int, str] | None = None,
     allowed_signers: Path | None = None,
     allow_unsigned: bool = False,
+    read_broken: bool = False,
 ) -> list[Machine]:
     """Each bundle, refused unless it matches its manifest, is complete and (with an
     allowed-signers file) is signed by a listed signer (kit.intake), read by the typed loader."""
@@ -166,7 +167,7 @@ def load_machines(
     machines = []
     for i, path in enumerate(paths, 1):
         data = receive(Path(path), "compare only untouched bundles", allowed_signers,
-                       allow_unsigned)  # fmt: skip
+                       allow_unsigned, read_broken)  # fmt: skip
         machines.append(Machine(i, Path(path), data, labels.get(i - 1)))
     _name(machines)
     return machines

@@ -88,11 +88,15 @@ def source_record(path: Path, old: BundleData) -> dict[str, Any]:
 
 
 def load_for_rerun(
-    path: Path, allowed_signers: Path | None = None, allow_unsigned: bool = False
+    path: Path,
+    allowed_signers: Path | None = None,
+    allow_unsigned: bool = False,
+    read_broken: bool = False,
 ) -> BundleData:
     """The old bundle, checked (sealed, complete, signed when asked: kit.intake), then read once
     through the typed loader: its resolved recipe, results, environment and hardware."""
-    return receive(path, "a rerun needs an untouched bundle", allowed_signers, allow_unsigned)
+    return receive(path, "a rerun needs an untouched bundle", allowed_signers, allow_unsigned,
+                   read_broken)  # fmt: skip
 
 
 def refuse_out_inside(path: Path, out: Path | None) -> None:
@@ -188,6 +192,7 @@ def rerun_bundle(
     allowed_signers: Path | None = None,
     allow_unsigned: bool = False,
     allowed_paths: tuple[Path, ...] = (),
+    read_broken: bool = False,
 ) -> tuple[Bundle, int]:
     """Rerun `path` with its recorded device, smoke scale and repeats unless `options` override.
 
@@ -196,7 +201,7 @@ def rerun_bundle(
     """
     refuse_out_inside(path, options.out)
     refuse_environment_options(options)
-    old = load_for_rerun(path, allowed_signers, allow_unsigned)
+    old = load_for_rerun(path, allowed_signers, allow_unsigned, read_broken)
     recipe, recorded = old.recipe, old.results
     check_paths(path, recipe, allowed_paths)
     check_nodes(path, recipe, options.nodes)

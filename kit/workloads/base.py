@@ -7,6 +7,7 @@ inside the container, where the driver's packages are absent.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kit.shared.metrics import CATALOG, Metric
 
@@ -18,6 +19,31 @@ def check(ok: bool, field_name: str, allowed: str) -> None:
     """A parameter check whose message names its field first (the recipe loader points there)."""
     if not ok:
         raise ValueError(f"{field_name}: must be {allowed}")
+
+
+COUNT_BOUNDS = {
+    "iters": 10**6,
+    "steps": 10**6,
+    "loop_count": 10**6,
+    "pair_loop_count": 10**6,
+    "warmup": 10**5,
+    "warmup_iters": 10**5,
+    "warmup_steps": 10**5,
+    "trials": 10**4,
+    "samples": 10**4,
+    "pair_samples": 10**4,
+    "data_batches": 10**6,
+}
+"""The most any workload's counts may ask for: 10**12 iterations would hold the GPUs for years
+and is refused at validation (kit recipes validate, kit reproduce) with one line."""
+
+
+def check_counts(params: dict[str, Any]) -> None:
+    """Every count parameter within COUNT_BOUNDS (one place for every workload)."""
+    for name, most in COUNT_BOUNDS.items():
+        value = params.get(name)
+        if isinstance(value, int) and value > most:
+            check(False, name, f"at most {most:,} (got {value:,})")
 
 
 def check_steps(

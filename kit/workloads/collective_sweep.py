@@ -19,10 +19,12 @@ is recorded beside, never in place of, the batch's time per call.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -183,14 +185,50 @@ with room to spare (the sweep stops before a size that would not fit, as nccl-te
 what memory allows)."""
 
 
+MEMINFO = Path("/proc/meminfo")
+CGROUP = Path("/sys/fs/cgroup")
+"""Where a CPU rank reads the host's available memory and its container's limit (cgroup v2)."""
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max": no limit
+
+
+def host_available() -> int | None:
+    """Bytes this container may still take: the host's MemAvailable, less where the cgroup's
+    limit is nearer; None when neither can be read (not Linux)."""
+    avail = None
+    try:
+        for line in MEMINFO.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        avail = None
+    limit, used = _read_int(CGROUP / "memory.max"), _read_int(CGROUP / "memory.current")
+    if limit is not None and used is not None:
+        avail = min(avail, limit - used) if avail is not None else limit - used
+    return avail
+
+
 def _room(ctx: Context, need: int) -> tuple[bool, int]:
-    """(fits, bytes available on the rank with the least): free device memory plus what the
-    caching allocator holds unused, the smallest over ranks. Always fits on the CPU."""
-    if not ctx.is_cuda:
-        return True, 0
-    free, _ = torch.cuda.mem_get_info(ctx.device)
-    cached = torch.cuda.memory_reserved(ctx.device) - torch.cuda.memory_allocated(ctx.device)
-    t = torch.tensor([free + cached], dtype=torch.int64, device=ctx.device)
+    """(fits, bytes available on the rank with the least). On GPUs: free device memory plus
+    what the caching allocator holds unused. On the CPU: the host's available memory (its
+    cgroup limit when nearer) shared by the ranks on this host. The smallest over ranks."""
+    if ctx.is_cuda:
+        free, _ = torch.cuda.mem_get_info(ctx.device)
+        cached = torch.cuda.memory_reserved(ctx.device) - torch.cuda.memory_allocated(ctx.device)
+        room = free + cached
+    else:
+        avail = host_available()
+        if avail is None:
+            return True, 0
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world_size) or 1)
+        room = max(avail, 0) // max(local, 1)
+    t = torch.tensor([room], dtype=torch.int64, device=ctx.device)
     dist.all_reduce(t, op=dist.ReduceOp.MIN)
     return int(t.item()) >= need, int(t.item())
 
@@ -264,20 +302,30 @@ def _in_place(
 
 
 def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]:
-    """Check and time the collective at every size; the result's metrics and data."""
+    """Check and time the collective at every size; the result's metrics and data. NCCL's log
+    folder (in TMPDIR) is removed however the sweep ends (a full disk, a failed call)."""
+    log = _tuning_log(ctx, p)
+    try:
+        return _sweep(ctx, p, coll, log)
+    finally:
+        log.close()
+
+
+def _sweep(ctx: Context, p: CollectiveParams, coll: Collective, log: TuningLog) -> dict[str, Any]:
     dtype = DTYPES[p.dtype]
     elsize = torch.tensor([], dtype=dtype).element_size()
     factor = coll.bus_factor(ctx.world_size)
     rows = []
     graphs_ok = ctx.is_cuda and p.timing in ("auto", "graph")
-    log = _tuning_log(ctx, p)
     for nbytes in p.sizes():
         chunk, size = coll.layout(nbytes, elsize, ctx.world_size)
         fits, room = _room(ctx, MEMORY_PER_BYTE * size)
         if not fits and rows:
+            where = "device memory free on the fullest GPU" if ctx.is_cuda else (
+                "host memory available per rank")  # fmt: skip
             ctx.notes.append(
-                f"sweep stopped before {size} B: {room / 2**30:.1f} GiB of device memory free on "
-                f"the fullest GPU, about {MEMORY_PER_BYTE}x the size needed"
+                f"sweep stopped before {size} B: {room / 2**30:.1f} GiB of {where}, about "
+                f"{MEMORY_PER_BYTE}x the size needed; the largest size run is {rows[-1]['bytes']} B"
             )
             ctx.log(ctx.notes[-1])
             break
@@ -332,7 +380,6 @@ def sweep(ctx: Context, p: CollectiveParams, coll: Collective) -> dict[str, Any]
         "sizes": rows,
         "nccl_choice": _choice_note(log, coll, rows, ctx.world_size),
     }
-    log.close()
     return {"metrics": metrics, "data": data}
 
 
