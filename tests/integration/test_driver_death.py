@@ -31,7 +31,7 @@ timeout_s: 600
 variants: [p2p]
 benchmarks:
   - kind: allreduce
-    params: {max_bytes: 4096, factor: 4, iters: 100000000, warmup_iters: 1, trials: 1}
+    params: {max_bytes: 4096, factor: 4, iters: 1000000, warmup_iters: 1, trials: 100}
 """
 
 
