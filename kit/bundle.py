@@ -72,14 +72,17 @@ _COMMIT = re.compile(r"[0-9a-f]{40}(-dirty)?")
 def kit_commit() -> str | None:
     """The git commit of the kit that made the bundle ("<sha>-dirty" with uncommitted changes).
 
-    Where the kit is not a git checkout, the commit stated in $KIT_COMMIT (40 hex digits, with
-    "-dirty" where the copy had changes), else None. A value of another shape is ignored: the
-    bundle then says the commit was not recorded rather than carry a string nobody can look up.
+    A commit stated in $KIT_COMMIT (40 hex digits, with "-dirty" where the copy had changes)
+    comes first: whoever copies the tree to a GPU machine knows its commit, and a copy's .git can
+    be older than the tree beside it. A stated value of another shape is ignored (the bundle
+    then never carries a string nobody can look up); without one, git is asked, else None.
     """
     root = Path(__file__).resolve().parent.parent
+    stated = os.environ.get(COMMIT_ENV, "").strip().lower()
+    if _COMMIT.fullmatch(stated):
+        return stated
     if not (root / ".git").exists():
-        stated = os.environ.get(COMMIT_ENV, "").strip().lower()
-        return stated if _COMMIT.fullmatch(stated) else None
+        return None
     try:
         sha = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"],

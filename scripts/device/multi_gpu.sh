@@ -15,9 +15,9 @@
 #                when the machine has mpirun (one process per GPU, as the kit's torchrun), else
 #                one process driving every GPU (-g N; the log says which); run each with
 #                -b 8 -e 1G -f 2 -w 20 -n 100 -c 1 (the counts of recipes/collectives.yaml),
-#                P2P on, then NCCL_P2P_DISABLE=1, NT_REPEATS times (default 3) so that one noisy
+#                P2P on, then NCCL_P2P_DISABLE=1 (PROGRAMS="all_reduce ..." picks fewer), NT_REPEATS times (default 3) so that one noisy
 #                run is not the reference: nccl-tests/<program>_perf-<variant>-r<k>.txt
-#   collectives  kit reproduce recipes/collectives.yaml --runtime host (REPEATS, default 1),
+#   collectives  kit reproduce recipes/collectives.yaml (or RECIPE) --runtime host (REPEATS, default 1),
 #                `kit refs nccl-tests` takes every refs output into the bundle (the report's
 #                per-size ratio column), then scripts/device/collectives_check.py reads it
 #
@@ -49,7 +49,7 @@ wheels() {
   export PYTHONPATH="/tmp/site:$ROOT:${PYTHONPATH:-}"
 }
 gpus() { nvidia-smi -L 2>/dev/null | wc -l; }
-PROGRAMS="all_reduce all_gather reduce_scatter alltoall"
+PROGRAMS=${PROGRAMS:-"all_reduce all_gather reduce_scatter alltoall"}
 # nccl-tests' counts: the same warm-up and iterations as recipes/collectives.yaml
 NT_ARGS="-b 8 -e 1G -f 2 -w 20 -n 100 -c 1"
 [ "${KIT_DEVICE:-cuda}" = cpu ] && NT_ARGS="-b 8 -e 64K -f 4 -w 2 -n 5 -c 1"
@@ -123,13 +123,14 @@ stage_refs() {
 
 stage_collectives() {
   wheels
-  local bundle=$WORK/bundles/collectives-$(gpus)gpu t0=$SECONDS
+  local recipe=${RECIPE:-recipes/collectives.yaml}
+  local bundle=$WORK/bundles/$(basename "$recipe" .yaml)-$(gpus)gpu t0=$SECONDS
   rm -rf "$bundle"
-  log "kit reproduce recipes/collectives.yaml --runtime host --repeats ${REPEATS:-1}"
+  log "kit reproduce $recipe --runtime host --repeats ${REPEATS:-1}"
   # KIT_DEVICE=cpu tries the stage on a machine without a GPU (smoke scale, gloo)
   local scale=--full
   [ "${KIT_DEVICE:-cuda}" = cpu ] && scale=--smoke
-  python3 -m kit reproduce recipes/collectives.yaml --device "${KIT_DEVICE:-cuda}" $scale --runtime host \
+  python3 -m kit reproduce "$recipe" --device "${KIT_DEVICE:-cuda}" $scale --runtime host \
       --repeats "${REPEATS:-1}" --out "$bundle" >"$WORK/collectives.log" 2>&1
   log "  exit $?, $((SECONDS - t0)) s"
   tail -5 "$WORK/collectives.log" | tee -a "$WORK/multi_gpu.log"

@@ -206,7 +206,7 @@ def test_export_and_load_round_trip(client, base_image, tmp_path):
 # --- runs in containers -----------------------------------------------------------------------
 
 
-def _recipe(tmp_path: Path, iters: int = 3, timeout_s: float = 300) -> Path:
+def _recipe(tmp_path: Path, iters: int = 3, timeout_s: float = 300, trials: int = 1) -> Path:
     path = tmp_path / "recipe.yaml"
     path.write_text(
         f"""kit: 1
@@ -219,7 +219,7 @@ timeout_s: {timeout_s}
 variants: [p2p, no-p2p]
 benchmarks:
   - kind: allreduce
-    params: {{min_bytes: 8, max_bytes: 4096, factor: 8, iters: {iters}, warmup_iters: 1, trials: 1}}
+    params: {{min_bytes: 8, max_bytes: 4096, factor: 8, iters: {iters}, warmup_iters: 1, trials: {trials}}}
 """
     )
     return path
@@ -313,7 +313,7 @@ def test_timeout_stops_and_removes_the_container(
     client, cpu_image, base_image, daemon_state, tmp_path
 ):
     out = tmp_path / "bundle"
-    recipe = _recipe(tmp_path, iters=10**9, timeout_s=8)
+    recipe = _recipe(tmp_path, iters=10**6, trials=10**4, timeout_s=8)
     t0 = time.monotonic()
     proc = subprocess.run(_reproduce(recipe, out, base_image), capture_output=True, text=True,
                           env=_env(), timeout=300)  # fmt: skip
@@ -330,7 +330,7 @@ def test_interrupted_run_leaves_nothing_behind(
     client, cpu_image, base_image, daemon_state, tmp_path, sig
 ):
     out = tmp_path / "bundle"
-    recipe = _recipe(tmp_path, iters=10**9, timeout_s=300)
+    recipe = _recipe(tmp_path, iters=10**6, trials=10**4, timeout_s=300)
     proc = subprocess.Popen(_reproduce(recipe, out, base_image), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=_env(),
                             preexec_fn=sigint_as_default)  # fmt: skip
@@ -364,7 +364,7 @@ def test_sigkill_of_the_driver_stops_its_container(
     and stops the container itself, within the heartbeat's 15 s and the guard's grace; `kit seal`
     then never records the run the driver lost as "ok"."""
     out = tmp_path / "bundle"
-    recipe = _recipe(tmp_path, iters=10**9, timeout_s=600)
+    recipe = _recipe(tmp_path, iters=10**6, trials=10**4, timeout_s=600)
     proc = subprocess.Popen(_reproduce(recipe, out, base_image), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=_env())  # fmt: skip
     mine = {"label": [LABEL_RUN, f"{LABEL_OWNER}={OWNER}"]}
@@ -396,7 +396,7 @@ def test_container_removed_from_outside_is_a_failed_run(
     """`docker rm -f` of a run's container mid-run: that run fails with the reason, the next
     run still goes, and the bundle is sealed partial (never complete)."""
     out = tmp_path / "bundle"
-    recipe = _recipe(tmp_path, iters=10**9, timeout_s=60)
+    recipe = _recipe(tmp_path, iters=10**6, trials=10**4, timeout_s=60)
     proc = subprocess.Popen(_reproduce(recipe, out, base_image), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=_env())  # fmt: skip
     try:

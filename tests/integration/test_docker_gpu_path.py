@@ -164,8 +164,10 @@ def test_environment_on_an_existing_image(client, cpu_image, daemon_state, tmp_p
                             text=True, env=_env())  # fmt: skip
     assert verify.returncode == 0, verify.stdout + verify.stderr
     again = tmp_path / "rerun"
-    proc = subprocess.run([PY, "-m", "kit.cli", "reproduce", str(out), "--strict-env", "--out",
-                           str(again)], capture_output=True, text=True, env=_env(), timeout=600)  # fmt: skip
+    # the rerun names the base it trusts: a bundle alone never picks the image it builds FROM
+    proc = subprocess.run([PY, "-m", "kit.cli", "reproduce", str(out), "--strict-env",
+                           "--base-image", cpu_image.tag, "--out", str(again)],
+                          capture_output=True, text=True, env=_env(), timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "environment matches the bundle's (before running)" in proc.stderr
     assert json.loads((again / "results.json").read_text())["environment_diff"] == []

@@ -82,7 +82,9 @@ def _nothing_left(client) -> None:
                                    "test network": []}  # fmt: skip
 
 
-def _recipe(tmp_path: Path, iters: int, gpus: int = 2, max_bytes: int = 4096) -> Path:
+def _recipe(
+    tmp_path: Path, iters: int, gpus: int = 2, max_bytes: int = 4096, trials: int = 1
+) -> Path:
     path = tmp_path / "recipe.yaml"
     path.write_text(
         f"""kit: 1
@@ -100,7 +102,7 @@ nodes:
   env: {{GLOO_DEVICE_TRANSPORT: TCP}}  # a tuning variable (gloo's default): the node section reaches the ranks
 benchmarks:
   - kind: allreduce
-    params: {{min_bytes: 8, max_bytes: {max_bytes}, factor: 8, iters: {iters}, warmup_iters: 1, trials: 1}}
+    params: {{min_bytes: 8, max_bytes: {max_bytes}, factor: 8, iters: {iters}, warmup_iters: 1, trials: {trials}}}
 """
     )
     return path
@@ -165,7 +167,7 @@ def _workers_running(container) -> bool:
 
 def test_killing_one_node_mid_run_stops_the_other(client, image, tmp_path):
     out = tmp_path / "bundle"
-    recipe = _recipe(tmp_path, iters=10**9, max_bytes=8)  # all-reduces until stopped
+    recipe = _recipe(tmp_path, iters=10**6, trials=10**4, max_bytes=8)  # all-reduces until stopped
     proc = subprocess.Popen(_reproduce(recipe, out), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=_env())  # fmt: skip
     try:
@@ -208,8 +210,8 @@ def _spec(run_dir: Path) -> None:
     run_dir.mkdir(parents=True)
     spec = {"schema": 1, "run_id": "mn.kill.r0", "benchmark": "allreduce", "kind": "allreduce",
             "variant": "p2p", "repeat": 0, "device": "cpu", "nproc": 1, "smoke": True,
-            "params": {"min_bytes": 8, "max_bytes": 8, "iters": 10**9, "warmup_iters": 0,
-                       "trials": 1}, "env": {}, "result_path": "result.json"}  # fmt: skip
+            "params": {"min_bytes": 8, "max_bytes": 8, "iters": 10**6, "warmup_iters": 0,
+                       "trials": 10**4}, "env": {}, "result_path": "result.json"}  # fmt: skip
     (run_dir / "spec.json").write_text(json.dumps(spec))
 
 
@@ -255,7 +257,7 @@ def test_ctrl_c_removes_every_node(client, image, tmp_path):
     import signal
 
     out = tmp_path / "bundle"
-    proc = subprocess.Popen(_reproduce(_recipe(tmp_path, iters=10**9, max_bytes=8), out),
+    proc = subprocess.Popen(_reproduce(_recipe(tmp_path, iters=10**6, trials=10**4, max_bytes=8), out),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=_env(), preexec_fn=sigint_as_default)  # fmt: skip
     try:

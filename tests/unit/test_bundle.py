@@ -110,3 +110,13 @@ def test_kit_commit_of_a_copy_without_git_comes_from_kit_commit(tmp_path):
     assert commit_with(sha + "-dirty") == sha + "-dirty"
     assert commit_with(None) == "None"
     assert commit_with("main; rm -rf /") == "None"
+    # a copy whose .git is older than its tree: the stated commit wins; a bad one falls to git
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "kit"], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-qm", "old"], check=True)  # fmt: skip
+    old = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True,
+                         text=True, check=True).stdout.strip()  # fmt: skip
+    assert commit_with(sha) == sha
+    assert commit_with("main; rm -rf /") == old
+    assert commit_with(None) == old
