@@ -25,6 +25,7 @@ from pydantic import (
     field_validator,
 )
 
+from kit.acceptance import gpu_model_key
 from kit.errors import InputError
 from kit.recipe_env import check_env
 from kit.recipe_yaml import LocatedError, StrictLoader, line_map, read_text
@@ -100,7 +101,36 @@ class Benchmark(Strict):
     name: str = Field(default="", pattern=r"^$|" + NAME_PATTERN)
     params: dict[str, Any] = {}
     smoke: dict[str, Any] = {}
-    expect: dict[str, Expectation] = {}
+    # per metric, one reference or a list of them, one per GPU model and count it was measured
+    # on: a run is judged only by the entry for its own model and count (kit.acceptance)
+    expect: dict[str, Expectation | list[Expectation]] = {}
+
+    @field_validator("expect")
+    @classmethod
+    def _one_per_machine(
+        cls, expect: dict[str, Expectation | list[Expectation]]
+    ) -> dict[str, Expectation | list[Expectation]]:
+        for metric, found in expect.items():
+            if not isinstance(found, list):
+                continue
+            if not found:
+                raise ValueError(f"{metric}: an empty list of references")
+            seen: set[tuple[str | None, int | None]] = set()
+            for exp in found:
+                model, count = exp.measured_on()
+                if not (model and count):
+                    raise ValueError(
+                        f"{metric}: each reference in a list names gpu_model and gpus"
+                    )
+                key = (gpu_model_key(model), count)
+                if key in seen:
+                    raise ValueError(f"{metric}: two references for {count}x {model}")
+                seen.add(key)
+        return expect
+
+    def expectations(self) -> list[tuple[str, list[Expectation]]]:
+        """(metric, its references), one entry or several per metric, as the recipe lists them."""
+        return [(m, e if isinstance(e, list) else [e]) for m, e in self.expect.items()]
 
     @field_validator("kind")
     @classmethod

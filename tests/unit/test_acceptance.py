@@ -338,10 +338,11 @@ def test_every_shipped_recipe_expect_names_its_gpu_model_and_count():
     found = 0
     for path in sorted((ROOT / "recipes").glob("*.yaml")):
         for bench in load_recipe(path).benchmarks:
-            for exp in bench.expect.values():
-                found += 1
-                assert exp.gpu_model and exp.gpus, f"{path.name}: expect without model/count"
-                assert exp.measured_on() == (exp.gpu_model, exp.gpus)
+            for _, listed in bench.expectations():
+                for exp in listed:
+                    found += 1
+                    assert exp.gpu_model and exp.gpus, f"{path.name}: expect without model/count"
+                    assert exp.measured_on() == (exp.gpu_model, exp.gpus)
     assert found >= 5
 
 
@@ -351,3 +352,33 @@ def test_a_cpu_bundle_is_not_comparable_with_a_gpu_figure():
     proc = run_kit("accept", str(cpu), "--against", "h100x8-allreduce-ring-nccl-tests-212")
     assert proc.returncode == 4, proc.stderr
     assert "measured on GPUs there, run on the CPU here" in proc.stdout
+
+
+def test_a_recipe_with_figures_for_two_models_judges_each_run_by_its_own():
+    """The all-reduce recipe carries a 2x H200 and a 2x H100 figure: the H100 container bundle
+    is judged against the H100 one (345.9 GB/s), the 4x H200 bundle by neither (no 4-GPU
+    figure), and a list that names one machine twice is refused."""
+    from kit.bundle import Bundle
+    from kit.recipe import Benchmark, load_recipe
+    from kit.report import analysis
+
+    fresh = load_recipe(ROOT / "recipes" / "allreduce.yaml").benchmarks[0]
+    assert [e.value for _, listed in fresh.expectations() for e in listed] == [343, 345.9]
+    for name, verdict_ok, value in [
+        ("h100x2-allreduce-container-machine-a", True, 345.9),
+        ("h200x4-allreduce", False, 343),
+    ]:
+        b = Bundle.load(ROOT / "reports" / "examples" / name)
+        data = load_bundle(b.path)
+        bench = analysis.build_benchmarks(data.results, data.recipe)[0]
+        bench.expect = fresh.expectations()
+        (e,) = analysis.expectations(bench, b.read_typed("hardware.json"))
+        assert e["comparable"] is verdict_ok and e["value"] == value, e
+        if not verdict_ok:
+            assert e["measured_on"] == "2x NVIDIA H200 or 2x NVIDIA H100"
+            assert e["mismatches"] == ["none of the recipe's 2 figures is for 4x NVIDIA H200"]
+    twice = {"value": 1, "unit": "GB/s", "gpu_model": "NVIDIA H100", "gpus": 2}
+    with pytest.raises(ValueError, match="two references for 2x"):
+        Benchmark(kind="allreduce", expect={"busbw_largest": [twice, twice]})
+    with pytest.raises(ValueError, match="names gpu_model and gpus"):
+        Benchmark(kind="allreduce", expect={"busbw_largest": [{"value": 1, "unit": "GB/s"}]})

@@ -82,7 +82,7 @@ def build_benchmarks(results: Results, recipe: Recipe) -> list[Benchmark]:
             label,
             decl.params if decl else {},
             blocks,
-            expect=decl.expect if decl else {},
+            expect=decl.expectations() if decl else [],
             spec=spec(kind),
             cv_threshold=recipe.cv_threshold,
             planned_repeats=planned,

@@ -87,7 +87,8 @@ class Benchmark:
     metrics: dict[str, dict[str, MetricRow]] = field(default_factory=dict)  # metric -> variant
     verdicts: list[Verdict] = field(default_factory=list)
     wrong_total: int = 0
-    expect: dict[str, Expectation] = field(default_factory=dict)  # the recipe's `expect:`
+    # the recipe's `expect:`, per metric its references (one per GPU model and count)
+    expect: list[tuple[str, list[Expectation]]] = field(default_factory=list)
     spec: WorkloadSpec | None = None  # None: a kind this kit does not know
     cv_threshold: float = CV_THRESHOLD
     # three counts that are easy to confuse: what the plan asked for (the recipe, or the

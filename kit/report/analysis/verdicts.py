@@ -240,13 +240,17 @@ def expectations(bench: Benchmark, hardware: Hardware | None = None) -> list[dic
     ref = next((v for v in bench.variants if v.p2p_off is False), None) or (
         bench.variants[0] if bench.variants else None
     )
-    for named, exp in bench.expect.items():
+    for named, listed in bench.expect:
         row = (bench.metrics.get(named) or {}).get(ref.name) if ref else None
-        unit = exp.unit or (row.unit if row else "")
-        model, count = exp.measured_on()
-        there = Basis(model, count, bench.kind, "GPU", named)
         here = run_basis(bench, ref, hardware, named)
+        # the entry for this run's GPU model and count; else the first, to say why none applies
+        bases = [(exp, Basis(*exp.measured_on(), bench.kind, "GPU", named)) for exp in listed]
+        exp, there = next(((e, b) for e, b in bases if not mismatches(b, here)), bases[0])
+        unit = exp.unit or (row.unit if row else "")
         why = mismatches(there, here)
+        if why and len(bases) > 1:  # the page names every machine the recipe has a figure for
+            there = Basis(" or ".join(b.words for _, b in bases), None, bench.kind, "GPU", named)
+            why = [f"none of the recipe's {len(bases)} figures is for {here.words}"]
         measured = row.summary.median if row is not None and row.summary is not None else None
         decision = None
         if why:
