@@ -119,9 +119,7 @@ class Benchmark(Strict):
             for exp in found:
                 model, count = exp.measured_on()
                 if not (model and count):
-                    raise ValueError(
-                        f"{metric}: each reference in a list names gpu_model and gpus"
-                    )
+                    raise ValueError(f"{metric}: each reference in a list names gpu_model and gpus")
                 key = (gpu_model_key(model), count)
                 if key in seen:
                     raise ValueError(f"{metric}: two references for {count}x {model}")
