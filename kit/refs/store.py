@@ -89,6 +89,8 @@ def extract(bundle_dir: Path, label: str | None = None) -> dict[str, Any]:
                 "kind": run.kind,
                 "signature": signature(run.kind, run.data.params),
                 "world_size": run.world_size,
+                # how long a window was timed: not in the signature, named where it differs
+                "min_window_s": (run.data.params or {}).get("min_window_s"),
                 "metrics": {},
             },
         )
@@ -104,6 +106,8 @@ def extract(bundle_dir: Path, label: str | None = None) -> dict[str, Any]:
         "recipe": res.recipe,
         "created_at": res.created_at,
         "kit_version": res.kit_version,
+        "runtime": res.runtime,  # host or a container: named beside a ratio where it differs
+        "pinned": res.pinned,
         "hardware": hw,
         "benchmarks": list(benches.values()),
     }
@@ -273,8 +277,45 @@ def standing(
                     "hardware": (ref.get("hardware") or {}).get("label") or "unknown hardware",
                     "source": f"{ref.get('source')} ({ref['origin']})",
                     "ratio_better": better, "gpus": gpus, "reference_gpus": rgpus,
+                    "unlike": unlike(new, b, ref, rb, len(vals), len(rvals)),
                     "ratio_better_per_gpu": better * rgpus / gpus
                     if gpus and rgpus and gpus != rgpus and catalog.per_gpu(name)
                     else None,
                 })  # fmt: skip
     return rows
+
+
+def unlike(
+    new: dict[str, Any],
+    b: dict[str, Any],
+    ref: dict[str, Any],
+    rb: dict[str, Any],
+    n: int,
+    ref_n: int,
+) -> list[str]:
+    """How a known machine's figure was not taken like this bundle's, in words: the run count,
+    the GPU count, the runtime (host or container, pinned or not) and the timed window; a
+    reference that did not record one of them says so ([]: like for like on all four)."""
+    out = []
+    if n != ref_n:
+        out.append(f"{n} run{'s' if n != 1 else ''} here against {ref_n} there")
+    gpus, rgpus = b.get("world_size"), rb.get("world_size")
+    if gpus != rgpus:
+        out.append(f"{gpus} GPUs here against {rgpus} there")
+    here, there = _runtime_words(new), _runtime_words(ref)
+    if here != there:
+        out.append(f"{here} here against {there} there")
+    window, rwindow = b.get("min_window_s") or 0, rb.get("min_window_s")
+    if "min_window_s" not in rb:
+        if window:
+            out.append("its timed window's rule not recorded there")
+    elif window != (rwindow or 0):
+        out.append(f"a timed window of at least {window:g} s here against {rwindow or 0:g} s there")
+    return out
+
+
+def _runtime_words(doc: Mapping[str, Any]) -> str:
+    if "runtime" not in doc:
+        return "a runtime not recorded"
+    pinned = "pinned" if doc.get("pinned") else "not pinned"
+    return f"the {doc.get('runtime') or 'unknown'} runtime ({pinned})"

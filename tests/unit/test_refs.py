@@ -131,3 +131,26 @@ def test_a_sealed_report_reads_only_the_shipped_references(db, tmp_path):
         r["reference"] for r in store.standing(copy, headline_only=True, include_user=False)
     }
     assert "lab box 3" in everyone and "lab box 3" not in shipped_only and shipped_only
+
+
+def test_a_known_machine_unlike_this_bundle_is_named_in_words():
+    """Issue 34 item 5: the runtime, the timed window, the run and GPU counts where they differ
+    from the known machine's; a reference that did not record one says so."""
+    here = {"runtime": "docker", "pinned": True}
+    bench = {"world_size": 2, "min_window_s": 30}
+    there = {"runtime": "host", "pinned": False}
+    assert store.unlike(here, bench, there, {"world_size": 2, "min_window_s": 0}, 3, 1) == [
+        "3 runs here against 1 there",
+        "the docker runtime (pinned) here against the host runtime (not pinned) there",
+        "a timed window of at least 30 s here against 0 s there",
+    ]
+    assert store.unlike(here, bench, here, dict(bench), 3, 3) == []
+    assert store.unlike(here, bench, {}, {"world_size": 4}, 1, 1) == [
+        "2 GPUs here against 4 there",
+        "the docker runtime (pinned) here against a runtime not recorded there",
+        "its timed window's rule not recorded there",
+    ]
+    # every shipped reference records both, from its bundle
+    for ref in store.shipped():
+        assert "runtime" in ref and "pinned" in ref
+        assert all("min_window_s" in b for b in ref["benchmarks"])
