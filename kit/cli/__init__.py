@@ -279,6 +279,14 @@ def compare(
         ),
     ] = None,
     price_per_gpu_hour: PricePerGpuHour = None,
+    price: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="One machine's price per GPU-hour: POSITION=PRICE, BUNDLE=PRICE or "
+            "LABEL=PRICE, e.g. --price 2=3.50USD (repeatable; one currency): cost per 1M "
+            "units of work at each machine's own price."
+        ),
+    ] = None,
     price_source: PriceSource = None,
     allowed_signers: AllowedSigners = None,
     allow_unsigned: AllowUnsigned = False,
@@ -290,16 +298,19 @@ def compare(
     given per GPU with the scaling efficiency. Writes compare.html, compare.pdf and
     compare.json. Bundles from different environments are compared, and the first page says so.
 
-    Example: kit compare reports/examples/h200x2-fsdp-llama reports/examples/h200x4-fsdp-llama --label 2=vendor-x --price-per-gpu-hour 3.50USD
+    Example: kit compare reports/examples/h200x2-fsdp-llama reports/examples/h200x4-fsdp-llama --label 2=vendor-x --price 1=2.90USD --price vendor-x=3.50USD
     """
     from kit.intake import check_signer_options
     from kit.report.compare import check_price, parse_labels, write_comparison
+    from kit.report.machines import parse_prices
 
-    price = check_price(price_per_gpu_hour, price_source)
+    one = check_price(price_per_gpu_hour, price_source if not price else None)
     check_signer_options(allowed_signers, allow_unsigned)
     labels = parse_labels(label, bundles)
-    paths = write_comparison(bundles, baseline, out, labels, price, allowed_signers,
-                             allow_unsigned, read_broken=read_broken_signature)  # fmt: skip
+    each = parse_prices(price, bundles, labels, price_source)
+    paths = write_comparison(bundles, baseline, out, labels, one, allowed_signers,
+                             allow_unsigned, read_broken=read_broken_signature,
+                             prices=each)  # fmt: skip
     for path in paths:
         print(path)
 

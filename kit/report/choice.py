@@ -1,8 +1,8 @@
 """Page 1 of a comparison, for a choice between machines: per workload the measured ratio over
 the baseline (at a common size: kit.report.common_size) with its interval, the ratio the
-datasheets predict beside it (the figure that bounds the workload: link bandwidth for a
-rate of bytes, dense bf16 FLOP/s otherwise), the geometric mean
-across workloads, and one plain sentence: which machine is faster for what, by how much, how
+datasheets predict beside it (the figure that bounds the workload, from the metric catalog:
+memory bandwidth, link bandwidth or dense FLOP/s) and all three datasheet ratios per GPU, the
+geometric mean across workloads, and one plain sentence: which machine is faster for what, by how much, how
 sure. Ratios are stated as "better" factors (over 1: this machine does more, or takes less)."""
 
 from __future__ import annotations
@@ -10,25 +10,35 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kit.shared import metrics as catalog
 from kit.shared.gpu_specs import spec_for
 
+BOUND_WORDS = {
+    "link": "NVLink bandwidth",
+    "memory": "memory (HBM) bandwidth",
+    "none": "PCIe and the host (no datasheet figure)",
+}
 
-def bound_of(unit: str) -> tuple[str, str]:
-    """What bounds a workload, read from its headline's unit (never its kind's name): a rate of
-    bytes is held against the GPUs' link bandwidth, anything else against dense bf16 FLOP/s."""
-    if unit.endswith("B/s"):
-        return "link", "NVLink bandwidth"
-    return "flops", "dense bf16 FLOP/s"
+
+def bound_of(unit: str, metric: str = "") -> tuple[str, str]:
+    """What bounds a workload's headline: the catalog's `bound` for the metric where it names
+    one (HBM copies: memory bandwidth; matmul ceilings: that dtype's FLOP/s; host copies: no
+    datasheet figure), else read from the unit (never the kind's name): a rate of bytes is held
+    against the GPUs' link bandwidth, anything else against dense bf16 FLOP/s."""
+    entry = catalog.metric(metric)
+    what = (entry.bound if entry else "") or ("link" if unit.endswith("B/s") else "flops:bf16")
+    if what.startswith("flops:"):
+        return what, f"dense {what.split(':', 1)[1]} FLOP/s"
+    return what, BOUND_WORDS.get(what, what)
 
 
 def _datasheet(name: str | None, what: str) -> float | None:
     spec = spec_for(name)
-    if spec is None:
+    if spec is None or what == "none":
         return None
-    value = {
-        "link": spec.nvlink_total_gbs,
-        "flops": spec.peak_flops.get("bf16", 0.0),
-    }[what]
+    if what.startswith("flops:"):
+        return spec.peak_flops.get(what.split(":", 1)[1]) or None
+    value = {"link": spec.nvlink_total_gbs, "memory": spec.hbm_gbs}.get(what, 0.0)
     return value or None
 
 
@@ -37,13 +47,27 @@ def _gpu_name(machine: Any) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
-def predicted(unit: str, machine: Any, base: Any) -> tuple[float | None, str]:
+def predicted(unit: str, machine: Any, base: Any, metric: str = "") -> tuple[float | None, str]:
     """(the datasheet ratio machine / base for what bounds this workload, its words)."""
-    what, words = bound_of(unit)
+    what, words = bound_of(unit, metric)
     mine, theirs = _datasheet(_gpu_name(machine), what), _datasheet(_gpu_name(base), what)
     if not mine or not theirs:
         return None, words
     return mine / theirs, words
+
+
+DATASHEET_LINE = (("memory", "memory bandwidth"), ("flops:bf16", "dense bf16 FLOP/s"),
+                  ("link", "NVLink bandwidth"))  # fmt: skip
+
+
+def datasheets(machine: Any, base: Any) -> list[dict[str, Any]]:
+    """Per GPU, the three datasheet ratios a buyer weighs (machine / base), whatever ran: where
+    the extra money shows. None where a side's model is not in the kit's table."""
+    out = []
+    for what, words in DATASHEET_LINE:
+        mine, theirs = _datasheet(_gpu_name(machine), what), _datasheet(_gpu_name(base), what)
+        out.append({"words": words, "ratio": mine / theirs if mine and theirs else None})
+    return out
 
 
 def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
@@ -69,7 +93,7 @@ def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
             est, lo, hi = ratio["estimate"], ratio["ci_low"], ratio["ci_high"]
             factor = 1 / est if flip else est
             low, high = (1 / hi, 1 / lo) if flip else (lo, hi)
-            pred, bound = predicted(row.unit, m, machines[base])
+            pred, bound = predicted(row.unit, m, machines[base], row.metric)
             gpus, base_gpus = cell.get("gpus"), row.cells[base].get("gpus")
             if pred and row.rate and gpus and base_gpus and gpus != base_gpus:
                 pred, bound = pred * gpus / base_gpus, f"{bound} x {gpus}/{base_gpus} GPUs"
@@ -87,6 +111,10 @@ def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
                     "predicted": pred,
                     "bound": bound,
                     "note": row.size_note,
+                    # each side at its own price (kit compare --price): what a unit costs
+                    "cost": cell.get("cost_per_million"),
+                    "base_cost": row.cells[base].get("cost_per_million"),
+                    "unit": row.unit.replace("/s", ""),
                 }
             )
         factors = [x["factor"] for x in lines if x["factor"]]
@@ -96,6 +124,7 @@ def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
                 "machine": m.label,
                 "lines": lines,
                 "geomean": gmean,
+                "datasheets": datasheets(m, machines[base]),
                 "sentence": _sentence(m.label, machines[base].label, lines, gmean),
             }
         )

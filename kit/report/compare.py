@@ -119,11 +119,15 @@ def _samples(m: Machine) -> dict[tuple[str, str, str], tuple[analysis.MetricRow,
 
 
 def workload_rows(
-    machines: list[Machine], base: int, price_per_gpu_hour: Price | float | None = None
+    machines: list[Machine],
+    base: int,
+    price_per_gpu_hour: Price | float | None = None,
+    prices: dict[int, Price] | None = None,
 ) -> list[MetricRow]:
     """Each benchmark, variant and metric: per machine median, interval, n, ratio to baseline;
-    for rates also per GPU, the scaling efficiency and the cost; sharding named for memory."""
-    price = parse_price(price_per_gpu_hour)
+    for rates also per GPU, the scaling efficiency and the cost at that machine's price (one
+    price for all, or `prices` per machine); sharding named for memory."""
+    each = machine_prices(len(machines), price_per_gpu_hour, prices)
     per = [_samples(m) for m in machines]
     headline = {(b.name, b.kind): analysis.verdict_metric(b) for m in machines for b in m.benches}
     kinds = {b.name: b.kind for m in machines for b in m.benches}
@@ -167,9 +171,9 @@ def workload_rows(
             }
             if row.rate and summary and gpus:
                 cell["per_gpu"] = _per_gpu_summary(summary, gpus)
-                if price is not None and summary["median"] > 0:
+                if each[i] is not None and summary["median"] > 0:
                     cell["cost_per_million"] = cost_per_million(
-                        summary["median"], gpus, price.amount
+                        summary["median"], gpus, each[i].amount
                     )
             if i != base and sweep and not sweep["sizes"]:
                 cell["ratio_error"] = f"no ratio: {sweep['sentence']}"
@@ -187,6 +191,16 @@ def workload_rows(
             row.cells.append(cell)
         rows.append(row)
     return rows
+
+
+def machine_prices(
+    count: int, price_per_gpu_hour: Price | float | None, prices: dict[int, Price] | None
+) -> list[Price | None]:
+    """Each machine's price per GPU-hour: its own (--price), else the one for all."""
+    if prices and price_per_gpu_hour is not None:
+        raise InputError("--price and --price-per-gpu-hour: give one price for all or one each")
+    one = parse_price(price_per_gpu_hour)
+    return [(prices or {}).get(i, one) for i in range(count)]
 
 
 def _scale_facts(
@@ -296,13 +310,15 @@ def comparison(
     base: int,
     price_per_gpu_hour: Price | float | None = None,
     allowed_signers: Path | None = None,
+    prices: dict[int, Price] | None = None,
 ) -> dict[str, Any]:
     """Everything the page shows, as plain data (also written as compare.json).
 
     Each machine's signature is checked (kit.signature): who signed it with `allowed_signers`,
     else only that the signature matches the manifest."""
     price = parse_price(price_per_gpu_hour)
-    rows = workload_rows(machines, base, price)
+    each = machine_prices(len(machines), price, prices)
+    rows = workload_rows(machines, base, price, prices)
     warnings = warnings_for(machines, base)
     for w in warnings:
         if w["level"] == "scale":
@@ -334,9 +350,14 @@ def comparison(
                 "smoke": m.results.smoke,
                 "status": m.results.status,
                 "manifest_sha256": sha256_file(m.path / MANIFEST),
+                "price": each[i].to_dict() if each[i] else None,
+                "price_words": each[i].words if each[i] else "not priced",
+                # the machine's hour: its price per GPU-hour times the GPUs its runs used
+                "machine_hour": each[i].amount * m.gpus_used() if each[i] else None,
             }
-            for m in machines
+            for i, m in enumerate(machines)
         ],
+        "priced_each": bool(prices),
         "warnings": warnings,
         "reproductions": reproductions(machines),
         "hardware": hardware_rows(machines),
@@ -387,6 +408,7 @@ def write_comparison(
     allow_unsigned: bool = False,
     price_source: str | None = None,
     read_broken: bool = False,
+    prices: dict[int, Price] | None = None,
 ) -> list[Path]:
     """Write compare.html, compare.pdf and compare.json into `out`; returns their paths.
 
@@ -394,6 +416,7 @@ def write_comparison(
     `allowed_signers`, every bundle must be signed by a listed signer (unsigned ones too when
     `allow_unsigned`), else nothing is written."""
     price = check_price(price_per_gpu_hour, price_source)
+    machine_prices(len(paths), price, prices)  # one for all or one each: before any work
     out = out or Path("reports") / f"compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     outputs.check_dir(out, "--out", OUTPUT_NAMES)  # before the work: no bundle, no device
     machines = load_machines(paths, labels, allowed_signers, allow_unsigned, read_broken)
@@ -403,7 +426,7 @@ def write_comparison(
     if any(target == d or d in target.parents for d in bundle_dirs):
         raise InputError(f"--out {out}: is inside a bundle; a comparison never writes into one")
     out.mkdir(parents=True, exist_ok=True)
-    data = comparison(machines, base, price, allowed_signers)
+    data = comparison(machines, base, price, allowed_signers, prices)
     rows = [MetricRow(**w) for w in data["workloads"]]
     figures = headline_figures(rows, machines) + sweep_figures(machines)
     html = render_html(data, figures)

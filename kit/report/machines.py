@@ -17,6 +17,7 @@ from typing import Any
 from kit.bundle import MANIFEST, sha256_file
 from kit.envdiff import environment_diff, environment_versions
 from kit.errors import InputError
+from kit.facts.price import Price, parse_price
 from kit.intake import receive
 from kit.inventory.topology import first_pair_link
 from kit.model import BundleData, Environment, Hardware, Results, recipe_differences
@@ -123,6 +124,38 @@ def parse_labels(specs: list[str] | None, paths: list[Path]) -> dict[int, str]:
         if index in out:
             raise InputError(f"--label: bundle {index + 1} is labelled twice")
         out[index] = text
+    return out
+
+
+def parse_prices(
+    specs: list[str] | None,
+    paths: list[Path],
+    labels: dict[int, str] | None = None,
+    source: str | None = None,
+) -> dict[int, Price]:
+    """`--price KEY=PRICE` (repeatable), KEY a position, a bundle or a --label text, PRICE one
+    GPU for one hour as --price-per-gpu-hour takes it -> {0-based index: Price}. Every price in
+    one currency: a cost in USD beside one in EUR is no comparison."""
+    out: dict[int, Price] = {}
+    by_label = {text: i for i, text in (labels or {}).items()}
+    for spec in specs or []:
+        key, sep, value = spec.partition("=")
+        if not sep or not key or not value:
+            raise InputError(
+                f"--price {spec!r}: expected POSITION=PRICE, BUNDLE=PRICE or LABEL=PRICE, "
+                "e.g. 2=3.50USD (one GPU for one hour)"
+            )
+        index = by_label[key] if key in by_label else _position(key, paths, "--price")
+        if index in out:
+            raise InputError(f"--price: bundle {index + 1} is priced twice")
+        try:
+            out[index] = parse_price(value, source)
+        except InputError as e:
+            raise InputError(f"--price {spec!r}: {str(e).split(': ', 1)[-1]}") from None
+    currencies = {p.currency for p in out.values()}
+    if len(currencies) > 1:
+        named = ", ".join(f"{i + 1}: {p.currency or 'none'}" for i, p in sorted(out.items()))
+        raise InputError(f"--price: one currency for every machine ({named})")
     return out
 
 

@@ -91,6 +91,10 @@ class Metric:
     better: str = "better"
     worse: str = "worse"
     already_per_gpu: str = ""
+    # the datasheet figure that bounds it, for the ratio a comparison predicts: "link",
+    # "memory", "flops:<dtype>", "none" (no datasheet figure: PCIe and the host); "": from
+    # the unit (bytes per second: link; anything else: dense bf16 FLOP/s)
+    bound: str = ""
 
     def unit_for(self, work: str = "") -> str:
         return self.unit.replace("{work}", work or "items")
@@ -137,20 +141,40 @@ CATALOG: dict[str, Metric] = {
         Metric("mfu", "model FLOPs utilisation", "fraction"),
         Metric("tokens_per_s", "tokens per second", "tokens/s", per_gpu=True),
         # copy bandwidth (nvbandwidth's testcases): the weakest GPU or pair, never summed
-        Metric("device_local_gbps", "device-local copy (weakest GPU)", "GB/s", **_FAST),
-        Metric("h2d_gbps", "host to device, pinned, CE (weakest GPU)", "GB/s", **_FAST),
-        Metric("d2h_gbps", "device to host, pinned, CE (weakest GPU)", "GB/s", **_FAST),
+        Metric(
+            "device_local_gbps",
+            "device-local copy (weakest GPU)",
+            "GB/s",
+            bound="memory",
+            **_FAST,
+        ),
+        Metric(
+            "h2d_gbps", "host to device, pinned, CE (weakest GPU)", "GB/s", bound="none", **_FAST
+        ),
+        Metric(
+            "d2h_gbps", "device to host, pinned, CE (weakest GPU)", "GB/s", bound="none", **_FAST
+        ),
         Metric("pair_ce_one_way_gbps", "GPU pair CE one way (weakest pair)", "GB/s", **_FAST),
         Metric("pair_ce_both_ways_gbps", "GPU pair CE both ways (weakest pair)", "GB/s", **_FAST),
         Metric("pair_sm_one_way_gbps", "GPU pair SM one way (weakest pair)", "GB/s", **_FAST),
         Metric("pair_sm_both_ways_gbps", "GPU pair SM both ways (weakest pair)", "GB/s", **_FAST),
         Metric(
-            "pair_staged_one_way_gbps", "GPU pair staged through host (weakest)", "GB/s", **_FAST
+            "pair_staged_one_way_gbps",
+            "GPU pair staged through host (weakest)",
+            "GB/s",
+            bound="none",
+            **_FAST,
         ),
         Metric("pair_latency_us", "GPU pair copy latency (slowest pair)", "us", False, **_FAST),
         # matmul ceilings: per GPU (the median GPU or the weakest), so never summed over GPUs
         *(
-            Metric(f"tflops_{d}{suffix}", f"{d} matmul ceiling ({words})", "TFLOP/s", **_FAST)
+            Metric(
+                f"tflops_{d}{suffix}",
+                f"{d} matmul ceiling ({words})",
+                "TFLOP/s",
+                bound=f"flops:{d}",
+                **_FAST,
+            )
             for d in ("bf16", "fp16", "tf32", "fp8", "fp32")
             for suffix, words in (
                 ("", "median GPU, all at once"),
