@@ -84,6 +84,7 @@ def source_record(path: Path, old: BundleData) -> dict[str, Any]:
         "recipe": old.results.recipe,
         "created_at": old.results.created_at,
         "manifest_sha256": sha256_file(path / MANIFEST),
+        **({"broken_signature": old.broken_signature} if old.broken_signature else {}),
     }
 
 

@@ -84,3 +84,24 @@ def test_refs_add_never_reads_it(tmp_path):
     proc = run_kit("refs", "add", str(b), "--label", "theirs", FLAG, env=env)
     assert proc.returncode == 2, proc.stderr
     assert "theirs" not in run_kit("refs", "list", env=env).stdout
+
+
+def test_a_rerun_of_it_records_so_and_every_page_of_the_new_report_says_so(tmp_path):
+    """The new bundle is a sound one, but it reproduces a bundle whose signature did not verify:
+    its results.json records the line, and its report carries the banner on every page."""
+    import json
+
+    from pypdf import PdfReader
+
+    b = edited_and_resealed(tmp_path)
+    new = tmp_path / "new"
+    proc = run_kit("reproduce", str(b), "--out", str(new), FLAG, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    warned(proc.stderr, b)
+    src = json.loads((new / "results.json").read_text())["reproduces"]
+    assert str(b) in src["broken_signature"]
+    assert BANNER in (new / "report.html").read_text()
+    if (new / "report.pdf").exists():
+        pages = [p.extract_text() for p in PdfReader(new / "report.pdf").pages]
+        assert len(pages) > 1 and all(BANNER in page for page in pages)
+    assert run_kit("verify", str(new)).returncode == 0

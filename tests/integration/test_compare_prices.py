@@ -34,7 +34,9 @@ def test_each_machine_at_its_own_price(tmp_path):
     head = next(w for w in data["workloads"] if w["headline"] and w["variant"] == "p2p")
     for cell, price in zip(head["cells"], (2.9, 3.5), strict=True):
         units_per_hour = cell["summary"]["median"] * 3600
-        assert cell["cost_per_million"] == pytest.approx(price * cell["gpus"] / units_per_hour * 1e6)
+        assert cell["cost_per_million"] == pytest.approx(
+            price * cell["gpus"] / units_per_hour * 1e6
+        )
     (line,) = [x for x in data["choice"]["machines"][0]["lines"] if x["variant"] == "p2p"]
     assert line["cost"] / line["base_cost"] == pytest.approx(
         head["cells"][1]["cost_per_million"] / head["cells"][0]["cost_per_million"]
