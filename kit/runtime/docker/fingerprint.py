@@ -14,6 +14,11 @@ from kit.runtime.docker.image import Image
 # --- fingerprint ------------------------------------------------------------------------------
 
 
+PROBE_WAIT_S = 120
+"""How long the driver waits for the probe container (the probe itself ends at
+kit.worker.probe.PROBE_LIMIT_S, later, so that a hung one never outlives a killed driver)."""
+
+
 def probe(tag: str, client: Any = None, device_requests: list[Any] | None = None) -> dict[str, Any]:
     """Run `python -m kit.worker.probe` in a throwaway container; return what it reports.
 
@@ -38,7 +43,7 @@ def probe(tag: str, client: Any = None, device_requests: list[Any] | None = None
             container.start()
         except docker.errors.APIError as e:
             raise KitError(f"probing image {tag}: {launch_error(e)}") from e
-        status = container.wait(timeout=120)
+        status = container.wait(timeout=PROBE_WAIT_S)
         out = container.logs(stdout=True, stderr=False).decode(errors="replace")
         err = container.logs(stdout=False, stderr=True).decode(errors="replace")
     finally:
