@@ -194,7 +194,7 @@ def build(
 
     Example: kit build recipes/allreduce.yaml
     """
-    from kit.runtime.docker import image as images
+    from kit.runtime.images import image as images
 
     image = images.build(_environment_of(target, env), base_image_override=base_image)
     state = "reused (cache hit)" if image.cached else "built"
@@ -222,7 +222,7 @@ def export_image(
 
     Example: kit export recipes/allreduce.yaml -o kit-cuda13.tar
     """
-    from kit.runtime.docker import environments, image
+    from kit.runtime.images import environments, image
 
     tag = target if ":" in target and not Path(target).exists() else None
     if tag is None:

@@ -25,7 +25,7 @@ from kit.run.rerun_paths import check_nodes, check_paths
 from kit.run.results import console
 from kit.runtime import registry
 from kit.runtime.base import RuntimeRequest
-from kit.runtime.docker import base_choice
+from kit.runtime.images import base_choice
 from kit.runtime.multinode.config import node_config
 from kit.shared import files
 
@@ -111,7 +111,7 @@ def refuse_out_inside(path: Path, out: Path | None) -> None:
 def refuse_environment_options(options: Options) -> None:
     """A rerun runs in the environment the bundle recorded (--env would be ignored); its base
     is the user's --base-image, an archive's image (--image-archive) or the kit's pinned digest
-    (kit.runtime.docker.base_choice), never one the bundle names."""
+    (kit.runtime.images.base_choice), never one the bundle names."""
     if options.environment is not None:
         raise InputError(
             "--env: a rerun builds the environment the bundle recorded (--base-image IMAGE "

@@ -25,8 +25,8 @@ from kit.run.results import worker_error
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers import gpus
 from kit.runtime.containers.docker import DockerContainer
-from kit.runtime.docker.client import LABEL_OWNER
-from kit.runtime.docker.runtime import DockerRuntime
+from kit.runtime.containers.client import LABEL_OWNER
+from kit.runtime.pinned import DockerRuntime
 from kit.runtime.local import LocalRuntime
 
 SPEC = {"schema": 1, "benchmark": "allreduce", "kind": "allreduce", "variant": "one-gpu",

@@ -19,9 +19,9 @@ from typing import Any
 from kit import terminal
 from kit.bundle import sha256_file
 from kit.errors import InputError, KitError
-from kit.runtime.docker.base_choice import check_reference
-from kit.runtime.docker.client import docker_client
-from kit.runtime.docker.environments import REPO_ROOT, WHEEL_CACHE, Environment, load, wheelhouse
+from kit.runtime.containers.client import docker_client
+from kit.runtime.images.base_choice import check_reference
+from kit.runtime.images.environments import REPO_ROOT, WHEEL_CACHE, Environment, load, wheelhouse
 
 BUILD_LOGS = WHEEL_CACHE.parent / "build-logs"
 LABEL_ENV = "kit.env"
