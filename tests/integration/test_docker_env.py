@@ -22,10 +22,10 @@ import pytest
 from kit.bundle import sha256_file
 from kit.errors import KitError
 from kit.runtime.base import LaunchRequest
+from kit.runtime.containers.client import LABEL_OWNER, LABEL_RUN, cleanup, leftovers
 from kit.runtime.images import environments
 from kit.runtime.images import fingerprint as fingerprints
 from kit.runtime.images import image as images
-from kit.runtime.containers.client import LABEL_OWNER, LABEL_RUN, cleanup, leftovers
 from kit.runtime.pinned import DockerRuntime
 from tests.conftest import sigint_as_default
 

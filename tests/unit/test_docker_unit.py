@@ -15,12 +15,12 @@ import pytest
 from kit.errors import InputError, KitError
 from kit.model import Environment
 from kit.run import rerun
+from kit.runtime import pinned as rt
 from kit.runtime import registry
 from kit.runtime.base import LaunchRequest
-from kit.runtime.containers import gpus
 from kit.runtime.containers import client as dclient
+from kit.runtime.containers import gpus
 from kit.runtime.images import environments
-from kit.runtime import pinned as rt
 
 
 class FakeClient:
