@@ -37,6 +37,15 @@ def base_image(env: Environment | None) -> str | None:
     return (env.build_args or {}).get("BASE_IMAGE") or env.base_image
 
 
+def recorded_runtime(env: Environment | None) -> str:
+    """The runtime on this machine in the engine the bundle recorded (a multi-node Docker run:
+    docker, which named nodes make multinode again); the recorded name where no runtime here
+    has that engine (a Slurm job in pyxis)."""
+    if env is None:
+        return "host"
+    return registry.local_runtime(env.axes()[1]) or env.runtime
+
+
 def rerun_request(
     old_env: Environment | None,
     runtime: str | None,
@@ -48,7 +57,7 @@ def rerun_request(
     """The runtime a rerun uses (the user's --runtime, else the bundle's own) and what it is
     asked to prepare: the recorded environment (its base is choose_base's, never the bundle's;
     or the exported archive `image_archive`, loaded without building)."""
-    recorded = (old_env.runtime if old_env else None) or "host"
+    recorded = recorded_runtime(old_env)
     name = recorded if runtime in (None, "auto") else runtime
     request = RuntimeRequest(
         environment=(old_env.name if old_env else None) or recipe.environment,
@@ -213,7 +222,7 @@ def rerun_bundle(
     if options.repeats is None:
         options.repeats = recorded.planned_repeats
     check_recorded(path, options)
-    where = options.runtime or (old.environment.runtime if old.environment else "host")
+    where = options.runtime or recorded_runtime(old.environment)
     for flag, given in (("--image-archive", options.image_archive),
                         ("--base-image", options.base_image)):  # fmt: skip
         if where == "host" and given is not None:
