@@ -191,7 +191,7 @@ def test_export_and_load_round_trip(client, base_image, tmp_path):
 
     env = _tiny_env(tmp_path)
     image = images.build(env, base_image_override=base_image, client=client, echo=lambda _: None)
-    archive = images.export(image.tag, tmp_path / "tiny.tar")
+    archive = images.export(image.tag, tmp_path / "tiny.tar", client=client)
     assert archive.stat().st_size > 1_000_000
     client.images.remove(image.tag, force=True)
     with pytest.raises(docker.errors.ImageNotFound):
