@@ -51,7 +51,10 @@ PINNED_KEYS = (
 INFORMATIONAL_KEYS = ("image_id", "base_image_id")
 """Local identities of the same content: they differ on every rebuild; they never matter."""
 
-RUNTIME_KEYS = ("runtime", "pinned", "name")
+RUNTIME_KEYS = ("runtime", "placement", "engine", "pinned", "name")
+"""Where and in what the runs ran: placement and engine as environment.json schema 2 records
+them, or as an older file's runtime and launcher name them (kit.model.Environment.axes): a
+Docker bundle rerun under Podman names the engine."""
 
 
 @dataclass(frozen=True)
@@ -89,8 +92,12 @@ def environment_versions(
     flat: dict[str, str | None] = {k: _text(getattr(container, k)) for k in VERSION_KEYS}
     if flat["driver"] is None and hardware and hardware.driver:
         flat["driver"] = _text(hardware.driver.version)
+    axes = (
+        dict(zip(("placement", "engine"), environment.axes(), strict=True)) if environment else {}
+    )
     for key in RUNTIME_KEYS:
-        flat[key] = _text(getattr(environment, key)) if environment else None
+        value = axes[key] if key in axes else getattr(environment, key, None)
+        flat[key] = _text(value) if environment else None
     pinned = environment is not None and environment.pinned
     for key in PINNED_KEYS + INFORMATIONAL_KEYS:
         flat[key] = _text(getattr(environment, key)) if pinned else None

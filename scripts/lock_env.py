@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kit.runtime.docker import environments
+from kit.runtime.images import environments
 
 
 def main(argv: list[str]) -> int:

@@ -186,6 +186,9 @@ def build(
     base_image: Annotated[
         str | None, typer.Option(help="Base image instead of the Dockerfile's pinned one.")
     ] = None,
+    runtime: Annotated[
+        str, typer.Option(help="The container engine that builds it: docker or podman.")
+    ] = "docker",
 ) -> None:
     """Build (or reuse) the pinned image of a recipe's environment; print its tag.
 
@@ -194,9 +197,12 @@ def build(
 
     Example: kit build recipes/allreduce.yaml
     """
-    from kit.runtime.docker import image as images
+    from kit.runtime import registry
+    from kit.runtime.images import image as images
 
-    image = images.build(_environment_of(target, env), base_image_override=base_image)
+    client = registry.engine_client(runtime)
+    image = images.build(_environment_of(target, env), base_image_override=base_image,
+                         client=client)  # fmt: skip
     state = "reused (cache hit)" if image.cached else "built"
     print(f"{image.tag} {image.image_id} {state}", file=sys.stderr)
     print(image.tag)
@@ -214,6 +220,9 @@ def export_image(
     base_image: Annotated[
         str | None, typer.Option(help="Base image the environment was built with.")
     ] = None,
+    runtime: Annotated[
+        str, typer.Option(help="The container engine that holds the image: docker or podman.")
+    ] = "docker",
 ) -> None:
     """Save an environment's image as a tar archive for a machine with no registry.
 
@@ -222,12 +231,13 @@ def export_image(
 
     Example: kit export recipes/allreduce.yaml -o kit-cuda13.tar
     """
-    from kit.runtime.docker import environments, image
+    from kit.runtime import registry
+    from kit.runtime.images import environments, image
 
     tag = target if ":" in target and not Path(target).exists() else None
     if tag is None:
         tag = image.image_tag(environments.load(_environment_of(target, env)), base_image)
-    print(image.export(tag, output))
+    print(image.export(tag, output, client=registry.engine_client(runtime)))
 
 
 @app.command()

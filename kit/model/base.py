@@ -20,9 +20,10 @@ BUNDLE_SCHEMA = 1
 """results.json `schema`: the newest this kit reads (kit.bundle writes the same number)."""
 HARDWARE_SCHEMA = 1
 """hardware.json `schema` (kit.inventory.SCHEMA)."""
-ENVIRONMENT_SCHEMA = 1
-"""environment.json `schema`: the kit has not written one yet; a file that carries a newer one is
-from a kit this one cannot read."""
+ENVIRONMENT_SCHEMA = 2
+"""environment.json `schema`: 2 names `placement` and `engine` apart; a file without one (the
+kit wrote none before) is read as 1 (kit.model.environment.Environment.axes); a file that
+carries a newer one is from a kit this one cannot read."""
 
 SCHEMAS: dict[str, int] = {
     files.RESULTS: BUNDLE_SCHEMA,

@@ -1,7 +1,9 @@
-"""environment.json: the software the runs ran in (kit.runtime.docker.fingerprint, or the host's).
+"""environment.json: the software the runs ran in (kit.runtime.images.fingerprint, or the host's).
 
 `container` holds the versions read inside the environment (kit.worker.common.versions, plus
-the driver and packages when the image was probed).
+the driver and packages when the image was probed). Since schema 2 the file names where the runs
+went (`placement`) and what they ran in (`engine`) as two fields; an older file's are read from
+its `runtime`, `launcher` and `nodes` (`Environment.axes`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from typing import Any
 
 from pydantic import Field
 
-from kit.model.base import Open
+from kit.model.base import ENVIRONMENT_SCHEMA, Open
 
 
 class ContainerVersions(Open):
@@ -29,12 +31,23 @@ class ContainerVersions(Open):
     torchvision: str | None = None
 
 
+PLACEMENTS = ("local", "multinode", "slurm", "k8s")
+"""Where the runs went: this machine, several Docker daemons, a Slurm allocation, Kubernetes."""
+ENGINES = ("none", "docker", "podman", "apptainer", "pyxis", "enroot")
+"""What the runs ran in: no container (this Python), or a container engine."""
+OLD_LAUNCHERS = {"host": "none", "pyxis": "pyxis", "apptainer": "apptainer", "enroot": "enroot"}
+"""A schema-1 Slurm bundle's `launcher` as the engine it names."""
+
+
 class Environment(Open):
     """environment.json. Open: each runtime adds its own fields (image, launcher, nodes)."""
 
     name: str | None = None
     pinned: bool
     runtime: str
+    # schema 2: where the runs went and what they ran in (see `axes` for older files)
+    placement: str | None = None
+    engine: str | None = None
     kit_version: str | None = None
     container: ContainerVersions | None = None
     python_executable: str | None = None
@@ -56,3 +69,23 @@ class Environment(Open):
     gpu_request: str | None = None
     cdi_kind: str | None = None
     network: str | None = None
+
+    def axes(self) -> tuple[str, str]:
+        """(placement, engine): the fields of a schema-2 file; an older file's from its
+        runtime name (host, docker, multinode, slurm), its Slurm `launcher` and its `nodes`."""
+        if self.placement and self.engine:
+            return self.placement, self.engine
+        runtime = self.runtime
+        if runtime == "slurm":
+            return "slurm", OLD_LAUNCHERS.get(str(self.launcher or "host"), str(self.launcher))
+        if runtime == "multinode" or (runtime == "docker" and self.nodes):
+            return "multinode", "docker"
+        return "local", "none" if runtime == "host" else runtime
+
+    def in_container(self) -> bool:
+        return self.axes()[1] != "none"
+
+
+def axes_record(placement: str, engine: str) -> dict[str, Any]:
+    """The fields every writer of environment.json puts first: the schema and the two axes."""
+    return {"schema": ENVIRONMENT_SCHEMA, "placement": placement, "engine": engine}

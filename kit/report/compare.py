@@ -43,6 +43,7 @@ from kit.report.machines import (
     warnings_for,
 )
 from kit.report.render import Figure, jinja_env, write_pdf
+from kit.report.sections import axes_of
 from kit.shared import metrics as catalog
 from kit.shared.jsonio import dumps
 from kit.signature import signature_status
@@ -346,6 +347,7 @@ def comparison(
                 "created_at": m.results.created_at,
                 "device": m.results.device,
                 "runtime": m.results.runtime,
+                "engine": axes_of(m.environment, m.results)[1],
                 "pinned": m.results.pinned,
                 "smoke": m.results.smoke,
                 "status": m.results.status,

@@ -216,20 +216,16 @@ def _listed(record: Open | None, apart: str) -> list[tuple[str, Any]]:
     return [(k, v) for k, v in fields if k != apart and v not in (None, "")]
 
 
-CONTAINER_LAUNCHERS = ("pyxis", "apptainer", "enroot", "singularity")
-"""kit slurm launchers that run each task inside a container image, not on the host."""
-
-
-def container_launcher(env: Environment | None, results: Results) -> str | None:
-    """The container launcher a batch runtime used (pyxis, apptainer), from environment.json,
-    results.json's slurm record or the runs' launch records; None when it ran on the host."""
+def axes_of(env: Environment | None, results: Results) -> tuple[str, str]:
+    """(placement, engine) of the runs: environment.json's (kit.model.Environment.axes reads an
+    older file's from its runtime and launcher); without one, results.json's runtime and Slurm
+    launcher."""
+    if env is not None:
+        return env.axes()
     slurm = getattr(results, "slurm", None)
-    named = [
-        env.launcher if env else None,
-        getattr(slurm, "launcher", None),
-        *[r.launch.launcher for r in results.runs if r.launch is not None],
-    ]
-    return next((x for x in named if x and x.lower() in CONTAINER_LAUNCHERS), None)
+    launcher = getattr(slurm, "launcher", None)
+    stand_in = {"runtime": results.runtime, "pinned": results.pinned, "launcher": launcher}
+    return Environment.model_validate(stand_in).axes()
 
 
 def environment_view(env: Environment | None, results: Results) -> dict[str, Any]:
@@ -246,13 +242,15 @@ def environment_view(env: Environment | None, results: Results) -> dict[str, Any
             if v is not None:
                 seen.setdefault(k, set()).add(str(v))
     disagree = {k: sorted(v) for k, v in seen.items() if len(v) > 1}
-    launcher = container_launcher(env, results)
+    placement, engine = axes_of(env, results)
     return {
         "fingerprint": fingerprint,
         "versions": versions,
         "packages": sorted(((container and container.packages) or {}).items()),
-        "in_container": runtime == "docker" or launcher is not None,
-        "runtime": f"{runtime}, {launcher}" if launcher else runtime,
+        "in_container": engine != "none",
+        "engine": engine,
+        "placement": placement,
+        "runtime": runtime,
         "pinned": env.pinned if env else results.pinned,
         "disagree": disagree,
     }

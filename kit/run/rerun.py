@@ -25,7 +25,7 @@ from kit.run.rerun_paths import check_nodes, check_paths
 from kit.run.results import console
 from kit.runtime import registry
 from kit.runtime.base import RuntimeRequest
-from kit.runtime.docker import base_choice
+from kit.runtime.images import base_choice
 from kit.runtime.multinode.config import node_config
 from kit.shared import files
 
@@ -35,6 +35,15 @@ def base_image(env: Environment | None) -> str | None:
     if env is None:
         return None
     return (env.build_args or {}).get("BASE_IMAGE") or env.base_image
+
+
+def recorded_runtime(env: Environment | None) -> str:
+    """The runtime on this machine in the engine the bundle recorded (a multi-node Docker run:
+    docker, which named nodes make multinode again); the recorded name where no runtime here
+    has that engine (a Slurm job in pyxis)."""
+    if env is None:
+        return "host"
+    return registry.local_runtime(env.axes()[1]) or env.runtime
 
 
 def rerun_request(
@@ -48,7 +57,7 @@ def rerun_request(
     """The runtime a rerun uses (the user's --runtime, else the bundle's own) and what it is
     asked to prepare: the recorded environment (its base is choose_base's, never the bundle's;
     or the exported archive `image_archive`, loaded without building)."""
-    recorded = (old_env.runtime if old_env else None) or "host"
+    recorded = recorded_runtime(old_env)
     name = recorded if runtime in (None, "auto") else runtime
     request = RuntimeRequest(
         environment=(old_env.name if old_env else None) or recipe.environment,
@@ -112,7 +121,7 @@ def refuse_out_inside(path: Path, out: Path | None) -> None:
 def refuse_environment_options(options: Options) -> None:
     """A rerun runs in the environment the bundle recorded (--env would be ignored); its base
     is the user's --base-image, an archive's image (--image-archive) or the kit's pinned digest
-    (kit.runtime.docker.base_choice), never one the bundle names."""
+    (kit.runtime.images.base_choice), never one the bundle names."""
     if options.environment is not None:
         raise InputError(
             "--env: a rerun builds the environment the bundle recorded (--base-image IMAGE "
@@ -214,7 +223,7 @@ def rerun_bundle(
     if options.repeats is None:
         options.repeats = recorded.planned_repeats
     check_recorded(path, options)
-    where = options.runtime or (old.environment.runtime if old.environment else "host")
+    where = options.runtime or recorded_runtime(old.environment)
     for flag, given in (("--image-archive", options.image_archive),
                         ("--base-image", options.base_image)):  # fmt: skip
         if where == "host" and given is not None:

@@ -12,6 +12,7 @@ import subprocess
 from typing import Any
 
 import kit
+from kit.model.environment import axes_record
 from kit.runtime.base import RuntimeRequest
 from kit.runtime.containers.process import KIT_ROOT, NoContainer
 from kit.runtime.local import LocalRuntime
@@ -22,13 +23,14 @@ PROBE_TIMEOUT_S = 120
 
 class HostRuntime(LocalRuntime):
     name = "host"
+    engine = "none"
     pinned = False
 
     def __init__(self, python: str | None = None, environment_name: str | None = None) -> None:
         container = NoContainer(python)
         self.python = container.python
         super().__init__(container, {
-            "name": environment_name, "pinned": False, "runtime": self.name,
+            **axes_record(self.placement, self.engine), "name": environment_name, "pinned": False, "runtime": self.name,
             "kit_version": kit.__version__, "python_executable": self.python, "container": None,
         })  # fmt: skip
 
@@ -59,4 +61,5 @@ class HostRuntime(LocalRuntime):
         except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
             return None
         versions["driver"] = driver_version()
-        return {"runtime": "host", "pinned": False, "container": versions}
+        return {**axes_record(self.placement, self.engine), "runtime": self.name,
+                "pinned": False, "container": versions}  # fmt: skip

@@ -26,9 +26,12 @@ from kit.shared import files
 class LocalRuntime:
     """Runs each planned launch on this machine, in `container`."""
 
+    placement = "local"
+
     def __init__(self, container: Container, environment: dict[str, Any] | None = None) -> None:
         self.container = container
         self.name = container.name
+        self.engine = container.engine
         self.pinned = container.pinned
         self.environment = environment  # environment.json (set by prepare)
         self.inventory: list[NodeInventory] | None = None  # one machine: no `nodes`

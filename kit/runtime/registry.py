@@ -12,25 +12,47 @@ from dataclasses import replace
 
 from kit.errors import InputError
 from kit.runtime.base import BatchRuntime, Runtime, RuntimeRequest
-from kit.runtime.docker.environments import for_device
-from kit.runtime.docker.runtime import DockerRuntime
 from kit.runtime.host import HostRuntime
+from kit.runtime.images.environments import for_device
 from kit.runtime.multinode.config import NodeConfig, node_config
 from kit.runtime.multinode.runtime import MultiNodeRuntime
 from kit.runtime.multinode.transport import nodes_device
+from kit.runtime.pinned import DockerRuntime, PodmanRuntime
 from kit.runtime.slurm.runtime import SlurmRuntime
 
-# name -> runtime class (its classmethod `prepare(request)` makes it ready)
+# name -> runtime class (its classmethod `prepare(request)` makes it ready); each class names
+# its two axes: `placement` (local, multinode, slurm) and `engine` (none, docker, podman, ...)
 RUNTIMES: dict[str, type] = {
     "host": HostRuntime,
     "docker": DockerRuntime,
+    "podman": PodmanRuntime,
     "multinode": MultiNodeRuntime,  # chosen when the recipe or --nodes names several nodes
 }
 BATCH_RUNTIMES: dict[str, type] = {
     "slurm": SlurmRuntime,
 }
 # what --runtime accepts; "auto" picks docker for GPU runs when it can, host otherwise
-CHOICES = ("host", "docker", "auto")
+CHOICES = ("host", "docker", "podman", "auto")
+IMAGE_ENGINES = ("docker", "podman")  # the runtimes whose engine builds and exports images
+
+
+def axes(name: str) -> tuple[str, str]:
+    """(placement, engine) of a registered runtime."""
+    cls = RUNTIMES.get(name) or BATCH_RUNTIMES[name]
+    return cls.placement, cls.engine
+
+
+def local_runtime(engine: str) -> str | None:
+    """The runtime on this machine that runs in `engine`, or None when none does."""
+    return next((n for n, c in RUNTIMES.items()
+                 if c.placement == "local" and c.engine == engine), None)  # fmt: skip
+
+
+def engine_client(name: str) -> object:
+    """The SDK client of a runtime's image engine (`kit build`, `kit export`)."""
+    if name not in IMAGE_ENGINES:
+        raise InputError(f"--runtime {name!r}: allowed: {', '.join(IMAGE_ENGINES)}")
+    return RUNTIMES[name].container_class.connect()
 
 
 def choose(requested: str, request: RuntimeRequest) -> tuple[str, str | None]:
@@ -38,7 +60,7 @@ def choose(requested: str, request: RuntimeRequest) -> tuple[str, str | None]:
     if requested not in CHOICES:
         raise InputError(f"--runtime {requested!r}: allowed: {', '.join(CHOICES)}")
     if request.nodes is not None:  # several machines: containers on each node's daemon
-        if requested == "host":
+        if requested not in ("docker", "auto"):
             raise InputError("multi-node runs (nodes:, --nodes) need the docker runtime")
         return "multinode", None
     name, note = requested, None
@@ -50,7 +72,7 @@ def choose(requested: str, request: RuntimeRequest) -> tuple[str, str | None]:
             why = DockerRuntime.unavailable(request.device)
             name = "host" if why else "docker"
             note = f"{why}: host runtime (not pinned)" if why else None
-    if name == "host":  # the host runs this machine's Python: an image option cannot apply
+    if not RUNTIMES[name].pinned:  # this machine's Python: an image option cannot apply
         for flag, given in (("--image-archive", request.image_archive),
                             ("--base-image", request.base_image)):  # fmt: skip
             if given is not None:

@@ -24,10 +24,10 @@ import docker
 from kit.run.results import worker_error
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers import gpus
+from kit.runtime.containers.client import LABEL_OWNER
 from kit.runtime.containers.docker import DockerContainer
-from kit.runtime.docker.client import LABEL_OWNER
-from kit.runtime.docker.runtime import DockerRuntime
 from kit.runtime.local import LocalRuntime
+from kit.runtime.pinned import DockerRuntime
 
 SPEC = {"schema": 1, "benchmark": "allreduce", "kind": "allreduce", "variant": "one-gpu",
         "repeat": 0, "device": "cuda", "nproc": 1, "smoke": True,

@@ -4,7 +4,7 @@ The sender edits environment.json so that its base image is another local image,
 theirs, an option (`--privileged`) or a name with terminal escapes, and reseals the bundle. A
 rerun must refuse each in one line (exit 2) before any image is built, pulled or run, naming
 --base-image; with --base-image the user's own image is the base, and a malformed one is refused
-the same way. The decision itself (kit.runtime.docker.base_choice) is checked without a daemon.
+the same way. The decision itself (kit.runtime.images.base_choice) is checked without a daemon.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 
 from kit.bundle import write_manifest
 from kit.errors import InputError
-from kit.runtime.docker import base_choice
-from kit.runtime.docker.environments import load
+from kit.runtime.images import base_choice
+from kit.runtime.images.environments import load
 from tests.conftest import ROOT, run_kit
 
 DOCKER_BUNDLE = ROOT / "tests" / "fixtures" / "bundles" / "synthetic-2gpu"

@@ -22,11 +22,11 @@ import pytest
 from kit.bundle import sha256_file
 from kit.errors import KitError
 from kit.runtime.base import LaunchRequest
-from kit.runtime.docker import environments
-from kit.runtime.docker import fingerprint as fingerprints
-from kit.runtime.docker import image as images
-from kit.runtime.docker.client import LABEL_OWNER, LABEL_RUN, cleanup, leftovers
-from kit.runtime.docker.runtime import DockerRuntime
+from kit.runtime.containers.client import LABEL_OWNER, LABEL_RUN, cleanup, leftovers
+from kit.runtime.images import environments
+from kit.runtime.images import fingerprint as fingerprints
+from kit.runtime.images import image as images
+from kit.runtime.pinned import DockerRuntime
 from tests.conftest import sigint_as_default
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -191,7 +191,7 @@ def test_export_and_load_round_trip(client, base_image, tmp_path):
 
     env = _tiny_env(tmp_path)
     image = images.build(env, base_image_override=base_image, client=client, echo=lambda _: None)
-    archive = images.export(image.tag, tmp_path / "tiny.tar")
+    archive = images.export(image.tag, tmp_path / "tiny.tar", client=client)
     assert archive.stat().st_size > 1_000_000
     client.images.remove(image.tag, force=True)
     with pytest.raises(docker.errors.ImageNotFound):

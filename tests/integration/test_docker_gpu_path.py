@@ -26,7 +26,7 @@ import pytest
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers import gpus
 from kit.runtime.containers.docker import DockerContainer
-from kit.runtime.docker.runtime import DockerRuntime
+from kit.runtime.pinned import DockerRuntime
 from tests.integration.test_docker_env import (  # noqa: F401
     OWNER,
     PY,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kit.runtime.base import LaunchRequest
-from kit.runtime.docker import image as images
+from kit.runtime.images import image as images
 from kit.runtime.multinode.config import NodeConfig
 from kit.runtime.multinode.runtime import MultiNodeRuntime
 from kit.runtime.multinode.transport import LABEL_NODE, Node

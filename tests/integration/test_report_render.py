@@ -577,7 +577,9 @@ def test_real_h100_one_gpu_all_reduce_is_not_placed_against_published_machines(t
     assert "On one GPU a collective moves no data between GPUs" in text
     assert "0.00x its figure" not in text
     assert "0% of the PCIe raw rate" not in text  # no link crossed: no share of a link's peak
-    assert "docker runtime (in a container, pinned image)" in text and "gpu_request cdi" in text
+    assert (
+        "docker runtime (in a docker container, pinned image)" in text and "gpu_request cdi" in text
+    )
 
 
 def test_energy_per_unit_keeps_three_significant_figures(tmp_path):

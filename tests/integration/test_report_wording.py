@@ -106,10 +106,25 @@ def test_a_slurm_run_in_pyxis_is_not_said_to_run_on_the_host(tmp_path):
     b = copy_with(LLAMA, tmp_path / "pyxis", "environment.json", pyxis)
     pdf = rendered(b)
     first = text(pdf)
-    assert "slurm, pyxis runtime (in a container" in first
+    assert "slurm runtime (in a pyxis container" in first
     every = text(pdf, None)
-    assert "The runs ran in a container from an unpinned image (slurm, pyxis runtime)" in every
+    assert "The runs ran in a pyxis container from an unpinned image (slurm runtime)" in every
     assert "The runs ran on the host" not in every
+
+
+@pytest.mark.skipif(not LLAMA.is_dir(), reason="the Llama example is not here")
+def test_a_schema_2_environment_names_its_engine_and_placement(tmp_path):
+    """environment.json schema 2 records the placement and the engine apart: a Podman run on
+    this machine reads as one, whatever its runtime is called."""
+
+    def podman(doc):  # type: ignore[no-untyped-def]
+        doc.update(schema=2, runtime="podman", placement="local", engine="podman", pinned=True)
+
+    b = copy_with(LLAMA, tmp_path / "podman", "environment.json", podman)
+    pdf = rendered(b)
+    assert "podman runtime (in a podman container" in text(pdf)
+    every = text(pdf, None)
+    assert "The runs ran in a podman container from a pinned image (podman runtime, local" in every
 
 
 @pytest.mark.skipif(not RESNET.is_dir(), reason="the ResNet example is not here")

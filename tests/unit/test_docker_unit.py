@@ -15,12 +15,12 @@ import pytest
 from kit.errors import InputError, KitError
 from kit.model import Environment
 from kit.run import rerun
+from kit.runtime import pinned as rt
 from kit.runtime import registry
 from kit.runtime.base import LaunchRequest
+from kit.runtime.containers import client as dclient
 from kit.runtime.containers import gpus
-from kit.runtime.docker import client as dclient
-from kit.runtime.docker import environments
-from kit.runtime.docker import runtime as rt
+from kit.runtime.images import environments
 
 
 class FakeClient:
@@ -206,9 +206,9 @@ def test_bundle_rerun_with_an_archive_loads_it_and_never_builds(monkeypatch, tmp
 
     monkeypatch.setattr(rt.images, "build", no_build)
     monkeypatch.setattr(rt.images, "from_archive", load)
-    monkeypatch.setattr(rt, "docker_client", lambda: FakeClient({}))
+    monkeypatch.setattr(rt.DockerContainer, "connect", classmethod(lambda cls: FakeClient({})))
     monkeypatch.setattr(rt, "cleanup_abandoned", lambda client: 0)
-    monkeypatch.setattr(rt.fp, "probe", lambda tag, client=None, device_requests=None: {})
+    monkeypatch.setattr(rt.fp, "probe", lambda tag, client, gpus=None, engine=None: {})
     monkeypatch.setattr(rt.fp, "fingerprint", lambda image, container, runtime: {"tag": image.tag})
     recorded = Environment.model_validate(
         {"name": "cpu", "runtime": "docker", "pinned": True, "base_image": "base:1"}

@@ -53,7 +53,34 @@ def test_image_hashes_are_compared_only_between_pinned_environments():
     assert environment_diff(a, b) == [Difference("lock_sha256", "1" * 64, "2" * 64)]
     host = env()
     fields = [d.field for d in environment_diff(a, host)]
-    assert fields == ["runtime", "pinned"]  # no image id on the host side: not a hash mismatch
+    # no image id on the host side: not a hash mismatch; the engine differs (docker, none)
+    assert fields == ["runtime", "engine", "pinned"]
+
+
+def test_a_docker_bundle_rerun_under_podman_names_the_engine():
+    """An old (schema 1) Docker bundle against a schema-2 Podman environment: the engine and the
+    runtime differ, the placement (this machine) does not."""
+    old = env("docker", True, lock_sha256="1" * 64)
+    new = env("podman", True, lock_sha256="1" * 64, placement="local", engine="podman")
+    assert [(d.field, d.old, d.new) for d in environment_diff(old, new)] == [
+        ("runtime", "docker", "podman"),
+        ("engine", "docker", "podman"),
+    ]
+
+
+def test_old_files_read_their_placement_and_engine():
+    """Schema-1 environment.json: the two axes from the runtime, the Slurm launcher, the nodes."""
+    cases = [
+        ({"runtime": "host"}, ("local", "none")),
+        ({"runtime": "docker"}, ("local", "docker")),
+        ({"runtime": "docker", "nodes": [{"node": 0}]}, ("multinode", "docker")),
+        ({"runtime": "slurm", "launcher": "pyxis"}, ("slurm", "pyxis")),
+        ({"runtime": "slurm", "launcher": "apptainer"}, ("slurm", "apptainer")),
+        ({"runtime": "slurm", "launcher": "host"}, ("slurm", "none")),
+        ({"runtime": "x", "placement": "k8s", "engine": "docker", "schema": 2}, ("k8s", "docker")),
+    ]
+    for fields, axes in cases:
+        assert Environment.model_validate({"pinned": False, **fields}).axes() == axes, fields
 
 
 def test_numbers_and_strings_compare_as_text():

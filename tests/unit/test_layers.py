@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.runtime.docker.image import WORKER_FILES
+from kit.runtime.images.image import WORKER_FILES
 from tests.conftest import ROOT
 
 KIT = ROOT / "kit"
@@ -403,7 +403,7 @@ def _plant(tmp_path: Path, modules: dict[str, Path], name: str, source: str) -> 
         ("kit.runtime.planted", "from kit.run.preflight import check_recipe\n",
          "runtimes are plug-ins"),
         ("kit.run.engine", (KIT / "run" / "engine.py").read_text()
-         + "\nfrom kit.runtime.docker import image\n", "never one runtime"),
+         + "\nfrom kit.runtime.images import image\n", "never one runtime"),
         ("kit.facts.planted", "from kit.worker import telemetry\n", "never loads the worker"),
     ],
 )  # fmt: skip

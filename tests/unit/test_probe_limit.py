@@ -26,7 +26,7 @@ def test_a_hung_probe_ends_itself():
 
 
 def test_the_limit_outlasts_the_drivers_wait():
-    from kit.runtime.docker.fingerprint import PROBE_WAIT_S
+    from kit.runtime.images.fingerprint import PROBE_WAIT_S
     from kit.worker.probe import PROBE_LIMIT_S
 
     assert PROBE_LIMIT_S > PROBE_WAIT_S

@@ -22,7 +22,7 @@ from kit.errors import KitError
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers import gpus
 from kit.runtime.containers.base import LaunchError, first_line
-from kit.runtime.docker.client import (
+from kit.runtime.containers.client import (
     LABEL_OWNER,
     LABEL_RUN,
     cleanup,
@@ -141,9 +141,15 @@ class Running:
 
 
 class DockerContainer:
-    """Runs each launch in a fresh container of `image` on one daemon."""
+    """Runs each launch in a fresh container of `image` on one daemon.
+
+    The engine's hooks, which a Docker-API engine of its own (kit.runtime.containers.podman)
+    overrides: `connect` (its client), `gpu_request_style`, `create` (one container from the
+    options below), `probe_gpus` (what the image's probe asks for GPUs)."""
 
     name = "docker"
+    engine = "docker"
+    label = "Docker"  # the engine's name in a sentence
     pinned = True
     isolated = True
     python = None  # the image's torchrun
@@ -168,23 +174,43 @@ class DockerContainer:
         self.memlock = memlock  # unlimited memlock on GPU runs (a nested test daemon cannot)
         self._gpus = gpu_style  # asked of the daemon at the first GPU launch when not given
 
+    @classmethod
+    def connect(cls) -> Any:
+        """The engine's SDK client, or a one-line KitError naming what to do."""
+        return docker_client()
+
+    @classmethod
+    def gpu_request_style(cls, client: Any) -> gpus.GpuStyle:
+        """How the daemon hands out GPUs; a one-line KitError when it cannot."""
+        return gpus.require(client)
+
+    @classmethod
+    def create(cls, client: Any, opts: dict[str, Any]) -> Any:
+        """One container from `options`' keywords (not started)."""
+        return client.containers.create(**opts)
+
+    @classmethod
+    def probe_gpus(cls, style: gpus.GpuStyle | None) -> dict[str, Any]:
+        """The options of the image's probe container that give it all GPUs."""
+        return {"device_requests": style.requests(None) if style is not None else []}
+
     @property
     def client(self) -> Any:
         if self._client is None:
-            self._client = docker_client()
+            self._client = self.connect()
         return self._client
 
     def gpu_style(self) -> gpus.GpuStyle:
         """The daemon's GPU request style, asked once; a one-line KitError when it has none."""
         if self._gpus is None:
-            self._gpus = gpus.require(self.client)
+            self._gpus = self.gpu_request_style(self.client)
         return self._gpus
 
     def run_dir(self, run_dir: Path) -> str:
         return MOUNT
 
     def shown(self, argv: list[str]) -> list[str]:
-        return ["docker", "run", self.image, *argv]
+        return [self.engine, "run", self.image, *argv]
 
     def device_requests(self, gpu_ids: list[int] | None, device: str) -> list[Any]:
         """The GPUs of one container, in the daemon's style; none for CPU runs."""
@@ -253,7 +279,7 @@ class DockerContainer:
             raise LaunchError(str(e)) from e
         container = None
         try:
-            container = self.client.containers.create(**opts)
+            container = self.create(self.client, opts)
             container.start()
         except docker.errors.APIError as e:
             if container is not None:

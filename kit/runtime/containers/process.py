@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import IO
 
 from kit.runtime.base import LaunchRequest
-from kit.runtime.containers.base import LaunchError
+from kit.runtime.containers.base import Face, LaunchError
 from kit.runtime.launch import MOUNT
+from kit.shared.files import SPEC
 
 GRACE_S = 10
 PR_SET_PDEATHSIG = 1
@@ -105,6 +106,7 @@ class NoContainer:
     """This machine's Python, as it is (not pinned): the host runtime's container."""
 
     name = "host"
+    engine = "none"
     pinned = False
     isolated = False
 
@@ -131,6 +133,12 @@ class NoContainer:
 
     def command(self, argv: list[str], run_dir: Path, device: str) -> list[str]:
         return argv
+
+    def face(self, run_dir: str | None, device: str) -> Face:
+        """The task runs in the run directory, the spec read where it lies."""
+        if run_dir is None:
+            return Face()
+        return Face(flags=[f'--chdir="{run_dir}"'], spec=f'"{run_dir}/{SPEC}"')
 
     def start(self, argv: list[str], req: LaunchRequest, log: IO[bytes]) -> Process:
         env = self.process_env(req.env, req.gpu_ids)
@@ -169,6 +177,7 @@ class Apptainer(NoContainer):
     """
 
     name = "apptainer"
+    engine = "apptainer"
     pinned = True
     isolated = True
 
@@ -194,6 +203,9 @@ class Apptainer(NoContainer):
 
     def shown(self, argv: list[str]) -> list[str]:
         return [self.executable, "exec", self.image, *argv]
+
+    def face(self, run_dir: str | None, device: str) -> Face:
+        return Face(prefix=self.prefix(run_dir, device, shell=True), spec=f"{MOUNT}/{SPEC}")
 
     def command(self, argv: list[str], run_dir: Path, device: str) -> list[str]:
         return [*self.prefix(str(run_dir.resolve()), device), *argv]

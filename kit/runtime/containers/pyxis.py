@@ -8,11 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kit.runtime.containers.base import Face
 from kit.runtime.launch import MOUNT
+from kit.shared.files import SPEC
 
 
 @dataclass(frozen=True)
 class Pyxis:
+    engine = "pyxis"
+    pinned = True
+
     image: str  # a squashfs file or an image reference enroot imports
     name: str  # the container's name within the job
 
@@ -24,3 +29,8 @@ class Pyxis:
         """The srun flags of one run: the image, the run directory at /kit/run, its workdir."""
         return [*self.flags(), f'--container-mounts="{run_dir}:{MOUNT}"',
                 f"--container-workdir={MOUNT}"]  # fmt: skip
+
+    def face(self, run_dir: str | None, device: str) -> Face:
+        """srun's own flags: pyxis has no command of its own."""
+        flags = self.flags() if run_dir is None else self.run_flags(run_dir)
+        return Face(flags=flags, spec=f"{MOUNT}/{SPEC}")

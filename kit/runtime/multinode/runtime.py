@@ -37,15 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import KitError
+from kit.model.environment import axes_record
 from kit.model.hardware import NodeInventory
 from kit.model.run import NodeRecord
 from kit.runtime import launch
 from kit.runtime.base import LaunchRequest, RunOutcome, RuntimeRequest, tail
 from kit.runtime.containers import gpus
-from kit.runtime.containers.docker import DockerContainer, fault_reason, faults, launch_error
-from kit.runtime.docker import fingerprint as fp
-from kit.runtime.docker import image as images
-from kit.runtime.docker.client import (
+from kit.runtime.containers.client import (
     LABEL_RUN,
     cleanup,
     cleanup_abandoned,
@@ -53,6 +51,9 @@ from kit.runtime.docker.client import (
     remove_container,
     run_id_of,
 )
+from kit.runtime.containers.docker import DockerContainer, fault_reason, faults, launch_error
+from kit.runtime.images import fingerprint as fp
+from kit.runtime.images import image as images
 from kit.runtime.launch import MOUNT
 from kit.runtime.multinode.config import NodeConfig, host_of
 from kit.runtime.multinode.transport import (
@@ -79,7 +80,9 @@ from kit.shared import files
 class MultiNodeRuntime:
     """Runs one run across several Docker daemons, one container per node."""
 
-    name = "docker"
+    name = "multinode"
+    placement = "multinode"
+    engine = "docker"
     pinned = True
 
     def __init__(
@@ -369,11 +372,13 @@ def prepare_runtime(
     out = images.console()
     out.print(f"kit: environment {image.env}: {state} image {image.tag} (node 0)")
     placed = ensure_image(nodes, image.tag, echo=out.print)
-    requests = styles[0].requests(None) if styles else []
-    container = fp.probe(image.tag, client=first, device_requests=requests)
+    container = fp.probe(image.tag, first, DockerContainer.probe_gpus(styles.get(0)))
     runtime = MultiNodeRuntime(image.tag, nodes, config)
     runtime.gpu_styles = styles
-    runtime.environment = fp.fingerprint(image, container, runtime="docker")
+    runtime.environment = {
+        **axes_record("multinode", DockerContainer.engine),
+        **fp.fingerprint(image, container, runtime=MultiNodeRuntime.name),
+    }
     if styles:
         runtime.environment["gpu_request"] = ", ".join(sorted({s.name for s in styles.values()}))
     runtime.environment["nodes"] = placed

@@ -20,11 +20,19 @@ from kit import terminal
 from kit.bundle import Bundle
 from kit.errors import InputError, KitError
 from kit.model import Hardware, NodeInventory, NodeRecord, SlurmInfo, load_bundle
+from kit.model.environment import axes_record
 from kit.recipe import Recipe, load_recipe
 from kit.run.plan import plan
 from kit.run.results import close_bundle, open_bundle, record_container, result_of, write_specs
 from kit.runtime.base import RunOutcome, tail
-from kit.runtime.slurm.script import TIMEOUT_EXIT, Job, SlurmOptions, make_job, render_script
+from kit.runtime.slurm.script import (
+    TIMEOUT_EXIT,
+    Job,
+    SlurmOptions,
+    engine,
+    make_job,
+    render_script,
+)
 from kit.safeio import write_text
 from kit.shared import files
 
@@ -184,7 +192,8 @@ def collect(path: Path) -> tuple[Bundle, int]:
     bundle.write_json(files.HARDWARE, hardware.dump(as_written=True))
     record_container(
         bundle,
-        {"name": recipe.environment, "pinned": info.launcher != "host", "runtime": "slurm",
+        {**axes_record("slurm", engine(info.launcher)),
+         "name": recipe.environment, "pinned": info.launcher != "host", "runtime": "slurm",
          "launcher": info.launcher, "image": info.image,
          "python_executable": info.python, "kit_version": header.kit_version,
          "container": None},

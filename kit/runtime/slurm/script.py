@@ -22,18 +22,19 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kit.bundle import default_bundle_dir
 from kit.errors import InputError
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec, plan
-from kit.runtime.containers.process import Apptainer
+from kit.runtime.containers.process import Apptainer, NoContainer
 from kit.runtime.containers.pyxis import Pyxis
-from kit.runtime.launch import MOUNT, Rendezvous, torchrun
+from kit.runtime.launch import Rendezvous, torchrun
 from kit.runtime.launch import environment as launch_environment
-from kit.shared.files import SPEC
 
 TIMEOUT_EXIT = 124  # timeout(1)'s status when the limit passed
 TIME_PATTERN = r"^(\d+-)?\d+(:\d{2}){0,2}$"
@@ -126,24 +127,22 @@ def make_job(recipe: Recipe, opts: SlurmOptions) -> Job:
     )
 
 
-def container(job: Job) -> Pyxis | Apptainer | None:
-    """The container every task of the job runs in (None: the nodes' own Python)."""
-    o = job.opts
-    if o.launcher == "pyxis":
-        return Pyxis(_q(o.container_image or ""), f"kit-{job.recipe.name}")
-    if o.launcher == "apptainer":
-        return Apptainer(o.apptainer or "")
-    return None
+CONTAINERS: dict[str, Callable[[Job], Any]] = {
+    "pyxis": lambda job: Pyxis(_q(job.opts.container_image or ""), f"kit-{job.recipe.name}"),
+    "apptainer": lambda job: Apptainer(job.opts.apptainer or ""),
+    "host": lambda job: NoContainer(job.opts.host_python),
+}
+"""Each launcher's container: the script composes its command-line face (`face`), whatever it is."""
 
 
-def _launch(job: Job, run_dir: str) -> tuple[list[str], str, list[str]]:
-    """(srun flags, path of the spec as the task sees it, command prefix) for one run dir."""
-    box = container(job)
-    if isinstance(box, Pyxis):
-        return box.run_flags(run_dir), f"{MOUNT}/{SPEC}", []
-    if isinstance(box, Apptainer):
-        return [], f"{MOUNT}/{SPEC}", box.prefix(run_dir, job.opts.device, shell=True)
-    return [f'--chdir="{run_dir}"'], f'"{run_dir}/{SPEC}"', []
+def container(job: Job) -> Any:
+    """The container every task of the job runs in (NoContainer: the nodes' own Python)."""
+    return CONTAINERS[job.opts.launcher](job)
+
+
+def engine(launcher: str) -> str:
+    """environment.json's `engine` of a job's launcher (pyxis, apptainer, host)."""
+    return {"pyxis": Pyxis.engine, "apptainer": Apptainer.engine}.get(launcher, "none")
 
 
 def render_script(job: Job) -> str:
@@ -183,13 +182,8 @@ def render_script(job: Job) -> str:
     ]
     if host:
         lines.append(f"export PYTHONPATH={_q(KIT_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}}")
-    box = container(job)
-    if isinstance(box, Pyxis):
-        info = box.flags()
-    elif isinstance(box, Apptainer):
-        info = box.prefix(None, o.device, shell=True)
-    else:
-        info = []
+    inventory = container(job).face(None, o.device)
+    info = [*inventory.flags, *inventory.prefix]
     lines += [
         "",
         "# each node's inventory: name, CPUs, memory, GPUs, network interfaces and link speeds",
@@ -205,7 +199,8 @@ def render_script(job: Job) -> str:
         "    shift 2",
         "    start=$(date +%s.%N)",
     ]
-    flags, spec, prefix = _launch(job, "$BUNDLE/runs/$run_id")
+    face = container(job).face("$BUNDLE/runs/$run_id", o.device)
+    flags, spec, prefix = face.flags, face.spec, face.prefix
     cmd = [
         '    timeout --signal=TERM --kill-after=30 "$timeout_s" srun --ntasks-per-node=1',
         '        --kill-on-bad-exit=1 --output="$BUNDLE/logs/$run_id.node%n.log"',

@@ -7,9 +7,9 @@ from typing import Any
 
 import kit
 from kit.errors import KitError
-from kit.runtime.containers.docker import launch_error
-from kit.runtime.docker.client import LABEL_OWNER, docker_client, new_owner
-from kit.runtime.docker.image import Image
+from kit.runtime.containers.client import LABEL_OWNER, new_owner
+from kit.runtime.containers.docker import DockerContainer, launch_error
+from kit.runtime.images.image import Image
 
 # --- fingerprint ------------------------------------------------------------------------------
 
@@ -19,23 +19,30 @@ PROBE_WAIT_S = 120
 kit.worker.probe.PROBE_LIMIT_S, later, so that a hung one never outlives a killed driver)."""
 
 
-def probe(tag: str, client: Any = None, device_requests: list[Any] | None = None) -> dict[str, Any]:
-    """Run `python -m kit.worker.probe` in a throwaway container; return what it reports.
+def probe(
+    tag: str,
+    client: Any,
+    gpus: dict[str, Any] | None = None,
+    engine: type[DockerContainer] = DockerContainer,
+) -> dict[str, Any]:
+    """Run `python -m kit.worker.probe` in a throwaway container of the engine whose client
+    `client` is; return what it reports.
 
-    `device_requests`: the GPUs, in the daemon's request style (kit.runtime.containers.gpus),
-    so that the driver and CUDA versions are read the way the runs will see them.
+    `gpus`: the options that give it the GPUs, in the daemon's request style
+    (`engine.probe_gpus`), so that the driver and CUDA versions are read the way the runs will
+    see them.
     """
     import docker
 
-    client = client or docker_client()
+    opts = {
+        "image": tag,
+        "command": ["python", "-m", "kit.worker.probe"],
+        "labels": {"kit.probe": tag, LABEL_OWNER: new_owner()},
+        "network_mode": "none",
+        **(gpus or {}),
+    }
     try:
-        container = client.containers.create(
-            tag,
-            ["python", "-m", "kit.worker.probe"],
-            labels={"kit.probe": tag, LABEL_OWNER: new_owner()},
-            device_requests=device_requests or [],
-            network_mode="none",
-        )
+        container = engine.create(client, opts)
     except docker.errors.APIError as e:
         raise KitError(f"probing image {tag}: {launch_error(e)}") from e
     try:

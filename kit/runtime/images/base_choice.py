@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from kit.errors import InputError
-from kit.runtime.docker.environments import load
+from kit.runtime.images.environments import load
 
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _HOST = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"

@@ -19,9 +19,8 @@ from typing import Any
 from kit import terminal
 from kit.bundle import sha256_file
 from kit.errors import InputError, KitError
-from kit.runtime.docker.base_choice import check_reference
-from kit.runtime.docker.client import docker_client
-from kit.runtime.docker.environments import REPO_ROOT, WHEEL_CACHE, Environment, load, wheelhouse
+from kit.runtime.images.base_choice import check_reference
+from kit.runtime.images.environments import REPO_ROOT, WHEEL_CACHE, Environment, load, wheelhouse
 
 BUILD_LOGS = WHEEL_CACHE.parent / "build-logs"
 LABEL_ENV = "kit.env"
@@ -180,10 +179,12 @@ def ensure_base(client: Any, ref: str, echo: Callable[[str], None], env: str = "
 def build(
     env: Environment | str,
     base_image_override: str | None = None,
-    client: Any = None,
+    *,
+    client: Any,
     echo: Callable[[str], None] | None = None,
 ) -> Image:
-    """Build the environment's image through the Docker SDK, or reuse it when the tag exists.
+    """Build the environment's image through the engine's client (the Docker SDK, on Docker's
+    or Podman's socket), or reuse it when the tag exists.
 
     Progress lines go to `echo` (default: the terminal through rich). On failure the full build
     log is written under ~/.cache/kit/build-logs/ and the error names it with the last line.
@@ -191,7 +192,6 @@ def build(
     import docker
 
     env = env if isinstance(env, Environment) else load(env)
-    client = client or docker_client()
     echo = echo or _terminal_echo()
     args = build_args(env, base_image_override)
     digest = content_hash(env, args)
@@ -271,11 +271,10 @@ def _terminal_echo() -> Callable[[str], None]:
     return lambda line: out.print(f"[dim]{escape(line)}[/dim]")
 
 
-def export(tag: str, path: Path, client: Any = None) -> Path:
+def export(tag: str, path: Path, client: Any) -> Path:
     """Save an image (by tag) as a tar archive that `docker load` or `load()` reads back."""
     import docker
 
-    client = client or docker_client()
     try:
         image = client.images.get(tag)
     except docker.errors.ImageNotFound as e:
@@ -289,13 +288,12 @@ def export(tag: str, path: Path, client: Any = None) -> Path:
     return path
 
 
-def from_archive(path: Path, env_name: str, client: Any = None) -> Image:
+def from_archive(path: Path, env_name: str, client: Any) -> Image:
     """Load an archive made by `kit export` and describe its image from the labels it carries.
 
     For a rerun on a machine with no registry (and maybe no network): the image is used as it
     is, not rebuilt, so the fingerprint is the one of the machine that built it.
     """
-    client = client or docker_client()
     tags = [t for t in load_archive(path, client) if t.startswith(f"kit-{env_name}:")]
     if not tags:
         raise InputError(f"{path}: holds no image of environment {env_name!r} (kit-{env_name}:*)")
@@ -325,11 +323,18 @@ def obtain(
     return image, "reused" if image.cached else "built"
 
 
-def load_archive(path: Path, client: Any = None) -> list[str]:
+def load_archive(path: Path, client: Any) -> list[str]:
     """Load an image archive made by `export`; return the tags it holds."""
-    client = client or docker_client()
     if not path.is_file():
         raise InputError(f"{path}: no such image archive")
     with path.open("rb") as f:
         images = client.images.load(f)
-    return [t for img in images for t in img.tags]
+    return [short_tag(t) for img in images for t in img.tags]
+
+
+def short_tag(tag: str) -> str:
+    """A tag as the kit names it: Podman's `localhost/` and `docker.io/library/` taken off."""
+    for prefix in ("localhost/", "docker.io/library/"):
+        if tag.startswith(prefix):
+            return tag.removeprefix(prefix)
+    return tag

@@ -1,1 +1,0 @@
-"""The docker runtime: pinned environments, image building, fingerprints, one container per run."""

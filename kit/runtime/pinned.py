@@ -1,0 +1,148 @@
+"""A pinned image on this machine: one fresh container per run, in any engine with a Docker API
+(Docker, Podman): the docker and podman runtimes.
+
+The placement is kit.runtime.local (heartbeat, timeout, log, interruption); the container is the
+engine's class in kit.runtime.containers (options, GPUs in the daemon's style, removal); the image
+comes from kit.runtime.images through the engine's client. The container is always removed,
+whatever happens (success, crash, timeout, Ctrl-C, SIGTERM, SIGHUP). A driver killed outright
+(SIGKILL) runs no handler: the container's command is kit.worker.guard around torchrun, which
+stops the container when the heartbeat file in the mounted run directory goes stale (the ranks'
+own kit.worker.watchdog does the same per rank), and the stopped container, labelled with its
+dead owner, is removed by the next kit run on this host (`cleanup_abandoned`). A fault of the
+daemon or the container while a run goes (`docker rm -f` from outside, the daemon gone) makes
+that run a failed run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kit.errors import KitError
+from kit.model.environment import axes_record
+from kit.runtime.base import RuntimeRequest
+from kit.runtime.containers import gpus
+from kit.runtime.containers.client import cleanup_abandoned
+from kit.runtime.containers.docker import DockerContainer
+from kit.runtime.containers.podman import PodmanContainer
+from kit.runtime.images import fingerprint as fp
+from kit.runtime.images import image as images
+from kit.runtime.local import LocalRuntime
+
+
+class PinnedRuntime(LocalRuntime):
+    """Runs `torchrun -m kit.worker /kit/run/spec.json` in a container of `image`, in the
+    engine of `container_class` (a subclass names it: DockerRuntime, PodmanRuntime)."""
+
+    container_class: type[DockerContainer] = DockerContainer
+    name = "docker"
+    engine = "docker"
+    pinned = True
+
+    def __init__(
+        self,
+        image: str,
+        client: Any = None,
+        shm_size: str = "16g",
+        echo: Callable[[str], None] | None = None,
+        gpu_style: gpus.GpuStyle | None = None,
+        memlock: bool = True,
+    ) -> None:
+        self.docker = self.container_class(
+            image, client=client, shm_size=shm_size, echo=echo, gpu_style=gpu_style,
+            memlock=memlock,
+        )  # fmt: skip
+        super().__init__(self.docker)
+
+    @property
+    def image(self) -> str:
+        return self.docker.image
+
+    @property
+    def client(self) -> Any:
+        return self.docker.client
+
+    @property
+    def owner(self) -> str:
+        return self.docker.owner
+
+    @classmethod
+    def prepare(cls, request: RuntimeRequest) -> PinnedRuntime:
+        """Build (or reuse, or load) the pinned image and probe it: environment.json."""
+        return prepare_runtime(
+            request.environment, request.device, base_image=request.base_image,
+            image_archive=request.image_archive, runtime=cls,
+        )  # fmt: skip
+
+    @classmethod
+    def unavailable(cls, device: str) -> str | None:
+        """Why this machine cannot run GPU containers of this engine (--runtime auto), or None."""
+        box = cls.container_class
+        try:
+            client = box.connect()
+        except KitError:
+            return f"no {box.label} daemon answers"
+        if device == "cuda":
+            try:
+                box.gpu_request_style(client)
+            except KitError:
+                return (f"{box.label} cannot give GPUs to containers (no NVIDIA Container "
+                        "Toolkit or CDI spec)")  # fmt: skip
+        return None
+
+    def container_options(
+        self, run_dir: Path, nproc: int, env: dict[str, str], gpu_ids: list[int] | None, device: str
+    ) -> dict[str, Any]:
+        """Everything `containers.create` gets for one run (separate so tests can read it)."""
+        argv = self.command(run_dir, nproc)
+        return self.docker.options(
+            argv, self.launch_env(run_dir, env, device), run_dir, gpu_ids, device
+        )
+
+
+class DockerRuntime(PinnedRuntime):
+    container_class = DockerContainer
+    name = "docker"
+    engine = "docker"
+
+
+class PodmanRuntime(PinnedRuntime):
+    container_class = PodmanContainer
+    name = "podman"
+    engine = "podman"
+
+
+def prepare_runtime(
+    environment: str,
+    device: str,
+    base_image: str | None = None,
+    client: Any = None,
+    image_archive: Path | None = None,
+    runtime: type[PinnedRuntime] = DockerRuntime,
+) -> PinnedRuntime:
+    """Build (or reuse) the environment's image, probe it, and return a runtime that runs it.
+
+    The runtime's `environment` attribute is the bundle's environment.json (the fingerprint),
+    with how the containers get their GPUs (`gpu_request`) and their network.
+    """
+    box = runtime.container_class
+    client = client or box.connect()
+    style = box.gpu_request_style(client) if device == "cuda" else None
+    image, state = images.obtain(environment, base_image, image_archive, client)
+    out = images.console()
+    out.print(f"kit: environment {image.env}: {state} image {image.tag} ({box.label})")
+    container = fp.probe(image.tag, client, box.probe_gpus(style), engine=box)
+    if removed := cleanup_abandoned(client):
+        out.print(f"kit: removed {removed} container(s) of kit runs that were killed")
+    made = runtime(image.tag, client=client, gpu_style=style)
+    made.environment = {
+        **axes_record("local", runtime.engine),
+        **fp.fingerprint(image, container, runtime=runtime.name),
+    }
+    made.environment.update(made.docker.record())
+    if style is not None:
+        out.print(f"kit: GPUs reach the containers through {style.name}")
+    if image_archive is not None:
+        made.environment["loaded_from"] = str(image_archive)
+    return made
