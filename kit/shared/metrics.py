@@ -136,6 +136,42 @@ CATALOG: dict[str, Metric] = {
         Metric("peak_mem_gib", "peak GPU memory", "GiB", False, better="lower", worse="higher"),
         Metric("mfu", "model FLOPs utilisation", "fraction"),
         Metric("tokens_per_s", "tokens per second", "tokens/s", per_gpu=True),
+        # LLM decode (kit/workloads/llm_decode): throughput at the recipe's largest batch,
+        # latency and memory reads at batch 1, the largest batch whose KV cache fits
+        Metric(
+            "decode_tokens_per_s",
+            "decode throughput (largest batch)",
+            "tokens/s",
+            per_gpu=True,
+            **_FAST,
+        ),
+        Metric(
+            "decode_tokens_per_s_b1",
+            "decode throughput at batch 1",
+            "tokens/s",
+            per_gpu=True,
+            **_FAST,
+        ),
+        Metric(
+            "prefill_tokens_per_s",
+            "prefill throughput (largest batch)",
+            "tokens/s",
+            per_gpu=True,
+            **_FAST,
+        ),
+        Metric("tpot_median_ms", "time per output token at batch 1 (median)", "ms", False, **_FAST),
+        Metric("tpot_p90_ms", "time per output token at batch 1 (p90)", "ms", False, **_FAST),
+        Metric(
+            "max_batch_fit",
+            "largest batch whose KV cache fits",
+            "sequences",
+            better="larger",
+            worse="smaller",
+        ),
+        Metric(
+            "decode_read_gbps_b1", "memory read by a batch-1 decode step (per GPU)", "GB/s", **_FAST
+        ),
+        Metric("hbm_share_b1", "batch-1 decode reads, share of datasheet HBM", "fraction"),
         # copy bandwidth (nvbandwidth's testcases): the weakest GPU or pair, never summed
         Metric("device_local_gbps", "device-local copy (weakest GPU)", "GB/s", **_FAST),
         Metric("h2d_gbps", "host to device, pinned, CE (weakest GPU)", "GB/s", **_FAST),
