@@ -207,26 +207,22 @@ def fits(ctx: Context, model: Llama, p: LlmDecodeParams, batch: int) -> bool:
     return _reduce(ctx, [ok], dist.ReduceOp.MIN)[0] > 0
 
 
-def largest_batch(ctx: Context, model: Llama, p: LlmDecodeParams) -> dict[str, Any]:
-    """Doubling, then bisection, over batch sizes up to fit_max_batch."""
+def largest_batch(p: LlmDecodeParams, fit: Callable[[int], bool]) -> dict[str, Any]:
+    """Doubling, then bisection, over batch sizes up to fit_max_batch; `fit(b)` tries one."""
     good, bad, b = 0, None, 1
-    while b <= p.fit_max_batch and fits(ctx, model, p, b):
+    while b <= p.fit_max_batch and fit(b):
         good, b = b, b * 2
     if b <= p.fit_max_batch:
         bad = b
-    elif good < p.fit_max_batch and fits(ctx, model, p, p.fit_max_batch):
-        good = p.fit_max_batch
-    else:
-        bad = p.fit_max_batch if good < p.fit_max_batch else None
+    elif good < p.fit_max_batch:  # every power of two fitted: try the cap itself
+        if fit(p.fit_max_batch):
+            good = p.fit_max_batch
+        else:
+            bad = p.fit_max_batch
     while bad is not None and bad - good > 1:
         mid = (good + bad) // 2
-        good, bad = (mid, bad) if fits(ctx, model, p, mid) else (good, mid)
-    return {
-        "largest_batch": good,
-        "capped": bad is None,
-        "seq_len": p.fit_seq_len,
-        "free_gib_before": torch.cuda.mem_get_info(ctx.device)[0] / 2**30,
-    }
+        good, bad = (mid, bad) if fit(mid) else (good, mid)
+    return {"largest_batch": good, "capped": bad is None, "seq_len": p.fit_seq_len}
 
 
 def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
@@ -251,7 +247,10 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     batches = [measure_batch(ctx, model, p, b, groups, notes) for b in p.batch_sizes]
     window = [mono_t0, time.monotonic()]
     probed = probe(ctx, model, p)
-    fit = largest_batch(ctx, model, p) if ctx.is_cuda else None
+    fit = None
+    if ctx.is_cuda:
+        fit = largest_batch(p, lambda b: fits(ctx, model, p, b))
+        fit["free_gib_after"] = torch.cuda.mem_get_info(ctx.device)[0] / 2**30
     gpu = torch.cuda.get_device_name(ctx.device) if ctx.is_cuda else None
     spec = spec_for(gpu)
     hbm = spec.hbm_gbs if spec and spec.hbm_gbs else None
