@@ -10,12 +10,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kit.shared import metrics as catalog
 from kit.shared.gpu_specs import spec_for
 
 
-def bound_of(unit: str) -> tuple[str, str]:
-    """What bounds a workload, read from its headline's unit (never its kind's name): a rate of
-    bytes is held against the GPUs' link bandwidth, anything else against dense bf16 FLOP/s."""
+def bound_of(unit: str, metric: str = "") -> tuple[str, str]:
+    """What bounds a workload, read from its headline's catalog entry where it names it (a
+    decode step: HBM bandwidth), else from its unit (never its kind's name): a rate of bytes is
+    held against the GPUs' link bandwidth, anything else against dense bf16 FLOP/s."""
+    bound = catalog.bound_of(metric)
+    if bound == "hbm":
+        return "hbm", "HBM bandwidth"
+    if bound == "none":
+        return "none", "no datasheet figure"
     if unit.endswith("B/s"):
         return "link", "NVLink bandwidth"
     return "flops", "dense bf16 FLOP/s"
@@ -23,11 +30,12 @@ def bound_of(unit: str) -> tuple[str, str]:
 
 def _datasheet(name: str | None, what: str) -> float | None:
     spec = spec_for(name)
-    if spec is None:
+    if spec is None or what == "none":
         return None
     value = {
         "link": spec.nvlink_total_gbs,
         "flops": spec.peak_flops.get("bf16", 0.0),
+        "hbm": spec.hbm_gbs,
     }[what]
     return value or None
 
@@ -37,9 +45,9 @@ def _gpu_name(machine: Any) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
-def predicted(unit: str, machine: Any, base: Any) -> tuple[float | None, str]:
+def predicted(unit: str, machine: Any, base: Any, metric: str = "") -> tuple[float | None, str]:
     """(the datasheet ratio machine / base for what bounds this workload, its words)."""
-    what, words = bound_of(unit)
+    what, words = bound_of(unit, metric)
     mine, theirs = _datasheet(_gpu_name(machine), what), _datasheet(_gpu_name(base), what)
     if not mine or not theirs:
         return None, words
@@ -69,7 +77,7 @@ def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
             est, lo, hi = ratio["estimate"], ratio["ci_low"], ratio["ci_high"]
             factor = 1 / est if flip else est
             low, high = (1 / hi, 1 / lo) if flip else (lo, hi)
-            pred, bound = predicted(row.unit, m, machines[base])
+            pred, bound = predicted(row.unit, m, machines[base], row.metric)
             gpus, base_gpus = cell.get("gpus"), row.cells[base].get("gpus")
             if pred and row.rate and gpus and base_gpus and gpus != base_gpus:
                 pred, bound = pred * gpus / base_gpus, f"{bound} x {gpus}/{base_gpus} GPUs"

@@ -47,11 +47,12 @@ def batch_one(bench: Benchmark) -> list[str]:
             continue
         median = statistics.median(gbps)
         hbm = next((h for _, h in rows if isinstance(h, int | float) and h > 0), None)
-        share = (
-            f", {median / hbm:.0%} of the datasheet's {hbm:g} GB/s HBM bandwidth"
-            if hbm
-            else " (no datasheet HBM figure for this device)"
-        )
+        if hbm:
+            share = f", {median / hbm:.0%} of the datasheet's {hbm:g} GB/s HBM bandwidth"
+        elif all(r.device == "cpu" for r in v.ok):
+            share = " (a CPU run: host memory, no HBM figure)"
+        else:
+            share = " (no datasheet HBM figure for this GPU)"
         lines.append(f"{v.name}: a batch-1 step reads {median:,.1f} GB/s per GPU{share}")
     return lines
 
@@ -95,7 +96,7 @@ def figure(view: Any, salt: str) -> None:
     """The decode section's figure (kit.report.render.PLOTS["decode"])."""
     bench = view.bench
     svg = decode_plot(
-        curves(bench), f"{bench.label}: decode tokens/s against batch", f"{salt}-decode"
+        curves(bench), f"{bench.name}: decode tokens/s against batch", f"{salt}-decode"
     )
     words = batch_one(bench)
     view.add(

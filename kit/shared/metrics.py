@@ -80,6 +80,10 @@ class Metric:
     already_per_gpu: for a metric normalised for the GPU count (bus bandwidth), the few words
     page 1 prints where the per-GPU column would be, so nobody divides it again.
     better/worse: the words of a ratio ("1.3x faster").
+    bound: the datasheet figure a comparison of two machines predicts its ratio from, where its
+    unit does not say it (kit.report.choice: a rate of bytes is held against the links, the rest
+    against dense FLOP/s): "hbm" (memory bandwidth: a decode step reads every weight), "none"
+    (no datasheet figure predicts it).
     """
 
     name: str
@@ -91,6 +95,7 @@ class Metric:
     better: str = "better"
     worse: str = "worse"
     already_per_gpu: str = ""
+    bound: Literal["", "hbm", "none"] = ""
 
     def unit_for(self, work: str = "") -> str:
         return self.unit.replace("{work}", work or "items")
@@ -144,6 +149,7 @@ CATALOG: dict[str, Metric] = {
             "tokens/s",
             per_gpu=True,
             **_FAST,
+            bound="hbm",
         ),
         Metric(
             "decode_tokens_per_s_b1",
@@ -151,6 +157,7 @@ CATALOG: dict[str, Metric] = {
             "tokens/s",
             per_gpu=True,
             **_FAST,
+            bound="hbm",
         ),
         Metric(
             "prefill_tokens_per_s",
@@ -159,19 +166,40 @@ CATALOG: dict[str, Metric] = {
             per_gpu=True,
             **_FAST,
         ),
-        Metric("tpot_median_ms", "time per output token at batch 1 (median)", "ms", False, **_FAST),
-        Metric("tpot_p90_ms", "time per output token at batch 1 (p90)", "ms", False, **_FAST),
+        Metric(
+            "tpot_median_ms",
+            "time per output token at batch 1 (median)",
+            "ms",
+            False,
+            **_FAST,
+            bound="hbm",
+        ),
+        Metric(
+            "tpot_p90_ms",
+            "time per output token at batch 1 (p90)",
+            "ms",
+            False,
+            **_FAST,
+            bound="hbm",
+        ),
         Metric(
             "max_batch_fit",
             "largest batch whose KV cache fits",
             "sequences",
             better="larger",
             worse="smaller",
+            bound="none",
         ),
         Metric(
-            "decode_read_gbps_b1", "memory read by a batch-1 decode step (per GPU)", "GB/s", **_FAST
+            "decode_read_gbps_b1",
+            "memory read by a batch-1 decode step (per GPU)",
+            "GB/s",
+            **_FAST,
+            bound="hbm",
         ),
-        Metric("hbm_share_b1", "batch-1 decode reads, share of datasheet HBM", "fraction"),
+        Metric(
+            "hbm_share_b1", "batch-1 decode reads, share of datasheet HBM", "fraction", bound="none"
+        ),
         # copy bandwidth (nvbandwidth's testcases): the weakest GPU or pair, never summed
         Metric("device_local_gbps", "device-local copy (weakest GPU)", "GB/s", **_FAST),
         Metric("h2d_gbps", "host to device, pinned, CE (weakest GPU)", "GB/s", **_FAST),
@@ -222,6 +250,12 @@ def higher_is_better(name: str, recorded: Any = True) -> bool:
 def per_gpu(name: str) -> bool:
     m = CATALOG.get(name)
     return bool(m and m.per_gpu)
+
+
+def bound_of(name: str) -> str:
+    """The catalog's `bound` for a metric ("" where its unit decides, or it is unknown)."""
+    m = CATALOG.get(name)
+    return m.bound if m else ""
 
 
 def already_per_gpu(name: str) -> str:

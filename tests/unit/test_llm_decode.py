@@ -140,3 +140,20 @@ def test_the_largest_batch_search(limit, cap, found, capped, tries):
 def test_parameters_are_checked(change, words):
     with pytest.raises(ValueError, match=words):
         LlmDecodeParams(**{**TINY, **change})
+
+
+def test_a_comparison_predicts_decode_from_the_datasheets_memory_bandwidth():
+    """H200 against H100: decode is held against HBM (4.8 / 3.35 TB/s), prefill against FLOP/s."""
+    from types import SimpleNamespace
+
+    from kit.report.choice import predicted
+
+    def machine(name: str):
+        return SimpleNamespace(hardware=SimpleNamespace(gpus=[SimpleNamespace(name=name)] * 2))
+
+    h200, h100 = machine("NVIDIA H200"), machine("NVIDIA H100 80GB HBM3")
+    ratio, words = predicted("tokens/s", h200, h100, "decode_tokens_per_s")
+    assert ratio == pytest.approx(4800 / 3350) and words == "HBM bandwidth"
+    assert predicted("tokens/s", h200, h100, "prefill_tokens_per_s") == (1.0, "dense bf16 FLOP/s")
+    assert predicted("GB/s", h200, h100, "decode_read_gbps_b1")[1] == "HBM bandwidth"
+    assert predicted("sequences", h200, h100, "max_batch_fit") == (None, "no datasheet figure")
