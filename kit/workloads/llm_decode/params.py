@@ -17,8 +17,9 @@ class LlmDecodeParams:
 
     tp: ranks per model (1: every rank serves its own copy, data parallel; 2: tensor parallel
     across pairs of ranks, an all-reduce after each layer's attention and MLP).
-    step_mode: how the decode step runs on a GPU: "graph" (one CUDA graph per batch size),
-    "compile" (torch.compile, mode reduce-overhead), "eager"; the CPU always runs eager.
+    step_mode: how the decode step runs on a GPU: "graph" (its eager kernels captured as one
+    CUDA graph per batch size), "compile" (torch.compile'd first, elementwise kernels fused, then
+    captured the same way), "eager"; the CPU always runs eager.
     trials: timed generations per batch size, after `warmup` untimed ones.
     fit_seq_len / fit_max_batch: the largest batch whose KV cache at this sequence length fits
     with the weights, searched up to fit_max_batch (GPU only).

@@ -72,22 +72,37 @@ def _p90(xs: list[float]) -> float:
 
 
 def stepper(ctx: Context, gen: Generation, mode: str, notes: list[str]) -> Callable[[], Any]:
-    """The decode step as the timed loop calls it: a CUDA graph's replay, a compiled step, or
-    the eager step. The CUDA graph is captured after warm-up steps on a side stream."""
+    """The decode step as the timed loop calls it: on a GPU one CUDA graph of the step, captured
+    after warm-up steps on a side stream ("graph": the eager step's kernels; "compile": the step
+    compiled by torch.compile first, its elementwise kernels fused, then captured the same way);
+    "eager", and the CPU, call the step itself. A compile that fails falls back to the eager
+    step's graph, and the result's notes say so."""
     if not ctx.is_cuda or mode == "eager":
         return gen.step
+    fn: Callable[[], Any] = gen.step
     if mode == "compile":
-        return torch.compile(gen.step, mode="reduce-overhead", fullgraph=False)
+        fn = torch.compile(gen.step, dynamic=False)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            gen.step()
+    try:
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                fn()
+    except Exception as exc:  # a compile failure: the eager step instead, said in the notes
+        if mode != "compile":
+            raise
+        notes.append(f"torch.compile of the decode step failed ({type(exc).__name__}); eager step")
+        fn = gen.step
+        with torch.cuda.stream(side):
+            fn()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        gen.step()
-    notes.append("decode step captured as one CUDA graph per batch size")
+        fn()
+    notes.append(
+        "decode step captured as one CUDA graph per batch size"
+        + (" (torch.compile'd step)" if fn is not gen.step else "")
+    )
     return graph.replay
 
 
