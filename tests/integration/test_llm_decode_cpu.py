@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from pypdf import PdfReader
 
 from tests.conftest import ROOT, run_kit
@@ -122,3 +124,34 @@ def test_the_reference_loop_runs_on_cpu():
     record = json.loads(line.removeprefix("REFERENCE "))
     assert [r["batch"] for r in record["batches"]] == [1, 2]
     assert all(r["decode_tokens_per_s"] > 0 and len(r["decode_s"]) == 2 for r in record["batches"])
+
+
+def test_the_silicon_section_places_batch_one_reads_against_the_measured_copy(tmp_path):
+    """With the copy benchmark in the same bundle, the Silicon section holds the batch-1 reads
+    against the device-local copy traffic measured there (on the CPU: host memory both)."""
+    silicon = yaml.safe_load((ROOT / "recipes" / "silicon.yaml").read_text())
+    decode = yaml.safe_load((ROOT / "recipes" / "llm_decode.yaml").read_text())
+    copy = next(b for b in silicon["benchmarks"] if b["kind"] == "copy_bandwidth")
+    dp = next(b for b in decode["benchmarks"] if b["name"] == "decode-dp")
+    dp["smoke"]["batch_sizes"] = [1]
+    recipe = {**decode, "variants": ["p2p"], "repeats": 1, "benchmarks": [copy, dp]}
+    path = tmp_path / "both.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    out = tmp_path / "bundle"
+    proc = run_kit("reproduce", str(path), "--device", "cpu", "--smoke", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = [r for r in runs(out).values() if r["benchmark"] == "decode-dp"]
+    read = run["metrics"]["decode_read_gbps_b1"]["value"]
+    flat = " ".join(
+        "\n".join(p.extract_text() for p in PdfReader(out / "report.pdf").pages).split()
+    )
+    share = re.search(
+        r"LLM decode recipe at smoke size, p2p: a batch-1 decode step reads ([0-9.,]+) GB/s per "
+        r"GPU, (\d+)% of the ([0-9.,]+) GB/s device-local copy traffic \(read plus write\) "
+        r"measured here\.",
+        flat,
+    )
+    assert share, flat[-3000:]
+    assert float(share.group(1)) == pytest.approx(read, rel=0.01)
+    traffic = float(share.group(3).replace(",", ""))
+    assert abs(int(share.group(2)) - 100 * read / traffic) <= 1  # the traffic printed rounded

@@ -210,6 +210,11 @@ def _placements(s: Silicon, benches: list[Benchmark]) -> None:
                 s.placements.append(text + ".")
 
 
+def _gbs(x: float) -> str:
+    """2,870 / 16.4 / 0.162: whole numbers from 100 GB/s, three digits below."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
 def _hbm(s: Silicon, b: Benchmark) -> list[str]:
     """A decode benchmark's batch-1 memory reads against the device-local copy traffic (read
     plus write) measured here: the HBM ceiling of this silicon, not the datasheet's."""
@@ -220,8 +225,8 @@ def _hbm(s: Silicon, b: Benchmark) -> list[str]:
         if traffic and row is not None and row.summary is not None:
             read = row.summary.median
             out.append(
-                f"{b.label}, {v.name}: a batch-1 decode step reads {read:.0f} GB/s per GPU, "
-                f"{read / traffic:.0%} of the {traffic:.0f} GB/s device-local copy traffic "
+                f"{b.label}, {v.name}: a batch-1 decode step reads {_gbs(read)} GB/s per GPU, "
+                f"{read / traffic:.0%} of the {_gbs(traffic)} GB/s device-local copy traffic "
                 "(read plus write) measured here."
             )
     return out
