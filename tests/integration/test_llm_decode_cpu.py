@@ -155,3 +155,17 @@ def test_the_silicon_section_places_batch_one_reads_against_the_measured_copy(tm
     assert float(share.group(1)) == pytest.approx(read, rel=0.01)
     traffic = float(share.group(3).replace(",", ""))
     assert abs(int(share.group(2)) - 100 * read / traffic) <= 1  # the traffic printed rounded
+
+
+def test_tensor_parallel_on_too_few_ranks_fails_its_run_with_one_line(tmp_path):
+    decode = yaml.safe_load((ROOT / "recipes" / "llm_decode.yaml").read_text())
+    tp2 = next(b for b in decode["benchmarks"] if b["name"] == "decode-tp2")
+    recipe = {**decode, "gpus": 1, "variants": ["p2p"], "repeats": 1, "benchmarks": [tp2]}
+    path = tmp_path / "one.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    out = tmp_path / "bundle"
+    proc = run_kit("reproduce", str(path), "--device", "cpu", "--smoke", "--out", str(out))
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    (run,) = runs(out).values()
+    assert run["status"] == "failed"
+    assert run["error"] == "ValueError: tp 2 does not divide the 1 ranks of this run"
