@@ -46,7 +46,8 @@ class Shard:
 
 
 def rope_tables(p: LlmDecodeParams, positions: int, device: torch.device) -> torch.Tensor:
-    """cos and sin per position and frequency, fp32: shape [2, positions, head_dim / 2]."""
+    """cos and sin per position, full head width (each frequency twice, as transformers lays
+    them out): shape [2, positions, head_dim], computed in float64, kept in fp32."""
     dh = p.hidden_size // p.num_heads
     inv = 1.0 / (p.rope_theta ** (torch.arange(0, dh, 2, dtype=torch.float64) / dh))
     wavelen = 2 * math.pi / inv
@@ -56,14 +57,16 @@ def rope_tables(p: LlmDecodeParams, positions: int, device: torch.device) -> tor
     mid = (wavelen <= low) & (wavelen >= high)
     inv = torch.where(mid, (1 - smooth) * inv / ROPE_FACTOR + smooth * inv, scaled)
     angles = torch.outer(torch.arange(positions, dtype=torch.float64), inv)
+    angles = torch.cat([angles, angles], dim=-1)
     return torch.stack([angles.cos(), angles.sin()]).float().to(device)
 
 
 def rotate(x: torch.Tensor, cs: torch.Tensor) -> torch.Tensor:
-    """RoPE on [B, heads, T, dh] with cs [2, T, dh/2] (halves rotated, as transformers does)."""
-    cos, sin = cs[0], cs[1]
-    x1, x2 = x.float().chunk(2, dim=-1)
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+    """RoPE on [B, T, heads, dh] with cs [2, T, dh] in x's dtype, as transformers applies it
+    (x cos + rotate_half(x) sin): five kernels for the queries and keys together."""
+    x1, x2 = x.chunk(2, dim=-1)
+    cos, sin = cs[0].unsqueeze(1), cs[1].unsqueeze(1)
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
 
 
 class Weights:
@@ -175,15 +178,15 @@ class Llama:
         gate, up = F.linear(x, layer.wgu).chunk(2, dim=-1)
         return self._reduce(F.linear(F.silu(gate) * up, layer.wdown), collectives)
 
-    def _qkv(self, layer: Layer, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def _qkv(self, layer: Layer, x: torch.Tensor, cs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """q, k (rotated) and v as [B, heads, T, dh]: one matmul, then RoPE on q and k at once."""
         b, t, _ = x.shape
-        q, k, v = F.linear(x, layer.wqkv).split(
-            [layer.hq * self.dh, self.hkv * self.dh, self.hkv * self.dh], dim=-1
-        )
-        return tuple(
-            y.view(b, t, h, self.dh).transpose(1, 2)
-            for y, h in ((q, layer.hq), (k, self.hkv), (v, self.hkv))
-        )
+        qkv = F.linear(x, layer.wqkv).view(b, t, layer.hq + 2 * self.hkv, self.dh)
+        rotated = rotate(qkv[:, :, : layer.hq + self.hkv], cs)
+        q = rotated[:, :, : layer.hq].transpose(1, 2)
+        k = rotated[:, :, layer.hq :].transpose(1, 2)
+        v = qkv[:, :, layer.hq + self.hkv :].transpose(1, 2)
+        return q, k, v
 
     def prefill(self, tokens: torch.Tensor, cache: Cache) -> torch.Tensor:
         """The prompt [B, T] through the model, its K and V written to positions 0..T-1 of the
@@ -191,12 +194,11 @@ class Llama:
         b, t = tokens.shape
         self.ensure_rope(cache.max_len)
         assert self.rope is not None
-        cs = self.rope[:, :t]
+        cs = self.rope[:, :t].to(self.dtype)
         h = F.embedding(tokens, self.embed)
         for i, layer in enumerate(self.layers):
             x = self._norm(h, layer.norm1)
-            q, k, v = self._qkv(layer, x)
-            q, k = rotate(q, cs), rotate(k, cs)
+            q, k, v = self._qkv(layer, x, cs)
             cache.k[i, :, :, :t] = k
             cache.v[i, :, :, :t] = v
             a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
@@ -212,22 +214,28 @@ class Llama:
         tensor); writes its K and V there and returns the logits [B, vocab]."""
         b = tokens.shape[0]
         assert self.rope is not None
-        cs = self.rope.index_select(1, pos)
-        visible = (cache.positions <= pos).view(1, 1, 1, -1)  # [1, 1, 1, max_len]
+        cs = self.rope.index_select(1, pos).to(self.dtype)
+        # 0 where a position is written, -inf past it: one bias for every layer of this step
+        hidden = torch.full((), float("-inf"), device=self.device, dtype=self.dtype)
+        bias = torch.where(cache.positions <= pos, torch.zeros_like(hidden), hidden)
         group = self.p.num_heads // self.p.num_kv_heads
         scale = 1.0 / math.sqrt(self.dh)
         h = F.embedding(tokens, self.embed)
         for i, layer in enumerate(self.layers):
             x = self._norm(h, layer.norm1)
-            q, k, v = self._qkv(layer, x)
-            q, k = rotate(q, cs), rotate(k, cs)
+            q, k, v = self._qkv(layer, x, cs)
             cache.k[i].index_copy_(2, pos, k)
             cache.v[i].index_copy_(2, pos, v)
-            # [B, kv heads, group, dh] x [B, kv heads, dh, len]: each KV head read once
-            qg = q.reshape(b, self.hkv, group, self.dh)
-            scores = torch.matmul(qg, cache.k[i].transpose(-1, -2)).float() * scale
-            scores = scores.masked_fill(~visible, float("-inf")).softmax(-1).to(self.dtype)
-            a = torch.matmul(scores, cache.v[i]).reshape(b, 1, -1)
+            # [B kv heads, group, dh] x [B kv heads, dh, len]: each KV head read once, its
+            # queries together; scale and mask in the same matmul (baddbmm), softmax in fp32
+            n = b * self.hkv
+            qg = q.reshape(n, group, self.dh)
+            scores = torch.baddbmm(
+                bias.expand(n, group, -1), qg, cache.k[i].view(n, -1, self.dh).transpose(1, 2),
+                alpha=scale,
+            )  # fmt: skip
+            probs = scores.softmax(-1, dtype=torch.float32).to(self.dtype)
+            a = torch.bmm(probs, cache.v[i].view(n, -1, self.dh)).reshape(b, 1, -1)
             h = h + self._reduce(F.linear(a, layer.wo), collectives)
             h = h + self._mlp(layer, self._norm(h, layer.norm2), collectives)
         return self._logits(h[:, -1], collectives)
