@@ -169,3 +169,21 @@ def test_tensor_parallel_on_too_few_ranks_fails_its_run_with_one_line(tmp_path):
     (run,) = runs(out).values()
     assert run["status"] == "failed"
     assert run["error"] == "ValueError: tp 2 does not divide the 1 ranks of this run"
+
+
+def test_the_device_check_compares_the_kit_with_the_reference_on_cpu(tmp_path):
+    """scripts/device/decode_check.py --cpu: the reference and the kit's smoke recipe in one
+    call, their per-GPU decode tokens/s side by side per batch size."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "device" / "decode_check.py"), "--cpu"],
+        capture_output=True, text=True, timeout=900,
+        env={**os.environ, "OUT": str(tmp_path), "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    c = json.loads((tmp_path / "comparison.json").read_text())
+    assert [r["batch"] for r in c["rows"]] == SMOKE_BATCHES
+    for r in c["rows"]:
+        assert r["ratio"] == pytest.approx(r["kit_per_gpu"] / r["reference_tokens_per_s"])
+    assert set(c["tp2"]) == {"p2p", "no-p2p"} and all(c["tp2"].values())
+    assert (tmp_path / "comparison.md").read_text().startswith("# Decode: the kit against")
+    assert (tmp_path / "bundle" / "report.pdf").is_file()
