@@ -16,17 +16,32 @@ from kit.report import plots
 from kit.report.analysis.model import Benchmark
 
 
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and x > 0
+
+
+def _rows(run: Any) -> list[dict[str, Any]]:
+    """A run's per-batch rows that hold a positive batch size (a received bundle may hold
+    anything in a workload's own fields: what is not a row is left out, never drawn)."""
+    rows = run.data.extra("batches")
+    if not isinstance(rows, list):
+        return []
+    return [
+        row
+        for row in rows
+        if isinstance(row, dict) and isinstance(row.get("batch"), int) and _number(row["batch"])
+    ]
+
+
 def curves(bench: Benchmark) -> dict[str, dict[int, list[float]]]:
     """variant -> batch -> decode tokens/s of every finished run."""
     out: dict[str, dict[int, list[float]]] = {}
     for v in bench.variants:
         for r in v.ok:
-            for row in r.data.extra("batches") or []:
-                if isinstance(row, dict) and isinstance(
-                    row.get("decode_tokens_per_s"), int | float
-                ):
+            for row in _rows(r):
+                if _number(row.get("decode_tokens_per_s")):
                     per = out.setdefault(v.name, {})
-                    per.setdefault(int(row["batch"]), []).append(float(row["decode_tokens_per_s"]))
+                    per.setdefault(row["batch"], []).append(float(row["decode_tokens_per_s"]))
     return out
 
 
@@ -35,18 +50,13 @@ def batch_one(bench: Benchmark) -> list[str]:
     lines = []
     for v in bench.variants:
         rows = [
-            (row, r.data.extra("hbm_gbs"))
-            for r in v.ok
-            for row in r.data.extra("batches") or []
-            if isinstance(row, dict) and row.get("batch") == 1
+            (row, r.data.extra("hbm_gbs")) for r in v.ok for row in _rows(r) if row["batch"] == 1
         ]
-        gbps = [
-            row["read_gbps"] for row, _ in rows if isinstance(row.get("read_gbps"), int | float)
-        ]
+        gbps = [row["read_gbps"] for row, _ in rows if _number(row.get("read_gbps"))]
         if not gbps:
             continue
         median = statistics.median(gbps)
-        hbm = next((h for _, h in rows if isinstance(h, int | float) and h > 0), None)
+        hbm = next((h for _, h in rows if _number(h)), None)
         if hbm:
             share = f", {median / hbm:.0%} of the datasheet's {hbm:g} GB/s HBM bandwidth"
         elif all(r.device == "cpu" for r in v.ok):

@@ -157,3 +157,38 @@ def test_a_comparison_predicts_decode_from_the_datasheets_memory_bandwidth():
     assert predicted("tokens/s", h200, h100, "prefill_tokens_per_s") == (1.0, "dense bf16 FLOP/s")
     assert predicted("GB/s", h200, h100, "decode_read_gbps_b1")[1] == "HBM bandwidth"
     assert predicted("sequences", h200, h100, "max_batch_fit") == (None, "no datasheet figure")
+
+
+def test_the_decode_figure_leaves_out_what_is_not_a_row():
+    """A received bundle's own fields may hold anything: rows without a positive whole batch or
+    a positive rate are left out, never drawn or crashed on."""
+    from types import SimpleNamespace
+
+    from kit.report.decode import batch_one, curves, decode_plot
+
+    def run(batches, hbm=None):
+        extra = {"batches": batches, "hbm_gbs": hbm}
+        return SimpleNamespace(device="cuda", data=SimpleNamespace(extra=extra.get))
+
+    hostile = [
+        "row", None, {"batch": "1"}, {"batch": True, "decode_tokens_per_s": 5.0},
+        {"batch": -2, "decode_tokens_per_s": 5.0}, {"batch": 0, "decode_tokens_per_s": 5.0},
+        {"batch": 4, "decode_tokens_per_s": "fast"}, {"batch": 4, "decode_tokens_per_s": -1.0},
+        {"batch": 1, "decode_tokens_per_s": 100.0, "read_gbps": 2000.0},
+        {"batch": 8, "decode_tokens_per_s": 700.0},
+    ]  # fmt: skip
+    bench = SimpleNamespace(
+        variants=[
+            SimpleNamespace(name="p2p", ok=[run(hostile, hbm=True), run("x"), run({"a": 1})]),
+            SimpleNamespace(name="no-p2p", ok=[run([{"batch": 1, "read_gbps": 1675.0}], 3350)]),
+        ]
+    )
+    assert curves(bench) == {"p2p": {1: [100.0], 8: [700.0]}}
+    assert batch_one(bench) == [
+        "p2p: a batch-1 step reads 2,000.0 GB/s per GPU (no datasheet HBM figure for this GPU)",
+        "no-p2p: a batch-1 step reads 1,675.0 GB/s per GPU, 50% of the datasheet's 3350 GB/s "
+        "HBM bandwidth",
+    ]
+    svg = decode_plot(curves(bench), "t", "salt")
+    assert svg is not None and svg.startswith("<svg") and "700" in svg
+    assert decode_plot({}, "t", "salt") is None
