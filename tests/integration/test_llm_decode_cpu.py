@@ -187,3 +187,16 @@ def test_the_device_check_compares_the_kit_with_the_reference_on_cpu(tmp_path):
     assert set(c["tp2"]) == {"p2p", "no-p2p"} and all(c["tp2"].values())
     assert (tmp_path / "comparison.md").read_text().startswith("# Decode: the kit against")
     assert (tmp_path / "bundle" / "report.pdf").is_file()
+
+
+def test_a_comparison_holds_decode_against_the_datasheets_memory_bandwidth(bundle, tmp_path):
+    """kit compare of two decode bundles: the predicted ratio's bound is HBM bandwidth (on the
+    CPU no side has a datasheet figure, and the page says so)."""
+    out = tmp_path / "compare"
+    proc = run_kit("compare", str(bundle), str(bundle), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    flat = " ".join(
+        "\n".join(p.extract_text() for p in PdfReader(out / "compare.pdf").pages).split()
+    )
+    assert "HBM bandwidth not in kit's table for a side" in flat
+    assert "dense bf16 FLOP/s" not in flat
