@@ -69,7 +69,7 @@ class LlmDecodeParams:
         check(
             self.prompt_len + self.decode_steps <= 10**6,
             "prompt_len",
-            "with decode_steps at most 10^6",
+            "at most 1,000,000 minus decode_steps (the cache holds both)",
         )
         check(0 <= self.warmup <= 100, "warmup", "from 0 to 100")
         check(1 <= self.trials <= 1000, "trials", "from 1 to 1,000")
