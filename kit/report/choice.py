@@ -15,7 +15,7 @@ from kit.shared.gpu_specs import spec_for
 
 BOUND_WORDS = {
     "link": "NVLink bandwidth",
-    "memory": "memory (HBM) bandwidth",
+    "memory": "HBM bandwidth",
     "none": "PCIe and the host (no datasheet figure)",
 }
 

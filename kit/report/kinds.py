@@ -24,7 +24,8 @@ class FigureKind:
     silicon: which facts of the silicon section its runs give ("copy": host links, HBM and the
     pair matrices; "matmul": the ceilings), None for none.
     placed: how the silicon section places it against what it measured ("mfu": MFU against the
-    ceiling of its dtype; "busbw": bus bandwidth against the pair matrix), None for not at all.
+    ceiling of its dtype; "busbw": bus bandwidth against the pair matrix; "hbm": a decode step's
+    memory reads against the device-local copy traffic), None for not at all.
     """
 
     name: str
@@ -33,7 +34,7 @@ class FigureKind:
     step_note: bool = False
     page1: Literal["link", "work"] = "work"
     silicon: Literal["copy", "matmul"] | None = None
-    placed: Literal["mfu", "busbw"] | None = None
+    placed: Literal["mfu", "busbw", "hbm"] | None = None
 
 
 KINDS: dict[str, FigureKind] = {
@@ -47,6 +48,8 @@ KINDS: dict[str, FigureKind] = {
         FigureKind("matrix", plots=("bars", "steps"), silicon="copy"),
         # the matmul search: the per-GPU ceilings, in the silicon section
         FigureKind("ceiling", plots=("bars", "steps"), silicon="matmul"),
+        # LLM decode: tokens/s against batch, a curve per variant, and the headline bars
+        FigureKind("decode", plots=("decode", "bars"), placed="hbm"),
     )
 }
 

@@ -29,7 +29,7 @@ from kit.model import BundleData, load_bundle
 from kit.model.hardware import Hardware, Host
 from kit.refs.nccl_tests import SAME_CALL_FLOOR, SAME_CALL_FROM
 from kit.refs.store import standing
-from kit.report import analysis, plots, sections
+from kit.report import analysis, decode, plots, sections
 from kit.report.analysis.ordered import as_ordered, identity
 from kit.report.analysis.same_call import SameCall, same_call
 from kit.report.method import method_view
@@ -255,6 +255,7 @@ PLOTS: dict[str, Callable[[BenchView, str], None]] = {
     "time": _time,
     "bars": _bars,
     "steps": _steps,
+    "decode": decode.figure,
 }
 """A benchmark section's plots by name: a figure kind (kit.report.kinds) lists the ones it gets."""
 

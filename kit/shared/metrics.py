@@ -80,6 +80,10 @@ class Metric:
     already_per_gpu: for a metric normalised for the GPU count (bus bandwidth), the few words
     page 1 prints where the per-GPU column would be, so nobody divides it again.
     better/worse: the words of a ratio ("1.3x faster").
+    bound: the datasheet figure a comparison of two machines predicts its ratio from
+    (kit.report.choice): "link", "memory" (HBM bandwidth: a decode step reads every weight, an
+    HBM copy), "flops:<dtype>", "none" (no datasheet figure: PCIe and the host); "": from the
+    unit (a rate of bytes: the links; anything else: dense bf16 FLOP/s).
     """
 
     name: str
@@ -91,9 +95,6 @@ class Metric:
     better: str = "better"
     worse: str = "worse"
     already_per_gpu: str = ""
-    # the datasheet figure that bounds it, for the ratio a comparison predicts: "link",
-    # "memory", "flops:<dtype>", "none" (no datasheet figure: PCIe and the host); "": from
-    # the unit (bytes per second: link; anything else: dense bf16 FLOP/s)
     bound: str = ""
 
     def unit_for(self, work: str = "") -> str:
@@ -140,6 +141,65 @@ CATALOG: dict[str, Metric] = {
         Metric("peak_mem_gib", "peak GPU memory", "GiB", False, better="lower", worse="higher"),
         Metric("mfu", "model FLOPs utilisation", "fraction"),
         Metric("tokens_per_s", "tokens per second", "tokens/s", per_gpu=True),
+        # LLM decode (kit/workloads/llm_decode): throughput at the recipe's largest batch,
+        # latency and memory reads at batch 1, the largest batch whose KV cache fits
+        Metric(
+            "decode_tokens_per_s",
+            "decode throughput (largest batch)",
+            "tokens/s",
+            per_gpu=True,
+            **_FAST,
+            bound="memory",
+        ),
+        Metric(
+            "decode_tokens_per_s_b1",
+            "decode throughput at batch 1",
+            "tokens/s",
+            per_gpu=True,
+            **_FAST,
+            bound="memory",
+        ),
+        Metric(
+            "prefill_tokens_per_s",
+            "prefill throughput (largest batch)",
+            "tokens/s",
+            per_gpu=True,
+            **_FAST,
+        ),
+        Metric(
+            "tpot_median_ms",
+            "time per output token at batch 1 (median)",
+            "ms",
+            False,
+            **_FAST,
+            bound="memory",
+        ),
+        Metric(
+            "tpot_p90_ms",
+            "time per output token at batch 1 (p90)",
+            "ms",
+            False,
+            **_FAST,
+            bound="memory",
+        ),
+        Metric(
+            "max_batch_fit",
+            "largest batch whose KV cache fits",
+            "sequences",
+            better="larger",
+            worse="smaller",
+            bound="none",
+        ),
+        Metric(
+            "decode_read_gbps_b1",
+            "memory read by a batch-1 decode step (per GPU)",
+            "GB/s",
+            **_FAST,
+            bound="memory",
+        ),
+        Metric(
+            "hbm_share_b1", "batch-1 decode reads, share of datasheet HBM", "fraction", bound="none"
+        ),
         # copy bandwidth (nvbandwidth's testcases): the weakest GPU or pair, never summed
         Metric(
             "device_local_gbps",

@@ -74,7 +74,7 @@ def test_the_datasheets_a_buyer_weighs_and_what_bounds_each_metric():
     assert sheet["memory bandwidth"] == pytest.approx(4800 / 3350)
     assert sheet["dense bf16 FLOP/s"] == pytest.approx(1.0)
     assert sheet["NVLink bandwidth"] == pytest.approx(1.0)
-    assert bound_of("GB/s", "device_local_gbps") == ("memory", "memory (HBM) bandwidth")
+    assert bound_of("GB/s", "device_local_gbps") == ("memory", "HBM bandwidth")
     assert bound_of("GB/s", "h2d_gbps")[0] == "none"
     assert bound_of("TFLOP/s", "tflops_fp8_weakest") == ("flops:fp8", "dense fp8 FLOP/s")
     assert bound_of("GB/s", "busbw_largest")[0] == "link"

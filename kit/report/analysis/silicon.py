@@ -189,6 +189,8 @@ def _placements(s: Silicon, benches: list[Benchmark]) -> None:
                     f"{b.label}, {v.name}: {achieved:.0f} TFLOP/s per GPU, {mfu:.0%} of the "
                     f"datasheet's {basis['peak_flops_per_gpu'] / 1e12:g} TFLOP/s and {measured}."
                 )
+        elif b.figures.placed == "hbm":
+            s.placements += _hbm(s, b)
         elif b.figures.placed == "busbw":  # a collective: its bus bandwidth is per link
             pair = {m["key"]: matrix.off_diagonal(m["matrix"]) for m in s.matrices}
             one, both = pair.get("ce_one_way"), pair.get("ce_both_ways")
@@ -206,6 +208,28 @@ def _placements(s: Silicon, benches: list[Benchmark]) -> None:
                     half = statistics.median(both) / 2
                     text += f" and {busbw / half:.0%} of its per-direction share both ways ({half:.1f} GB/s)"
                 s.placements.append(text + ".")
+
+
+def _gbs(x: float) -> str:
+    """2,870 / 16.4 / 0.162: whole numbers from 100 GB/s, three digits below."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def _hbm(s: Silicon, b: Benchmark) -> list[str]:
+    """A decode benchmark's batch-1 memory reads against the device-local copy traffic (read
+    plus write) measured here: the HBM ceiling of this silicon, not the datasheet's."""
+    traffic = _median([h["local_traffic_gbps"] for h in s.host])
+    out = []
+    for v in b.variants:
+        row = (b.metrics.get("decode_read_gbps_b1") or {}).get(v.name)
+        if traffic and row is not None and row.summary is not None:
+            read = row.summary.median
+            out.append(
+                f"{b.label}, {v.name}: a batch-1 decode step reads {_gbs(read)} GB/s per GPU, "
+                f"{read / traffic:.0%} of the {_gbs(traffic)} GB/s device-local copy traffic "
+                "(read plus write) measured here."
+            )
+    return out
 
 
 def silicon(benches: list[Benchmark], hardware: Hardware) -> Silicon | None:

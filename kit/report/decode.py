@@ -1,0 +1,117 @@
+"""The report's decode figure: tokens/s against batch, a curve per variant, and the words on what
+a batch-1 step reads against the memory's datasheet bandwidth (figure kind "decode").
+
+Read from the runs' own per-batch records (kit/workloads/llm_decode/worker.py writes `batches`);
+every point is the median over the variant's finished runs, the band their min to max.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import matplotlib
+
+from kit.report import plots
+from kit.report.analysis.model import Benchmark
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and x > 0
+
+
+def _rows(run: Any) -> list[dict[str, Any]]:
+    """A run's per-batch rows that hold a positive batch size (a received bundle may hold
+    anything in a workload's own fields: what is not a row is left out, never drawn)."""
+    rows = run.data.extra("batches")
+    if not isinstance(rows, list):
+        return []
+    return [
+        row
+        for row in rows
+        if isinstance(row, dict) and isinstance(row.get("batch"), int) and _number(row["batch"])
+    ]
+
+
+def curves(bench: Benchmark) -> dict[str, dict[int, list[float]]]:
+    """variant -> batch -> decode tokens/s of every finished run."""
+    out: dict[str, dict[int, list[float]]] = {}
+    for v in bench.variants:
+        for r in v.ok:
+            for row in _rows(r):
+                if _number(row.get("decode_tokens_per_s")):
+                    per = out.setdefault(v.name, {})
+                    per.setdefault(row["batch"], []).append(float(row["decode_tokens_per_s"]))
+    return out
+
+
+def batch_one(bench: Benchmark) -> list[str]:
+    """Per variant: what a batch-1 decode step reads per second, against the datasheet."""
+    lines = []
+    for v in bench.variants:
+        rows = [
+            (row, r.data.extra("hbm_gbs")) for r in v.ok for row in _rows(r) if row["batch"] == 1
+        ]
+        gbps = [row["read_gbps"] for row, _ in rows if _number(row.get("read_gbps"))]
+        if not gbps:
+            continue
+        median = statistics.median(gbps)
+        hbm = next((h for _, h in rows if _number(h)), None)
+        if hbm:
+            share = f", {median / hbm:.0%} of the datasheet's {hbm:g} GB/s HBM bandwidth"
+        elif all(r.device == "cpu" for r in v.ok):
+            share = " (a CPU run: host memory, no HBM figure)"
+        else:
+            share = " (no datasheet HBM figure for this GPU)"
+        lines.append(f"{v.name}: a batch-1 step reads {median:,.1f} GB/s per GPU{share}")
+    return lines
+
+
+def decode_plot(data: dict[str, dict[int, list[float]]], title: str, salt: str) -> str | None:
+    """Decode tokens/s against batch (log-log), a line per variant, the band min to max."""
+    if not data:
+        return None
+    with matplotlib.rc_context(plots.RC):
+        fig, ax = plots._figure(2.8)
+        col = plots.colors(list(data))
+        for variant, per in data.items():
+            batches = sorted(per)
+            med = [statistics.median(per[b]) for b in batches]
+            ax.plot(batches, med, marker="o", color=col[variant], label=plots.text(variant))
+            ax.fill_between(
+                batches,
+                [min(per[b]) for b in batches],
+                [max(per[b]) for b in batches],
+                color=col[variant],
+                alpha=0.2,
+                linewidth=0,
+            )
+            for b, m in zip(batches, med, strict=True):
+                ax.annotate(plots.fmt_num(m), (b, m), textcoords="offset points", xytext=(3, 4),
+                            fontsize=7)  # fmt: skip
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        every = sorted({b for per in data.values() for b in per})
+        ax.set_xticks(every)
+        ax.set_xticklabels([str(b) for b in every])
+        ax.minorticks_off()
+        ax.set_xlabel("batch (sequences decoded together)")
+        ax.set_ylabel("decode tokens/s (all GPUs)")
+        ax.set_title(plots.text(title))
+        ax.legend(frameon=False)
+        return plots.to_svg(fig, salt)
+
+
+def figure(view: Any, salt: str) -> None:
+    """The decode section's figure (kit.report.render.PLOTS["decode"])."""
+    bench = view.bench
+    svg = decode_plot(
+        curves(bench), f"{bench.name}: decode tokens/s against batch", f"{salt}-decode"
+    )
+    words = batch_one(bench)
+    view.add(
+        "decode",
+        f"{bench.label}: decode throughput against batch, all GPUs of the run (line: median over "
+        "repeats; band: min to max of the repeats)" + (f". {'; '.join(words)}" if words else ""),
+        svg,
+    )

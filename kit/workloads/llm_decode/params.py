@@ -1,0 +1,77 @@
+"""LLM decode parameters: the Llama-3.1-8B architecture served from a static KV cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from kit.workloads.base import STRICT, check
+
+StepMode = Literal["graph", "compile", "eager"]
+
+
+@dataclass
+class LlmDecodeParams:
+    """Random bf16 weights of the Llama-3.1-8B shape; per batch size a prefill of `prompt_len`
+    tokens, then `decode_steps` greedy decode steps from a static KV cache.
+
+    tp: ranks per model (1: every rank serves its own copy, data parallel; 2: tensor parallel
+    across pairs of ranks, an all-reduce after each layer's attention and MLP).
+    step_mode: how the decode step runs on a GPU: "graph" (its eager kernels captured as one
+    CUDA graph per batch size), "compile" (torch.compile'd first, elementwise kernels fused, then
+    captured the same way), "eager"; the CPU always runs eager.
+    trials: timed generations per batch size, after `warmup` untimed ones.
+    fit_seq_len / fit_max_batch: the largest batch whose KV cache at this sequence length fits
+    with the weights, searched up to fit_max_batch (GPU only).
+    """
+
+    __pydantic_config__ = STRICT
+
+    vocab_size: int = 128256
+    hidden_size: int = 4096
+    intermediate_size: int = 14336
+    num_layers: int = 32
+    num_heads: int = 32
+    num_kv_heads: int = 8
+    rope_theta: float = 500000.0
+    rms_eps: float = 1e-5
+    dtype: Literal["bf16", "fp32"] = "bf16"
+    tp: int = 1
+    batch_sizes: list[int] = field(default_factory=lambda: [1, 8, 32, 128])
+    prompt_len: int = 512
+    decode_steps: int = 128
+    step_mode: StepMode = "graph"
+    warmup: int = 1
+    trials: int = 3
+    fit_seq_len: int = 8192
+    fit_max_batch: int = 4096
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
+                     "num_kv_heads", "prompt_len", "fit_seq_len", "fit_max_batch"):  # fmt: skip
+            check(getattr(self, name) >= 1, name, "at least 1")
+        check(self.hidden_size % self.num_heads == 0, "hidden_size", "a multiple of num_heads")
+        check(self.num_heads % self.num_kv_heads == 0, "num_kv_heads", "a divisor of num_heads")
+        check(((self.hidden_size // self.num_heads) % 2) == 0, "hidden_size", "an even head dim")
+        check(self.tp in (1, 2, 4, 8), "tp", "1, 2, 4 or 8")
+        check(self.num_kv_heads % self.tp == 0, "tp", "a divisor of num_kv_heads")
+        check(self.intermediate_size % self.tp == 0, "tp", "a divisor of intermediate_size")
+        check(self.vocab_size % self.tp == 0, "tp", "a divisor of vocab_size")
+        check(
+            len(self.batch_sizes) >= 1
+            and len(set(self.batch_sizes)) == len(self.batch_sizes)
+            and all(1 <= b <= 4096 for b in self.batch_sizes),
+            "batch_sizes",
+            "one or more distinct batch sizes from 1 to 4096",
+        )
+        check(2 <= self.decode_steps <= 10**5, "decode_steps", "from 2 to 100,000")
+        check(
+            self.prompt_len + self.decode_steps <= 10**6,
+            "prompt_len",
+            "at most 1,000,000 minus decode_steps (the cache holds both)",
+        )
+        check(0 <= self.warmup <= 100, "warmup", "from 0 to 100")
+        check(1 <= self.trials <= 1000, "trials", "from 1 to 1,000")
+        check(self.rope_theta > 0, "rope_theta", "greater than 0")
+        check(self.rms_eps > 0, "rms_eps", "greater than 0")

@@ -1,0 +1,56 @@
+"""The LLM decode workload as the driver sees it: serving throughput against batch, latency and
+the memory reads a batch-1 step makes."""
+
+from kit.workloads.base import WorkloadSpec, metrics
+from kit.workloads.llm_decode.params import LlmDecodeParams
+
+METHOD = """\
+<b>{{ a.label }}.</b> The Llama-3.1-8B architecture ({{ a.params.num_layers }} layers, hidden
+{{ a.params.hidden_size }}, {{ a.params.num_heads }} heads, {{ a.params.num_kv_heads }} KV heads,
+vocabulary {{ a.params.vocab_size }}) with random {{ a.params.dtype }} weights, served from a
+static KV cache by a plain decoder written for this benchmark (kit/workloads/llm_decode/model.py):
+per batch size ({{ a.params.batch_sizes|join(", ") }}) {{ a.params.warmup }} untimed and
+{{ a.params.trials }} timed generations, each a prefill of {{ a.params.prompt_len }} random prompt
+tokens per sequence and {{ a.params.decode_steps }} greedy decode steps. A benchmark's tp (its
+parameters are listed below) says how many GPUs serve one model: tp 1, every GPU serves its own
+copy (data parallel, no traffic between GPUs); tp 2 or more, each group of that many GPUs serves
+one model, attention heads and MLP columns split as Megatron-LM splits them, two all-reduces per
+layer per decode step and the logits all-gathered. On a GPU the decode step is a CUDA graph per
+batch size (step_mode graph: its eager kernels; compile: torch.compile'd first, then captured),
+replayed back to back with nothing
+read back until the generation ends; CUDA events time the prefill and every step (the host
+clock on the CPU), each step's time the slowest rank's. <b>Decode throughput</b> (the headline, at
+the largest batch) = batch x steps x model copies over the median generation's decode time;
+<b>time per output token</b> = a decode step's time (median and 90th percentile of every timed step);
+<b>prefill throughput</b> = prompt tokens over the median prefill time. <b>Memory read at batch 1</b> =
+the bytes one decode step must read on one GPU (its weights, the embedding's one row, and K and V
+of every position already written, the mean over the steps) over the mean step time, against the
+datasheet HBM bandwidth of the GPU (kit.shared.gpu_specs) and, where this bundle measured it, the
+device-local copy traffic of the silicon section. <b>Largest batch that fits</b>: the largest batch
+whose KV cache of {{ a.params.fit_seq_len }} positions and one decode step fit beside the weights
+(doubling, then bisection, up to {{ a.params.fit_max_batch }}). vLLM and TensorRT-LLM are not run:
+they cannot be installed on the machines this kit was developed on; the plain reference loop in
+benchmarks/reference/ is the yardstick."""
+
+
+SPEC = WorkloadSpec(
+    kind="llm_decode",
+    label="LLM decode",
+    description="Llama-3.1-8B shape decode from a static KV cache: tokens/s against batch",
+    params=LlmDecodeParams,
+    headline="decode_tokens_per_s",
+    secondary=("decode_tokens_per_s_b1", "hbm_share_b1"),
+    figures="decode",
+    method=METHOD,
+    metrics=metrics(
+        "decode_tokens_per_s",
+        "decode_tokens_per_s_b1",
+        "prefill_tokens_per_s",
+        "tpot_median_ms",
+        "tpot_p90_ms",
+        "max_batch_fit",
+        "decode_read_gbps_b1",
+        "hbm_share_b1",
+    ),
+    smoke_model=True,
+)

@@ -1,0 +1,317 @@
+"""LLM decode: prefill and token-by-token generation of the Llama-3.1-8B shape (worker side).
+
+Per batch size B: a static KV cache of prompt_len + decode_steps positions, then `warmup`
+untimed and `trials` timed generations, each a prefill of B random prompts of prompt_len tokens
+and decode_steps greedy decode steps. Ranks form groups of `tp` (tp 1: every rank serves its own
+copy of the model, data parallel, no traffic between GPUs; tp 2: each pair of ranks one model,
+two all-reduces per layer per step). On a GPU the decode step is one CUDA graph per batch size
+("graph"; or torch.compile's reduce-overhead, or eager), replayed back to back: the host only
+queues replays and CUDA events, and reads nothing back until the generation ends.
+
+Timing (CUDA events on a GPU, kit.worker.common.StepTimer; the wall clock on the CPU): an event
+before the prefill, after it, and after every decode step. Each step's time is the slowest rank's.
+
+    prefill tokens/s = B x prompt_len x groups / median prefill time
+    decode tokens/s  = B x decode_steps x groups / median generation's decode time
+    time per output token (TPOT) = a decode step's time: median and 90th percentile of all steps
+    bytes a step must read = this rank's weights (the embedding: B rows) + K and V of every
+        position already written (the mean over the generation's steps)
+    read GB/s = bytes a step must read / mean step time; share = that / the datasheet HBM GB/s
+
+The largest batch that fits (GPU only): doubled, then bisected, from 1 to fit_max_batch, a batch
+fits when its KV cache of fit_seq_len positions can be allocated beside the weights and one
+decode step at the last position runs (collectives left out, so a rank running out of memory
+cannot strand the others inside one; the group agrees on the result after each try).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from kit.shared.gpu_specs import spec_for
+from kit.shared.metrics import record
+from kit.worker.common import Context, FrozenHeap, StepTimer
+from kit.workloads.llm_decode.model import Cache, Generation, Llama, Shard
+from kit.workloads.llm_decode.params import LlmDecodeParams
+
+PROBE_STEPS = 8  # greedy tokens the correctness probe generates at batch 1
+PROBE_LOGITS = 64  # first logits of the probe's prefill recorded
+
+
+def shard_of(ctx: Context, tp: int) -> Shard:
+    """This rank's place: consecutive ranks form a tensor-parallel group (every rank creates
+    every group, as torch.distributed requires)."""
+    if ctx.world_size % tp:
+        raise ValueError(f"tp {tp} does not divide the {ctx.world_size} ranks of this run")
+    if tp == 1:
+        return Shard(0, 1)
+    mine = None
+    for first in range(0, ctx.world_size, tp):
+        group = dist.new_group(list(range(first, first + tp)))
+        if first <= ctx.rank < first + tp:
+            mine = Shard(ctx.rank - first, tp, group)
+    assert mine is not None
+    return mine
+
+
+def _reduce(ctx: Context, values: list[float], op: Any) -> list[float]:
+    t = torch.tensor(values, dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(t, op=op)
+    return t.tolist()
+
+
+def _p90(xs: list[float]) -> float:
+    return statistics.quantiles(xs, n=10, method="inclusive")[-1] if len(xs) > 1 else xs[0]
+
+
+def stepper(ctx: Context, gen: Generation, mode: str, notes: list[str]) -> Callable[[], Any]:
+    """The decode step as the timed loop calls it: on a GPU one CUDA graph of the step, captured
+    after warm-up steps on a side stream ("graph": the eager step's kernels; "compile": the step
+    compiled by torch.compile first, its elementwise kernels fused, then captured the same way);
+    "eager", and the CPU, call the step itself. A compile that fails falls back to the eager
+    step's graph, and the result's notes say so."""
+    if not ctx.is_cuda or mode == "eager":
+        return gen.step
+    fn: Callable[[], Any] = gen.step
+    if mode == "compile":
+        fn = torch.compile(gen.step, dynamic=False)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    try:
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                fn()
+    except Exception as exc:  # a compile failure: the eager step instead, said in the notes
+        if mode != "compile":
+            raise
+        notes.append(f"torch.compile of the decode step failed ({type(exc).__name__}); eager step")
+        fn = gen.step
+        with torch.cuda.stream(side):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    notes.append(
+        "decode step captured as one CUDA graph per batch size"
+        + (" (torch.compile'd step)" if fn is not gen.step else "")
+    )
+    return graph.replay
+
+
+def generate(
+    ctx: Context, gen: Generation, step: Callable[[], Any], prompt: torch.Tensor, steps: int
+) -> tuple[float, list[float]]:
+    """One generation: the prefill's time and every decode step's (this rank's)."""
+    prefill = StepTimer(ctx)
+    prefill.mark()
+    gen.start(prompt)
+    prefill.mark()
+    timer = StepTimer(ctx)
+    timer.mark()
+    for _ in range(steps):
+        step()
+        timer.mark()
+    return prefill.times()[0], timer.times()
+
+
+def bytes_per_step(model: Llama, p: LlmDecodeParams, batch: int, cache_len: int) -> dict[str, Any]:
+    """What a decode step must read on one rank, and what the static cache makes it read."""
+    el = torch.finfo(model.dtype).bits // 8
+    per_position = 2 * p.num_layers * batch * model.hkv * model.dh * el  # K and V
+    weights = model.weight_bytes() + batch * p.hidden_size * el
+    mean_len = p.prompt_len + (p.decode_steps + 1) / 2
+    return {
+        "weights": weights,
+        "kv_needed": per_position * mean_len,
+        "kv_issued": per_position * cache_len,
+        "needed": weights + per_position * mean_len,
+    }
+
+
+def measure_batch(
+    ctx: Context, model: Llama, p: LlmDecodeParams, batch: int, groups: int, notes: list[str]
+) -> dict[str, Any]:
+    gen = Generation(model, batch, p.prompt_len, p.decode_steps)
+    rng = torch.Generator(device=ctx.device).manual_seed(p.seed * 7919 + batch)
+    prompt = torch.randint(0, p.vocab_size, (batch, p.prompt_len), device=ctx.device, generator=rng)
+    gen.start(prompt)
+    step = stepper(ctx, gen, p.step_mode, notes)
+    for _ in range(p.warmup):
+        generate(ctx, gen, step, prompt, p.decode_steps)
+    prefills, decodes, steps = [], [], []
+    with FrozenHeap():
+        for _ in range(p.trials):
+            dist.barrier()
+            ctx.synchronize()
+            pre, times = generate(ctx, gen, step, prompt, p.decode_steps)
+            prefills.append(pre)
+            decodes.append(sum(times))
+            steps += times
+    # the slowest rank's: prefill and decode per trial, and each step
+    n = p.trials
+    got = _reduce(ctx, prefills + decodes + steps, dist.ReduceOp.MAX)
+    prefills, decodes, steps = got[:n], got[n : 2 * n], got[2 * n :]
+    pre_s, dec_s = statistics.median(prefills), statistics.median(decodes)
+    read = bytes_per_step(model, p, batch, gen.cache.max_len)
+    mean_step = dec_s / p.decode_steps
+    out = {
+        "batch": batch,
+        "prefill_s": prefills,
+        "decode_s": decodes,
+        "prefill_tokens_per_s": batch * p.prompt_len * groups / pre_s,
+        "decode_tokens_per_s": batch * p.decode_steps * groups / dec_s,
+        "tpot_median_s": statistics.median(steps),
+        "tpot_p90_s": _p90(steps),
+        "step_times_s": steps,
+        "bytes_per_step": read,
+        "read_gbps": read["needed"] / mean_step / 1e9,
+        "tokens_sample": gen.out[0, :8].tolist(),
+    }
+    ctx.log(
+        f"batch {batch}: prefill {out['prefill_tokens_per_s']:,.0f} tokens/s, decode "
+        f"{out['decode_tokens_per_s']:,.1f} tokens/s, TPOT {out['tpot_median_s'] * 1e3:.2f} ms "
+        f"(p90 {out['tpot_p90_s'] * 1e3:.2f}), reads {out['read_gbps']:.1f} GB/s"
+    )
+    del gen, step
+    if ctx.is_cuda:
+        torch.cuda.empty_cache()
+    return out
+
+
+def probe(ctx: Context, model: Llama, p: LlmDecodeParams) -> dict[str, Any]:
+    """Logits and greedy tokens of one fixed prompt at batch 1, eager: the same on any tp
+    up to rounding (the tests hold a tensor-parallel run against a one-rank run)."""
+    steps = min(PROBE_STEPS, p.decode_steps)
+    gen = Generation(model, 1, p.prompt_len, steps)
+    rng = torch.Generator().manual_seed(p.seed + 12345)
+    prompt = torch.randint(0, p.vocab_size, (1, p.prompt_len), generator=rng).to(ctx.device)
+    logits = gen.start(prompt)
+    for _ in range(steps):
+        gen.step()
+    assert gen.logits is not None
+    return {
+        "prefill_logits": logits[0, :PROBE_LOGITS].tolist(),
+        "last_logits": gen.logits[0, :PROBE_LOGITS].tolist(),
+        "tokens": gen.out[0].tolist(),
+    }
+
+
+def fits(ctx: Context, model: Llama, p: LlmDecodeParams, batch: int) -> bool:
+    """Whether this batch's cache of fit_seq_len positions and one decode step fit (every rank
+    of the run agrees: the smallest answer)."""
+    ok = 1.0
+    try:
+        cache = Cache(model, batch, p.fit_seq_len)
+        model.ensure_rope(p.fit_seq_len)
+        tokens = torch.zeros((batch, 1), dtype=torch.long, device=ctx.device)
+        pos = torch.full((1,), p.fit_seq_len - 1, dtype=torch.long, device=ctx.device)
+        model.decode(tokens, pos, cache, collectives=False)
+        ctx.synchronize()
+    except torch.cuda.OutOfMemoryError:
+        ok = 0.0
+    cache = tokens = pos = None  # type: ignore[assignment]
+    torch.cuda.empty_cache()
+    return _reduce(ctx, [ok], dist.ReduceOp.MIN)[0] > 0
+
+
+def largest_batch(p: LlmDecodeParams, fit: Callable[[int], bool]) -> dict[str, Any]:
+    """Doubling, then bisection, over batch sizes up to fit_max_batch; `fit(b)` tries one."""
+    good, bad, b = 0, None, 1
+    while b <= p.fit_max_batch and fit(b):
+        good, b = b, b * 2
+    if b <= p.fit_max_batch:
+        bad = b
+    elif good < p.fit_max_batch:  # every power of two fitted: try the cap itself
+        if fit(p.fit_max_batch):
+            good = p.fit_max_batch
+        else:
+            bad = p.fit_max_batch
+    while bad is not None and bad - good > 1:
+        mid = (good + bad) // 2
+        good, bad = (mid, bad) if fit(mid) else (good, mid)
+    return {"largest_batch": good, "capped": bad is None, "seq_len": p.fit_seq_len}
+
+
+def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+    p = LlmDecodeParams(**params)
+    shard = shard_of(ctx, p.tp)
+    groups = ctx.world_size // p.tp
+    torch.manual_seed(p.seed)
+    t0 = time.perf_counter()
+    model = Llama(p, shard, ctx.device)
+    ctx.synchronize()
+    build_s = time.perf_counter() - t0
+    mode = p.step_mode if ctx.is_cuda else "eager"
+    if mode != p.step_mode:
+        ctx.notes.append(f"step_mode {p.step_mode} asked; the CPU runs the eager step")
+    ctx.log(
+        f"llm decode: {model.param_count() * p.tp / 1e9:.3f}B params, tp {p.tp} x {groups} "
+        f"groups, {p.dtype}, prompt {p.prompt_len}, {p.decode_steps} decode steps, step {mode}, "
+        f"build {build_s:.1f} s"
+    )
+    notes: list[str] = []
+    mono_t0 = time.monotonic()
+    batches = [measure_batch(ctx, model, p, b, groups, notes) for b in p.batch_sizes]
+    window = [mono_t0, time.monotonic()]
+    probed = probe(ctx, model, p)
+    fit = None
+    if ctx.is_cuda:
+        fit = largest_batch(p, lambda b: fits(ctx, model, p, b))
+        fit["free_gib_after"] = torch.cuda.mem_get_info(ctx.device)[0] / 2**30
+    gpu = torch.cuda.get_device_name(ctx.device) if ctx.is_cuda else None
+    spec = spec_for(gpu)
+    hbm = spec.hbm_gbs if spec and spec.hbm_gbs else None
+    one = next((x for x in batches if x["batch"] == 1), None)
+    top = max(batches, key=lambda x: x["batch"])
+    metrics = {
+        "decode_tokens_per_s": record("decode_tokens_per_s", top["decode_tokens_per_s"]),
+        "prefill_tokens_per_s": record("prefill_tokens_per_s", top["prefill_tokens_per_s"]),
+    }
+    if one is not None:
+        metrics |= {
+            "decode_tokens_per_s_b1": record("decode_tokens_per_s_b1", one["decode_tokens_per_s"]),
+            "tpot_median_ms": record("tpot_median_ms", one["tpot_median_s"] * 1e3),
+            "tpot_p90_ms": record("tpot_p90_ms", one["tpot_p90_s"] * 1e3),
+            "decode_read_gbps_b1": record("decode_read_gbps_b1", one["read_gbps"]),
+        }
+        if hbm:
+            metrics["hbm_share_b1"] = record("hbm_share_b1", one["read_gbps"] / hbm)
+    if fit is not None and not fit["capped"]:
+        metrics["max_batch_fit"] = record("max_batch_fit", fit["largest_batch"])
+    if fit is None:
+        ctx.notes.append("largest batch that fits: measured on a GPU only")
+    elif fit["capped"]:
+        ctx.notes.append(f"largest batch that fits: at least fit_max_batch {p.fit_max_batch}")
+    ctx.notes.extend(sorted(set(notes)))
+    data = {
+        "params": asdict(p),
+        "tp": p.tp,
+        "groups": groups,
+        "step_mode": mode,
+        "headline_batch": top["batch"],
+        "batches": batches,
+        "probe": probed,
+        "fit": fit,
+        "gpu": gpu,
+        "hbm_gbs": hbm,
+        "hbm_source": spec.source if hbm and spec else None,
+        "param_count": (model.param_count() - model.embed.numel()) * p.tp + model.embed.numel(),
+        "weight_bytes_per_rank": model.weight_bytes(),
+        "build_s": build_s,
+        "window_monotonic_s": window,
+        "timing": "CUDA events" if ctx.is_cuda else "host clock",
+        "read_note": (
+            "bytes a decode step must read on one GPU: its weights (the embedding: the batch's "
+            "rows) plus K and V of the positions already written, the mean over the steps; "
+            "kv_issued is what the static cache's full-length attention reads"
+        ),
+    }
+    return {"metrics": metrics, "data": data}

@@ -1,0 +1,194 @@
+"""The decode workload's pieces in one process: its decoder against transformers' Llama with the
+same weights, the static-cache decode step against a full forward, the largest-batch search, and
+the parameter checks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kit.workloads.llm_decode.model import Generation, Llama, Shard
+from kit.workloads.llm_decode.params import LlmDecodeParams
+from kit.workloads.llm_decode.worker import bytes_per_step, largest_batch
+
+TINY = {
+    "vocab_size": 96, "hidden_size": 64, "intermediate_size": 96, "num_layers": 2, "num_heads": 4,
+    "num_kv_heads": 2, "dtype": "fp32", "prompt_len": 12, "decode_steps": 5, "batch_sizes": [1],
+}  # fmt: skip
+
+
+def hf_twin(model: Llama, p: LlmDecodeParams):
+    """transformers' LlamaForCausalLM with Llama 3.1's RoPE scaling and this model's weights."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    rope = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192, "rope_theta": p.rope_theta}  # fmt: skip
+    config = LlamaConfig(
+        vocab_size=p.vocab_size, hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
+        num_hidden_layers=p.num_layers, num_attention_heads=p.num_heads,
+        num_key_value_heads=p.num_kv_heads, rms_norm_eps=p.rms_eps, max_position_embeddings=131072,
+        tie_word_embeddings=False, attn_implementation="eager", rope_parameters=rope,
+        rope_scaling=rope, rope_theta=p.rope_theta,
+    )  # fmt: skip
+    hf = LlamaForCausalLM(config).eval()
+    dh, hkv = p.hidden_size // p.num_heads, p.num_kv_heads
+    with torch.no_grad():
+        hf.model.embed_tokens.weight.copy_(model.embed)
+        hf.lm_head.weight.copy_(model.head)
+        hf.model.norm.weight.copy_(model.norm)
+        for ours, theirs in zip(model.layers, hf.model.layers, strict=True):
+            q, k, v = ours.wqkv.split([p.num_heads * dh, hkv * dh, hkv * dh])
+            a = theirs.self_attn
+            a.q_proj.weight.copy_(q)
+            a.k_proj.weight.copy_(k)
+            a.v_proj.weight.copy_(v)
+            a.o_proj.weight.copy_(ours.wo)
+            gate, up = ours.wgu.chunk(2)
+            theirs.mlp.gate_proj.weight.copy_(gate)
+            theirs.mlp.up_proj.weight.copy_(up)
+            theirs.mlp.down_proj.weight.copy_(ours.wdown)
+            theirs.input_layernorm.weight.copy_(ours.norm1)
+            theirs.post_attention_layernorm.weight.copy_(ours.norm2)
+    return hf
+
+
+def test_prefill_and_every_decode_step_match_transformers_llama():
+    """The same weights in transformers' LlamaForCausalLM, run over the whole sequence without a
+    cache: the prefill's logits and each cached decode step's logits are its logits there."""
+    p = LlmDecodeParams(**TINY)
+    model = Llama(p, Shard(0, 1), torch.device("cpu"))
+    hf = hf_twin(model, p)
+    gen = Generation(model, 2, p.prompt_len, p.decode_steps)
+    prompt = torch.randint(
+        0, p.vocab_size, (2, p.prompt_len), generator=torch.Generator().manual_seed(3)
+    )
+    with torch.no_grad():
+        ours = [gen.start(prompt)]
+        for _ in range(p.decode_steps):
+            ours.append(gen.step())
+        seq = torch.cat([prompt, gen.out[:, : p.decode_steps]], dim=1)
+        theirs = hf(seq).logits.float()
+    for i, logits in enumerate(ours):
+        torch.testing.assert_close(logits, theirs[:, p.prompt_len - 1 + i], atol=2e-5, rtol=1e-4)
+    # the greedy tokens are the argmax of the logits that preceded them
+    assert gen.out[:, 0].tolist() == ours[0].argmax(-1).tolist()
+    assert gen.out[:, -1].tolist() == ours[-1].argmax(-1).tolist()
+
+
+def test_a_wrong_position_is_caught_by_the_comparison():
+    """The comparison above can fail: a decode step at the wrong position gives other logits."""
+    p = LlmDecodeParams(**TINY)
+    model = Llama(p, Shard(0, 1), torch.device("cpu"))
+    hf = hf_twin(model, p)
+    gen = Generation(model, 1, p.prompt_len, p.decode_steps)
+    prompt = torch.randint(
+        0, p.vocab_size, (1, p.prompt_len), generator=torch.Generator().manual_seed(4)
+    )
+    with torch.no_grad():
+        gen.start(prompt)
+        gen.pos.add_(1)  # one position too far
+        wrong = gen.step()
+        theirs = hf(torch.cat([prompt, gen.out[:, :1]], dim=1)).logits[:, -1]
+    assert not torch.allclose(wrong, theirs, atol=1e-4)
+
+
+def test_the_bytes_a_step_must_read_count_weights_and_the_written_cache():
+    p = LlmDecodeParams(**TINY)
+    model = Llama(p, Shard(0, 1), torch.device("cpu"))
+    read = bytes_per_step(model, p, batch=4, cache_len=p.prompt_len + p.decode_steps)
+    dh = p.hidden_size // p.num_heads
+    per_layer = (
+        p.num_heads + 2 * p.num_kv_heads
+    ) * dh * p.hidden_size + p.hidden_size * p.num_heads * dh
+    per_layer += 3 * p.hidden_size * p.intermediate_size + 2 * p.hidden_size
+    weights = (p.num_layers * per_layer + p.hidden_size + p.vocab_size * p.hidden_size) * 4
+    assert read["weights"] == weights + 4 * p.hidden_size * 4  # plus the batch's embedding rows
+    per_position = 2 * p.num_layers * 4 * p.num_kv_heads * dh * 4
+    assert read["kv_needed"] == per_position * (p.prompt_len + (p.decode_steps + 1) / 2)
+    assert read["kv_issued"] == per_position * (p.prompt_len + p.decode_steps)
+
+
+@pytest.mark.parametrize(("limit", "cap", "found", "capped", "tries"), [
+    (37, 4096, 37, False, 12),  # 1..64 doubling (7 tries), then 32..64 bisected (5)
+    (1, 4096, 1, False, 2),
+    (0, 4096, 0, False, 1),  # not even one sequence fits: 0, said as a number
+    (5000, 4096, 4096, True, 13),  # everything up to the cap fits: "at least the cap"
+    (5000, 100, 100, True, 8),  # 1..64, then the cap itself
+    (99, 100, 99, False, 14),
+])  # fmt: skip
+def test_the_largest_batch_search(limit, cap, found, capped, tries):
+    p = LlmDecodeParams(**TINY, fit_max_batch=cap)
+    asked: list[int] = []
+
+    def fit(b: int) -> bool:
+        asked.append(b)
+        return b <= limit
+
+    out = largest_batch(p, fit)
+    assert (out["largest_batch"], out["capped"]) == (found, capped)
+    assert len(asked) == tries and max(asked) <= cap
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"tp": 4}, "tp: must be a divisor of num_kv_heads"),
+    ({"tp": 3}, "tp: must be 1, 2, 4 or 8"),
+    ({"batch_sizes": [1, 1]}, "batch_sizes: must be one or more distinct"),
+    ({"batch_sizes": []}, "batch_sizes: must be one or more distinct"),
+    ({"decode_steps": 1}, "decode_steps: must be from 2"),
+    ({"num_heads": 3}, "hidden_size: must be a multiple of num_heads"),
+])  # fmt: skip
+def test_parameters_are_checked(change, words):
+    with pytest.raises(ValueError, match=words):
+        LlmDecodeParams(**{**TINY, **change})
+
+
+def test_a_comparison_predicts_decode_from_the_datasheets_memory_bandwidth():
+    """H200 against H100: decode is held against HBM (4.8 / 3.35 TB/s), prefill against FLOP/s."""
+    from types import SimpleNamespace
+
+    from kit.report.choice import predicted
+
+    def machine(name: str):
+        return SimpleNamespace(hardware=SimpleNamespace(gpus=[SimpleNamespace(name=name)] * 2))
+
+    h200, h100 = machine("NVIDIA H200"), machine("NVIDIA H100 80GB HBM3")
+    ratio, words = predicted("tokens/s", h200, h100, "decode_tokens_per_s")
+    assert ratio == pytest.approx(4800 / 3350) and words == "HBM bandwidth"
+    assert predicted("tokens/s", h200, h100, "prefill_tokens_per_s") == (1.0, "dense bf16 FLOP/s")
+    assert predicted("GB/s", h200, h100, "decode_read_gbps_b1")[1] == "HBM bandwidth"
+    assert predicted("sequences", h200, h100, "max_batch_fit") == (None, "no datasheet figure")
+
+
+def test_the_decode_figure_leaves_out_what_is_not_a_row():
+    """A received bundle's own fields may hold anything: rows without a positive whole batch or
+    a positive rate are left out, never drawn or crashed on."""
+    from types import SimpleNamespace
+
+    from kit.report.decode import batch_one, curves, decode_plot
+
+    def run(batches, hbm=None):
+        extra = {"batches": batches, "hbm_gbs": hbm}
+        return SimpleNamespace(device="cuda", data=SimpleNamespace(extra=extra.get))
+
+    hostile = [
+        "row", None, {"batch": "1"}, {"batch": True, "decode_tokens_per_s": 5.0},
+        {"batch": -2, "decode_tokens_per_s": 5.0}, {"batch": 0, "decode_tokens_per_s": 5.0},
+        {"batch": 4, "decode_tokens_per_s": "fast"}, {"batch": 4, "decode_tokens_per_s": -1.0},
+        {"batch": 1, "decode_tokens_per_s": 100.0, "read_gbps": 2000.0},
+        {"batch": 8, "decode_tokens_per_s": 700.0},
+    ]  # fmt: skip
+    bench = SimpleNamespace(
+        variants=[
+            SimpleNamespace(name="p2p", ok=[run(hostile, hbm=True), run("x"), run({"a": 1})]),
+            SimpleNamespace(name="no-p2p", ok=[run([{"batch": 1, "read_gbps": 1675.0}], 3350)]),
+        ]
+    )
+    assert curves(bench) == {"p2p": {1: [100.0], 8: [700.0]}}
+    assert batch_one(bench) == [
+        "p2p: a batch-1 step reads 2,000.0 GB/s per GPU (no datasheet HBM figure for this GPU)",
+        "no-p2p: a batch-1 step reads 1,675.0 GB/s per GPU, 50% of the datasheet's 3350 GB/s "
+        "HBM bandwidth",
+    ]
+    svg = decode_plot(curves(bench), "t", "salt")
+    assert svg is not None and svg.startswith("<svg") and "700" in svg
+    assert decode_plot({}, "t", "salt") is None
