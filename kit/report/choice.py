@@ -16,7 +16,7 @@ from kit.shared.gpu_specs import spec_for
 BOUND_WORDS = {
     "link": "NVLink bandwidth",
     "memory": "HBM bandwidth",
-    "none": "PCIe and the host (no datasheet figure)",
+    "none": "no datasheet figure",
 }
 
 
