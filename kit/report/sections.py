@@ -232,6 +232,15 @@ def container_launcher(env: Environment | None, results: Results) -> str | None:
     return next((x for x in named if x and x.lower() in CONTAINER_LAUNCHERS), None)
 
 
+def placement_words(results: Results) -> str | None:
+    """How page 1 and the Environment section name a placement the runtime's name does not say
+    ("Kubernetes, 2 pods"); None for the others."""
+    k8s = getattr(results, "k8s", None)
+    if k8s is None:
+        return None
+    return f"Kubernetes, {k8s.pods} pod{'s' if k8s.pods != 1 else ''}"
+
+
 def environment_view(env: Environment | None, results: Results) -> dict[str, Any]:
     """environment.json's fields (each runtime records its own), the versions read inside it,
     and the versions each run saw."""
@@ -247,12 +256,13 @@ def environment_view(env: Environment | None, results: Results) -> dict[str, Any
                 seen.setdefault(k, set()).add(str(v))
     disagree = {k: sorted(v) for k, v in seen.items() if len(v) > 1}
     launcher = container_launcher(env, results)
+    k8s = getattr(results, "k8s", None)
     return {
         "fingerprint": fingerprint,
         "versions": versions,
         "packages": sorted(((container and container.packages) or {}).items()),
-        "in_container": runtime == "docker" or launcher is not None,
-        "runtime": f"{runtime}, {launcher}" if launcher else runtime,
+        "in_container": runtime == "docker" or launcher is not None or k8s is not None,
+        "runtime": placement_words(results) or (f"{runtime}, {launcher}" if launcher else runtime),
         "pinned": env.pinned if env else results.pinned,
         "disagree": disagree,
     }

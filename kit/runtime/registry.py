@@ -15,6 +15,7 @@ from kit.runtime.base import BatchRuntime, Runtime, RuntimeRequest
 from kit.runtime.docker.environments import for_device
 from kit.runtime.docker.runtime import DockerRuntime
 from kit.runtime.host import HostRuntime
+from kit.runtime.k8s.runtime import K8sRuntime
 from kit.runtime.multinode.config import NodeConfig, node_config
 from kit.runtime.multinode.runtime import MultiNodeRuntime
 from kit.runtime.multinode.transport import nodes_device
@@ -28,6 +29,7 @@ RUNTIMES: dict[str, type] = {
 }
 BATCH_RUNTIMES: dict[str, type] = {
     "slurm": SlurmRuntime,
+    "k8s": K8sRuntime,  # `kit k8s`: an Indexed Job (or JobSet) per run, watched by the driver
 }
 # what --runtime accepts; "auto" picks docker for GPU runs when it can, host otherwise
 CHOICES = ("host", "docker", "auto")
