@@ -100,7 +100,7 @@ def free_port() -> int:
 class Controller:
     """The Job controller and kubelet, played in a thread: for every Job (or JobSet) created,
     its pods; then, by `mode`: run (execute each pod's script), fail (pod 1 OOMKilled), evict
-    (pod 1 evicted), hang (pods run until deleted)."""
+    (pod 1 evicted), hang (pods run until deleted), pending (the image cannot be pulled)."""
 
     def __init__(self, emu: Emulator, mode: str, sandbox: Path, python_bin: Path) -> None:
         self.emu, self.mode, self.sandbox, self.bin = emu, mode, sandbox, python_bin
@@ -157,6 +157,13 @@ class Controller:
                 },
             )
             pods.append(name)
+        if self.mode == "pending":  # the image cannot be pulled: the pods never run
+            waiting = {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}
+            for name in pods:
+                self._status(name, {"phase": "Pending", "containerStatuses": [
+                    {"name": "worker", "ready": False, "restartCount": 0, "image": "i",
+                     "imageID": "", "state": {"waiting": waiting}}]})  # fmt: skip
+            return
         for name in pods:
             self._status(name, {"phase": "Running"})
         self.running.set()

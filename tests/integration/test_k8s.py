@@ -23,6 +23,7 @@ from kubernetes import client
 
 from kit.errors import InputError
 from kit.runtime.k8s.manifests import validate
+from kit.runtime.k8s.runtime import split_log
 from tests.integration.k8s_cluster import NS, Controller, Emulator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,6 +181,20 @@ def test_option_errors_are_one_line(args: list[str], words: str) -> None:
     assert words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_split_log_takes_only_whole_files_after_the_marker() -> None:
+    m = "@@kit-0123"
+    good = "eyJhIjogMX0="  # {"a": 1}
+    log = (
+        f"out\n{m} file result\nnot after the exit line\n{m} end\nmore\n{m} exit 3\n"
+        f"{m} file result\n{good}\n{m} end\n{m} file node\n!!!\n{m} end\n"
+        f"{m} file other\n{good}\n{m} end\n{m} file node\n{good}\n"
+    )  # cut short
+    text, found, code = split_log(log.encode(), m)
+    assert code == 3 and found == {"result": b'{"a": 1}'}  # garbled, unknown and cut: none
+    assert text.endswith("more\n") and f"{m} exit" not in text
+    assert split_log(b"no marker at all", m) == ("no marker at all", {}, None)
+
+
 @pytest.fixture
 def emu():
     e = Emulator()
@@ -206,11 +221,9 @@ def _submit(emu: Emulator, tmp_path: Path, mode: str, *extra: str, wait: bool = 
         NS,
         "--kubeconfig",
         str(emu.kubeconfig(tmp_path / "kubeconfig")),
-        "--pending-timeout",
-        "60",
         "--out",
         str(tmp_path / "b"),
-        *extra,
+        *(extra or ("--pending-timeout", "60")),
     ]
     if wait:
         return kit(*args), controller
@@ -289,9 +302,31 @@ def test_a_pod_failing_or_evicted_ends_the_run(
 
 
 @pytest.mark.slow
+def test_pods_that_never_run_end_at_the_pending_timeout(emu: Emulator, tmp_path: Path) -> None:
+    proc, controller = _submit(emu, tmp_path, "pending", "--pending-timeout", "1")
+    controller.close()
+    assert proc.returncode == 1, proc.stderr
+    _nothing_left(emu)
+    results = json.loads((tmp_path / "b" / "results.json").read_text())
+    for run in results["runs"]:
+        assert run["status"] == "timeout"
+        assert "not every pod ran within 1 s" in run["error"]
+        assert "ImagePullBackOff: Back-off pulling image" in run["error"]
+    assert kit("verify", str(tmp_path / "b")).returncode == 0
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("jobset", [False, True])
 def test_ctrl_c_deletes_what_was_created(emu: Emulator, tmp_path: Path, jobset: bool) -> None:
-    proc, controller = _submit(emu, tmp_path, "hang", *(["--jobset"] if jobset else []), wait=False)
+    proc, controller = _submit(
+        emu,
+        tmp_path,
+        "hang",
+        "--pending-timeout",
+        "60",
+        *(["--jobset"] if jobset else []),
+        wait=False,
+    )
     assert controller.running.wait(60), "no pods ran"
     time.sleep(0.5)
     names = emu.names()

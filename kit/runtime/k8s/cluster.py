@@ -46,6 +46,12 @@ def _reason(pod: Any) -> str:
     return "; ".join(dict.fromkeys(p for p in parts if p))[:400]
 
 
+def _index(meta: Any) -> int:
+    """A pod's completion index (the Job controller's label, else its annotation); -1: none."""
+    text = (meta.labels or {}).get(INDEX_LABEL) or (meta.annotations or {}).get(INDEX_LABEL)
+    return int(text) if isinstance(text, str) and text.isdigit() and len(text) < 6 else -1
+
+
 def exit_code(pod: Any) -> int | None:
     for cs in pod.status.container_statuses or []:
         if cs.state and cs.state.terminated:
@@ -222,10 +228,7 @@ class Cluster:
                     meta = pod.metadata
                     if (meta.labels or {}).get(JOB_LABEL) != job:
                         continue
-                    index = int(
-                        (meta.labels or {}).get(INDEX_LABEL)
-                        or (meta.annotations or {}).get(INDEX_LABEL, -1)
-                    )
+                    index = _index(meta)
                     if not 0 <= index < nodes:
                         continue
                     pods[index] = pod

@@ -248,7 +248,8 @@ def pod_template(job: K8sJob, index: int, marker: str, endpoint_pod: str) -> dic
         "image": o.image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/sh", "-c", pod_script(job, marker)],
-        "env": [{"name": k, "value": v} for k, v in env.items()],
+        # the kubelet expands $(VAR) in values and reduces $$ to $: written as $$, a $ stays one
+        "env": [{"name": k, "value": v.replace("$", "$$")} for k, v in env.items()],
         "ports": [{"containerPort": job.rdzv_port, "name": "rdzv"}],
         "volumeMounts": [
             {"name": "spec", "mountPath": SPEC_DIR, "readOnly": True},

@@ -16,6 +16,7 @@ import binascii
 import contextlib
 import json
 import secrets
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -251,7 +252,11 @@ def run(job: K8sJob, cluster: Cluster) -> tuple[Bundle, int]:
             code |= _one_run(bundle, job, index, cluster, marker)
     except BaseException as exc:  # Ctrl-C, SIGTERM, an API error: nothing the kit made stays
         stopped = exc
-        left = cluster.delete_all()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: still deleted
+        try:
+            left = cluster.delete_all()
+        finally:
+            signal.signal(signal.SIGINT, previous)
         if left:
             console.print(f"kit: could not delete: {'; '.join(left)}", markup=False)
         else:
@@ -274,9 +279,9 @@ def run(job: K8sJob, cluster: Cluster) -> tuple[Bundle, int]:
                 "container": None,
             },
         )
-        signal = stopped is not None and not isinstance(stopped, Exception)
+        by_signal = stopped is not None and not isinstance(stopped, Exception)
         fault = isinstance(stopped, Exception)  # the kit's own failure (the API refused, ...)
-        close_bundle(bundle, len(job.runs), interrupted=signal, fault=fault, check=load_bundle)
+        close_bundle(bundle, len(job.runs), interrupted=by_signal, fault=fault, check=load_bundle)
     return bundle, code
 
 
