@@ -340,3 +340,29 @@ def test_ctrl_c_deletes_what_was_created(emu: Emulator, tmp_path: Path, jobset: 
     results = json.loads((tmp_path / "b" / "results.json").read_text())
     assert results["status"] == "interrupted"
     assert kit("verify", str(tmp_path / "b")).returncode == 0
+
+
+@pytest.mark.slow
+def test_reproduce_of_a_k8s_bundle_reruns_on_kubernetes(emu: Emulator, tmp_path: Path) -> None:
+    first, controller = _submit(emu, tmp_path, "evict", "--pending-timeout", "60",
+                                "--toleration", "gpu:NoSchedule")  # fmt: skip
+    assert first.returncode == 1, first.stderr
+    sent = len(controller.jobs)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KUBECONFIG": str(tmp_path / "kubeconfig")}
+    again = subprocess.run([str(PY), "-m", "kit", "reproduce", str(tmp_path / "b"), "--out",
+                            str(tmp_path / "b2")], capture_output=True, text=True, cwd=ROOT,
+                           env=env, timeout=600)  # fmt: skip
+    controller.close()
+    assert again.returncode == 1, again.stderr  # evicted again: the same placement
+    assert "on Kubernetes" in again.stderr
+    _nothing_left(emu)
+    old = json.loads((tmp_path / "b" / "results.json").read_text())
+    new = json.loads((tmp_path / "b2" / "results.json").read_text())
+    assert new["k8s"] | {"service": None} == old["k8s"] | {"service": None}
+    assert new["reproduces"]["bundle"] == str(tmp_path / "b")
+    rerun_jobs = controller.jobs[sent:]
+    assert len(rerun_jobs) == 2
+    pod = rerun_jobs[0]["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == IMAGE
+    assert pod["tolerations"] == [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert kit("verify", str(tmp_path / "b2")).returncode == 0

@@ -103,7 +103,7 @@ def split_log(data: bytes, marker: str) -> tuple[str, dict[str, bytes], int | No
     return head + ("\n" if head and not head.endswith("\n") else ""), found, code
 
 
-def write_bundle(job: K8sJob) -> Bundle:
+def write_bundle(job: K8sJob, reproduces: dict[str, Any] | None = None) -> Bundle:
     """The bundle before the first job: recipe, results.json header, run specs."""
     o = job.opts
     bundle = open_bundle(
@@ -116,6 +116,7 @@ def write_bundle(job: K8sJob) -> Bundle:
         1 + max((r.repeat for r in job.runs), default=0),
         o.command,
         len(job.runs),
+        reproduces,
     )
     bundle.results.k8s = K8sInfo(
         pods=job.nodes,
@@ -239,9 +240,11 @@ def _hardware(bundle: Bundle) -> None:
     bundle.write_json(files.HARDWARE, hardware.dump(as_written=True))
 
 
-def run(job: K8sJob, cluster: Cluster) -> tuple[Bundle, int]:
+def run(
+    job: K8sJob, cluster: Cluster, reproduces: dict[str, Any] | None = None
+) -> tuple[Bundle, int]:
     """Every planned run on the cluster, then the bundle sealed; (bundle, exit code)."""
-    bundle = write_bundle(job)
+    bundle = write_bundle(job, reproduces)
     marker, code, index = _marker(), 0, 0
     stopped: BaseException | None = None
     try:
@@ -306,13 +309,38 @@ class K8sRuntime:
         self.opts, self.kubeconfig, self.context = opts, kubeconfig, context
         self.code = 0  # the last submission's: 1 when a run did not succeed
 
-    def submit(self, recipe: Recipe, dry_run: bool = False, wait: bool = True) -> str:
+    def submit(
+        self,
+        recipe: Recipe,
+        dry_run: bool = False,
+        wait: bool = True,
+        reproduces: dict[str, Any] | None = None,
+    ) -> str:
+        """The manifests (dry run), or the path of the sealed bundle; always waits."""
         job = make_job(recipe, self.opts)
         if dry_run:
             return to_yaml(manifests(job))
         cluster = Cluster(self.opts.namespace, self.kubeconfig, self.context)
-        bundle, self.code = run(job, cluster)
+        bundle, self.code = run(job, cluster, reproduces)
         return str(bundle.path)
+
+    @staticmethod
+    def options_of(
+        record: K8sInfo,
+        device: str | None,
+        smoke: bool | None,
+        repeats: int | None,
+        out: Path | None,
+        command: str,
+    ) -> K8sOptions:
+        """A rerun's options: the placement results.json recorded (kit reproduce BUNDLE)."""
+        return K8sOptions(
+            image=record.image, nodes=record.pods, gpus_per_node=record.gpus_per_node,
+            namespace=record.namespace, node_selector=list(record.node_selector),
+            tolerations=list(record.tolerations), service_account=record.service_account,
+            host_network=record.host_network, jobset=record.jobset,
+            device=device or "cuda", smoke=smoke, repeats=repeats, out=out, command=command,
+        )  # fmt: skip
 
     @staticmethod
     def collect(bundle: Path) -> tuple[Bundle, int]:
