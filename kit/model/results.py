@@ -85,6 +85,7 @@ class K8sInfo(Open):
     tolerations: list[str] = Field(default_factory=list)
     service_account: str | None = None
     host_network: bool = False
+    server_version: str | None = None  # the API server's gitVersion, as it answered
 
 
 class SealedAfter(Open):

@@ -59,6 +59,8 @@ class Emulator:
         async with kmock.KubernetesEmulator() as em, kmock.Server(em) as server:
             for res in RESOURCES:
                 em.resources[res] = {}
+            # the client asks /version/ (a real API server answers both); kmock only /version
+            em["get /version/"] << {"major": "1", "minor": "26", "gitVersion": "v1.26.4+emu"}
             em["get", LOG_PATH] << (lambda req: self.logs.get(LOG_PATH.match(req.url.path)[1], b""))
             self.url = str(server.url).rstrip("/")
             self._ready.set()

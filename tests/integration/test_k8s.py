@@ -256,6 +256,7 @@ def test_submit_wait_and_collect_a_bundle_that_verifies(emu: Emulator, tmp_path:
     results = json.loads((bundle / "results.json").read_text())
     assert results["status"] == "complete" and results["runtime"] == "k8s"
     assert results["k8s"]["pods"] == 2 and results["k8s"]["image"] == IMAGE
+    assert results["k8s"]["server_version"] == "v1.26.4+emu"  # as the emulator's /version/ says
     for run in results["runs"]:
         assert run["status"] == "ok" and run["world_size"] == 2
         assert [n["host"] for n in run["nodes"]] == ["gpu-node-0", "gpu-node-1"]

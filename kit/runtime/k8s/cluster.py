@@ -8,6 +8,8 @@ filters; the kit checks the label again, since a watch is all it trusts).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -112,6 +114,24 @@ class Cluster:
         self.batch = client.BatchV1Api()
         self.custom = client.CustomObjectsApi()
         self.created: list[tuple[str, str]] = []  # (kind, name), in creation order
+        # reached before any bundle is written: an unreachable server is the user's to fix
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        self.server_version: str | None = None
+        try:
+            raw = client.VersionApi().get_code(_request_timeout=30, _preload_content=False).data
+            with contextlib.suppress(ValueError, AttributeError):  # an answer without a version
+                git = json.loads(raw).get("gitVersion")
+                self.server_version = git[:100] if isinstance(git, str) else None
+        except ApiException as exc:  # it answered; only refused credentials stop here
+            if exc.status in (401, 403):
+                raise InputError(f"kit k8s: the API server refused the credentials: "
+                                 f"{exc.status} {exc.reason}") from exc  # fmt: skip
+        except HTTPError as exc:
+            host = client.Configuration.get_default_copy().host
+            raise InputError(f"kit k8s: the API server at {host} does not answer: "
+                             f"{str(exc).splitlines()[0][:200]}") from exc  # fmt: skip
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         from kubernetes.client.exceptions import ApiException

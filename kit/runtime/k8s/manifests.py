@@ -165,9 +165,8 @@ def make_job(recipe: Recipe, opts: K8sOptions, token: str | None = None) -> K8sJ
     )
 
 
-def pod_script(job: K8sJob, marker: str) -> str:
-    """What each pod runs: the spec into a writable run directory, the node's inventory,
-    torchrun, then the result and the inventory on stdout between `marker` lines."""
+def pod_torchrun(job: K8sJob) -> list[str]:
+    """The launch line of every pod (shell variables: the pod's index, the endpoint, the id)."""
     argv = torchrun(
         job.gpus_per_node,
         f"{MOUNT}/{SPEC}",
@@ -179,6 +178,13 @@ def pod_script(job: K8sJob, marker: str) -> str:
     argv[argv.index("--max-restarts=0") : argv.index("--max-restarts=0")] = [
         "--rdzv-conf=is_host=$IS_HOST"  # pod 0 hosts the store, whatever its name resolves to
     ]
+    return argv
+
+
+def pod_script(job: K8sJob, marker: str) -> str:
+    """What each pod runs: the spec into a writable run directory, the node's inventory,
+    torchrun, then the result and the inventory on stdout between `marker` lines."""
+    argv = pod_torchrun(job)
     emit = [
         f'emit {key} "{path}"'
         for key, path in (("result", f"{MOUNT}/{RESULT}"), ("node", f"{OUT_DIR}/node.json"))

@@ -36,6 +36,7 @@ from kit.runtime.k8s.manifests import (
     K8sJob,
     K8sOptions,
     make_job,
+    pod_torchrun,
     run_objects,
     service,
     validate,
@@ -103,7 +104,9 @@ def split_log(data: bytes, marker: str) -> tuple[str, dict[str, bytes], int | No
     return head + ("\n" if head and not head.endswith("\n") else ""), found, code
 
 
-def write_bundle(job: K8sJob, reproduces: dict[str, Any] | None = None) -> Bundle:
+def write_bundle(
+    job: K8sJob, reproduces: dict[str, Any] | None = None, server: str | None = None
+) -> Bundle:
     """The bundle before the first job: recipe, results.json header, run specs."""
     o = job.opts
     bundle = open_bundle(
@@ -129,6 +132,7 @@ def write_bundle(job: K8sJob, reproduces: dict[str, Any] | None = None) -> Bundl
         tolerations=list(o.tolerations),
         service_account=o.service_account,
         host_network=o.host_network,
+        server_version=server,
     )
     bundle.save()
     write_specs(bundle, job.runs)
@@ -180,7 +184,8 @@ def _gather(
     write_text(bundle.log_path(spec.run_id), "".join(combined))
     failed = [c for c in codes if c not in (0, None)]
     code = failed[0] if failed else (0 if end.status == "ok" else None)
-    command = ["kubectl", "-n", job.opts.namespace, "get", "job", job.job_name(index)]
+    kind = "jobset" if job.opts.jobset else "job"  # the launch: in each pod of that job
+    command = [f"{kind}/{job.job_name(index)}", *pod_torchrun(job)]
     outcome = RunOutcome(
         code, end.status in ("timeout", "pending-timeout"), False, end.wall_s, command, end.error
     )
@@ -244,7 +249,7 @@ def run(
     job: K8sJob, cluster: Cluster, reproduces: dict[str, Any] | None = None
 ) -> tuple[Bundle, int]:
     """Every planned run on the cluster, then the bundle sealed; (bundle, exit code)."""
-    bundle = write_bundle(job, reproduces)
+    bundle = write_bundle(job, reproduces, cluster.server_version or None)
     marker, code, index = _marker(), 0, 0
     stopped: BaseException | None = None
     try:
@@ -255,6 +260,7 @@ def run(
             code |= _one_run(bundle, job, index, cluster, marker)
     except BaseException as exc:  # Ctrl-C, SIGTERM, an API error: nothing the kit made stays
         stopped = exc
+        made = ", ".join(f"{kind} {name}" for kind, name in cluster.created)
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: still deleted
         try:
             left = cluster.delete_all()
@@ -262,8 +268,8 @@ def run(
             signal.signal(signal.SIGINT, previous)
         if left:
             console.print(f"kit: could not delete: {'; '.join(left)}", markup=False)
-        else:
-            console.print("kit: deleted what this command created", markup=False)
+        elif made:
+            console.print(f"kit: deleted what this command created ({made})", markup=False)
         if index < len(job.runs) and len(bundle.results.runs) <= index:
             _interrupted(bundle, job, index, exc)
         raise
