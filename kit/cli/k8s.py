@@ -56,7 +56,10 @@ def k8s(
     ] = None,
     context: Annotated[str | None, typer.Option(help="Kubeconfig context.")] = None,
     pending_timeout: Annotated[
-        float, typer.Option(min=1, help="Seconds for every pod of a run to start (pull, schedule).")
+        float,
+        typer.Option(
+            min=1, max=7 * 86400, help="Seconds for every pod of a run to start (pull, schedule)."
+        ),
     ] = 1800.0,
     device: Annotated[str, typer.Option(help="cuda | cpu (gloo).")] = "cuda",
     smoke: Annotated[

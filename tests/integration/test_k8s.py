@@ -173,6 +173,7 @@ def test_validate_names_a_mistyped_field() -> None:
         (["--image", IMAGE, "--toleration", "a=b:Sometimes"], "effect 'Sometimes'"),
         (["--image", IMAGE, "--node-selector", "novalue"], "expected KEY=VALUE"),
         (["--image", IMAGE, "--namespace", "Bad_NS"], "not a DNS label"),
+        (["--image", IMAGE, "--pending-timeout", "inf"], "--pending-timeout"),
     ],
 )
 def test_option_errors_are_one_line(args: list[str], words: str) -> None:

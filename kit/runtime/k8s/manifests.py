@@ -109,6 +109,8 @@ def check_options(o: K8sOptions) -> None:
         r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$", o.service_account
     ):
         raise InputError(f"--service-account {o.service_account!r}: not a Kubernetes name")
+    if not 1 <= o.pending_timeout_s <= 7 * 86400:  # also NaN
+        raise InputError(f"--pending-timeout {o.pending_timeout_s}: from 1 s to 7 days")
     if o.device not in ("cuda", "cpu"):
         raise InputError(f"--device {o.device!r}: allowed: cuda, cpu")
     for name, value in (("--nodes", o.nodes), ("--gpus-per-node", o.gpus_per_node)):
