@@ -318,8 +318,12 @@ def test_pods_that_never_run_end_at_the_pending_timeout(emu: Emulator, tmp_path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("jobset", [False, True])
-def test_ctrl_c_deletes_what_was_created(emu: Emulator, tmp_path: Path, jobset: bool) -> None:
+@pytest.mark.parametrize(
+    ("jobset", "sig", "code"), [(False, signal.SIGINT, 130), (True, signal.SIGTERM, 143)]
+)
+def test_ctrl_c_deletes_what_was_created(
+    emu: Emulator, tmp_path: Path, jobset: bool, sig: signal.Signals, code: int
+) -> None:
     proc, controller = _submit(
         emu,
         tmp_path,
@@ -333,14 +337,15 @@ def test_ctrl_c_deletes_what_was_created(emu: Emulator, tmp_path: Path, jobset: 
     time.sleep(0.5)
     names = emu.names()
     assert names["Service"] and names["ConfigMap"] and names["JobSet" if jobset else "Job"]
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=120)
     controller.close()
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     assert "deleted what this command created" in err and out == ""
     _nothing_left(emu)
     results = json.loads((tmp_path / "b" / "results.json").read_text())
     assert results["status"] == "interrupted"
+    assert results["runs"][0]["error"] == "interrupted before it finished"
     assert kit("verify", str(tmp_path / "b")).returncode == 0
 
 
