@@ -325,7 +325,14 @@ class K8sRuntime:
         """The manifests (dry run), or the path of the sealed bundle; always waits."""
         job = make_job(recipe, self.opts)
         if dry_run:
-            return to_yaml(manifests(job))
+            head = (
+                f"# kit k8s: recipe {recipe.name}, {len(job.runs)} runs, each "
+                f"{'a JobSet' if self.opts.jobset else 'an Indexed Job'} of {job.nodes} pod{'s' if job.nodes != 1 else ''} behind "
+                f"Service {job.name}.\n"
+                "# `kubectl apply -f` of this file starts every job at once; `kit k8s` runs "
+                "them one after the other\n# and gathers their results into a bundle.\n"
+            )
+            return head + to_yaml(manifests(job))
         cluster = Cluster(self.opts.namespace, self.kubeconfig, self.context)
         bundle, self.code = run(job, cluster, reproduces)
         return str(bundle.path)
