@@ -11,6 +11,7 @@ import typer
 from kit import __version__
 from kit.cli import bundle as bundle_commands
 from kit.cli.errors import run
+from kit.cli.k8s import k8s as k8s_command
 from kit.cli.options import (
     AllowedSigners,
     AllowUnsigned,
@@ -410,6 +411,9 @@ def slurm(
     print(batch(opts).submit(slurm_mod.load(Path(target)), dry_run=dry_run, wait=wait), end="")
     if not dry_run:
         print()
+
+
+app.command("k8s")(k8s_command)
 
 
 @recipes_app.command("list")

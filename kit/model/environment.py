@@ -33,8 +33,9 @@ class ContainerVersions(Open):
 
 PLACEMENTS = ("local", "multinode", "slurm", "k8s")
 """Where the runs went: this machine, several Docker daemons, a Slurm allocation, Kubernetes."""
-ENGINES = ("none", "docker", "podman", "apptainer", "pyxis", "enroot")
-"""What the runs ran in: no container (this Python), or a container engine."""
+ENGINES = ("none", "docker", "podman", "apptainer", "pyxis", "enroot", "kubernetes")
+"""What the runs ran in: no container (this Python), or a container engine ("kubernetes": the
+pods of `kit k8s`, in whatever container runtime the cluster's nodes run)."""
 OLD_LAUNCHERS = {"host": "none", "pyxis": "pyxis", "apptainer": "apptainer", "enroot": "enroot"}
 """A schema-1 Slurm bundle's `launcher` as the engine it names."""
 
@@ -78,6 +79,8 @@ class Environment(Open):
         runtime = self.runtime
         if runtime == "slurm":
             return "slurm", OLD_LAUNCHERS.get(str(self.launcher or "host"), str(self.launcher))
+        if runtime == "k8s":
+            return "k8s", "kubernetes"
         if runtime == "multinode" or (runtime == "docker" and self.nodes):
             return "multinode", "docker"
         return "local", "none" if runtime == "host" else runtime

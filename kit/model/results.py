@@ -1,7 +1,7 @@
 """results.json: the bundle's header, every run's result, and what the driver decided on the way.
 
 Written by kit.bundle (header), kit.run.engine (runs, adaptive repeats, status), kit.run.rerun
-(`reproduces`, `environment_diff`) and kit.runtime.slurm (`slurm`).
+(`reproduces`, `environment_diff`), kit.runtime.slurm (`slurm`) and kit.runtime.k8s (`k8s`).
 """
 
 from __future__ import annotations
@@ -75,6 +75,22 @@ class SlurmInfo(Open):
     job_id: str | None = None
 
 
+class K8sInfo(Open):
+    """Where `kit k8s` ran the plan: pods (nodes) of one namespace, the image by digest."""
+
+    pods: int = Field(ge=1)
+    gpus_per_node: int = Field(ge=1)
+    namespace: str
+    image: str | None = None
+    service: str | None = None  # the headless Service; each run's job is SERVICE-<index>
+    jobset: bool = False
+    node_selector: list[str] = Field(default_factory=list)
+    tolerations: list[str] = Field(default_factory=list)
+    service_account: str | None = None
+    host_network: bool = False
+    server_version: str | None = None  # the API server's gitVersion, as it answered
+
+
 class SealedAfter(Open):
     """What `kit seal` did to a bundle whose seal was interrupted (kit.seal.recover)."""
 
@@ -115,4 +131,5 @@ class Results(Closed):
     environment_notes: list[EnvironmentDifference] | None = None
     error: str | None = None  # what stopped the engine itself, when something did
     slurm: SlurmInfo | None = None
+    k8s: K8sInfo | None = None
     sealed_after: SealedAfter | None = None

@@ -228,6 +228,15 @@ def axes_of(env: Environment | None, results: Results) -> tuple[str, str]:
     return Environment.model_validate(stand_in).axes()
 
 
+def placement_words(results: Results) -> str | None:
+    """How page 1 and the Environment section name a placement the runtime's name does not say
+    ("Kubernetes, 2 pods"); None for the others."""
+    k8s = getattr(results, "k8s", None)
+    if k8s is None:
+        return None
+    return f"Kubernetes, {k8s.pods} pod{'s' if k8s.pods != 1 else ''}"
+
+
 def environment_view(env: Environment | None, results: Results) -> dict[str, Any]:
     """environment.json's fields (each runtime records its own), the versions read inside it,
     and the versions each run saw."""
@@ -250,7 +259,7 @@ def environment_view(env: Environment | None, results: Results) -> dict[str, Any
         "in_container": engine != "none",
         "engine": engine,
         "placement": placement,
-        "runtime": runtime,
+        "runtime": placement_words(results) or runtime,
         "pinned": env.pinned if env else results.pinned,
         "disagree": disagree,
     }

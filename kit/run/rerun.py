@@ -223,6 +223,16 @@ def rerun_bundle(
     if options.repeats is None:
         options.repeats = recorded.planned_repeats
     check_recorded(path, options)
+    if recorded.k8s is not None:  # made by `kit k8s`: it reruns there, with the recorded options
+        if options.runtime is not None or strict_env:
+            flag = "--strict-env" if strict_env else f"--runtime {options.runtime}"
+            raise InputError(f"{flag}: {path} was made by `kit k8s` and reruns on Kubernetes")
+        console.print(f"kit: rerunning {path} on Kubernetes (recipe {recipe.name})", markup=False)
+        batch = registry.batch("k8s")
+        runtime = batch(batch.options_of(recorded.k8s, options.device, options.smoke,
+                                         options.repeats, options.out, options.command))  # fmt: skip
+        done = runtime.submit(recipe, reproduces=source_record(path, old))
+        return Bundle.load(Path(done)), runtime.code
     where = options.runtime or recorded_runtime(old.environment)
     for flag, given in (("--image-archive", options.image_archive),
                         ("--base-image", options.base_image)):  # fmt: skip

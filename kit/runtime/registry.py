@@ -14,6 +14,7 @@ from kit.errors import InputError
 from kit.runtime.base import BatchRuntime, Runtime, RuntimeRequest
 from kit.runtime.host import HostRuntime
 from kit.runtime.images.environments import for_device
+from kit.runtime.k8s.runtime import K8sRuntime
 from kit.runtime.multinode.config import NodeConfig, node_config
 from kit.runtime.multinode.runtime import MultiNodeRuntime
 from kit.runtime.multinode.transport import nodes_device
@@ -30,6 +31,7 @@ RUNTIMES: dict[str, type] = {
 }
 BATCH_RUNTIMES: dict[str, type] = {
     "slurm": SlurmRuntime,
+    "k8s": K8sRuntime,  # `kit k8s`: an Indexed Job (or JobSet) per run, watched by the driver
 }
 # what --runtime accepts; "auto" picks docker for GPU runs when it can, host otherwise
 CHOICES = ("host", "docker", "podman", "auto")
