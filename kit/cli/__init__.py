@@ -424,11 +424,16 @@ def recipes_validate(files: Annotated[list[Path], typer.Argument(help="Recipe fi
     Example: kit recipes validate recipes/*.yaml
     """
     from kit.recipe import load_recipe
+    from kit.report.kinds import check_workloads
 
     bad = 0
     for path in files:
         try:
             r = load_recipe(path)
+            try:
+                check_workloads(b.kind for b in r.benchmarks)
+            except InputError as exc:
+                raise InputError(f"{path}: {exc}") from None
             print(
                 f"{path}: OK ({len(r.benchmarks)} benchmarks, {len(r.resolved_variants())} variants)"
             )

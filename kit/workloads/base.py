@@ -15,6 +15,12 @@ from kit.shared.metrics import CATALOG, Metric
 STRICT = {"extra": "forbid"}
 
 
+class SpecError(ValueError):
+    """A workload folder's spec that cannot be built (a metric the catalog lacks, a field the
+    training loop needs): the registry sets that workload aside with this one line, so every
+    other command still starts, and a recipe naming it fails validation with the line."""
+
+
 def check(ok: bool, field_name: str, allowed: str) -> None:
     """A parameter check whose message names its field first (the recipe loader points there)."""
     if not ok:
@@ -111,7 +117,7 @@ def metrics(*names: str) -> tuple[Metric, ...]:
     """A workload's metrics, by their names in the catalog."""
     unknown = [n for n in names if n not in CATALOG]
     if unknown:
-        raise ValueError(
+        raise SpecError(
             f"no metric named {', '.join(map(repr, unknown))} in the catalog: add an entry to "
             "kit/shared/metrics.py (CATALOG), or correct the name"
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from kit.workloads.base import WorkloadSpec, metrics
+from kit.workloads.base import SpecError, WorkloadSpec, metrics
 
 TRAINING_METRICS = metrics(
     "throughput", "throughput_window", "step_time_s", "peak_mem_gib", "mfu", "tokens_per_s"
@@ -65,7 +65,7 @@ def training_spec(kind: str, label: str, description: str, params: type) -> Work
     """The spec of one training workload: judged by throughput, drawn as bars and step traces."""
     missing = [f for f in LOOP_FIELDS if f not in {x.name for x in fields(params)}]
     if missing:
-        raise TypeError(
+        raise SpecError(
             f"kit/workloads/{kind}/params.py: {params.__name__} lacks {', '.join(missing)}, "
             "which the training loop (kit/worker/training.py) reads"
         )
