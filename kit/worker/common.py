@@ -18,27 +18,15 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from kit.shared.atomic import write_atomic
 from kit.shared.files import SPEC_SCHEMA
 from kit.shared.jsonio import dumps
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically, so a reader never sees half: a new temporary file (never opened
-    through a link: O_EXCL|O_NOFOLLOW), fsynced, then renamed over `path`; removed on failure.
-    Strict JSON (`dumps`): the kit never writes a file its own loader refuses."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{time.monotonic_ns()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, 0o644)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(dumps(data))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    """Write JSON atomically (kit.shared.atomic), so a reader never sees half. Strict JSON
+    (`dumps`): the kit never writes a file its own loader refuses."""
+    write_atomic(path, dumps(data).encode("utf-8"))
 
 
 @dataclass
