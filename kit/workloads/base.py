@@ -78,6 +78,25 @@ class Sweep:
 
 
 @dataclass(frozen=True)
+class Phrase:
+    """One phrase of the report's "what ran" line, from the names of this workload's parameters.
+
+    Each name is read from the run's parameters, else the recipe's; with `recorded`, first from
+    the fact the run's result recorded under that name (a run in fp32 says fp32 whatever was
+    asked). `words` holds one
+    "{}" per value: with one, the first name present is said; with several, all of them or
+    nothing. A boolean says `words` when on and `off` (None: nothing) when off; `sizes` says
+    byte counts in nccl-tests' words (8 B, 1 GiB); a list is joined with "/".
+    """
+
+    names: tuple[str, ...]
+    words: str = "{}"
+    off: str | None = None
+    sizes: bool = False
+    recorded: bool = False
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     """Everything the driver (recipe, report, compare, adaptive repeats) knows about one kind.
 
@@ -87,6 +106,7 @@ class WorkloadSpec:
     secondary: further metrics that get a verdict sentence of their own when present.
     figures: its figure kind, a name in kit.report.kinds.KINDS, which says what the report and
     compare draw and print for it ("sweep", "training", "matrix", "ceiling").
+    ran: what the report's "what ran" line says of its runs, in order (Phrase).
     method: the workload's paragraph on the report's Method page, a Jinja template that sees `a`
     (facts read from the runs: label, params, world, backend, timing, bus_factor, ...) and `s`
     (this spec).
@@ -102,6 +122,7 @@ class WorkloadSpec:
     metrics: tuple[Metric, ...] = ()
     secondary: tuple[str, ...] = ()
     sweep: Sweep | None = None
+    ran: tuple[Phrase, ...] = ()
     smoke_model: bool = False  # a smoke run builds a smaller model than the label names
 
     @property

@@ -78,7 +78,7 @@ def test_a_training_params_class_must_hold_what_the_loop_reads():
         steps: int = 3
 
     with pytest.raises(SpecError, match="Lacking lacks warmup_steps, min_window_s, which the"):
-        training_spec("toy", "Toy", "a toy", Lacking)
+        training_spec("toy", "Toy", "a toy", Lacking, ())
 
 
 def test_a_metric_name_the_catalog_lacks_is_named():
