@@ -431,10 +431,7 @@ def recipes_validate(files: Annotated[list[Path], typer.Argument(help="Recipe fi
     for path in files:
         try:
             r = load_recipe(path)
-            try:
-                check_workloads(b.kind for b in r.benchmarks)
-            except InputError as exc:
-                raise InputError(f"{path}: {exc}") from None
+            check_workloads((b.kind for b in r.benchmarks), f"{path}: ")
             print(
                 f"{path}: OK ({len(r.benchmarks)} benchmarks, {len(r.resolved_variants())} variants)"
             )

@@ -61,14 +61,14 @@ def figure_kind(name: str) -> FigureKind:
     return KINDS[name]
 
 
-def check_workloads(kinds: Iterable[str]) -> None:
+def check_workloads(kinds: Iterable[str], where: str = "") -> None:
     """Every workload named draws with a figure kind of KINDS: one line at `kit recipes
     validate` and before any run of `kit reproduce`, not a KeyError when the bundle is sealed."""
     for kind in dict.fromkeys(kinds):
         s = spec(kind)
         if s is not None and s.figures not in KINDS:
             raise InputError(
-                f"workload {kind!r} (kit/workloads/{kind}/spec.py) names figure kind "
+                f"{where}workload {kind!r} (kit/workloads/{kind}/spec.py) names figure kind "
                 f"{s.figures!r}, which kit/report/kinds.py (KINDS) lacks; known: "
                 + ", ".join(KINDS)
             )
