@@ -1,20 +1,22 @@
 """Intervals that are valid at the small n a benchmark has (2 to 5 repeats), and their words.
 
-kit.stats decides by n which interval a summary or a ratio gets, by the rule in
-kit.shared.metrics.INTERVALS (none, the range, a t-interval on the logs, the bootstrap). This
-module holds the t-intervals
-and the label the report prints, so "95% CI" is never written for what is only a range.
+The rule by n (kit.shared.metrics.INTERVALS: none, the range, a t-interval on the logs, the
+bootstrap of the median) is applied here (choose_interval); this module holds the t-intervals,
+the seeded bootstrap and the label the report prints, so "95% CI" is never written for what is
+only a range. kit.stats builds its summaries and ratios from them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy.special import stdtrit  # the t quantile; scipy.stats costs ~1 s to import
 
-from kit.shared.metrics import CONFIDENCE
+from kit.errors import KitError
+from kit.shared.metrics import CONFIDENCE, interval_rule
 
 
 def t_interval(
@@ -79,3 +81,69 @@ def n_words(n_a: int, n_b: int, paired: bool) -> str:
     if paired or n_a == n_b:
         return f"n={n_a}"
     return f"n={n_a} and {n_b}"
+
+
+N_RESAMPLES = 9999
+SEED = 20240607
+"""Seed for every bootstrap: reports are reproducible from the same samples."""
+
+
+class StatsError(KitError, ValueError):
+    """Samples the statistics cannot use (empty, NaN, inf, unequal pairs, non-positive ratio)."""
+
+
+def choose_interval(
+    n: int,
+    point: float,
+    range_: Callable[[], tuple[float, float]],
+    t: Callable[[], tuple[float, float, str]],
+    bootstrap: Callable[[], tuple[float, float, str]],
+) -> tuple[float, float, str]:
+    """(low, high, method) by the catalog's rule on n: each kind computed only when chosen."""
+    kind = interval_rule(n)
+    if kind == "none":
+        return point, point, "none"
+    if kind == "range":
+        return (*range_(), "range")
+    return t() if kind == "t" else bootstrap()
+
+
+def median_of(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.median(x, axis=axis)
+
+
+def ratio_of_medians(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.median(x, axis=axis) / np.median(y, axis=axis)
+
+
+def bootstrap_interval(
+    data: tuple[np.ndarray, ...],
+    statistic: Callable[..., np.ndarray],
+    confidence: float,
+    n_resamples: int,
+) -> tuple[float, float, str]:
+    """(low, high, method): BCa, or percentile where BCa gives no finite interval.
+
+    BCa fails on tied data (its jackknife acceleration divides by zero) and scipy then warns and
+    returns NaN; percentile is the standard fallback. Both use a generator seeded with SEED.
+    scipy.stats is imported here, not at the top: it costs about 1 s, and only n >= 6 needs it.
+    """
+    from scipy import stats as _st
+
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # scipy's DegenerateDataWarning; we fall back below
+            res = _st.bootstrap(
+                data,
+                statistic,
+                n_resamples=n_resamples,
+                vectorized=True,
+                paired=False,  # paired data arrives as one sample of per-pair ratios
+                confidence_level=confidence,
+                method=method,
+                rng=np.random.default_rng(SEED),
+            )
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if math.isfinite(lo) and math.isfinite(hi):
+            return lo, hi, method
+    raise StatsError(f"bootstrap gave no finite interval for samples {[d.tolist() for d in data]}")

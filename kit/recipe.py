@@ -32,7 +32,7 @@ from kit.recipe_yaml import LocatedError, StrictLoader, line_map, read_text
 from kit.shared import p2p
 from kit.shared.metrics import CV_THRESHOLD
 from kit.workloads.base import check_counts
-from kit.workloads.registry import KINDS, params_class
+from kit.workloads.registry import BROKEN, KINDS, params_class
 
 RECIPE_VERSION = 1
 # bounds shared by the recipe fields and the command-line options that override them
@@ -137,6 +137,8 @@ class Benchmark(Strict):
             raise ValueError(
                 f"unknown benchmark kind {kind!r}; allowed: {', '.join(sorted(KINDS))}"
             )
+        if kind in BROKEN:
+            raise ValueError(f"workload {kind!r} cannot be loaded: {BROKEN[kind]}")
         return kind
 
     @property

@@ -12,18 +12,16 @@ Standard library only.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-import secrets
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit.errors import InputError, KitError
+from kit.shared.atomic import write_atomic
 
 MAX_READ_BYTES = 256 << 20  # no bundle file the kit reads is anywhere near this
-TMP_SUFFIX = ".tmp"
 
 
 def _check_parents(path: Path) -> None:
@@ -40,28 +38,15 @@ def _check_parents(path: Path) -> None:
 
 
 def write_bytes(path: Path, data: bytes) -> None:
-    """Create `path` anew with `data`: temp file (O_EXCL|O_NOFOLLOW), fsync, rename into place."""
+    """Create `path` anew with `data` (kit.shared.atomic: temp file, fsync, rename into place),
+    its folder checked first; a failure is one line."""
     path = Path(path)
     _check_parents(path)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}{TMP_SUFFIX}")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(tmp, flags, 0o644)
+        write_atomic(path, data)
     except OSError as exc:
-        raise KitError(f"{path}: cannot write ({exc.strerror})") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)  # replaces a link at `path`; never writes through it
-    except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            why = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
-            raise KitError(f"{path}: not written: {why}") from None
-        raise
+        why = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
+        raise KitError(f"{path}: not written: {why}") from None
 
 
 def write_text(path: Path, text: str) -> None:

@@ -20,8 +20,9 @@ from kit.errors import InputError, KitError
 from kit.intake import missing_files
 from kit.model import RunResult, SealedAfter, read_model
 from kit.runtime.heartbeat import FILE as HEARTBEAT
-from kit.safeio import TMP_SUFFIX, scan
+from kit.safeio import scan
 from kit.shared import files
+from kit.shared.atomic import TMP_SUFFIX
 from kit.shared.jsonio import now_iso
 
 try:  # the report's libraries (matplotlib, jinja2) may be absent where only the runs happen

@@ -15,31 +15,26 @@ Why these choices:
 
 from __future__ import annotations
 
-import math
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from kit.errors import KitError
 from kit.intervals import (
+    N_RESAMPLES,
+    StatsError,
+    bootstrap_interval,
+    choose_interval,
     interval_kind,
     interval_label,
+    median_of,
     n_words,
+    ratio_of_medians,
     t_interval,
     welch_log_interval,
 )
-from kit.shared.metrics import CONFIDENCE, CV_THRESHOLD, interval_rule
-
-N_RESAMPLES = 9999
-SEED = 20240607
-"""Seed for every bootstrap: reports are reproducible from the same samples."""
-
-
-class StatsError(KitError, ValueError):
-    """Samples the statistics cannot use (empty, NaN, inf, unequal pairs, non-positive ratio)."""
+from kit.shared.metrics import CONFIDENCE, CV_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -186,12 +181,12 @@ def summarize(
     median = float(np.median(x))
     mean = float(np.mean(x))
     stdev = float(np.std(x, ddof=1)) if n > 1 else None
-    lo, hi, method = _interval(
+    lo, hi, method = choose_interval(
         n,
         median,
         lambda: (float(np.min(x)), float(np.max(x))),
         lambda: t_interval(x, confidence, log=bool((x > 0).all())),
-        lambda: _bootstrap((x,), _median, confidence, n_resamples),
+        lambda: bootstrap_interval((x,), median_of, confidence, n_resamples),
     )
     kind = interval_kind(method)
     centre, centre_value = "", None
@@ -247,12 +242,12 @@ def paired_ratio(
     _positive(y, "b")
     r = x / y
     estimate = float(np.median(r))
-    lo, hi, method = _interval(
+    lo, hi, method = choose_interval(
         len(r),
         estimate,
         lambda: (float(np.min(r)), float(np.max(r))),
         lambda: t_interval(r, confidence, log=True),
-        lambda: _bootstrap((r,), _median, confidence, n_resamples),
+        lambda: bootstrap_interval((r,), median_of, confidence, n_resamples),
     )
     return _ratio(estimate, lo, hi, method, confidence, len(x), len(y), True, higher_is_better)
 
@@ -276,12 +271,12 @@ def unpaired_ratio(
     _positive(x, "a")
     _positive(y, "b")
     estimate = float(np.median(x) / np.median(y))
-    lo, hi, method = _interval(
+    lo, hi, method = choose_interval(
         min(len(x), len(y)),
         estimate,
         lambda: (float(x.min() / y.max()), float(x.max() / y.min())),  # every cross ratio
         lambda: welch_log_interval(x, y, confidence),
-        lambda: _bootstrap((x, y), _ratio_of_medians, confidence, n_resamples),
+        lambda: bootstrap_interval((x, y), ratio_of_medians, confidence, n_resamples),
     )
     return _ratio(estimate, lo, hi, method, confidence, len(x), len(y), False, higher_is_better)
 
@@ -346,68 +341,11 @@ class AdaptiveRepeats:
 # --- helpers -----------------------------------------------------------------------------------
 
 
-def _interval(
-    n: int,
-    point: float,
-    range_: Callable[[], tuple[float, float]],
-    t: Callable[[], tuple[float, float, str]],
-    bootstrap: Callable[[], tuple[float, float, str]],
-) -> tuple[float, float, str]:
-    """(low, high, method) by the catalog's rule on n: each kind computed only when chosen."""
-    kind = interval_rule(n)
-    if kind == "none":
-        return point, point, "none"
-    if kind == "range":
-        return (*range_(), "range")
-    return t() if kind == "t" else bootstrap()
-
-
 def _cv(x: np.ndarray) -> float | None:
     if len(x) < 2:
         return None
     mean = float(np.mean(x))
     return float(np.std(x, ddof=1)) / abs(mean) if mean != 0 else None
-
-
-def _median(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.median(x, axis=axis)
-
-
-def _ratio_of_medians(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.median(x, axis=axis) / np.median(y, axis=axis)
-
-
-def _bootstrap(
-    data: tuple[np.ndarray, ...],
-    statistic: Callable[..., np.ndarray],
-    confidence: float,
-    n_resamples: int,
-) -> tuple[float, float, str]:
-    """(low, high, method): BCa, or percentile where BCa gives no finite interval.
-
-    BCa fails on tied data (its jackknife acceleration divides by zero) and scipy then warns and
-    returns NaN; percentile is the standard fallback. Both use a generator seeded with SEED.
-    scipy.stats is imported here, not at the top: it costs about 1 s, and only n >= 6 needs it.
-    """
-    from scipy import stats as _st
-
-    for method in ("BCa", "percentile"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # scipy's DegenerateDataWarning; we fall back below
-            res = _st.bootstrap(
-                data,
-                statistic,
-                n_resamples=n_resamples,
-                vectorized=True,
-                paired=False,  # paired data arrives as one sample of per-pair ratios
-                confidence_level=confidence,
-                method=method,
-                rng=np.random.default_rng(SEED),
-            )
-        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-        if math.isfinite(lo) and math.isfinite(hi):
-            return lo, hi, method
-    raise StatsError(f"bootstrap gave no finite interval for samples {[d.tolist() for d in data]}")
 
 
 def _ratio(

@@ -140,7 +140,8 @@ def reproduce(
     from kit.recipe import load_recipe
     from kit.run.engine import Options, command_line, run_recipe
 
-    options = Options(device=device, smoke=smoke, repeats=repeats, out=out, runtime=runtime,
+    options = Options(device=device or "auto", smoke=smoke, repeats=repeats, out=out,
+                      runtime=runtime or "auto",
                       command=command_line(sys.argv[1:]), strict=strict,
                       allow=tuple(a.strip() for a in (allow or "").split(",") if a.strip()),
                       environment=env, base_image=base_image,
@@ -152,7 +153,8 @@ def reproduce(
 
         check_signer_options(allowed_signers, allow_unsigned)
         bundle, code = rerun_bundle(recipe, options, strict_env, allowed_signers, allow_unsigned,
-                                    tuple(allow_path or ()), read_broken_signature)  # fmt: skip
+                                    tuple(allow_path or ()), read_broken_signature,
+                                    device=device, runtime=runtime)  # fmt: skip
     else:
         for flag, given in (("--strict-env", strict_env), ("--allowed-signers", allowed_signers),
                             ("--allow-unsigned", allow_unsigned),
@@ -160,7 +162,6 @@ def reproduce(
                             ("--allow-path", allow_path)):  # fmt: skip
             if given:
                 raise InputError(f"{flag}: only for rerunning a bundle directory")
-        options.device, options.runtime = device or "auto", runtime or "auto"
         bundle, code = run_recipe(load_recipe(recipe), options)
     print(bundle.path)
     raise typer.Exit(code)
@@ -449,11 +450,13 @@ def recipes_validate(files: Annotated[list[Path], typer.Argument(help="Recipe fi
     Example: kit recipes validate recipes/*.yaml
     """
     from kit.recipe import load_recipe
+    from kit.report.kinds import check_workloads
 
     bad = 0
     for path in files:
         try:
             r = load_recipe(path)
+            check_workloads((b.kind for b in r.benchmarks), f"{path}: ")
             print(
                 f"{path}: OK ({len(r.benchmarks)} benchmarks, {len(r.resolved_variants())} variants)"
             )

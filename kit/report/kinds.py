@@ -7,8 +7,12 @@ Adding a figure kind is one entry in KINDS (its plots are keys of kit.report.ren
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
+
+from kit.errors import InputError
+from kit.workloads.registry import spec
 
 
 @dataclass(frozen=True)
@@ -55,5 +59,19 @@ KINDS: dict[str, FigureKind] = {
 
 
 def figure_kind(name: str) -> FigureKind:
-    """The kind a spec names (a KeyError for a name this kit does not know)."""
+    """The kind a spec names (a KeyError for a name this kit does not know: check_workloads
+    refuses such a workload before any run)."""
     return KINDS[name]
+
+
+def check_workloads(kinds: Iterable[str], where: str = "") -> None:
+    """Every workload named draws with a figure kind of KINDS: one line at `kit recipes
+    validate` and before any run of `kit reproduce`, not a KeyError when the bundle is sealed."""
+    for kind in dict.fromkeys(kinds):
+        s = spec(kind)
+        if s is not None and s.figures not in KINDS:
+            raise InputError(
+                f"{where}workload {kind!r} (kit/workloads/{kind}/spec.py) names figure kind "
+                f"{s.figures!r}, which kit/report/kinds.py (KINDS) lacks; known: "
+                + ", ".join(KINDS)
+            )

@@ -2,7 +2,7 @@
 
 The renderer reads only the bundle's own files and fetches nothing: the stylesheet and the plots
 are inlined, Jinja2 escapes every string from the bundle, and WeasyPrint gets a URL fetcher that
-refuses everything but data: URIs (and records what it refused). A failed or missing run shows
+refuses everything but data: URIs (kit.report.pdf). A failed or missing run shows
 as failed, never as a number.
 """
 
@@ -22,17 +22,17 @@ from markupsafe import Markup
 
 from kit import __version__
 from kit.bundle import Bundle
-from kit.errors import KitError
 from kit.facts.price import Price, parse_price
 from kit.inventory import summary_line
 from kit.model import BundleData, load_bundle
 from kit.model.hardware import Hardware, Host
 from kit.refs.nccl_tests import SAME_CALL_FLOOR, SAME_CALL_FROM
 from kit.refs.store import standing
-from kit.report import analysis, decode, plots, sections
+from kit.report import analysis, decode, plot_silicon, plots, sections
 from kit.report.analysis.ordered import as_ordered, identity
 from kit.report.analysis.same_call import SameCall, same_call
 from kit.report.method import method_view
+from kit.report.pdf import PdfNotWritten, write_pdf
 from kit.report.plot_reference import against_reference, reference_rows
 from kit.report.provenance import rendering
 from kit.report.sections import (
@@ -299,10 +299,10 @@ def silicon_view(benches: list[analysis.Benchmark], hardware: Hardware) -> dict[
     figures = []
     for m in facts.matrices:
         unit = "us" if m["key"] == "latency_us" else "GB/s"
-        svg = plots.heatmap(m["matrix"], m["title"], unit, f"silicon-{m['key']}")
+        svg = plot_silicon.heatmap(m["matrix"], m["title"], unit, f"silicon-{m['key']}")
         if svg:
             figures.append(Figure(m["key"], f"GPU pairs: {m['title']}, row = source", svg))
-    svg = plots.plateau(
+    svg = plot_silicon.plateau(
         facts.plateau, "copy bandwidth against buffer size, first GPU", "silicon-plateau"
     )
     if svg:
@@ -313,7 +313,7 @@ def silicon_view(benches: list[analysis.Benchmark], hardware: Hardware) -> dict[
                 svg,
             )
         )
-    svg = plots.ceilings(
+    svg = plot_silicon.ceilings(
         facts.ceilings, "matmul ceiling per GPU, all GPUs at once", "silicon-ceilings"
     )
     if svg:
@@ -416,64 +416,6 @@ def render_html(bundle: Bundle, ctx: dict[str, Any] | None = None, pdf: bool = F
     """The page. pdf=True: the same page with each figure as a data: URI image (for WeasyPrint)."""
     ctx = ctx if ctx is not None else context(bundle)
     return jinja_env().get_template("report.html.j2").render(**ctx, pdf=pdf)
-
-
-def offline_fetcher() -> Any:
-    """A WeasyPrint URL fetcher that serves data: URIs only and records every other request."""
-    from weasyprint.urls import URLFetcher
-
-    class OfflineFetcher(URLFetcher):
-        def __init__(self) -> None:
-            super().__init__(allowed_protocols={"data"}, allow_redirects=False)
-            self.refused: list[str] = []
-
-        def fetch(self, url: str, headers: Any = None) -> Any:
-            if not url.lower().startswith("data:"):
-                self.refused.append(url)
-                raise ValueError(f"kit report fetches nothing: refused {url[:100]}")
-            return super().fetch(url, headers)
-
-    return OfflineFetcher()
-
-
-class PdfNotWritten(KitError):
-    """The HTML page is written; only its PDF is missing, because WeasyPrint (or the Pango library
-    it loads) is not installed here. Nothing else is lost: any machine with WeasyPrint makes the
-    PDF from the bundle later."""
-
-    def __init__(self, why: str, install: str) -> None:
-        super().__init__(f"{why}; {install}")
-        self.why, self.install = why, install
-
-
-def _weasyprint_html() -> Any:
-    """WeasyPrint's HTML class, or PdfNotWritten naming what to install."""
-    try:
-        from weasyprint import HTML
-    except ImportError as exc:
-        raise PdfNotWritten(
-            f"WeasyPrint is not installed here ({exc})", "pip install weasyprint"
-        ) from None
-    except OSError as exc:  # its system libraries (Pango) are missing or broken
-        raise PdfNotWritten(
-            f"WeasyPrint cannot load its system libraries ({exc})",
-            "apt-get install libpango-1.0-0 libpangoft2-1.0-0",
-        ) from None
-    return HTML
-
-
-def write_pdf(html: str, out: Path | io.BytesIO, fetcher: Any = None) -> Any:
-    """The PDF from the same HTML and stylesheet. Returns the fetcher (its `refused` list).
-
-    Raises PdfNotWritten where WeasyPrint cannot run here."""
-    import logging
-
-    html_class = _weasyprint_html()
-    fetcher = fetcher or offline_fetcher()
-    logging.getLogger("weasyprint").setLevel(logging.ERROR)
-    logging.getLogger("fontTools").setLevel(logging.ERROR)
-    html_class(string=html, base_url=None, url_fetcher=fetcher).write_pdf(out)
-    return fetcher
 
 
 def render_bundle(

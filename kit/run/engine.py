@@ -31,7 +31,7 @@ from kit.run.results import (
     write_specs,
 )
 from kit.runtime import registry
-from kit.runtime.base import LaunchRequest, RunOutcome, Runtime, RuntimeRequest
+from kit.runtime.base import LaunchRequest, RunOutcome, Runtime, RuntimeRequest, check_device
 from kit.shared import files
 from kit.shared.jsonio import finite
 from kit.stats import AdaptiveRepeats, coefficient_of_variation, is_noisy
@@ -40,7 +40,7 @@ from kit.workloads.registry import headline_metric
 
 @dataclass
 class Options:
-    device: str = "auto"  # auto | cuda | cpu
+    device: str = "auto"  # auto | cuda | cpu (kit.runtime.base.DEVICES)
     smoke: bool | None = None  # None: smoke on the CPU, full size on GPUs
     repeats: int | None = None
     out: Path | None = None
@@ -51,7 +51,7 @@ class Options:
     image_archive: Path | None = None  # docker runtime: run the image of a `kit export` archive
     strict: bool = False  # preflight warnings are fatal too
     allow: tuple[str, ...] = ()  # preflight checks that may fail without stopping the run
-    # set by `kit reproduce BUNDLE` (kit.run.rerun): the bundle this run reproduces
+    # a rerun (kit.run.rerun) builds its own Options with this set: the bundle it reproduces
     reproduces: dict[str, Any] | None = None
     nodes: tuple[str, ...] = ()  # --nodes: Docker daemon URLs, one per node (multi-node runs)
 
@@ -71,8 +71,7 @@ def detect_gpus() -> int:
 
 
 def resolve_device(requested: str) -> str:
-    if requested not in ("auto", "cuda", "cpu"):
-        raise InputError(f"--device {requested!r}: allowed: auto, cuda, cpu")
+    check_device(requested)
     if requested == "auto":
         return "cuda" if detect_gpus() > 0 else "cpu"
     if requested == "cuda" and detect_gpus() == 0:
@@ -142,15 +141,19 @@ class Execution:
     fault: Exception | None = None
 
 
-def prepare(recipe: Recipe, options: Options, runtime: Runtime | None = None) -> Prepared:
+def prepare(
+    recipe: Recipe, options: Options, runtime: Runtime | None = None, device: str | None = None
+) -> Prepared:
     """Device, plan, inventory, preflight (a fatal finding stops here), runtime, and the bundle
-    with its header, hardware.json and environment.json."""
+    with its header, hardware.json and environment.json. `device`: already resolved (a rerun
+    resolves it once, to prepare its runtime); else resolved here from options.device."""
     nodes = registry.nodes(recipe.nodes, options.nodes)
-    device = (
-        resolve_device(options.device)
-        if nodes is None
-        else registry.device_of_nodes(options.device, nodes)
-    )
+    if device is None:
+        device = (
+            resolve_device(options.device)
+            if nodes is None
+            else registry.device_of_nodes(options.device, nodes)
+        )
     smoke = options.smoke if options.smoke is not None else device == "cpu"
     planned = options.repeats or (min(recipe.repeats, 2) if smoke else recipe.repeats)
     runs = plan(recipe, device, smoke, planned)
@@ -279,6 +282,7 @@ def run_recipe(
     on_result: Callable[[RunResult], None] | None = None,
     after_runs: Callable[[Bundle], None] | None = None,
     runtime: Runtime | None = None,
+    device: str | None = None,
 ) -> tuple[Bundle, int]:
     """Run every planned run and write the bundle (prepare, execute, finalize). Returns the bundle
     and the exit code.
@@ -286,9 +290,9 @@ def run_recipe(
     `on_result` sees each run's result as it lands; `after_runs` sees the bundle once the runs
     ended (also when interrupted), before it is sealed: the hook a rerun checks its environment in.
     `runtime`: one already prepared (a rerun's, from the recorded environment); else the
-    registry prepares the one the options ask for.
+    registry prepares the one the options ask for; `device`: the device it was prepared for.
     """
-    p = prepare(recipe, options, runtime)
+    p = prepare(recipe, options, runtime, device)
     state = Execution()
     try:
         execute(p, state, on_result)

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from kit.model import RunSpec as SpecFile
 from kit.recipe import Recipe
+from kit.report.kinds import check_workloads
 from kit.runtime.base import SAFE_ENV
 from kit.shared.files import SPEC_SCHEMA
 
@@ -35,7 +36,9 @@ class RunSpec(SpecFile):
 
 
 def plan(recipe: Recipe, device: str, smoke: bool, repeats: int | None = None) -> list[RunSpec]:
-    """Every run of the recipe, in the order they execute."""
+    """Every run of the recipe, in the order they execute (a workload the report cannot draw
+    is refused here, before anything runs)."""
+    check_workloads(b.kind for b in recipe.benchmarks)
     return [
         spec
         for bench in recipe.benchmarks

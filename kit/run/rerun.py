@@ -24,7 +24,7 @@ from kit.run.engine import Options, resolve_device, run_recipe
 from kit.run.rerun_paths import check_nodes, check_paths
 from kit.run.results import console
 from kit.runtime import registry
-from kit.runtime.base import RuntimeRequest
+from kit.runtime.base import RuntimeRequest, check_device
 from kit.runtime.images import base_choice
 from kit.runtime.multinode.config import node_config
 from kit.shared import files
@@ -142,15 +142,6 @@ def choose_base(
     )
 
 
-def check_recorded(path: Path, options: Options) -> None:
-    """The device the rerun takes from results.json (or --device), checked before anything is
-    created. Smoke (a boolean) and repeats (1 to MAX_REPEATS) are the typed model's checks."""
-    if options.device not in ("auto", "cuda", "cpu"):
-        raise InputError(
-            f"{path}/results.json: device {options.device!r}: allowed: auto, cuda, cpu"
-        )
-
-
 def check_environment_record(path: Path, env: Environment | None) -> None:
     """environment.json names an environment of this kit (never a folder elsewhere) and says
     which base image it was built on; a docker rerun builds FROM that image: it is printed.
@@ -203,11 +194,15 @@ def rerun_bundle(
     allow_unsigned: bool = False,
     allowed_paths: tuple[Path, ...] = (),
     read_broken: bool = False,
+    device: str | None = None,
+    runtime: str | None = None,
 ) -> tuple[Bundle, int]:
-    """Rerun `path` with its recorded device, smoke scale and repeats unless `options` override.
+    """Rerun `path` with its recorded device, smoke scale and repeats unless the user's override.
 
-    `options.device`/`smoke`/`repeats`/`runtime` left as None mean "as recorded". A local path
-    the bundle's recipe names is opened only when it is in `allowed_paths` (--allow-path).
+    `device`, `runtime` (the user's --device, --runtime) and `options.smoke`/`repeats` left as
+    None mean "as recorded"; options' own device and runtime are not read. `options` is left as
+    given: the engine gets a new Options with what this rerun decided. A local path the bundle's
+    recipe names is opened only when it is in `allowed_paths` (--allow-path).
     """
     refuse_out_inside(path, options.out)
     refuse_environment_options(options)
@@ -216,30 +211,29 @@ def rerun_bundle(
     check_paths(path, recipe, allowed_paths)
     check_nodes(path, recipe, options.nodes)
     old_hw, old_env = old.hardware, old.environment
-    if options.device is None:
-        options.device = recorded.device
-    if options.smoke is None:
-        options.smoke = recorded.smoke
-    if options.repeats is None:
-        options.repeats = recorded.planned_repeats
-    check_recorded(path, options)
+    asked = device if device is not None else recorded.device
+    # the recorded device is checked before anything is created; smoke (a boolean) and repeats
+    # (1 to MAX_REPEATS) are the typed model's checks
+    check_device(asked, "--device" if device is not None else f"{path}/results.json: device")
     if recorded.k8s is not None:  # made by `kit k8s`: it reruns there, with the recorded options
-        if options.runtime is not None or strict_env:
-            flag = "--strict-env" if strict_env else f"--runtime {options.runtime}"
+        if runtime is not None or strict_env:
+            flag = "--strict-env" if strict_env else f"--runtime {runtime}"
             raise InputError(f"{flag}: {path} was made by `kit k8s` and reruns on Kubernetes")
         console.print(f"kit: rerunning {path} on Kubernetes (recipe {recipe.name})", markup=False)
         batch = registry.batch("k8s")
-        runtime = batch(batch.options_of(recorded.k8s, options.device, options.smoke,
-                                         options.repeats, options.out, options.command))  # fmt: skip
-        done = runtime.submit(recipe, reproduces=source_record(path, old))
-        return Bundle.load(Path(done)), runtime.code
-    where = options.runtime or recorded_runtime(old.environment)
+        smoke = options.smoke if options.smoke is not None else recorded.smoke
+        repeats = options.repeats or recorded.planned_repeats
+        k8s = batch(batch.options_of(recorded.k8s, asked, smoke, repeats, options.out,
+                                     options.command))  # fmt: skip
+        done = k8s.submit(recipe, reproduces=source_record(path, old))
+        return Bundle.load(Path(done)), k8s.code
+    where = runtime or recorded_runtime(old.environment)
     for flag, given in (("--image-archive", options.image_archive),
                         ("--base-image", options.base_image)):  # fmt: skip
         if where == "host" and given is not None:
             raise InputError(
                 f"{flag}: needs the docker runtime; this rerun uses the host runtime "
-                f"({'--runtime host' if options.runtime else 'as the bundle recorded'})"
+                f"({'--runtime host' if runtime else 'as the bundle recorded'})"
             )
     check_environment_record(path, old.environment)
     base, why = choose_base(path, where, old, options)
@@ -247,18 +241,15 @@ def rerun_bundle(
         console.print(f"kit: {base_image_line(old.environment)}", markup=False)
     console.print(f"kit: rerunning {path} (recipe {recipe.name}, {recorded.created_at})")
     print_recipe_env(recipe)
+    resolved = resolve_device(asked)  # once: the runtime and the engine both take this one
     name, request = rerun_request(
-        old.environment, options.runtime, resolve_device(options.device), recipe,
-        options.image_archive, options.nodes,
+        old.environment, runtime, resolved, recipe, options.image_archive, options.nodes,
     )  # fmt: skip
     if why is not None:
         console.print(f"kit: {why}", markup=False)
         request = replace(request, base_image=base)
-    runtime = registry.prepare(name, request)  # docker: the recorded environment, built or loaded
-    options.runtime, options.environment, options.base_image = (
-        name, request.environment, request.base_image,
-    )  # fmt: skip
-    known = runtime.known_environment()
+    prepared = registry.prepare(name, request)  # docker: the recorded environment, built or loaded
+    known = prepared.known_environment()
     if known is not None:
         here = validate(Environment, known, Path(f"the {name} runtime's environment"))
         diffs = environment_diff(old_env, here, old_hw, informational=True)
@@ -276,11 +267,17 @@ def rerun_bundle(
         )
     else:
         console.print("kit: the environment could not be probed; it is checked after the runs")
-    options.reproduces = source_record(path, old)
+    run_options = replace(
+        options, device=resolved,
+        smoke=options.smoke if options.smoke is not None else recorded.smoke,
+        repeats=options.repeats or recorded.planned_repeats, runtime=name,
+        environment=request.environment, base_image=request.base_image,
+        reproduces=source_record(path, old),
+    )  # fmt: skip
     # the engine knows nothing of reruns: this hook compares what the runs recorded
     return run_recipe(
-        recipe, options, after_runs=lambda new: check_after_run(new, old_env, old_hw),
-        runtime=runtime,
+        recipe, run_options, after_runs=lambda new: check_after_run(new, old_env, old_hw),
+        runtime=prepared, device=resolved,
     )  # fmt: skip
 
 

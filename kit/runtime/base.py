@@ -19,10 +19,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from kit.errors import InputError
 from kit.model.hardware import NodeInventory
 from kit.model.run import NodeRecord
 
 LOG_TAIL_LINES = 40
+
+DEVICES = ("auto", "cuda", "cpu")
+"""What --device (or a rerun's recorded device) may ask; auto: cuda where a GPU answers."""
+
+
+def check_device(requested: str, where: str = "--device") -> None:
+    """The one check of an asked device: the engine, a rerun's recorded one, multi-node."""
+    if requested not in DEVICES:
+        raise InputError(f"{where} {requested!r}: allowed: {', '.join(DEVICES)}")
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:

@@ -14,31 +14,18 @@ import platform
 import sys
 import time
 from dataclasses import dataclass, field
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from kit.shared.atomic import write_atomic
 from kit.shared.files import SPEC_SCHEMA
 from kit.shared.jsonio import dumps
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically, so a reader never sees half: a new temporary file (never opened
-    through a link: O_EXCL|O_NOFOLLOW), fsynced, then renamed over `path`; removed on failure.
-    Strict JSON (`dumps`): the kit never writes a file its own loader refuses."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{time.monotonic_ns()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, 0o644)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(dumps(data))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    """Write JSON atomically (kit.shared.atomic), so a reader never sees half. Strict JSON
+    (`dumps`): the kit never writes a file its own loader refuses."""
+    write_atomic(path, dumps(data).encode("utf-8"))
 
 
 @dataclass
@@ -121,43 +108,6 @@ def versions() -> dict[str, str | None]:
         if module is not None:
             out[name] = getattr(module, "__version__", None)
     return out
-
-
-class StepTimer:
-    """Per-step times with no host synchronize inside the window.
-
-    On a GPU a CUDA event is recorded on the current stream at every step boundary and the times
-    are read once, after the window: a synchronize per step would drain the launch queue at each
-    boundary, which cost the ResNet-50 DDP step 3% on an H200 against a plain loop (see
-    reports/measurements/2026-11-23-h200x1-step-timing). Event deltas include any time the GPU
-    waited for the host, so a launch-bound step is timed as long as it really takes. On the CPU,
-    where work is synchronous, the wall clock.
-    """
-
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-        self._marks: list[Any] = []
-        self._event: Any = None
-        if ctx.is_cuda:
-            import torch
-
-            self._event = torch.cuda.Event  # looked up once, not at every step
-
-    def mark(self) -> None:
-        """A step boundary: call once before the first step and once after every step."""
-        if self._event is not None:
-            event = self._event(enable_timing=True)
-            event.record()
-            self._marks.append(event)
-        else:
-            self._marks.append(time.perf_counter())
-
-    def times(self) -> list[float]:
-        """Seconds between consecutive marks (waits for the device once)."""
-        if self.ctx.is_cuda:
-            self.ctx.synchronize()
-            return [a.elapsed_time(b) / 1e3 for a, b in pairwise(self._marks)]
-        return [b - a for a, b in pairwise(self._marks)]
 
 
 class FrozenHeap:

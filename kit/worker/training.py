@@ -6,7 +6,7 @@ work and FLOPs per step, and the facts it records) and `run = runner(ParamsClass
 torchtitan's train specs plug a model into one trainer.
 
 Method: a step's time is the time between CUDA events recorded at its boundaries, with no host
-synchronize inside the window (StepTimer; the wall clock on the CPU); every step time and every loss is kept, warm-up steps included, and the warm-up
+synchronize inside the window (kit.workloads.timing.StepTimer; the wall clock on the CPU); every step time and every loss is kept, warm-up steps included, and the warm-up
 steps are left out of every figure. A minimum window (min_window_s) is met by a step count every
 rank agrees on before the window opens, planned from the fastest warm-up step; a window that
 still falls short is extended after a synchronize, and its window_rule says so. Python's garbage
@@ -43,8 +43,9 @@ import torch.distributed as dist
 
 from kit.shared.gpu_specs import peak_flops  # one table of datasheet peaks, shared with the report
 from kit.shared.metrics import record
-from kit.worker.common import Context, FrozenHeap, StepTimer
+from kit.worker.common import Context, FrozenHeap
 from kit.worker.energy import EnergyCounter, gathered
+from kit.workloads.timing import StepTimer
 
 GIB = 1 << 30
 

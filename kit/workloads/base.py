@@ -15,6 +15,12 @@ from kit.shared.metrics import CATALOG, Metric
 STRICT = {"extra": "forbid"}
 
 
+class SpecError(ValueError):
+    """A workload folder's spec that cannot be built (a metric the catalog lacks, a field the
+    training loop needs): the registry sets that workload aside with this one line, so every
+    other command still starts, and a recipe naming it fails validation with the line."""
+
+
 def check(ok: bool, field_name: str, allowed: str) -> None:
     """A parameter check whose message names its field first (the recipe loader points there)."""
     if not ok:
@@ -72,6 +78,25 @@ class Sweep:
 
 
 @dataclass(frozen=True)
+class Phrase:
+    """One phrase of the report's "what ran" line, from the names of this workload's parameters.
+
+    Each name is read from the run's parameters, else the recipe's; with `recorded`, first from
+    the fact the run's result recorded under that name (a run in fp32 says fp32 whatever was
+    asked). `words` holds one
+    "{}" per value: with one, the first name present is said; with several, all of them or
+    nothing. A boolean says `words` when on and `off` (None: nothing) when off; `sizes` says
+    byte counts in nccl-tests' words (8 B, 1 GiB); a list is joined with "/".
+    """
+
+    names: tuple[str, ...]
+    words: str = "{}"
+    off: str | None = None
+    sizes: bool = False
+    recorded: bool = False
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     """Everything the driver (recipe, report, compare, adaptive repeats) knows about one kind.
 
@@ -81,6 +106,7 @@ class WorkloadSpec:
     secondary: further metrics that get a verdict sentence of their own when present.
     figures: its figure kind, a name in kit.report.kinds.KINDS, which says what the report and
     compare draw and print for it ("sweep", "training", "matrix", "ceiling").
+    ran: what the report's "what ran" line says of its runs, in order (Phrase).
     method: the workload's paragraph on the report's Method page, a Jinja template that sees `a`
     (facts read from the runs: label, params, world, backend, timing, bus_factor, ...) and `s`
     (this spec).
@@ -96,6 +122,7 @@ class WorkloadSpec:
     metrics: tuple[Metric, ...] = ()
     secondary: tuple[str, ...] = ()
     sweep: Sweep | None = None
+    ran: tuple[Phrase, ...] = ()
     smoke_model: bool = False  # a smoke run builds a smaller model than the label names
 
     @property
@@ -111,7 +138,7 @@ def metrics(*names: str) -> tuple[Metric, ...]:
     """A workload's metrics, by their names in the catalog."""
     unknown = [n for n in names if n not in CATALOG]
     if unknown:
-        raise ValueError(
+        raise SpecError(
             f"no metric named {', '.join(map(repr, unknown))} in the catalog: add an entry to "
             "kit/shared/metrics.py (CATALOG), or correct the name"
         )

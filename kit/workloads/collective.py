@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from kit.workloads.base import STRICT, Sweep, WorkloadSpec, check, metrics
+from kit.workloads.base import STRICT, Phrase, Sweep, WorkloadSpec, check, metrics
 
 
 @dataclass
@@ -104,4 +104,5 @@ def collective_spec(
         method=SWEEP_METHOD,
         metrics=SWEEP_METRICS,
         sweep=sweep,
+        ran=(Phrase(("min_bytes", "max_bytes"), "{} to {}", sizes=True), Phrase(("dtype",))),
     )

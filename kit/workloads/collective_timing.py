@@ -30,6 +30,7 @@ import torch.distributed as dist
 
 from kit.worker.common import Context
 from kit.workloads.collective import CollectiveParams
+from kit.workloads.timing import elapsed
 
 Op = Callable[[], None]
 
@@ -185,30 +186,14 @@ def _slowest(ctx: Context, seconds: float) -> float:
     return float(t.item())
 
 
-def _time_host(ctx: Context, op: Op, p: CollectiveParams) -> float:
+def _time_eager(ctx: Context, op: Op, p: CollectiveParams) -> float:
+    """Seconds per call of `iters` back-to-back calls after the warm-up, ranks lined up:
+    CUDA events on a GPU, the host clock on the CPU (kit.workloads.timing)."""
     for _ in range(p.warmup_iters):
         op()
     ctx.synchronize()
     dist.barrier()
-    t0 = time.perf_counter()
-    for _ in range(p.iters):
-        op()
-    ctx.synchronize()
-    return (time.perf_counter() - t0) / p.iters
-
-
-def _time_events(op: Op, p: CollectiveParams) -> float:
-    for _ in range(p.warmup_iters):
-        op()
-    torch.cuda.synchronize()
-    dist.barrier()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(p.iters):
-        op()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / p.iters
+    return elapsed(ctx, op, p.iters) / p.iters
 
 
 def capture(op: Op, p: CollectiveParams) -> torch.cuda.CUDAGraph:
@@ -227,17 +212,12 @@ def capture(op: Op, p: CollectiveParams) -> torch.cuda.CUDAGraph:
     return graph
 
 
-def _time_graph(graph: torch.cuda.CUDAGraph, p: CollectiveParams) -> float:
+def _time_graph(ctx: Context, graph: torch.cuda.CUDAGraph, p: CollectiveParams) -> float:
     for _ in range(max(1, p.warmup_iters // p.iters)):
         graph.replay()
     torch.cuda.synchronize()
     dist.barrier()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / p.iters
+    return elapsed(ctx, graph.replay) / p.iters
 
 
 EAGER_METHOD = {
@@ -303,11 +283,9 @@ def _trials(
     for _ in range(p.trials):
         refill()
         if graph is not None:
-            times.append(_mean(ctx, _time_graph(graph, p)))
-        elif ctx.is_cuda:
-            times.append(_slowest(ctx, _time_events(op, p)))
+            times.append(_mean(ctx, _time_graph(ctx, graph, p)))
         else:
-            times.append(_slowest(ctx, _time_host(ctx, op, p)))
+            times.append(_slowest(ctx, _time_eager(ctx, op, p)))
     return times, {}
 
 
@@ -319,17 +297,10 @@ def _latency(ctx: Context, p: CollectiveParams, op: Op, refill: Op) -> list[floa
         refill()
         if ctx.is_cuda:
             _lineup(ctx, 0.0)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            op()
-            end.record()
-            end.synchronize()
-            out.append(_mean(ctx, start.elapsed_time(end) / 1e3) * 1e6)
+            out.append(_mean(ctx, elapsed(ctx, op)) * 1e6)
         else:
             dist.barrier()
-            t0 = time.perf_counter()
-            op()
-            out.append(_slowest(ctx, time.perf_counter() - t0) * 1e6)
+            out.append(_slowest(ctx, elapsed(ctx, op)) * 1e6)
     return out
 
 

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from kit.workloads.base import WorkloadSpec, metrics
+from kit.workloads.base import Phrase, SpecError, WorkloadSpec, metrics
+
+PRECISION = Phrase(("precision",), recorded=True)
+"""The precision the training loop records for every run (its Built's): what ran, not what was
+asked."""
 
 TRAINING_METRICS = metrics(
     "throughput", "throughput_window", "step_time_s", "peak_mem_gib", "mfu", "tokens_per_s"
@@ -61,11 +65,14 @@ LOOP_FIELDS = ("seed", "warmup_steps", "steps", "min_window_s")
 params: a params class without them fails here, when the kit starts, not in every run."""
 
 
-def training_spec(kind: str, label: str, description: str, params: type) -> WorkloadSpec:
-    """The spec of one training workload: judged by throughput, drawn as bars and step traces."""
+def training_spec(
+    kind: str, label: str, description: str, params: type, ran: tuple[Phrase, ...]
+) -> WorkloadSpec:
+    """The spec of one training workload: judged by throughput, drawn as bars and step traces.
+    `ran`: its phrases of the "what ran" line (the precision the loop recorded among them)."""
     missing = [f for f in LOOP_FIELDS if f not in {x.name for x in fields(params)}]
     if missing:
-        raise TypeError(
+        raise SpecError(
             f"kit/workloads/{kind}/params.py: {params.__name__} lacks {', '.join(missing)}, "
             "which the training loop (kit/worker/training.py) reads"
         )
@@ -78,5 +85,6 @@ def training_spec(kind: str, label: str, description: str, params: type) -> Work
         figures="training",
         method=TRAINING_METHOD,
         metrics=TRAINING_METRICS,
+        ran=ran,
         smoke_model=True,
     )

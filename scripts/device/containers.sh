@@ -22,7 +22,8 @@
 #   rerun   kit reproduce BUNDLE of a bundle made by `docker` on another machine (a .tar.gz)
 # KIT_ARGS adds options to the docker and host stages (--repeats 1), RERUN_ARGS to the rerun;
 # REIMPORT=1 imports the base image anew. A stage named again writes a new bundle (NAME-2, ...):
-# `docker host docker host` are interleaved rounds (scripts/device/runtime_ratio.py pairs them);
+# `docker host docker host` are interleaved rounds (runtime_ratio.py of
+# reports/measurements/2026-11-24-h100x1-llama-container-rounds pairs them);
 # PACK=0 leaves the bundles in /tmp/bundles for the caller to pack. `recipe=PATH` between stages
 # switches the recipe for the stages after it, `only=NAME` keeps one of its benchmarks; BUDGET_S=N starts no stage after N seconds (a
 # device call has 600).

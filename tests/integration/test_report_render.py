@@ -20,7 +20,8 @@ from pypdf import PdfReader
 from kit.bundle import Bundle, verify_manifest, write_manifest
 from kit.facts.price import parse_price
 from kit.model import load_bundle
-from kit.report.render import offline_fetcher, render_bundle, write_pdf
+from kit.report.pdf import offline_fetcher, write_pdf
+from kit.report.render import render_bundle
 from kit.stats import summarize
 from tests.conftest import needs_pdf, run_kit
 

@@ -1,6 +1,7 @@
 """The device harness's comparison scripts, on committed bundles and shipped nccl-tests runs.
 
-collectives_check.py and runtime_ratio.py judge what a device call brings back; here they read
+collectives_check.py (scripts/device/) and the Llama container study's instruments (in its
+measurement folders: runtime_ratio.py, place_table.py, ...) judge what a device call brings back; here they read
 real recorded data (the 2x H200 all-reduce example with the nccl-tests runs of its session, and
 the interleaved H100 container rounds), so a change that breaks their reading fails on the CPU.
 """
@@ -19,9 +20,13 @@ import pytest
 
 from tests.conftest import ROOT
 
+# the Llama container study's instruments, in the measurement folders whose results they made
+ROUNDS_TOOLS = ROOT / "reports/measurements/2026-11-24-h100x1-llama-container-rounds"
+VARIANTS_TOOLS = ROOT / "reports/measurements/2026-11-24-llama-container-variants"
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts/device" / f"{name}.py")
+
+def _load(name: str, folder: Path = ROOT / "scripts/device"):
+    spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -67,7 +72,7 @@ def test_runtime_ratio_pairs_rounds_in_the_order_they_ran(tmp_path: Path) -> Non
     bundles = sorted(ROUNDS.iterdir(), reverse=True)  # any order on the command line
     out = tmp_path / "ratio.md"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts/device/runtime_ratio.py"), *map(str, bundles),
+        [sys.executable, str(ROUNDS_TOOLS / "runtime_ratio.py"), *map(str, bundles),
          "--out", str(out)],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
@@ -89,7 +94,7 @@ def test_place_table_reads_each_run_and_groups_by_place(tmp_path: Path) -> None:
     bundles = sorted(PLACES.iterdir(), reverse=True)
     out = tmp_path / "places.md"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts/device/place_table.py"), *map(str, bundles),
+        [sys.executable, str(VARIANTS_TOOLS / "place_table.py"), *map(str, bundles),
          "--out", str(out)],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
@@ -115,13 +120,14 @@ def _device_copy(tmp_path: Path, name: str, source: str) -> tuple[list[str], Pat
     """A scratch tree holding the device script `name` and a copy of the kit file it edits;
     checks that the script refuses outside a device copy. (the command, the copied file)"""
     copy = tmp_path / "tree"
-    (copy / "scripts/device").mkdir(parents=True)
+    tools = copy / VARIANTS_TOOLS.relative_to(ROOT)
+    tools.mkdir(parents=True)
     for script in (name, "device_copy.py"):
-        shutil.copy(ROOT / "scripts/device" / script, copy / "scripts/device")
+        shutil.copy(VARIANTS_TOOLS / script, tools)
     target = copy / source
     target.parent.mkdir(parents=True)
     shutil.copy(ROOT / source, target)
-    command = [sys.executable, str(copy / "scripts/device" / name)]
+    command = [sys.executable, str(tools / name)]
     refused = subprocess.run(command, capture_output=True, text=True, env={"PATH": "/usr/bin"})
     assert refused.returncode == 2 and "device call's copy" in refused.stderr
     return command, target
@@ -187,7 +193,7 @@ def test_step_stats_edit_only_a_device_copy_and_the_table_reads_them(tmp_path: P
     shutil.copytree(tmp_path / "tree", traced)
     shutil.copy(ROOT / "kit/worker/training.py", traced / "kit/worker/training.py")
     subprocess.run(
-        [sys.executable, str(traced / "scripts/device/step_stats.py")],
+        [sys.executable, str(traced / VARIANTS_TOOLS.relative_to(ROOT) / "step_stats.py")],
         check=True, capture_output=True, env={**DEVICE_COPY, "PROFILE": "1"},
     )  # fmt: skip
     assert "PROFILE = (20, 25)" in (traced / "kit/worker/exp_step_stats.py").read_text()
@@ -197,7 +203,7 @@ def test_step_stats_edit_only_a_device_copy_and_the_table_reads_them(tmp_path: P
     shutil.unpack_archive(folder / "call5-bundles.tar.xz", tmp_path / "call5")
     bundles = sorted((tmp_path / "call5").iterdir())
     table = subprocess.run(
-        [sys.executable, str(ROOT / "scripts/device/step_stats_table.py"), *map(str, bundles)],
+        [sys.executable, str(VARIANTS_TOOLS / "step_stats_table.py"), *map(str, bundles)],
         check=True, capture_output=True, text=True,
     ).stdout  # fmt: skip
     assert table == (folder / "call5-steps.md").read_text()  # what the folder shows
@@ -209,8 +215,8 @@ def test_rounds_places_use_switches_the_variants_script_defines() -> None:
     """Every KIT_EXP_ switch container_rounds.sh sets (dall, dsw, dsetup combine several) is one
     container_variants.py writes into the copy: a misspelt switch would run the plain container
     under another place's name."""
-    rounds = (ROOT / "scripts/device/container_rounds.sh").read_text()
-    variants = (ROOT / "scripts/device/container_variants.py").read_text()
+    rounds = (VARIANTS_TOOLS / "container_rounds.sh").read_text()
+    variants = (VARIANTS_TOOLS / "container_variants.py").read_text()
     used = set(re.findall(r"KIT_EXP_[A-Z_]+", rounds))
     assert {"KIT_EXP_STACK", "KIT_EXP_HOSTFS", "KIT_EXP_ENV"} <= used
     for switch in used:
@@ -220,9 +226,9 @@ def test_rounds_places_use_switches_the_variants_script_defines() -> None:
 
 
 def _calls_table(calls: list[Path], out: Path, *args: str) -> str:
-    """scripts/device/calls_table.py over CALLS, written to OUT; its text."""
+    """calls_table.py (the variants study's) over CALLS, written to OUT; its text."""
     subprocess.run(
-        [sys.executable, str(ROOT / "scripts/device/calls_table.py"), *map(str, calls),
+        [sys.executable, str(VARIANTS_TOOLS / "calls_table.py"), *map(str, calls),
          "--out", str(out), *args],
         check=True, capture_output=True, text=True,
     )  # fmt: skip
@@ -252,10 +258,10 @@ def test_equal_pages_tables_come_out_of_the_committed_bundles(tmp_path: Path) ->
     0.999x."""
     folder = ROOT / "reports/measurements/2026-11-24-llama-container-equal-pages"
     calls = [folder / f"calls/call{n}-bundles.tar.xz" for n in range(1, 7)]
-    call_bundles = _load("calls_table").call_bundles
+    call_bundles = _load("calls_table", VARIANTS_TOOLS).call_bundles
     for call in calls:
         steps = subprocess.run(
-            [sys.executable, str(ROOT / "scripts/device/step_stats_table.py"),
+            [sys.executable, str(VARIANTS_TOOLS / "step_stats_table.py"),
              *map(str, call_bundles(call, tmp_path))],
             check=True, capture_output=True, text=True,
         ).stdout  # fmt: skip

@@ -11,7 +11,7 @@ import statistics
 import pytest
 
 from kit.model import Hardware
-from kit.report import analysis, plots
+from kit.report import analysis, plot_silicon
 from kit.workloads.copy_bandwidth import matrix
 from tests.conftest import recipe_model, results_model
 
@@ -170,7 +170,7 @@ def test_pair_matrices_print_as_nvbandwidth_and_skip_what_was_refused():
     assert any(
         "NVLink datasheet figure per direction" in n and "18 NVLink links" in n for n in s.notes
     )
-    svg = plots.heatmap(s.matrices[0]["matrix"], s.matrices[0]["title"], "GB/s", "t")
+    svg = plot_silicon.heatmap(s.matrices[0]["matrix"], s.matrices[0]["title"], "GB/s", "t")
     assert svg.startswith("<svg") and "N/A" in svg and "361" in svg
 
 
@@ -182,7 +182,7 @@ def test_ceilings_share_of_datasheet_and_the_outlier():
     assert c["alone_median"] == pytest.approx(790.0)
     assert c["peak_tflops"] == 989 and c["share"] == pytest.approx(785 / 989)
     assert c["outliers"] == [3]
-    assert plots.ceilings(s.ceilings, "t", "t").startswith("<svg")
+    assert plot_silicon.ceilings(s.ceilings, "t", "t").startswith("<svg")
 
 
 def test_training_and_allreduce_are_placed_against_the_measured_ceilings():

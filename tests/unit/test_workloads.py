@@ -14,7 +14,7 @@ from kit.recipe import load_recipe
 from kit.report.kinds import KINDS as FIGURE_KINDS
 from kit.shared import metrics as catalog
 from kit.workloads import registry
-from kit.workloads.base import WorkloadSpec
+from kit.workloads.base import SpecError, WorkloadSpec
 from tests.conftest import ROOT
 
 KIT = ROOT / "kit"
@@ -77,8 +77,8 @@ def test_a_training_params_class_must_hold_what_the_loop_reads():
         seed: int = 0
         steps: int = 3
 
-    with pytest.raises(TypeError, match="Lacking lacks warmup_steps, min_window_s, which the"):
-        training_spec("toy", "Toy", "a toy", Lacking)
+    with pytest.raises(SpecError, match="Lacking lacks warmup_steps, min_window_s, which the"):
+        training_spec("toy", "Toy", "a toy", Lacking, ())
 
 
 def test_a_metric_name_the_catalog_lacks_is_named():

@@ -22,11 +22,11 @@ from kit.report.analysis.model import (
     is_ok,
     p2p_disabled,
 )
+from kit.report.analysis.ran import ran_line
 from kit.report.analysis.silicon import Silicon, silicon
 from kit.report.analysis.summary import (
     BenchSummary,
     VariantSummary,
-    ran_line,
     settings,
     summarize_bench,
     variant_definition,

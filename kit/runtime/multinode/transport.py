@@ -18,6 +18,7 @@ from typing import Any
 
 from kit.errors import InputError, KitError
 from kit.model import NodeInventory, validate
+from kit.runtime.base import check_device
 from kit.runtime.containers.client import LABEL_OWNER, remove_container
 from kit.runtime.containers.docker import STOP_GRACE_S
 from kit.runtime.containers.gpus import style as gpu_style
@@ -73,8 +74,7 @@ def connect_all(config: NodeConfig) -> list[Node]:
 
 def nodes_device(requested: str, config: NodeConfig) -> str:
     """The device of a multi-node run: the nodes decide, not the machine the driver runs on."""
-    if requested not in ("auto", "cuda", "cpu"):
-        raise InputError(f"--device {requested!r}: allowed: auto, cuda, cpu")
+    check_device(requested)
     if requested != "auto":
         return requested
     nodes = connect_all(config)

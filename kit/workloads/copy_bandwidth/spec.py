@@ -1,6 +1,6 @@
 """The copy-bandwidth workload as the driver sees it (nvbandwidth's testcases, one run)."""
 
-from kit.workloads.base import WorkloadSpec, metrics
+from kit.workloads.base import Phrase, WorkloadSpec, metrics
 from kit.workloads.copy_bandwidth.params import CopyBandwidthParams
 
 METHOD = """\
@@ -29,6 +29,7 @@ SPEC = WorkloadSpec(
     secondary=("h2d_gbps", "d2h_gbps", "pair_ce_one_way_gbps"),
     figures="matrix",
     method=METHOD,
+    ran=(Phrase(("size_mib",), "{} MiB copies"),),
     metrics=metrics(
         "device_local_gbps",
         "h2d_gbps",

@@ -36,6 +36,7 @@ from kit.shared.metrics import record
 from kit.worker.common import Context
 from kit.workloads.copy_bandwidth import matrix
 from kit.workloads.copy_bandwidth.params import CopyBandwidthParams
+from kit.workloads.timing import elapsed
 
 MIB = 1 << 20
 WARMUP_COPIES = 4  # nvbandwidth's WARMUP_COUNT: queued behind the spin, before the start event
@@ -335,10 +336,8 @@ def _measure_cpu(ctx: Context, p: CopyBandwidthParams) -> dict[str, Any]:
         loop = plateau_loop(mib, p.loop_count) if mib < p.size_mib else p.loop_count
         runs = []
         for _ in range(p.samples):
-            t0 = time.perf_counter()
-            for _ in range(loop):
-                dst.copy_(src)
-            runs.append(mib * MIB * loop / (time.perf_counter() - t0) / 1e9)
+            seconds = elapsed(ctx, lambda dst=dst, src=src: dst.copy_(src), loop)
+            runs.append(mib * MIB * loop / seconds / 1e9)
         plateau.append(
             {
                 "device": "cpu",

@@ -1,6 +1,6 @@
 """The matmul-ceiling workload as the driver sees it (mamf-finder's search, every GPU)."""
 
-from kit.workloads.base import WorkloadSpec, metrics
+from kit.workloads.base import Phrase, WorkloadSpec, metrics
 from kit.workloads.matmul_ceiling.params import MatmulCeilingParams
 
 DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
@@ -28,5 +28,6 @@ SPEC = WorkloadSpec(
     secondary=("tflops_fp8", "tflops_tf32"),
     figures="ceiling",
     method=METHOD,
+    ran=(Phrase(("dtypes",)),),
     metrics=metrics(*(f"tflops_{d}{x}" for d in DTYPES for x in ("", "_weakest", "_alone"))),
 )

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -29,6 +28,7 @@ import torch.distributed as dist
 from kit.shared.metrics import record
 from kit.worker.common import Context
 from kit.workloads.matmul_ceiling.params import MatmulCeilingParams
+from kit.workloads.timing import elapsed
 
 TORCH_DTYPES = {
     "bf16": torch.bfloat16,
@@ -74,22 +74,6 @@ def operation(dtype: str, m: int, n: int, k: int, device: torch.device) -> Calla
     return lambda: torch.matmul(a, b, out=out)
 
 
-def _timed(ctx: Context, op: Callable[[], Any], count: int) -> float:
-    """Seconds for `count` back-to-back calls: CUDA events on a GPU, the host clock on the CPU."""
-    if ctx.is_cuda:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(count):
-            op()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3
-    t0 = time.perf_counter()
-    for _ in range(count):
-        op()
-    return time.perf_counter() - t0
-
-
 def measure(
     ctx: Context, dtype: str, shape: tuple[int, int, int], seconds: float, p: MatmulCeilingParams
 ) -> dict[str, Any]:
@@ -98,10 +82,10 @@ def measure(
     op = operation(dtype, m, n, k, ctx.device)
     for _ in range(p.warmup):
         op()
-    probe = _timed(ctx, op, 1)
+    probe = elapsed(ctx, op, 1)
     count = max(1, math.ceil(seconds / max(probe, 1e-9)))
     flop = 2.0 * m * n * k * count
-    trials = [flop / _timed(ctx, op, count) / 1e12 for _ in range(p.trials)]
+    trials = [flop / elapsed(ctx, op, count) / 1e12 for _ in range(p.trials)]
     return {
         "shape": list(shape),
         "matmuls": count,

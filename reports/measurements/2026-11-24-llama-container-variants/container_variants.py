@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Switches for experiments on the kit's GPU container, written into a device call's copy of the tree.
 
-    KIT_DEVICE_COPY=1 python3 scripts/device/container_variants.py
+    KIT_DEVICE_COPY=1 python3 reports/measurements/2026-11-24-llama-container-variants/container_variants.py
 
-scripts/device/container_rounds.sh runs this on the lent machine, on the device tool's copy of
+reports/measurements/2026-11-24-llama-container-variants/container_rounds.sh runs this on the lent machine, on the device tool's copy of
 the working tree (thrown away after the call), never in a checkout: it edits
 kit/runtime/containers/docker.py so that three environment variables of the driver change one
 thing each about the container a run gets. They are experiments, not options of the kit:
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from device_copy import edit_copy  # scripts/device/, beside this script
+from device_copy import edit_copy  # beside this script
 
-FILE = Path(__file__).resolve().parents[2] / "kit/runtime/containers/docker.py"
+FILE = Path(__file__).resolve().parents[3] / "kit/runtime/containers/docker.py"
 
 EDITS = [
     (

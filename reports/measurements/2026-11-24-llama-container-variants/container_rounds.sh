@@ -3,7 +3,7 @@
 # same kit run in places that differ in one thing each, interleaved in one device call.
 #
 #   device run, carry [".whl", ".device"]:
-#     bash scripts/device/container_rounds.sh drop docker hostcg host hostcg docker host
+#     bash reports/measurements/2026-11-24-llama-container-variants/container_rounds.sh drop docker hostcg host hostcg docker host
 #
 # Places (each one `kit reproduce` of the recipe's BENCHMARK, one repeat, a bundle of its own):
 #   docker  the kit's GPU container (scripts/device/containers.sh docker)
@@ -36,14 +36,15 @@
 #             (reports/measurements/2026-11-24-llama-container-equal-pages)
 #   readlibs  read every shared library of the image's layers and of the host's /opt/torch and
 #             /usr/lib once, front to back (the page cache then holds them as a read left them)
-# The d* places edit this call's copy of the kit (scripts/device/container_variants.py).
+# The d* places edit this call's copy of the kit (reports/measurements/2026-11-24-llama-container-variants/container_variants.py).
 # STATS=1 adds what the host did in every timed step to each run's data
-# (scripts/device/step_stats.py; scripts/device/step_stats_table.py reads it, into $OUT/steps.md);
+# (reports/measurements/2026-11-24-llama-container-variants/step_stats.py; reports/measurements/2026-11-24-llama-container-variants/step_stats_table.py reads it, into $OUT/steps.md);
 # PROFILE=1 with it also traces steps 20-25 of every run with torch.profiler (slower runs).
 # RECIPE (recipes/single_gpu.yaml) and BENCHMARK (llama-8b-lora) pick the run; BUDGET_S (490)
 # starts no place after that many seconds. Bundles go to $OUT/bundles.tgz as NN-PLACE (the order
-# run); `python3 scripts/device/place_table.py` reads them.
+# run); `python3 reports/measurements/2026-11-24-llama-container-variants/place_table.py` reads them.
 set -uo pipefail
+cd "$(dirname "$0")/../../.."  # the repository root: every path below is from there
 : "${OUT:=/tmp/out}"
 export RECIPE=${RECIPE:-recipes/single_gpu.yaml}
 BENCHMARK=${BENCHMARK:-llama-8b-lora}
@@ -55,8 +56,8 @@ log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/order.log"; }
 
 bash scripts/device/containers.sh daemon >"$OUT/daemon.log" 2>&1 || { tail "$OUT/daemon.log"; exit 1; }
 export PYTHONPATH="/tmp/site:$PWD"  # the carried wheels containers.sh installed (pydantic)
-KIT_DEVICE_COPY=1 python3 scripts/device/container_variants.py | tee -a "$OUT/order.log"
-[ "${STATS:-0}" = 1 ] && KIT_DEVICE_COPY=1 python3 scripts/device/step_stats.py | tee -a "$OUT/order.log"
+KIT_DEVICE_COPY=1 python3 reports/measurements/2026-11-24-llama-container-variants/container_variants.py | tee -a "$OUT/order.log"
+[ "${STATS:-0}" = 1 ] && KIT_DEVICE_COPY=1 python3 reports/measurements/2026-11-24-llama-container-variants/step_stats.py | tee -a "$OUT/order.log"
 
 one() {  # one PLACE STAGE [PREFIX...]: containers.sh STAGE for the benchmark, under PREFIX
   local place=$1 stage=$2 made
@@ -113,5 +114,5 @@ for place in "$@"; do
   esac
 done
 tar -czf "$OUT/bundles.tgz" -C "$PLACES" .
-python3 scripts/device/place_table.py "$PLACES"/* | tee "$OUT/places.md"
-[ "${STATS:-0}" = 1 ] && python3 scripts/device/step_stats_table.py "$PLACES"/* | tee "$OUT/steps.md"
+python3 reports/measurements/2026-11-24-llama-container-variants/place_table.py "$PLACES"/* | tee "$OUT/places.md"
+[ "${STATS:-0}" = 1 ] && python3 reports/measurements/2026-11-24-llama-container-variants/step_stats_table.py "$PLACES"/* | tee "$OUT/steps.md"

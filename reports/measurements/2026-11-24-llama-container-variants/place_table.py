@@ -2,9 +2,9 @@
 """One training benchmark run in several places: each run's throughput and step-time tail, and
 each place against the host runtime.
 
-    python3 scripts/device/place_table.py BUNDLE... [--out places.md]
+    python3 reports/measurements/2026-11-24-llama-container-variants/place_table.py BUNDLE... [--out places.md]
 
-The bundles come from scripts/device/container_rounds.sh: each holds one run of one training
+The bundles come from reports/measurements/2026-11-24-llama-container-variants/container_rounds.sh: each holds one run of one training
 benchmark, made on the host runtime or in a GPU container that differs from the kit's in one
 thing. A bundle's place is the last part of its folder name (`call2-3-hostcg` is `hostcg`).
 Per run: the whole-window throughput (the figure a power-capped page leads with), the median-step
@@ -21,7 +21,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
 from kit.model import load_bundle  # noqa: E402

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Host-side statistics of every timed step, written into a device call's copy of the tree.
 
-    KIT_DEVICE_COPY=1 python3 scripts/device/step_stats.py
+    KIT_DEVICE_COPY=1 python3 reports/measurements/2026-11-24-llama-container-variants/step_stats.py
 
 An experiment on why a training step reads slower in the kit's GPU container than on the host
 (reports/measurements/*-llama-container-*): the GPU sits idler in the slow runs, so the host
@@ -16,7 +16,7 @@ main thread did in each timed step and where the rest of the process spent its C
   window     every thread's CPU time, /proc/stat's CPU lines (steal included), /proc/pressure/cpu
              and the cgroup's cpu.stat, at the window's edges
 
-They land in the run's data as `exp_step_stats`; scripts/device/step_stats_table.py reads them.
+They land in the run's data as `exp_step_stats`; reports/measurements/2026-11-24-llama-container-variants/step_stats_table.py reads them.
 Never run it in a checkout: it edits kit/worker/training.py and writes kit/worker/exp_step_stats.py.
 """
 
@@ -25,9 +25,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from device_copy import edit_copy  # scripts/device/, beside this script
+from device_copy import edit_copy  # beside this script
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TRAINING = ROOT / "kit/worker/training.py"
 MODULE = ROOT / "kit/worker/exp_step_stats.py"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Containers against the host runtime: the headline of each benchmark and variant, paired by round.
 
-    python3 scripts/device/runtime_ratio.py BUNDLE... [--out runtime_ratio.md]
+    python3 reports/measurements/2026-11-24-h100x1-llama-container-rounds/runtime_ratio.py BUNDLE... [--out runtime_ratio.md]
 
 The bundles come from interleaved rounds in one device call (docker, host, docker, host, ...;
 scripts/device/containers.sh makes them): each bundle's runtime is read from its
@@ -20,7 +20,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
 from kit.stats import paired_ratio  # noqa: E402

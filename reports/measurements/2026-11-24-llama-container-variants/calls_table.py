@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """One place against the host runtime over many device calls: each call's ratio, and all of them.
 
-    python3 scripts/device/calls_table.py CALL... [--place docker] [--out calls.md]
+    python3 reports/measurements/2026-11-24-llama-container-variants/calls_table.py CALL... [--place docker] [--out calls.md]
 
-A CALL is one device call's bundles from scripts/device/container_rounds.sh: a folder of them,
+A CALL is one device call's bundles from reports/measurements/2026-11-24-llama-container-variants/container_rounds.sh: a folder of them,
 or the `callN-bundles.tar.xz` the measurement folders keep. Each call is one lent machine, and
 machines differ by several percent from call to call, so runs compare only within their call:
 per call, the median whole-window throughput of PLACE's runs over the host's
@@ -23,11 +23,11 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from place_table import BASELINE, run_row  # noqa: E402  (scripts/device/, beside this script)
+from place_table import BASELINE, run_row  # noqa: E402  (beside this script)
 from step_stats_table import THREADS, load, ordinary_cpu_ms  # noqa: E402
 
 from kit.stats import paired_ratio  # noqa: E402

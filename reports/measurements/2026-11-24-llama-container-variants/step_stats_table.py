@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""What the host did in each timed step, per run, from bundles made with scripts/device/step_stats.py.
+"""What the host did in each timed step, per run, from bundles made with reports/measurements/2026-11-24-llama-container-variants/step_stats.py.
 
-    python3 scripts/device/step_stats_table.py BUNDLE...
+    python3 reports/measurements/2026-11-24-llama-container-variants/step_stats_table.py BUNDLE...
 
 One row per run: whole-window throughput, the GPU's mean utilisation (telemetry), and over the
 timed window the main thread's CPU time, its wait on a run queue, its involuntary context

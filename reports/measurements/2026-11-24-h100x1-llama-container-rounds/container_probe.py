@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Why a workload reads slower in a GPU container than on the host: one probe, several places.
 
-    python3 scripts/device/container_probe.py [--image kit-host-stack:local] [--rounds 2]
+    python3 reports/measurements/2026-11-24-h100x1-llama-container-rounds/container_probe.py [--image kit-host-stack:local] [--rounds 2]
         [--places host,kit,...] [--lora-only] [--steps 15]
 
 Run on a lent GPU machine after `scripts/device/containers.sh daemon` (dockerd with CDI and the
