@@ -8,7 +8,7 @@ two all-reduces per layer per step). On a GPU the decode step is one CUDA graph 
 ("graph"; or torch.compile's reduce-overhead, or eager), replayed back to back: the host only
 queues replays and CUDA events, and reads nothing back until the generation ends.
 
-Timing (CUDA events on a GPU, kit.worker.common.StepTimer; the wall clock on the CPU): an event
+Timing (CUDA events on a GPU, kit.workloads.timing.StepTimer; the wall clock on the CPU): an event
 before the prefill, after it, and after every decode step. Each step's time is the slowest rank's.
 
     prefill tokens/s = B x prompt_len x groups / median prefill time
@@ -37,9 +37,10 @@ import torch.distributed as dist
 
 from kit.shared.gpu_specs import spec_for
 from kit.shared.metrics import record
-from kit.worker.common import Context, FrozenHeap, StepTimer
+from kit.worker.common import Context, FrozenHeap
 from kit.workloads.llm_decode.model import Cache, Generation, Llama, Shard
 from kit.workloads.llm_decode.params import LlmDecodeParams
+from kit.workloads.timing import StepTimer
 
 PROBE_STEPS = 8  # greedy tokens the correctness probe generates at batch 1
 PROBE_LOGITS = 64  # first logits of the probe's prefill recorded
