@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 from scipy.special import stdtrit
 
-from kit.intervals import CONFIDENCE
 from kit.stats import summarize
+from kit.stats.intervals import CONFIDENCE
 
 PASS, FAIL, UNDECIDED = "PASS", "FAIL", "UNDECIDED"
 NOT_COMPARABLE = "NOT COMPARABLE"

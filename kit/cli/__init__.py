@@ -148,7 +148,7 @@ def reproduce(
                       image_archive=image_archive,
                       nodes=tuple(n.strip() for n in (nodes or "").split(",") if n.strip()))  # fmt: skip
     if recipe.is_dir():
-        from kit.intake import check_signer_options
+        from kit.bundle.intake import check_signer_options
         from kit.run.rerun import rerun_bundle
 
         check_signer_options(allowed_signers, allow_unsigned)
@@ -256,7 +256,7 @@ def inspect(
 
     Example: kit inspect --json > hardware.json
     """
-    from kit.inventory_cli import inspect_command
+    from kit.inventory.cli import inspect_command
 
     raise typer.Exit(inspect_command(json_out, snapshot, from_snapshot))
 
@@ -312,7 +312,7 @@ def compare(
 
     Example: kit compare reports/examples/h200x2-fsdp-llama reports/examples/h200x4-fsdp-llama --label 2=vendor-x --price 1=2.90USD --price vendor-x=3.50USD
     """
-    from kit.intake import check_signer_options
+    from kit.bundle.intake import check_signer_options
     from kit.report.compare import check_price, parse_labels, write_comparison
     from kit.report.machines import parse_prices
 

@@ -1,6 +1,6 @@
 """The commands that take a finished bundle: report, verify, sign, seal. kit/cli/__init__.py registers them.
 
-Thin, like the rest of the CLI: parse, call kit.bundle / kit.signature / kit.seal, print.
+Thin, like the rest of the CLI: parse, call kit.bundle / kit.bundle.signature / kit.run.seal, print.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def report(
     Example: kit report reports/allreduce-20261121-120000 --price-per-gpu-hour 3.50USD --price-source "vendor quote, 2026-11" --against h100x8-allreduce-ring-nccl-tests-212
     """
     from kit.bundle import Bundle, reseal_report
-    from kit.intake import check_complete
+    from kit.bundle.intake import check_complete
     from kit.report.compare import check_price
     from kit.report.render import render_bundle
 
@@ -96,8 +96,8 @@ def verify(
     Example: kit verify BUNDLE --allowed-signers ~/.config/kit/allowed_signers
     """
     from kit.bundle import MANIFEST, verify_manifest
-    from kit.intake import REQUIRED, check_signer_options, missing_files
-    from kit.signature import signature_status
+    from kit.bundle.intake import REQUIRED, check_signer_options, missing_files
+    from kit.bundle.signature import signature_status
 
     check_signer_options(allowed_signers, False)
     result = verify_manifest(bundle)
@@ -139,7 +139,7 @@ def sign(
 
     Example: kit sign reports/allreduce-20261121-120000 --key ~/.ssh/id_ed25519 --identity me@lab
     """
-    from kit.signature import sign as sign_bundle
+    from kit.bundle.signature import sign as sign_bundle
 
     path, line = sign_bundle(bundle, key, identity)
     if line:
@@ -156,7 +156,7 @@ def seal(bundle: Annotated[Path, typer.Argument(help="A bundle whose seal was in
 
     Example: kit seal reports/allreduce-20261121-120000
     """
-    from kit.seal import recover
+    from kit.run.seal import recover
 
     b, note = recover(bundle, _warn)
     _warn(
@@ -225,7 +225,7 @@ def accept(
 
     Example: kit accept reports/examples/h200x2-allreduce --against 300GB/s --tolerance 0.05
     """
-    from kit.intake import check_signer_options, refuse_writing_inside
+    from kit.bundle.intake import check_signer_options, refuse_writing_inside
     from kit.refs.accept import accept as accept_bundle
     from kit.shared.jsonio import dumps
 

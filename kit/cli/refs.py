@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
+from kit.bundle.intake import check_signer_options, receive
 from kit.cli.options import AllowedSigners, AllowUnsigned
-from kit.intake import check_signer_options, receive
 from kit.refs import published, store
 
 refs_app = typer.Typer(
@@ -62,7 +62,7 @@ def standing_cmd(bundle: Annotated[Path, typer.Argument(help="A bundle directory
 
     Example: kit refs standing reports/fsdp-llama-20261121-130936
     """
-    receive(bundle, "place only an untouched bundle")  # sealed and complete (kit.intake)
+    receive(bundle, "place only an untouched bundle")  # sealed and complete (kit.bundle.intake)
     rows = store.standing(bundle)
     if not rows:
         typer.echo("no known machine ran these workloads with the same parameters")

@@ -69,7 +69,7 @@ _RECORDED: ContextVar[tuple[Path, dict[str, str]] | None] = ContextVar("recorded
 def as_recorded(root: Path, recorded: dict[str, str]) -> Iterator[None]:
     """Inside this block every file read from `root` is hashed as read and must match
     `recorded` (its manifest): a file swapped after the manifest check is refused, never read
-    as valid (kit.intake.receive)."""
+    as valid (kit.bundle.intake.receive)."""
     token = _RECORDED.set((Path(root), recorded))
     try:
         yield

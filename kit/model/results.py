@@ -92,7 +92,7 @@ class K8sInfo(Open):
 
 
 class SealedAfter(Open):
-    """What `kit seal` did to a bundle whose seal was interrupted (kit.seal.recover)."""
+    """What `kit seal` did to a bundle whose seal was interrupted (kit.run.seal.recover)."""
 
     at: str
     by: str

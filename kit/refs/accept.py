@@ -30,8 +30,8 @@ from typing import Any
 
 from kit import __version__
 from kit.acceptance import NOT_COMPARABLE, RULE, Basis, decide, mismatches, overall
+from kit.bundle.intake import receive
 from kit.errors import InputError
-from kit.intake import receive
 from kit.model import Hardware, Results
 from kit.refs.published import Figure, by_id, differences, figures, run_conditions, unmet
 from kit.report import analysis
@@ -133,7 +133,7 @@ def _benches(
     bundle_dir: Path, signers: tuple[Path | None, bool, bool] = (None, False, False)
 ) -> tuple[list[analysis.Benchmark], Results, Hardware, str]:
     """The bundle read once: sealed, complete and, with an allowed-signers file, signed by a
-    listed signer (kit.intake; `signers` is the file, whether unsigned is accepted and whether
+    listed signer (kit.bundle.intake; `signers` is the file, whether unsigned is accepted and whether
     a broken signature is read anyway; the last item returned is then the line saying so)."""
     data = receive(Path(bundle_dir), "accept only an untouched bundle", *signers)
     hardware = data.hardware or Hardware()

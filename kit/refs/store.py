@@ -21,8 +21,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from kit.bundle.intake import receive
 from kit.errors import InputError
-from kit.intake import receive
 from kit.inventory.topology import first_pair_link
 from kit.model import Hardware, load_bundle
 from kit.refs.db import open_db
@@ -130,7 +130,7 @@ def add(
     allow_unsigned: bool = False,
 ) -> dict[str, Any]:
     """Add a bundle's reference to the user store; a label already there is an InputError.
-    The bundle must be sealed, complete and (with `allowed_signers`) signed (kit.intake)."""
+    The bundle must be sealed, complete and (with `allowed_signers`) signed (kit.bundle.intake)."""
     receive(Path(bundle_dir), "add only an untouched bundle", allowed_signers, allow_unsigned)
     doc = extract(bundle_dir, label)
     with open_db(db or db_path(), write=True) as con:

@@ -24,6 +24,7 @@ from typing import Any
 
 from kit import outputs
 from kit.bundle import MANIFEST, now_iso, sha256_file
+from kit.bundle.signature import signature_status
 from kit.envdiff import VERSION_KEYS
 from kit.errors import InputError
 from kit.facts.efficiency import cost_per_million, per_gpu, scaling_efficiency
@@ -46,7 +47,6 @@ from kit.report.render import Figure, jinja_env, write_pdf
 from kit.report.sections import axes_of
 from kit.shared import metrics as catalog
 from kit.shared.jsonio import dumps
-from kit.signature import signature_status
 from kit.stats import Ratio, StatsError, summarize, unpaired_ratio
 
 __all__ = [
@@ -315,7 +315,7 @@ def comparison(
 ) -> dict[str, Any]:
     """Everything the page shows, as plain data (also written as compare.json).
 
-    Each machine's signature is checked (kit.signature): who signed it with `allowed_signers`,
+    Each machine's signature is checked (kit.bundle.signature): who signed it with `allowed_signers`,
     else only that the signature matches the manifest."""
     price = parse_price(price_per_gpu_hour)
     each = machine_prices(len(machines), price, prices)

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import MANIFEST, sha256_file
+from kit.bundle.intake import receive
 from kit.envdiff import environment_diff, environment_versions
 from kit.errors import InputError
 from kit.facts.price import Price, parse_price
-from kit.intake import receive
 from kit.inventory.topology import first_pair_link
 from kit.model import BundleData, Environment, Hardware, Results, recipe_differences
 from kit.model.hardware import Host
@@ -193,7 +193,7 @@ def load_machines(
     read_broken: bool = False,
 ) -> list[Machine]:
     """Each bundle, refused unless it matches its manifest, is complete and (with an
-    allowed-signers file) is signed by a listed signer (kit.intake), read by the typed loader."""
+    allowed-signers file) is signed by a listed signer (kit.bundle.intake), read by the typed loader."""
     if len(paths) < 2:
         raise InputError("kit compare needs at least two bundles")
     labels = labels or {}

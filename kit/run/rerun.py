@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import MANIFEST, Bundle, sha256_file
+from kit.bundle.intake import receive
 from kit.envdiff import Difference, environment_diff
 from kit.errors import InputError
-from kit.intake import receive
 from kit.model import BundleData, Environment, EnvironmentDifference, Hardware, validate
 from kit.recipe import NAME_PATTERN, Recipe
 from kit.run.engine import Options, resolve_device, run_recipe
@@ -103,7 +103,7 @@ def load_for_rerun(
     allow_unsigned: bool = False,
     read_broken: bool = False,
 ) -> BundleData:
-    """The old bundle, checked (sealed, complete, signed when asked: kit.intake), then read once
+    """The old bundle, checked (sealed, complete, signed when asked: kit.bundle.intake), then read once
     through the typed loader: its resolved recipe, results, environment and hardware."""
     return receive(path, "a rerun needs an untouched bundle", allowed_signers, allow_unsigned,
                    read_broken)  # fmt: skip

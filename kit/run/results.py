@@ -21,8 +21,8 @@ from kit.model import RunData, RunResult, read_model
 from kit.model.run import Launch, NcclRecord, Network, RunStatus
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec
+from kit.run.seal import seal_bundle
 from kit.runtime.base import RunOutcome, tail
-from kit.seal import seal_bundle
 from kit.shared import files
 from kit.shared.files import RESULT_SCHEMA
 from kit.shared.nccl_log import parse_nccl_log, verdict

@@ -12,7 +12,7 @@ import pytest
 from kit.bundle import write_manifest
 from kit.errors import InputError
 from kit.recipe import load_recipe
-from kit.recipe_env import why_refused
+from kit.recipe.env import why_refused
 from tests.conftest import ROOT, run_kit
 
 FIXTURE = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"

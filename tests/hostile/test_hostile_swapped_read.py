@@ -1,5 +1,5 @@
 """A results.json swapped by another process between the manifest check and the read is never
-read as valid: the bytes read are hashed against the manifest (kit.intake.receive), so
+read as valid: the bytes read are hashed against the manifest (kit.bundle.intake.receive), so
 `kit compare` (and every other reader) refuses it with one line naming the file."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from kit import intake
+from kit.bundle import intake
 from kit.errors import InputError
 from kit.report.machines import load_machines
 from tests.conftest import ROOT

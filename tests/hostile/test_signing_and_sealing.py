@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import MANIFEST, SIGNATURE, Bundle, verify_manifest
+from kit.bundle.signature import signature_status
 from kit.errors import KitError
-from kit.signature import signature_status
 from tests.conftest import HEADER, ROOT, run_kit
 
 FIXTURE = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"

@@ -11,7 +11,7 @@ import pytest
 from kit import inventory
 from kit.inventory import host as host_info
 from kit.inventory import nvml, topology
-from kit.inventory_cli import topology_text
+from kit.inventory.cli import topology_text
 from kit.model import Hardware
 from kit.shared.jsonio import dumps
 from tests.unit.fake_nvml import FakeNvml

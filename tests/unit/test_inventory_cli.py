@@ -11,7 +11,7 @@ from rich.console import Console
 
 from kit.errors import InputError
 from kit.inventory import build_inventory
-from kit.inventory_cli import inspect_command, topology_text
+from kit.inventory.cli import inspect_command, topology_text
 from kit.model import Hardware
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nvml"

@@ -7,7 +7,7 @@ results.json is rewritten after every run, so an interruption or a crash of a la
 loses what was already measured. MANIFEST.sha256 (sha256sum's format) is written last; it lists
 every file, and a bundle may hold nothing else: no links, FIFOs, devices, empty folders or files
 the manifest does not name. The one entry beside it is MANIFEST.sha256.sig, the signature of
-the manifest (kit/signature.py), which the manifest cannot list since it signs the manifest.
+the manifest (kit/bundle/signature.py), which the manifest cannot list since it signs the manifest.
 Every file is written through kit.safeio (new file, renamed into place, never through a link).
 """
 

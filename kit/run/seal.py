@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import MANIFEST, Bundle, write_manifest
+from kit.bundle.intake import missing_files
 from kit.errors import InputError, KitError
-from kit.intake import missing_files
 from kit.model import RunResult, SealedAfter, read_model
 from kit.runtime.heartbeat import FILE as HEARTBEAT
 from kit.safeio import scan

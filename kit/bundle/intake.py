@@ -19,11 +19,11 @@ import sys
 from pathlib import Path
 
 from kit.bundle import MANIFEST, read_manifest, require_sealed
+from kit.bundle.signature import check_allowed_signers, signature_status
 from kit.errors import InputError
 from kit.model import BundleData, load_bundle
 from kit.model.files import as_recorded, read_json
 from kit.shared import files
-from kit.signature import check_allowed_signers, signature_status
 
 REQUIRED = (files.RESULTS, files.RECIPE, files.HARDWARE, files.ENVIRONMENT, MANIFEST)
 """The files every bundle holds: every kit version writes all of them (a Slurm job's bundle

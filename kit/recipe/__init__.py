@@ -27,8 +27,8 @@ from pydantic import (
 
 from kit.acceptance import gpu_model_key
 from kit.errors import InputError
-from kit.recipe_env import check_env
-from kit.recipe_yaml import LocatedError, StrictLoader, line_map, read_text
+from kit.recipe.env import check_env
+from kit.recipe.yamlfile import LocatedError, StrictLoader, line_map, read_text
 from kit.shared import p2p
 from kit.shared.metrics import CV_THRESHOLD
 from kit.workloads.base import check_counts
@@ -43,7 +43,7 @@ NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 MAX_VARIANTS = 64
 MAX_BENCHMARKS = 64
 TuningEnv = Annotated[dict[str, str], AfterValidator(check_env)]
-"""A variant's or the nodes' environment: tuning variables only (kit.recipe_env)."""
+"""A variant's or the nodes' environment: tuning variables only (kit.recipe.env)."""
 
 
 class Strict(BaseModel):

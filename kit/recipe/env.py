@@ -224,7 +224,7 @@ def why_refused(name: str, value: object) -> str | None:
     if check is None:
         return (
             f"{name}: not allowed; a recipe sets only known tuning variables (NCCL_ALGO, "
-            "NCCL_PROTO, NCCL_P2P_DISABLE, ...: the list is kit.recipe_env.TUNING, in README "
+            "NCCL_PROTO, NCCL_P2P_DISABLE, ...: the list is kit.recipe.env.TUNING, in README "
             "'Recipe env'), never loader, interpreter, path or plug-in variables"
         )
     if "/" in value:

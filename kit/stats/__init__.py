@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from kit.intervals import (
+from kit.shared.metrics import CONFIDENCE, CV_THRESHOLD
+from kit.stats.intervals import (
     N_RESAMPLES,
     StatsError,
     bootstrap_interval,
@@ -34,7 +35,6 @@ from kit.intervals import (
     t_interval,
     welch_log_interval,
 )
-from kit.shared.metrics import CONFIDENCE, CV_THRESHOLD
 
 
 @dataclass(frozen=True)
