@@ -77,7 +77,7 @@ def kit_commit() -> str | None:
     be older than the tree beside it. A stated value of another shape is ignored (the bundle
     then never carries a string nobody can look up); without one, git is asked, else None.
     """
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     stated = os.environ.get(COMMIT_ENV, "").strip().lower()
     if _COMMIT.fullmatch(stated):
         return stated

@@ -385,4 +385,4 @@ def load_recipe(path: str | Path) -> Recipe:
 
 def recipe_dir() -> Path:
     """Where the recipes that come with the kit live (the checkout's recipes/ folder)."""
-    return Path(__file__).resolve().parent.parent / "recipes"
+    return Path(__file__).resolve().parents[2] / "recipes"

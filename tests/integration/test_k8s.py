@@ -344,7 +344,7 @@ def test_ctrl_c_deletes_what_was_created(
     names = emu.names()
     assert names["Service"] and names["ConfigMap"] and names["JobSet" if jobset else "Job"]
     proc.send_signal(sig)
-    out, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=300)  # the report is rendered after the deletion
     controller.close()
     assert proc.returncode == code, err
     assert "deleted what this command created" in err and out == ""

@@ -123,7 +123,7 @@ def test_allreduce_across_two_container_nodes(client, image, tmp_path):
                           text=True, env=_env(), timeout=240)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
-    assert results["status"] == "complete" and results["runtime"] == "docker"
+    assert results["status"] == "complete" and results["runtime"] == "multinode"
     (run,) = results["runs"]
     assert run["status"] == "ok", run.get("error")
     assert run["world_size"] == 4 and run["backend"] == "gloo"  # 2 nodes x 2 processes
