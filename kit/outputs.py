@@ -39,13 +39,41 @@ def check_file(path: Path, option: str) -> None:
 
 
 def _refuse_bundle(folder: Path, option: str, path: Path) -> None:
-    """No output inside a bundle (any folder up the path that holds a manifest)."""
+    """No output inside a bundle: any folder up the path (links followed) that holds a manifest
+    or a results.json, sealed or not."""
     here = Path(folder).resolve()
     for d in (here, *here.parents):
-        if os.path.lexists(d / BUNDLE_MARKS[0]):
+        if any(os.path.lexists(d / mark) for mark in BUNDLE_MARKS):
             raise InputError(
                 f"{option} {path}: is inside the bundle {d}; the kit never writes into a bundle"
             )
+
+
+def refuse_inside_bundle(path: Path, option: str) -> None:
+    """Before anything is made: `path` (to be created, with its parents) is not inside a bundle,
+    judged from the first folder up the path that exists."""
+    path = Path(path)
+    first = next((p for p in (path.parent, *path.parents) if p.exists()), Path("."))
+    _refuse_bundle(first, option, path)
+
+
+def check_bundle_dir(path: Path, option: str = "--out") -> None:
+    """Before the work: a new bundle's folder is absent or an empty real folder (never a link
+    the kit would write through), not inside another bundle, under a writable folder."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise InputError(f"{option} {path}: {e.strerror}") from None
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{option} {path}: is a {kind(st.st_mode)}, not a folder")
+    if st is not None and any(path.iterdir()):
+        raise InputError(f"{option} {path}: already exists and is not empty; choose another --out")
+    refuse_inside_bundle(path, option)
+    first = next((p for p in (path.parent, *path.parents) if p.exists()), Path("."))
+    _check_folder(first, option, path)
 
 
 def _check_folder(folder: Path, option: str, path: Path) -> None:
@@ -72,6 +100,7 @@ def check_dir(path: Path, option: str, names: tuple[str, ...] = ()) -> None:
         if not parent.exists():  # several levels are made; the first existing one must be writable
             parent = next((p for p in path.parents if p.exists()), Path("."))
         _check_folder(parent, option, path)
+        _refuse_bundle(parent, option, path)  # before any folder of it is made
         return
     if not stat.S_ISDIR(st.st_mode):
         raise InputError(f"{option} {path}: is a {kind(st.st_mode)}, not a folder")

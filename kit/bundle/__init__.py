@@ -42,6 +42,7 @@ from kit.model import (
 )
 from kit.model.files import read_json as read_model_json
 from kit.model.loader import read_recipe
+from kit.outputs import refuse_inside_bundle
 from kit.recipe import Recipe
 from kit.safeio import check_folder, read_bytes, scan, write_bytes, write_text
 from kit.shared import files
@@ -130,6 +131,7 @@ class Bundle:
         try:
             if path.exists() and (not path.is_dir() or any(path.iterdir())):
                 raise InputError(f"{path}: already exists and is not empty; choose another --out")
+            refuse_inside_bundle(path, "--out")  # every placement: never inside another bundle
             (path / files.LOGS).mkdir(parents=True, exist_ok=True)
             (path / files.RUNS).mkdir(exist_ok=True)
         except OSError as exc:

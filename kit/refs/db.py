@@ -20,6 +20,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 
 from kit.errors import InputError
+from kit.outputs import refuse_inside_bundle
 
 DB_VERSION = 1
 TABLES = {
@@ -98,6 +99,7 @@ def open_db(path: Path, write: bool) -> Iterator[sqlite3.Connection | None]:
         return
     try:
         if write:
+            refuse_inside_bundle(path, "KIT_REFS_DB")  # a bundle's manifest would not match
             path.parent.mkdir(parents=True, exist_ok=True)
             con = sqlite3.connect(path, timeout=10)
         else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import statistics
 from collections.abc import Iterator, Mapping
@@ -31,6 +32,9 @@ from kit.shared import metrics as catalog
 from kit.workloads.registry import headline_metric
 
 REF_SCHEMA = 1
+MAX_REF_LABEL = 80
+LABEL = re.compile(rf"[\w .,:+()/@#-]{{1,{MAX_REF_LABEL}}}")
+"""A user reference's label: one printable line (it is a row of `kit refs list`)."""
 
 
 def db_path() -> Path:
@@ -131,7 +135,20 @@ def add(
 ) -> dict[str, Any]:
     """Add a bundle's reference to the user store; a label already there is an InputError.
     The bundle must be sealed, complete and (with `allowed_signers`) signed (kit.bundle.intake)."""
-    receive(Path(bundle_dir), "add only an untouched bundle", allowed_signers, allow_unsigned)
+    data = receive(Path(bundle_dir), "add only an untouched bundle", allowed_signers,
+                   allow_unsigned)  # fmt: skip
+    if data.results.status != "complete":
+        raise InputError(
+            f"{bundle_dir}: status {data.results.status}, not every planned run finished; a "
+            "reference is made only from a complete bundle"
+        )
+    if label is not None and not LABEL.fullmatch(label):
+        raise InputError(
+            f"--label {label[:40]!r}: at most {MAX_REF_LABEL} letters, digits, spaces and "
+            ".,:+()/@#-_ (one line)"
+        )
+    if label is not None and label in {r["id"] for r in shipped()}:
+        raise InputError(f"--label {label!r}: the name of a shipped reference; choose another")
     doc = extract(bundle_dir, label)
     with open_db(db or db_path(), write=True) as con:
         try:

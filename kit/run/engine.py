@@ -19,6 +19,7 @@ from kit.bundle import Bundle, default_bundle_dir, now_iso
 from kit.errors import InputError, KitError
 from kit.inventory import measure
 from kit.model import AdaptiveRecord, PreflightFinding, RunResult
+from kit.outputs import check_bundle_dir
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec, plan, plan_repeat
 from kit.run.preflight import PreflightOptions, check_recipe, raise_if_fatal
@@ -147,6 +148,8 @@ def prepare(
     """Device, plan, inventory, preflight (a fatal finding stops here), runtime, and the bundle
     with its header, hardware.json and environment.json. `device`: already resolved (a rerun
     resolves it once, to prepare its runtime); else resolved here from options.device."""
+    if options.out is not None:  # before any work: the folder as the user named it (no link)
+        check_bundle_dir(options.out)
     nodes = registry.nodes(recipe.nodes, options.nodes)
     if device is None:
         device = (
