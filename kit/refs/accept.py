@@ -39,7 +39,10 @@ from kit.report.analysis.verdicts import run_basis
 
 SCHEMA = 1
 DEFAULT_TOLERANCE = 0.05
-NUMBER = re.compile(r"^\s*([0-9][0-9_,]*(?:\.[0-9]+)?)\s*([A-Za-z/%][A-Za-z/% ]*)?\s*$")
+NUMBER = re.compile(
+    r"^\s*((?:[0-9]{1,3}(?:[_,][0-9]{3})+|[0-9]+)(?:\.[0-9]+)?)\s*([A-Za-z/%][A-Za-z/% ]*)?\s*$"
+)
+"""330GB/s, 14,000tokens/s, 14_000 tokens/s: separators only between groups of three digits."""
 
 
 @dataclass
@@ -85,6 +88,8 @@ def parse_against(text: str) -> Against:
                 f"--against {text!r}: a number needs its unit (330GB/s, 14000tokens/s), so that "
                 "it judges only the metric it names"
             )
+        if value <= 0:
+            raise InputError(f"--against {text!r}: a reference must be more than 0")
         return Against("number", text.strip(), value=value, unit=unit)
     raise InputError(
         f"--against {text!r}: not a published figure's id (kit refs published), a bundle "
@@ -104,6 +109,8 @@ def parse_tolerances(items: list[str]) -> tuple[float | None, dict[str, float]]:
         if (eq and not name) or "=" in raw:
             raise InputError(f"--tolerance {item!r}: a fraction (0.05) or METRIC=FRACTION")
         try:
+            if "_" in raw:  # float() reads 0.0_5 as 0.05
+                raise ValueError(raw)
             value = float(raw)
         except ValueError:
             raise InputError(

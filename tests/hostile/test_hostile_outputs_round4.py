@@ -73,3 +73,15 @@ def test_refs_add_takes_only_a_complete_bundle_and_a_one_line_label(tmp_path):
     proc = run_kit("refs", "add", str(partial), "--label", "partial", env=env)
     one_line_exit_2(proc, "not every planned run finished")
     assert "partial" not in run_kit("refs", "list", env=env).stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--against", "3_30GB/s"), "not a published figure's id"),
+        (("--against", "0GB/s"), "must be more than 0"),
+        (("--against", "330GB/s", "--tolerance", "0.0_5"), "a fraction (0.05)"),
+    ],
+)
+def test_numbers_that_only_look_like_numbers_are_refused(args, words):
+    one_line_exit_2(run_kit("accept", str(FIXTURE), *args), words)
