@@ -58,22 +58,12 @@ def refuse_inside_bundle(path: Path, option: str) -> None:
 
 
 def check_bundle_dir(path: Path, option: str = "--out") -> None:
-    """Before the work: a new bundle's folder is absent or an empty real folder (never a link
-    the kit would write through), not inside another bundle, under a writable folder."""
-    path = Path(path)
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
-    except OSError as e:
-        raise InputError(f"{option} {path}: {e.strerror}") from None
-    if st is not None and not stat.S_ISDIR(st.st_mode):
-        raise InputError(f"{option} {path}: is a {kind(st.st_mode)}, not a folder")
-    if st is not None and any(path.iterdir()):
+    """Before the work: a new bundle's folder is what `check_dir` takes (absent or a real
+    folder, never a link the kit would write through, not inside a bundle, under a writable
+    folder), and empty."""
+    check_dir(path, option)
+    if Path(path).is_dir() and any(Path(path).iterdir()):
         raise InputError(f"{option} {path}: already exists and is not empty; choose another --out")
-    refuse_inside_bundle(path, option)
-    first = next((p for p in (path.parent, *path.parents) if p.exists()), Path("."))
-    _check_folder(first, option, path)
 
 
 def _check_folder(folder: Path, option: str, path: Path) -> None:
