@@ -50,10 +50,10 @@ def _refuse_bundle(folder: Path, option: str, path: Path) -> None:
 
 
 def refuse_inside_bundle(path: Path, option: str) -> None:
-    """Before anything is made: `path` (to be created, with its parents) is not inside a bundle,
-    judged from the first folder up the path that exists."""
+    """Before anything is made: `path` (to be created, with its parents) is not inside a bundle
+    nor one, judged from the first folder up the path (itself included) that exists."""
     path = Path(path)
-    first = next((p for p in (path.parent, *path.parents) if p.exists()), Path("."))
+    first = next((p for p in (path, *path.parents) if p.is_dir()), Path("."))
     _refuse_bundle(first, option, path)
 
 

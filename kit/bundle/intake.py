@@ -109,17 +109,6 @@ def check_signer_options(allowed_signers: Path | None, allow_unsigned: bool) -> 
         check_allowed_signers(allowed_signers)
 
 
-def refuse_writing_inside(target: Path, sources: list[Path], option: str) -> None:
-    """An output path inside a bundle the command reads is refused: the bundle would no longer
-    verify (a file its manifest does not list)."""
-    where = Path(target).resolve()
-    for source in sources:
-        root = Path(source).resolve()
-        if root.is_dir() and (where == root or root in where.parents):
-            raise InputError(f"{option} {target}: is inside the bundle {source}; the kit never "
-                             "writes into a bundle it reads")  # fmt: skip
-
-
 def receive(
     root: Path,
     purpose: str,

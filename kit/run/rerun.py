@@ -19,6 +19,7 @@ from kit.bundle.intake import receive
 from kit.envdiff import Difference, environment_diff
 from kit.errors import InputError
 from kit.model import BundleData, Environment, EnvironmentDifference, Hardware, validate
+from kit.outputs import refuse_inside_bundle
 from kit.recipe import NAME_PATTERN, Recipe
 from kit.run.engine import Options, resolve_device, run_recipe
 from kit.run.rerun_paths import check_nodes, check_paths
@@ -109,13 +110,11 @@ def load_for_rerun(
                    read_broken)  # fmt: skip
 
 
-def refuse_out_inside(path: Path, out: Path | None) -> None:
-    """A rerun never writes inside its source: the old bundle would no longer verify."""
-    target = (out if out is not None else Path("reports")).resolve()
-    source = Path(path).resolve()
-    if target == source or source in target.parents:
-        where = f"--out {out}" if out is not None else f"the default --out ({target})"
-        raise InputError(f"{where}: is inside the bundle being rerun; a rerun never writes into it")
+def refuse_out_inside(out: Path | None) -> None:
+    """A rerun never writes inside its source (the old bundle would no longer verify) nor in
+    any other bundle: kit.outputs' one check, before the old bundle is read."""
+    where = "--out" if out is not None else "the default --out"
+    refuse_inside_bundle(out if out is not None else Path("reports"), where)
 
 
 def refuse_environment_options(options: Options) -> None:
@@ -204,7 +203,7 @@ def rerun_bundle(
     given: the engine gets a new Options with what this rerun decided. A local path the bundle's
     recipe names is opened only when it is in `allowed_paths` (--allow-path).
     """
-    refuse_out_inside(path, options.out)
+    refuse_out_inside(options.out)
     refuse_environment_options(options)
     old = load_for_rerun(path, allowed_signers, allow_unsigned, read_broken)
     recipe, recorded = old.recipe, old.results

@@ -227,7 +227,7 @@ def test_html_and_pdf_say_it_on_the_first_page(tmp_path):
     assert "95% t-interval of the geometric mean, n=5" in first  # the interval says what it is
     assert "2.00x faster" in first and "no measurable difference" in first
     # the comparison never writes into a bundle
-    with pytest.raises(InputError, match="inside a bundle"):
+    with pytest.raises(InputError, match="inside the bundle"):
         write_comparison([a, b], "1", a / "cmp")
 
 
