@@ -16,7 +16,8 @@ def k8s(
     image: Annotated[
         str | None,
         typer.Option(
-            help="The kit's image by digest, REPO@sha256:... (pushed where the cluster pulls from)."
+            help="The kit's image by digest, REPO@sha256:... (default: the digest this machine's "
+            "Docker recorded when the recipe's `kit build` image was pushed)."
         ),
     ] = None,
     nodes: Annotated[

@@ -182,6 +182,58 @@ def test_option_errors_are_one_line(args: list[str], words: str) -> None:
     assert words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_without_image_a_built_but_unpushed_image_is_named() -> None:
+    """The recipe's image, tagged as `kit build` tags it in a real Docker daemon but never
+    pushed (no RepoDigests): the one line names that tag and how to push it."""
+    docker = pytest.importorskip("docker")
+    from kit.recipe import load_recipe
+    from kit.runtime.k8s.image import recipe_tag
+
+    try:
+        daemon = docker.from_env(timeout=60)
+        daemon.ping()
+    except Exception as e:
+        pytest.skip(f"needs a Docker daemon ({type(e).__name__}): bash scripts/ci-docker.sh")
+    tag = recipe_tag(load_recipe(ROOT / "recipes/allreduce.yaml"), "cuda")
+    base = daemon.images.get(os.environ.get("KIT_TEST_BASE_IMAGE", "kit-test-base:bookworm"))
+    made = not any(t == tag for t in base.tags) and base.tag(*tag.split(":"))
+    try:
+        proc = kit("k8s", "recipes/allreduce.yaml", "--dry-run")
+    finally:
+        if made:
+            daemon.images.remove(tag, noprune=True)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert f"{tag} was not pushed" in proc.stderr and f"docker tag {tag} REPO:TAG" in proc.stderr
+
+
+def test_without_image_the_pushed_digest_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A push records RepoDigests; no registry is reachable here, so the daemon's answer for
+    the recipe's tag is the one stand-in: the manifests then pull that digest, and say so."""
+    from types import SimpleNamespace
+
+    from kit.recipe import load_recipe
+    from kit.runtime.containers import client as clients
+    from kit.runtime.k8s.manifests import K8sOptions
+    from kit.runtime.k8s.runtime import K8sRuntime
+
+    recipe = load_recipe(ROOT / "recipes/allreduce.yaml")
+    asked: list[str] = []
+
+    def get(tag: str) -> SimpleNamespace:
+        asked.append(tag)
+        return SimpleNamespace(attrs={"RepoDigests": [IMAGE]})
+
+    fake = SimpleNamespace(images=SimpleNamespace(get=get))
+    monkeypatch.setattr(clients, "docker_client", lambda: fake)
+    opts = K8sOptions(image=None, nodes=2, gpus_per_node=8, command="kit k8s")
+    text = K8sRuntime(opts).submit(recipe, dry_run=True)
+    assert asked and asked[0].startswith("kit-cuda13:")
+    assert f"# image: the recipe's, as pushed: {IMAGE}" in text
+    images = {c["image"] for d in docs(text) if d["kind"] == "Job"
+              for c in d["spec"]["template"]["spec"]["containers"]}  # fmt: skip
+    assert images == {IMAGE}
+
+
 def test_split_log_takes_only_whole_files_after_the_marker() -> None:
     m = "@@kit-0123"
     good = "eyJhIjogMX0="  # {"a": 1}

@@ -32,6 +32,7 @@ from kit.recipe import Recipe, load_recipe
 from kit.run.results import close_bundle, open_bundle, record_container, result_of, write_specs
 from kit.runtime.base import RunOutcome, tail
 from kit.runtime.k8s.cluster import Cluster, PodsEnd, exit_code, state
+from kit.runtime.k8s.image import with_image
 from kit.runtime.k8s.manifests import (
     FILES,
     K8sJob,
@@ -326,9 +327,12 @@ class K8sRuntime:
         reproduces: dict[str, Any] | None = None,
     ) -> str:
         """The manifests (dry run), or the path of the sealed bundle; always waits."""
+        named = self.opts.image
+        self.opts = with_image(recipe, self.opts)
         job = make_job(recipe, self.opts)
         if dry_run:
-            head = (
+            found = "" if named else f"# image: the recipe's, as pushed: {self.opts.image}\n"
+            head = found + (
                 f"# kit k8s: recipe {recipe.name}, {len(job.runs)} runs, each "
                 f"{'a JobSet' if self.opts.jobset else 'an Indexed Job'} of {job.nodes} pod{'s' if job.nodes != 1 else ''} behind "
                 f"Service {job.name}.\n"
