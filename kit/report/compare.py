@@ -103,7 +103,7 @@ class MetricRow:
     label: str = ""
     headline: bool = False  # the workload's headline metric (the report's verdict metric)
     rate: bool = False  # work per second over all GPUs: per-GPU figures and cost apply
-    notes: list[str] = field(default_factory=list)  # scale and sharding sentences
+    notes: list[str] = field(default_factory=list)  # sharding sentences (memory per GPU)
     size_note: str = ""  # the sweeps differ: the size they are compared at (kit.report.common_size)
 
 
@@ -151,8 +151,7 @@ def workload_rows(
             rate=first.per_gpu,
         )
         sweep = _common_sweep(machines, bench, variant) if name in SIZE_METRICS else None
-        if sweep:
-            row.notes.append(f"{bench} {variant}, {row.label}: {sweep['sentence']}.")
+        if sweep:  # said once, under the metric's name in the tables
             row.size_note = sweep["sentence"]
         base_values = _values(per[base], bench, variant, name, machines[base], sweep)
         base_gpus = machines[base].gpus_used(bench)

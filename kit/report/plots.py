@@ -139,24 +139,27 @@ TIMING_WORDS = {
 }
 
 
-def _mark_timing(ax: Any, curves: dict[str, Any]) -> None:
-    """A dotted line where the timing rule changes from one size to the next (small sizes
-    replayed from a CUDA graph, larger ones timed with CUDA events), named on both sides: a step
-    in the curve there is the clock's, not the link's."""
+def _timing_edges(curves: dict[str, Any]) -> list[tuple[float, str, str]]:
+    """Where the timing rule changes from one size to the next (small sizes replayed from a
+    CUDA graph, larger ones timed with CUDA events): (edge, rule left of it, rule right of it)."""
     per_size: dict[int, set[str]] = {}
     for c in curves["curves"].values():
         for size, point in (c or {}).items():
             per_size.setdefault(size, set()).update(point.get("timing") or [])
     sizes = [x for x in sorted(per_size) if per_size[x]]
-    for a, b in itertools.pairwise(sizes):
-        if per_size[a] != per_size[b]:
-            edge = math.sqrt(a * b)
-            ax.axvline(edge, color="#777", linewidth=0.8, linestyle=":")
-            left = "/".join(TIMING_WORDS.get(t, t) for t in sorted(per_size[a]))
-            right = "/".join(TIMING_WORDS.get(t, t) for t in sorted(per_size[b]))
-            ax.text(edge, 0.98, f"timed by {left} | {right}", transform=ax.get_xaxis_transform(),
-                    ha="center", va="top", fontsize=6.5, color="#555",
-                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})  # fmt: skip
+    words = lambda rules: "/".join(TIMING_WORDS.get(t, t) for t in sorted(rules))  # noqa: E731
+    return [(math.sqrt(a * b), words(per_size[a]), words(per_size[b]))
+            for a, b in itertools.pairwise(sizes) if per_size[a] != per_size[b]]  # fmt: skip
+
+
+def _mark_timing(ax: Any, curves: dict[str, Any]) -> None:
+    """A dotted line at each timing edge, named on both sides above the plot (one row each, clear
+    of the legend and the curves): a step in the curve there is the clock's, not the link's."""
+    for row, (edge, left, right) in enumerate(_timing_edges(curves)):
+        ax.axvline(edge, color="#777", linewidth=0.8, linestyle=":")
+        ax.text(edge, 1.01 + 0.075 * row, f"timed by {left} | {right}",
+                transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=6.5,
+                color="#555", clip_on=False)  # fmt: skip
 
 
 def _failed_note(ax: Any, curves: dict[str, Any]) -> None:
@@ -246,7 +249,7 @@ def _sweep(
         else:
             ax.set_ylim(bottom=0)
         ax.set_ylabel(ylabel)
-        ax.set_title(text(title))
+        ax.set_title(text(title), pad=6 + 10 * len(_timing_edges(curves)))  # above the timing rows
         _legend(ax)
         return to_svg(fig, salt)
 
