@@ -35,12 +35,19 @@ class RunSpec(SpecFile):
         return self.dump()
 
 
-def plan(recipe: Recipe, device: str, smoke: bool, repeats: int | None = None) -> list[RunSpec]:
+def plan(
+    recipe: Recipe,
+    device: str,
+    smoke: bool,
+    repeats: int | None = None,
+    per_node: int | None = None,
+) -> list[RunSpec]:
     """Every run of the recipe, in the order they execute (a workload the report cannot draw
-    is refused here, before anything runs)."""
+    is refused here, before anything runs). `per_node`: the processes each node starts where a
+    batch placement spreads the run over nodes (Slurm, Kubernetes); spec.json's nproc says so."""
     check_workloads(b.kind for b in recipe.benchmarks)
     return [
-        spec
+        spec.model_copy(update={"nproc": per_node}) if per_node else spec
         for bench in recipe.benchmarks
         for repeat in range(repeats or recipe.repeats)
         for spec in plan_repeat(recipe, bench.label, repeat, device, smoke)

@@ -152,14 +152,13 @@ def make_job(recipe: Recipe, opts: K8sOptions, token: str | None = None) -> K8sJ
     if section and section.nccl_socket_ifname:
         env.setdefault("NCCL_SOCKET_IFNAME", section.nccl_socket_ifname)
         env.setdefault("GLOO_SOCKET_IFNAME", section.nccl_socket_ifname)
+    per_node = opts.gpus_per_node or (section.gpus_per_node if section else None) or recipe.gpus
     return K8sJob(
         recipe=recipe,
-        runs=plan(recipe, opts.device, smoke, repeats),
+        runs=plan(recipe, opts.device, smoke, repeats, per_node),
         bundle=(opts.out or default_bundle_dir(Path("reports"), recipe.name)).resolve(),
         nodes=opts.nodes or (len(section.hosts) if section else 1),
-        gpus_per_node=opts.gpus_per_node
-        or (section.gpus_per_node if section else None)
-        or recipe.gpus,
+        gpus_per_node=per_node,
         rdzv_port=section.rdzv_port if section else 29400,
         env=env,
         name=f"kit-{_slug(recipe.name)}-{token or secrets.token_hex(3)}",

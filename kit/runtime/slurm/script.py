@@ -117,7 +117,7 @@ def make_job(recipe: Recipe, opts: SlurmOptions) -> Job:
     bundle = (opts.out or default_bundle_dir(Path("reports"), recipe.name)).resolve()
     return Job(
         recipe=recipe,
-        runs=plan(recipe, opts.device, smoke, repeats),
+        runs=plan(recipe, opts.device, smoke, repeats, per_node),
         bundle=bundle,
         nodes=nodes,
         gpus_per_node=per_node,
