@@ -212,7 +212,7 @@ def test_without_image_the_pushed_digest_is_taken(monkeypatch: pytest.MonkeyPatc
     from types import SimpleNamespace
 
     from kit.recipe import load_recipe
-    from kit.runtime.containers import client as clients
+    from kit.runtime.k8s import image as k8s_image
     from kit.runtime.k8s.manifests import K8sOptions
     from kit.runtime.k8s.runtime import K8sRuntime
 
@@ -224,7 +224,7 @@ def test_without_image_the_pushed_digest_is_taken(monkeypatch: pytest.MonkeyPatc
         return SimpleNamespace(attrs={"RepoDigests": [IMAGE]})
 
     fake = SimpleNamespace(images=SimpleNamespace(get=get))
-    monkeypatch.setattr(clients, "docker_client", lambda: fake)
+    monkeypatch.setattr(k8s_image, "docker_client", lambda: fake)
     opts = K8sOptions(image=None, nodes=2, gpus_per_node=8, command="kit k8s")
     text = K8sRuntime(opts).submit(recipe, dry_run=True)
     assert asked and asked[0].startswith("kit-cuda13:")

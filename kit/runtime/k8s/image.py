@@ -11,14 +11,14 @@ from dataclasses import replace
 
 from kit.errors import InputError
 from kit.recipe import Recipe
+from kit.runtime.containers.client import docker_client
+from kit.runtime.images import environments
+from kit.runtime.images.image import image_tag
 from kit.runtime.k8s.manifests import K8sOptions
 
 
 def recipe_tag(recipe: Recipe, device: str) -> str:
     """`kit-<env>:<hash12>`, the tag `kit build` gives this recipe's environment (pinned base)."""
-    from kit.runtime.images import environments
-    from kit.runtime.images.image import image_tag
-
     name, _ = environments.for_device(recipe.environment, device, None)
     return image_tag(environments.load(name))
 
@@ -26,8 +26,6 @@ def recipe_tag(recipe: Recipe, device: str) -> str:
 def pushed_digest(tag: str) -> str | None:
     """REPO@sha256:... of `tag` in the local Docker daemon once pushed; None when there is no
     daemon, no such image, or it was never pushed."""
-    from kit.runtime.containers.client import docker_client
-
     try:
         image = docker_client().images.get(tag)
     except Exception:  # no daemon (KitError), no such image: the caller says what to do
