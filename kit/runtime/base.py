@@ -65,6 +65,7 @@ class RuntimeRequest:
     base_image: str | None = None  # --base-image: overrides the Dockerfile's BASE_IMAGE
     image_archive: Path | None = None  # --image-archive: run the image of a `kit export`
     nodes: Any = None  # kit.runtime.multinode.config.NodeConfig when several nodes are asked
+    apptainer: Path | None = None  # --apptainer: the SIF the apptainer runtime runs (no build)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class Runtime(Protocol):
     placement: str  # where the runs go: "local" | "multinode" (environment.json `placement`)
     engine: str  # what they run in: "none" | "docker" | "podman" | ... (environment.json)
     pinned: bool  # True when the environment is a pinned image
+    builds_image: bool  # True when it builds (or loads) the kit's image: --env, --base-image
     # environment.json: the fingerprint of what the runs will find (set by prepare)
     environment: dict[str, Any]
     # hardware.json's `nodes` (multi-node runtimes: each node's inventory), else None

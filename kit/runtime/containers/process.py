@@ -121,7 +121,9 @@ class NoContainer:
 
     def process_env(self, env: dict[str, str], gpu_ids: list[int] | None) -> dict[str, str]:
         full = {**os.environ, **env}
-        if not self.isolated:
+        if self.isolated:  # the host's environment passes into Apptainer: not its Python path
+            full.pop("PYTHONPATH", None)  # (the image's own kit runs, not this checkout)
+        else:
             # the worker package must be importable from the launch, wherever kit is installed
             # (an image carries its own copy)
             full["PYTHONPATH"] = os.pathsep.join(
