@@ -88,7 +88,6 @@ def rerun_request(
     )  # fmt: skip
     if request.nodes is not None and name == "docker":
         name = "multinode"  # the nodes the user named (--nodes), never this host alone
-    registry.check_image_file(name, request)
     return name, request
 
 
@@ -261,6 +260,7 @@ def rerun_bundle(
                 f"{flag}: needs the docker runtime; this rerun uses the {where} runtime "
                 f"({f'--runtime {runtime}' if runtime else 'as the bundle recorded'})"
             )
+    registry.check_image_file(where, options.apptainer)
     check_image_given(path, where, old.environment, options.apptainer)
     check_environment_record(path, old.environment)
     base, why = choose_base(path, where, old, options)

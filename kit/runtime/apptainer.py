@@ -22,6 +22,7 @@ from kit.model.environment import axes_record
 from kit.runtime.base import RuntimeRequest
 from kit.runtime.containers.process import Apptainer
 from kit.runtime.local import LocalRuntime
+from kit.terminal import console
 
 OPTION = "--apptainer"  # the option that names the SIF (kit reproduce, kit slurm)
 PROBE_TIMEOUT_S = 120
@@ -73,8 +74,10 @@ class ApptainerRuntime(LocalRuntime):
                              "--runtime: host, docker, podman)")  # fmt: skip
         image = request.apptainer.resolve()
         if not image.is_file():
-            raise InputError(f"{OPTION} {request.apptainer}: no such file (an Apptainer .sif)")
+            raise InputError(f"{OPTION} {request.apptainer}: not a file (an Apptainer .sif image)")
         digest = sha256_file(image)
+        out = console(highlight=False, soft_wrap=True)
+        out.print(f"kit: Apptainer image {image} (sha256:{digest})", markup=False)
         versions = probe(image, request.device)
         return cls(image, {
             **axes_record(cls.placement, cls.engine), "name": None, "pinned": True,

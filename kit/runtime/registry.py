@@ -61,9 +61,9 @@ def engine_client(name: str) -> object:
     return RUNTIMES[name].container_class.connect()
 
 
-def check_image_file(name: str, request: RuntimeRequest) -> None:
+def check_image_file(name: str, apptainer: object) -> None:
     """--apptainer names the image of the apptainer runtime only (never ignored by another)."""
-    if request.apptainer is not None and name != "apptainer":
+    if apptainer is not None and name != "apptainer":
         raise InputError(f"{APPTAINER_OPTION}: only for the apptainer runtime (--runtime "
                          f"apptainer); this run uses the {name} runtime")  # fmt: skip
 
@@ -77,7 +77,7 @@ def choose(requested: str, request: RuntimeRequest) -> tuple[str, str | None]:
     if request.nodes is not None:  # several machines: containers on each node's daemon
         if requested not in ("docker", "auto"):
             raise InputError("multi-node runs (nodes:, --nodes) need the docker runtime")
-        check_image_file("multinode", request)
+        check_image_file("multinode", request.apptainer)
         return "multinode", None
     name, note = requested, None
     if requested == "auto":
@@ -88,7 +88,7 @@ def choose(requested: str, request: RuntimeRequest) -> tuple[str, str | None]:
             why = DockerRuntime.unavailable(request.device)
             name = "host" if why else "docker"
             note = f"{why}: host runtime (not pinned)" if why else None
-    check_image_file(name, request)
+    check_image_file(name, request.apptainer)
     # no image of the kit's is built (host, apptainer): an image option cannot apply
     if not RUNTIMES[name].builds_image:
         for flag, given in (("--image-archive", request.image_archive),

@@ -95,5 +95,14 @@ def test_preparing_names_what_is_missing(tmp_path, monkeypatch):
         ApptainerRuntime.prepare(request(apptainer=tmp_path / "k.sif"))
     (tmp_path / "apptainer").write_text("#!/bin/sh\nexit 0\n")
     (tmp_path / "apptainer").chmod(0o755)
-    with pytest.raises(InputError, match=r"k\.sif: no such file"):
+    with pytest.raises(InputError, match=r"k\.sif: not a file"):
         ApptainerRuntime.prepare(request(apptainer=tmp_path / "k.sif"))
+
+
+def test_a_run_directory_apptainer_bind_cannot_take_fails_the_launch_with_the_reason(tmp_path):
+    from kit.runtime.containers.base import LaunchError
+
+    odd = tmp_path / "a:b"
+    odd.mkdir()
+    with pytest.raises(LaunchError, match=r"apptainer --bind cannot take the run directory .*a:b"):
+        Apptainer(SIF).command(TORCHRUN, odd, "cpu")

@@ -210,4 +210,8 @@ class Apptainer(NoContainer):
         return Face(prefix=self.prefix(run_dir, device, shell=True), spec=f"{MOUNT}/{SPEC}")
 
     def command(self, argv: list[str], run_dir: Path, device: str) -> list[str]:
-        return [*self.prefix(str(run_dir.resolve()), device), *argv]
+        where = str(run_dir.resolve())
+        if any(c in where for c in ":,"):  # --bind SRC:DST[,SRC:DST]: its separators
+            raise LaunchError(f"apptainer --bind cannot take the run directory {where!r} "
+                              "(a ':' or ','): choose another --out")  # fmt: skip
+        return [*self.prefix(where, device), *argv]
