@@ -35,6 +35,19 @@ def check_device(requested: str, where: str = "--device") -> None:
         raise InputError(f"{where} {requested!r}: allowed: {', '.join(DEVICES)}")
 
 
+BATCH_DEVICES = tuple(d for d in DEVICES if d != "auto")
+"""What a batch command's --device may name: the cluster's device is not detected from here."""
+
+
+def check_batch_options(device: str, nodes: int | None, gpus_per_node: int | None) -> None:
+    """The checks `kit slurm` and `kit k8s` share: a device named, counts of at least one."""
+    if device not in BATCH_DEVICES:
+        raise InputError(f"--device {device!r}: allowed: {', '.join(BATCH_DEVICES)}")
+    for name, value in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node)):
+        if value is not None and value < 1:
+            raise InputError(f"{name} {value}: must be at least 1")
+
+
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     """The last lines of a run's log, kept with a failed run's result."""
     if not path.is_file():
