@@ -61,7 +61,7 @@ def check_image_given(
     """A bundle that ran in a SIF reruns in one only when the user names it again (a SIF is a
     file of the user's, never one the bundle names)."""
     if name == "apptainer" and apptainer is None:
-        image = f" ({old_env.image})" if old_env is not None and old_env.image else ""
+        image = f" ({old_env.image[:200]!r})" if old_env is not None and old_env.image else ""
         raise InputError(
             f"{path} ran in an Apptainer image{image}: name it again (--apptainer IMAGE.sif), "
             "or rerun in another runtime (--runtime host|docker|podman)"
@@ -240,8 +240,9 @@ def rerun_bundle(
     # (1 to MAX_REPEATS) are the typed model's checks
     check_device(asked, "--device" if device is not None else f"{path}/results.json: device")
     if recorded.k8s is not None:  # made by `kit k8s`: it reruns there, with the recorded options
-        if runtime is not None or strict_env:
-            flag = "--strict-env" if strict_env else f"--runtime {runtime}"
+        if runtime is not None or strict_env or options.apptainer is not None:
+            flag = ("--strict-env" if strict_env else f"--runtime {runtime}" if runtime
+                    else "--apptainer")  # fmt: skip
             raise InputError(f"{flag}: {path} was made by `kit k8s` and reruns on Kubernetes")
         console.print(f"kit: rerunning {path} on Kubernetes (recipe {recipe.name})", markup=False)
         batch = registry.batch("k8s")

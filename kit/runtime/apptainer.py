@@ -3,8 +3,9 @@
 The container is kit.runtime.containers.process.Apptainer, whose command line is the same one a
 Slurm task runs (its `face`); the placement is kit.runtime.local. Nothing is built: the SIF is
 the environment (`apptainer build kit.sif docker-archive://FILE.tar` of a `kit export`, so it
-holds the kit's worker). environment.json records it by its sha256 (`image_id`) and path
-(`image`), with the versions read inside it by one probe (`python -m kit.worker.probe`).
+holds the kit's worker). environment.json records it by its sha256 (`image_id`, and
+`content_hash`: a rerun in another SIF differs where it matters) and path (`image`), with the
+versions read inside it by one probe (`python -m kit.worker.probe`).
 """
 
 from __future__ import annotations
@@ -82,5 +83,6 @@ class ApptainerRuntime(LocalRuntime):
         return cls(image, {
             **axes_record(cls.placement, cls.engine), "name": None, "pinned": True,
             "runtime": cls.name, "image": str(image), "image_id": f"sha256:{digest}",
-            "kit_version": kit.__version__, "container": versions,
+            # what the image holds, as a rerun compares it (kit.envdiff): another SIF matters
+            "content_hash": digest, "kit_version": kit.__version__, "container": versions,
         })  # fmt: skip

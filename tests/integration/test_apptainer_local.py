@@ -106,7 +106,8 @@ def test_a_recipe_runs_in_the_sif_and_the_bundle_says_so(tmp_path, stand_in):
     fp = json.loads((out / "environment.json").read_text())
     assert (fp["placement"], fp["engine"], fp["runtime"]) == ("local", "apptainer", "apptainer")
     assert fp["pinned"] is True and fp["image"] == str(sif.resolve())
-    assert fp["image_id"] == "sha256:" + hashlib.sha256(sif.read_bytes()).hexdigest()
+    digest = hashlib.sha256(sif.read_bytes()).hexdigest()
+    assert (fp["image_id"], fp["content_hash"]) == (f"sha256:{digest}", digest)
     assert fp["container"]["torch"]  # probed inside "the image"
     results = json.loads((out / "results.json").read_text())
     assert results["runtime"] == "apptainer" and results["pinned"] is True
@@ -133,6 +134,15 @@ def test_a_recipe_runs_in_the_sif_and_the_bundle_says_so(tmp_path, stand_in):
     assert (rerun["engine"], rerun["image_id"]) == ("apptainer", fp["image_id"])
     assert json.loads((again / "results.json").read_text())["environment_diff"] in (None, [])
     assert len(calls_of(calls)) == 4  # a probe and a launch again
+
+    # another SIF is another environment: --strict-env refuses before any run
+    other = tmp_path / "other.sif"
+    other.write_bytes(b"another image\n")
+    proc = run_kit("reproduce", str(out), "--apptainer", str(other), "--strict-env",
+                   "--out", str(tmp_path / "other"), env=env)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "--strict-env: the environment differs" in proc.stderr and "content_hash" in proc.stderr
+    assert len(calls_of(calls)) == 5 and not (tmp_path / "other").exists()  # the probe only
 
 
 def test_without_apptainer_on_path_one_line_names_it(tmp_path):
