@@ -47,7 +47,9 @@ def probe(image: Path, device: str) -> dict[str, Any]:
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     if proc.returncode != 0 or not lines:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise KitError(f"probing {image} failed (exit {proc.returncode}): {last[:200]}")
+        raise KitError(f"probing {image} failed (exit {proc.returncode}): {last[:200]} (a SIF of "
+                       "the kit's image: apptainer build kit.sif docker-archive://FILE.tar of a "
+                       "kit export)")  # fmt: skip
     try:
         return json.loads(lines[-1])
     except json.JSONDecodeError as e:

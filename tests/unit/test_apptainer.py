@@ -106,3 +106,18 @@ def test_a_run_directory_apptainer_bind_cannot_take_fails_the_launch_with_the_re
     odd.mkdir()
     with pytest.raises(LaunchError, match=r"apptainer --bind cannot take the run directory .*a:b"):
         Apptainer(SIF).command(TORCHRUN, odd, "cpu")
+
+
+def test_a_sif_without_the_kit_fails_its_probe_in_one_line_that_says_what_to_build(
+    tmp_path, monkeypatch
+):
+    from kit.errors import KitError
+    from kit.runtime.apptainer import probe
+
+    exe = tmp_path / "apptainer"
+    exe.write_text('#!/bin/sh\necho "python: No module named kit.worker.probe" >&2\nexit 1\n')
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(KitError, match=r"failed \(exit 1\): python: No module named kit\.worker"
+                                       r"\.probe \(a SIF of the kit's image"):  # fmt: skip
+        probe(tmp_path / "k.sif", "cpu")
