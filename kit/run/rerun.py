@@ -60,12 +60,15 @@ def check_image_given(
 ) -> None:
     """A bundle that ran in a SIF reruns in one only when the user names it again (a SIF is a
     file of the user's, never one the bundle names)."""
-    if name == "apptainer" and apptainer is None:
-        image = f" ({old_env.image[:200]!r})" if old_env is not None and old_env.image else ""
-        raise InputError(
-            f"{path} ran in an Apptainer image{image}: name it again (--apptainer IMAGE.sif), "
-            "or rerun in another runtime (--runtime host|docker|podman)"
-        )
+    if name != "apptainer" or apptainer is not None:
+        return
+    if old_env is None or old_env.axes()[1] != "apptainer":  # the user's --runtime apptainer
+        raise InputError("--runtime apptainer: name the image: --apptainer IMAGE.sif")
+    image = f" ({old_env.image[:200]!r})" if old_env.image else ""
+    raise InputError(
+        f"{path} ran in an Apptainer image{image}: name it again (--apptainer IMAGE.sif), "
+        "or rerun in another runtime (--runtime host|docker|podman)"
+    )
 
 
 def rerun_request(

@@ -121,3 +121,22 @@ def test_a_sif_without_the_kit_fails_its_probe_in_one_line_that_says_what_to_bui
     with pytest.raises(KitError, match=r"failed \(exit 1\): python: No module named kit\.worker"
                                        r"\.probe \(a SIF of the kit's image"):  # fmt: skip
         probe(tmp_path / "k.sif", "cpu")
+
+
+def test_a_rerun_runs_in_apptainer_only_with_the_sif_named_again():
+    from kit.model.environment import Environment
+    from kit.run.rerun import check_image_given, rerun_runtime
+
+    slurm = Environment.model_validate(
+        {"runtime": "slurm", "pinned": True, "launcher": "apptainer", "image": "/shared/k.sif"}
+    )
+    host = Environment.model_validate({"runtime": "host", "pinned": False})
+    assert rerun_runtime(slurm, None, None) == "apptainer"  # a Slurm Apptainer job: here too
+    assert rerun_runtime(host, None, Path("k.sif")) == "apptainer"  # the SIF picks it
+    assert rerun_runtime(slurm, "host", None) == "host"
+    with pytest.raises(InputError, match=r"^b ran in an Apptainer image \('/shared/k\.sif'\): "
+                                         r"name it again \(--apptainer IMAGE\.sif\)"):  # fmt: skip
+        check_image_given(Path("b"), "apptainer", slurm, None)
+    with pytest.raises(InputError, match=r"^--runtime apptainer: name the image"):
+        check_image_given(Path("b"), "apptainer", host, None)
+    check_image_given(Path("b"), "apptainer", slurm, Path("k.sif"))  # named: nothing to say
