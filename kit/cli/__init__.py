@@ -16,6 +16,10 @@ from kit.cli.k8s import k8s as k8s_command
 from kit.cli.options import (
     AllowedSigners,
     AllowUnsigned,
+    Apptainer,
+    BatchDevice,
+    BatchRepeats,
+    BatchSmoke,
     ReadBrokenSignature,
 )
 from kit.cli.refs import refs_app
@@ -76,10 +80,13 @@ def reproduce(
     runtime: Annotated[
         str | None,
         typer.Option(
-            help="host | docker | auto (docker: one container per run from the pinned image; "
-            "auto: docker when a daemon answers, host otherwise; a bundle: its runtime)."
+            help="host | docker | podman | apptainer | auto (docker, podman: one container per "
+            "run from the pinned image; apptainer: apptainer exec of the --apptainer image; "
+            "auto: apptainer when --apptainer is given, else docker when a daemon answers, "
+            "host otherwise; a bundle: its runtime)."
         ),
     ] = None,
+    apptainer: Apptainer = None,
     env: Annotated[
         str | None,
         typer.Option(
@@ -144,7 +151,7 @@ def reproduce(
                       command=command_line(sys.argv[1:]), strict=strict,
                       allow=tuple(a.strip() for a in (allow or "").split(",") if a.strip()),
                       environment=env, base_image=base_image,
-                      image_archive=image_archive,
+                      image_archive=image_archive, apptainer=apptainer,
                       nodes=tuple(n.strip() for n in (nodes or "").split(",") if n.strip()))  # fmt: skip
     if recipe.is_dir():
         from kit.bundle.intake import check_signer_options
@@ -294,20 +301,14 @@ def slurm(
         str | None,
         typer.Option(help="enroot/pyxis: srun --container-image (a .sqsh file or docker://...)."),
     ] = None,
-    apptainer: Annotated[
-        Path | None, typer.Option(help="Apptainer: the .sif image (apptainer exec --nv).")
-    ] = None,
+    apptainer: Apptainer = None,
     host_python: Annotated[
         str | None,
         typer.Option(help="No container: run the worker with this Python on the nodes."),
     ] = None,
-    device: Annotated[str, typer.Option(help="cuda | cpu (gloo).")] = "cuda",
-    smoke: Annotated[
-        bool | None, typer.Option("--smoke/--full", help="Smoke scale (default: on CPU).")
-    ] = None,
-    repeats: Annotated[
-        int | None, typer.Option(min=1, max=MAX_REPEATS, help="Override the recipe's.")
-    ] = None,
+    device: BatchDevice = "cuda",
+    smoke: BatchSmoke = None,
+    repeats: BatchRepeats = None,
     out: Annotated[
         Path | None, typer.Option(help="Bundle directory, on a filesystem the nodes share.")
     ] = None,

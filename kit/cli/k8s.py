@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from kit.recipe import MAX_GPUS, MAX_NODES, MAX_REPEATS
+from kit.cli.options import BatchDevice, BatchRepeats, BatchSmoke
+from kit.recipe import MAX_GPUS, MAX_NODES
 
 
 def k8s(
@@ -62,13 +63,9 @@ def k8s(
             min=1, max=7 * 86400, help="Seconds for every pod of a run to start (pull, schedule)."
         ),
     ] = 1800.0,
-    device: Annotated[str, typer.Option(help="cuda | cpu (gloo).")] = "cuda",
-    smoke: Annotated[
-        bool | None, typer.Option("--smoke/--full", help="Smoke scale (default: on CPU).")
-    ] = None,
-    repeats: Annotated[
-        int | None, typer.Option(min=1, max=MAX_REPEATS, help="Override the recipe's.")
-    ] = None,
+    device: BatchDevice = "cuda",
+    smoke: BatchSmoke = None,
+    repeats: BatchRepeats = None,
     out: Annotated[
         Path | None, typer.Option(help="Bundle directory (default reports/NAME-TIME).")
     ] = None,

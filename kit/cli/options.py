@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from kit.recipe import MAX_REPEATS
+
 PricePerGpuHour = Annotated[
     str | None,
     typer.Option(
@@ -35,4 +37,18 @@ ReadBrokenSignature = Annotated[
         help="Read a bundle whose signature does not verify anyway: a warning names it and "
         "every page made from it says so.",
     ),
+]
+Apptainer = Annotated[
+    Path | None,
+    typer.Option(
+        help="Apptainer: the .sif image each run executes in (apptainer exec, --nv on CUDA)."
+    ),
+]
+# the batch commands (kit slurm, kit k8s): the cluster's device is named, never detected here
+BatchDevice = Annotated[str, typer.Option(help="cuda | cpu (gloo).")]
+BatchSmoke = Annotated[
+    bool | None, typer.Option("--smoke/--full", help="Smoke scale (default: on CPU).")
+]
+BatchRepeats = Annotated[
+    int | None, typer.Option(min=1, max=MAX_REPEATS, help="Override the recipe's.")
 ]

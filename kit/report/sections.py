@@ -258,6 +258,8 @@ def environment_view(env: Environment | None, results: Results) -> dict[str, Any
         "packages": sorted(((container and container.packages) or {}).items()),
         "in_container": engine != "none",
         "engine": engine,
+        # page 1 and the Environment section: "in a podman container", "in an apptainer container"
+        "in_engine": f"in {'an' if engine[:1] in tuple('aeiou') else 'a'} {engine} container",
         "placement": placement,
         "runtime": placement_words(results) or runtime,
         "pinned": env.pinned if env else results.pinned,

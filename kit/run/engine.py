@@ -45,7 +45,8 @@ class Options:
     smoke: bool | None = None  # None: smoke on the CPU, full size on GPUs
     repeats: int | None = None
     out: Path | None = None
-    runtime: str = "auto"  # host | docker | auto (docker for GPU runs when a daemon answers)
+    runtime: str = "auto"  # a registry CHOICE; auto: apptainer for --apptainer, docker for GPU runs
+    # when a daemon answers, host otherwise
     command: str = ""
     environment: str | None = None  # docker runtime: overrides the recipe's environment
     base_image: str | None = None  # docker runtime: overrides the Dockerfile's BASE_IMAGE
@@ -55,6 +56,7 @@ class Options:
     # a rerun (kit.run.rerun) builds its own Options with this set: the bundle it reproduces
     reproduces: dict[str, Any] | None = None
     nodes: tuple[str, ...] = ()  # --nodes: Docker daemon URLs, one per node (multi-node runs)
+    apptainer: Path | None = None  # --apptainer: the SIF the apptainer runtime runs
 
 
 def detect_gpus() -> int:
@@ -107,7 +109,7 @@ def make_runtime(name: str, recipe: Recipe, options: Options, device: str = "cpu
     request = RuntimeRequest(
         environment=options.environment or recipe.environment, device=device, gpus=recipe.gpus,
         base_image=options.base_image, image_archive=options.image_archive,
-        nodes=registry.nodes(recipe.nodes, options.nodes),
+        nodes=registry.nodes(recipe.nodes, options.nodes), apptainer=options.apptainer,
     )  # fmt: skip
     chosen, note = registry.choose(name, request)
     request, why = registry.fit_environment(  # refuses --env where no image is built: first

@@ -47,6 +47,30 @@ def recorded_runtime(env: Environment | None) -> str:
     return registry.local_runtime(env.axes()[1]) or env.runtime
 
 
+def rerun_runtime(old_env: Environment | None, runtime: str | None, apptainer: Path | None) -> str:
+    """The runtime a rerun uses: the user's --runtime, else apptainer when --apptainer names a
+    SIF, else the bundle's own."""
+    if runtime not in (None, "auto"):
+        return runtime
+    return "apptainer" if apptainer is not None else recorded_runtime(old_env)
+
+
+def check_image_given(
+    path: Path, name: str, old_env: Environment | None, apptainer: Path | None
+) -> None:
+    """A bundle that ran in a SIF reruns in one only when the user names it again (a SIF is a
+    file of the user's, never one the bundle names)."""
+    if name != "apptainer" or apptainer is not None:
+        return
+    if old_env is None or old_env.axes()[1] != "apptainer":  # the user's --runtime apptainer
+        raise InputError("--runtime apptainer: name the image: --apptainer IMAGE.sif")
+    image = f" ({old_env.image[:200]!r})" if old_env.image else ""
+    raise InputError(
+        f"{path} ran in an Apptainer image{image}: name it again (--apptainer IMAGE.sif), "
+        "or rerun in another runtime (--runtime host|docker|podman)"
+    )
+
+
 def rerun_request(
     old_env: Environment | None,
     runtime: str | None,
@@ -54,16 +78,16 @@ def rerun_request(
     recipe: Recipe,
     image_archive: Path | None = None,
     nodes: tuple[str, ...] = (),
+    apptainer: Path | None = None,
 ) -> tuple[str, RuntimeRequest]:
-    """The runtime a rerun uses (the user's --runtime, else the bundle's own) and what it is
-    asked to prepare: the recorded environment (its base is choose_base's, never the bundle's;
-    or the exported archive `image_archive`, loaded without building)."""
-    recorded = recorded_runtime(old_env)
-    name = recorded if runtime in (None, "auto") else runtime
+    """The runtime a rerun uses (rerun_runtime) and what it is asked to prepare: the recorded
+    environment (its base is choose_base's, never the bundle's; or the exported archive
+    `image_archive`, loaded without building; or the SIF `apptainer` names)."""
+    name = rerun_runtime(old_env, runtime, apptainer)
     request = RuntimeRequest(
         environment=(old_env.name if old_env else None) or recipe.environment,
         device=device, gpus=recipe.gpus, base_image=None,
-        image_archive=image_archive, nodes=node_config(recipe.nodes, nodes),
+        image_archive=image_archive, nodes=node_config(recipe.nodes, nodes), apptainer=apptainer,
     )  # fmt: skip
     if request.nodes is not None and name == "docker":
         name = "multinode"  # the nodes the user named (--nodes), never this host alone
@@ -133,7 +157,7 @@ def choose_base(
 ) -> tuple[str | None, str | None]:
     """The base image this rerun may build FROM and the line that says why (None, None for a
     runtime that builds no image), decided before anything is printed or prepared."""
-    if where not in registry.RUNTIMES or not registry.RUNTIMES[where].pinned:
+    if where not in registry.RUNTIMES or not registry.RUNTIMES[where].builds_image:
         return None, None
     env_name = (old.environment.name if old.environment else None) or old.recipe.environment
     return base_choice.rerun_base(
@@ -155,7 +179,11 @@ def check_environment_record(path: Path, env: Environment | None) -> None:
 
 def base_image_line(env: Environment) -> str:
     """What the bundle's environment record says it ran in: the base image its image was built
-    FROM (any runtime that pins an image: docker, multinode), or that it ran on the host."""
+    FROM (any runtime that pins an image: docker, multinode), the image it was given (an
+    Apptainer SIF), or that it ran on the host."""
+    if env.axes()[1] == "apptainer":
+        image = repr(env.image[:200]) if env.image else "not recorded"
+        return f"the bundle ran in an Apptainer image: {image}, {env.image_id or 'no sha256'}"
     base = base_image(env)
     if base:
         recorded = env.base_image_digest
@@ -215,8 +243,9 @@ def rerun_bundle(
     # (1 to MAX_REPEATS) are the typed model's checks
     check_device(asked, "--device" if device is not None else f"{path}/results.json: device")
     if recorded.k8s is not None:  # made by `kit k8s`: it reruns there, with the recorded options
-        if runtime is not None or strict_env:
-            flag = "--strict-env" if strict_env else f"--runtime {runtime}"
+        if runtime is not None or strict_env or options.apptainer is not None:
+            flag = ("--strict-env" if strict_env else f"--runtime {runtime}" if runtime
+                    else "--apptainer")  # fmt: skip
             raise InputError(f"{flag}: {path} was made by `kit k8s` and reruns on Kubernetes")
         console.print(f"kit: rerunning {path} on Kubernetes (recipe {recipe.name})", markup=False)
         batch = registry.batch("k8s")
@@ -226,14 +255,17 @@ def rerun_bundle(
                                      options.command))  # fmt: skip
         done = k8s.submit(recipe, reproduces=source_record(path, old))
         return Bundle.load(Path(done)), k8s.code
-    where = runtime or recorded_runtime(old.environment)
+    where = rerun_runtime(old.environment, runtime, options.apptainer)
+    builds = where not in registry.RUNTIMES or registry.RUNTIMES[where].builds_image
     for flag, given in (("--image-archive", options.image_archive),
                         ("--base-image", options.base_image)):  # fmt: skip
-        if where == "host" and given is not None:
+        if not builds and given is not None:
             raise InputError(
-                f"{flag}: needs the docker runtime; this rerun uses the host runtime "
-                f"({'--runtime host' if runtime else 'as the bundle recorded'})"
+                f"{flag}: needs the docker runtime; this rerun uses the {where} runtime "
+                f"({f'--runtime {runtime}' if runtime else 'as the bundle recorded'})"
             )
+    registry.check_image_file(where, options.apptainer)
+    check_image_given(path, where, old.environment, options.apptainer)
     check_environment_record(path, old.environment)
     base, why = choose_base(path, where, old, options)
     if old.environment is not None:
@@ -243,6 +275,7 @@ def rerun_bundle(
     resolved = resolve_device(asked)  # once: the runtime and the engine both take this one
     name, request = rerun_request(
         old.environment, runtime, resolved, recipe, options.image_archive, options.nodes,
+        options.apptainer,
     )  # fmt: skip
     if why is not None:
         console.print(f"kit: {why}", markup=False)

@@ -35,6 +35,19 @@ def check_device(requested: str, where: str = "--device") -> None:
         raise InputError(f"{where} {requested!r}: allowed: {', '.join(DEVICES)}")
 
 
+BATCH_DEVICES = tuple(d for d in DEVICES if d != "auto")
+"""What a batch command's --device may name: the cluster's device is not detected from here."""
+
+
+def check_batch_options(device: str, nodes: int | None, gpus_per_node: int | None) -> None:
+    """The checks `kit slurm` and `kit k8s` share: a device named, counts of at least one."""
+    if device not in BATCH_DEVICES:
+        raise InputError(f"--device {device!r}: allowed: {', '.join(BATCH_DEVICES)}")
+    for name, value in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node)):
+        if value is not None and value < 1:
+            raise InputError(f"{name} {value}: must be at least 1")
+
+
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     """The last lines of a run's log, kept with a failed run's result."""
     if not path.is_file():
@@ -65,6 +78,7 @@ class RuntimeRequest:
     base_image: str | None = None  # --base-image: overrides the Dockerfile's BASE_IMAGE
     image_archive: Path | None = None  # --image-archive: run the image of a `kit export`
     nodes: Any = None  # kit.runtime.multinode.config.NodeConfig when several nodes are asked
+    apptainer: Path | None = None  # --apptainer: the SIF the apptainer runtime runs (no build)
 
 
 @dataclass(frozen=True)
@@ -94,6 +108,7 @@ class Runtime(Protocol):
     placement: str  # where the runs go: "local" | "multinode" (environment.json `placement`)
     engine: str  # what they run in: "none" | "docker" | "podman" | ... (environment.json)
     pinned: bool  # True when the environment is a pinned image
+    builds_image: bool  # True when it builds (or loads) the kit's image: --env, --base-image
     # environment.json: the fingerprint of what the runs will find (set by prepare)
     environment: dict[str, Any]
     # hardware.json's `nodes` (multi-node runtimes: each node's inventory), else None

@@ -39,6 +39,7 @@ class PinnedRuntime(LocalRuntime):
     name = "docker"
     engine = "docker"
     pinned = True
+    builds_image = True
 
     def __init__(
         self,

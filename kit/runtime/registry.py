@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kit.errors import InputError
+from kit.runtime.apptainer import OPTION as APPTAINER_OPTION
+from kit.runtime.apptainer import ApptainerRuntime
 from kit.runtime.base import BatchRuntime, Runtime, RuntimeRequest
 from kit.runtime.host import HostRuntime
 from kit.runtime.images.environments import for_device
@@ -27,14 +29,16 @@ RUNTIMES: dict[str, type] = {
     "host": HostRuntime,
     "docker": DockerRuntime,
     "podman": PodmanRuntime,
+    "apptainer": ApptainerRuntime,  # `apptainer exec` of the SIF --apptainer names
     "multinode": MultiNodeRuntime,  # chosen when the recipe or --nodes names several nodes
 }
 BATCH_RUNTIMES: dict[str, type] = {
     "slurm": SlurmRuntime,
     "k8s": K8sRuntime,  # `kit k8s`: an Indexed Job (or JobSet) per run, watched by the driver
 }
-# what --runtime accepts; "auto" picks docker for GPU runs when it can, host otherwise
-CHOICES = ("host", "docker", "podman", "auto")
+# what --runtime accepts; "auto" picks apptainer when --apptainer names a SIF, else docker for GPU
+# runs when it can, host otherwise
+CHOICES = ("host", "docker", "podman", "apptainer", "auto")
 IMAGE_ENGINES = ("docker", "podman")  # the runtimes whose engine builds and exports images
 
 
@@ -57,13 +61,23 @@ def engine_client(name: str) -> object:
     return RUNTIMES[name].container_class.connect()
 
 
+def check_image_file(name: str, apptainer: object) -> None:
+    """--apptainer names the image of the apptainer runtime only (never ignored by another)."""
+    if apptainer is not None and name != "apptainer":
+        raise InputError(f"{APPTAINER_OPTION}: only for the apptainer runtime (--runtime "
+                         f"apptainer); this run uses the {name} runtime")  # fmt: skip
+
+
 def choose(requested: str, request: RuntimeRequest) -> tuple[str, str | None]:
     """The runtime a request runs on, and a note to print when it was picked for the user."""
     if requested not in CHOICES:
         raise InputError(f"--runtime {requested!r}: allowed: {', '.join(CHOICES)}")
+    if requested == "auto" and request.apptainer is not None:
+        requested = "apptainer"  # the SIF names the runtime
     if request.nodes is not None:  # several machines: containers on each node's daemon
         if requested not in ("docker", "auto"):
             raise InputError("multi-node runs (nodes:, --nodes) need the docker runtime")
+        check_image_file("multinode", request.apptainer)
         return "multinode", None
     name, note = requested, None
     if requested == "auto":
@@ -74,26 +88,33 @@ def choose(requested: str, request: RuntimeRequest) -> tuple[str, str | None]:
             why = DockerRuntime.unavailable(request.device)
             name = "host" if why else "docker"
             note = f"{why}: host runtime (not pinned)" if why else None
-    if not RUNTIMES[name].pinned:  # this machine's Python: an image option cannot apply
+    check_image_file(name, request.apptainer)
+    # no image of the kit's is built (host, apptainer): an image option cannot apply
+    if not RUNTIMES[name].builds_image:
         for flag, given in (("--image-archive", request.image_archive),
                             ("--base-image", request.base_image)):  # fmt: skip
             if given is not None:
                 why = f" ({note})" if note else ""
                 raise InputError(f"{flag}: needs the docker runtime (--runtime docker); this run "
-                                 f"uses the host runtime{why}")  # fmt: skip
+                                 f"uses the {name} runtime{why}")  # fmt: skip
     return name, note
 
 
 def fit_environment(
     name: str, request: RuntimeRequest, recipe_environment: str, asked: str | None
 ) -> tuple[RuntimeRequest, str | None]:
-    """The request with the environment a runtime that pins an image (its `pinned`)
-    builds for this device, and a line saying why when it is not the recipe's; a runtime that
-    pins nothing gets the request unchanged."""
-    if name not in RUNTIMES or not RUNTIMES[name].pinned:
+    """The request with the environment a runtime that builds the kit's image (its
+    `builds_image`) builds for this device, and a line saying why when it is not the recipe's;
+    any other runtime gets the request unchanged."""
+    if name not in RUNTIMES or not RUNTIMES[name].builds_image:
         if asked:
+            what = (
+                "runs the image it is given"
+                if RUNTIMES.get(name, HostRuntime).pinned
+                else "runs this machine's Python"
+            )
             raise InputError(f"--env {asked}: needs a runtime that builds an image (--runtime "
-                             f"docker); the {name} runtime runs this machine's Python")  # fmt: skip
+                             f"docker); the {name} runtime {what}")  # fmt: skip
         return request, None
     env, why = for_device(recipe_environment, request.device, asked)
     return replace(request, environment=env), why

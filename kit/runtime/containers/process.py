@@ -121,7 +121,9 @@ class NoContainer:
 
     def process_env(self, env: dict[str, str], gpu_ids: list[int] | None) -> dict[str, str]:
         full = {**os.environ, **env}
-        if not self.isolated:
+        if self.isolated:  # the host's environment passes into Apptainer: not its Python path
+            full.pop("PYTHONPATH", None)  # (the image's own kit runs, not this checkout)
+        else:
             # the worker package must be importable from the launch, wherever kit is installed
             # (an image carries its own copy)
             full["PYTHONPATH"] = os.pathsep.join(
@@ -208,4 +210,8 @@ class Apptainer(NoContainer):
         return Face(prefix=self.prefix(run_dir, device, shell=True), spec=f"{MOUNT}/{SPEC}")
 
     def command(self, argv: list[str], run_dir: Path, device: str) -> list[str]:
-        return [*self.prefix(str(run_dir.resolve()), device), *argv]
+        where = str(run_dir.resolve())
+        if any(c in where for c in ":,"):  # --bind SRC:DST[,SRC:DST]: its separators
+            raise LaunchError(f"apptainer --bind cannot take the run directory {where!r} "
+                              "(a ':' or ','): choose another --out")  # fmt: skip
+        return [*self.prefix(where, device), *argv]

@@ -27,6 +27,7 @@ from kit.bundle import default_bundle_dir
 from kit.errors import InputError
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec, plan
+from kit.runtime.base import check_batch_options
 from kit.runtime.launch import MOUNT, Rendezvous, torchrun
 from kit.runtime.launch import environment as launch_environment
 from kit.shared.files import RESULT, SPEC
@@ -111,11 +112,7 @@ def check_options(o: K8sOptions) -> None:
         raise InputError(f"--service-account {o.service_account!r}: not a Kubernetes name")
     if not 1 <= o.pending_timeout_s <= 7 * 86400:  # also NaN
         raise InputError(f"--pending-timeout {o.pending_timeout_s}: from 1 s to 7 days")
-    if o.device not in ("cuda", "cpu"):
-        raise InputError(f"--device {o.device!r}: allowed: cuda, cpu")
-    for name, value in (("--nodes", o.nodes), ("--gpus-per-node", o.gpus_per_node)):
-        if value is not None and value < 1:
-            raise InputError(f"{name} {value}: must be at least 1")
+    check_batch_options(o.device, o.nodes, o.gpus_per_node)
     _pairs(o.node_selector, "--node-selector")
     for t in o.tolerations:
         toleration(t)

@@ -84,6 +84,7 @@ class MultiNodeRuntime:
     placement = "multinode"
     engine = "docker"
     pinned = True
+    builds_image = True
 
     def __init__(
         self,

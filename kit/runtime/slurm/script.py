@@ -31,6 +31,7 @@ from kit.bundle import default_bundle_dir
 from kit.errors import InputError
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec, plan
+from kit.runtime.base import check_batch_options
 from kit.runtime.containers.process import Apptainer, NoContainer
 from kit.runtime.containers.pyxis import Pyxis
 from kit.runtime.launch import Rendezvous, torchrun
@@ -69,8 +70,7 @@ def check_options(opts: SlurmOptions) -> None:
             "kit slurm: name exactly one of --container-image IMG (enroot/pyxis), --apptainer SIF,"
             " --host-python PY (no container)"
         )
-    if opts.device not in ("cuda", "cpu"):
-        raise InputError(f"--device {opts.device!r}: allowed: cuda, cpu")
+    check_batch_options(opts.device, opts.nodes, opts.gpus_per_node)
     if opts.time is not None and not re.match(TIME_PATTERN, opts.time):
         raise InputError(f"--time {opts.time!r}: expected MINUTES, HH:MM:SS or D-HH:MM:SS")
     # every value below becomes a line of the sbatch script: no line breaks, no NUL
@@ -80,9 +80,6 @@ def check_options(opts: SlurmOptions) -> None:
                         *(("--sbatch-arg", x) for x in opts.extra)):  # fmt: skip
         if value is not None and any(c in str(value) for c in "\n\r\0"):
             raise InputError(f"{name} {str(value)!r}: line breaks and NUL are not allowed")
-    for name, value in (("--nodes", opts.nodes), ("--gpus-per-node", opts.gpus_per_node)):
-        if value is not None and value < 1:
-            raise InputError(f"{name} {value}: must be at least 1")
 
 
 def _q(text: str | Path) -> str:

@@ -1,0 +1,90 @@
+"""The apptainer runtime: this machine, each run in `apptainer exec` of a SIF the user names.
+
+The container is kit.runtime.containers.process.Apptainer, whose command line is the same one a
+Slurm task runs (its `face`); the placement is kit.runtime.local. Nothing is built: the SIF is
+the environment (`apptainer build kit.sif docker-archive://FILE.tar` of a `kit export`, so it
+holds the kit's worker). environment.json records it by its sha256 (`image_id`, and
+`content_hash`: a rerun in another SIF differs where it matters) and path (`image`), with the
+versions read inside it by one probe (`python -m kit.worker.probe`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kit
+from kit.bundle import sha256_file
+from kit.errors import InputError, KitError
+from kit.model.environment import axes_record
+from kit.runtime.base import RuntimeRequest
+from kit.runtime.containers.process import Apptainer
+from kit.runtime.local import LocalRuntime
+from kit.terminal import console
+
+OPTION = "--apptainer"  # the option that names the SIF (kit reproduce, kit slurm)
+PROBE_TIMEOUT_S = 120
+
+
+def missing() -> str | None:
+    """Why `apptainer` cannot run here (not on PATH), or None."""
+    return None if shutil.which("apptainer") else "`apptainer` is not on PATH"
+
+
+def probe(image: Path, device: str) -> dict[str, Any]:
+    """The versions inside the SIF, read by `apptainer exec [--nv] SIF python -m kit.worker.probe`
+    with the environment a launch gets (the image's own kit answers, not the host's)."""
+    box = Apptainer(str(image))
+    argv = [*box.prefix(None, device), "python", "-m", "kit.worker.probe"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+                              env=box.process_env({}, None))  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise KitError(f"probing {image}: {type(e).__name__}: {e}") from e
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    if proc.returncode != 0 or not lines:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise KitError(f"probing {image} failed (exit {proc.returncode}): {last[:200]} (a SIF of "
+                       "the kit's image: apptainer build kit.sif docker-archive://FILE.tar of a "
+                       "kit export)")  # fmt: skip
+    try:
+        return json.loads(lines[-1])
+    except json.JSONDecodeError as e:
+        raise KitError(f"probing {image}: output is not JSON: {lines[-1][:200]}") from e
+
+
+class ApptainerRuntime(LocalRuntime):
+    """Runs each launch as `apptainer exec [--nv] --bind RUN:/kit/run --pwd /kit/run SIF torchrun`."""
+
+    name = "apptainer"
+    engine = "apptainer"
+    pinned = True
+    builds_image = False  # the SIF is given, never built: --env, --base-image do not apply
+
+    def __init__(self, image: Path, environment: dict[str, Any] | None = None) -> None:
+        super().__init__(Apptainer(str(image)), environment)
+
+    @classmethod
+    def prepare(cls, request: RuntimeRequest) -> ApptainerRuntime:
+        """Check the SIF and `apptainer`, hash and probe the SIF: environment.json."""
+        if request.apptainer is None:
+            raise InputError(f"--runtime apptainer: name the image: {OPTION} IMAGE.sif")
+        if why := missing():
+            raise InputError(f"--runtime apptainer: {why} (install Apptainer, or use another "
+                             "--runtime: host, docker, podman)")  # fmt: skip
+        image = request.apptainer.resolve()
+        if not image.is_file():
+            raise InputError(f"{OPTION} {request.apptainer}: not a file (an Apptainer .sif image)")
+        digest = sha256_file(image)
+        out = console(highlight=False, soft_wrap=True)
+        out.print(f"kit: Apptainer image {image} (sha256:{digest})", markup=False)
+        versions = probe(image, request.device)
+        return cls(image, {
+            **axes_record(cls.placement, cls.engine), "name": None, "pinned": True,
+            "runtime": cls.name, "image": str(image), "image_id": f"sha256:{digest}",
+            # what the image holds, as a rerun compares it (kit.envdiff): another SIF matters
+            "content_hash": digest, "kit_version": kit.__version__, "container": versions,
+        })  # fmt: skip
