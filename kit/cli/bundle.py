@@ -159,10 +159,13 @@ def seal(bundle: Annotated[Path, typer.Argument(help="A bundle whose seal was in
     from kit.run.seal import recover
 
     b, note = recover(bundle, _warn)
+    stopped = note["in_flight_runs"]
+    kept = len(b.results.runs) - len(stopped)
     _warn(
-        f"kit: sealed {b.path}: status {b.results.status}, "
-        f"{len(b.results.runs)} runs ({len(note['recovered_runs'])} recovered), "
-        f"{len(note['removed_temporary_files'])} temporary files removed"
+        f"kit: sealed {b.path}: status {b.results.status}; {note['reason']}"
+        + (f", recorded as did not run to the end: {', '.join(stopped)}" if stopped else "")
+        + f"; {kept} finished runs kept ({len(note['recovered_runs'])} recovered from their "
+        f"workers' files), {len(note['removed_temporary_files'])} temporary files removed"
     )
     print(b.path)
 
