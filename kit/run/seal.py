@@ -39,7 +39,8 @@ except ImportError as _missing:  # the bundle is sealed all the same; `kit repor
 def seal_bundle(bundle: Bundle, warn: Callable[[str], Any]) -> None:
     """Render the report (a failure there never costs the measurements), then the manifest.
 
-    Even an interruption while rendering (a second Ctrl-C) leaves the manifest written.
+    Even an interruption while rendering (Ctrl-C, a stop signal) leaves the manifest written;
+    the interruption then goes on to the command, which exits 130 (SIGINT) or 128 + the signal.
     """
     try:
         if render_bundle is None:
@@ -51,6 +52,7 @@ def seal_bundle(bundle: Bundle, warn: Callable[[str], Any]) -> None:
         warn(f"kit: warning: report not rendered: {exc}")
     except KeyboardInterrupt:
         warn("kit: warning: report not rendered: interrupted; `kit report` renders it later")
+        raise  # after the manifest (finally): the command still exits as interrupted (130)
     except Exception as exc:  # the measurements matter more than the page
         warn(f"kit: warning: report not rendered: {type(exc).__name__}: {exc}")
     finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -83,3 +84,41 @@ def test_seal_after_sigkill_records_the_run_in_flight(tmp_path):
     assert verify_manifest(out).ok
     html = (out / "report.html").read_text()
     assert "did not run to the end" in html and "slow.p2p.r0" in html
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name
+)
+def test_a_stop_signal_during_a_run_exits_as_at_every_stage(tmp_path, sig):
+    """SIGINT 130, SIGTERM 143 (SIGHUP 129) while a run goes, as while the report renders
+    (tests/hostile/test_hostile_sigterm.py) or the image is chosen: 128 + the signal; the bundle
+    is sealed with the run that finished."""
+    proc, out, log = _start(tmp_path)
+    proc.send_signal(sig)
+    proc.wait(timeout=300)
+    text = log.read_text()
+    assert proc.returncode == 128 + sig, text
+    assert "Traceback" not in text and f"interrupted by {sig.name}" in text
+    results = json.loads((out / files.RESULTS).read_text())
+    assert results["status"] == "interrupted"
+    assert [r["status"] for r in results["runs"]] == ["ok", "failed"]
+    assert verify_manifest(out).ok
+
+
+def test_a_stop_signal_before_the_runs_exits_128_plus_it(tmp_path):
+    """The same codes before any run: the driver is still taking the inventory."""
+    path = tmp_path / "recipe.yaml"
+    path.write_text(KILLED)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kit", "reproduce", str(path), "--device", "cpu",
+             "--runtime", "host", "--out", str(tmp_path / sig.name)],
+            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, preexec_fn=sigint_as_default,
+        )  # fmt: skip
+        time.sleep(1.0)  # importing: no run has started
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 128 + sig, err
+        assert "Traceback" not in err

@@ -1,0 +1,33 @@
+"""Stop signals while the `kit` command is still importing: one line and 128 + the signal.
+
+Imported first by kit.cli, before typer and the library: a Ctrl-C or SIGTERM during those
+seconds would otherwise be a traceback (SIGINT) or a silent death (SIGTERM). Nothing has been
+written yet, so the process ends at once; kit.cli.errors.run replaces these handlers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+STOP = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _while_importing(signum: int, frame: object) -> None:
+    os.write(2, f"kit: stopped by {signal.Signals(signum).name}\n".encode())
+    os._exit(128 + signum)
+
+
+def install() -> None:
+    """The import-time handler for each stop signal the shell left at its default (an ignored
+    one, as `nohup` leaves SIGHUP, stays ignored)."""
+    for sig in STOP:
+        if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(sig, _while_importing)
+
+
+def installed(sig: int) -> bool:
+    return signal.getsignal(sig) is _while_importing
+
+
+install()
