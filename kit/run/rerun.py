@@ -19,7 +19,7 @@ from kit.bundle.intake import receive
 from kit.envdiff import Difference, environment_diff
 from kit.errors import InputError
 from kit.model import BundleData, Environment, EnvironmentDifference, Hardware, validate
-from kit.outputs import refuse_inside_bundle
+from kit.outputs import check_bundle_dir, refuse_inside_bundle
 from kit.recipe import NAME_PATTERN, Recipe
 from kit.run.engine import Options, resolve_device, run_recipe
 from kit.run.rerun_paths import check_nodes, check_paths
@@ -112,9 +112,12 @@ def load_for_rerun(
 
 def refuse_out_inside(out: Path | None) -> None:
     """A rerun never writes inside its source (the old bundle would no longer verify) nor in
-    any other bundle: kit.outputs' one check, before the old bundle is read."""
+    any other bundle, and its --out is one the engine takes (kit.outputs' checks): before the
+    old bundle is read and before any notice is printed, so a bad path is the only line."""
     where = "--out" if out is not None else "the default --out"
     refuse_inside_bundle(out if out is not None else Path("reports"), where)
+    if out is not None:
+        check_bundle_dir(out)
 
 
 def refuse_environment_options(options: Options) -> None:

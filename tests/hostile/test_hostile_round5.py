@@ -122,3 +122,20 @@ def test_a_stop_signal_before_the_runs_exits_128_plus_it(tmp_path):
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 128 + sig, err
         assert "Traceback" not in err
+
+
+SMOKE = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"
+
+
+@pytest.mark.parametrize("where", ["not-empty", "under-a-file", "in-a-bundle"])
+def test_a_rerun_s_bad_out_is_the_only_line(tmp_path, where):
+    """No notice (rerunning, the recipe's variables, the environment) before the path's error."""
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "f").write_text("x")
+    out = {"not-empty": full, "under-a-file": full / "f" / "x",
+           "in-a-bundle": SMOKE / "sub"}[where]  # fmt: skip
+    proc = run_kit("reproduce", str(SMOKE), "--out", str(out), timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stdout == "", proc.stderr
+    assert proc.stderr.startswith(f"kit: error: --out {out}"), proc.stderr
