@@ -22,7 +22,12 @@ from kit.model import AdaptiveRecord, PreflightFinding, RunResult
 from kit.outputs import check_bundle_dir
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec, plan, plan_repeat
-from kit.run.preflight import PreflightOptions, check_recipe, raise_if_fatal
+from kit.run.preflight import (
+    PreflightOptions,
+    check_allowances,
+    check_recipe,
+    raise_if_fatal,
+)
 from kit.run.results import (
     close_bundle,
     console,
@@ -167,6 +172,7 @@ def prepare(
             if nodes is None
             else registry.device_of_nodes(options.device, nodes)
         )
+    check_allowances(options.allow, device, nodes is not None)
     smoke = options.smoke if options.smoke is not None else device == "cpu"
     planned = options.repeats or (min(recipe.repeats, 2) if smoke else recipe.repeats)
     runs = plan(recipe, device, smoke, planned)

@@ -22,6 +22,7 @@ from kit.model import BundleData, Environment, EnvironmentDifference, Hardware, 
 from kit.outputs import check_bundle_dir, refuse_inside_bundle
 from kit.recipe import NAME_PATTERN, Recipe
 from kit.run.engine import Options, resolve_device, run_recipe
+from kit.run.preflight import check_allowances
 from kit.run.rerun_paths import check_nodes, check_paths
 from kit.run.results import console
 from kit.runtime import registry
@@ -217,6 +218,8 @@ def rerun_bundle(
     # the recorded device is checked before anything is created; smoke (a boolean) and repeats
     # (1 to MAX_REPEATS) are the typed model's checks
     check_device(asked, "--device" if device is not None else f"{path}/results.json: device")
+    if asked == "cpu":  # before any notice (the engine checks it again with the device it runs)
+        check_allowances(options.allow, asked, bool(options.nodes))
     if recorded.k8s is not None:  # made by `kit k8s`: it reruns there, with the recorded options
         if runtime is not None or strict_env:
             flag = "--strict-env" if strict_env else f"--runtime {runtime}"

@@ -139,3 +139,16 @@ def test_a_rerun_s_bad_out_is_the_only_line(tmp_path, where):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stdout == "", proc.stderr
     assert proc.stderr.startswith(f"kit: error: --out {out}"), proc.stderr
+
+
+@pytest.mark.parametrize("how", ["recipe", "rerun"])
+def test_allow_on_a_cpu_run_is_refused(tmp_path, how):
+    """Every preflight check is a GPU check: --allow on a CPU run means nothing; one line, 2,
+    before any run (no bundle made)."""
+    out = tmp_path / "out"
+    target = str(ROOT / "recipes" / "allreduce.yaml") if how == "recipe" else str(SMOKE)
+    extra = ["--device", "cpu"] if how == "recipe" else []
+    proc = run_kit("reproduce", target, *extra, "--allow", "ecc", "--out", str(out), timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "--allow ecc" in proc.stderr, proc.stderr
+    assert "cpu run" in proc.stderr and not out.exists()
