@@ -152,3 +152,39 @@ def test_allow_on_a_cpu_run_is_refused(tmp_path, how):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and "--allow ecc" in proc.stderr, proc.stderr
     assert "cpu run" in proc.stderr and not out.exists()
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("iters", "true"), ("iters", "2.5"), ("iters", '"3"'), ("warmup_iters", "false"),
+     ("max_bytes", "1.0e3"), ("gpus", "true"), ("expect_value", "true")],
+)  # fmt: skip
+def test_recipe_numbers_are_strict(tmp_path, field, value):
+    """A bool, a float or a string where an integer belongs is refused, never coerced (YAML's
+    `true` is no iteration count): one line naming the field and its line, exit 2."""
+    params = {"iters": "5", "warmup_iters": "1", "max_bytes": "4096"}
+    gpus, expect = "2", "1"
+    if field == "gpus":
+        gpus = value
+    elif field == "expect_value":
+        expect = value
+    else:
+        params[field] = value
+    text = (
+        f"kit: 1\nname: strict\ngpus: {gpus}\nbenchmarks:\n  - kind: allreduce\n    params:\n"
+        + "".join(f"      {k}: {v}\n" for k, v in params.items())
+        + f"    expect:\n      busbw_largest: {{value: {expect}, unit: GB/s}}\n"
+    )
+    path = tmp_path / "r.yaml"
+    path.write_text(text)
+    proc = run_kit("recipes", "validate", str(path))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    name = {"expect_value": "value"}.get(field, field)
+    assert f"{path}:" in proc.stderr and name in proc.stderr, proc.stderr
+    good = "4096" if field == "max_bytes" else "2"
+    path.write_text(
+        text.replace(f": {value}\n", f": {good}\n").replace(f"value: {value},", "value: 3,")
+    )
+    ok = run_kit("recipes", "validate", str(path))
+    assert ok.returncode == 0, ok.stderr
