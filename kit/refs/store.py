@@ -135,8 +135,9 @@ def add(
 ) -> dict[str, Any]:
     """Add a bundle's reference to the user store; a label already there is an InputError.
     The bundle must be sealed, complete and (with `allowed_signers`) signed (kit.bundle.intake)."""
+    # read_broken None: the database never holds a bundle whose signature is broken
     data = receive(Path(bundle_dir), "add only an untouched bundle", allowed_signers,
-                   allow_unsigned)  # fmt: skip
+                   allow_unsigned, read_broken=None)  # fmt: skip
     if data.results.status != "complete":
         raise InputError(
             f"{bundle_dir}: status {data.results.status}, not every planned run finished; a "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -188,3 +189,22 @@ def test_recipe_numbers_are_strict(tmp_path, field, value):
     )
     ok = run_kit("recipes", "validate", str(path))
     assert ok.returncode == 0, ok.stderr
+
+
+@pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen missing")
+@pytest.mark.parametrize("command", ["add", "standing"])
+def test_refs_errors_suggest_only_their_own_options(tmp_path, command):
+    """`kit refs add` / `standing` have no --read-broken-signature: their refusal of a bundle
+    whose signature is broken must not suggest it (and the command really lacks it)."""
+    from tests.hostile.test_hostile_broken_signature import garbage
+
+    b = garbage(tmp_path)
+    env = {**os.environ, "KIT_REFS_DB": str(tmp_path / "refs.sqlite")}
+    proc = run_kit("refs", command, str(b), env=env)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "signature" in proc.stderr.lower() and "--read-broken-signature" not in proc.stderr
+    options = [w for w in proc.stderr.split() if w.startswith("--")]
+    helptext = run_kit("refs", command, "--help").stdout
+    assert all(o.strip("(),;.") in helptext for o in options), (options, proc.stderr)
+    compare = run_kit("compare", str(b), str(SMOKE))  # a command that has it still names it
+    assert compare.returncode == 2 and "--read-broken-signature" in compare.stderr
