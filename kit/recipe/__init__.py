@@ -76,12 +76,20 @@ class Expectation(Strict):
     """A reference figure for a headline metric, ReFrame style: value, unit and tolerance, and
     the GPU model and count it was measured on (a reference judges only runs on those)."""
 
-    value: float = Field(strict=True)  # `value: true` or "343" is no figure
+    value: float
     unit: str
-    tolerance: float = Field(default=0.1, strict=True, ge=0, le=1)
+    tolerance: float = Field(default=0.1, ge=0, le=1)
     source: str = ""
     gpu_model: str | None = None  # "NVIDIA H200", as nvidia-smi names it
     gpus: int | None = Field(default=None, strict=True, ge=1)
+
+    @field_validator("value", "tolerance", mode="before")
+    @classmethod
+    def _no_bool(cls, v: Any) -> Any:
+        """YAML's true is no figure (pydantic would read it as 1.0); 1e3 (a YAML string) is."""
+        if isinstance(v, bool):
+            raise ValueError(f"must be a number, not {str(v).lower()}")
+        return v
 
     def measured_on(self) -> tuple[str | None, int | None]:
         """(GPU model, count): the fields, else what an older recipe's source names ("2x H200

@@ -208,3 +208,13 @@ def test_refs_errors_suggest_only_their_own_options(tmp_path, command):
     assert all(o.strip("(),;.") in helptext for o in options), (options, proc.stderr)
     compare = run_kit("compare", str(b), str(SMOKE))  # a command that has it still names it
     assert compare.returncode == 2 and "--read-broken-signature" in compare.stderr
+
+
+def test_a_float_parameter_is_never_a_boolean(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text(
+        "kit: 1\nname: f\nbenchmarks:\n  - kind: gpt2_ddp\n    params: {min_window_s: true}\n"
+    )
+    proc = run_kit("recipes", "validate", str(path))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "min_window_s" in proc.stderr
