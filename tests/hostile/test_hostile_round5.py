@@ -218,3 +218,16 @@ def test_a_float_parameter_is_never_a_boolean(tmp_path):
     proc = run_kit("recipes", "validate", str(path))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "min_window_s" in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["", "  "], ids=["empty", "blank"])
+@pytest.mark.parametrize("command", [["list"], ["add", str(SMOKE)], ["standing", str(SMOKE)]])
+def test_an_empty_kit_refs_db_is_refused(tmp_path, value, command):
+    """KIT_REFS_DB set but empty never falls back to the default store (which is left alone)."""
+    home = tmp_path / "home"
+    env = {**os.environ, "KIT_REFS_DB": value, "HOME": str(home),
+           "XDG_DATA_HOME": str(home / "data")}  # fmt: skip
+    proc = run_kit("refs", *command, env=env)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "KIT_REFS_DB is set but empty" in proc.stderr and proc.stdout == ""
+    assert not (home / "data" / "kit").exists()
