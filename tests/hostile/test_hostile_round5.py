@@ -231,3 +231,19 @@ def test_an_empty_kit_refs_db_is_refused(tmp_path, value, command):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "KIT_REFS_DB is set but empty" in proc.stderr and proc.stdout == ""
     assert not (home / "data" / "kit").exists()
+
+
+@pytest.mark.parametrize("spelling", ["same", "slash", "dotdot", "symlink"])
+def test_compare_refuses_the_same_bundle_twice(tmp_path, spelling):
+    link = tmp_path / "link"
+    link.symlink_to(SMOKE)
+    other = {
+        "same": str(SMOKE),
+        "slash": f"{SMOKE}/",
+        "dotdot": str(SMOKE.parent / ".." / SMOKE.parent.name / SMOKE.name),
+        "symlink": str(link),
+    }[spelling]
+    out = tmp_path / "cmp"
+    proc = run_kit("compare", str(SMOKE), other, "--out", str(out))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "the same bundle" in proc.stderr and not out.exists()
