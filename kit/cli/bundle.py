@@ -56,6 +56,7 @@ def report(
     """
     from kit.bundle import Bundle, reseal_report
     from kit.bundle.intake import check_complete
+    from kit.facts.price import check_priced_device
     from kit.report.compare import check_price
     from kit.report.render import render_bundle
 
@@ -67,6 +68,7 @@ def report(
         raise InputError(f"{flag} applies to --against: name the reference too")
     b = Bundle.load(bundle)
     check_complete(b.path)
+    check_priced_device(price, b.results.device, b.path, "--price-per-gpu-hour")
     acceptance = None
     if against is not None:
         from kit.refs.accept import accept as accept_bundle

@@ -247,3 +247,56 @@ def test_compare_refuses_the_same_bundle_twice(tmp_path, spelling):
     proc = run_kit("compare", str(SMOKE), other, "--out", str(out))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "the same bundle" in proc.stderr and not out.exists()
+
+
+def _cpu_bundle(tmp_path: Path, name: str, cpu_model: str | None, created: str) -> Path:
+    """The CPU smoke fixture as a bundle this kit writes now (hardware.json names the CPU's
+    model), another run of it (its own created_at), resealed."""
+    from kit.bundle import write_manifest
+
+    b = tmp_path / name
+    shutil.copytree(SMOKE, b)
+    hardware = json.loads((b / files.HARDWARE).read_text())
+    hardware.setdefault("host", {})["cpu_model"] = cpu_model
+    (b / files.HARDWARE).write_text(json.dumps(hardware))
+    results = json.loads((b / files.RESULTS).read_text())
+    results["created_at"] = created
+    (b / files.RESULTS).write_text(json.dumps(results))
+    write_manifest(b)
+    return b
+
+
+def test_a_cpu_run_is_not_comparable_with_a_gpu_figure_given_as_a_number(tmp_path):
+    proc = run_kit("accept", str(SMOKE), "--against", "1GB/s")
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "NOT COMPARABLE" in proc.stdout and "device cpu" in proc.stdout
+    anyway = run_kit("accept", str(SMOKE), "--against", "1GB/s", "--judge-anyway")
+    assert anyway.returncode in (0, 1, 3), anyway.stdout + anyway.stderr
+    assert "judged despite" in anyway.stdout and "device cpu" in anyway.stdout
+
+
+def test_a_price_per_gpu_hour_for_a_cpu_bundle_is_refused(tmp_path):
+    a = _cpu_bundle(tmp_path, "a", "AMD EPYC", "2026-11-27T00:00:00+00:00")
+    for args in (["compare", str(SMOKE), str(a), "--price", "1=3USD"],
+                 ["compare", str(SMOKE), str(a), "--price-per-gpu-hour", "3USD"],
+                 ["report", str(a), "--price-per-gpu-hour", "3USD"]):  # fmt: skip
+        proc = (
+            run_kit(*args, "--out", str(tmp_path / "c")) if args[0] == "compare" else run_kit(*args)
+        )
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, (args, proc.stderr)
+        assert "device cpu" in proc.stderr and "GPU-hour" in proc.stderr, proc.stderr
+    assert not (tmp_path / "c").exists()
+
+
+def test_like_for_like_cpu_bundles_compare(tmp_path):
+    """Two runs on one CPU model, as many processes: judged one against the other (the GPU
+    fields they lack are no difference); another CPU model is a real difference."""
+    a = _cpu_bundle(tmp_path, "a", "AMD EPYC 7B13", "2026-11-27T00:00:00+00:00")
+    b = _cpu_bundle(tmp_path, "b", "AMD EPYC 7B13", "2026-11-27T01:00:00+00:00")
+    c = _cpu_bundle(tmp_path, "c", "Intel Xeon 8480", "2026-11-27T02:00:00+00:00")
+    same = run_kit("accept", str(a), "--against", str(b))
+    assert same.returncode in (0, 1, 3), same.stdout + same.stderr
+    assert "NOT COMPARABLE" not in same.stdout
+    other = run_kit("accept", str(a), "--against", str(c))
+    assert other.returncode == 4, other.stdout + other.stderr
+    assert "CPU Intel Xeon 8480 there, AMD EPYC 7B13 here" in other.stdout
