@@ -190,8 +190,8 @@ class Basis:
     reference (recipe `expect`, shipped bundle, published figure) is matched on before anything
     is judged (`mismatches`). None: not recorded."""
 
-    gpu_model: str | None
-    gpus: int | None
+    gpu_model: str | None  # on the CPU: the CPU's model (hardware.json host.cpu_model)
+    gpus: int | None  # on the CPU: the processes (gloo ranks) the run had
     task: str | None  # the workload kind ("allreduce", "llama_lora_fsdp")
     device: str | None  # "GPU" or "CPU"
     metric: str | None
@@ -199,7 +199,12 @@ class Basis:
 
     @property
     def words(self) -> str:
-        """ "2x NVIDIA H200" or "a GPU model not recorded"."""
+        """ "2x NVIDIA H200", "a GPU model not recorded", or on the CPU "2 processes on the CPU
+        (AMD EPYC 7B13)"."""
+        if self.device == "CPU":
+            model = f" ({self.gpu_model})" if self.gpu_model else ", its model not recorded"
+            count = f"{self.gpus} processes on " if self.gpus else ""
+            return f"{count}the CPU{model}"
         model = self.gpu_model or "GPUs of a model not recorded"
         return f"{self.gpus}x {model}" if self.gpus else model
 
@@ -227,13 +232,33 @@ def same_model(reference: str | None, run: str | None) -> bool:
 WINDOW_WORDS = {"throughput": "the median step", "throughput_window": "the whole timed window"}
 
 
-def mismatches(ref: Basis, run: Basis) -> list[str]:
-    """Why `ref` cannot judge `run`, in words ([] when it can): the GPU model, the GPU count,
-    the task, the kind of device and the metric must all match. A reference that does not name
-    its model or count judges nothing; a median-step figure never judges a whole-window one."""
+def device_mismatch(ref: str | None, run: str | None) -> str | None:
+    """The words when a reference's kind of device is not the run's: a figure for GPUs never
+    judges a run on the CPU (device cpu), which measured no GPU."""
+    if not (ref and run) or ref == run:
+        return None
+    if run == "CPU":
+        return f"measured on {ref}s there; this run ran on the CPU (device cpu) and measured no GPU"
+    return f"measured on {ref}s there, run on the {run} here"
+
+
+def _cpu_machine(ref: Basis, run: Basis) -> list[str]:
+    """A CPU run judged by a CPU run: the same CPU model (recorded on both sides) and as many
+    processes; no GPU field is asked (there are none)."""
     out = []
-    if ref.device and run.device and ref.device != run.device:
-        out.append(f"measured on {ref.device}s there, run on the {run.device} here")
+    if not (ref.gpu_model and run.gpu_model):
+        out.append("the CPU model is not recorded on both sides")
+    elif ref.gpu_model != run.gpu_model:
+        out.append(f"CPU {ref.gpu_model} there, {run.gpu_model} here")
+    if ref.gpus != run.gpus:
+        out.append(f"{ref.gpus or 'an unrecorded count of'} processes there, "
+                   f"{run.gpus or 'an unrecorded count'} here")  # fmt: skip
+    return out
+
+
+def _gpu_machine(ref: Basis, run: Basis) -> list[str]:
+    """The GPU model and count: a reference that does not name them judges nothing."""
+    out = []
     if not ref.gpu_model:
         out.append("the reference does not name the GPU model it was measured on")
     elif run.device != "CPU" and not same_model(ref.gpu_model, run.gpu_model):
@@ -242,6 +267,20 @@ def mismatches(ref: Basis, run: Basis) -> list[str]:
         out.append("the reference does not name the GPU count it was measured on")
     elif ref.gpus != run.gpus:
         out.append(f"{ref.gpus} GPUs there, {run.gpus or 'an unrecorded count'} here")
+    return out
+
+
+def mismatches(ref: Basis, run: Basis) -> list[str]:
+    """Why `ref` cannot judge `run`, in words ([] when it can): the GPU model, the GPU count,
+    the task, the kind of device and the metric must all match (CPU against CPU: the CPU model
+    and the process count). A reference that does not name its model or count judges nothing;
+    a median-step figure never judges a whole-window one."""
+    out = []
+    device = device_mismatch(ref.device, run.device)
+    if device:
+        out.append(device)
+    cpus = ref.device == "CPU" and run.device == "CPU"  # the CPU's model and the processes
+    out.extend(_cpu_machine(ref, run) if cpus else _gpu_machine(ref, run))
     if ref.task and run.task and ref.task != run.task:
         out.append(f"task {ref.task} there, {run.task} here")
     out.extend(ref.task_differs)

@@ -92,6 +92,8 @@ def check_dir(path: Path, option: str, names: tuple[str, ...] = ()) -> None:
         _check_folder(parent, option, path)
         _refuse_bundle(parent, option, path)  # before any folder of it is made
         return
+    except OSError as e:  # under a file (/dev/null/x), a name too long, no permission
+        raise InputError(f"{option} {path}: {e.strerror}") from None
     if not stat.S_ISDIR(st.st_mode):
         raise InputError(f"{option} {path}: is a {kind(st.st_mode)}, not a folder")
     marks = [m for m in BUNDLE_MARKS if os.path.lexists(path / m)]

@@ -68,13 +68,18 @@ def broken_line(root: Path) -> str:
 
 
 def check_signature(
-    root: Path, allowed_signers: Path | None, allow_unsigned: bool, read_broken: bool = False
+    root: Path,
+    allowed_signers: Path | None,
+    allow_unsigned: bool,
+    read_broken: bool | None = False,
 ) -> str:
     """The broken-signature line when `read_broken` let a bad signature through, else "".
 
     A signature that does not verify is evidence of an edit: refused (one line) with or
     without an allowed-signers file. With one, the bundle must also be signed by a listed signer
-    (or unsigned with `allow_unsigned`). Without one, an unsigned bundle is read as it is."""
+    (or unsigned with `allow_unsigned`). Without one, an unsigned bundle is read as it is.
+    `read_broken` None: the command has no --read-broken-signature (kit refs), so its message
+    never suggests it."""
     sig = signature_status(root, allowed_signers)
     if sig.state == "bad" and read_broken:
         line = broken_line(root)
@@ -82,9 +87,14 @@ def check_signature(
         return line
     if allowed_signers is None:
         if sig.state == "bad":
+            anyway = (
+                "this command never reads such a bundle"
+                if read_broken is None
+                else f"{READ_BROKEN} reads it anyway, saying so"
+            )
             raise InputError(
                 f"{root}: {sig.line()}; the bundle was changed after it was signed "
-                f"(`kit verify {root}` fails it; {READ_BROKEN} reads it anyway, saying so)"
+                f"(`kit verify {root}` fails it; {anyway})"
             )
         return ""
     if sig.state == "unsigned" and allow_unsigned:
@@ -114,10 +124,11 @@ def receive(
     purpose: str,
     allowed_signers: Path | None = None,
     allow_unsigned: bool = False,
-    read_broken: bool = False,
+    read_broken: bool | None = False,
 ) -> BundleData:
     """A received bundle, checked (sealed, complete, signed when asked) and read once, typed;
-    every file's bytes, as read, are hashed against the manifest that was checked."""
+    every file's bytes, as read, are hashed against the manifest that was checked.
+    `read_broken` None: the command has no --read-broken-signature (check_signature)."""
     root = Path(root)
     require_sealed(root, purpose)
     check_complete(root)

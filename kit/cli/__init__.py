@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from kit.cli import early  # noqa: F401  (first: a stop signal while importing is one line)
+
+# isort: split
 import sys
 from pathlib import Path
 from typing import Annotated

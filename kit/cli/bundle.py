@@ -56,6 +56,7 @@ def report(
     """
     from kit.bundle import Bundle, reseal_report
     from kit.bundle.intake import check_complete
+    from kit.facts.price import check_priced_device
     from kit.report.compare import check_price
     from kit.report.render import render_bundle
 
@@ -67,6 +68,7 @@ def report(
         raise InputError(f"{flag} applies to --against: name the reference too")
     b = Bundle.load(bundle)
     check_complete(b.path)
+    check_priced_device(price, b.results.device, b.path, "--price-per-gpu-hour")
     acceptance = None
     if against is not None:
         from kit.refs.accept import accept as accept_bundle
@@ -159,10 +161,13 @@ def seal(bundle: Annotated[Path, typer.Argument(help="A bundle whose seal was in
     from kit.run.seal import recover
 
     b, note = recover(bundle, _warn)
+    stopped = note["in_flight_runs"]
+    kept = len(b.results.runs) - len(stopped)
     _warn(
-        f"kit: sealed {b.path}: status {b.results.status}, "
-        f"{len(b.results.runs)} runs ({len(note['recovered_runs'])} recovered), "
-        f"{len(note['removed_temporary_files'])} temporary files removed"
+        f"kit: sealed {b.path}: status {b.results.status}; {note['reason']}"
+        + (f", recorded as did not run to the end: {', '.join(stopped)}" if stopped else "")
+        + f"; {kept} finished runs kept ({len(note['recovered_runs'])} recovered from their "
+        f"workers' files), {len(note['removed_temporary_files'])} temporary files removed"
     )
     print(b.path)
 

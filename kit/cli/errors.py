@@ -11,6 +11,7 @@ import sys
 
 import typer
 
+from kit.cli import early
 from kit.cli.argv import check_argv
 from kit.errors import InputError, KitError
 
@@ -69,8 +70,10 @@ def run(app: typer.Typer) -> int:
     """
     exits, aborts, usage, click_errors = _click_exceptions()
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(sig) == signal.SIG_DFL:
+        if signal.getsignal(sig) == signal.SIG_DFL or early.installed(sig):
             signal.signal(sig, _stop)
+    if early.installed(signal.SIGINT):  # Ctrl-C: KeyboardInterrupt again, 130 below
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         _contradictions(sys.argv[1:])
         check_argv(typer.main.get_command(app), sys.argv[1:])

@@ -62,7 +62,8 @@ def standing_cmd(bundle: Annotated[Path, typer.Argument(help="A bundle directory
 
     Example: kit refs standing reports/fsdp-llama-20261121-130936
     """
-    receive(bundle, "place only an untouched bundle")  # sealed and complete (kit.bundle.intake)
+    # sealed, complete, signature sound (kit.bundle.intake); no --read-broken-signature here
+    receive(bundle, "place only an untouched bundle", read_broken=None)
     rows = store.standing(bundle)
     if not rows:
         typer.echo("no known machine ran these workloads with the same parameters")

@@ -45,6 +45,18 @@ class Price:
         return asdict(self)
 
 
+def check_priced_device(
+    price: Price | float | None, device: str, where: object, option: str
+) -> None:
+    """A price per GPU-hour prices a GPU: a bundle that ran on the CPU (device cpu) used none, so
+    a cost per unit of work from it would be a number with no meaning for a GPU buyer."""
+    if price is not None and device != "cuda":
+        raise InputError(
+            f"{option}: {where} ran on the {device.upper()} (device {device}): it used no GPU, "
+            "so a price per GPU-hour prices nothing in it"
+        )
+
+
 def parse_price(value: str | float | Price | None, source: str | None = None) -> Price | None:
     """The price from the command line (a number, with a currency code or symbol before or
     after it); an InputError naming --price-per-gpu-hour otherwise."""

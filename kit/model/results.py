@@ -99,6 +99,8 @@ class SealedAfter(Open):
     status_before: str | None = None
     removed_temporary_files: list[str] = Field(default_factory=list)
     recovered_runs: list[str] = Field(default_factory=list)
+    # runs the killed driver had launched that wrote no result: recorded "did not run to the end"
+    in_flight_runs: list[str] = Field(default_factory=list)
     reason: str = ""
 
 

@@ -31,7 +31,7 @@ from kit.recipe.env import check_env
 from kit.recipe.yamlfile import LocatedError, StrictLoader, line_map, read_text
 from kit.shared import p2p
 from kit.shared.metrics import CV_THRESHOLD
-from kit.workloads.base import check_counts
+from kit.workloads.base import check_counts, check_numbers
 from kit.workloads.registry import BROKEN, KINDS, params_class
 
 RECIPE_VERSION = 1
@@ -81,7 +81,15 @@ class Expectation(Strict):
     tolerance: float = Field(default=0.1, ge=0, le=1)
     source: str = ""
     gpu_model: str | None = None  # "NVIDIA H200", as nvidia-smi names it
-    gpus: int | None = Field(default=None, ge=1)
+    gpus: int | None = Field(default=None, strict=True, ge=1)
+
+    @field_validator("value", "tolerance", mode="before")
+    @classmethod
+    def _no_bool(cls, v: Any) -> Any:
+        """YAML's true is no figure (pydantic would read it as 1.0); 1e3 (a YAML string) is."""
+        if isinstance(v, bool):
+            raise ValueError(f"must be a number, not {str(v).lower()}")
+        return v
 
     def measured_on(self) -> tuple[str | None, int | None]:
         """(GPU model, count): the fields, else what an older recipe's source names ("2x H200
@@ -148,6 +156,7 @@ class Benchmark(Strict):
     def resolved_params(self, smoke: bool) -> dict[str, Any]:
         """The parameters a run gets: defaults, then `params`, then `smoke` when smoke-scaled."""
         merged = {**self.params, **(self.smoke if smoke else {})}
+        check_numbers(params_class(self.kind), merged)
         params = asdict(TypeAdapter(params_class(self.kind)).validate_python(merged))
         check_counts(params)
         return params

@@ -29,7 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from kit import __version__
-from kit.acceptance import NOT_COMPARABLE, RULE, Basis, decide, mismatches, overall
+from kit.acceptance import (
+    NOT_COMPARABLE,
+    RULE,
+    Basis,
+    decide,
+    device_mismatch,
+    mismatches,
+    overall,
+)
 from kit.bundle.intake import receive
 from kit.errors import InputError
 from kit.model import Hardware, Results
@@ -194,11 +202,13 @@ def _bundle_not_comparable(
     here: Basis,
     why: list[str],
     value: float,
+    there_words: str | None = None,
 ) -> dict[str, Any]:
-    """The decision where a reference bundle ran on another GPU model, count, task or device:
-    nothing judged, the reason named, and how to judge it all the same."""
+    """The decision where a reference bundle (or a figure given for GPUs) ran on another GPU
+    model, count, task or device: nothing judged, the reason named, and how to judge it all
+    the same."""
     reason = (
-        f"{label} ({there.words}) is no reference for this run ({here.words}): "
+        f"{label} ({there_words or there.words}) is no reference for this run ({here.words}): "
         f"{'; '.join(why)}; `--judge-anyway` judges it all the same"
     )
     return {
@@ -236,13 +246,13 @@ def accept(
     `judge_anyway`: judge against a published figure whose required conditions differ."""
     ref = parse_against(against)
     every, per_metric = parse_tolerances(tolerances or [])
-    if judge_anyway and ref.what == "number":
-        raise InputError(
-            "--judge-anyway: a number on the command line carries no conditions to judge "
-            "despite; give it only with a published figure or a bundle"
-        )
     signers = (allowed_signers, allow_unsigned, read_broken)
     benches, results, hardware, broken = _benches(bundle_dir, signers)
+    if judge_anyway and ref.what == "number" and results.device == "cuda":
+        raise InputError(
+            "--judge-anyway: a number on the command line carries no conditions to judge "
+            "despite on a GPU run; give it only with a published figure, a bundle, or a CPU run"
+        )
     broken_signatures = [broken] if broken else []
     known = {m for b in benches for m in b.metrics}
     unknown = sorted(set(per_metric) - known)
@@ -313,6 +323,17 @@ def accept(
                 continue
             value, unit, default = float(ref.value), row.unit, 0.0
             source = "the figure given on the command line"
+            # a figure to buy GPUs by: a run on the CPU measured no GPU (kit.acceptance)
+            despite = [w for w in [device_mismatch("GPU", here.device)] if w]
+            if despite and not judge_anyway:
+                there = Basis(None, None, None, "GPU", None)
+                decisions.append(
+                    _bundle_not_comparable(
+                        bench.name, block, row, against, there, here, despite, value,
+                        there_words="a figure to judge GPUs by",
+                    )
+                )  # fmt: skip
+                continue
         if per_gpu and gpus:
             values = [v / gpus for v in values]
         tol = per_metric.get(name, every if every is not None else default)

@@ -38,9 +38,17 @@ LABEL = re.compile(rf"[\w .,:+()/@#-]{{1,{MAX_REF_LABEL}}}")
 
 
 def db_path() -> Path:
-    """$KIT_REFS_DB, else $XDG_DATA_HOME/kit/refs.sqlite (~/.local/share/kit/refs.sqlite)."""
-    if os.environ.get("KIT_REFS_DB"):
-        return Path(os.environ["KIT_REFS_DB"])
+    """$KIT_REFS_DB, else $XDG_DATA_HOME/kit/refs.sqlite (~/.local/share/kit/refs.sqlite).
+    Set but empty (`KIT_REFS_DB=`, a script's unset variable) is refused: falling back to the
+    default store would add to, or read, a database the user did not name."""
+    named = os.environ.get("KIT_REFS_DB")
+    if named is not None and not named.strip():
+        raise InputError(
+            "KIT_REFS_DB is set but empty; name the references database file, or unset it for "
+            "the default (~/.local/share/kit/refs.sqlite)"
+        )
+    if named:
+        return Path(named)
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "kit" / "refs.sqlite"
 
@@ -135,8 +143,9 @@ def add(
 ) -> dict[str, Any]:
     """Add a bundle's reference to the user store; a label already there is an InputError.
     The bundle must be sealed, complete and (with `allowed_signers`) signed (kit.bundle.intake)."""
+    # read_broken None: the database never holds a bundle whose signature is broken
     data = receive(Path(bundle_dir), "add only an untouched bundle", allowed_signers,
-                   allow_unsigned)  # fmt: skip
+                   allow_unsigned, read_broken=None)  # fmt: skip
     if data.results.status != "complete":
         raise InputError(
             f"{bundle_dir}: status {data.results.status}, not every planned run finished; a "

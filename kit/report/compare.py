@@ -28,7 +28,7 @@ from kit.bundle.signature import signature_status
 from kit.envdiff import VERSION_KEYS
 from kit.errors import InputError
 from kit.facts.efficiency import cost_per_million, per_gpu, scaling_efficiency
-from kit.facts.price import Price, parse_price
+from kit.facts.price import Price, check_priced_device, parse_price
 from kit.report import analysis
 from kit.report.choice import choice
 from kit.report.common_size import SIZE_METRICS, common_sweep, run_sizes, value_at
@@ -421,6 +421,9 @@ def write_comparison(
     out = out or Path("reports") / f"compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     outputs.check_dir(out, "--out", OUTPUT_NAMES)  # before the work: no bundle, no device
     machines = load_machines(paths, labels, allowed_signers, allow_unsigned, read_broken)
+    for m, own in zip(machines, machine_prices(len(machines), price, prices), strict=True):
+        option = "--price" if prices else "--price-per-gpu-hour"
+        check_priced_device(own, m.results.device, m.path, option)  # before anything is written
     base = pick_baseline(baseline, machines)
     out.mkdir(parents=True, exist_ok=True)
     data = comparison(machines, base, price, allowed_signers, prices)

@@ -8,6 +8,7 @@ named by their hardware ("2x H200 NV18") and an optional label the user gives.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -185,6 +186,22 @@ def _name(machines: list[Machine]) -> None:
             m.label = f"{m.label} [{m.index}]"
 
 
+def refuse_same_bundle(paths: list[Path]) -> None:
+    """One folder named twice (the same path, another spelling of it, a link to it) is one
+    machine compared with itself: every ratio 1.00 and a sentence with nothing in it."""
+    seen: dict[tuple[int, int], Path] = {}
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue  # the intake names what is wrong with it
+        first = seen.setdefault((st.st_dev, st.st_ino), Path(path))
+        if first != Path(path) or paths.count(path) > 1:
+            raise InputError(
+                f"{path}: the same bundle as {first}; compare a bundle with another one"
+            )
+
+
 def load_machines(
     paths: list[Path],
     labels: dict[int, str] | None = None,
@@ -196,6 +213,7 @@ def load_machines(
     allowed-signers file) is signed by a listed signer (kit.bundle.intake), read by the typed loader."""
     if len(paths) < 2:
         raise InputError("kit compare needs at least two bundles")
+    refuse_same_bundle(paths)
     labels = labels or {}
     machines = []
     for i, path in enumerate(paths, 1):

@@ -22,7 +22,12 @@ from kit.model import AdaptiveRecord, PreflightFinding, RunResult
 from kit.outputs import check_bundle_dir
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec, plan, plan_repeat
-from kit.run.preflight import PreflightOptions, check_recipe, raise_if_fatal
+from kit.run.preflight import (
+    PreflightOptions,
+    check_allowances,
+    check_recipe,
+    raise_if_fatal,
+)
 from kit.run.results import (
     close_bundle,
     console,
@@ -92,11 +97,21 @@ def _headline(result: RunResult) -> str:
 
 
 class _Terminated(Exception):
-    pass
+    """SIGTERM or SIGHUP during the runs: the exit code is 128 + the signal, as at every other
+    stage (kit.cli.errors); Ctrl-C (KeyboardInterrupt) is 130."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
-    raise _Terminated()
+    raise _Terminated(signum)
+
+
+def stop_code(exc: BaseException) -> int:
+    """The exit code of a stop: 128 + the signal that asked for it (SIGINT 130, SIGTERM 143)."""
+    return 128 + (exc.signum if isinstance(exc, _Terminated) else signal.SIGINT)
 
 
 # SIGHUP (the terminal closed, the ssh session dropped) ends the run like SIGTERM: runs stopped,
@@ -159,6 +174,7 @@ def prepare(
             if nodes is None
             else registry.device_of_nodes(options.device, nodes)
         )
+    check_allowances(options.allow, device, nodes is not None)
     smoke = options.smoke if options.smoke is not None else device == "cpu"
     planned = options.repeats or (min(recipe.repeats, 2) if smoke else recipe.repeats)
     runs = plan(recipe, device, smoke, planned)
@@ -194,8 +210,9 @@ def prepare(
     return Prepared(recipe, device, smoke, runs, runtime, bundle, policy)
 
 
-def _launch(p: Prepared, spec: RunSpec) -> tuple[RunOutcome, bool]:
-    """One run through the runtime; a runtime fault is this run's failure. (outcome, stopped)."""
+def _launch(p: Prepared, spec: RunSpec) -> tuple[RunOutcome, BaseException | None]:
+    """One run through the runtime; a runtime fault is this run's failure. (outcome, the stop:
+    Ctrl-C or a stop signal that came during the run, re-raised once the run is recorded)."""
     run_dir = p.bundle.run_dir(spec.run_id)
     log_path = p.bundle.log_path(spec.run_id)
     try:
@@ -204,14 +221,14 @@ def _launch(p: Prepared, spec: RunSpec) -> tuple[RunOutcome, bool]:
                 run_dir, spec.nproc, spec.env, log_path, spec.timeout_s, spec.gpu_ids, p.device
             )
         )
-    except (KeyboardInterrupt, _Terminated):
-        return RunOutcome(None, False, True, 0.0, [], "interrupted"), True
+    except (KeyboardInterrupt, _Terminated) as stop:
+        return RunOutcome(None, False, True, 0.0, [], "interrupted"), stop
     except KitError as exc:  # the runtime's own one-line reason: this run failed
-        return RunOutcome(None, False, False, 0.0, [], str(exc)), False
+        return RunOutcome(None, False, False, 0.0, [], str(exc)), None
     except Exception as exc:  # a runtime fault (daemon gone, ...): this run failed
         why = f"runtime error: {type(exc).__name__}: {exc}"
-        return RunOutcome(None, False, False, 0.0, [], why), False
-    return outcome, False
+        return RunOutcome(None, False, False, 0.0, [], why), None
+    return outcome, None
 
 
 def execute(
@@ -240,8 +257,8 @@ def execute(
                 state.code = 1
                 # an error may hold [brackets] (gloo's "[/path/pair.cc:553]"): not rich markup
                 console.print(f"{result.status.upper()}: {result.error}", markup=False)
-            if stopped:
-                raise KeyboardInterrupt
+            if stopped is not None:
+                raise stopped
             if not queue or queue[0].benchmark != spec.benchmark:  # its last planned repeat
                 record = adaptive_record(bundle.results.runs, spec.benchmark, p.policy)
                 # assigned, not updated in place: the dump writes what was set
@@ -251,9 +268,10 @@ def execute(
                     extra = plan_repeat(p.recipe, spec.benchmark, record.repeats, p.device, p.smoke)
                     console.print(f"kit: {spec.benchmark}: {record.reason}; one more repeat")
                     queue.extendleft(reversed(extra))
-    except (KeyboardInterrupt, _Terminated):
-        state.interrupted, state.code = True, 130
-        console.print("kit: interrupted; writing the bundle with what finished")
+    except (KeyboardInterrupt, _Terminated) as stop:
+        state.interrupted, state.code = True, stop_code(stop)
+        by = signal.Signals(state.code - 128).name
+        console.print(f"kit: interrupted by {by}; writing the bundle with what finished")
     except Exception as exc:  # the engine itself: never a `complete` bundle, then one line
         state.fault, state.code = exc, 1
         bundle.results.error = f"{type(exc).__name__}: {exc}"

@@ -56,6 +56,25 @@ class PreflightOptions:
             )
 
 
+def check_allowances(allow: frozenset[str] | tuple[str, ...], device: str, nodes: bool) -> None:
+    """--allow names checks this run has: every check is a check of this machine's GPUs
+    (run_checks), so a CPU run, or one on other nodes, has none, and an allowance would mean
+    nothing (refused like any option that cannot apply)."""
+    if not allow:
+        return
+    given = ",".join(allow)
+    if device != "cuda":
+        raise KitError(
+            f"--allow {given}: a {device} run has no preflight checks (they are GPU checks)",
+            exit_code=2,
+        )
+    if nodes:
+        raise KitError(
+            f"--allow {given}: a run on --nodes has no preflight checks on this machine",
+            exit_code=2,
+        )
+
+
 class PreflightError(KitError):
     """Fatal preflight findings: the run was refused before it started."""
 

@@ -19,9 +19,10 @@ from kit.bundle.intake import receive
 from kit.envdiff import Difference, environment_diff
 from kit.errors import InputError
 from kit.model import BundleData, Environment, EnvironmentDifference, Hardware, validate
-from kit.outputs import refuse_inside_bundle
+from kit.outputs import check_bundle_dir, refuse_inside_bundle
 from kit.recipe import NAME_PATTERN, Recipe
 from kit.run.engine import Options, resolve_device, run_recipe
+from kit.run.preflight import check_allowances
 from kit.run.rerun_paths import check_nodes, check_paths
 from kit.run.results import console
 from kit.runtime import registry
@@ -136,9 +137,12 @@ def load_for_rerun(
 
 def refuse_out_inside(out: Path | None) -> None:
     """A rerun never writes inside its source (the old bundle would no longer verify) nor in
-    any other bundle: kit.outputs' one check, before the old bundle is read."""
+    any other bundle, and its --out is one the engine takes (kit.outputs' checks): before the
+    old bundle is read and before any notice is printed, so a bad path is the only line."""
     where = "--out" if out is not None else "the default --out"
     refuse_inside_bundle(out if out is not None else Path("reports"), where)
+    if out is not None:
+        check_bundle_dir(out)
 
 
 def refuse_environment_options(options: Options) -> None:
@@ -242,6 +246,8 @@ def rerun_bundle(
     # the recorded device is checked before anything is created; smoke (a boolean) and repeats
     # (1 to MAX_REPEATS) are the typed model's checks
     check_device(asked, "--device" if device is not None else f"{path}/results.json: device")
+    if asked == "cpu":  # before any notice (the engine checks it again with the device it runs)
+        check_allowances(options.allow, asked, bool(options.nodes))
     if recorded.k8s is not None:  # made by `kit k8s`: it reruns there, with the recorded options
         if runtime is not None or strict_env or options.apptainer is not None:
             flag = ("--strict-env" if strict_env else f"--runtime {runtime}" if runtime

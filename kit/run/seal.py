@@ -18,7 +18,7 @@ from typing import Any
 from kit.bundle import MANIFEST, Bundle, write_manifest
 from kit.bundle.intake import missing_files
 from kit.errors import InputError, KitError
-from kit.model import RunResult, SealedAfter, read_model
+from kit.model import RunData, RunResult, RunSpec, SealedAfter, read_model
 from kit.runtime.heartbeat import FILE as HEARTBEAT
 from kit.safeio import scan
 from kit.shared import files
@@ -39,7 +39,8 @@ except ImportError as _missing:  # the bundle is sealed all the same; `kit repor
 def seal_bundle(bundle: Bundle, warn: Callable[[str], Any]) -> None:
     """Render the report (a failure there never costs the measurements), then the manifest.
 
-    Even an interruption while rendering (a second Ctrl-C) leaves the manifest written.
+    Even an interruption while rendering (Ctrl-C, a stop signal) leaves the manifest written;
+    the interruption then goes on to the command, which exits 130 (SIGINT) or 128 + the signal.
     """
     try:
         if render_bundle is None:
@@ -51,6 +52,7 @@ def seal_bundle(bundle: Bundle, warn: Callable[[str], Any]) -> None:
         warn(f"kit: warning: report not rendered: {exc}")
     except KeyboardInterrupt:
         warn("kit: warning: report not rendered: interrupted; `kit report` renders it later")
+        raise  # after the manifest (finally): the command still exits as interrupted (130)
     except Exception as exc:  # the measurements matter more than the page
         warn(f"kit: warning: report not rendered: {type(exc).__name__}: {exc}")
     finally:
@@ -88,6 +90,50 @@ def _stray_results(bundle: Bundle, known: set[str], orphaned: set[str]) -> list[
     return found
 
 
+IN_FLIGHT = (
+    "did not run to the end: the driver was killed while this run went and no result was "
+    "written; it contributes no number"
+)
+
+
+def _in_flight(bundle: Bundle, orphaned: set[str], recorded: set[str]) -> list[RunResult]:
+    """Runs the killed driver had launched (its heartbeat file was left, runs/<id>/spec.json
+    written) that wrote no result: recorded as failed, "did not run to the end", from their
+    spec, so the bundle says which benchmark and variant was stopped instead of losing it."""
+    found = []
+    for run_id in sorted(orphaned - recorded):
+        name = f"{files.RUNS}/{run_id}/{files.SPEC}"
+        if not (bundle.path / name).is_file():
+            continue
+        try:
+            spec = read_model(bundle.path, name, RunSpec, files.SPEC)
+        except InputError as e:
+            raise InputError(
+                f"{e}; kit seal seals only what every reader of the bundle accepts"
+            ) from None
+        if spec.run_id != run_id:
+            continue
+        result = RunResult(
+            schema=files.RESULT_SCHEMA, **spec.identity(), status="failed", error=IN_FLIGHT,
+            world_size=spec.nproc, device=spec.device, env=spec.env, metrics={}, data=RunData(),
+            recovered="recorded by `kit seal`: the run was in flight when its driver was killed",
+        )  # fmt: skip
+        found.append(result)
+    return found
+
+
+def _reason(before: str, orphaned: set[str]) -> str:
+    """What happened, in the words `kit seal` prints and results.json keeps."""
+    if orphaned:
+        return (
+            f"the driver was killed during {', '.join(sorted(orphaned))} (its heartbeat file "
+            "was left)"
+        )
+    if before == "running":
+        return "the run stopped before its end was recorded"
+    return "the seal of this bundle was interrupted (no manifest was written)"
+
+
 def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, Any]]:
     """Seal a bundle whose seal was interrupted; returns it and what was recorded about it."""
     path = Path(path)
@@ -111,6 +157,8 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
     orphaned = {n.split("/")[1] for n in removed if n.endswith("/" + HEARTBEAT)}
     recovered = _stray_results(bundle, {r.run_id for r in results.runs}, orphaned)
     results.runs.extend(recovered)
+    stopped = _in_flight(bundle, orphaned, {r.run_id for r in results.runs})
+    results.runs.extend(stopped)
     before = results.status
     note = {
         "at": now_iso(),
@@ -118,7 +166,8 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
         "status_before": before,
         "removed_temporary_files": removed,
         "recovered_runs": [r.run_id for r in recovered],
-        "reason": "the seal of this bundle was interrupted (no manifest was written)",
+        "in_flight_runs": [r.run_id for r in stopped],
+        "reason": _reason(before, orphaned),
     }
     results.sealed_after = SealedAfter.model_validate(note)
     if before == "running":

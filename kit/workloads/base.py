@@ -6,6 +6,7 @@ inside the container, where the driver's packages are absent.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,36 @@ def check_counts(params: dict[str, Any]) -> None:
         value = params.get(name)
         if isinstance(value, int) and value > most:
             check(False, name, f"at most {most:,} (got {value:,})")
+
+
+def _numbers(hint: Any) -> tuple[type, ...] | None:
+    """The number types a field's hint takes: (int,) for int, list[int] and int | None; (int,
+    float, str) for float (YAML reads 1e3 as a string, pydantic as 1000.0; never a bool);
+    None for any other field (pydantic checks those)."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) is list and args == [int]:
+        return (int,)
+    if hint in (int, float) or (len(args) == 1 and args[0] in (int, float) and
+                                typing.get_origin(hint) is not list):  # fmt: skip
+        kind = hint if hint in (int, float) else args[0]
+        return (int,) if kind is int else (int, float, str)
+    return None
+
+
+def check_numbers(params_class: type, params: dict[str, Any]) -> None:
+    """Every integer parameter a true integer, as the recipe wrote it: `iters: true`,
+    `iters: "3"` and `iters: 2.5` are refused, never coerced (YAML's true is no count), and no
+    float parameter is a boolean; one place for every workload's dataclass."""
+    hints = typing.get_type_hints(params_class)
+    for name, value in params.items():
+        allowed = _numbers(hints.get(name))
+        if allowed is None or value is None:
+            continue
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if type(item) not in allowed:  # bool is a subclass of int: type(), not isinstance
+                word = "an integer" if allowed == (int,) else "a number"
+                check(False, name, f"{word} (got {item!r})")
 
 
 def check_steps(

@@ -174,7 +174,10 @@ def test_kit_seal_recovers_every_finished_run(tmp_path):
     b = interrupted(tmp_path)
     proc = run_kit("seal", str(b), timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "4 runs (1 recovered), 2 temporary files removed" in proc.stderr
+    assert (
+        "4 finished runs kept (1 recovered from their workers' files), 2 temporary files"
+        in proc.stderr
+    )
     assert verify_manifest(b).ok
     results = json.loads((b / "results.json").read_text())
     assert results["status"] == "interrupted" and results["finished_at"]

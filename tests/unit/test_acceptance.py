@@ -324,7 +324,18 @@ def test_one_rule_names_every_mismatch():
         "the median step there, the whole timed window here"
     ]  # fmt: skip
     cpu = mismatches(ref, Basis(None, 2, "llama_lora_fsdp", "CPU", "throughput"))
-    assert cpu == ["measured on GPUs there, run on the CPU here"]
+    assert cpu == [
+        "measured on GPUs there; this run ran on the CPU (device cpu) and measured no GPU"
+    ]
+    # CPU against CPU: the CPU's model and the processes, no GPU field asked
+    epyc = Basis("AMD EPYC", 2, "allreduce", "CPU", "busbw_largest")
+    assert mismatches(epyc, Basis("AMD EPYC", 2, "allreduce", "CPU", "busbw_largest")) == []
+    assert mismatches(epyc, Basis("Intel Xeon", 4, "allreduce", "CPU", "busbw_largest")) == [
+        "CPU AMD EPYC there, Intel Xeon here",
+        "2 processes there, 4 here",
+    ]
+    assert mismatches(Basis(None, 2, "allreduce", "CPU", "m"), Basis(None, 2, "allreduce", "CPU",
+                      "m")) == ["the CPU model is not recorded on both sides"]  # fmt: skip
     unnamed = mismatches(Basis(None, None, "x", "GPU", "m"), Basis("H100", 2, "x", "GPU", "m"))
     assert unnamed == [
         "the reference does not name the GPU model it was measured on",
@@ -351,7 +362,7 @@ def test_a_cpu_bundle_is_not_comparable_with_a_gpu_figure():
     cpu = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"
     proc = run_kit("accept", str(cpu), "--against", "h100x8-allreduce-ring-nccl-tests-212")
     assert proc.returncode == 4, proc.stderr
-    assert "measured on GPUs there, run on the CPU here" in proc.stdout
+    assert "this run ran on the CPU (device cpu) and measured no GPU" in proc.stdout
 
 
 def test_a_recipe_with_figures_for_two_models_judges_each_run_by_its_own():

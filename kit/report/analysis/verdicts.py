@@ -216,6 +216,9 @@ def run_basis(bench: Benchmark, block: VariantBlock | None, hardware: Hardware |
     names = sorted({g.name for g in (hardware.gpus if hardware else []) if g.name})
     runs = block.ok if block else []
     cpu = bool(runs) and all(r.backend == "gloo" or r.device == "cpu" for r in runs)
+    if cpu:  # the CPU's model stands where a GPU's would (kit.acceptance.Basis)
+        host = hardware.host if hardware else None
+        names = [host.cpu_model] if host and host.cpu_model else []
     return Basis(
         gpu_model=names[0] if len(names) == 1 else None,
         gpus=block.gpus if block else None,
