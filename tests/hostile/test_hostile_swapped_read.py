@@ -42,5 +42,9 @@ def test_a_file_swapped_after_the_check_is_refused(tmp_path, monkeypatch):
 
 
 def test_an_untouched_pair_is_read(tmp_path):
-    machines = load_machines([FIXTURE, FIXTURE])
+    copy = (
+        tmp_path / "copy"
+    )  # the same folder twice is refused (tests/hostile/test_hostile_round5.py)
+    shutil.copytree(FIXTURE, copy)
+    machines = load_machines([FIXTURE, copy])
     assert len(machines) == 2 and machines[0].results == machines[1].results
