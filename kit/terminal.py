@@ -50,6 +50,14 @@ def escape_stream(text: str) -> str:
     return _STREAM.sub(lambda m: _code(m.group()), text)
 
 
+def printed(value: Any) -> Any:
+    """A value a page prints (the report's templates' `finalize`), escaped as escape_stream does;
+    markup the kit made (anything with `__html__`) stays markup of the same type."""
+    if hasattr(value, "__html__"):
+        return type(value)(escape_stream(str(value)))
+    return escape_stream(value) if isinstance(value, str) else value
+
+
 class SafeStream:
     """A text stream that escapes what it is given (escape_stream) before writing it on.
 

@@ -44,6 +44,7 @@ from kit.report.sections import (
 from kit.safeio import write_bytes, write_text
 from kit.shared import files
 from kit.shared import metrics as catalog
+from kit.terminal import printed
 
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
@@ -84,12 +85,15 @@ human_bytes = sections.human_bytes
 @functools.cache
 def jinja_env() -> Environment:
     """The templates, autoescaping on, with the number and size filters both documents use.
-    One per process: each template is compiled once, not once per render."""
+    One per process: each template is compiled once, not once per render. Every value a page
+    prints passes kit.terminal.printed first: a control character from a bundle is written as
+    an escape on a page too, as on the terminal."""
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=select_autoescape(["html", "j2"]),
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=printed,
     )
     env.filters["num"] = fmt_num
     env.filters["bytes"] = human_bytes

@@ -129,3 +129,27 @@ def test_refs_add_list_standing(hostile, tmp_path):
         proc = kit(*args, env=env)
         assert proc.returncode == 0, proc.stderr
         assert_clean(proc)
+
+
+def test_pages_write_a_bundles_control_characters_as_escapes(tmp_path):
+    """The report and the comparison print a bundle's strings (its command, runtime, host): an
+    ESC or OSC from the bundle is written on the page as an escape, never raw."""
+    b = tmp_path / "b"
+    shutil.copytree(FIXTURE, b)
+    results = json.loads((b / "results.json").read_text())
+    results["command"] = "kit \x1b]0;pwn\x07\x1b[2J reproduce"
+    (b / "results.json").write_text(json.dumps(results))
+    hardware = json.loads((b / "hardware.json").read_text())
+    hardware["host"]["hostname"] = "vm\x1b]0;owned\x07\x1b[2J\r"
+    (b / "hardware.json").write_text(json.dumps(hardware))
+    (b / MANIFEST).unlink()
+    write_manifest(b)
+    other = tmp_path / "other"
+    shutil.copytree(FIXTURE, other)
+    assert kit("report", str(b)).returncode == 0
+    assert kit("compare", str(b), str(other), "--out", str(tmp_path / "c")).returncode == 0
+    for page in (b / "report.html", tmp_path / "c" / "compare.html"):
+        text = page.read_text()
+        assert not UNSAFE.search(text.replace("\r", "")) and "\r" not in text, page
+    assert "\\x1b]0;pwn\\x07" in (b / "report.html").read_text()
+    assert "vm\\x1b]0;owned\\x07" in (tmp_path / "c" / "compare.html").read_text()
