@@ -130,3 +130,58 @@ def test_a_stop_signal_while_starting_is_one_line(
     assert proc.returncode == 128 + sig, (proc.returncode, err)
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert len(err.strip().splitlines()) <= 3, err
+
+
+# 4. `kit reproduce BUNDLE`: every refusal before the first notice
+
+
+def _cpu_bundle(tmp_path: Path) -> Path:
+    bundle = tmp_path / "cpu-smoke"
+    shutil.copytree(CPU_BUNDLE, bundle)
+    return bundle
+
+
+def _no_apptainer_env() -> dict[str, str]:
+    """PATH without `apptainer`, whatever this machine has installed."""
+    keep = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+            if d and not (Path(d) / "apptainer").exists()]  # fmt: skip
+    return {**os.environ, "PATH": os.pathsep.join(keep)}
+
+
+@pytest.mark.parametrize("runtime", [(), ("--runtime", "apptainer"), ("--runtime", "auto")])
+def test_rerun_with_apptainer_missing_is_the_only_line(tmp_path: Path, runtime: tuple) -> None:
+    """--apptainer SIF on a host-runtime bundle means the apptainer runtime, as it does for
+    `kit reproduce RECIPE --apptainer SIF`; without `apptainer` that is the one line."""
+    bundle, sif = _cpu_bundle(tmp_path), tmp_path / "kit.sif"
+    sif.write_bytes(b"not really a SIF")
+    out = tmp_path / "out"
+    r = run_kit("reproduce", str(bundle), "--apptainer", str(sif), *runtime, "--out", str(out),
+                env=_no_apptainer_env())  # fmt: skip
+    _one_line_error(r, "--runtime apptainer", "`apptainer` is not on PATH")
+    assert r.stdout == "" and not out.exists()
+    verify_manifest(bundle)
+
+
+def test_rerun_with_apptainer_and_another_runtime_is_refused(tmp_path: Path) -> None:
+    bundle, sif = _cpu_bundle(tmp_path), tmp_path / "kit.sif"
+    sif.write_bytes(b"x")
+    r = run_kit("reproduce", str(bundle), "--apptainer", str(sif), "--runtime", "host",
+                "--out", str(tmp_path / "out"))  # fmt: skip
+    _one_line_error(r, "--apptainer", "only for the apptainer runtime")
+    assert r.stdout == ""
+
+
+def test_rerun_on_cuda_without_a_gpu_is_the_only_line(tmp_path: Path) -> None:
+    from kit.run.engine import detect_gpus
+
+    if detect_gpus() > 0:
+        pytest.skip("this machine has a GPU: --device cuda would run")
+    bundle = _cpu_bundle(tmp_path)
+    r = run_kit("reproduce", str(bundle), "--device", "cuda", "--out", str(tmp_path / "out"))
+    _one_line_error(r, "--device cuda", "no NVIDIA GPU is visible")
+    assert r.stdout == ""
+    gpu_bundle = tmp_path / "gpu"
+    shutil.copytree(BUNDLE, gpu_bundle)
+    r = run_kit("reproduce", str(gpu_bundle), "--out", str(tmp_path / "out2"))
+    _one_line_error(r, "--device cuda", "no NVIDIA GPU is visible")
+    assert r.stdout == ""
