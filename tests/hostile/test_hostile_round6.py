@@ -185,3 +185,46 @@ def test_rerun_on_cuda_without_a_gpu_is_the_only_line(tmp_path: Path) -> None:
     r = run_kit("reproduce", str(gpu_bundle), "--out", str(tmp_path / "out2"))
     _one_line_error(r, "--device cuda", "no NVIDIA GPU is visible")
     assert r.stdout == ""
+
+
+# 5. a recipe name is part of file names: capped, so validate refuses what a run could not make
+
+RECIPE = """\
+kit: 1
+name: {name}
+gpus: 2
+repeats: 1
+variants:
+  - name: {variant}
+benchmarks:
+  - kind: allreduce
+    name: {bench}
+    params: {{max_bytes: 4096, factor: 4, iters: 2, warmup_iters: 1, trials: 1}}
+"""
+
+
+@pytest.mark.parametrize("field", ["name", "variant", "bench"])
+def test_an_over_long_name_is_refused_by_validate(tmp_path: Path, field: str) -> None:
+    from kit.recipe import NAME_MAX
+
+    names = {"name": "ok", "variant": "p2p", "bench": "ar", field: "a" * 5000}
+    path = tmp_path / "long.yaml"
+    path.write_text(RECIPE.format(**names))
+    r = run_kit("recipes", "validate", str(path))
+    _one_line_error(r, f"at most {NAME_MAX} characters")
+    assert len(r.stderr) < 300  # the 5000 characters are not echoed back
+    out = tmp_path / "out"
+    r = run_kit("reproduce", str(path), "--device", "cpu", "--out", str(out))
+    _one_line_error(r, f"at most {NAME_MAX} characters")
+    assert r.stdout == "" and not out.exists()
+
+
+def test_names_of_the_longest_length_validate(tmp_path: Path) -> None:
+    from kit.recipe import NAME_MAX
+
+    path = tmp_path / "longest.yaml"
+    path.write_text(
+        RECIPE.format(name="a" * NAME_MAX, variant="v" * NAME_MAX, bench="b" * NAME_MAX)
+    )
+    r = run_kit("recipes", "validate", str(path))
+    assert r.returncode == 0, r.stderr
