@@ -23,7 +23,10 @@ def is_the_command() -> bool:
     """This process is `kit` (the console script, or python -m kit), not a program (a test)
     that imports kit.cli: only the command's own signals are taken over."""
     first = sys.argv[0] if sys.argv else ""
-    return os.path.basename(first) == "kit" or first.endswith(os.path.join("kit", "__main__.py"))
+    if os.path.basename(first) == "kit" or first.endswith(os.path.join("kit", "__main__.py")):
+        return True
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)  # python -m kit, any path
+    return getattr(spec, "name", None) == "kit.__main__"
 
 
 def install() -> None:

@@ -69,12 +69,12 @@ def run(app: typer.Typer) -> int:
     InputError exit 2; a failed run 1; an interruption 130.
     """
     exits, aborts, usage, click_errors = _click_exceptions()
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(sig) == signal.SIG_DFL or early.installed(sig):
-            signal.signal(sig, _stop)
-    if early.installed(signal.SIGINT):  # Ctrl-C: KeyboardInterrupt again, 130 below
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
+    try:  # the handlers are swapped inside: a Ctrl-C at any moment from here on is one line
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) == signal.SIG_DFL or early.installed(sig):
+                signal.signal(sig, _stop)
+        if early.installed(signal.SIGINT):  # Ctrl-C: KeyboardInterrupt again, 130 below
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         _contradictions(sys.argv[1:])
         check_argv(typer.main.get_command(app), sys.argv[1:])
         # in this mode typer returns the exit code of typer.Exit instead of exiting
@@ -88,7 +88,8 @@ def run(app: typer.Typer) -> int:
         name = signal.Signals(exc.signum).name
         print(f"kit: stopped by {name}", file=sys.stderr)
         return 128 + exc.signum
-    except aborts:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
+    except (*aborts, KeyboardInterrupt):  # Ctrl-C (click turns it into Abort inside a command;
+        # before the command runs, while typer builds it, it is KeyboardInterrupt itself)
         print("kit: aborted", file=sys.stderr)
         return 130
     except usage as exc:

@@ -19,9 +19,10 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from kit import inventory, terminal
+from kit import inventory, outputs, terminal
 from kit.errors import InputError
 from kit.model.hardware import Driver, Ecc, Gpu, Hardware, Host, NvLink, Pcie
+from kit.safeio import read_bytes
 
 WIDTH = 80  # the text is laid out for this width, whatever the terminal says
 LINK_STYLES = {
@@ -273,11 +274,18 @@ def render(inv: Hardware, console: Console) -> None:
     console.print(text, soft_wrap=True, highlight=False)
 
 
+MAX_SNAPSHOT_BYTES = 64 << 20  # a large machine's snapshot is a few hundred KiB
+
+
 def load_snapshot(path: Path) -> dict[str, Any]:
+    """A recorded snapshot: a regular file (never a device or a FIFO, which would be read
+    without end or block), of at most MAX_SNAPSHOT_BYTES, holding JSON."""
     try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read snapshot: {exc.strerror}") from exc
+        raw = read_bytes(path, limit=MAX_SNAPSHOT_BYTES)
+    except InputError as exc:
+        raise InputError(f"--from-snapshot {exc}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
     except ValueError as exc:
         raise InputError(f"{path}: not JSON: {exc}") from exc
     if not isinstance(data, dict) or "nvml" not in data or "host" not in data:
@@ -296,9 +304,11 @@ def inspect_command(
     --snapshot writes the raw NVML/OS answers (a test fixture for this machine's topology);
     --from-snapshot renders a recorded one instead of asking this machine.
     """
+    if snapshot_out:  # before the work: never a link, a device, a FIFO or a file in a bundle
+        outputs.check_file(snapshot_out, "--snapshot")
     snap = load_snapshot(from_snapshot) if from_snapshot else inventory.collect_snapshot()
     if snapshot_out:
-        snapshot_out.write_text(json.dumps(snap, indent=1) + "\n")
+        outputs.write_text(snapshot_out, json.dumps(snap, indent=1) + "\n", "--snapshot")
     inv = inventory.build_inventory(snap)
     if json_out:
         out = console.file if console else sys.stdout

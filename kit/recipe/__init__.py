@@ -40,6 +40,9 @@ MAX_REPEATS = 100
 MAX_GPUS = 64
 MAX_NODES = 1024
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+# a name becomes part of file and folder names (a bundle's, a run's `BENCH.VARIANT.rN`): well
+# under a file system's 255 bytes, so that a run never fails on "File name too long"
+NAME_MAX = 100
 MAX_VARIANTS = 64
 MAX_BENCHMARKS = 64
 TuningEnv = Annotated[dict[str, str], AfterValidator(check_env)]
@@ -53,7 +56,7 @@ class Strict(BaseModel):
 class Variant(Strict):
     """One way of running every benchmark: environment variables and, optionally, which GPUs."""
 
-    name: str = Field(pattern=NAME_PATTERN)
+    name: str = Field(pattern=NAME_PATTERN, max_length=NAME_MAX)
     description: str = ""
     env: TuningEnv = {}
     gpu_ids: list[Annotated[int, Field(strict=True, ge=0, le=1023)]] | None = None
@@ -106,7 +109,7 @@ MEASURED_ON = re.compile(r"\b(\d+)\s*x\s*((?:NVIDIA\s+)?[A-Z]+\d+[A-Z]*)")
 
 class Benchmark(Strict):
     kind: str
-    name: str = Field(default="", pattern=r"^$|" + NAME_PATTERN)
+    name: str = Field(default="", pattern=r"^$|" + NAME_PATTERN, max_length=NAME_MAX)
     params: dict[str, Any] = {}
     smoke: dict[str, Any] = {}
     # per metric, one reference or a list of them, one per GPU model and count it was measured
@@ -204,10 +207,10 @@ class Nodes(Strict):
 
 class Recipe(Strict):
     kit: int = Field(strict=True)  # `kit: "1"` or `kit: true` is not the format version
-    name: str = Field(pattern=NAME_PATTERN)
+    name: str = Field(pattern=NAME_PATTERN, max_length=NAME_MAX)
     description: str = ""
     verified_on: str = ""
-    environment: str = Field(default="cuda13", pattern=NAME_PATTERN)
+    environment: str = Field(default="cuda13", pattern=NAME_PATTERN, max_length=NAME_MAX)
     gpus: int = Field(default=2, strict=True, ge=1, le=MAX_GPUS)
     repeats: int = Field(default=3, strict=True, ge=1, le=MAX_REPEATS)
     # adaptive repeats: after `repeats`, add repeats while a headline metric's CV is above

@@ -274,15 +274,17 @@ def rerun_bundle(
     check_image_given(path, where, old.environment, options.apptainer)
     check_environment_record(path, old.environment)
     base, why = choose_base(path, where, old, options)
-    if old.environment is not None:
-        console.print(f"kit: {base_image_line(old.environment)}", markup=False)
-    console.print(f"kit: rerunning {path} (recipe {recipe.name}, {recorded.created_at})")
-    print_recipe_env(recipe)
+    # every check that can refuse comes before the first notice, so a refusal is the only line
     resolved = resolve_device(asked)  # once: the runtime and the engine both take this one
     name, request = rerun_request(
         old.environment, runtime, resolved, recipe, options.image_archive, options.nodes,
         options.apptainer,
     )  # fmt: skip
+    registry.check_ready(name, request)
+    if old.environment is not None:
+        console.print(f"kit: {base_image_line(old.environment)}", markup=False)
+    console.print(f"kit: rerunning {path} (recipe {recipe.name}, {recorded.created_at})")
+    print_recipe_env(recipe)
     if why is not None:
         console.print(f"kit: {why}", markup=False)
         request = replace(request, base_image=base)

@@ -68,8 +68,9 @@ class ApptainerRuntime(LocalRuntime):
         super().__init__(Apptainer(str(image)), environment)
 
     @classmethod
-    def prepare(cls, request: RuntimeRequest) -> ApptainerRuntime:
-        """Check the SIF and `apptainer`, hash and probe the SIF: environment.json."""
+    def check(cls, request: RuntimeRequest) -> Path:
+        """The refusals that need no work (a SIF named, `apptainer` on PATH, the SIF a file):
+        a caller runs them before it prints anything (kit.runtime.registry.check_ready)."""
         if request.apptainer is None:
             raise InputError(f"--runtime apptainer: name the image: {OPTION} IMAGE.sif")
         if why := missing():
@@ -78,6 +79,12 @@ class ApptainerRuntime(LocalRuntime):
         image = request.apptainer.resolve()
         if not image.is_file():
             raise InputError(f"{OPTION} {request.apptainer}: not a file (an Apptainer .sif image)")
+        return image
+
+    @classmethod
+    def prepare(cls, request: RuntimeRequest) -> ApptainerRuntime:
+        """Check the SIF and `apptainer`, hash and probe the SIF: environment.json."""
+        image = cls.check(request)
         digest = sha256_file(image)
         out = console(highlight=False, soft_wrap=True)
         out.print(f"kit: Apptainer image {image} (sha256:{digest})", markup=False)

@@ -120,6 +120,13 @@ def fit_environment(
     return replace(request, environment=env), why
 
 
+def check_ready(name: str, request: RuntimeRequest) -> None:
+    """The refusals a runtime makes without doing any work (apptainer: a SIF named, `apptainer`
+    on PATH), for a caller that prints notices before it prepares the runtime."""
+    if name == "apptainer":
+        ApptainerRuntime.check(request)
+
+
 def prepare(name: str, request: RuntimeRequest) -> Runtime:
     """The named runtime, ready to run launches (an image built or loaded, nodes reached)."""
     if name not in RUNTIMES:

@@ -85,7 +85,7 @@ def test_bad_snapshot_is_a_one_line_input_error(tmp_path: Path) -> None:
     bad.write_text('{"gpus": []}')
     with pytest.raises(InputError, match=r"not an NVML snapshot"):
         run(from_snapshot=bad)
-    with pytest.raises(InputError, match=r"cannot read snapshot"):
+    with pytest.raises(InputError, match=r"--from-snapshot .*missing.json: no such file"):
         run(from_snapshot=tmp_path / "missing.json")
 
 

@@ -1,0 +1,230 @@
+"""Round six of the black-box pass (issue 37): `kit inspect --snapshot` and `--from-snapshot`
+with hostile paths, stop signals while `kit` starts, checks that must refuse before any notice
+of `kit reproduce BUNDLE`, and an over-long recipe name.
+
+Every case runs the real `kit` command in a subprocess, as a user would."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kit.bundle import verify_manifest
+from tests.conftest import ROOT, run_kit, sigint_as_default
+
+SNAP = ROOT / "tests" / "fixtures" / "nvml" / "h200x2_nvswitch.json"
+BUNDLE = ROOT / "reports" / "examples" / "h200x2-allreduce"
+CPU_BUNDLE = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"
+
+
+def _one_line_error(r: subprocess.CompletedProcess, *words: str) -> None:
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    for w in words:
+        assert w in lines[0], r.stderr
+
+
+# 1. --snapshot: never into a bundle, never through a link, never onto a device
+
+
+def test_snapshot_into_a_bundle_is_refused_and_the_bundle_still_verifies(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    shutil.copytree(BUNDLE, bundle)
+    for target in (bundle / "snap.json", bundle / "logs" / "snap.json"):
+        r = run_kit("inspect", "--from-snapshot", str(SNAP), "--snapshot", str(target))
+        _one_line_error(r, "--snapshot", "bundle")
+        assert not target.exists()
+    verify_manifest(bundle)
+
+
+def test_snapshot_through_a_link_is_refused(tmp_path: Path) -> None:
+    target, link = tmp_path / "target.json", tmp_path / "link.json"
+    link.symlink_to(target)
+    r = run_kit("inspect", "--from-snapshot", str(SNAP), "--snapshot", str(link))
+    _one_line_error(r, "--snapshot", "symbolic link")
+    assert not target.exists() and link.is_symlink()
+
+
+def test_snapshot_onto_a_device_is_refused_before_the_work() -> None:
+    r = run_kit("inspect", "--from-snapshot", str(SNAP), "--snapshot", "/dev/full")
+    _one_line_error(r, "--snapshot /dev/full", "character device")
+    assert r.stdout == ""  # refused before anything was shown
+
+
+def test_snapshot_to_a_plain_file_is_written(tmp_path: Path) -> None:
+    out = tmp_path / "snap.json"
+    r = run_kit("inspect", "--from-snapshot", str(SNAP), "--json", "--snapshot", str(out))
+    assert r.returncode == 0, r.stderr
+    assert out.is_file() and not out.is_symlink() and out.stat().st_size > 0
+
+
+# 2. --from-snapshot: a regular file of bounded size
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null", "/dev/urandom"])
+def test_from_snapshot_of_a_device_is_refused(device: str) -> None:
+    r = run_kit("inspect", "--from-snapshot", device, timeout=30)
+    _one_line_error(r, "--from-snapshot", device, "not a regular file")
+
+
+def test_from_snapshot_of_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "snap.fifo"
+    os.mkfifo(fifo)
+    r = run_kit("inspect", "--from-snapshot", str(fifo), timeout=30)
+    _one_line_error(r, "--from-snapshot", "FIFO")
+
+
+def test_from_snapshot_over_the_limit_is_refused(tmp_path: Path) -> None:
+    from kit.inventory.cli import MAX_SNAPSHOT_BYTES
+
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(MAX_SNAPSHOT_BYTES + 1)  # sparse: no disk used
+    r = run_kit("inspect", "--from-snapshot", str(big), timeout=30)
+    _one_line_error(r, "--from-snapshot", "more than")
+
+
+# 3. stop signals while `kit` is still starting (imports): one line, 128 + the signal
+
+
+def _kit_commands() -> dict[str, list[str]]:
+    script = Path(sys.executable).parent / "kit"
+    out = {"python -m kit": [sys.executable, "-m", "kit"]}
+    if script.exists():
+        out["kit"] = [str(script)]
+    return out
+
+
+@pytest.mark.parametrize("how", ["python -m kit", "kit"])
+@pytest.mark.parametrize(
+    ("sig", "delay"),
+    [(signal.SIGINT, 0.3), (signal.SIGINT, 1.0), (signal.SIGTERM, 0.3), (signal.SIGTERM, 1.0)],
+)
+def test_a_stop_signal_while_starting_is_one_line(
+    tmp_path: Path, how: str, sig: int, delay: float
+) -> None:
+    cmd = _kit_commands().get(how)
+    if cmd is None:
+        pytest.skip("the kit console script is not installed next to this Python")
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = ["reproduce", "recipes/allreduce.yaml", "--device", "cpu", "--repeats", "1",
+            "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen([*cmd, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=sigint_as_default)  # fmt: skip
+    time.sleep(delay)
+    proc.send_signal(sig)
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert proc.returncode == 128 + sig, (proc.returncode, err)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert len(err.strip().splitlines()) <= 3, err
+
+
+# 4. `kit reproduce BUNDLE`: every refusal before the first notice
+
+
+def _cpu_bundle(tmp_path: Path) -> Path:
+    bundle = tmp_path / "cpu-smoke"
+    shutil.copytree(CPU_BUNDLE, bundle)
+    return bundle
+
+
+def _no_apptainer_env() -> dict[str, str]:
+    """PATH without `apptainer`, whatever this machine has installed."""
+    keep = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+            if d and not (Path(d) / "apptainer").exists()]  # fmt: skip
+    return {**os.environ, "PATH": os.pathsep.join(keep)}
+
+
+@pytest.mark.parametrize("runtime", [(), ("--runtime", "apptainer"), ("--runtime", "auto")])
+def test_rerun_with_apptainer_missing_is_the_only_line(tmp_path: Path, runtime: tuple) -> None:
+    """--apptainer SIF on a host-runtime bundle means the apptainer runtime, as it does for
+    `kit reproduce RECIPE --apptainer SIF`; without `apptainer` that is the one line."""
+    bundle, sif = _cpu_bundle(tmp_path), tmp_path / "kit.sif"
+    sif.write_bytes(b"not really a SIF")
+    out = tmp_path / "out"
+    r = run_kit("reproduce", str(bundle), "--apptainer", str(sif), *runtime, "--out", str(out),
+                env=_no_apptainer_env())  # fmt: skip
+    _one_line_error(r, "--runtime apptainer", "`apptainer` is not on PATH")
+    assert r.stdout == "" and not out.exists()
+    verify_manifest(bundle)
+
+
+def test_rerun_with_apptainer_and_another_runtime_is_refused(tmp_path: Path) -> None:
+    bundle, sif = _cpu_bundle(tmp_path), tmp_path / "kit.sif"
+    sif.write_bytes(b"x")
+    r = run_kit("reproduce", str(bundle), "--apptainer", str(sif), "--runtime", "host",
+                "--out", str(tmp_path / "out"))  # fmt: skip
+    _one_line_error(r, "--apptainer", "only for the apptainer runtime")
+    assert r.stdout == ""
+
+
+def test_rerun_on_cuda_without_a_gpu_is_the_only_line(tmp_path: Path) -> None:
+    from kit.run.engine import detect_gpus
+
+    if detect_gpus() > 0:
+        pytest.skip("this machine has a GPU: --device cuda would run")
+    bundle = _cpu_bundle(tmp_path)
+    r = run_kit("reproduce", str(bundle), "--device", "cuda", "--out", str(tmp_path / "out"))
+    _one_line_error(r, "--device cuda", "no NVIDIA GPU is visible")
+    assert r.stdout == ""
+    gpu_bundle = tmp_path / "gpu"
+    shutil.copytree(BUNDLE, gpu_bundle)
+    r = run_kit("reproduce", str(gpu_bundle), "--out", str(tmp_path / "out2"))
+    _one_line_error(r, "--device cuda", "no NVIDIA GPU is visible")
+    assert r.stdout == ""
+
+
+# 5. a recipe name is part of file names: capped, so validate refuses what a run could not make
+
+RECIPE = """\
+kit: 1
+name: {name}
+gpus: 2
+repeats: 1
+variants:
+  - name: {variant}
+benchmarks:
+  - kind: allreduce
+    name: {bench}
+    params: {{max_bytes: 4096, factor: 4, iters: 2, warmup_iters: 1, trials: 1}}
+"""
+
+
+@pytest.mark.parametrize("field", ["name", "variant", "bench"])
+def test_an_over_long_name_is_refused_by_validate(tmp_path: Path, field: str) -> None:
+    from kit.recipe import NAME_MAX
+
+    names = {"name": "ok", "variant": "p2p", "bench": "ar", field: "a" * 5000}
+    path = tmp_path / "long.yaml"
+    path.write_text(RECIPE.format(**names))
+    r = run_kit("recipes", "validate", str(path))
+    _one_line_error(r, f"at most {NAME_MAX} characters")
+    assert len(r.stderr) < 300  # the 5000 characters are not echoed back
+    out = tmp_path / "out"
+    r = run_kit("reproduce", str(path), "--device", "cpu", "--out", str(out))
+    _one_line_error(r, f"at most {NAME_MAX} characters")
+    assert r.stdout == "" and not out.exists()
+
+
+def test_names_of_the_longest_length_validate(tmp_path: Path) -> None:
+    from kit.recipe import NAME_MAX
+
+    path = tmp_path / "longest.yaml"
+    path.write_text(
+        RECIPE.format(name="a" * NAME_MAX, variant="v" * NAME_MAX, bench="b" * NAME_MAX)
+    )
+    r = run_kit("recipes", "validate", str(path))
+    assert r.returncode == 0, r.stderr
