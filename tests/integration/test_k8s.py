@@ -24,6 +24,7 @@ from kubernetes import client
 from kit.errors import InputError
 from kit.runtime.k8s.manifests import validate
 from kit.runtime.k8s.runtime import split_log
+from tests.conftest import sigint_as_default
 from tests.integration.k8s_cluster import NS, Controller, Emulator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -288,6 +289,7 @@ def _submit(emu: Emulator, tmp_path: Path, mode: str, *extra: str, wait: bool = 
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=sigint_as_default,  # a background job's children inherit SIGINT ignored
     )
     return proc, controller
 
