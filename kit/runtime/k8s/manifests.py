@@ -73,6 +73,9 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not LABEL_KEY.match(key) or not LABEL_VALUE.match(value):
             raise InputError(f"{what} {item!r}: expected KEY=VALUE (a Kubernetes label)")
+        if out.get(key, value) != value:  # a node cannot carry both: one would be dropped
+            raise InputError(f"{what} {key!r} given twice, as {out[key]!r} and {value!r}; "
+                             "a key takes one value")  # fmt: skip
         out[key] = value
     return out
 
