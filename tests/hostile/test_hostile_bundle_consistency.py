@@ -165,3 +165,35 @@ def test_a_rate_of_work_takes_the_units_of_work():
 
     assert metric("throughput").units() == ("items/s", "images/s", "samples/s", "tokens/s")
     assert metric("busbw_largest").units() == ("GB/s",)
+
+
+IMAGE = "registry.example/kit-cuda13@sha256:" + "0123456789abcdef" * 4
+K8S = ("k8s", "recipes/allreduce.yaml", "--image", IMAGE, "--dry-run")
+SLURM = ("slurm", "recipes/allreduce.yaml", "--host-python", "python3", "--dry-run")
+
+
+def test_k8s_refuses_a_node_selector_key_given_two_values():
+    err = one_line(run_kit(*K8S, "--node-selector", "a=b", "--node-selector", "a=c"))
+    assert "--node-selector 'a' given twice, as 'b' and 'c'" in err
+    same = run_kit(*K8S, "--node-selector", "a=b", "--node-selector", "a=b")
+    assert same.returncode == 0 and "a: b" in same.stdout, same.stderr
+
+
+@pytest.mark.parametrize("command", [K8S, SLURM], ids=["k8s", "slurm"])
+@pytest.mark.parametrize("target", ["file", "dev-null", "inside-bundle"])
+def test_a_dry_run_checks_out_as_a_real_run_does(tmp_path, command, target):
+    bundle = copy(tmp_path)
+    out = {
+        "file": tmp_path / "a-file",
+        "dev-null": Path("/dev/null"),
+        "inside-bundle": bundle / "inner",
+    }[target]
+    if target == "file":
+        out.write_text("keep me\n")
+    err = one_line(run_kit(*command, "--out", str(out)))
+    assert f"--out {out}" in err, err
+    assert not (bundle / "inner").exists()
+    if target == "file":
+        assert out.read_text() == "keep me\n"
+    fresh = run_kit(*command, "--out", str(tmp_path / "new"))
+    assert fresh.returncode == 0 and not (tmp_path / "new").exists(), fresh.stderr

@@ -21,6 +21,7 @@ from kit.bundle import Bundle
 from kit.errors import InputError, KitError
 from kit.model import Hardware, NodeInventory, NodeRecord, SlurmInfo, load_bundle
 from kit.model.environment import axes_record
+from kit.outputs import check_bundle_dir
 from kit.recipe import Recipe, load_recipe
 from kit.run.plan import plan
 from kit.run.results import close_bundle, open_bundle, record_container, result_of, write_specs
@@ -84,6 +85,7 @@ def launch(recipe: Recipe, opts: SlurmOptions, dry_run: bool = False, wait: bool
     Returns what the command prints on stdout.
     """
     job = make_job(recipe, opts)
+    check_bundle_dir(job.bundle)  # a dry run shows what a real run would do: refuse it alike
     if dry_run:
         return render_script(job)
     script = write_bundle(job)
