@@ -197,3 +197,37 @@ def test_a_dry_run_checks_out_as_a_real_run_does(tmp_path, command, target):
         assert out.read_text() == "keep me\n"
     fresh = run_kit(*command, "--out", str(tmp_path / "new"))
     assert fresh.returncode == 0 and not (tmp_path / "new").exists(), fresh.stderr
+
+
+SLURM_PLAIN = ("slurm", "recipes/allreduce.yaml", "--dry-run")
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--host-python", "python3", "--sbatch-arg", "rm -rf /"], "--sbatch-arg 'rm -rf /'"),
+        (["--host-python", "python3", "--sbatch-arg", "-"], "--sbatch-arg '-'"),
+        (
+            ["--host-python", "python3", "--partition", "gpu; rm -rf ~"],
+            "expected a Slurm partition",
+        ),
+        (["--host-python", "python3", "--partition", "gpu,"], "--partition 'gpu,'"),
+        (["--apptainer", "FOLDER"], "not a file (an Apptainer .sif image)"),
+        (["--apptainer", "/dev/zero"], "--apptainer /dev/zero: not a file"),
+    ],
+)
+def test_slurm_refuses_what_is_no_sbatch_option_partition_or_sif(tmp_path, args, says):
+    args = [str(tmp_path) if a == "FOLDER" else a for a in args]
+    proc = run_kit(*SLURM_PLAIN, *args)
+    err = one_line(proc)
+    assert says in err and "#SBATCH" not in proc.stdout, err
+
+
+def test_slurm_takes_a_partition_list_an_option_and_a_sif(tmp_path):
+    sif = tmp_path / "kit.sif"
+    sif.write_bytes(b"SIF")
+    proc = run_kit(*SLURM_PLAIN, "--apptainer", str(sif), "--partition", "gpu,a100.x_1",
+                   "--sbatch-arg=--account=lab")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "#SBATCH --partition=gpu,a100.x_1\n" in proc.stdout
+    assert "#SBATCH --account=lab\n" in proc.stdout
