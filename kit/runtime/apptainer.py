@@ -58,11 +58,15 @@ def probe(image: Path, device: str) -> dict[str, Any]:
         raise KitError(f"probing {image}: output is not JSON: {lines[-1][:200]}") from e
 
 
-def sif_file(path: str | Path) -> Path:
-    """The SIF --apptainer names, resolved: a regular file (not a folder, a device, a FIFO)."""
+def sif_file(path: str | Path, absent_ok: bool = False) -> Path:
+    """The SIF --apptainer names, resolved: a regular file (not a folder, a device, a FIFO).
+    `absent_ok`: kit slurm, whose script may be submitted where the cluster's filesystem holds
+    a SIF this machine does not have; what is here must still be a file."""
     try:
         image = Path(path).resolve()
         regular = stat.S_ISREG(os.stat(image).st_mode)
+    except FileNotFoundError:
+        regular = absent_ok
     except (OSError, ValueError):
         regular = False
     if not regular:

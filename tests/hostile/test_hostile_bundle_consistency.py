@@ -231,3 +231,31 @@ def test_slurm_takes_a_partition_list_an_option_and_a_sif(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "#SBATCH --partition=gpu,a100.x_1\n" in proc.stdout
     assert "#SBATCH --account=lab\n" in proc.stdout
+
+
+def _failing_sbatch(tmp_path: Path) -> dict[str, str]:
+    """An sbatch on PATH that refuses every job, as a cluster whose partition is down does."""
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    sbatch = bin_dir / "sbatch"
+    sbatch.write_text("#!/bin/sh\necho 'sbatch: error: invalid partition specified' >&2\nexit 1\n")
+    sbatch.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new-folders", "empty-folder"])
+def test_a_failed_submission_leaves_out_as_it_was(tmp_path, existing):
+    env = _failing_sbatch(tmp_path)
+    out = tmp_path / "shared" / "bundle" if not existing else tmp_path / "empty"
+    if existing:
+        out.mkdir()
+    proc = run_kit("slurm", "recipes/allreduce.yaml", "--host-python", "python3",
+                   "--out", str(out), env=env)  # fmt: skip
+    err = one_line(proc, code=1)  # sbatch's failure is a failed run, not a usage error
+    assert "sbatch failed (exit 1): sbatch: error: invalid partition specified" in err, err
+    if existing:
+        assert out.is_dir() and list(out.iterdir()) == []
+    else:
+        assert not (tmp_path / "shared").exists()

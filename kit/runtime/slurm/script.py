@@ -93,7 +93,7 @@ def check_options(opts: SlurmOptions) -> None:
         raise InputError(f"--partition {opts.partition!r}: expected a Slurm partition name "
                          "(letters, digits, _ - .; several separated by commas)")  # fmt: skip
     if opts.apptainer is not None:
-        sif_file(opts.apptainer)
+        sif_file(opts.apptainer, absent_ok=True)  # the SIF may be only on the cluster's disk
 
 
 def _q(text: str | Path) -> str:
