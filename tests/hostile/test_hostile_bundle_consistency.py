@@ -259,3 +259,30 @@ def test_a_failed_submission_leaves_out_as_it_was(tmp_path, existing):
         assert out.is_dir() and list(out.iterdir()) == []
     else:
         assert not (tmp_path / "shared").exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "0", "604801", "inf"])
+def test_pending_timeout_says_its_range(value):
+    err = one_line(run_kit(*K8S, "--pending-timeout", value))
+    assert "expected a number of seconds from 1 s to 7 days" in err, err
+
+
+@pytest.mark.parametrize("price", ["1e9USD", "1000USD", "0", "free", "nan"])
+def test_report_and_compare_say_one_thing_of_a_bad_price(tmp_path, price):
+    a, b = copy(tmp_path, "a"), copy(tmp_path, "b")
+    said = {
+        one_line(run_kit("report", str(a), "--price-per-gpu-hour", price)),
+        one_line(
+            run_kit(
+                "compare",
+                str(a),
+                str(b),
+                "--price-per-gpu-hour",
+                price,
+                "--out",
+                str(tmp_path / "c"),
+            )
+        ),
+    }
+    assert len(said) == 1, said
+    assert "more than 0 and less than 1000, such as 3.50USD" in said.pop()

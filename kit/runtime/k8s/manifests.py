@@ -114,7 +114,8 @@ def check_options(o: K8sOptions) -> None:
     ):
         raise InputError(f"--service-account {o.service_account!r}: not a Kubernetes name")
     if not 1 <= o.pending_timeout_s <= 7 * 86400:  # also NaN
-        raise InputError(f"--pending-timeout {o.pending_timeout_s}: from 1 s to 7 days")
+        raise InputError(f"--pending-timeout {o.pending_timeout_s:g}: expected a number of "
+                         "seconds from 1 s to 7 days (604800)")  # fmt: skip
     check_batch_options(o.device, o.nodes, o.gpus_per_node)
     _pairs(o.node_selector, "--node-selector")
     for t in o.tolerations:
