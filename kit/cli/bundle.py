@@ -100,6 +100,7 @@ def verify(
     from kit.bundle import MANIFEST, verify_manifest
     from kit.bundle.intake import REQUIRED, check_signer_options, missing_files
     from kit.bundle.signature import signature_status
+    from kit.model import load_bundle
 
     check_signer_options(allowed_signers, False)
     result = verify_manifest(bundle)
@@ -123,6 +124,7 @@ def verify(
         raise KitError(f"{bundle}: {sig.line()}")
     if allowed_signers is not None and sig.state == "unsigned":
         raise KitError(f"{bundle}: unsigned; --allowed-signers asks for a signature")
+    load_bundle(bundle)  # every file typed, the runs consistent with each other and the recipe
     print(f"{bundle}: OK, {result.checked} files match {MANIFEST}; {sig.line()}")
 
 

@@ -59,8 +59,8 @@ def k8s(
     context: Annotated[str | None, typer.Option(help="Kubeconfig context.")] = None,
     pending_timeout: Annotated[
         float,
-        typer.Option(
-            min=1, max=7 * 86400, help="Seconds for every pod of a run to start (pull, schedule)."
+        typer.Option(  # bounds: kit.runtime.k8s.manifests (one message for NaN and range)
+            help="Seconds for every pod of a run to start (pull, schedule): 1 s to 7 days."
         ),
     ] = 1800.0,
     device: BatchDevice = "cuda",

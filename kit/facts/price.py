@@ -16,7 +16,7 @@ from kit.errors import InputError
 MAX_PRICE = 1000.0
 SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP"}
 PRICE = re.compile(
-    r"^\s*(?:(?P<pre>[A-Za-z]{3})|(?P<sym>[$€£]))?\s*(?P<amount>[0-9]+(?:\.[0-9]+)?)"
+    r"^\s*(?:(?P<pre>[A-Za-z]{3})|(?P<sym>[$€£]))?\s*(?P<amount>[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"
     r"\s*(?P<post>[A-Za-z]{3})?\s*$"
 )
 
@@ -57,6 +57,12 @@ def check_priced_device(
         )
 
 
+def _expected(value: object) -> str:
+    """The one line for any price this parser cannot take: its form and its range at once."""
+    return (f"--price-per-gpu-hour {str(value)[:40]!r}: expected the price of one GPU for one "
+            f"hour, more than 0 and less than {MAX_PRICE:g}, such as 3.50USD, USD3.50 or 3.50")  # fmt: skip
+
+
 def parse_price(value: str | float | Price | None, source: str | None = None) -> Price | None:
     """The price from the command line (a number, with a currency code or symbol before or
     after it); an InputError naming --price-per-gpu-hour otherwise."""
@@ -71,16 +77,10 @@ def parse_price(value: str | float | Price | None, source: str | None = None) ->
     else:
         m = PRICE.match(str(value))
         if m is None or (m.group("pre") and (m.group("post") or m.group("sym"))):
-            raise InputError(
-                f"--price-per-gpu-hour {value!r}: a price such as 3.50USD, USD3.50 or 3.50 "
-                "(price of one GPU for one hour)"
-            )
+            raise InputError(_expected(value))
         amount = float(m.group("amount"))
         code = m.group("pre") or m.group("post")
         currency = code.upper() if code else SYMBOLS.get(m.group("sym") or "")
-    if not 0 < amount < MAX_PRICE:
-        raise InputError(
-            f"--price-per-gpu-hour {value}: must be more than 0 and less than {MAX_PRICE:g} "
-            "(price of one GPU for one hour)"
-        )
+    if not 0 < amount < MAX_PRICE:  # also NaN
+        raise InputError(_expected(value))
     return Price(amount, currency, (source or "").strip() or None)

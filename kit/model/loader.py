@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from kit.errors import InputError
 from kit.model.base import SCHEMAS
+from kit.model.consistency import check_results
 from kit.model.environment import Environment
 from kit.model.files import MAX_YAML_BYTES, decode, list_dir, one_line, read_bytes, read_json
 from kit.model.hardware import Hardware
@@ -194,9 +195,9 @@ def _load(root: Path) -> BundleData:
     recipe = read_recipe(root)
     hardware = _optional(root, names, files.HARDWARE, Hardware, files.HARDWARE)
     environment = _optional(root, names, files.ENVIRONMENT, Environment, files.ENVIRONMENT)
-    return BundleData(
-        root, recipe, results, hardware, environment, read_runs(root), read_nccl_tests(root)
-    )
+    runs = read_runs(root)
+    check_results(results, recipe, root / files.RESULTS, set(runs) if files.RUNS in names else None)
+    return BundleData(root, recipe, results, hardware, environment, runs, read_nccl_tests(root))
 
 
 MAX_NCCL_TESTS_BYTES = 1 << 20

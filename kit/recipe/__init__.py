@@ -31,6 +31,7 @@ from kit.recipe.env import check_env
 from kit.recipe.yamlfile import LocatedError, StrictLoader, line_map, read_text
 from kit.shared import p2p
 from kit.shared.metrics import CV_THRESHOLD
+from kit.shared.metrics import metric as catalog_entry
 from kit.workloads.base import check_counts, check_numbers
 from kit.workloads.registry import BROKEN, KINDS, params_class
 
@@ -79,7 +80,7 @@ class Expectation(Strict):
     """A reference figure for a headline metric, ReFrame style: value, unit and tolerance, and
     the GPU model and count it was measured on (a reference judges only runs on those)."""
 
-    value: float
+    value: float = Field(gt=0)  # a rate, a time or a count: never zero or negative
     unit: str
     tolerance: float = Field(default=0.1, ge=0, le=1)
     source: str = ""
@@ -107,6 +108,19 @@ MEASURED_ON = re.compile(r"\b(\d+)\s*x\s*((?:NVIDIA\s+)?[A-Z]+\d+[A-Z]*)")
 """An older recipe's source text: "2x H200 NV18, P2P on" -> 2, "H200"."""
 
 
+def _known_units(name: str, found: list[Expectation]) -> None:
+    """A reference is for a metric the catalog knows, in a unit that metric is recorded in."""
+    entry = catalog_entry(name)
+    if entry is None:
+        raise ValueError(f"{name}: not a metric this kit records")
+    for exp in found:
+        if exp.unit not in entry.units():
+            raise ValueError(
+                f"{name}: unit {exp.unit[:40]!r} is not one {name} is recorded in "
+                f"({', '.join(entry.units())})"
+            )
+
+
 class Benchmark(Strict):
     kind: str
     name: str = Field(default="", pattern=r"^$|" + NAME_PATTERN, max_length=NAME_MAX)
@@ -122,6 +136,7 @@ class Benchmark(Strict):
         cls, expect: dict[str, Expectation | list[Expectation]]
     ) -> dict[str, Expectation | list[Expectation]]:
         for metric, found in expect.items():
+            _known_units(metric, found if isinstance(found, list) else [found])
             if not isinstance(found, list):
                 continue
             if not found:
@@ -278,13 +293,17 @@ class Recipe(Strict):
         return data
 
 
+UNION_BRANCHES = {"str", "Variant", "Expectation", "list[Expectation]"}
+"""The names pydantic puts in an error's location for the branch of a union it tried."""
+
+
 def _field_path(loc: tuple) -> str:
-    parts = [str(p) for p in loc if not (isinstance(p, str) and p in {"str", "Variant"})]
+    parts = [str(p) for p in loc if not (isinstance(p, str) and p in UNION_BRANCHES)]
     return ".".join(parts) if parts else "(top level)"
 
 
 def _line_for(lines: dict[tuple, int], loc: tuple) -> int | None:
-    loc = tuple(p for p in loc if not (isinstance(p, str) and p in {"str", "Variant"}))
+    loc = tuple(p for p in loc if not (isinstance(p, str) and p in UNION_BRANCHES))
     while loc:
         if loc in lines:
             return lines[loc]
@@ -346,6 +365,8 @@ def parse_recipe(text: str, source: str) -> Recipe:
         # a variant given as a mapping fails the `str` branch too: report the mapping's error
         errs = [e for e in exc.errors() if not (e["loc"][:1] == ("variants",) and
                                                  e["loc"][-1:] == ("str",))] or exc.errors()  # fmt: skip
+        # a list of references fails the one-reference branch too: report the list's error
+        errs = [e for e in errs if e["type"] != "model_type"] or errs
         err = errs[0]
         line = _line_for(lines, err["loc"])
         where = f"{source}:{line}" if line else source

@@ -11,7 +11,9 @@ versions read inside it by one probe (`python -m kit.worker.probe`).
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -56,6 +58,22 @@ def probe(image: Path, device: str) -> dict[str, Any]:
         raise KitError(f"probing {image}: output is not JSON: {lines[-1][:200]}") from e
 
 
+def sif_file(path: str | Path, absent_ok: bool = False) -> Path:
+    """The SIF --apptainer names, resolved: a regular file (not a folder, a device, a FIFO).
+    `absent_ok`: kit slurm, whose script may be submitted where the cluster's filesystem holds
+    a SIF this machine does not have; what is here must still be a file."""
+    try:
+        image = Path(path).resolve()
+        regular = stat.S_ISREG(os.stat(image).st_mode)
+    except FileNotFoundError:
+        regular = absent_ok
+    except (OSError, ValueError):
+        regular = False
+    if not regular:
+        raise InputError(f"{OPTION} {path}: not a file (an Apptainer .sif image)")
+    return image
+
+
 class ApptainerRuntime(LocalRuntime):
     """Runs each launch as `apptainer exec [--nv] --bind RUN:/kit/run --pwd /kit/run SIF torchrun`."""
 
@@ -76,10 +94,7 @@ class ApptainerRuntime(LocalRuntime):
         if why := missing():
             raise InputError(f"--runtime apptainer: {why} (install Apptainer, or use another "
                              "--runtime: host, docker, podman)")  # fmt: skip
-        image = request.apptainer.resolve()
-        if not image.is_file():
-            raise InputError(f"{OPTION} {request.apptainer}: not a file (an Apptainer .sif image)")
-        return image
+        return sif_file(request.apptainer)
 
     @classmethod
     def prepare(cls, request: RuntimeRequest) -> ApptainerRuntime:

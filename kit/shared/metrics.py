@@ -68,6 +68,10 @@ def interval_words() -> str:
     return "; ".join(out)
 
 
+WORK = ("items", "images", "samples", "tokens")
+"""The units of work a training workload counts (its worker's `work`; "items" when unnamed)."""
+
+
 @dataclass(frozen=True)
 class Metric:
     """One number a workload reports.
@@ -99,6 +103,12 @@ class Metric:
 
     def unit_for(self, work: str = "") -> str:
         return self.unit.replace("{work}", work or "items")
+
+    def units(self) -> tuple[str, ...]:
+        """Every unit this metric can be recorded in (a rate of work: one per kind of work)."""
+        if "{work}" not in self.unit:
+            return (self.unit,)
+        return tuple(self.unit_for(work) for work in WORK)
 
     def record(self, value: float, work: str = "") -> dict[str, Any]:
         """The metric as result.json holds it (kit.worker.records.MetricRecord)."""

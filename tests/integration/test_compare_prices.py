@@ -52,7 +52,7 @@ def test_each_machine_at_its_own_price(tmp_path):
         (["--price", "3=1USD"], "--price 3: allowed: 1 to 2"),
         (["--price", "1=1USD", "--price", "1=2USD"], "--price: bundle 1 is priced twice"),
         (["--price", "1=1USD", "--price", "2=1EUR"], "--price: one currency for every machine"),
-        (["--price", "1=free"], "--price '1=free': a price such as 3.50USD"),
+        (["--price", "1=free"], "--price '1=free': expected the price of one GPU for one hour"),
         (["--price", "1"], "--price '1': expected POSITION=PRICE"),
         (["--price", "1=1USD", "--price-per-gpu-hour", "2USD"],
          "--price and --price-per-gpu-hour: give one price for all or one each"),

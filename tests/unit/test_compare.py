@@ -186,8 +186,9 @@ def test_a_different_recipe_is_flagged(tmp_path):
     b = make_bundle(tmp_path, "b", B_P2P, B_OFF)
     shutil.copytree(b, tmp_path / "b2")
     (tmp_path / "b2" / "recipe.yaml").write_text(
-        "kit: 1\nname: known\nrepeats: 9\nvariants: [p2p]\nbenchmarks: [{kind: allreduce, name: ar}]\n"
-    )
+        "kit: 1\nname: known\nrepeats: 9\nvariants: [p2p, no-p2p, {name: ib-off, env: "
+        "{NCCL_IB_DISABLE: '1'}}]\nbenchmarks: [{kind: allreduce, name: ar}]\n"
+    )  # another variant: the runs of b are still the recipe's (kit.model.consistency)
     write_manifest(tmp_path / "b2")
     warnings = warnings_for(load_machines([a, tmp_path / "b2"]), 0)
     (recipe,) = [w["text"] for w in warnings if w["level"] == "recipe"]
@@ -235,7 +236,10 @@ def test_a_recipe_written_with_defaults_or_nulls_is_the_same_recipe(tmp_path):
     """Compared after validation: `nodes: null`, an omitted field and a written default agree."""
     a = make_bundle(tmp_path, "a", A_P2P, A_OFF)
     b = make_bundle(tmp_path, "b", B_P2P, B_OFF)
+    # the shipped recipe, its benchmark named as these bundles' runs name it
     text = (ROOT / "recipes" / "allreduce.yaml").read_text()
+    text = text.replace("  - kind: allreduce\n", "  - kind: allreduce\n    name: ar\n", 1)
+    assert "name: ar\n" in text
     (a / "recipe.yaml").write_text(text)
     (b / "recipe.yaml").write_text(text + "nodes: null\ncv_threshold: 0.03\n")
     for path in (a, b):

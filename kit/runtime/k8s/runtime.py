@@ -28,6 +28,7 @@ from kit.errors import InputError
 from kit.model import Hardware, NodeInventory, NodeRecord, load_bundle
 from kit.model.environment import axes_record
 from kit.model.results import K8sInfo
+from kit.outputs import check_bundle_dir
 from kit.recipe import Recipe, load_recipe
 from kit.run.results import close_bundle, open_bundle, record_container, result_of, write_specs
 from kit.runtime.base import RunOutcome, tail
@@ -330,6 +331,7 @@ class K8sRuntime:
         named = self.opts.image
         self.opts = with_image(recipe, self.opts)
         job = make_job(recipe, self.opts)
+        check_bundle_dir(job.bundle)  # a dry run shows what a real run would do: refuse it alike
         if dry_run:
             found = "" if named else f"# image: the recipe's, as pushed: {self.opts.image}\n"
             head = found + (

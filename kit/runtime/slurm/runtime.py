@@ -9,6 +9,7 @@ only: adaptive repeats need the driver between runs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import shutil
@@ -21,6 +22,7 @@ from kit.bundle import Bundle
 from kit.errors import InputError, KitError
 from kit.model import Hardware, NodeInventory, NodeRecord, SlurmInfo, load_bundle
 from kit.model.environment import axes_record
+from kit.outputs import check_bundle_dir
 from kit.recipe import Recipe, load_recipe
 from kit.run.plan import plan
 from kit.run.results import close_bundle, open_bundle, record_container, result_of, write_specs
@@ -78,14 +80,40 @@ def submit(script: Path, wait: bool = False) -> str:
     return job_id
 
 
+def first_made(folder: Path) -> Path | None:
+    """The outermost of `folder` and its parents that do not exist yet (None: it exists)."""
+    made = None
+    for path in (folder, *folder.parents):
+        if path.exists() or path.is_symlink():
+            return made
+        made = path
+    return made
+
+
+def undo(folder: Path, made: Path | None) -> None:
+    """Remove what writing the bundle created: the folders it made, or (an empty folder that
+    was there, as check_bundle_dir requires) what it put inside."""
+    with contextlib.suppress(OSError):
+        if made is not None:
+            shutil.rmtree(made)
+            return
+        for entry in folder.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
+
 def launch(recipe: Recipe, opts: SlurmOptions, dry_run: bool = False, wait: bool = False) -> str:
     """`kit slurm RECIPE`: the script (dry run), or the written bundle, submitted when possible.
 
     Returns what the command prints on stdout.
     """
     job = make_job(recipe, opts)
+    check_bundle_dir(job.bundle)  # a dry run shows what a real run would do: refuse it alike
     if dry_run:
         return render_script(job)
+    made = first_made(job.bundle)
     script = write_bundle(job)
     if shutil.which("sbatch") is None:
         print(  # one line, unwrapped: it holds paths to copy
@@ -94,7 +122,11 @@ def launch(recipe: Recipe, opts: SlurmOptions, dry_run: bool = False, wait: bool
             file=sys.stderr,
         )
         return str(script)
-    job_id = submit(script, wait=wait)
+    try:
+        job_id = submit(script, wait=wait)
+    except KitError as exc:  # nothing was submitted: leave --out as it was before
+        undo(job.bundle, made)
+        raise KitError(f"{exc}; removed what it wrote to {job.bundle}") from None
     bundle = Bundle.load(job.bundle)
     if bundle.results.slurm is not None:  # write_bundle's
         bundle.results.slurm.job_id = job_id

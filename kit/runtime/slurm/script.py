@@ -31,6 +31,7 @@ from kit.bundle import default_bundle_dir
 from kit.errors import InputError
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec, plan
+from kit.runtime.apptainer import sif_file
 from kit.runtime.base import check_batch_options
 from kit.runtime.containers.process import Apptainer, NoContainer
 from kit.runtime.containers.pyxis import Pyxis
@@ -63,6 +64,10 @@ class SlurmOptions:
         return "pyxis" if self.container_image else "apptainer" if self.apptainer else "host"
 
 
+PARTITION = re.compile(r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$")
+"""sbatch --partition: one name or a comma-separated list of them."""
+
+
 def check_options(opts: SlurmOptions) -> None:
     chosen = [o for o in (opts.container_image, opts.apptainer, opts.host_python) if o]
     if len(chosen) != 1:
@@ -80,6 +85,15 @@ def check_options(opts: SlurmOptions) -> None:
                         *(("--sbatch-arg", x) for x in opts.extra)):  # fmt: skip
         if value is not None and any(c in str(value) for c in "\n\r\0"):
             raise InputError(f"{name} {str(value)!r}: line breaks and NUL are not allowed")
+    for arg in opts.extra:  # an #SBATCH line holds options: anything else is no sbatch's
+        if not re.match(r"^--?[A-Za-z]", arg):
+            raise InputError(f"--sbatch-arg {arg!r}: expected an sbatch option, e.g. "
+                             "--sbatch-arg=--account=lab")  # fmt: skip
+    if opts.partition is not None and not PARTITION.match(opts.partition):
+        raise InputError(f"--partition {opts.partition!r}: expected a Slurm partition name "
+                         "(letters, digits, _ - .; several separated by commas)")  # fmt: skip
+    if opts.apptainer is not None:
+        sif_file(opts.apptainer, absent_ok=True)  # the SIF may be only on the cluster's disk
 
 
 def _q(text: str | Path) -> str:
