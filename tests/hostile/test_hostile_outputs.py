@@ -85,10 +85,17 @@ def test_a_regular_file_is_written_and_replaced(tmp_path):
     assert json.loads(path.read_text())["verdict"]
 
 
+def twin(tmp_path: Path) -> Path:
+    """A second bundle, so that compare's only objection is the one under test."""
+    path = tmp_path / "twin"
+    shutil.copytree(FIXTURE, path)
+    return path
+
+
 def test_compare_never_writes_into_a_bundle(tmp_path):
     sealed = tmp_path / "sealed"
     shutil.copytree(FIXTURE, sealed)
-    proc = run_kit("compare", str(FIXTURE), str(FIXTURE), "--out", str(sealed))
+    proc = run_kit("compare", str(FIXTURE), str(twin(tmp_path)), "--out", str(sealed))
     assert one_line(proc) and "bundle" in proc.stderr, proc.stderr
     assert not (sealed / "compare.html").exists()
     assert run_kit("verify", str(sealed)).returncode == 0
@@ -100,6 +107,6 @@ def test_compare_never_writes_through_a_planted_link(tmp_path):
     target = tmp_path / "precious"
     target.write_text("mine\n")
     (out / "compare.json").symlink_to(target)
-    proc = run_kit("compare", str(FIXTURE), str(FIXTURE), "--out", str(out))
+    proc = run_kit("compare", str(FIXTURE), str(twin(tmp_path)), "--out", str(out))
     assert one_line(proc) and "symbolic link" in proc.stderr, proc.stderr
     assert target.read_text() == "mine\n" and not (out / "compare.html").exists()

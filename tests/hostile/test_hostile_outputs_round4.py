@@ -47,8 +47,10 @@ def test_a_new_bundle_below_another_or_through_a_link_is_refused(tmp_path, bundl
 
 
 def test_compare_below_a_bundle_makes_nothing_there(tmp_path, bundle):
+    twin = tmp_path / "twin"
+    shutil.copytree(FIXTURE, twin)
     for out in (bundle / "a" / "b" / "c", bundle / "runs" / "x"):
-        proc = run_kit("compare", str(FIXTURE), str(FIXTURE), "--out", str(out))
+        proc = run_kit("compare", str(FIXTURE), str(twin), "--out", str(out))
         one_line_exit_2(proc, "is inside the bundle")
     assert not (bundle / "a").exists() and not (bundle / "runs" / "x").exists()
     assert run_kit("verify", str(bundle)).returncode == 0

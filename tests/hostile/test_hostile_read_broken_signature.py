@@ -43,7 +43,9 @@ def test_compare_reads_it_and_every_page_says_so(tmp_path):
     pages = pdf_pages(tmp_path / "cmp" / "compare.pdf")
     assert len(pages) > 1 and all(BANNER in page for page in pages)
     # without the option, and for an untouched pair, nothing of the kind
-    proc = run_kit("compare", str(FIXTURE), str(FIXTURE), "--out", str(tmp_path / "ok"), FLAG)
+    twin = tmp_path / "twin"
+    shutil.copytree(FIXTURE, twin)
+    proc = run_kit("compare", str(FIXTURE), str(twin), "--out", str(tmp_path / "ok"), FLAG)
     assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
     assert BANNER not in (tmp_path / "ok" / "compare.html").read_text()
 
