@@ -27,6 +27,13 @@
 # PACK=0 leaves the bundles in /tmp/bundles for the caller to pack. `recipe=PATH` between stages
 # switches the recipe for the stages after it, `only=NAME` keeps one of its benchmarks; BUDGET_S=N starts no stage after N seconds (a
 # device call has 600).
+#   podmand Podman 4.3 instead of Docker (carry .podman, made by `prepare.sh podman`, instead of
+#           .device): unpack podman, conmon, catatonit, runc; start `podman system service` on
+#           /run/podman/podman.sock (overlay storage under /tmp, cgroupfs, no network backend:
+#           the kit's containers run with network none); the same CDI spec at cdiVersion 0.5.0
+#           in /var/run/cdi (Podman 4.3 reads no newer); the same tar of / imported as the same
+#           base image (`podman import`), so its content hash can be set beside Docker's
+#   podman  kit reproduce RECIPE --runtime podman --env ngc-pytorch --base-image kit-host-stack:local
 #   faults  the GPU path's faults: a GPU the CDI spec lacks, a container killed for memory, an
 #           image without torch; each must be one line or a failed run, never a hang
 # Logs and bundles go to $OUT (bundles as .tar.gz: the device tool returns 2 folder levels).
@@ -69,9 +76,10 @@ JSON
       | tee -a "$OUT/device.log"
 }
 
-write_cdi_spec() {
-  mkdir -p /etc/cdi
-  python3 - <<'PY'
+write_cdi_spec() {  # [DIR VERSION]: Docker 26 reads /etc/cdi at 0.6.0, Podman 4.3 reads no newer than 0.5.0
+  local dir=${1:-/etc/cdi}
+  mkdir -p "$dir"
+  CDI_DIR=$dir CDI_VERSION=${2:-0.6.0} python3 - <<'PY'
 import glob, json, os, re
 nodes = sorted(glob.glob("/dev/nvidia[0-9]*"), key=lambda p: int(re.sub(r"\D", "", p)))
 common = [p for p in ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
@@ -86,12 +94,92 @@ edits = {
 devices = [{"name": str(i), "containerEdits": {"deviceNodes": [{"path": p}]}}
            for i, p in enumerate(nodes)]
 devices.append({"name": "all", "containerEdits": {"deviceNodes": [{"path": p} for p in nodes]}})
-spec = {"cdiVersion": "0.6.0", "kind": "nvidia.com/gpu", "devices": devices,
+spec = {"cdiVersion": os.environ["CDI_VERSION"], "kind": "nvidia.com/gpu", "devices": devices,
         "containerEdits": edits}
-with open("/etc/cdi/nvidia.json", "w") as f:
+path = os.path.join(os.environ["CDI_DIR"], "nvidia.json")
+with open(path, "w") as f:
     json.dump(spec, f, indent=1)
-print("CDI spec /etc/cdi/nvidia.json:", ", ".join(d["name"] for d in devices), "| lib", lib)
+print(f"CDI spec {path} ({spec['cdiVersion']}):", ", ".join(d["name"] for d in devices), "| lib", lib)
 PY
+}
+
+host_stack_tar() {  # / as the base image's one layer (the same bytes for Docker and Podman)
+  # The same files must give the same layer on another machine: names sorted, owners numeric,
+  # one mtime, and nothing a running machine writes (Python's byte code caches, the host's
+  # identity files, ssh host keys)
+  tar --sort=name --numeric-owner --mtime=@0 -C / -cf - \
+      --exclude=usr/local/nvidia --exclude=__pycache__ --exclude='*.pyc' \
+      --exclude=etc/hostname --exclude=etc/hosts --exclude=etc/resolv.conf \
+      --exclude=etc/machine-id --exclude=etc/mtab --exclude=etc/ssh \
+      bin sbin lib lib64 usr opt/torch etc \
+      2>"$OUT/import-tar.log"
+}
+
+STACK_ENV_PATH=/opt/torch/.venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+podman_answers() {
+  python3 -c "import docker; docker.DockerClient(base_url='unix:///run/podman/podman.sock').ping()" 2>/dev/null
+}
+
+start_podman() {
+  local dir=$STATE/podman sock=/run/podman/podman.sock
+  if podman_answers; then
+    log "podman: already answering"; return 0
+  fi
+  mkdir -p "$dir" "$STATE/bin" /etc/containers /run/podman /tmp/podman-root
+  [ -x "$dir/bin/podman" ] || tar -C "$dir" -xJf .podman/podman-bin.tar.xz
+  # podman and conmon find the carried libraries; runc (trixie's, as Docker's) uses the machine's
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/bin/podman "$@"\n' "$dir" "$dir" >"$STATE/bin/podman"
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/bin/conmon "$@"\n' "$dir" "$dir" >"$dir/conmon"
+  printf '#!/bin/sh\nunset LD_LIBRARY_PATH\nexec %s/bin/runc "$@"\n' "$dir" >"$dir/runc"
+  chmod +x "$STATE/bin/podman" "$dir/conmon" "$dir/runc"
+  echo '{"default": [{"type": "insecureAcceptAnything"}]}' >/etc/containers/policy.json
+  cat >/etc/containers/storage.conf <<CONF
+[storage]
+driver = "overlay"
+graphroot = "/tmp/podman-root"
+runroot = "/run/containers/storage"
+CONF
+  cat >/etc/containers/containers.conf <<CONF
+[engine]
+conmon_path = ["$dir/conmon"]
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+runtime = "runc"
+[engine.runtimes]
+runc = ["$dir/runc"]
+[containers]
+init_path = "$dir/bin/catatonit"
+CONF
+  setsid podman system service --time=0 "unix://$sock" >"$OUT/podman-service.log" 2>&1 </dev/null &
+  for _ in $(seq 1 60); do
+    podman_answers && break
+    sleep 0.5
+  done
+  podman version 2>&1 | tee -a "$OUT/device.log"
+  podman info --format '{{.Store.GraphDriverName}} {{.Host.OCIRuntime.Name}} {{.Host.OCIRuntime.Version}} cgroups {{.Host.CgroupsVersion}}' 2>&1 \
+      | tr '\n' ' ' | tee -a "$OUT/device.log"; echo | tee -a "$OUT/device.log"
+}
+
+import_base_podman() {
+  if podman image exists "$BASE"; then log "podman: base image $BASE already there"; return 0; fi
+  log "podman: importing / (usr, opt/torch, etc; not the driver folder) as $BASE"
+  local t0=$SECONDS
+  host_stack_tar | podman import --change "ENV PATH=$STACK_ENV_PATH" --change "ENV LANG=C.UTF-8" \
+      - "$BASE" 2>&1 | tail -1 | tee -a "$OUT/device.log"
+  log "podman: import took $((SECONDS - t0)) s"
+  podman image inspect "$BASE" --format '{{.Id}} {{.Size}} bytes, layers {{.RootFS.Layers}}' 2>&1 \
+      | tee -a "$OUT/device.log"
+}
+
+stage_podman() {
+  local out t0=$SECONDS
+  out=$(fresh "/tmp/bundles/podman-$(basename "$RECIPE" .yaml)")
+  log "podman: kit reproduce $RECIPE --runtime podman --env ngc-pytorch --base-image $BASE"
+  kit reproduce "$RECIPE" --device cuda --runtime podman --env ngc-pytorch --base-image "$BASE" \
+      --out "$out" ${KIT_ARGS:-} 2>&1 | tee -a "$OUT/podman.log"
+  log "podman: exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s from the command to the sealed bundle"
+  [ "${PACK:-1}" = 1 ] && pack "$out"
 }
 
 import_base() {
@@ -103,20 +191,11 @@ import_base() {
   fi
   log "importing / (usr, opt/torch, etc; not the driver folder) as $BASE"
   local t0=$SECONDS
-  # The same files must give the same layer on another machine: names sorted, owners numeric,
-  # one mtime, and nothing a running machine writes (Python's byte code caches, the host's
-  # identity files, ssh host keys)
-  tar --sort=name --numeric-owner --mtime=@0 -C / -cf - \
-      --exclude=usr/local/nvidia --exclude=__pycache__ --exclude='*.pyc' \
-      --exclude=etc/hostname --exclude=etc/hosts --exclude=etc/resolv.conf \
-      --exclude=etc/machine-id --exclude=etc/mtab --exclude=etc/ssh \
-      bin sbin lib lib64 usr opt/torch etc \
-      2>"$OUT/import-tar.log" | python3 -c "
+  host_stack_tar | python3 -c "
 import sys, docker
 api = docker.from_env(timeout=1800).api
 print(api.import_image(src=sys.stdin.buffer, repository='kit-host-stack', tag='local', changes=[
-    'ENV PATH=/opt/torch/.venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
-    'ENV LANG=C.UTF-8']).strip().splitlines()[-1])"
+    'ENV PATH=$STACK_ENV_PATH', 'ENV LANG=C.UTF-8']).strip().splitlines()[-1])"
   log "import took $((SECONDS - t0)) s"
   python3 -c "import docker; i = docker.from_env().images.get('$BASE'); print('$BASE', i.id, round(i.attrs['Size'] / 1e9, 1), 'GB, layers', i.attrs['RootFS']['Layers'])" | tee -a "$OUT/device.log"
 }
@@ -192,6 +271,8 @@ while [ $# -gt 0 ]; do
     only=*) only_benchmark "${1#only=}" ;;
     daemon) start_daemon; write_cdi_spec | tee -a "$OUT/device.log"; import_base ;;
     docker) stage_docker ;;
+    podmand) start_podman; write_cdi_spec /var/run/cdi 0.5.0 | tee -a "$OUT/device.log"; import_base_podman ;;
+    podman) stage_podman ;;
     host) stage_host ;;
     rerun) shift; stage_rerun "$1" ;;
     faults) stage_faults ;;

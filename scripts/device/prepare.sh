@@ -4,7 +4,12 @@
 #   .whl/     the driver's pure-Python dependencies missing there (pydantic, the Docker SDK)
 #   .device/  docker-bin.tar.xz: Debian trixie's dockerd 26 (CDI), containerd, runc, docker-init
 #             taken out of the .deb files (38 MB: the whole call carries at most 64 MB)
-# usage: bash scripts/device/prepare.sh        then carry [".whl", ".device"] in the device call
+#   .podman/  podman-bin.tar.xz (with `podman` as argument): this machine's Podman 4.3 (Debian 12,
+#             scripts/ci-podman.sh installs it), conmon and catatonit, the shared libraries they
+#             need beyond glibc, and the trixie runc of docker-bin.tar.xz (13 MB). The working
+#             tree and .device/ together leave no room for it: a Podman call carries .whl and
+#             .podman, not .device
+# usage: bash scripts/device/prepare.sh [podman]   then carry [".whl", ".device"] (or ".podman")
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -32,4 +37,18 @@ if [ ! -s .device/docker-bin.tar.xz ]; then
   tar -C "$bins" -cf - bin | xz -9 -T0 >.device/docker-bin.tar.xz
   rm -rf "$bins"
 fi
-du -sh .whl .device
+if [ "${1:-}" = podman ] && [ ! -s .podman/podman-bin.tar.xz ]; then
+  command -v podman >/dev/null || { echo "prepare: no podman here (bash scripts/ci-podman.sh)" >&2; exit 2; }
+  mkdir -p .podman
+  grep -qx '/.podman/' .git/info/exclude 2>/dev/null || echo /.podman/ >>.git/info/exclude
+  pb=$(mktemp -d /tmp/kit-podman-bins.XXXXXX)
+  mkdir -p "$pb/bin" "$pb/lib"
+  cp "$(command -v podman)" /usr/bin/conmon /usr/libexec/podman/catatonit "$pb/bin/"
+  tar -C "$pb" -xJf .device/docker-bin.tar.xz bin/runc
+  # every shared library beyond glibc's own: the lent machine's Ubuntu may lack them
+  for b in "$pb/bin/podman" "$pb/bin/conmon"; do ldd "$b" | awk '/=>/ {print $3}'; done | sort -u \
+      | grep -vE '/(libc|libm|libpthread|libdl|librt)\.so' | xargs -I{} cp -L {} "$pb/lib/"
+  tar -C "$pb" -cf - bin lib | xz -9 -T0 >.podman/podman-bin.tar.xz
+  rm -rf "$pb"
+fi
+du -sh .whl .device .podman 2>/dev/null
