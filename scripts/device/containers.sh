@@ -129,7 +129,8 @@ start_podman() {
   mkdir -p "$dir" "$STATE/bin" /etc/containers /run/podman /tmp/podman-root
   [ -x "$dir/bin/podman" ] || tar -C "$dir" -xJf .podman/podman-bin.tar.xz
   # podman and conmon find the carried libraries; runc (trixie's, as Docker's) uses the machine's
-  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/bin/podman "$@"\n' "$dir" "$dir" >"$STATE/bin/podman"
+  # podman import first copies its input to TMPDIR: memory (/dev/shm) rather than disk
+  printf '#!/bin/sh\nexport TMPDIR=/dev/shm\nLD_LIBRARY_PATH=%s/lib exec %s/bin/podman "$@"\n' "$dir" "$dir" >"$STATE/bin/podman"
   printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/bin/conmon "$@"\n' "$dir" "$dir" >"$dir/conmon"
   printf '#!/bin/sh\nunset LD_LIBRARY_PATH\nexec %s/bin/runc "$@"\n' "$dir" >"$dir/runc"
   chmod +x "$STATE/bin/podman" "$dir/conmon" "$dir/runc"
@@ -142,6 +143,7 @@ runroot = "/run/containers/storage"
 CONF
   cat >/etc/containers/containers.conf <<CONF
 [engine]
+image_copy_tmp_dir = "/dev/shm"
 conmon_path = ["$dir/conmon"]
 cgroup_manager = "cgroupfs"
 events_logger = "file"
@@ -151,6 +153,7 @@ runc = ["$dir/runc"]
 [containers]
 init_path = "$dir/bin/catatonit"
 CONF
+  log "limits: open files $(ulimit -Sn)/$(ulimit -Hn), fs.nr_open $(cat /proc/sys/fs/nr_open), $(grep CapEff /proc/self/status | tr -s '\t' ' ')"
   setsid podman system service --time=0 "unix://$sock" >"$OUT/podman-service.log" 2>&1 </dev/null &
   for _ in $(seq 1 60); do
     podman_answers && break

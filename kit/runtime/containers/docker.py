@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -60,13 +61,20 @@ def fault_reason(e: BaseException) -> str:
     return f"the Docker daemon stopped answering during the run ({type(e).__name__}: {first})"
 
 
+RLIMIT_NAMES = {7: "open-files (nofile)", 8: "memlock (pinned host memory)", 3: "stack",
+                6: "processes (nproc)"}  # fmt: skip
+
+
 def launch_error(e: BaseException) -> str:
     """One line for a container that could not be created or started."""
     text = first_line(e)
-    if "error setting rlimits" in text:
+    if "error setting rlimit" in text:
+        # runc names the limit by its number (Linux's RLIMIT_*): say which one in words
+        m = re.search(r"rlimit type (\d+)", text)
+        which = RLIMIT_NAMES.get(int(m.group(1)), f"type {m.group(1)}") if m else "a resource"
         return (
-            "the daemon cannot raise the container's memlock limit (a rootless or nested daemon?): "
-            f"GPU containers need it for pinned host memory ({text})"
+            f"the engine cannot give the container its {which} limit (a rootless or nested "
+            f"daemon, or a limit above the engine's own?) ({text})"
         )
     return gpus.daemon_error(text) or f"could not start the container: {text}"
 

@@ -55,6 +55,31 @@ def _bytes(size: str | int) -> int:
     return int(text)
 
 
+PODMAN_NOFILE = 1 << 20
+"""Podman sets its own open-files limit to this at start (soft and hard; lower where it cannot
+raise it), so the runc it starts can give a container no more."""
+
+
+def engine_limits() -> dict[str, tuple[int, int]]:
+    """Open files and processes for a container given memlock: the driver's, open files no
+    higher than Podman's own.
+
+    Given any limit, Podman raises open files and processes to its own maxima, which a daemon
+    without CAP_SYS_RESOURCE (a nested sandbox) cannot: they stay the driver's. Where the driver
+    may hold more than 2^20 open files (a server whose hard limit is 2^30), Podman has lowered
+    its own to 2^20 and cannot raise a container's back (runc: "error setting rlimit type 7").
+    Without memlock (CPU runs, a nested daemon) Podman's own limits apply (containers.conf
+    `default_ulimits`): the ranks' deep stack is then Podman's default.
+    """
+
+    def capped(limit: int) -> int:
+        return PODMAN_NOFILE if limit == resource.RLIM_INFINITY else min(limit, PODMAN_NOFILE)
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return {"nofile": (capped(soft), capped(hard)),
+            "nproc": resource.getrlimit(resource.RLIMIT_NPROC)}  # fmt: skip
+
+
 def libpod_spec(opts: dict[str, Any]) -> dict[str, Any]:
     """Podman's container spec (libpod's SpecGenerator) of DockerContainer.options' keywords."""
     spec: dict[str, Any] = {
@@ -81,16 +106,10 @@ def libpod_spec(opts: dict[str, Any]) -> dict[str, Any]:
         spec["shm_size"] = _bytes(opts["shm_size"])
     asked = {u["Name"]: u for u in opts.get("ulimits") or []}
     if "memlock" in asked:
-        # Podman then raises open files and processes to its own maxima, which a daemon
-        # without CAP_SYS_RESOURCE cannot: they stay the driver's. Without memlock (CPU runs,
-        # a nested daemon) Podman's own limits apply (containers.conf `default_ulimits`): the
-        # ranks' deep stack is then Podman's default
-        ours = {"nofile": resource.getrlimit(resource.RLIMIT_NOFILE),
-                "nproc": resource.getrlimit(resource.RLIMIT_NPROC)}  # fmt: skip
         spec["r_limits"] = [{"type": n, "soft": u["Soft"], "hard": u["Hard"]}
                             for n, u in asked.items()] + [
             {"type": n, "soft": soft, "hard": hard}
-            for n, (soft, hard) in ours.items() if n not in asked
+            for n, (soft, hard) in engine_limits().items() if n not in asked
         ]  # fmt: skip
     mounts = [{"destination": dest, "type": "tmpfs", "source": "tmpfs", "options": how.split(",")}
               for dest, how in (opts.get("tmpfs") or {}).items()]  # fmt: skip
