@@ -153,7 +153,7 @@ runc = ["$dir/runc"]
 [containers]
 init_path = "$dir/bin/catatonit"
 CONF
-  log "limits: open files $(ulimit -Sn)/$(ulimit -Hn), fs.nr_open $(cat /proc/sys/fs/nr_open), $(grep CapEff /proc/self/status | tr -s '\t' ' ')"
+  log "limits: open files $(ulimit -Sn)/$(ulimit -Hn), memlock $(ulimit -Hl), processes $(ulimit -Hu), fs.nr_open $(cat /proc/sys/fs/nr_open), $(grep CapEff /proc/self/status | tr -s '\t' ' ')"
   setsid podman system service --time=0 "unix://$sock" >"$OUT/podman-service.log" 2>&1 </dev/null &
   for _ in $(seq 1 60); do
     podman_answers && break

@@ -1,4 +1,4 @@
-"""The open-files limit a Podman container is given with memlock: never above Podman's own 2^20.
+"""The open-files and process limits a Podman container is given: never above Podman's own.
 
 A lent GPU machine's shell holds 2^30 open files; Podman lowers its own to 2^20 at start, and
 the container's limit set to the driver's failed there ("error setting rlimit type 7"). The
@@ -12,7 +12,7 @@ import resource
 import subprocess
 import sys
 
-from kit.runtime.containers.podman import PODMAN_NOFILE, engine_limits, libpod_spec
+from kit.runtime.containers.podman import PODMAN_LIMITS, engine_limits, libpod_spec
 
 PROBE = """
 import json, resource, sys
@@ -32,7 +32,7 @@ def limits_in_child(soft: int, hard: int) -> list[int]:
 def test_the_drivers_limit_where_it_is_below_podmans():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     low = min(hard, 4096)
-    assert limits_in_child(min(soft, low), low) == [min(soft, low), low]
+    assert limits_in_child(min(soft, low), low) == [low, low]
 
 
 def test_never_above_podmans_own(monkeypatch):
@@ -40,17 +40,20 @@ def test_never_above_podmans_own(monkeypatch):
     # driver would read is given here
     for given in [(1 << 30, 1 << 30), (1024, resource.RLIM_INFINITY)]:
         monkeypatch.setattr(resource, "getrlimit", lambda which, g=given: g)
-        soft, hard = engine_limits()["nofile"]
-        assert hard == PODMAN_NOFILE and soft <= hard
+        for name, (soft, hard) in engine_limits().items():
+            assert hard == PODMAN_LIMITS[name] and soft == hard
 
 
 def test_the_spec_carries_them_with_memlock():
     opts = {"image": "x", "command": ["true"],
             "ulimits": [{"Name": "memlock", "Soft": -1, "Hard": -1}]}  # fmt: skip
     limits = {r["type"]: r for r in libpod_spec(opts)["r_limits"]}
-    assert limits["memlock"]["hard"] == -1
-    assert limits["nofile"]["hard"] <= PODMAN_NOFILE
-    assert "r_limits" not in libpod_spec({"image": "x", "command": ["true"]})
+    assert limits["memlock"]["hard"] == limits["memlock"]["soft"] == (1 << 64) - 1  # libpod: uint64
+    assert limits["nofile"]["hard"] <= PODMAN_LIMITS["nofile"]
+    assert limits["nproc"]["hard"] <= PODMAN_LIMITS["nproc"]
+    # without memlock (the probe, CPU runs) open files and processes are set all the same
+    plain = {r["type"] for r in libpod_spec({"image": "x", "command": ["true"]})["r_limits"]}
+    assert plain == {"nofile", "nproc"}
 
 
 def test_a_refused_limit_is_named_in_words():

@@ -55,29 +55,37 @@ def _bytes(size: str | int) -> int:
     return int(text)
 
 
-PODMAN_NOFILE = 1 << 20
-"""Podman sets its own open-files limit to this at start (soft and hard; lower where it cannot
-raise it), so the runc it starts can give a container no more."""
+PODMAN_LIMITS = {"nofile": 1 << 20, "nproc": 32768}
+"""What Podman 4 sets its own open files and processes to at start (soft and hard; lower where
+it cannot raise them: /proc/PID/limits of `podman system service`). The runc it starts can give
+a container no more without CAP_SYS_RESOURCE."""
 
 
 def engine_limits() -> dict[str, tuple[int, int]]:
-    """Open files and processes for a container given memlock: the driver's, open files no
-    higher than Podman's own.
+    """Open files and processes for every container (the probe's too): the driver's hard
+    limits, no higher than Podman's own.
 
-    Given any limit, Podman raises open files and processes to its own maxima, which a daemon
-    without CAP_SYS_RESOURCE (a nested sandbox) cannot: they stay the driver's. Where the driver
-    may hold more than 2^20 open files (a server whose hard limit is 2^30), Podman has lowered
-    its own to 2^20 and cannot raise a container's back (runc: "error setting rlimit type 7").
-    Without memlock (CPU runs, a nested daemon) Podman's own limits apply (containers.conf
-    `default_ulimits`): the ranks' deep stack is then Podman's default.
+    Left alone, Podman gives a container 2^20 open files, which a daemon without
+    CAP_SYS_RESOURCE cannot (a nested sandbox; the lent GPU machines, whose root lacks it and
+    holds 20,000 open files): runc fails with "error setting rlimit type 7". The driver's own
+    limits can be above Podman's (processes: 96,365 against 32,768 here; open files 2^30 on some
+    servers), where runc fails the same way (type 6, type 7).
     """
 
-    def capped(limit: int) -> int:
-        return PODMAN_NOFILE if limit == resource.RLIM_INFINITY else min(limit, PODMAN_NOFILE)
+    def capped(limit: int, ceiling: int) -> int:
+        return ceiling if limit == resource.RLIM_INFINITY else min(limit, ceiling)
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return {"nofile": (capped(soft), capped(hard)),
-            "nproc": resource.getrlimit(resource.RLIMIT_NPROC)}  # fmt: skip
+    which = {"nofile": resource.RLIMIT_NOFILE, "nproc": resource.RLIMIT_NPROC}
+    out = {}
+    for name, ceiling in PODMAN_LIMITS.items():
+        hard = capped(resource.getrlimit(which[name])[1], ceiling)
+        out[name] = (hard, hard)
+    return out
+
+
+def _rlim(value: int) -> int:
+    """Docker's "unlimited" (-1) as libpod's (an unsigned 64-bit integer: -1 is refused)."""
+    return (1 << 64) - 1 if value < 0 else value
 
 
 def libpod_spec(opts: dict[str, Any]) -> dict[str, Any]:
@@ -105,12 +113,13 @@ def libpod_spec(opts: dict[str, Any]) -> dict[str, Any]:
     if opts.get("shm_size"):
         spec["shm_size"] = _bytes(opts["shm_size"])
     asked = {u["Name"]: u for u in opts.get("ulimits") or []}
-    if "memlock" in asked:
-        spec["r_limits"] = [{"type": n, "soft": u["Soft"], "hard": u["Hard"]}
-                            for n, u in asked.items()] + [
-            {"type": n, "soft": soft, "hard": hard}
-            for n, (soft, hard) in engine_limits().items() if n not in asked
-        ]  # fmt: skip
+    if "memlock" not in asked:
+        asked = {}  # CPU runs, a nested daemon: the stack is then Podman's default
+    spec["r_limits"] = [{"type": n, "soft": _rlim(u["Soft"]), "hard": _rlim(u["Hard"])}
+                        for n, u in asked.items()] + [
+        {"type": n, "soft": soft, "hard": hard}
+        for n, (soft, hard) in engine_limits().items() if n not in asked
+    ]  # fmt: skip
     mounts = [{"destination": dest, "type": "tmpfs", "source": "tmpfs", "options": how.split(",")}
               for dest, how in (opts.get("tmpfs") or {}).items()]  # fmt: skip
     for source, bind in (opts.get("volumes") or {}).items():
