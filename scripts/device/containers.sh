@@ -134,6 +134,8 @@ start_podman() {
   printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/bin/conmon "$@"\n' "$dir" "$dir" >"$dir/conmon"
   printf '#!/bin/sh\nunset LD_LIBRARY_PATH\nexec %s/bin/runc "$@"\n' "$dir" >"$dir/runc"
   chmod +x "$STATE/bin/podman" "$dir/conmon" "$dir/runc"
+  # the libpod API's --init looks for catatonit where Debian puts it, whatever init_path says
+  mkdir -p /usr/libexec/podman && cp "$dir/bin/catatonit" /usr/libexec/podman/catatonit
   echo '{"default": [{"type": "insecureAcceptAnything"}]}' >/etc/containers/policy.json
   cat >/etc/containers/storage.conf <<CONF
 [storage]
