@@ -37,6 +37,7 @@ from kit.run.results import (
     write_specs,
 )
 from kit.runtime import registry
+from kit.runtime import scratch as launch_dir
 from kit.runtime.base import LaunchRequest, RunOutcome, Runtime, RuntimeRequest, check_device
 from kit.shared import files
 from kit.shared.jsonio import finite
@@ -216,6 +217,8 @@ def prepare(
         out, recipe, device, runtime.name, runtime.pinned, smoke, planned,
         options.command or "kit reproduce", len(runs), options.reproduces,
     )  # fmt: skip
+    if swept := launch_dir.sweep():  # what drivers killed outright (SIGKILL) left in TMPDIR
+        console.print(f"kit: removed {swept} launch folder(s) of killed kit runs from TMPDIR")
     adaptive = (recipe.max_repeats or 0) > recipe.repeats  # off unless the recipe asks
     cap = max(planned, recipe.max_repeats or 0) if adaptive else planned
     console.print(

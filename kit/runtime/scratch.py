@@ -1,0 +1,140 @@
+"""A host launch's own TMPDIR (`kit-launch-*`), named for the driver that made it, and the sweep
+that removes those of drivers that died.
+
+torchrun leaves its torchelastic_* folders in TMPDIR, so each host launch gets a folder of its
+own there (TMPDIR of torchrun and its ranks), removed when the launch ends. A driver killed
+outright (SIGKILL) runs nothing more: its folder stays. The folder's name says who made it
+(the driver's pid and start time, this host and this boot), and the launch's process group is
+written into it once started, so a later `kit reproduce` removes it only when both are gone.
+What the kit cannot prove abandoned (a folder of a live process, of another host or user, one
+whose name is not the kit's) it leaves alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+PREFIX = "kit-launch-"
+GROUP_FILE = ".kit-group"  # the launch's process group id, written once it started
+# kit-launch-PID-START-HOST-BOOT-XXXXXXXX (mkdtemp's eight characters)
+NAME = re.compile(
+    re.escape(PREFIX)
+    + r"(?P<pid>[1-9][0-9]{0,9})-(?P<start>[0-9]{1,20})-(?P<host>[0-9a-f]{8})-(?P<boot>[0-9a-f]{8})"
+    r"-[a-z0-9_]{8}"
+)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A process on this host, this boot: what a folder's name records of its driver."""
+
+    pid: int
+    start: str  # /proc/PID/stat's starttime (clock ticks after boot): a reused pid differs
+    host: str
+    boot: str
+
+    def tag(self) -> str:
+        return f"{self.pid}-{self.start}-{self.host}-{self.boot}"
+
+
+def _short(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def start_time(pid: int) -> str | None:
+    """When process `pid` started (Linux: clock ticks after boot), None when there is none."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    fields = stat_line[stat_line.rfind(")") + 2 :].split()  # the name may hold spaces, ')'
+    return fields[19] if len(fields) > 19 and fields[0] not in ("Z", "X") else None
+
+
+def this_owner() -> Owner | None:
+    """This process as an Owner; None where it cannot be told (not Linux): then folders are
+    made without an owner and never swept."""
+    start = start_time(os.getpid())
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+    if start is None or not boot:
+        return None
+    return Owner(os.getpid(), start, _short(os.uname().nodename), _short(boot))
+
+
+def make() -> str:
+    """A new launch folder in TMPDIR, named for this driver (OSError when TMPDIR cannot hold
+    one: full, unwritable)."""
+    owner = this_owner()
+    return tempfile.mkdtemp(prefix=f"{PREFIX}{owner.tag()}-" if owner else PREFIX)
+
+
+def record_group(folder: str, pgid: int) -> None:
+    """Write the launch's process group into its folder: while any process of it lives (torchrun
+    stopping its ranks after the driver died), the folder is theirs. Best effort: without it
+    the folder goes with its driver."""
+    with contextlib.suppress(OSError):
+        Path(folder, GROUP_FILE).write_text(f"{pgid}\n")
+
+
+def _group_alive(folder: Path) -> bool:
+    try:
+        with open(folder / GROUP_FILE, "rb") as f:
+            text = f.read(32).decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return False  # never written: the driver died before its launch started
+    if not text.isdigit() or int(text) <= 1:
+        return True  # not what the kit writes: leave it
+    try:
+        os.killpg(int(text), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # someone else's group, or a value the kernel refuses: leave it
+        return True
+    return True
+
+
+def abandoned(folder: Path, me: Owner) -> bool:
+    """True only for a launch folder of a driver of this host that is gone, whose launch's
+    process group is gone too."""
+    m = NAME.fullmatch(folder.name)
+    if m is None or m["host"] != me.host:
+        return False  # not the kit's name, or another host's (a TMPDIR shared between hosts)
+    try:
+        st = folder.lstat()
+    except OSError:
+        return False
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        return False  # a link, a file, or another user's
+    if m["boot"] == me.boot and start_time(int(m["pid"])) == m["start"]:
+        return False  # its driver still runs
+    # a driver of an earlier boot: nothing of it can run now
+    return m["boot"] != me.boot or not _group_alive(folder)
+
+
+def sweep(root: str | None = None) -> int:
+    """Remove the launch folders in TMPDIR (or `root`) that drivers killed outright left; the
+    number removed."""
+    me = this_owner()
+    if me is None:
+        return 0
+    try:
+        entries = [Path(e.path) for e in os.scandir(root or tempfile.gettempdir())]
+    except OSError:
+        return 0
+    removed = 0
+    for folder in entries:
+        if folder.name.startswith(PREFIX) and abandoned(folder, me):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += not os.path.lexists(folder)
+    return removed
