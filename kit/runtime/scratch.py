@@ -4,15 +4,15 @@ that removes those of drivers that died.
 torchrun leaves its torchelastic_* folders in TMPDIR, so each host launch gets a folder of its
 own there (TMPDIR of torchrun and its ranks), removed when the launch ends. A driver killed
 outright (SIGKILL) runs nothing more: its folder stays. The folder's name says who made it
-(the driver's pid and start time, this host and this boot), and the launch's process group is
-written into it once started, so a later `kit reproduce` removes it only when both are gone.
+(the driver's pid and start time, this host and this boot); a later `kit reproduce` removes it
+only when that driver is gone and no live process has the folder as its TMPDIR (torchrun and its
+ranks, which may outlive the driver by seconds while they stop).
 What the kit cannot prove abandoned (a folder of a live process, of another host or user, one
 whose name is not the kit's) it leaves alone.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PREFIX = "kit-launch-"
-GROUP_FILE = ".kit-group"  # the launch's process group id, written once it started
 # kit-launch-PID-START-HOST-BOOT-XXXXXXXX (mkdtemp's eight characters)
 NAME = re.compile(
     re.escape(PREFIX)
@@ -79,34 +78,31 @@ def make() -> str:
     return tempfile.mkdtemp(prefix=f"{PREFIX}{owner.tag()}-" if owner else PREFIX)
 
 
-def record_group(folder: str, pgid: int) -> None:
-    """Write the launch's process group into its folder: while any process of it lives (torchrun
-    stopping its ranks after the driver died), the folder is theirs. Best effort: without it
-    the folder goes with its driver."""
-    with contextlib.suppress(OSError):
-        Path(folder, GROUP_FILE).write_text(f"{pgid}\n")
-
-
-def _group_alive(folder: Path) -> bool:
+def in_use() -> set[str]:
+    """The TMPDIR of every live process this user can read (/proc/PID/environ, resolved): a
+    launch's torchrun and its ranks (each in a session of its own) hold their folder while any
+    of them runs, also after their driver died."""
+    found = set()
     try:
-        with open(folder / GROUP_FILE, "rb") as f:
-            text = f.read(32).decode("ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        return False  # never written: the driver died before its launch started
-    if not text.isdigit() or int(text) <= 1:
-        return True  # not what the kit writes: leave it
-    try:
-        os.killpg(int(text), 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # someone else's group, or a value the kernel refuses: leave it
-        return True
-    return True
+        pids = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return found
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                variables = f.read().split(b"\0")  # a zombie's is empty
+        except OSError:  # gone, or another user's
+            continue
+        for var in variables:
+            if var.startswith(b"TMPDIR="):
+                found.add(os.path.realpath(os.fsdecode(var[len(b"TMPDIR=") :])))
+                break
+    return found
 
 
-def abandoned(folder: Path, me: Owner) -> bool:
-    """True only for a launch folder of a driver of this host that is gone, whose launch's
-    process group is gone too."""
+def abandoned(folder: Path, me: Owner, used: set[str]) -> bool:
+    """True only for a launch folder of a driver of this host that is gone, that no live
+    process has as its TMPDIR (`used`: in_use's)."""
     m = NAME.fullmatch(folder.name)
     if m is None or m["host"] != me.host:
         return False  # not the kit's name, or another host's (a TMPDIR shared between hosts)
@@ -118,8 +114,8 @@ def abandoned(folder: Path, me: Owner) -> bool:
         return False  # a link, a file, or another user's
     if m["boot"] == me.boot and start_time(int(m["pid"])) == m["start"]:
         return False  # its driver still runs
-    # a driver of an earlier boot: nothing of it can run now
-    return m["boot"] != me.boot or not _group_alive(folder)
+    where = os.path.realpath(folder)
+    return not any(u == where or u.startswith(where + os.sep) for u in used)
 
 
 def sweep(root: str | None = None) -> int:
@@ -132,9 +128,11 @@ def sweep(root: str | None = None) -> int:
         entries = [Path(e.path) for e in os.scandir(root or tempfile.gettempdir())]
     except OSError:
         return 0
+    candidates = [f for f in entries if f.name.startswith(PREFIX)]
+    used = in_use() if candidates else set()
     removed = 0
-    for folder in entries:
-        if folder.name.startswith(PREFIX) and abandoned(folder, me):
+    for folder in candidates:
+        if abandoned(folder, me, used):
             shutil.rmtree(folder, ignore_errors=True)
             removed += not os.path.lexists(folder)
     return removed

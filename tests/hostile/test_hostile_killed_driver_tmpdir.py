@@ -141,20 +141,21 @@ def named(tmp: Path, owner: scratch.Owner, suffix: str = "abcd1234") -> Path:
 def test_the_sweep_removes_only_what_it_can_prove_abandoned(tmp_path):
     me = scratch.this_owner()
     assert me is not None  # Linux: the kit can tell its drivers apart
-    sleeper = subprocess.Popen(["sleep", "300"], start_new_session=True)
     finished = subprocess.Popen(["true"])
     finished.wait()
+    gone_driver = dataclasses.replace(me, pid=finished.pid)
+    # the driver is dead but what it started still runs (torchrun stopping its ranks, in
+    # sessions of their own): the folder, or one below it, is their TMPDIR
+    running = named(tmp_path, gone_driver, "running0")
+    below = named(tmp_path, gone_driver, "below000")
+    users = [subprocess.Popen(["sleep", "300"], env={**os.environ, "TMPDIR": str(where)})
+             for where in (running, below / "torchelastic_x")]  # fmt: skip
     try:
         reused = named(tmp_path, dataclasses.replace(me, start="1"), "reused00")  # pid reused
-        dead = named(tmp_path, dataclasses.replace(me, pid=finished.pid), "dead0000")
+        dead = named(tmp_path, gone_driver, "dead0000")
         earlier_boot = named(tmp_path, dataclasses.replace(me, pid=os.getppid(), boot="0" * 8))
         alive = named(tmp_path, me, "alive000")
-        other_host = named(tmp_path, dataclasses.replace(me, pid=finished.pid, host="0" * 8))
-        # the driver is dead but the launch it started still runs (torchrun stopping its ranks)
-        running = named(tmp_path, dataclasses.replace(me, pid=finished.pid), "running0")
-        (running / scratch.GROUP_FILE).write_text(f"{sleeper.pid}\n")
-        ended = named(tmp_path, dataclasses.replace(me, pid=finished.pid), "ended000")
-        (ended / scratch.GROUP_FILE).write_text(f"{finished.pid}\n")
+        other_host = named(tmp_path, dataclasses.replace(gone_driver, host="0" * 8))
         # a link named like a dead driver's folder, to a folder that must survive
         target = tmp_path / "target"
         target.mkdir()
@@ -166,14 +167,20 @@ def test_the_sweep_removes_only_what_it_can_prove_abandoned(tmp_path):
             stranger = named(tmp_path, dataclasses.replace(me, start="3"), "strange0")
             os.chown(stranger, 65534, 65534)
 
-        assert scratch.sweep(str(tmp_path)) == 4
-        for folder in (reused, dead, earlier_boot, ended):
+        assert scratch.sweep(str(tmp_path)) == 3
+        for folder in (reused, dead, earlier_boot):
             assert not folder.exists(), folder.name
-        for folder in (alive, other_host, running):
+        for folder in (alive, other_host, running, below):
             assert (folder / "torchelastic_x").is_dir(), folder.name
         assert link.is_symlink() and (target / "keep").read_text() == "x"
         if stranger is not None:
             assert stranger.is_dir()
+        for user in users:  # once what used them ended, they go too
+            user.kill()
+            user.wait()
+        assert scratch.sweep(str(tmp_path)) == 2
+        assert not running.exists() and not below.exists() and alive.is_dir()
     finally:
-        sleeper.kill()
-        sleeper.wait()
+        for user in users:
+            user.kill()
+            user.wait()

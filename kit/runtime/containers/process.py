@@ -165,8 +165,6 @@ class NoContainer:
             if scratch is not None:
                 shutil.rmtree(scratch, ignore_errors=True)
             raise LaunchError(f"could not start torchrun: {exc}") from exc
-        if scratch is not None:  # the folder is the group's while any of it lives
-            launch_dir.record_group(scratch, proc.pid)
         return Process(proc, scratch)
 
     def close(self) -> None:
