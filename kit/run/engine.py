@@ -218,7 +218,7 @@ def prepare(
         options.command or "kit reproduce", len(runs), options.reproduces,
     )  # fmt: skip
     if swept := launch_dir.sweep():  # what drivers killed outright (SIGKILL) left in TMPDIR
-        console.print(f"kit: removed {swept} launch folder(s) of killed kit runs from TMPDIR")
+        console.print(f"kit: removed {swept} folder(s) of killed kit runs from TMPDIR")
     adaptive = (recipe.max_repeats or 0) > recipe.repeats  # off unless the recipe asks
     cap = max(planned, recipe.max_repeats or 0) if adaptive else planned
     console.print(

@@ -1,12 +1,13 @@
-"""A host launch's own TMPDIR (`kit-launch-*`), named for the driver that made it, and the sweep
-that removes those of drivers that died.
+"""A host launch's own TMPDIR (`kit-launch-*`) and a Docker build's context (`kit-build-*`),
+named for the driver that made them, and the sweep that removes those of drivers that died.
 
 torchrun leaves its torchelastic_* folders in TMPDIR, so each host launch gets a folder of its
 own there (TMPDIR of torchrun and its ranks), removed when the launch ends. A driver killed
 outright (SIGKILL) runs nothing more: its folder stays. The folder's name says who made it
 (the driver's pid and start time, this host and this boot); a later `kit reproduce` removes it
 only when that driver is gone and no live process has the folder as its TMPDIR (torchrun and its
-ranks, which may outlive the driver by seconds while they stop).
+ranks, which may outlive the driver by seconds while they stop). A build context is the same:
+a driver killed during `docker build` leaves it, with the wheels copied into it.
 What the kit cannot prove abandoned (a folder of a live process, of another host or user, one
 whose name is not the kit's) it leaves alone.
 """
@@ -23,10 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PREFIX = "kit-launch-"
-# kit-launch-PID-START-HOST-BOOT-XXXXXXXX (mkdtemp's eight characters)
+KINDS = ("launch", "build")  # a host launch's TMPDIR; a Docker build's context (kit.runtime.images)
+# kit-KIND-PID-START-HOST-BOOT-XXXXXXXX (mkdtemp's eight characters)
 NAME = re.compile(
-    re.escape(PREFIX)
-    + r"(?P<pid>[1-9][0-9]{0,9})-(?P<start>[0-9]{1,20})-(?P<host>[0-9a-f]{8})-(?P<boot>[0-9a-f]{8})"
+    r"kit-(?:launch|build)-"
+    r"(?P<pid>[1-9][0-9]{0,9})-(?P<start>[0-9]{1,20})-(?P<host>[0-9a-f]{8})-(?P<boot>[0-9a-f]{8})"
     r"-[a-z0-9_]{8}"
 )
 
@@ -71,11 +73,18 @@ def this_owner() -> Owner | None:
     return Owner(os.getpid(), start, _short(os.uname().nodename), _short(boot))
 
 
+def prefix(kind: str = "launch") -> str:
+    """The start of a folder's name that says which driver made it (kit-KIND-PID-START-HOST-
+    BOOT-), for tempfile's `prefix`; just kit-KIND- where the driver cannot be told."""
+    assert kind in KINDS, kind
+    owner = this_owner()
+    return f"kit-{kind}-{owner.tag()}-" if owner else f"kit-{kind}-"
+
+
 def make() -> str:
     """A new launch folder in TMPDIR, named for this driver (OSError when TMPDIR cannot hold
     one: full, unwritable)."""
-    owner = this_owner()
-    return tempfile.mkdtemp(prefix=f"{PREFIX}{owner.tag()}-" if owner else PREFIX)
+    return tempfile.mkdtemp(prefix=prefix("launch"))
 
 
 def in_use() -> set[str]:
@@ -119,8 +128,8 @@ def abandoned(folder: Path, me: Owner, used: set[str]) -> bool:
 
 
 def sweep(root: str | None = None) -> int:
-    """Remove the launch folders in TMPDIR (or `root`) that drivers killed outright left; the
-    number removed."""
+    """Remove the folders in TMPDIR (or `root`) that drivers killed outright left (launch
+    folders, build contexts); the number removed."""
     me = this_owner()
     if me is None:
         return 0
@@ -128,7 +137,7 @@ def sweep(root: str | None = None) -> int:
         entries = [Path(e.path) for e in os.scandir(root or tempfile.gettempdir())]
     except OSError:
         return 0
-    candidates = [f for f in entries if f.name.startswith(PREFIX)]
+    candidates = [f for f in entries if f.name.startswith(tuple(f"kit-{k}-" for k in KINDS))]
     used = in_use() if candidates else set()
     removed = 0
     for folder in candidates:

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -114,7 +115,7 @@ def test_a_killed_drivers_folders_are_removed_by_the_next_run_and_nothing_else(t
     proc = run_kit("reproduce", str(RECIPE), "--device", "cpu", "--smoke", "--repeats", "1",
                    "--out", str(tmp_path / "next"), env=env, timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "removed 1 launch folder(s) of killed kit runs" in proc.stderr, proc.stderr
+    assert "removed 1 folder(s) of killed kit runs" in proc.stderr, proc.stderr
     # the dead driver's folder is gone; the live one, the others, and nothing new, stay
     assert sorted(p.name for p in tmp.iterdir()) == found
     assert (live / "rank-file").read_text() == "in use\n"
@@ -127,7 +128,7 @@ def test_a_normal_run_leaves_tmpdir_as_it_found_it(tmp_path, holder):
                    "--out", str(tmp_path / "out"), env=environment(tmp, tmp_path),
                    timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "launch folder" not in proc.stderr
+    assert "killed kit runs" not in proc.stderr
     assert sorted(p.name for p in tmp.iterdir()) == found == [live.name]
 
 
@@ -153,6 +154,12 @@ def test_the_sweep_removes_only_what_it_can_prove_abandoned(tmp_path):
     try:
         reused = named(tmp_path, dataclasses.replace(me, start="1"), "reused00")  # pid reused
         dead = named(tmp_path, gone_driver, "dead0000")
+        # a Docker build's context, named the same way (the wheels copied into it)
+        build = Path(tempfile.mkdtemp(prefix=scratch.prefix("build"), dir=tmp_path))
+        dead_build = build.rename(build.parent / build.name.replace(me.tag(), gone_driver.tag()))
+        live_build = Path(tempfile.mkdtemp(prefix=scratch.prefix("build"), dir=tmp_path))
+        by_hand = tmp_path / "kit-build-cuda13-abcd1234"  # an older kit's: not attributable
+        by_hand.mkdir()
         earlier_boot = named(tmp_path, dataclasses.replace(me, pid=os.getppid(), boot="0" * 8))
         alive = named(tmp_path, me, "alive000")
         other_host = named(tmp_path, dataclasses.replace(gone_driver, host="0" * 8))
@@ -167,9 +174,10 @@ def test_the_sweep_removes_only_what_it_can_prove_abandoned(tmp_path):
             stranger = named(tmp_path, dataclasses.replace(me, start="3"), "strange0")
             os.chown(stranger, 65534, 65534)
 
-        assert scratch.sweep(str(tmp_path)) == 3
-        for folder in (reused, dead, earlier_boot):
+        assert scratch.sweep(str(tmp_path)) == 4
+        for folder in (reused, dead, earlier_boot, dead_build):
             assert not folder.exists(), folder.name
+        assert live_build.is_dir() and by_hand.is_dir()
         for folder in (alive, other_host, running, below):
             assert (folder / "torchelastic_x").is_dir(), folder.name
         assert link.is_symlink() and (target / "keep").read_text() == "x"
