@@ -54,6 +54,19 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def holders(folder: Path) -> set[int]:
+    """The processes whose TMPDIR is `folder` (torchrun and its ranks inherit it)."""
+    want = f"TMPDIR={folder}".encode()
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and want in (entry / "environ").read_bytes().split(b"\0"):
+                found.add(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def gone(pids: set[int], within_s: float) -> bool:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -110,6 +123,8 @@ def test_a_killed_drivers_folders_are_removed_by_the_next_run_and_nothing_else(t
     # torchrun is in a session of its own: it ends because its driver died, not by this kill
     assert gone(below, 60), "the launch outlived its killed driver"
     (left,) = mine
+    # and whatever it started after the look (a rank spawned late) holds the folder no longer
+    assert gone(holders(tmp / left), 60), "a process still has the folder as its TMPDIR"
     assert any((tmp / left).glob("torchelastic_*")), "the killed driver left nothing to sweep"
 
     proc = run_kit("reproduce", str(RECIPE), "--device", "cpu", "--smoke", "--repeats", "1",
