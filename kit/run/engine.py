@@ -37,6 +37,7 @@ from kit.run.results import (
     write_specs,
 )
 from kit.runtime import registry
+from kit.runtime import scratch as launch_dir
 from kit.runtime.base import LaunchRequest, RunOutcome, Runtime, RuntimeRequest, check_device
 from kit.shared import files
 from kit.shared.jsonio import finite
@@ -119,8 +120,19 @@ def stop_code(exc: BaseException) -> int:
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
-def make_runtime(name: str, recipe: Recipe, options: Options, device: str = "cpu") -> Runtime:
-    """The runtime the user asked for, from the registry; docker builds (or reuses) its image."""
+@dataclass
+class Choice:
+    """The runtime a run will use, chosen and checked (every refusal that needs no work), with
+    the notes to print once nothing can refuse any more."""
+
+    name: str
+    request: RuntimeRequest
+    notes: list[str]
+
+
+def choose_runtime(name: str, recipe: Recipe, options: Options, device: str = "cpu") -> Choice:
+    """The runtime the user asked for and its request, refused now if it cannot be (an option
+    it cannot take, no daemon answering): nothing is printed or built here."""
     request = RuntimeRequest(
         environment=options.environment or recipe.environment, device=device, gpus=recipe.gpus,
         base_image=options.base_image, image_archive=options.image_archive,
@@ -130,11 +142,19 @@ def make_runtime(name: str, recipe: Recipe, options: Options, device: str = "cpu
     request, why = registry.fit_environment(  # refuses --env where no image is built: first
         chosen, request, recipe.environment, options.environment
     )
-    if note:
+    registry.check_ready(chosen, request)
+    return Choice(chosen, request, [n for n in (note, why) if n])
+
+
+def make_runtime(
+    name: str, recipe: Recipe, options: Options, device: str = "cpu", choice: Choice | None = None
+) -> Runtime:
+    """The runtime the user asked for, from the registry; docker builds (or reuses) its image.
+    `choice`: choose_runtime's, made earlier (before any notice), else made here."""
+    choice = choice or choose_runtime(name, recipe, options, device)
+    for note in choice.notes:
         console.print(f"kit: {note}")
-    if why:
-        console.print(f"kit: {why}")
-    return registry.prepare(chosen, request)
+    return registry.prepare(choice.name, choice.request)
 
 
 @dataclass
@@ -175,6 +195,8 @@ def prepare(
             else registry.device_of_nodes(options.device, nodes)
         )
     check_allowances(options.allow, device, nodes is not None)
+    # the runtime's refusals (no daemon answers) before the first notice (preflight's)
+    choice = choose_runtime(options.runtime, recipe, options, device) if runtime is None else None
     smoke = options.smoke if options.smoke is not None else device == "cpu"
     planned = options.repeats or (min(recipe.repeats, 2) if smoke else recipe.repeats)
     runs = plan(recipe, device, smoke, planned)
@@ -188,13 +210,15 @@ def prepare(
         )
     raise_if_fatal(findings)
     if runtime is None:
-        runtime = make_runtime(options.runtime, recipe, options, device)
+        runtime = make_runtime(options.runtime, recipe, options, device, choice)
     # absolute: the workers run with the run directory as their working directory
     out = (options.out or default_bundle_dir(Path("reports"), recipe.name)).resolve()
     bundle = open_bundle(
         out, recipe, device, runtime.name, runtime.pinned, smoke, planned,
         options.command or "kit reproduce", len(runs), options.reproduces,
     )  # fmt: skip
+    if swept := launch_dir.sweep():  # what drivers killed outright (SIGKILL) left in TMPDIR
+        console.print(f"kit: removed {swept} folder(s) of killed kit runs from TMPDIR")
     adaptive = (recipe.max_repeats or 0) > recipe.repeats  # off unless the recipe asks
     cap = max(planned, recipe.max_repeats or 0) if adaptive else planned
     console.print(

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kit.errors import KitError
+from kit.errors import InputError, KitError
 from kit.model.environment import axes_record
 from kit.runtime.base import RuntimeRequest
 from kit.runtime.containers import gpus
@@ -75,6 +75,24 @@ class PinnedRuntime(LocalRuntime):
             request.environment, request.device, base_image=request.base_image,
             image_archive=request.image_archive, runtime=cls,
         )  # fmt: skip
+
+    @classmethod
+    def check(cls, request: RuntimeRequest) -> None:
+        """The refusals that need no work (the engine's daemon answers; for GPU runs, it can
+        hand GPUs to containers): a caller runs them before it prints anything
+        (kit.runtime.registry.check_ready), so a refusal is the only line."""
+        box = cls.container_class
+        try:
+            client = box.connect()
+        except KitError as exc:
+            raise InputError(str(exc)) from exc
+        try:
+            if request.device == "cuda":
+                box.gpu_request_style(client)
+        except KitError as exc:
+            raise InputError(str(exc)) from exc
+        finally:
+            client.close()  # prepare connects again: this one only asked
 
     @classmethod
     def unavailable(cls, device: str) -> str | None:

@@ -122,9 +122,12 @@ def fit_environment(
 
 def check_ready(name: str, request: RuntimeRequest) -> None:
     """The refusals a runtime makes without doing any work (apptainer: a SIF named, `apptainer`
-    on PATH), for a caller that prints notices before it prepares the runtime."""
+    on PATH; docker, podman: the engine's daemon answers), for a caller that prints notices
+    before it prepares the runtime."""
     if name == "apptainer":
         ApptainerRuntime.check(request)
+    elif name in IMAGE_ENGINES:
+        RUNTIMES[name].check(request)
 
 
 def prepare(name: str, request: RuntimeRequest) -> Runtime:

@@ -14,11 +14,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from kit.runtime import scratch as launch_dir
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers.base import Face, LaunchError
 from kit.runtime.launch import MOUNT
@@ -94,7 +94,8 @@ class Process:
 
     def remove(self) -> None:
         """A process group leaves nothing once stopped: its TMPDIR (torchrun's
-        torchelastic_* folders, the ranks' files) goes with it."""
+        torchelastic_* folders, the ranks' files) goes with it. A driver killed outright
+        leaves it: the next `kit reproduce` removes it (kit.runtime.scratch.sweep)."""
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -146,8 +147,8 @@ class NoContainer:
         env = self.process_env(req.env, req.gpu_ids)
         scratch = None
         if not self.isolated:  # torchrun leaves torchelastic_* folders in TMPDIR: give it its own
-            try:
-                scratch = tempfile.mkdtemp(prefix="kit-launch-")
+            try:  # named for this driver: a later run removes it if the driver is killed
+                scratch = launch_dir.make()
             except OSError as exc:  # a full or unwritable TMPDIR: the run fails, with the reason
                 raise LaunchError(
                     f"could not make a TMPDIR for the launch: {exc.strerror}"

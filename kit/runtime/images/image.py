@@ -19,6 +19,7 @@ from typing import Any
 from kit import terminal
 from kit.bundle import sha256_file
 from kit.errors import InputError, KitError
+from kit.runtime import scratch
 from kit.runtime.images.base_choice import check_reference
 from kit.runtime.images.environments import REPO_ROOT, WHEEL_CACHE, Environment, load, wheelhouse
 
@@ -217,7 +218,8 @@ def build(
     wheels = wheelhouse(env) if env.locked else {}
     log: list[str] = []
     image_id = None
-    with tempfile.TemporaryDirectory(prefix=f"kit-build-{env.name}-") as ctx:
+    # named for this driver: a later run removes it if the driver is killed (kit.runtime.scratch)
+    with tempfile.TemporaryDirectory(prefix=scratch.prefix("build")) as ctx:
         assemble_context(env, wheels, Path(ctx))
         try:
             stream = client.api.build(
