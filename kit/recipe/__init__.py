@@ -23,6 +23,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from kit.acceptance import gpu_model_key
@@ -218,6 +219,18 @@ class Nodes(Strict):
                 " nodes on several daemons need `network: host`"
             )
         return network
+
+    @model_validator(mode="after")
+    def _one_daemon_once(self) -> Nodes:
+        """On the host network two nodes of one daemon would share its ports (the rendezvous):
+        a daemon named twice is a slip, refused before anything runs."""
+        twice = next((h for i, h in enumerate(self.hosts) if h in self.hosts[:i]), None)
+        if twice is not None and self.network == "host":
+            raise ValueError(
+                f"{twice!r} is named twice; on the host network each node is another daemon "
+                "(one daemon's containers share a bridge network: `network: NAME`)"
+            )
+        return self
 
 
 class Recipe(Strict):
