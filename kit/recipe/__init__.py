@@ -8,10 +8,12 @@ every error is one line naming the file, the line, the field and what is allowed
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -184,6 +186,20 @@ class Benchmark(Strict):
 DAEMON_URL = r"^(unix|ssh|tcp|http|https|npipe)://\S+$"
 
 
+def daemon_key(url: str) -> tuple[str, str]:
+    """What tells two daemon URLs apart: a unix socket's normalised path
+    (unix:///var/run//docker.sock is unix:///var/run/docker.sock), else the host (any user) and
+    port, in lower case."""
+    parsed = urlsplit(url)
+    if parsed.scheme in ("unix", "npipe"):
+        return parsed.scheme, posixpath.normpath("/" + (parsed.netloc + parsed.path).lstrip("/"))
+    try:
+        port = parsed.port
+    except ValueError:
+        port = None
+    return "net", f"{(parsed.hostname or '').lower()}:{port or ''}"
+
+
 class Nodes(Strict):
     """Several machines for one run: one worker container per node, joined by torchrun's c10d
     rendezvous on the first node. `hosts` are Docker daemon URLs, one per node."""
@@ -213,7 +229,7 @@ class Nodes(Strict):
     @classmethod
     def _network(cls, network: str, info: ValidationInfo) -> str:
         hosts = info.data.get("hosts") or []
-        if network != "host" and len(set(hosts)) > 1:
+        if network != "host" and len({daemon_key(h) for h in hosts}) > 1:
             raise ValueError(
                 f"{network!r}: a bridge network joins the containers of one daemon only;"
                 " nodes on several daemons need `network: host`"
@@ -224,7 +240,8 @@ class Nodes(Strict):
     def _one_daemon_once(self) -> Nodes:
         """On the host network two nodes of one daemon would share its ports (the rendezvous):
         a daemon named twice is a slip, refused before anything runs."""
-        twice = next((h for i, h in enumerate(self.hosts) if h in self.hosts[:i]), None)
+        keys = [daemon_key(h) for h in self.hosts]
+        twice = next((h for i, h in enumerate(self.hosts) if keys[i] in keys[:i]), None)
         if twice is not None and self.network == "host":
             raise ValueError(
                 f"{twice!r} is named twice; on the host network each node is another daemon "

@@ -211,8 +211,12 @@ def test_an_out_where_no_folder_can_be_made_is_refused_before_any_notice(tmp_pat
 
 
 # 8. one daemon twice on the host network
-def test_one_daemon_twice_in_nodes_is_refused():
-    refused(run_kit("reproduce", *CPU_DOCKER, "--nodes", f"{SOCKET},{SOCKET}"), "named twice")
+@pytest.mark.parametrize(
+    "nodes",
+    [f"{SOCKET},{SOCKET}", f"{SOCKET},unix:///var/run//docker.sock", "ssh://a@node2,ssh://Node2"],
+)
+def test_one_daemon_twice_in_nodes_is_refused(nodes):
+    refused(run_kit("reproduce", *CPU_DOCKER, "--nodes", nodes), "named twice")
 
 
 def test_one_daemon_twice_on_a_bridge_network_is_a_recipe_the_kit_takes(tmp_path):
