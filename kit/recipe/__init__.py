@@ -8,12 +8,10 @@ every error is one line naming the file, the line, the field and what is allowed
 
 from __future__ import annotations
 
-import posixpath
 import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -30,6 +28,7 @@ from pydantic import (
 
 from kit.acceptance import gpu_model_key
 from kit.errors import InputError
+from kit.recipe.daemons import daemon_key
 from kit.recipe.env import check_env
 from kit.recipe.yamlfile import LocatedError, StrictLoader, line_map, read_text
 from kit.shared import p2p
@@ -184,20 +183,6 @@ class Benchmark(Strict):
 
 
 DAEMON_URL = r"^(unix|ssh|tcp|http|https|npipe)://\S+$"
-
-
-def daemon_key(url: str) -> tuple[str, str]:
-    """What tells two daemon URLs apart: a unix socket's normalised path
-    (unix:///var/run//docker.sock is unix:///var/run/docker.sock), else the host (any user) and
-    port, in lower case."""
-    parsed = urlsplit(url)
-    if parsed.scheme in ("unix", "npipe"):
-        return parsed.scheme, posixpath.normpath("/" + (parsed.netloc + parsed.path).lstrip("/"))
-    try:
-        port = parsed.port
-    except ValueError:
-        port = None
-    return "net", f"{(parsed.hostname or '').lower()}:{port or ''}"
 
 
 class Nodes(Strict):

@@ -286,10 +286,16 @@ def export(tag: str, path: Path, client: Any, option: str = "-o") -> Path:
         image = client.images.get(tag)
     except docker.errors.ImageNotFound as e:
         raise InputError(f"no image {tag!r}; build it first with `kit build`") from e
+    import requests
+
     try:
         outputs.write_stream(path, image.save(named=True), option)
     except docker.errors.APIError as e:
         raise KitError(f"{tag}: not saved: {e.explanation or e}") from None
+    except requests.exceptions.RequestException as e:  # the daemon went away during the save
+        raise KitError(
+            f"{tag}: not saved: the daemon stopped answering ({type(e).__name__})"
+        ) from None
     return path
 
 
