@@ -177,11 +177,16 @@ def reproduce(
 
 
 def _environment_of(target: str, env: str | None) -> str:
-    """An environment name from `--env`, a recipe file, or the argument itself."""
+    """An environment name from `--env`, a recipe file, or the argument itself; --env beside a
+    target that already is an environment (or an image) is refused: the two would disagree."""
+    path = Path(target)
+    is_recipe = path.suffix in (".yaml", ".yml") or path.is_file()
+    if env and not is_recipe:
+        raise InputError(f"--env {env}: {target!r} is not a recipe; name an environment once "
+                         "(kit build ENV, or kit build RECIPE --env ENV)")  # fmt: skip
     if env:
         return env
-    path = Path(target)
-    if path.suffix in (".yaml", ".yml") or path.is_file():
+    if is_recipe:
         from kit.recipe import load_recipe
 
         return load_recipe(path).environment
@@ -211,9 +216,9 @@ def build(
     from kit.runtime import registry
     from kit.runtime.images import image as images
 
+    environment = _environment_of(target, env)  # refused before the engine is asked
     client = registry.engine_client(runtime)
-    image = images.build(_environment_of(target, env), base_image_override=base_image,
-                         client=client)  # fmt: skip
+    image = images.build(environment, base_image_override=base_image, client=client)
     state = "reused (cache hit)" if image.cached else "built"
     print(f"{image.tag} {image.image_id} {state}", file=sys.stderr)
     print(image.tag)
@@ -242,12 +247,18 @@ def export_image(
 
     Example: kit export recipes/allreduce.yaml -o kit-cuda13.tar
     """
+    from kit import outputs
     from kit.runtime import registry
     from kit.runtime.images import environments, image
 
+    outputs.check_file(output, "-o")  # before anything: a regular file in a folder that exists
     tag = target if ":" in target and not Path(target).exists() else None
     if tag is None:
         tag = image.image_tag(environments.load(_environment_of(target, env)), base_image)
+    else:
+        for flag, given in (("--env", env), ("--base-image", base_image)):
+            if given is not None:
+                raise InputError(f"{flag}: {target!r} is an image tag; it names its image itself")
     print(image.export(tag, output, client=registry.engine_client(runtime)))
 
 

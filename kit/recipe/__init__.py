@@ -23,10 +23,12 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from kit.acceptance import gpu_model_key
 from kit.errors import InputError
+from kit.recipe.daemons import daemon_key
 from kit.recipe.env import check_env
 from kit.recipe.yamlfile import LocatedError, StrictLoader, line_map, read_text
 from kit.shared import p2p
@@ -212,12 +214,25 @@ class Nodes(Strict):
     @classmethod
     def _network(cls, network: str, info: ValidationInfo) -> str:
         hosts = info.data.get("hosts") or []
-        if network != "host" and len(set(hosts)) > 1:
+        if network != "host" and len({daemon_key(h) for h in hosts}) > 1:
             raise ValueError(
                 f"{network!r}: a bridge network joins the containers of one daemon only;"
                 " nodes on several daemons need `network: host`"
             )
         return network
+
+    @model_validator(mode="after")
+    def _one_daemon_once(self) -> Nodes:
+        """On the host network two nodes of one daemon would share its ports (the rendezvous):
+        a daemon named twice is a slip, refused before anything runs."""
+        keys = [daemon_key(h) for h in self.hosts]
+        twice = next((h for i, h in enumerate(self.hosts) if keys[i] in keys[:i]), None)
+        if twice is not None and self.network == "host":
+            raise ValueError(
+                f"{twice!r} is named twice; on the host network each node is another daemon "
+                "(one daemon's containers share a bridge network: `network: NAME`)"
+            )
+        return self
 
 
 class Recipe(Strict):

@@ -418,8 +418,9 @@ def write_comparison(
     `allow_unsigned`), else nothing is written."""
     price = check_price(price_per_gpu_hour, price_source)
     machine_prices(len(paths), price, prices)  # one for all or one each: before any work
+    named = out is not None  # the folder you name goes in one that exists; reports/ is made
     out = out or Path("reports") / f"compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    outputs.check_dir(out, "--out", OUTPUT_NAMES)  # before the work: no bundle, no device
+    outputs.check_dir(out, "--out", OUTPUT_NAMES, make_parents=not named)  # no bundle, no device
     machines = load_machines(paths, labels, allowed_signers, allow_unsigned, read_broken)
     for m, own in zip(machines, machine_prices(len(machines), price, prices), strict=True):
         option = "--price" if prices else "--price-per-gpu-hour"

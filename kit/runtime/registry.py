@@ -15,7 +15,9 @@ from kit.runtime.apptainer import OPTION as APPTAINER_OPTION
 from kit.runtime.apptainer import ApptainerRuntime
 from kit.runtime.base import BatchRuntime, Runtime, RuntimeRequest
 from kit.runtime.host import HostRuntime
+from kit.runtime.images.base_choice import one_image_source
 from kit.runtime.images.environments import for_device
+from kit.runtime.images.image import check_archive
 from kit.runtime.k8s.runtime import K8sRuntime
 from kit.runtime.multinode.config import NodeConfig, node_config
 from kit.runtime.multinode.runtime import MultiNodeRuntime
@@ -122,8 +124,13 @@ def fit_environment(
 
 def check_ready(name: str, request: RuntimeRequest) -> None:
     """The refusals a runtime makes without doing any work (apptainer: a SIF named, `apptainer`
-    on PATH; docker, podman: the engine's daemon answers), for a caller that prints notices
+    on PATH; docker, podman: the engine's daemon answers; one that builds the kit's image: one
+    source of it, an --image-archive that is an image archive), for a caller that prints notices
     before it prepares the runtime."""
+    if name in RUNTIMES and RUNTIMES[name].builds_image:  # docker, podman, multinode
+        one_image_source(request.base_image, request.image_archive)
+        if request.image_archive is not None:
+            check_archive(request.image_archive)
     if name == "apptainer":
         ApptainerRuntime.check(request)
     elif name in IMAGE_ENGINES:

@@ -54,6 +54,15 @@ def same_base(a: str, b: str) -> bool:
     return bool(da) and da == db
 
 
+def one_image_source(given: str | None, archive: Path | None) -> None:
+    """--base-image and --image-archive are two sources of one image: a run takes one."""
+    if archive is not None and given is not None:
+        raise InputError(
+            "--base-image with --image-archive: the archive's image runs as it is (no build); "
+            "give one of them"
+        )
+
+
 def rerun_base(
     source: Path,
     env_name: str,
@@ -64,12 +73,8 @@ def rerun_base(
     """The base a rerun of `source` builds FROM (None: the archive's image runs as it is) and the
     line that says why. A recorded base other than the pinned one, with neither --base-image nor
     --image-archive, is refused: the user names it or it is not used."""
+    one_image_source(given, archive)
     if archive is not None:
-        if given is not None:
-            raise InputError(
-                "--base-image with --image-archive: the archive's image runs as it is (no build); "
-                "give one of them"
-            )
         return None, f"the rerun runs the image of {archive} (--image-archive), not rebuilt"
     if given is not None:
         check_reference(given)

@@ -273,20 +273,29 @@ def _terminal_echo() -> Callable[[str], None]:
     return lambda line: out.print(f"[dim]{escape(line)}[/dim]")
 
 
-def export(tag: str, path: Path, client: Any) -> Path:
-    """Save an image (by tag) as a tar archive that `docker load` or `load()` reads back."""
+def export(tag: str, path: Path, client: Any, option: str = "-o") -> Path:
+    """Save an image (by tag) as a tar archive that `docker load` or `load()` reads back, to the
+    user's `path` through kit.outputs (a regular file in a folder that exists, never a device,
+    a link or a place in a bundle)."""
     import docker
 
+    from kit import outputs
+
+    outputs.check_file(path, option)  # before the image is looked up, and again at the write
     try:
         image = client.images.get(tag)
     except docker.errors.ImageNotFound as e:
         raise InputError(f"no image {tag!r}; build it first with `kit build`") from e
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    with tmp.open("wb") as f:
-        for chunk in image.save(named=True):
-            f.write(chunk)
-    tmp.replace(path)
+    import requests
+
+    try:
+        outputs.write_stream(path, image.save(named=True), option)
+    except docker.errors.APIError as e:
+        raise KitError(f"{tag}: not saved: {e.explanation or e}") from None
+    except requests.exceptions.RequestException as e:  # the daemon went away during the save
+        raise KitError(
+            f"{tag}: not saved: the daemon stopped answering ({type(e).__name__})"
+        ) from None
     return path
 
 
@@ -325,12 +334,44 @@ def obtain(
     return image, "reused" if image.cached else "built"
 
 
+# a `docker save` (docker-archive) tar holds manifest.json; an OCI layout tar holds index.json
+ARCHIVE_MARKS = ("manifest.json", "index.json")
+
+
+def check_archive(path: Path) -> None:
+    """Before any notice or load (--image-archive): `path` is a regular file and a tar archive
+    of images (`kit export`, `docker save`), one line otherwise."""
+    import tarfile
+
+    if not path.exists():
+        raise InputError(f"--image-archive {path}: no such image archive")
+    if not path.is_file():
+        raise InputError(f"--image-archive {path}: not a regular file; an image archive is one")
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            if any(m.name.lstrip("./") in ARCHIVE_MARKS for m in tar):
+                return
+    except (tarfile.TarError, OSError, EOFError):
+        raise InputError(
+            f"--image-archive {path}: not a tar archive; make one with `kit export ENV -o FILE`"
+        ) from None
+    raise InputError(
+        f"--image-archive {path}: a tar with no manifest.json or index.json, not an image "
+        "archive; make one with `kit export ENV -o FILE`"
+    )
+
+
 def load_archive(path: Path, client: Any) -> list[str]:
     """Load an image archive made by `export`; return the tags it holds."""
-    if not path.is_file():
-        raise InputError(f"{path}: no such image archive")
-    with path.open("rb") as f:
-        images = client.images.load(f)
+    import docker
+
+    check_archive(path)
+    try:
+        with path.open("rb") as f:
+            images = client.images.load(f)
+    except (docker.errors.ImageLoadError, docker.errors.APIError) as e:
+        why = str(getattr(e, "explanation", None) or e).replace("\n", " ")
+        raise InputError(f"{path}: not loaded as an image archive ({why})") from None
     return [short_tag(t) for img in images for t in img.tags]
 
 
