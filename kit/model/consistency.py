@@ -84,7 +84,6 @@ def check_results(
     None when it has no runs/ folder (bundles written before run folders were kept); a run
     recorded without its folder is refused.
     """
-    check_header(results, recipe, shown)
     if results.device not in DEVICES:
         raise InputError(f"{shown}: device: expected one of {', '.join(DEVICES)}, "
                          f"got {results.device[:40]!r}")  # fmt: skip
@@ -116,8 +115,9 @@ def check_results(
         if nprocs is not None and run.run_id not in nprocs:
             raise InputError(f"{where}: no runs/{run.run_id} folder; a recorded run has one")
         started = nprocs[run.run_id] if nprocs is not None else recipe.gpus
-        check_run(run, results, where, started)
+        check_run(run, where, started)
     check_agreement(results.runs, shown)
+    check_header(results, recipe, shown)
 
 
 def check_header(results: Results, recipe: Recipe, shown: Path) -> None:
@@ -138,8 +138,7 @@ def check_header(results: Results, recipe: Recipe, shown: Path) -> None:
             if (_seconds(began, finished) or 0) < -skew:
                 raise InputError(f"{shown}: finished_at {results.finished_at[:40]} is before "
                                  f"runs.{i} started ({run.started_at[:40]})")  # fmt: skip
-    if results.status == "complete" and (results.runs or results.planned_runs):
-        # (no runs of none planned: a header a test or a placement wrote, nothing to contradict)
+    if results.status == "complete" and results.planned_runs:  # 0: written before the count was
         status = bundle_status(results.runs, results.planned_runs)
         if status != "complete":
             raise InputError(
@@ -149,14 +148,14 @@ def check_header(results: Results, recipe: Recipe, shown: Path) -> None:
         variants = len(recipe.resolved_variants())
         added = sum(max(0, a.repeats - a.planned) for a in results.adaptive.values())
         bound = results.planned_runs + variants * added
-        if results.planned_runs and len(results.runs) > bound:
+        if len(results.runs) > bound:
             raise InputError(
                 f"{shown}: {len(results.runs)} runs, more than the {results.planned_runs} "
                 f"planned and the {variants * added} adaptive repeats added"
             )
 
 
-def check_run(run: RunResult, results: Results, where: str, started: int) -> None:
+def check_run(run: RunResult, where: str, started: int) -> None:
     """One run against itself and its launch: timestamps in order, metrics as the catalog
     defines them (unit, direction, sign), and a finished run on the processes the driver
     started (its spec.json's, or the nodes' together)."""
