@@ -241,9 +241,10 @@ def _no_counterpart(
     """The decision where the reference bundle measured no `name` for this benchmark and
     variant (another task): NOT COMPARABLE with the reason, as for another GPU model; there is
     no figure to judge, so --judge-anyway cannot judge it either."""
+    task = bench.name if bench.name == bench.kind else f"{bench.name} ({bench.kind})"
     reason = (
-        f"{label} is no reference for this run: it has no {name} of {bench.name} "
-        f"({bench.kind}) {block.name} (it ran {', '.join(ran) or 'nothing that finished'})"
+        f"{label} is no reference for this run: it has no {name} of {task} {block.name} "
+        f"(it ran {', '.join(ran) or 'nothing that finished'})"
     )
     return {
         "benchmark": bench.name,
