@@ -63,8 +63,8 @@ def standing_cmd(bundle: Annotated[Path, typer.Argument(help="A bundle directory
     Example: kit refs standing reports/fsdp-llama-20261121-130936
     """
     # sealed, complete, signature sound (kit.bundle.intake); no --read-broken-signature here
-    receive(bundle, "place only an untouched bundle", read_broken=None)
-    rows = store.standing(bundle)
+    data = receive(bundle, "place only an untouched bundle", read_broken=None)
+    rows = store.standing(data)  # what was checked, not a second read
     if not rows:
         typer.echo("no known machine ran these workloads with the same parameters")
     for r in rows:

@@ -196,7 +196,8 @@ def _load(root: Path) -> BundleData:
     hardware = _optional(root, names, files.HARDWARE, Hardware, files.HARDWARE)
     environment = _optional(root, names, files.ENVIRONMENT, Environment, files.ENVIRONMENT)
     runs = read_runs(root)
-    check_results(results, recipe, root / files.RESULTS, set(runs) if files.RUNS in names else None)
+    nprocs = {name: run.spec.nproc for name, run in runs.items()} if files.RUNS in names else None
+    check_results(results, recipe, root / files.RESULTS, nprocs)
     return BundleData(root, recipe, results, hardware, environment, runs, read_nccl_tests(root))
 
 

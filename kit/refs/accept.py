@@ -230,6 +230,41 @@ def _bundle_not_comparable(
     }
 
 
+def _no_counterpart(
+    bench: analysis.Benchmark,
+    block: analysis.VariantBlock,
+    row: analysis.MetricRow,
+    label: str,
+    name: str,
+    ran: list[str],
+) -> dict[str, Any]:
+    """The decision where the reference bundle measured no `name` for this benchmark and
+    variant (another task): NOT COMPARABLE with the reason, as for another GPU model; there is
+    no figure to judge, so --judge-anyway cannot judge it either."""
+    task = bench.name if bench.name == bench.kind else f"{bench.name} ({bench.kind})"
+    reason = (
+        f"{label} is no reference for this run: it has no {name} of {task} {block.name} "
+        f"(it ran {', '.join(ran) or 'nothing that finished'})"
+    )
+    return {
+        "benchmark": bench.name,
+        "variant": block.name,
+        "label": row.label,
+        "gpus": block.gpus,
+        "per_gpu": False,
+        "source": label,
+        "differences": [],
+        "unmet": [],
+        "judged_despite": [],
+        "verdict": NOT_COMPARABLE,
+        "metric": name,
+        "reference": None,
+        "unit": row.unit,
+        "reason": reason,
+        "sentence": f"{NOT_COMPARABLE}: {reason}",
+    }
+
+
 def accept(
     bundle_dir: Path,
     against: str,
@@ -302,8 +337,9 @@ def accept(
             other = ref_benches.get(bench.name)
             oblock = _variant(other, block.name) if other else None
             orow = (other.metrics.get(name) or {}).get(oblock.name) if oblock else None
-            if orow is None or not orow.values:
-                skipped.append(f"{bench.name} {block.name}: {ref.label} has no {name} to compare")
+            if orow is None or not orow.values:  # another task, variant or metric there
+                ran = sorted({f"{b.name} ({b.kind})" for b in ref_benches.values()})
+                decisions.append(_no_counterpart(bench, block, row, ref.label, name, ran))
                 continue
             value, unit, default = statistics.median(orow.values), row.unit, DEFAULT_TOLERANCE
             if other.params != bench.params:

@@ -25,7 +25,7 @@ from typing import Any
 from kit.bundle.intake import receive
 from kit.errors import InputError
 from kit.inventory.topology import first_pair_link
-from kit.model import Hardware, load_bundle
+from kit.model import BundleData, Hardware, load_bundle
 from kit.refs.db import open_db
 from kit.shared import files
 from kit.shared import metrics as catalog
@@ -86,7 +86,14 @@ def extract(bundle_dir: Path, label: str | None = None) -> dict[str, Any]:
     """The compact reference of a bundle (InputError for a directory that is not one)."""
     if not (Path(bundle_dir) / files.RESULTS).is_file():  # before walking a large folder
         raise InputError(f"{bundle_dir}: not a kit bundle (no results.json)")
-    data = load_bundle(bundle_dir)
+    return reference_of(load_bundle(bundle_dir), label)
+
+
+def reference_of(data: BundleData, label: str | None = None) -> dict[str, Any]:
+    """The compact reference of a bundle already read: `refs add` passes the bundle that
+    kit.bundle.intake.receive read once and checked against its manifest, so what is stored
+    is what was verified (a second read could see a file swapped in between)."""
+    bundle_dir = data.path
     res = data.results
     hw = hardware_summary(data.hardware)
     benches: dict[tuple[str, str], dict[str, Any]] = {}
@@ -158,8 +165,10 @@ def add(
         )
     if label is not None and label in {r["id"] for r in shipped()}:
         raise InputError(f"--label {label!r}: the name of a shipped reference; choose another")
-    doc = extract(bundle_dir, label)
-    with open_db(db or db_path(), write=True) as con:
+    doc = reference_of(data, label)
+    path = db or db_path()
+    with open_db(path, write=True) as con:
+        stored_rows(con, path)  # a row `refs list` refuses is refused here too: nothing written
         try:
             cur = con.execute(
                 "INSERT INTO refs (label, source, doc) VALUES (?, ?, ?)",
@@ -173,7 +182,7 @@ def add(
         con.executemany(
             "INSERT INTO ref_benchmarks (ref_id, kind, signature) VALUES (?, ?, ?)", rows
         )
-        _read_back(con, db or db_path(), cur.lastrowid, doc, rows)
+        _read_back(con, path, cur.lastrowid, doc, rows)
     return doc
 
 
@@ -212,10 +221,15 @@ def list_refs(
     if not include_user:
         return out
     with open_db(path, write=False) as con:
-        rows = con.execute("SELECT id, doc FROM refs ORDER BY id").fetchall() if con else []
-    for rid, doc in rows:
-        out.append({**_stored(doc, path, rid), "origin": "user", "id": rid})
-    return out
+        rows = stored_rows(con, path) if con else []
+    return out + [{**doc, "origin": "user", "id": rid} for rid, doc in rows]
+
+
+def stored_rows(con: sqlite3.Connection, path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """Every user reference as (id, document), each checked by `_stored`: the one read check
+    that `refs list`, `standing` and `refs add` (before it writes) apply."""
+    rows = con.execute("SELECT id, doc FROM refs ORDER BY id").fetchall()
+    return [(rid, _stored(doc, path, rid)) for rid, doc in rows]
 
 
 def _stored(doc: object, path: Path, rid: int) -> dict[str, Any]:
@@ -252,13 +266,14 @@ def by_signature(
 
 
 def standing(
-    bundle_dir: Path,
+    data: BundleData,
     db: Path | None = None,
     headline_only: bool = False,
     include_user: bool = True,
     judged: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Where a bundle's results stand against every known machine that ran the same workload.
+    """Where a bundle's results (as read once, kit.bundle.intake.receive) stand against every
+    known machine that ran the same workload.
 
     One row per (benchmark, variant, metric, reference): both medians, the ratio new/ref
     (oriented so > 1 is better), and the same per GPU when the GPU counts differ; with the
@@ -271,7 +286,7 @@ def standing(
     judged: benchmark -> the metric its page leads with where that is not the workload's
     headline (whole-window throughput under a power cap), so page 1 compares that figure.
     """
-    new = extract(bundle_dir)
+    new = reference_of(data)  # the bundle as the caller read (and checked) it: read once
     rows = []
     for b in new["benchmarks"]:
         head = (judged or {}).get(b["benchmark"]) or headline_metric(b["kind"])

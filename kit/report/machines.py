@@ -124,6 +124,12 @@ def parse_labels(specs: list[str] | None, paths: list[Path]) -> dict[int, str]:
         index = _position(key, paths, "--label")
         if index in out:
             raise InputError(f"--label: bundle {index + 1} is labelled twice")
+        same = next((i for i, given in out.items() if given == text), None)
+        if same is not None:  # labels name the columns (and --price KEY): two alike say neither
+            raise InputError(
+                f"--label {spec!r}: bundle {same + 1} is labelled {text!r} already; give each "
+                "machine its own label"
+            )
         out[index] = text
     return out
 

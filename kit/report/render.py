@@ -383,7 +383,7 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         "standing": []
         if smoke
         else standing(
-            bundle.path,
+            data,  # the bundle as read above: one read
             headline_only=True,
             include_user=False,
             judged={b.name: analysis.verdict_metric(b) for b in benches},

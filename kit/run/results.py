@@ -18,6 +18,7 @@ from kit import terminal
 from kit.bundle import Bundle, write_json
 from kit.errors import InputError
 from kit.model import RunData, RunResult, read_model
+from kit.model.consistency import bundle_status
 from kit.model.run import Launch, NcclRecord, Network, RunStatus
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec
@@ -159,23 +160,6 @@ def annotate_result(result: RunResult, outcome: RunOutcome) -> None:
     if result.started_at is None and nodes:  # the driver's record: no worker wrote one
         result.world_size = sum(n.nproc for n in nodes)
     result.network = Network(transport=network_transport(result))
-
-
-def bundle_status(runs: list[RunResult], planned: int, interrupted: bool = False) -> str:
-    """A bundle's status, from its runs alone: what a crash or a lucky path cannot bend.
-
-    complete: every planned run is there and ok; failed: no run is ok (also when every attempt
-    timed out); partial: some but not all; interrupted: stopped before its plan ended (Ctrl-C,
-    SIGTERM, SIGHUP), whatever finished.
-    """
-    if interrupted:
-        return "interrupted"
-    ok = sum(1 for r in runs if r.status == "ok")
-    if ok == 0:
-        return "failed"
-    if ok == len(runs) and len(runs) >= planned:
-        return "complete"
-    return "partial"
 
 
 def open_bundle(

@@ -88,6 +88,8 @@ class Metric:
     (kit.report.choice): "link", "memory" (HBM bandwidth: a decode step reads every weight, an
     HBM copy), "flops:<dtype>", "none" (no datasheet figure: PCIe and the host); "": from the
     unit (a rate of bytes: the links; anything else: dense bf16 FLOP/s).
+    signed: the value can be below zero (none so far: rates, times, sizes, counts and fractions
+    cannot); a bundle recording a negative value of any other is refused (kit.model.consistency).
     """
 
     name: str
@@ -100,6 +102,7 @@ class Metric:
     worse: str = "worse"
     already_per_gpu: str = ""
     bound: str = ""
+    signed: bool = False
 
     def unit_for(self, work: str = "") -> str:
         return self.unit.replace("{work}", work or "items")

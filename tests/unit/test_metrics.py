@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from kit.model import load_bundle
 from kit.refs import store
 from kit.shared import metrics as catalog
 from kit.stats import paired_ratio, summarize, unpaired_ratio
@@ -62,7 +63,7 @@ def test_known_machines_divide_only_throughput_per_gpu(tmp_path, monkeypatch):
     ):
         copy = tmp_path / name
         shutil.copytree(EXAMPLES / name, copy)
-        rows = [r for r in store.standing(copy) if r["metric"] == metric]
+        rows = [r for r in store.standing(load_bundle(copy)) if r["metric"] == metric]
         assert rows and any(r["gpus"] != r["reference_gpus"] for r in rows), name
         for r in rows:
             expected = per and r["gpus"] != r["reference_gpus"]

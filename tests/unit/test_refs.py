@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from kit.cli.refs import refs_app
 from kit.errors import InputError
+from kit.model import load_bundle
 from kit.refs import store
 from tests.conftest import ROOT
 
@@ -62,7 +63,7 @@ def test_not_a_bundle_is_an_input_error(db, tmp_path):
 def test_standing_places_x2_against_x4_per_gpu(db, tmp_path):
     copy = tmp_path / "mine"
     shutil.copytree(X2, copy)
-    rows = [r for r in store.standing(copy) if r["metric"] == "throughput"]
+    rows = [r for r in store.standing(load_bundle(copy)) if r["metric"] == "throughput"]
     # the shipped x2 reference is this very bundle (same created_at): skipped
     assert {r["reference_gpus"] for r in rows} == {4}
     row = next(r for r in rows if r["variant"] == "p2p")
@@ -115,7 +116,7 @@ def test_kit_refs_is_mounted_and_its_errors_are_one_line(db, tmp_path):
 def test_standing_rows_carry_what_a_report_prints(db, tmp_path):
     copy = tmp_path / "mine"
     shutil.copytree(X2, copy)
-    rows = store.standing(copy, headline_only=True)
+    rows = store.standing(load_bundle(copy), headline_only=True)
     assert rows and all(r["headline"] and r["metric"] == "throughput" for r in rows)
     for r in rows:
         assert r["hardware"] == "4x NVIDIA H200, NV18" and r["source"] == f"{X4.name} (shipped)"
@@ -126,9 +127,10 @@ def test_a_sealed_report_reads_only_the_shipped_references(db, tmp_path):
     store.add(X4, "lab box 3")
     copy = tmp_path / "mine"
     shutil.copytree(X2, copy)
-    everyone = {r["reference"] for r in store.standing(copy, headline_only=True)}
+    everyone = {r["reference"] for r in store.standing(load_bundle(copy), headline_only=True)}
     shipped_only = {
-        r["reference"] for r in store.standing(copy, headline_only=True, include_user=False)
+        r["reference"]
+        for r in store.standing(load_bundle(copy), headline_only=True, include_user=False)
     }
     assert "lab box 3" in everyone and "lab box 3" not in shipped_only and shipped_only
 

@@ -90,7 +90,7 @@ def test_known_machines_compare_the_figure_page_1_leads_with(tmp_path):
     _, benches = load("h200x2-fsdp-llama", EXAMPLES)
     judged = {b.name: analysis.verdict_metric(b) for b in benches}
     assert judged == {"llama-8b-lora": "throughput_window"}
-    rows = standing(LLAMA, headline_only=True, include_user=False, judged=judged)
+    rows = standing(load_bundle(LLAMA), headline_only=True, include_user=False, judged=judged)
     runs = json.loads((LLAMA / "results.json").read_text())["runs"]
     window = statistics.median(
         r["metrics"]["throughput_window"]["value"] for r in runs if r["variant"] == "p2p"
@@ -98,9 +98,9 @@ def test_known_machines_compare_the_figure_page_1_leads_with(tmp_path):
     p2p = [r for r in rows if r["variant"] == "p2p"]
     assert p2p and all(r["metric"] == "throughput_window" for r in rows)
     assert p2p[0]["value"] == pytest.approx(window) and round(window) == 13981
-    assert {r["metric"] for r in standing(LLAMA, headline_only=True, include_user=False)} == {
-        "throughput"
-    }
+    assert {
+        r["metric"] for r in standing(load_bundle(LLAMA), headline_only=True, include_user=False)
+    } == {"throughput"}
 
 
 def test_one_run_draws_no_whisker(monkeypatch):
