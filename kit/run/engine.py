@@ -37,9 +37,9 @@ from kit.run.results import (
     write_specs,
 )
 from kit.runtime import registry
-from kit.runtime import scratch as launch_dir
 from kit.runtime.base import LaunchRequest, RunOutcome, Runtime, RuntimeRequest, check_device
 from kit.shared import files
+from kit.shared import scratch as launch_dir
 from kit.shared.jsonio import finite
 from kit.stats import AdaptiveRepeats, coefficient_of_variation, is_noisy
 from kit.workloads.registry import headline_metric

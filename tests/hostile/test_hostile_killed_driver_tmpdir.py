@@ -4,7 +4,7 @@ torchrun's torchelastic_* folders inside): nothing of it runs to remove it. The 
 of another user or host, one the kit did not make, or a link.
 
 The run is real (recipes/allreduce.yaml on the CPU, host runtime), killed mid-run; the sweep's
-decisions are checked on real folders and real processes (kit.runtime.scratch).
+decisions are checked on real folders and real processes (kit.shared.scratch).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from kit.runtime import scratch
+from kit.shared import scratch
 from tests.conftest import ROOT, run_kit
 
 RECIPE = ROOT / "recipes" / "allreduce.yaml"
 # a live process that made its launch folder the kit's way, and holds it
-HOLDER = ("import time; from kit.runtime import scratch; print(scratch.make(), flush=True); "
+HOLDER = ("import time; from kit.shared import scratch; print(scratch.make(), flush=True); "
           "time.sleep(600)")  # fmt: skip
 
 

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from kit.runtime import scratch as launch_dir
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers.base import Face, LaunchError
 from kit.runtime.launch import MOUNT
+from kit.shared import scratch as launch_dir
 from kit.shared.files import SPEC
 
 GRACE_S = 10
@@ -95,7 +95,7 @@ class Process:
     def remove(self) -> None:
         """A process group leaves nothing once stopped: its TMPDIR (torchrun's
         torchelastic_* folders, the ranks' files) goes with it. A driver killed outright
-        leaves it: the next `kit reproduce` removes it (kit.runtime.scratch.sweep)."""
+        leaves it: the next `kit reproduce` removes it (kit.shared.scratch.sweep)."""
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
 

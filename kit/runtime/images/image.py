@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit import terminal
+from kit import outputs, terminal
 from kit.bundle import sha256_file
 from kit.errors import InputError, KitError
-from kit.runtime import scratch
 from kit.runtime.images.base_choice import check_reference
 from kit.runtime.images.environments import REPO_ROOT, WHEEL_CACHE, Environment, load, wheelhouse
+from kit.shared import scratch
 
 BUILD_LOGS = WHEEL_CACHE.parent / "build-logs"
 LABEL_ENV = "kit.env"
@@ -218,7 +218,7 @@ def build(
     wheels = wheelhouse(env) if env.locked else {}
     log: list[str] = []
     image_id = None
-    # named for this driver: a later run removes it if the driver is killed (kit.runtime.scratch)
+    # named for this driver: a later run removes it if the driver is killed (kit.shared.scratch)
     with tempfile.TemporaryDirectory(prefix=scratch.prefix("build")) as ctx:
         assemble_context(env, wheels, Path(ctx))
         try:
@@ -278,8 +278,6 @@ def export(tag: str, path: Path, client: Any, option: str = "-o") -> Path:
     user's `path` through kit.outputs (a regular file in a folder that exists, never a device,
     a link or a place in a bundle)."""
     import docker
-
-    from kit import outputs
 
     outputs.check_file(path, option)  # before the image is looked up, and again at the write
     try:
