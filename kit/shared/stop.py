@@ -1,0 +1,35 @@
+"""The stop signal this process received, kept where no library can swallow it.
+
+A handler that only raises loses its signal when the exception surfaces where Python ignores
+it (inside logging's lock release, a finalizer, a callback: "Exception ignored in ..."). So every
+stop handler of the driver first records the signal here, then raises; the stage boundaries (each
+run, the wait loops, the seal, the command's exit) check the record, so a signal received at any
+moment ends the command with 128 + the signal and a bundle that records the interruption.
+"""
+
+from __future__ import annotations
+
+pending: int | None = None
+"""The first stop signal received (SIGTERM, SIGHUP, SIGINT), or None."""
+
+
+class Terminated(Exception):
+    """SIGTERM or SIGHUP during the runs: the exit code is 128 + the signal, as at every other
+    stage (kit.cli.errors); Ctrl-C (KeyboardInterrupt) is 130."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def note(signum: int) -> None:
+    """Record a stop signal (the first one wins: it is the one the exit code names)."""
+    global pending
+    if pending is None:
+        pending = signum
+
+
+def check() -> None:
+    """Raise Terminated when a stop signal was received, whether or not its exception surfaced."""
+    if pending is not None:
+        raise Terminated(pending)
