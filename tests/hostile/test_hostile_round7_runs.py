@@ -80,7 +80,8 @@ def _client(engine: str):
 
 
 def _running(client) -> list:
-    return client.containers.list(filters={"label": f"kit.owner={OWNER}"})
+    """This session's run containers that are up (a probe's has no kit.run label)."""
+    return client.containers.list(filters={"label": ["kit.run", f"kit.owner={OWNER}"]})
 
 
 def _cleanup(client) -> None:
