@@ -29,7 +29,6 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import verify_manifest
-from kit.run.memory import host_memory
 from kit.shared import files
 from tests.conftest import ROOT, run_kit, sigint_as_default
 
@@ -280,6 +279,8 @@ def test_validate_takes_the_kit_s_own_environments(tmp_path):
 
 @pytest.mark.parametrize("max_bytes", [68719476736, 2**40])
 def test_a_cpu_sweep_beyond_this_host_s_memory_is_refused_before_any_work(tmp_path, max_bytes):
+    from kit.run.memory import host_memory
+
     memory = host_memory()
     if memory is None or memory >= 2 * max_bytes:
         pytest.skip("this host holds the sweep")
