@@ -214,9 +214,11 @@ def prepare(
     smoke = options.smoke if options.smoke is not None else device == "cpu"
     planned = options.repeats or (min(recipe.repeats, 2) if smoke else recipe.repeats)
     runs = plan(recipe, device, smoke, planned)
-    check_cpu_sweeps(runs, device)  # a message no rank here can hold: before any work
+    if nodes is None:  # a message no rank on this machine can hold: before any work
+        check_cpu_sweeps(runs, device)
     hardware = measure()
-    check_gpu_sweeps(runs, device, [g.memory_total_bytes for g in hardware.gpus])
+    if nodes is None:  # the nodes' GPUs are not this machine's
+        check_gpu_sweeps(runs, device, [g.memory_total_bytes for g in hardware.gpus])
     # the driver's machine is not one of the nodes: each node's inventory goes to hardware.json
     checks = PreflightOptions(strict=options.strict, allow=frozenset(options.allow))
     findings = check_recipe(recipe, device, hardware, checks) if nodes is None else []

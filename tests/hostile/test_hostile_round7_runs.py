@@ -296,3 +296,19 @@ def test_a_cpu_sweep_beyond_this_host_s_memory_is_refused_before_any_work(tmp_pa
     assert "more than this host's" in proc.stderr
     assert not out.exists()  # before any work: no bundle
     assert time.monotonic() - t0 < 60
+
+
+def test_a_gpu_sweep_beyond_one_gpu_s_memory_is_refused():
+    """No GPU here: the check itself, with the GPU memory an inventory reports (128 GiB per rank
+    does not fit an 80 GiB GPU; it fits a 192 GiB one; unknown memory leaves the worker's stop)."""
+    from kit.errors import InputError
+    from kit.recipe import parse_recipe
+    from kit.run.memory import check_gpu_sweeps
+    from kit.run.plan import plan
+
+    recipe = parse_recipe(RECIPE.format(environment="cuda13", repeats=1, max_bytes=2**37), "r")
+    runs = plan(recipe, "cuda", False, 1)
+    with pytest.raises(InputError, match="more than a GPU here holds"):
+        check_gpu_sweeps(runs, "cuda", [192 * 2**30, 80 * 2**30])
+    check_gpu_sweeps(runs, "cuda", [192 * 2**30])
+    check_gpu_sweeps(runs, "cuda", [None])
