@@ -71,6 +71,7 @@ def run(app: typer.Typer) -> int:
     InputError exit 2; a failed run 1; an interruption 130.
     """
     exits, aborts, usage, click_errors = _click_exceptions()
+    stop.quiet_unraisable((_Stopped, KeyboardInterrupt))  # its signal is recorded: one line
     try:  # the handlers are swapped inside: a Ctrl-C at any moment from here on is one line
         for sig in (signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(sig) == signal.SIG_DFL or early.installed(sig):

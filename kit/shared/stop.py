@@ -9,6 +9,9 @@ moment ends the command with 128 + the signal and a bundle that records the inte
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 pending: int | None = None
 """The first stop signal received (SIGTERM, SIGHUP, SIGINT), or None."""
 
@@ -33,3 +36,17 @@ def check() -> None:
     """Raise Terminated when a stop signal was received, whether or not its exception surfaced."""
     if pending is not None:
         raise Terminated(pending)
+
+
+def quiet_unraisable(stops: tuple[type[BaseException], ...]) -> None:
+    """Where Python swallows an exception ("Exception ignored in ...": a finalizer, logging's lock
+    release), a stop's exception is not printed: its signal is recorded above and is acted on at
+    the next check, with the command's one line. Any other swallowed exception prints as before."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, (Terminated, *stops)) and pending is not None:
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
