@@ -163,11 +163,17 @@ def seal(bundle: Annotated[Path, typer.Argument(help="A bundle whose seal was in
     from kit.run.seal import recover
 
     b, note = recover(bundle, _warn)
-    stopped = note["in_flight_runs"]
-    kept = len(b.results.runs) - len(stopped)
+    stopped, after = note["in_flight_runs"], note["after_driver_died"]
+    kept = len(b.results.runs) - len(stopped) - len(after)
     _warn(
         f"kit: sealed {b.path}: status {b.results.status}; {note['reason']}"
         + (f", recorded as did not run to the end: {', '.join(stopped)}" if stopped else "")
+        + (
+            f", recorded as finished after its driver was killed (failed, never ok): "
+            f"{', '.join(after)}"
+            if after
+            else ""
+        )
         + f"; {kept} finished runs kept ({len(note['recovered_runs'])} recovered from their "
         f"workers' files), {len(note['removed_temporary_files'])} temporary files removed"
     )

@@ -14,6 +14,7 @@ import typer
 from kit.cli import early
 from kit.cli.argv import check_argv
 from kit.errors import InputError, KitError
+from kit.shared import stop
 
 
 def _one_line(text: object) -> str:
@@ -59,6 +60,7 @@ class _Stopped(BaseException):
 
 
 def _stop(signum: int, frame: object) -> None:
+    stop.note(signum)  # kept even where the exception below is swallowed (kit.shared.stop)
     raise _Stopped(signum)
 
 
@@ -69,6 +71,7 @@ def run(app: typer.Typer) -> int:
     InputError exit 2; a failed run 1; an interruption 130.
     """
     exits, aborts, usage, click_errors = _click_exceptions()
+    stop.quiet_unraisable((_Stopped, KeyboardInterrupt))  # its signal is recorded: one line
     try:  # the handlers are swapped inside: a Ctrl-C at any moment from here on is one line
         for sig in (signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(sig) == signal.SIG_DFL or early.installed(sig):
@@ -79,12 +82,14 @@ def run(app: typer.Typer) -> int:
         check_argv(typer.main.get_command(app), sys.argv[1:])
         # in this mode typer returns the exit code of typer.Exit instead of exiting
         code = app(standalone_mode=False, prog_name="kit")
+        if stop.pending is not None and code != 128 + stop.pending:  # its exception was lost
+            raise _Stopped(stop.pending)
     except KitError as exc:
         print(f"kit: error: {_one_line(exc)}", file=sys.stderr)
         return exc.exit_code
     except exits as exc:
         return exc.exit_code
-    except _Stopped as exc:
+    except (_Stopped, stop.Terminated) as exc:  # Terminated: a run's stop before its bundle
         name = signal.Signals(exc.signum).name
         print(f"kit: stopped by {name}", file=sys.stderr)
         return 128 + exc.signum

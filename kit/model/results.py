@@ -101,6 +101,9 @@ class SealedAfter(Open):
     recovered_runs: list[str] = Field(default_factory=list)
     # runs the killed driver had launched that wrote no result: recorded "did not run to the end"
     in_flight_runs: list[str] = Field(default_factory=list)
+    # runs whose worker wrote a result after the driver was killed (a container or rank that
+    # went on): recorded failed, "finished after its driver was killed", never a measured ok run
+    after_driver_died: list[str] = Field(default_factory=list)
     reason: str = ""
 
 

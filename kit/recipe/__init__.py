@@ -428,7 +428,22 @@ def _fields(cls: type) -> list:
 def load_recipe(path: str | Path) -> Recipe:
     """Read and validate a recipe file; raises InputError with file:line on any problem."""
     path = Path(path)
-    return parse_recipe(read_text(path), str(path))
+    recipe = parse_recipe(read_text(path), str(path))
+    check_environment(recipe, str(path))
+    return recipe
+
+
+def check_environment(recipe: Recipe, source: str) -> None:
+    """A recipe file names one of the kit's environments (a folder docker/<name>/). Checked for
+    recipe files only: a bundle's recipe keeps the name it ran with, whatever this kit holds."""
+    from kit.runtime.images.environments import available
+
+    names = available()
+    if recipe.environment not in names:
+        raise InputError(
+            f"{source}: environment: {recipe.environment!r} is not one of the kit's environments "
+            f"(docker/<name>/): {', '.join(names) or 'none'}"
+        )
 
 
 def recipe_dir() -> Path:

@@ -16,6 +16,11 @@ MAX_RECIPE_BYTES = 1 << 20
 MAX_DEPTH = 32  # YAML nesting; a recipe needs about 6
 
 
+def shown_tag(tag: str) -> str:
+    """A tag as it was written: `!!int`, not `tag:yaml.org,2002:int`."""
+    return tag.replace("tag:yaml.org,2002:", "!!")
+
+
 class StrictLoader(yaml.SafeLoader):
     """SafeLoader that also refuses aliases: a recipe never needs them, and they make bombs."""
 
@@ -32,6 +37,13 @@ class StrictLoader(yaml.SafeLoader):
             raise yaml.MarkedYAMLError(
                 problem=f"nested more than {MAX_DEPTH} levels deep",
                 problem_mark=self.peek_event().start_mark,
+            )
+        event = self.peek_event()
+        if getattr(event, "tag", None) is not None:  # `!!int '1'` turns a word into a number
+            raise yaml.MarkedYAMLError(
+                problem=f"YAML tags are not allowed in recipes ('{shown_tag(event.tag)}'): write the value "
+                "itself",
+                problem_mark=event.start_mark,
             )
         self.depth += 1
         try:

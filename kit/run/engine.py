@@ -21,6 +21,7 @@ from kit.inventory import measure
 from kit.model import AdaptiveRecord, PreflightFinding, RunResult
 from kit.outputs import check_bundle_dir
 from kit.recipe import Recipe
+from kit.run.memory import check_cpu_sweeps, check_gpu_sweeps
 from kit.run.plan import RunSpec, plan, plan_repeat
 from kit.run.preflight import (
     PreflightOptions,
@@ -38,7 +39,7 @@ from kit.run.results import (
 )
 from kit.runtime import registry
 from kit.runtime.base import LaunchRequest, RunOutcome, Runtime, RuntimeRequest, check_device
-from kit.shared import files
+from kit.shared import files, stop
 from kit.shared import scratch as launch_dir
 from kit.shared.jsonio import finite
 from kit.stats import AdaptiveRepeats, coefficient_of_variation, is_noisy
@@ -97,17 +98,30 @@ def _headline(result: RunResult) -> str:
     return f"{name} {m.value:.4g} {m.unit}" if m else ""
 
 
-class _Terminated(Exception):
-    """SIGTERM or SIGHUP during the runs: the exit code is 128 + the signal, as at every other
-    stage (kit.cli.errors); Ctrl-C (KeyboardInterrupt) is 130."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
+_Terminated = stop.Terminated
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
+    stop.note(signum)  # kept even where the exception below is swallowed (kit.shared.stop)
     raise _Terminated(signum)
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    stop.note(signum)  # Ctrl-C, kept as SIGTERM is; stop_code gives 130 either way
+    raise KeyboardInterrupt
+
+
+def _install() -> dict[int, Any]:
+    """The run's handlers (each records its signal before raising); the ones they replace."""
+    previous = {sig: signal.signal(sig, _on_sigterm) for sig in STOP_SIGNALS}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored (nohup, &)
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _on_sigint)
+    return previous
+
+
+def _restore(previous: dict[int, Any]) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 def stop_code(exc: BaseException) -> int:
@@ -200,7 +214,11 @@ def prepare(
     smoke = options.smoke if options.smoke is not None else device == "cpu"
     planned = options.repeats or (min(recipe.repeats, 2) if smoke else recipe.repeats)
     runs = plan(recipe, device, smoke, planned)
+    if nodes is None:  # a message no rank on this machine can hold: before any work
+        check_cpu_sweeps(runs, device)
     hardware = measure()
+    if nodes is None:  # the nodes' GPUs are not this machine's
+        check_gpu_sweeps(runs, device, [g.memory_total_bytes for g in hardware.gpus])
     # the driver's machine is not one of the nodes: each node's inventory goes to hardware.json
     checks = PreflightOptions(strict=options.strict, allow=frozenset(options.allow))
     findings = check_recipe(recipe, device, hardware, checks) if nodes is None else []
@@ -217,6 +235,12 @@ def prepare(
         out, recipe, device, runtime.name, runtime.pinned, smoke, planned,
         options.command or "kit reproduce", len(runs), options.reproduces,
     )  # fmt: skip
+    # the machine first: a bundle is never without it, whenever a stop comes (kit seal needs it)
+    if runtime.inventory:
+        hardware.nodes = runtime.inventory
+    bundle.write_json(files.HARDWARE, hardware.dump(as_written=True))
+    bundle.results.preflight = [PreflightFinding.model_validate(f) for f in findings]
+    bundle.write_json(files.ENVIRONMENT, runtime.environment)
     if swept := launch_dir.sweep():  # what drivers killed outright (SIGKILL) left in TMPDIR
         console.print(f"kit: removed {swept} folder(s) of killed kit runs from TMPDIR")
     adaptive = (recipe.max_repeats or 0) > recipe.repeats  # off unless the recipe asks
@@ -225,11 +249,6 @@ def prepare(
         f"kit: {recipe.name}: {len(runs)} runs on {device} ({runtime.name} runtime"
         f"{', smoke scale' if smoke else ''}) -> {bundle.path}"
     )
-    if runtime.inventory:
-        hardware.nodes = runtime.inventory
-    bundle.write_json(files.HARDWARE, hardware.dump(as_written=True))
-    bundle.results.preflight = [PreflightFinding.model_validate(f) for f in findings]
-    bundle.write_json(files.ENVIRONMENT, runtime.environment)
     policy = AdaptiveRepeats(planned, cap, recipe.cv_threshold)
     return Prepared(recipe, device, smoke, runs, runtime, bundle, policy)
 
@@ -245,8 +264,8 @@ def _launch(p: Prepared, spec: RunSpec) -> tuple[RunOutcome, BaseException | Non
                 run_dir, spec.nproc, spec.env, log_path, spec.timeout_s, spec.gpu_ids, p.device
             )
         )
-    except (KeyboardInterrupt, _Terminated) as stop:
-        return RunOutcome(None, False, True, 0.0, [], "interrupted"), stop
+    except (KeyboardInterrupt, _Terminated) as halt:
+        return RunOutcome(None, False, True, 0.0, [], "interrupted"), halt
     except KitError as exc:  # the runtime's own one-line reason: this run failed
         return RunOutcome(None, False, False, 0.0, [], str(exc)), None
     except Exception as exc:  # a runtime fault (daemon gone, ...): this run failed
@@ -261,15 +280,18 @@ def execute(
     """Every planned run in order, results.json rewritten after each; after a benchmark's last
     planned repeat, adaptive repeats may add whole repeats. Ctrl-C or SIGTERM stop it (state)."""
     bundle = p.bundle
-    previous = {sig: signal.signal(sig, _on_sigterm) for sig in STOP_SIGNALS}
+    previous = _install()
     try:
         queue, i = deque(p.runs), 0
         while queue:
             spec = queue.popleft()
             i += 1
+            stop.check()  # a signal whose exception a library swallowed between runs
             write_specs(bundle, [spec])
             console.print(f"[{i}/{i + len(queue)}] {spec.run_id} ...", end=" ")
             outcome, stopped = _launch(p, spec)
+            if stopped is None and stop.pending is not None:
+                stopped = _Terminated(stop.pending)
             run_dir, log_path = bundle.run_dir(spec.run_id), bundle.log_path(spec.run_id)
             result = result_of(spec, run_dir, outcome, log_path)
             bundle.add_run(result)
@@ -292,8 +314,9 @@ def execute(
                     extra = plan_repeat(p.recipe, spec.benchmark, record.repeats, p.device, p.smoke)
                     console.print(f"kit: {spec.benchmark}: {record.reason}; one more repeat")
                     queue.extendleft(reversed(extra))
-    except (KeyboardInterrupt, _Terminated) as stop:
-        state.interrupted, state.code = True, stop_code(stop)
+        stop.check()
+    except (KeyboardInterrupt, _Terminated) as halt:
+        state.interrupted, state.code = True, stop_code(halt)
         by = signal.Signals(state.code - 128).name
         console.print(f"kit: interrupted by {by}; writing the bundle with what finished")
     except Exception as exc:  # the engine itself: never a `complete` bundle, then one line
@@ -301,8 +324,7 @@ def execute(
         bundle.results.error = f"{type(exc).__name__}: {exc}"
         console.print(f"kit: run stopped by {type(exc).__name__}: {exc}", markup=False)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        _restore(previous)
 
 
 def finalize(
@@ -318,7 +340,9 @@ def finalize(
                 after_runs(bundle)
             except Exception as exc:
                 console.print(f"kit: warning: environment not compared: {exc}", markup=False)
-        return close_bundle(bundle, len(p.runs), state.interrupted, state.fault is not None)
+        # a stop whose exception was swallowed after the runs still makes the bundle interrupted
+        interrupted = state.interrupted or stop.pending is not None
+        return close_bundle(bundle, len(p.runs), interrupted, state.fault is not None)
     finally:
         p.runtime.close()
 
@@ -339,12 +363,19 @@ def run_recipe(
     `runtime`: one already prepared (a rerun's, from the recorded environment); else the
     registry prepares the one the options ask for; `device`: the device it was prepared for.
     """
-    p = prepare(recipe, options, runtime, device)
+    previous = _install()  # a stop from here on is recorded (kit.shared.stop), never lost
+    p: Prepared | None = None
     state = Execution()
     try:
+        p = prepare(recipe, options, runtime, device)
         execute(p, state, on_result)
     finally:
-        status = finalize(p, state, after_runs)
+        _restore(previous)  # while sealing: the command's own (one line, 128 + the signal)
+        if p is not None:  # a stop between prepare and the runs: sealed as interrupted too
+            status = finalize(p, state, after_runs)
+    if stop.pending is not None and not state.interrupted:  # came after the runs: said once
+        state.interrupted, state.code = True, 128 + stop.pending
+        console.print(f"kit: interrupted by {signal.Signals(stop.pending).name}; bundle sealed")
     if state.fault is not None:
         raise KitError(
             f"the run stopped: {type(state.fault).__name__}: {state.fault}; "

@@ -21,7 +21,7 @@ from kit.errors import InputError, KitError
 from kit.model import RunData, RunResult, RunSpec, SealedAfter, read_model
 from kit.runtime.heartbeat import FILE as HEARTBEAT
 from kit.safeio import scan
-from kit.shared import files
+from kit.shared import files, stop
 from kit.shared.atomic import TMP_SUFFIX
 from kit.shared.jsonio import now_iso
 
@@ -56,12 +56,17 @@ def seal_bundle(bundle: Bundle, warn: Callable[[str], Any]) -> None:
     except Exception as exc:  # the measurements matter more than the page
         warn(f"kit: warning: report not rendered: {type(exc).__name__}: {exc}")
     finally:
+        if stop.pending is not None and bundle.results.status != "interrupted":
+            # stopped while sealing (its exception may have been swallowed by a library): the
+            # bundle says so, never "complete" for a command that exits 128 + the signal
+            bundle.results.status = "interrupted"
+            bundle.save()
         write_manifest(bundle.path)
 
 
 DRIVER_DIED = (
-    "the driver was killed while this run went (its heartbeat file was left): the worker's "
-    "result is kept, never counted as ok"
+    "finished after its driver was killed (its heartbeat file was left): nobody watched the run "
+    "to its end, so the worker's result is kept but never counted as a measured ok run"
 )
 
 
@@ -86,6 +91,7 @@ def _stray_results(bundle: Bundle, known: set[str], orphaned: set[str]) -> list[
             result.recovered = "recorded by `kit seal`: the driver stopped before recording it"
             if parts[1] in orphaned:
                 result.status, result.error = "failed", DRIVER_DIED
+                result.recovered = "recorded by `kit seal`: finished after its driver was killed"
             found.append(result)
     return found
 
@@ -165,7 +171,8 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
         "by": "kit seal",
         "status_before": before,
         "removed_temporary_files": removed,
-        "recovered_runs": [r.run_id for r in recovered],
+        "recovered_runs": [r.run_id for r in recovered if r.run_id not in orphaned],
+        "after_driver_died": [r.run_id for r in recovered if r.run_id in orphaned],
         "in_flight_runs": [r.run_id for r in stopped],
         "reason": _reason(before, orphaned),
     }

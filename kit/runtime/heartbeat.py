@@ -6,9 +6,11 @@ a heartbeat file in its run directory (mounted into containers) and the worker's
 (kit.worker.watchdog) ends the worker when the file has not changed for STALE_S seconds: the
 driver was killed (SIGKILL: no handler runs), or the run ended without it.
 
-STALE_S = 15: fifteen missed beats. Long enough that a driver descheduled on a loaded machine, a
-slow bind mount (Docker Desktop's file sharing) or a GC pause never stops a healthy run; short
-enough that a dead driver frees its GPUs in seconds, not at the run's timeout.
+STALE_S = 8: eight missed beats. The beat is the driver's own thread writing a small file, not
+the workload: a run that is slow, or a workload that takes every core, never delays it, and a
+driver descheduled on a loaded machine, a slow bind mount or a GC pause misses a beat or two, not
+eight. Short enough that a killed driver's container stops itself within about ten seconds of
+its last beat (the guard's poll and grace included, kit.worker.guard), not at the run's timeout.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import threading
 from pathlib import Path
 
 INTERVAL_S = 1.0
-STALE_S = 15.0
+STALE_S = 8.0
 FILE = "heartbeat"
 ENV_PATH = "KIT_HEARTBEAT"  # the file, as the worker sees it
 ENV_STALE = "KIT_HEARTBEAT_STALE_S"

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from kit.worker.watchdog import _mtime
 
 POLL_S = 0.5
-GRACE_S = 5.0  # between SIGTERM to the group and SIGKILL
+GRACE_S = 2.0  # between SIGTERM to the group and SIGKILL: the driver that wanted it is dead
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -78,9 +78,9 @@ def main(args: list[str]) -> int:
     if not path:
         os.execvp(argv[0], argv)
     try:
-        stale_s = max(float(os.environ.get("KIT_HEARTBEAT_STALE_S", "15")), 2.0)
+        stale_s = max(float(os.environ.get("KIT_HEARTBEAT_STALE_S", "8")), 2.0)
     except ValueError:
-        stale_s = 15.0
+        stale_s = 8.0
     return supervise(argv, path, stale_s)
 
 

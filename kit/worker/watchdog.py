@@ -57,9 +57,9 @@ def start_from_env(environ: dict[str, str] | None = None) -> threading.Thread | 
     if not path:
         return None
     try:
-        stale_s = float(env.get("KIT_HEARTBEAT_STALE_S", "15"))
+        stale_s = float(env.get("KIT_HEARTBEAT_STALE_S", "8"))
     except ValueError:
-        stale_s = 15.0
+        stale_s = 8.0
     thread = threading.Thread(
         target=watch, args=(path, max(stale_s, 2.0)), name="kit-watchdog", daemon=True
     )

@@ -190,9 +190,9 @@ YAML_SHAPES = {
     "complex-key": ("? [a, b]\n: 1\n", "a key must be a plain word"),
     "binary-tag": (
         HEAD + "    params: {x: !!binary aGVsbG8=}\n",
-        "not allowed ('tag:yaml.org,2002:binary')",
+        "not allowed in recipes ('!!binary')",
     ),
-    "set-tag": (HEAD + "    params: !!set {a, b}\n", "not allowed ('tag:yaml.org,2002:set')"),
+    "set-tag": (HEAD + "    params: !!set {a, b}\n", "not allowed in recipes ('!!set')"),
     "infinite": (HEAD + "    params: {x: .inf}\n", "not a finite number"),
     "10000-variants": (
         HEAD + "variants:\n" + "".join(f"  - {{name: v{i}}}\n" for i in range(10000)),

@@ -361,7 +361,7 @@ def test_sigkill_of_the_driver_stops_its_container(
     client, cpu_image, base_image, daemon_state, tmp_path
 ):
     """SIGKILL runs no handler: the container's guard (kit.worker.guard) sees the heartbeat stop
-    and stops the container itself, within the heartbeat's 15 s and the guard's grace; `kit seal`
+    and stops the container itself, within the heartbeat's 8 s and the guard's grace; `kit seal`
     then never records the run the driver lost as "ok"."""
     out = tmp_path / "bundle"
     recipe = _recipe(tmp_path, iters=10**6, trials=10**4, timeout_s=600)

@@ -230,8 +230,8 @@ CASES = {
     ),
     "python-tagged recipe": (
         _write("recipe.yaml", b"kit: 1\nname: !!python/object/apply:os.system ['true']\n"),
-        "recipe.yaml:2: invalid YAML: YAML tags that construct objects are not allowed"
-        " ('tag:yaml.org,2002:python/object/apply:os.system')",
+        "recipe.yaml:2: invalid YAML: YAML tags are not allowed in recipes"
+        " ('!!python/object/apply:os.system'): write the value itself",
     ),
     "deeply nested recipe": (
         _write("recipe.yaml", b"kit: 1\nname: " + b"[" * 5000 + b"]" * 5000 + b"\n"),

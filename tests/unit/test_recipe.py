@@ -102,7 +102,7 @@ def test_good_recipe_fills_defaults(tmp_path):
         ),
         (
             "kit: !!python/object/apply:os.system ['echo hi']\n",
-            "r.yaml:1: invalid YAML: YAML tags that construct objects are not allowed ('tag:yaml.org,2002:python/object/apply:os.system')",
+            "r.yaml:1: invalid YAML: YAML tags are not allowed in recipes ('!!python/object/apply:os.system'): write the value itself",
         ),
         (
             "a: &a [1, 2]\nb: *a\n",

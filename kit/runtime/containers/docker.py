@@ -34,6 +34,7 @@ from kit.runtime.containers.client import (
 )
 from kit.runtime.heartbeat import ENV_PATH as HEARTBEAT_ENV
 from kit.runtime.launch import MOUNT
+from kit.shared import stop
 
 STOP_GRACE_S = 10
 GUARD = ("python", "-m", "kit.worker.guard", "--")  # kit.worker.guard: stops on a dead driver
@@ -115,6 +116,7 @@ class Running:
         deadline = time.monotonic() + timeout_s
         try:
             while True:
+                stop.check()  # a stop signal whose exception was swallowed (kit.shared.stop)
                 self.container.reload()
                 if self.container.status in ("exited", "dead"):
                     self.streamer.join(timeout=10)

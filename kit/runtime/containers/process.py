@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -22,6 +23,7 @@ from kit.runtime.base import LaunchRequest
 from kit.runtime.containers.base import Face, LaunchError
 from kit.runtime.launch import MOUNT
 from kit.shared import scratch as launch_dir
+from kit.shared import stop
 from kit.shared.files import SPEC
 
 GRACE_S = 10
@@ -83,10 +85,17 @@ class Process:
         self.scratch = scratch  # the launch's own TMPDIR, removed with it
 
     def wait(self, timeout_s: float) -> tuple[int | None, bool]:
-        try:
-            return self.proc.wait(timeout=timeout_s), False
-        except subprocess.TimeoutExpired:
-            return None, True
+        """In short waits, so that a stop signal whose exception was swallowed is seen."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            stop.check()
+            try:
+                return self.proc.wait(
+                    timeout=max(0.0, min(0.5, deadline - time.monotonic()))
+                ), False
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    return None, True
 
     def stop(self) -> int | None:
         kill_group(self.proc)

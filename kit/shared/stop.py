@@ -1,0 +1,52 @@
+"""The stop signal this process received, kept where no library can swallow it.
+
+A handler that only raises loses its signal when the exception surfaces where Python ignores
+it (inside logging's lock release, a finalizer, a callback: "Exception ignored in ..."). So every
+stop handler of the driver first records the signal here, then raises; the stage boundaries (each
+run, the wait loops, the seal, the command's exit) check the record, so a signal received at any
+moment ends the command with 128 + the signal and a bundle that records the interruption.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+pending: int | None = None
+"""The first stop signal received (SIGTERM, SIGHUP, SIGINT), or None."""
+
+
+class Terminated(Exception):
+    """SIGTERM or SIGHUP during the runs: the exit code is 128 + the signal, as at every other
+    stage (kit.cli.errors); Ctrl-C (KeyboardInterrupt) is 130."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def note(signum: int) -> None:
+    """Record a stop signal (the first one wins: it is the one the exit code names)."""
+    global pending
+    if pending is None:
+        pending = signum
+
+
+def check() -> None:
+    """Raise Terminated when a stop signal was received, whether or not its exception surfaced."""
+    if pending is not None:
+        raise Terminated(pending)
+
+
+def quiet_unraisable(stops: tuple[type[BaseException], ...]) -> None:
+    """Where Python swallows an exception ("Exception ignored in ...": a finalizer, logging's lock
+    release), a stop's exception is not printed: its signal is recorded above and is acted on at
+    the next check, with the command's one line. Any other swallowed exception prints as before."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, (Terminated, *stops)) and pending is not None:
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
