@@ -30,6 +30,7 @@ from kit.acceptance import gpu_model_key
 from kit.errors import InputError
 from kit.recipe.daemons import daemon_key
 from kit.recipe.env import check_env
+from kit.recipe.environments import check_environment
 from kit.recipe.yamlfile import LocatedError, StrictLoader, line_map, read_text
 from kit.shared import p2p
 from kit.shared.metrics import CV_THRESHOLD
@@ -429,21 +430,8 @@ def load_recipe(path: str | Path) -> Recipe:
     """Read and validate a recipe file; raises InputError with file:line on any problem."""
     path = Path(path)
     recipe = parse_recipe(read_text(path), str(path))
-    check_environment(recipe, str(path))
+    check_environment(recipe.environment, str(path))
     return recipe
-
-
-def check_environment(recipe: Recipe, source: str) -> None:
-    """A recipe file names one of the kit's environments (a folder docker/<name>/). Checked for
-    recipe files only: a bundle's recipe keeps the name it ran with, whatever this kit holds."""
-    from kit.runtime.images.environments import available
-
-    names = available()
-    if recipe.environment not in names:
-        raise InputError(
-            f"{source}: environment: {recipe.environment!r} is not one of the kit's environments "
-            f"(docker/<name>/): {', '.join(names) or 'none'}"
-        )
 
 
 def recipe_dir() -> Path:

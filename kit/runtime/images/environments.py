@@ -22,9 +22,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kit.bundle import sha256_file
 from kit.errors import InputError, KitError
+from kit.recipe.environments import ENV_ROOT, available
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-ENV_ROOT = REPO_ROOT / "docker"
 WHEEL_CACHE = Path(os.environ.get("KIT_CACHE", Path.home() / ".cache" / "kit")) / "wheels"
 
 
@@ -77,11 +76,6 @@ class Environment:
         if not m:
             raise InputError(f"{self.dockerfile}: no `ARG BASE_IMAGE=<image>@sha256:...` line")
         return m.group(1)
-
-
-def available() -> list[str]:
-    """Names of the environments under docker/."""
-    return sorted(p.parent.name for p in ENV_ROOT.glob("*/Dockerfile"))
 
 
 def load(name_or_path: str | Path) -> Environment:

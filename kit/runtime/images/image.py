@@ -19,8 +19,9 @@ from typing import Any
 from kit import outputs, terminal
 from kit.bundle import sha256_file
 from kit.errors import InputError, KitError
+from kit.recipe.environments import REPO_ROOT
 from kit.runtime.images.base_choice import check_reference
-from kit.runtime.images.environments import REPO_ROOT, WHEEL_CACHE, Environment, load, wheelhouse
+from kit.runtime.images.environments import WHEEL_CACHE, Environment, load, wheelhouse
 from kit.shared import scratch
 
 BUILD_LOGS = WHEEL_CACHE.parent / "build-logs"
