@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from kit.cli.options import BatchDevice, BatchRepeats, BatchSmoke
+from kit.errors import InputError
 from kit.recipe import MAX_GPUS, MAX_NODES
 
 
@@ -103,6 +104,8 @@ def k8s(
         out=out,
         command=command_line(),
     )
+    if kubeconfig is not None and not kubeconfig.is_file():  # named: checked, dry run or not
+        raise InputError(f"--kubeconfig {str(kubeconfig)!r}: no such file")
     runtime = registry.batch("k8s")(opts, kubeconfig, context)
     printed = runtime.submit(load(recipe), dry_run=dry_run)
     print(printed, end="" if dry_run else "\n", file=sys.stdout)

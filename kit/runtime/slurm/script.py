@@ -85,6 +85,9 @@ def check_options(opts: SlurmOptions) -> None:
                         *(("--sbatch-arg", x) for x in opts.extra)):  # fmt: skip
         if value is not None and any(c in str(value) for c in "\n\r\0"):
             raise InputError(f"{name} {str(value)!r}: line breaks and NUL are not allowed")
+    if opts.container_image is not None and opts.container_image.startswith("-"):
+        raise InputError(f"--container-image {opts.container_image!r}: an option, not an image "
+                         "(a .sqsh file, docker://IMAGE or REGISTRY#IMAGE)")  # fmt: skip
     for arg in opts.extra:  # an #SBATCH line holds options: anything else is no sbatch's
         if not re.match(r"^--?[A-Za-z]", arg):
             raise InputError(f"--sbatch-arg {arg!r}: expected an sbatch option, e.g. "
