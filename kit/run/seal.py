@@ -61,6 +61,10 @@ def seal_bundle(bundle: Bundle, warn: Callable[[str], Any]) -> None:
             # bundle says so, never "complete" for a command that exits 128 + the signal
             bundle.results.status = "interrupted"
             bundle.save()
+            # a page rendered before the stop says what results.json no longer does: it goes,
+            # and `kit report` renders it anew (the interruption line says the bundle is sealed)
+            for page in ("report.html", "report.pdf"):
+                (bundle.path / page).unlink(missing_ok=True)
         write_manifest(bundle.path)
 
 

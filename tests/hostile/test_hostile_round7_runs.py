@@ -229,6 +229,9 @@ def test_sighup_while_the_report_renders_exits_129_and_says_interrupted(tmp_path
         time.sleep(0.2)
         proc.send_signal(signal.SIGHUP)
         _assert_stopped(proc, out, log, signal.SIGHUP)
+        # no page says "complete" beside a results.json that says "interrupted"
+        page = out / "report.html"
+        assert not page.exists() or "interrupted" in page.read_text().lower()
     finally:
         if proc.poll() is None:
             proc.kill()
