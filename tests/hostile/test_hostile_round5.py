@@ -276,7 +276,7 @@ def test_a_cpu_run_is_not_comparable_with_a_gpu_figure_given_as_a_number(tmp_pat
 
 
 def test_a_price_per_gpu_hour_for_a_cpu_bundle_is_refused(tmp_path):
-    a = _cpu_bundle(tmp_path, "a", "AMD EPYC", "2026-11-27T00:00:00+00:00")
+    a = _cpu_bundle(tmp_path, "a", "AMD EPYC", "2026-11-21T00:00:00+00:00")
     for args in (["compare", str(SMOKE), str(a), "--price", "1=3USD"],
                  ["compare", str(SMOKE), str(a), "--price-per-gpu-hour", "3USD"],
                  ["report", str(a), "--price-per-gpu-hour", "3USD"]):  # fmt: skip
@@ -291,9 +291,9 @@ def test_a_price_per_gpu_hour_for_a_cpu_bundle_is_refused(tmp_path):
 def test_like_for_like_cpu_bundles_compare(tmp_path):
     """Two runs on one CPU model, as many processes: judged one against the other (the GPU
     fields they lack are no difference); another CPU model is a real difference."""
-    a = _cpu_bundle(tmp_path, "a", "AMD EPYC 7B13", "2026-11-27T00:00:00+00:00")
-    b = _cpu_bundle(tmp_path, "b", "AMD EPYC 7B13", "2026-11-27T01:00:00+00:00")
-    c = _cpu_bundle(tmp_path, "c", "Intel Xeon 8480", "2026-11-27T02:00:00+00:00")
+    a = _cpu_bundle(tmp_path, "a", "AMD EPYC 7B13", "2026-11-21T00:00:00+00:00")
+    b = _cpu_bundle(tmp_path, "b", "AMD EPYC 7B13", "2026-11-21T01:00:00+00:00")
+    c = _cpu_bundle(tmp_path, "c", "Intel Xeon 8480", "2026-11-21T02:00:00+00:00")
     same = run_kit("accept", str(a), "--against", str(b))
     assert same.returncode in (0, 1, 3), same.stdout + same.stderr
     assert "NOT COMPARABLE" not in same.stdout
