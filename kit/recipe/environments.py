@@ -21,9 +21,10 @@ def available() -> list[str]:
 
 def check_environment(name: str, source: str) -> None:
     """A recipe file names one of the kit's environments. Checked for recipe files only: a
-    bundle's recipe keeps the name it ran with, whatever this kit holds."""
+    bundle's recipe keeps the name it ran with, whatever this kit holds; and only where the kit
+    has its docker/ folder (a copy of the package alone cannot tell, and builds nothing)."""
     names = available()
-    if name not in names:
+    if names and name not in names:
         raise InputError(
             f"{source}: environment: {name!r} is not one of the kit's environments "
             f"(docker/<name>/): {', '.join(names) or 'none'}"
