@@ -16,24 +16,15 @@ from pathlib import Path
 
 from kit.errors import InputError
 from kit.model import RunSpec
+from kit.shared import hostmem
 
-MEMINFO = Path("/proc/meminfo")
-CGROUP_MAX = Path("/sys/fs/cgroup/memory.max")
+CGROUP_MAX = hostmem.CGROUP / "memory.max"
 
 
-def host_memory(meminfo: Path = MEMINFO, cgroup_max: Path = CGROUP_MAX) -> int | None:
+def host_memory(meminfo: Path = hostmem.MEMINFO, cgroup_max: Path = CGROUP_MAX) -> int | None:
     """Bytes this host (or the cgroup the kit runs in) may hold at most; None when unknown."""
-    total = None
-    try:
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                total = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        total = None
-    try:
-        limit = int(cgroup_max.read_text().strip())
-    except (OSError, ValueError):  # absent, or "max"
-        limit = None
+    total = hostmem.meminfo_bytes("MemTotal", meminfo)
+    limit = hostmem.cgroup_int(cgroup_max)
     known = [v for v in (total, limit) if v]
     return min(known) if known else None
 

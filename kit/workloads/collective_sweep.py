@@ -24,12 +24,12 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from kit.shared import hostmem
 from kit.shared.metrics import record
 from kit.worker.common import Context
 from kit.worker.nccl_tuning import TuningLog
@@ -185,30 +185,12 @@ with room to spare (the sweep stops before a size that would not fit, as nccl-te
 what memory allows)."""
 
 
-MEMINFO = Path("/proc/meminfo")
-CGROUP = Path("/sys/fs/cgroup")
-"""Where a CPU rank reads the host's available memory and its container's limit (cgroup v2)."""
-
-
-def _read_int(path: Path) -> int | None:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None  # "max": no limit
-
-
 def host_available() -> int | None:
     """Bytes this container may still take: the host's MemAvailable, less where the cgroup's
     limit is nearer; None when neither can be read (not Linux)."""
-    avail = None
-    try:
-        for line in MEMINFO.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                avail = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        avail = None
-    limit, used = _read_int(CGROUP / "memory.max"), _read_int(CGROUP / "memory.current")
+    avail = hostmem.meminfo_bytes("MemAvailable")
+    limit = hostmem.cgroup_int(hostmem.CGROUP / "memory.max")
+    used = hostmem.cgroup_int(hostmem.CGROUP / "memory.current")
     if limit is not None and used is not None:
         avail = min(avail, limit - used) if avail is not None else limit - used
     return avail

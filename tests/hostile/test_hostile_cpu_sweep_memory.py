@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 def test_cpu_sweep_stops_where_host_memory_ends(tmp_path, monkeypatch):
     import torch.distributed as dist
 
+    from kit.shared import hostmem
     from kit.worker.common import Context
     from kit.workloads import collective_sweep
     from kit.workloads.allreduce.params import AllreduceParams
@@ -19,8 +20,8 @@ def test_cpu_sweep_stops_where_host_memory_ends(tmp_path, monkeypatch):
 
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal: 1000000 kB\nMemAvailable: 64 kB\n")  # 65,536 bytes
-    monkeypatch.setattr(collective_sweep, "MEMINFO", meminfo)
-    monkeypatch.setattr(collective_sweep, "CGROUP", tmp_path / "no-cgroup")
+    monkeypatch.setattr(hostmem, "MEMINFO", meminfo)
+    monkeypatch.setattr(hostmem, "CGROUP", tmp_path / "no-cgroup")
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     assert collective_sweep.host_available() == 65536
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
