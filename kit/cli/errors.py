@@ -76,8 +76,8 @@ def run(app: typer.Typer) -> int:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(sig) == signal.SIG_DFL or early.installed(sig):
                 signal.signal(sig, _stop)
-        if early.installed(signal.SIGINT):  # Ctrl-C: KeyboardInterrupt again, 130 below
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        if early.installed(signal.SIGINT):  # Ctrl-C: a KeyboardInterrupt again, 130 below
+            signal.signal(signal.SIGINT, stop.interrupt)
         _contradictions(sys.argv[1:])
         check_argv(typer.main.get_command(app), sys.argv[1:])
         # in this mode typer returns the exit code of typer.Exit instead of exiting

@@ -106,16 +106,12 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise _Terminated(signum)
 
 
-def _on_sigint(signum: int, frame: Any) -> None:
-    stop.note(signum)  # Ctrl-C, kept as SIGTERM is; stop_code gives 130 either way
-    raise KeyboardInterrupt
-
-
 def _install() -> dict[int, Any]:
     """The run's handlers (each records its signal before raising); the ones they replace."""
     previous = {sig: signal.signal(sig, _on_sigterm) for sig in STOP_SIGNALS}
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored (nohup, &)
-        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _on_sigint)
+    # Ctrl-C, kept as SIGTERM is (stop_code gives 130 either way), unless ignored (nohup, &)
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, stop.interrupt):
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, stop.interrupt)
     return previous
 
 

@@ -1,0 +1,65 @@
+"""Ctrl-C in `python -m kit` ends with 130, not a death by SIGINT.
+
+CPython marks a KeyboardInterrupt that passes through exec'd code as unhandled even where it is
+caught, and a `python -m` program then kills itself with SIGINT at exit. The kit's handler raises
+a subclass, which is not marked: the same program with Python's default handler dies by SIGINT.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, sigint_as_default
+
+PROGRAM = """
+import signal, sys
+from kit.shared import stop
+if sys.argv[1] == "kit":
+    signal.signal(signal.SIGINT, stop.interrupt)
+print("ready", flush=True)
+try:
+    exec("while True: pass")  # as dataclasses and namedtuple run code while a module imports
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def _interrupted(tmp_path: Path, handler: str) -> int:
+    (tmp_path / "spin.py").write_text(PROGRAM)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    proc = subprocess.Popen([sys.executable, "-m", "spin", handler], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, text=True, preexec_fn=sigint_as_default)  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGINT)
+    return proc.wait(timeout=60)
+
+
+def test_the_kit_handler_ends_python_m_with_130(tmp_path: Path) -> None:
+    assert _interrupted(tmp_path, "kit") == 130
+
+
+def test_python_default_handler_would_die_by_sigint(tmp_path: Path) -> None:
+    """The fault the handler avoids, shown on this Python (the test above is not vacuous)."""
+    code = _interrupted(tmp_path, "python")
+    if code == 130:
+        pytest.skip("this Python does not mark a caught KeyboardInterrupt as unhandled")
+    assert code == -signal.SIGINT
+
+
+def test_the_interruption_is_recorded_and_is_a_keyboard_interrupt() -> None:
+    from kit.shared import stop
+
+    before = stop.pending
+    try:
+        stop.pending = None
+        with pytest.raises(KeyboardInterrupt):
+            stop.interrupt(signal.SIGINT, None)
+        assert stop.pending == signal.SIGINT
+    finally:
+        stop.pending = before
