@@ -206,16 +206,29 @@ def test_without_sbatch_the_script_is_written_and_said_so(tmp_path):
     assert proc.returncode == 0, proc.stderr
     script = out / "slurm" / "job.sbatch"
     assert proc.stdout.strip() == str(script)
-    assert proc.stderr.strip() == (
+    assert proc.stderr.strip().splitlines() == [
+        "kit: note: --apptainer /shared/kit.sif: not on this machine; every node must find it "
+        "at that path",
         f"kit: sbatch is not on PATH: wrote {script}; submit it where Slurm runs "
-        f"(sbatch {script}), then: kit slurm collect {out}"
-    )
+        f"(sbatch {script}), then: kit slurm collect {out}",
+    ]
     assert "apptainer exec --nv" in script.read_text()
     specs = sorted(p.parent.name for p in (out / "runs").glob("*/spec.json"))
     assert specs == ["allreduce.no-p2p.r0", "allreduce.p2p.r0"]
     results = json.loads((out / "results.json").read_text())
     assert results["status"] == "submitted" and results["runtime"] == "slurm"
     assert results["slurm"]["launcher"] == "apptainer" and results["slurm"]["nodes"] == 2
+
+
+def test_a_sif_on_this_machine_needs_no_note(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(RECIPE)
+    sif = tmp_path / "kit.sif"
+    sif.write_bytes(b"")
+    proc = _kit("slurm", str(recipe), "--apptainer", str(sif), "--dry-run",
+                path=str(tmp_path / "no-bin"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "note" not in proc.stderr and f"apptainer exec --nv {sif}" in proc.stdout
 
 
 def _slurm_up() -> str | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,8 +96,10 @@ def check_options(opts: SlurmOptions) -> None:
     if opts.partition is not None and not PARTITION.match(opts.partition):
         raise InputError(f"--partition {opts.partition!r}: expected a Slurm partition name "
                          "(letters, digits, _ - .; several separated by commas)")  # fmt: skip
-    if opts.apptainer is not None:
-        sif_file(opts.apptainer, absent_ok=True)  # the SIF may be only on the cluster's disk
+    # the SIF may be only on the cluster's disk: said, not refused
+    if opts.apptainer is not None and not sif_file(opts.apptainer, absent_ok=True).exists():
+        print(f"kit: note: --apptainer {opts.apptainer}: not on this machine; every node must "
+              "find it at that path", file=sys.stderr)  # fmt: skip
 
 
 def _q(text: str | Path) -> str:
