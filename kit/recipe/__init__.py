@@ -28,7 +28,7 @@ from pydantic import (
 
 from kit.acceptance import gpu_model_key
 from kit.errors import InputError
-from kit.recipe.daemons import daemon_key
+from kit.recipe.daemons import daemon_key, url_ok
 from kit.recipe.env import check_env
 from kit.recipe.environments import check_environment
 from kit.recipe.yamlfile import LocatedError, StrictLoader, line_map, read_text
@@ -183,9 +183,6 @@ class Benchmark(Strict):
         return params
 
 
-DAEMON_URL = r"^(unix|ssh|tcp|http|https|npipe)://\S+$"
-
-
 class Nodes(Strict):
     """Several machines for one run: one worker container per node, joined by torchrun's c10d
     rendezvous on the first node. `hosts` are Docker daemon URLs, one per node."""
@@ -204,7 +201,7 @@ class Nodes(Strict):
     @classmethod
     def _urls(cls, hosts: list[str]) -> list[str]:
         for url in hosts:
-            if not re.match(DAEMON_URL, url):
+            if not url_ok(url):
                 raise ValueError(
                     f"{url!r} is not a Docker daemon URL; allowed: unix://PATH, ssh://[USER@]HOST,"
                     " tcp://HOST:PORT"
