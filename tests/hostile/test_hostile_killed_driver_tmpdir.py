@@ -207,3 +207,25 @@ def test_the_sweep_removes_only_what_it_can_prove_abandoned(tmp_path):
         for user in users:
             user.kill()
             user.wait()
+
+
+def test_a_stop_while_torchrun_starts_leaves_no_launch_folder(tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C that lands while the launch forks torchrun: no Process is returned to remove its
+    folder later, so the launch removes it itself (the 5th black-box pass found it left)."""
+    from kit.runtime.base import LaunchRequest
+    from kit.runtime.containers import process
+    from kit.shared import stop
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise stop.Interrupted  # as the kit's SIGINT handler raises it, mid-Popen
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    monkeypatch.setattr(process.subprocess, "Popen", interrupted)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    req = LaunchRequest(run_dir, 1, {}, tmp_path / "log", 60, None, "cpu")
+    with open(tmp_path / "log", "wb") as log, pytest.raises(KeyboardInterrupt):
+        process.NoContainer().start(["true"], req, log)
+    assert list(tmp.iterdir()) == []

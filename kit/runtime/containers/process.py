@@ -162,18 +162,21 @@ class NoContainer:
                 raise LaunchError(
                     f"could not make a TMPDIR for the launch: {exc.strerror}"
                 ) from exc
-            env["TMPDIR"] = scratch
         try:
+            if scratch is not None:
+                env["TMPDIR"] = scratch
             proc = subprocess.Popen(
                 self.command(argv, req.run_dir, req.device), stdout=log, stderr=subprocess.STDOUT,
                 env=env, cwd=req.run_dir,
                 # its own group (the driver stops it whole); dies with the driver
                 start_new_session=True, preexec_fn=parent_death_signal(),
             )  # fmt: skip
-        except (OSError, subprocess.SubprocessError) as exc:
-            if scratch is not None:
+        except BaseException as exc:  # a stop signal while it starts included: no Process to
+            if scratch is not None:  # remove it later, so its TMPDIR goes now
                 shutil.rmtree(scratch, ignore_errors=True)
-            raise LaunchError(f"could not start torchrun: {exc}") from exc
+            if isinstance(exc, (OSError, subprocess.SubprocessError)):
+                raise LaunchError(f"could not start torchrun: {exc}") from exc
+            raise
         return Process(proc, scratch)
 
     def close(self) -> None:
