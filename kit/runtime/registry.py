@@ -15,7 +15,7 @@ from kit.runtime.apptainer import OPTION as APPTAINER_OPTION
 from kit.runtime.apptainer import ApptainerRuntime
 from kit.runtime.base import BatchRuntime, Runtime, RuntimeRequest
 from kit.runtime.host import HostRuntime
-from kit.runtime.images.base_choice import one_image_source
+from kit.runtime.images.base_choice import check_reference, one_image_source
 from kit.runtime.images.environments import for_device
 from kit.runtime.images.image import check_archive
 from kit.runtime.k8s.runtime import K8sRuntime
@@ -129,6 +129,8 @@ def check_ready(name: str, request: RuntimeRequest) -> None:
     before it prepares the runtime."""
     if name in RUNTIMES and RUNTIMES[name].builds_image:  # docker, podman, multinode
         one_image_source(request.base_image, request.image_archive)
+        if request.base_image is not None:
+            check_reference(request.base_image)
         if request.image_archive is not None:
             check_archive(request.image_archive)
     if name == "apptainer":

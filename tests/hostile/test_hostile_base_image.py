@@ -65,6 +65,20 @@ def test_a_malformed_base_image_option_is_refused(tmp_path, given):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("runtime", ["docker", "podman"])
+@pytest.mark.parametrize("given", ["--privileged", "a\nb", "$(id)", "x\x1b[2Jy"])
+def test_a_malformed_base_image_is_refused_before_any_notice(tmp_path, runtime, given):
+    """A recipe run on the CPU whose environment is for GPUs: the environment notice came first,
+    the refusal second (two lines); the option is checked before anything is said."""
+    out = tmp_path / "r"
+    proc = run_kit("reproduce", "recipes/allreduce.yaml", "--device", "cpu", "--smoke",
+                   "--runtime", runtime, f"--base-image={given}", "--out", str(out),
+                   timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("kit: error: --base-image") and "\x1b" not in proc.stderr
+    assert not out.exists()
+
+
 def test_base_image_with_an_archive_is_refused(tmp_path):
     b = docker_bundle(tmp_path, PINNED)
     proc = run_kit("reproduce", str(b), "--out", str(tmp_path / "r"), "--base-image", "x:1",
