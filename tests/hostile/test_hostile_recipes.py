@@ -90,6 +90,7 @@ LOOSE = {
     "gpu-ids-negative": (HEAD + "variants:\n  - {name: v, gpu_ids: [-1, 0]}\n", "gpu_ids"),
     "gpu-ids-bool": (HEAD + "variants:\n  - {name: v, gpu_ids: [true, false]}\n", "gpu_ids"),
     "timeout-true": (HEAD + "timeout_s: true\n", "timeout_s"),
+    "timeout-a-millisecond": (HEAD + "timeout_s: 0.001\n", "timeout_s"),
     "deep": (HEAD.replace("kit: 1\n", "kit: 1\nx: " + "[" * 500 + "]" * 500 + "\n"), "nested"),
     "deep-map": (HEAD + "description: " + "{a: " * 400 + "1" + "}" * 400 + "\n", "nested"),
 }
