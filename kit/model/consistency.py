@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from kit.errors import InputError
+from kit.model.hardware import Hardware
 from kit.model.results import Results
 from kit.model.run import RunResult
 from kit.recipe import Recipe
@@ -203,3 +204,25 @@ def check_agreement(runs: list[RunResult], shown: Path) -> None:
         (a, i), (b, j) = list(worlds.items())[:2]
         raise InputError(f"{shown}: runs.{i} ran on {a} processes, runs.{j} on {b}; every run "
                          "of a bundle runs on as many")  # fmt: skip
+
+
+def check_hardware(results: Results, hardware: Hardware | None, shown: Path) -> None:
+    """hardware.json against the runs of a one-machine bundle: the GPUs NVML listed must hold
+    every finished CUDA run's processes (one GPU each), and a run's GPU (its worker's
+    versions.gpu) must be one of them. A bundle resealed with a GPU cut from hardware.json, or
+    with runs of another GPU model, is refused here rather than judged as the machine it is not.
+    Multi-node and Slurm bundles keep each node's GPUs in `nodes`; NVML that failed lists none."""
+    if hardware is None or hardware.nodes or hardware.nvml_error is not None:
+        return
+    names = {g.name for g in hardware.gpus if g.name}
+    for i, run in enumerate(results.runs):
+        if run.device != "cuda" or run.nodes or run.status != "ok":
+            continue
+        where = f"{shown}: runs.{i} ({run.run_id[:80]!r})"
+        if run.world_size is not None and run.world_size > len(hardware.gpus):
+            raise InputError(f"{where}: ran on {run.world_size} GPU processes, but hardware.json "
+                             f"lists {len(hardware.gpus)} GPU(s)")  # fmt: skip
+        gpu = run.versions.get("gpu")
+        if gpu and names and gpu not in names:
+            raise InputError(f"{where}: ran on {gpu[:60]!r}, which hardware.json does not list "
+                             f"({', '.join(sorted(n[:60] for n in names))})")  # fmt: skip

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from kit.errors import InputError
 from kit.model.base import SCHEMAS
-from kit.model.consistency import check_results
+from kit.model.consistency import check_hardware, check_results
 from kit.model.environment import Environment
 from kit.model.files import MAX_YAML_BYTES, decode, list_dir, one_line, read_bytes, read_json
 from kit.model.hardware import Hardware
@@ -198,6 +198,7 @@ def _load(root: Path) -> BundleData:
     runs = read_runs(root)
     nprocs = {name: run.spec.nproc for name, run in runs.items()} if files.RUNS in names else None
     check_results(results, recipe, root / files.RESULTS, nprocs)
+    check_hardware(results, hardware, root / files.HARDWARE)
     return BundleData(root, recipe, results, hardware, environment, runs, read_nccl_tests(root))
 
 

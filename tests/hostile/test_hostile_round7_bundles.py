@@ -260,3 +260,40 @@ def test_two_machines_with_one_label_are_refused(tmp_path):
     line = one_line(proc)
     assert "--label '2=x'" in line and "bundle 1 is labelled 'x'" in line, line
     assert not out.exists()
+
+
+# hardware.json against the runs (the fifth black-box pass): resealed with a GPU cut, or runs
+# of another GPU model, a bundle is refused by the loader, so no verdict is given on it
+
+
+def _hardware(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    def apply(b: Path) -> None:
+        data = json.loads((b / "hardware.json").read_text())
+        change(data)
+        (b / "hardware.json").write_text(json.dumps(data))
+
+    return apply
+
+
+def _gpu_everywhere(data: dict) -> None:
+    for run in data["runs"]:
+        run["versions"]["gpu"] = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "says"),
+    [
+        ("one-gpu", _hardware(lambda h: h.update(gpus=h["gpus"][:1])), "lists 1 GPU(s)"),
+        ("no-gpus", _hardware(lambda h: h.update(gpus=[])), "lists 0 GPU(s)"),
+        ("other-model", lambda b: edit(b, _gpu_everywhere), "which hardware.json does not list"),
+    ],
+)
+def test_hardware_that_contradicts_the_runs_is_refused(tmp_path, name, change, says):
+    b = tmp_path / "h200x2-allreduce"
+    shutil.copytree(EXAMPLES / "h200x2-allreduce", b)
+    change(b)
+    write_manifest(b)
+    for args in (["accept", str(b), "--against", "300GB/s"],
+                 ["accept", str(EXAMPLES / "allreduce-h200x2-first"), "--against", str(b)]):  # fmt: skip
+        err = one_line(run_kit(*args, timeout=120))
+        assert says in err and "hardware.json" in err, err
