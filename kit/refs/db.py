@@ -57,6 +57,10 @@ def _check_entry(path: Path) -> bool:
 def _check_schema(con: sqlite3.Connection, path: Path) -> int:
     """This kit's version of the database, after checking its tables; refused when foreign."""
     version = con.execute("PRAGMA user_version").fetchone()[0]
+    if version < 0:  # SQLite takes any integer; this kit writes 0 (the first layout) or up
+        raise InputError(
+            f"{_where(path)}: version {version} is none this kit wrote; use another KIT_REFS_DB"
+        )
     if version > DB_VERSION:
         raise InputError(
             f"{_where(path)}: version {version} is newer than this kit reads ({DB_VERSION}); "

@@ -26,7 +26,9 @@ from kit.bundle.intake import receive
 from kit.errors import InputError
 from kit.inventory.topology import first_pair_link
 from kit.model import BundleData, Hardware, load_bundle
+from kit.model.loader import validate
 from kit.refs.db import open_db
+from kit.refs.document import StoredReference
 from kit.shared import files
 from kit.shared import metrics as catalog
 from kit.workloads.registry import headline_metric
@@ -246,6 +248,7 @@ def _stored(doc: object, path: Path, rid: int) -> dict[str, Any]:
             f"references database {path}: row {rid} has schema {shown}, this kit reads "
             f"{REF_SCHEMA}; upgrade kit or use another KIT_REFS_DB"
         )
+    validate(StoredReference, data, f"references database {path}: row {rid}")
     return data
 
 

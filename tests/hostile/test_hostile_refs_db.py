@@ -38,6 +38,7 @@ CASES = {
     "other-program": (lambda p: _sqlite(p, "CREATE TABLE users (name)"), "another program's tables"),
     "other-layout": (lambda p: _sqlite(p, "CREATE TABLE refs (x)"), "table refs has columns x"),
     "newer-kit": (lambda p: _sqlite(p, "PRAGMA user_version = 99"), "newer than this kit"),
+    "negative-version": (lambda p: _sqlite(p, "PRAGMA user_version = -5"), "version -5 is none"),
     "under-a-file": (lambda p: p.write_text("x") and p / "refs.sqlite", "Not a directory"),
 }  # fmt: skip
 
@@ -84,6 +85,28 @@ def test_a_row_that_is_no_reference_is_one_line(tmp_path):
     proc = run_kit("refs", "list", env=env)
     assert proc.returncode == 2 and "is not a kit reference" in proc.stderr
     assert proc.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        ("json_remove(doc, '$.label')", "label: required field is missing"),
+        ("json_set(doc, '$.hardware', 'red')", "hardware"),
+        ("json_set(doc, '$.benchmarks[0].metrics.busbw_largest.values[0]', 'fast')", "values"),
+        ("json_remove(doc, '$.benchmarks[0].kind')", "kind: required field is missing"),
+    ],
+)
+def test_a_row_without_what_readers_need_is_one_line(tmp_path, edit, says):
+    """A row another program edited (the fifth black-box pass: no label was a KeyError
+    traceback in `refs list`) is refused by every reader in one line naming the row."""
+    db = tmp_path / "refs.sqlite"
+    env = {**os.environ, "KIT_REFS_DB": str(db)}
+    assert run_kit("refs", "add", BUNDLE, env=env).returncode == 0
+    _sqlite(db, f"UPDATE refs SET doc = {edit}")
+    for args in (["refs", "list"], ["refs", "standing", BUNDLE]):
+        proc = run_kit(*args, env=env)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, (args, proc.stderr)
+        assert "row 1: " in proc.stderr and says in proc.stderr, proc.stderr
 
 
 KIT_TABLES = (
