@@ -238,3 +238,24 @@ def test_a_forged_image_tar_is_one_line_from_the_daemon(tmp_path):
     errors = [x for x in proc.stderr.splitlines() if x.startswith("kit: error: ")]
     assert len(errors) == 1 and "not loaded as an image archive" in errors[0], proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_kit_report_of_a_read_only_bundle_is_refused_before_rendering(tmp_path: Path) -> None:
+    """A bundle on a read-only mount: `kit report` said so after rendering, exit 1, when
+    MANIFEST.sha256 could not be written (the fifth black-box pass); now one line, exit 2."""
+    import subprocess
+
+    src, ro = tmp_path / "src", tmp_path / "ro"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke", src)
+    ro.mkdir()
+    mounted = subprocess.run(["mount", "--bind", str(src), str(ro)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"a read-only bind mount needs mount rights: {mounted.stderr.decode()[:80]}")
+    try:
+        if subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)]).returncode != 0:
+            pytest.skip("could not remount the bind mount read-only")
+        before = sorted(p.name for p in src.iterdir())
+        refused(run_kit("report", str(ro), timeout=120), "not writable for you")
+        assert sorted(p.name for p in src.iterdir()) == before
+    finally:
+        subprocess.run(["umount", str(ro)])
