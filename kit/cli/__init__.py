@@ -57,6 +57,17 @@ def _main(
     pass
 
 
+def _node_list(nodes: str | None) -> tuple[str, ...]:
+    """--nodes A,B: every entry a daemon (an empty one, `A,` or `A,,B`, is a slip, not a node)."""
+    if nodes is None:
+        return ()
+    entries = tuple(n.strip() for n in nodes.split(","))
+    if not all(entries):
+        raise InputError(f"--nodes {nodes[:200]!r}: an empty entry; name each node's daemon once, "
+                         "comma-separated")  # fmt: skip
+    return entries
+
+
 @app.command()
 def reproduce(
     recipe: Annotated[
@@ -155,7 +166,7 @@ def reproduce(
                       allow=tuple(a.strip() for a in (allow or "").split(",") if a.strip()),
                       environment=env, base_image=base_image,
                       image_archive=image_archive, apptainer=apptainer,
-                      nodes=tuple(n.strip() for n in (nodes or "").split(",") if n.strip()))  # fmt: skip
+                      nodes=_node_list(nodes))  # fmt: skip
     if recipe.is_dir():
         from kit.bundle.intake import check_signer_options
         from kit.run.rerun import rerun_bundle

@@ -58,3 +58,14 @@ def test_nodes_naming_an_ssh_option_is_refused_before_anything(tmp_path: Path) -
                    "--out", str(out), timeout=60)  # fmt: skip
     assert proc.returncode == 2 and not out.exists(), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "--nodes" in proc.stderr
+
+
+@pytest.mark.parametrize("nodes", ["unix:///var/run/docker.sock,", ",unix:///var/run/docker.sock",
+                                   "unix:///var/run/docker.sock,,ssh://node2"])  # fmt: skip
+def test_an_empty_node_entry_is_refused(tmp_path: Path, nodes: str) -> None:
+    """`--nodes A,` ran on A alone: the empty entry was dropped without a word."""
+    out = tmp_path / "out"
+    proc = run_kit("reproduce", "recipes/allreduce.yaml", "--device", "cpu", "--runtime", "docker",
+                   "--nodes", nodes, "--out", str(out), timeout=60)  # fmt: skip
+    assert proc.returncode == 2 and not out.exists(), proc.stderr
+    assert proc.stderr.count("\n") == 1 and "an empty entry" in proc.stderr
