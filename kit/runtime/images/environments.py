@@ -238,7 +238,7 @@ def for_device(recipe_env: str, device: str, override: str | None) -> tuple[str,
         return override, None
     if device == "cpu" and load(recipe_env).device == "cuda":
         return "cpu", (
-            f"CPU run in Docker: environment cpu (the recipe's {recipe_env} is for GPUs; "
+            f"CPU run in a container: environment cpu (the recipe's {recipe_env} is for GPUs; "
             f"--env {recipe_env} uses it anyway)"
         )
     return recipe_env, None
