@@ -18,7 +18,7 @@ from typing import Any
 from kit.bundle import MANIFEST, Bundle, write_manifest
 from kit.bundle.intake import missing_files
 from kit.errors import InputError, KitError
-from kit.model import RunData, RunResult, RunSpec, SealedAfter, read_model
+from kit.model import RunData, RunResult, RunSpec, SealedAfter, load_bundle, read_model
 from kit.runtime.heartbeat import FILE as HEARTBEAT
 from kit.safeio import scan
 from kit.shared import files, stop
@@ -157,6 +157,7 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
             f"{path}: no {', '.join(absent)} (every bundle holds it); the run stopped before "
             "recording it, so there is nothing to seal: run the recipe again"
         )
+    _readable(path)  # before anything is touched: what no reader takes is never sealed
     # a write cut short (.tmp), and the heartbeat a killed driver could not remove
     removed = [
         n for n in scan(path).files
@@ -184,6 +185,24 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
     if before == "running":
         results.status = "interrupted"
         results.finished_at = results.finished_at or now_iso()
+    original = (path / files.RESULTS).read_bytes()
     bundle.save()
+    try:
+        _readable(path)  # the runs recovered above, as every reader will take them
+    except InputError:
+        (path / files.RESULTS).write_bytes(original)
+        raise
     seal_bundle(bundle, warn)
     return bundle, note
+
+
+def _readable(path: Path) -> None:
+    """The bundle as every reader loads it (kit.model.load_bundle): run files of another
+    kit's schema, a NaN, a run folder without its spec are refused here, not sealed into a
+    bundle that `kit verify`, `kit report` and `kit compare` then refuse."""
+    try:
+        load_bundle(path)
+    except InputError as e:
+        raise InputError(
+            f"{e}; kit seal seals only what every reader of the bundle accepts"
+        ) from None
