@@ -14,7 +14,7 @@ import typer
 from kit import __version__
 from kit.cli import bundle as bundle_commands
 from kit.cli.compare import compare as compare_command
-from kit.cli.errors import run
+from kit.cli.errors import error_line, one_line, run
 from kit.cli.k8s import k8s as k8s_command
 from kit.cli.options import (
     AllowedSigners,
@@ -406,11 +406,11 @@ def recipes_list(
         try:
             r = load_recipe(path)
         except KitError as exc:
-            print(f"{path.name:28s} INVALID: {exc}")
+            print(f"{one_line(path.name):28s} INVALID: {one_line(exc)}")
             continue
         benches = ", ".join(b.label for b in r.benchmarks)
         verified = f"  [verified on {r.verified_on}]" if r.verified_on else ""
-        print(f"{path.name:28s} {r.gpus} GPU  {benches}{verified}")
+        print(f"{one_line(path.name):28s} {r.gpus} GPU  {one_line(benches)}{verified}")
 
 
 @recipes_app.command("validate")
@@ -427,12 +427,11 @@ def recipes_validate(files: Annotated[list[Path], typer.Argument(help="Recipe fi
         try:
             r = load_recipe(path)
             check_workloads((b.kind for b in r.benchmarks), f"{path}: ")
-            print(
-                f"{path}: OK ({len(r.benchmarks)} benchmarks, {len(r.resolved_variants())} variants)"
-            )
+            counts = f"{len(r.benchmarks)} benchmarks, {len(r.resolved_variants())} variants"
+            print(f"{one_line(path)}: OK ({counts})")
         except KitError as exc:
             bad += 1
-            print(f"kit: error: {exc}", file=sys.stderr)
+            print(error_line(exc), file=sys.stderr)
     if bad:
         raise typer.Exit(2)
 

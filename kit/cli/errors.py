@@ -17,8 +17,15 @@ from kit.errors import InputError, KitError
 from kit.shared import stop
 
 
-def _one_line(text: object) -> str:
+def one_line(text: object) -> str:
+    """`text` on one line (every run of whitespace, line breaks included, one space): how every
+    error and every path the user gave is shown (a path `a<newline>b.yaml` as `a b.yaml`)."""
     return " ".join(str(text).split())
+
+
+def error_line(exc: object) -> str:
+    """The one line on stderr that a user error is."""
+    return f"kit: error: {one_line(exc)}"
 
 
 def _click_exceptions() -> tuple[tuple[type[BaseException], ...], ...]:
@@ -85,7 +92,7 @@ def run(app: typer.Typer) -> int:
         if stop.pending is not None and code != 128 + stop.pending:  # its exception was lost
             raise _Stopped(stop.pending)
     except KitError as exc:
-        print(f"kit: error: {_one_line(exc)}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         return exc.exit_code
     except exits as exc:
         return exc.exit_code
@@ -100,15 +107,15 @@ def run(app: typer.Typer) -> int:
     except usage as exc:
         ctx = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx else "kit"
-        message = _one_line(exc.format_message()).strip() or "no command given"
+        message = one_line(exc.format_message()).strip() or "no command given"
         print(f"kit: error: {where}: {message} (see {where} --help)", file=sys.stderr)
         return 2
     except click_errors as exc:
-        print(f"kit: error: {_one_line(exc.format_message())}", file=sys.stderr)
+        print(f"kit: error: {one_line(exc.format_message())}", file=sys.stderr)
         return 2
     except OSError as exc:  # a path the user gave: read-only, under a file, a name too long
-        where = f"{exc.filename}: " if exc.filename else ""
-        print(f"kit: error: {where}{exc.strerror or _one_line(exc)}", file=sys.stderr)
+        where = f"{one_line(exc.filename)}: " if exc.filename else ""
+        print(f"kit: error: {where}{exc.strerror or one_line(exc)}", file=sys.stderr)
         return 2
     except RecursionError:
         print("kit: error: input nested too deeply", file=sys.stderr)

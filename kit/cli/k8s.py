@@ -83,6 +83,7 @@ def k8s(
     Example: kit k8s recipes/allreduce.yaml --nodes 2 --gpus-per-node 8 --image registry.example/kit@sha256:... --dry-run
     """
     from kit.runtime import registry
+    from kit.runtime.base import check_no_control
     from kit.runtime.k8s.manifests import K8sOptions
     from kit.runtime.k8s.runtime import load
     from kit.runtime.slurm.runtime import command_line
@@ -106,6 +107,14 @@ def k8s(
     )
     if kubeconfig is not None and not kubeconfig.is_file():  # named: checked, dry run or not
         raise InputError(f"--kubeconfig {str(kubeconfig)!r}: no such file")
+    if context is not None:  # free-form, handed to the Kubernetes client (never to a shell)
+        check_no_control("--context", context)
+        if not context.strip():
+            raise InputError(
+                f"--context {context!r}: empty; name a kubeconfig context or leave it out"
+            )
+        if context.startswith("-"):
+            raise InputError(f"--context {context!r}: an option, not a kubeconfig context name")
     runtime = registry.batch("k8s")(opts, kubeconfig, context)
     printed = runtime.submit(load(recipe), dry_run=dry_run)
     print(printed, end="" if dry_run else "\n", file=sys.stdout)

@@ -15,6 +15,7 @@ Two kinds, both registered by name in kit.runtime.registry:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,6 +34,18 @@ def check_device(requested: str, where: str = "--device") -> None:
     """The one check of an asked device: the engine, a rerun's recorded one, multi-node."""
     if requested not in DEVICES:
         raise InputError(f"{where} {requested!r}: allowed: {', '.join(DEVICES)}")
+
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+"""C0 controls and DEL: line breaks, NUL, ESC, tab -- none belongs in a value that becomes one
+line of a script or a name a terminal shows."""
+
+
+def check_no_control(name: str, value: str) -> None:
+    """A value refused if it holds a control character (a batch script's line, a context name)."""
+    if CONTROL.search(value):
+        raise InputError(f"{name} {value!r}: control characters (line breaks, NUL, ESC, tab) are "
+                         "not allowed")  # fmt: skip
 
 
 BATCH_DEVICES = tuple(d for d in DEVICES if d != "auto")

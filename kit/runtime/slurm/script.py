@@ -33,7 +33,7 @@ from kit.errors import InputError
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec, plan
 from kit.runtime.apptainer import sif_file
-from kit.runtime.base import check_batch_options
+from kit.runtime.base import check_batch_options, check_no_control
 from kit.runtime.containers.process import Apptainer, NoContainer
 from kit.runtime.containers.pyxis import Pyxis
 from kit.runtime.launch import Rendezvous, torchrun
@@ -65,8 +65,9 @@ class SlurmOptions:
         return "pyxis" if self.container_image else "apptainer" if self.apptainer else "host"
 
 
-PARTITION = re.compile(r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$")
-"""sbatch --partition: one name or a comma-separated list of them."""
+PARTITION = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(,[A-Za-z0-9_][A-Za-z0-9_.-]*)*$")
+"""sbatch --partition: one name or a comma-separated list of them, each starting with a letter,
+digit or _ (never `-`: `--partition=--privileged` is no partition)."""
 
 
 def check_options(opts: SlurmOptions) -> None:
@@ -79,13 +80,13 @@ def check_options(opts: SlurmOptions) -> None:
     check_batch_options(opts.device, opts.nodes, opts.gpus_per_node)
     if opts.time is not None and not re.match(TIME_PATTERN, opts.time):
         raise InputError(f"--time {opts.time!r}: expected MINUTES, HH:MM:SS or D-HH:MM:SS")
-    # every value below becomes a line of the sbatch script: no line breaks, no NUL
+    # every value below becomes a line of the sbatch script: no line breaks, NUL, ESC or other control
     for name, value in (("--partition", opts.partition), ("--time", opts.time),
                         ("--container-image", opts.container_image),
                         ("--apptainer", opts.apptainer), ("--host-python", opts.host_python),
                         *(("--sbatch-arg", x) for x in opts.extra)):  # fmt: skip
-        if value is not None and any(c in str(value) for c in "\n\r\0"):
-            raise InputError(f"{name} {str(value)!r}: line breaks and NUL are not allowed")
+        if value is not None:
+            check_no_control(name, str(value))
     if opts.container_image is not None and opts.container_image.startswith("-"):
         raise InputError(f"--container-image {opts.container_image!r}: an option, not an image "
                          "(a .sqsh file, docker://IMAGE or REGISTRY#IMAGE)")  # fmt: skip
@@ -93,9 +94,10 @@ def check_options(opts: SlurmOptions) -> None:
         if not re.match(r"^--?[A-Za-z]", arg):
             raise InputError(f"--sbatch-arg {arg!r}: expected an sbatch option, e.g. "
                              "--sbatch-arg=--account=lab")  # fmt: skip
-    if opts.partition is not None and not PARTITION.match(opts.partition):
+    if opts.partition is not None and not PARTITION.fullmatch(opts.partition):
         raise InputError(f"--partition {opts.partition!r}: expected a Slurm partition name "
-                         "(letters, digits, _ - .; several separated by commas)")  # fmt: skip
+                         "(letters, digits, _ - ., starting with a letter, digit or _; several separated by "
+                         "commas)")  # fmt: skip
     # the SIF may be only on the cluster's disk: said, not refused
     if opts.apptainer is not None and not sif_file(opts.apptainer, absent_ok=True).exists():
         print(f"kit: note: --apptainer {opts.apptainer}: not on this machine; every node must "

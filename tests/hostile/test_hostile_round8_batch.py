@@ -1,0 +1,65 @@
+"""The eighth black-box pass's batch options and recipe paths: a kubeconfig context that is an
+option or holds control characters, a partition that starts with `-`, a container image with an
+ESC in it, and a recipe path with a line break are each refused (or shown) in one line, exit 2,
+before anything is printed or written -- dry run or not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import run_kit
+
+DIGEST = "registry.example/kit@sha256:" + "a" * 64
+K8S = ("k8s", "recipes/allreduce.yaml", "--device", "cpu", "--image", DIGEST)
+SLURM = ("slurm", "recipes/allreduce.yaml", "--device", "cpu", "--dry-run")
+
+
+def one_line_exit_2(proc, words: str) -> None:
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and words in lines[0], proc.stderr
+    assert not proc.stdout.strip(), proc.stdout
+
+
+def test_a_context_is_no_option_and_has_no_control_characters():
+    for bad in ("--privileged", "-x", "", " ", "a\nb", "a\rb", "a\x1b[2Jb", "a\x7fb", "a\tb"):
+        proc = run_kit(*K8S, f"--context={bad}", "--dry-run")
+        one_line_exit_2(proc, "--context")
+    # context names are free-form: $ and parentheses are a name (never given to a shell)
+    for good in ("$(id)", "arn:aws:eks:us-east-1:1:cluster/a b", "kind-kit"):
+        proc = run_kit(*K8S, "--context", good, "--dry-run")
+        assert proc.returncode == 0 and "kind: Job" in proc.stdout, proc.stderr
+
+
+def test_a_partition_starts_with_a_letter_digit_or_underscore():
+    for bad in ("--privileged", "-p", "gpu,-x", "a,,b", ".", "gpu,.x"):
+        proc = run_kit(*SLURM, "--container-image", "x.sqsh", f"--partition={bad}")
+        one_line_exit_2(proc, "--partition")
+    for good in ("gpu", "gpu,debug", "_x.y-z", "0a"):
+        proc = run_kit(*SLURM, "--container-image", "x.sqsh", f"--partition={good}")
+        assert proc.returncode == 0 and f"#SBATCH --partition={good}" in proc.stdout, proc.stderr
+
+
+def test_no_control_character_in_a_line_of_the_sbatch_script():
+    for option in ("--container-image", "--apptainer", "--host-python"):
+        for bad in ("a\x1b[2Jb", "a\x07b", "a\x7fb", "a\tb", "a\x08b"):
+            proc = run_kit(*SLURM, f"{option}={bad}")
+            one_line_exit_2(proc, f"{option} ")
+    proc = run_kit(*SLURM, "--host-python", "python3", "--sbatch-arg=--comment=a\x1bb")
+    one_line_exit_2(proc, "--sbatch-arg ")
+    proc = run_kit(*SLURM, "--host-python", "python3", "--partition=gp\x1bu")
+    one_line_exit_2(proc, "--partition ")
+
+
+def test_a_recipe_path_with_a_line_break_is_shown_in_one_line(tmp_path):
+    missing = str(tmp_path / "a\nb.yaml")
+    for command in (("recipes", "validate"), ("reproduce",), ("recipes", "list")):
+        target = missing if command != ("recipes", "list") else str(tmp_path / "a\nb")
+        proc = run_kit(*command, target)
+        one_line_exit_2(proc, "b.yaml" if command != ("recipes", "list") else "not a directory")
+    # a recipe that exists under such a name: its OK line is one line too
+    recipe = tmp_path / "x\ny.yaml"
+    recipe.write_bytes(Path("recipes/allreduce.yaml").read_bytes())
+    proc = run_kit("recipes", "validate", str(recipe))
+    assert proc.returncode == 0 and len(proc.stdout.strip().splitlines()) == 1, proc.stdout
+    proc = run_kit("recipes", "list", str(tmp_path))
+    assert proc.returncode == 0 and len(proc.stdout.strip().splitlines()) == 1, proc.stdout
