@@ -633,6 +633,14 @@ def as_model(src: Path, dst: Path, name: str) -> Path:
     for g in hw["gpus"]:
         g["name"] = name
     (dst / "hardware.json").write_text(json.dumps(hw, indent=1))
+    # the workers' record of their GPU too: the loader refuses runs of a model hardware.json
+    # does not list (kit.model.consistency.check_hardware)
+    for path in [dst / "results.json", *dst.glob("runs/*/result.json")]:
+        data = json.loads(path.read_text())
+        for run in data.get("runs", [data]):
+            if run.get("versions", {}).get("gpu"):
+                run["versions"]["gpu"] = name
+        path.write_text(json.dumps(data, indent=1))
     for sig in dst.glob("MANIFEST.sha256.sig"):
         sig.unlink()
     write_manifest(dst)
