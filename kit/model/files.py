@@ -160,12 +160,13 @@ def _bounded_int(text: str) -> int:
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+"""C0 controls and DEL: line breaks, NUL, ESC, tab."""
 
 
 def one_line(text: str) -> str:
     """`text` with control characters escaped: a hostile name cannot break the one-line rule."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+    return CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def _depth(text: str) -> int:

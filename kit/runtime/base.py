@@ -15,12 +15,12 @@ Two kinds, both registered by name in kit.runtime.registry:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from kit.errors import InputError
+from kit.model.files import CONTROL
 from kit.model.hardware import NodeInventory
 from kit.model.run import NodeRecord
 
@@ -36,13 +36,9 @@ def check_device(requested: str, where: str = "--device") -> None:
         raise InputError(f"{where} {requested!r}: allowed: {', '.join(DEVICES)}")
 
 
-CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-"""C0 controls and DEL: line breaks, NUL, ESC, tab -- none belongs in a value that becomes one
-line of a script or a name a terminal shows."""
-
-
 def check_no_control(name: str, value: str) -> None:
-    """A value refused if it holds a control character (a batch script's line, a context name)."""
+    """A value refused if it holds a control character (kit.model.files.CONTROL): none belongs in
+    a value that becomes one line of a script or a name a terminal shows."""
     if CONTROL.search(value):
         raise InputError(f"{name} {value!r}: control characters (line breaks, NUL, ESC, tab) are "
                          "not allowed")  # fmt: skip

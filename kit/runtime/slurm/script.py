@@ -80,7 +80,8 @@ def check_options(opts: SlurmOptions) -> None:
     check_batch_options(opts.device, opts.nodes, opts.gpus_per_node)
     if opts.time is not None and not re.match(TIME_PATTERN, opts.time):
         raise InputError(f"--time {opts.time!r}: expected MINUTES, HH:MM:SS or D-HH:MM:SS")
-    # every value below becomes a line of the sbatch script: no line breaks, NUL, ESC or other control
+    # every value below becomes a line of the sbatch script: no control character (line break,
+    # NUL, ESC)
     for name, value in (("--partition", opts.partition), ("--time", opts.time),
                         ("--container-image", opts.container_image),
                         ("--apptainer", opts.apptainer), ("--host-python", opts.host_python),
@@ -96,8 +97,8 @@ def check_options(opts: SlurmOptions) -> None:
                              "--sbatch-arg=--account=lab")  # fmt: skip
     if opts.partition is not None and not PARTITION.fullmatch(opts.partition):
         raise InputError(f"--partition {opts.partition!r}: expected a Slurm partition name "
-                         "(letters, digits, _ - ., starting with a letter, digit or _; several separated by "
-                         "commas)")  # fmt: skip
+                         "(letters, digits, _ - ., starting with a letter, digit or _; several "
+                         "separated by commas)")  # fmt: skip
     # the SIF may be only on the cluster's disk: said, not refused
     if opts.apptainer is not None and not sif_file(opts.apptainer, absent_ok=True).exists():
         print(f"kit: note: --apptainer {opts.apptainer}: not on this machine; every node must "
