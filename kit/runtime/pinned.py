@@ -7,8 +7,9 @@ comes from kit.runtime.images through the engine's client. The container is alwa
 whatever happens (success, crash, timeout, Ctrl-C, SIGTERM, SIGHUP). A driver killed outright
 (SIGKILL) runs no handler: the container's command is kit.worker.guard around torchrun, which
 stops the container when the heartbeat file in the mounted run directory goes stale (the ranks'
-own kit.worker.watchdog does the same per rank), and the stopped container, labelled with its
-dead owner, is removed by the next kit run on this host (`cleanup_abandoned`). A fault of the
+own kit.worker.watchdog does the same per rank), and the engine removes the container as it
+exits (AutoRemove; one created and never started, labelled with its dead owner, is removed by
+the next kit run on this host: `cleanup_abandoned`). A fault of the
 daemon or the container while a run goes (`docker rm -f` from outside, the daemon gone) makes
 that run a failed run.
 """

@@ -361,8 +361,9 @@ def test_sigkill_of_the_driver_stops_its_container(
     client, cpu_image, base_image, daemon_state, tmp_path
 ):
     """SIGKILL runs no handler: the container's guard (kit.worker.guard) sees the heartbeat stop
-    and stops the container itself, within the heartbeat's 8 s and the guard's grace; `kit seal`
-    then never records the run the driver lost as "ok"."""
+    and stops the container itself, within the heartbeat's 8 s and the guard's grace, and the
+    engine removes it as it exits (no stopped container is left for the next run to remove);
+    `kit seal` then never records the run the driver lost as "ok"."""
     out = tmp_path / "bundle"
     recipe = _recipe(tmp_path, iters=10**6, trials=10**4, timeout_s=600)
     proc = subprocess.Popen(_reproduce(recipe, out, base_image), stdout=subprocess.PIPE,
@@ -378,7 +379,7 @@ def test_sigkill_of_the_driver_stops_its_container(
         proc.kill()
         proc.communicate(timeout=30)
         stopped_by = time.monotonic() + 40
-        while client.containers.list(filters=mine):  # running ones only
+        while client.containers.list(all=True, filters=mine):  # stopped ones too
             assert time.monotonic() < stopped_by, "the container outlived its killed driver"
             time.sleep(1)
     finally:
@@ -388,6 +389,32 @@ def test_sigkill_of_the_driver_stops_its_container(
     assert sealed.returncode == 0, sealed.stderr[-2000:]
     results = json.loads((out / "results.json").read_text())
     assert all(r["status"] != "ok" for r in results["runs"])
+
+
+def test_sigkill_of_the_driver_while_it_probes_leaves_no_probe_container(
+    client, cpu_image, base_image, daemon_state, tmp_path
+):
+    """The image's probe container, too, is the engine's to remove as it exits."""
+    out = tmp_path / "bundle"
+    proc = subprocess.Popen(_reproduce(_recipe(tmp_path), out, base_image),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())  # fmt: skip
+    probes = {"label": ["kit.probe", f"{LABEL_OWNER}={OWNER}"]}
+    try:
+        deadline = time.monotonic() + 120
+        while not client.containers.list(all=True, filters=probes):
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            assert time.monotonic() < deadline, "no probe container started"
+            time.sleep(0.05)
+        proc.kill()
+        proc.communicate(timeout=30)
+        gone_by = time.monotonic() + 60  # the probe ends itself; the engine removes it
+        while client.containers.list(all=True, filters=probes):
+            assert time.monotonic() < gone_by, "the probe container outlived its killed driver"
+            time.sleep(1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        cleanup(client, OWNER)
 
 
 def test_container_removed_from_outside_is_a_failed_run(
@@ -419,7 +446,7 @@ def test_container_removed_from_outside_is_a_failed_run(
     assert proc.returncode == 1, err[-2000:]
     results = json.loads((out / "results.json").read_text())
     first = next(r for r in results["runs"] if r["run_id"] == removed)
-    assert first["status"] == "failed" and first["error"], first
+    assert first["status"] == "failed" and "killed from outside the kit" in first["error"], first
     assert len(results["runs"]) == 2  # the driver went on to the next run
     assert results["status"] in ("failed", "partial")
     assert (out / "MANIFEST.sha256").is_file()

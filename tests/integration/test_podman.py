@@ -10,7 +10,11 @@ Docker's daemon the way a user carries it to another machine: `kit export`, then
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -20,7 +24,7 @@ from kit.runtime.containers import gpus
 from kit.runtime.containers.podman import PodmanContainer, podman_client
 from kit.runtime.images import environments
 from kit.runtime.images import image as images
-from tests.conftest import run_kit
+from tests.conftest import ROOT, run_kit
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -138,3 +142,36 @@ def test_kit_build_and_export_name_the_engine(tmp_path):
     proc = run_kit("export", "cpu", "-o", str(tmp_path / "x.tar"), "--runtime", "nope")
     assert proc.returncode == 2 and "--runtime 'nope': allowed: docker, podman" in proc.stderr
     assert environments.load("cpu").name == "cpu"
+
+
+def test_sigkill_of_the_driver_leaves_no_podman_container(podman, archive, tmp_path):
+    """SIGKILL runs no handler: the container's guard ends it when the heartbeat stops, and
+    Podman removes it as it exits (nothing left for the next run to remove)."""
+    path, _ = archive
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(RECIPE.replace("iters: 3,", "iters: 1000000,").replace(
+        "trials: 1}", "trials: 10000}"))  # fmt: skip
+    owner = f"kit-test-podman-kill-{time.time_ns()}"
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "reproduce", str(recipe), "--runtime", "podman",
+                             "--device", "cpu", "--smoke", "--image-archive", str(path), "--out",
+                             str(tmp_path / "b")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "KIT_OWNER": owner})  # fmt: skip
+    mine = {"label": ["kit.run", f"kit.owner={owner}"]}
+    try:
+        deadline = time.monotonic() + 300
+        while not podman.containers.list(filters=mine):
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            assert time.monotonic() < deadline, "no container started"
+            time.sleep(0.2)
+        time.sleep(2)
+        proc.kill()
+        proc.communicate(timeout=30)
+        gone_by = time.monotonic() + 40
+        while podman.containers.list(all=True, filters=mine):
+            assert time.monotonic() < gone_by, "the container outlived its killed driver"
+            time.sleep(1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for c in podman.containers.list(all=True, filters={"label": f"kit.owner={owner}"}):
+            c.remove(force=True)

@@ -85,7 +85,9 @@ def owner_is_dead(owner: str) -> bool:
 
 def leftovers(client: Any, owner: str) -> list[Any]:
     """The containers of one driver invocation (its owner label) that still exist."""
-    return client.containers.list(all=True, filters={"label": f"{LABEL_OWNER}={owner}"})
+    return client.containers.list(
+        all=True, filters={"label": f"{LABEL_OWNER}={owner}"}, ignore_removed=True
+    )  # one the engine removes as it exits may go between the listing and its reading
 
 
 def cleanup(client: Any, owner: str) -> int:
@@ -97,11 +99,13 @@ def cleanup(client: Any, owner: str) -> int:
 
 
 def cleanup_abandoned(client: Any) -> int:
-    """Remove the containers of kit drivers of this host that died without cleaning up
-    (SIGKILL): their ranks ended by the heartbeat watchdog, the stopped containers stay until
-    here. Containers of live drivers, other hosts and other owners are left alone."""
+    """Remove the containers of kit drivers of this host that died without cleaning up: the
+    engine removes each as it exits, but one created and never started (SIGKILL between the
+    two) stays until here. Containers of live drivers, other hosts and other owners are left
+    alone."""
+    listed = client.containers.list(all=True, filters={"label": LABEL_OWNER}, ignore_removed=True)
     found = [
-        c for c in client.containers.list(all=True, filters={"label": LABEL_OWNER})
+        c for c in listed
         if owner_is_dead((c.labels or {}).get(LABEL_OWNER, ""))
     ]  # fmt: skip
     for c in found:

@@ -91,18 +91,86 @@ def ulimits(device: str, memlock: bool = True) -> list[Any]:
     return out
 
 
-class Running:
-    """One container of a launch, its output copied into the log by a thread."""
+class ExitWatch:
+    """A container's exit status, asked for before it starts.
 
-    def __init__(self, container: Any, log: IO[bytes], echo: Any = None) -> None:
+    The kit's containers are removed by the engine as they exit (AutoRemove: a driver killed
+    outright leaves none behind), and their state goes with them. So the driver opens the
+    engine's wait (condition "next-exit") before the start; the engine answers its headers once
+    the wait is registered, and the body (the status) when the container exits.
+    """
+
+    def __init__(self, client: Any, container: Any) -> None:
+        api = client.api
+        url = api._url("/containers/{0}/wait", container.id)
+        self._response = api._post(url, params={"condition": "next-exit"}, stream=True,
+                                   timeout=None)  # fmt: skip
+        api._raise_for_status(self._response)
+        self._status: dict[str, Any] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._read, name="kit-exit", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            self._status = self._response.json()
+        except Exception as e:  # the daemon went away, or answered what is not JSON
+            self._error = e
+
+    def code(self, timeout_s: float) -> int | None:
+        """The exit code, waiting up to `timeout_s`; None while it still runs."""
+        self._thread.join(timeout=timeout_s)
+        if self._thread.is_alive():
+            return None
+        if self._error is not None or not isinstance(self._status, dict):
+            import requests
+
+            raise requests.exceptions.ConnectionError(
+                f"the engine's wait for the container ended without a status ({self._error})"
+            )
+        return int(self._status.get("StatusCode", -1))
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._response.close()
+
+
+def kill_reasons(client: Any, container: Any, since: float) -> list[str]:
+    """The engine's "oom" and "kill" events of one container since `since` (what the state
+    told before AutoRemove took it): its kernel OOM kills and the signals sent from outside."""
+    with contextlib.suppress(*faults(), ValueError):
+        found = client.events(
+            since=int(since) - 1, until=int(time.time()) + 1, decode=True,
+            filters={"container": container.id, "event": ["oom", "kill"]},
+        )  # fmt: skip
+        return [
+            "oom" if (e.get("status") or e.get("Action")) == "oom"
+            else f"kill {((e.get('Actor') or {}).get('Attributes') or {}).get('signal', '?')}"
+            for e in found
+        ]  # fmt: skip
+    return []
+
+
+class Running:
+    """One started container of a launch: its output copied into the log by a thread, its exit
+    status from the wait opened before it started."""
+
+    def __init__(
+        self, client: Any, container: Any, output: Any, exit: ExitWatch, log: IO[bytes],
+        echo: Any = None,
+    ) -> None:  # fmt: skip
+        self.client = client
         self.container = container
+        self.exit = exit
         self.echo = echo
-        self.streamer = threading.Thread(target=self._stream, args=(log,), daemon=True)
+        self.started = time.time()
+        self.stopped = False  # the driver stopped it (its kill is not someone else's)
+        self.streamer = threading.Thread(target=self._stream, args=(output, log), daemon=True)
         self.streamer.start()
 
-    def _stream(self, log: IO[bytes]) -> None:
+    def _stream(self, output: Any, log: IO[bytes]) -> None:
         try:
-            for chunk in self.container.logs(stream=True, follow=True, stdout=True, stderr=True):
+            for chunk in output:
                 log.write(chunk)
                 log.flush()
                 if self.echo:
@@ -112,42 +180,79 @@ class Running:
             pass
 
     def wait(self, timeout_s: float) -> tuple[int | None, bool]:
-        """Poll until the container exits or the deadline passes; (exit code, timed out)."""
+        """Until the container exits or the deadline passes; (exit code, timed out)."""
         deadline = time.monotonic() + timeout_s
         try:
             while True:
                 stop.check()  # a stop signal whose exception was swallowed (kit.shared.stop)
-                self.container.reload()
-                if self.container.status in ("exited", "dead"):
+                code = self.exit.code(min(0.5, max(0.0, deadline - time.monotonic())))
+                if code is not None:
                     self.streamer.join(timeout=10)
-                    return self.container.attrs["State"]["ExitCode"], False
+                    return code, False
                 if time.monotonic() >= deadline:
                     return None, True
-                time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
         except faults() as e:
             raise LaunchError(fault_reason(e)) from e
 
     def stop(self) -> int | None:
+        import docker
+
+        self.stopped = True
         try:
-            self.container.stop(timeout=STOP_GRACE_S)
-            code = self.container.wait(timeout=STOP_GRACE_S + 30).get("StatusCode")
+            with contextlib.suppress(docker.errors.NotFound):  # it exited and went meanwhile
+                self.container.stop(timeout=STOP_GRACE_S)
+            code = self.exit.code(STOP_GRACE_S + 30)
         except faults() as e:
             raise LaunchError(fault_reason(e)) from e
         self.streamer.join(timeout=10)
         return code
 
     def remove(self) -> None:
-        with contextlib.suppress(*faults()):  # gone already, or no daemon
-            remove_container(self.container)
+        """Gone already as it exited (AutoRemove); removed here when it never exited (the
+        daemon failed under the run)."""
+        self.exit.close()
+        gone(self.container)
 
     def reason(self) -> str | None:
-        """The kernel's OOM killer ended the container (exit 137 says only "killed")."""
-        state = (self.container.attrs or {}).get("State") or {}
-        if state.get("OOMKilled"):
+        """Why a container that did not exit 0 ended, where its own exit code cannot say: the
+        kernel's OOM killer (137 says only "killed"), or a signal from outside the kit."""
+        events = kill_reasons(self.client, self.container, self.started)
+        if "oom" in events:
             limit = ((self.container.attrs or {}).get("HostConfig") or {}).get("Memory") or 0
             within = f" (its limit: {limit / 2**30:.1f} GiB)" if limit else ""
             return f"the container was killed for lack of memory (OOMKilled){within}"
+        if events and not self.stopped:
+            signal = events[-1].removeprefix("kill ")
+            return (f"the container was killed from outside the kit (signal {signal}: "
+                    "docker kill, stop or rm -f?)")  # fmt: skip
         return None
+
+
+def gone(container: Any, timeout_s: float = 30) -> None:
+    """Remove a container and return once the engine has (the engine's own removal after an
+    exit finishes a moment after the exit is reported); quietly when it is gone already or the
+    daemon does not answer."""
+    with contextlib.suppress(*faults()):
+        remove_container(container)
+        container.wait(condition="removed", timeout=timeout_s)
+
+
+def start_removed_on_exit(
+    client: Any, create: Any, opts: dict[str, Any], demux: bool = False
+) -> tuple[Any, Any, ExitWatch]:
+    """Create a container that the engine removes as it exits, attach to its output and open
+    the wait for its exit status (both before it starts: nothing is missed however soon it
+    ends), then start it. Returns (container, output stream, exit watch); a container that
+    could not start is removed."""
+    container = create(client, {**opts, "auto_remove": True})
+    try:
+        output = container.attach(stdout=True, stderr=True, stream=True, logs=True, demux=demux)
+        exit = ExitWatch(client, container)
+        container.start()
+    except BaseException:
+        gone(container)
+        raise
+    return container, output, exit
 
 
 class DockerContainer:
@@ -287,18 +392,13 @@ class DockerContainer:
             opts = self.options(argv, req.env, req.run_dir, req.gpu_ids, req.device)
         except KitError as e:  # no GPU request style, or a GPU the CDI spec lacks
             raise LaunchError(str(e)) from e
-        container = None
         try:
-            container = self.create(self.client, opts)
-            container.start()
+            container, output, exit = start_removed_on_exit(self.client, self.create, opts)
         except docker.errors.APIError as e:
-            if container is not None:
-                with contextlib.suppress(*faults()):
-                    remove_container(container)
             raise LaunchError(launch_error(e)) from e
         except faults() as e:
             raise LaunchError(fault_reason(e)) from e
-        return Running(container, log, self.echo)
+        return Running(self.client, container, output, exit, log, self.echo)
 
     def record(self) -> dict[str, Any]:
         """What environment.json says of how the containers got their GPUs and network."""

@@ -129,6 +129,8 @@ def libpod_spec(opts: dict[str, Any]) -> dict[str, Any]:
         spec["mounts"] = mounts
     if opts.get("init"):
         spec["init"] = True
+    if opts.get("auto_remove"):
+        spec["remove"] = True
     if opts.get("user"):
         spec["user"] = opts["user"]
     network = opts.get("network_mode")

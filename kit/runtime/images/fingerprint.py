@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from typing import Any
 
 import kit
 from kit.errors import KitError
 from kit.runtime.containers.client import LABEL_OWNER, new_owner
-from kit.runtime.containers.docker import DockerContainer, launch_error
+from kit.runtime.containers.docker import (
+    DockerContainer,
+    fault_reason,
+    faults,
+    gone,
+    launch_error,
+    start_removed_on_exit,
+)
 from kit.runtime.images.image import Image
 
 # --- fingerprint ------------------------------------------------------------------------------
@@ -41,21 +50,32 @@ def probe(
         "network_mode": "none",
         **(gpus or {}),
     }
-    try:
-        container = engine.create(client, opts)
+    try:  # removed by the engine as it exits: a driver killed meanwhile leaves no container
+        container, output, exit = start_removed_on_exit(client, engine.create, opts, demux=True)
     except docker.errors.APIError as e:
         raise KitError(f"probing image {tag}: {launch_error(e)}") from e
+    streams: tuple[list[bytes], list[bytes]] = ([], [])
+
+    def read() -> None:
+        with contextlib.suppress(Exception):  # the container went: what was read is kept
+            for chunk in output:
+                for kept, part in zip(streams, chunk, strict=True):
+                    if part:
+                        kept.append(part)
+
+    reader = threading.Thread(target=read, name="kit-probe-output", daemon=True)
+    reader.start()
     try:
-        try:
-            container.start()
-        except docker.errors.APIError as e:
-            raise KitError(f"probing image {tag}: {launch_error(e)}") from e
-        status = container.wait(timeout=PROBE_WAIT_S)
-        out = container.logs(stdout=True, stderr=False).decode(errors="replace")
-        err = container.logs(stdout=False, stderr=True).decode(errors="replace")
+        code = exit.code(PROBE_WAIT_S)
+        reader.join(timeout=10)
+    except faults() as e:
+        raise KitError(f"probing image {tag}: {fault_reason(e)}") from e
     finally:
-        container.remove(force=True)
-    code = status.get("StatusCode")
+        exit.close()
+        gone(container)  # the engine's already, unless it never ended
+    if code is None:
+        raise KitError(f"probing image {tag}: the probe did not end within {PROBE_WAIT_S} s")
+    out, err = (b"".join(s).decode(errors="replace") for s in streams)
     lines = [ln for ln in out.splitlines() if ln.strip()]
     if code != 0 or not lines:
         last = (err.strip().splitlines() or ["(no output)"])[-1]
