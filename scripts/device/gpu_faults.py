@@ -6,14 +6,18 @@ no container behind:
   2. the daemon loses the GPU (its CDI spec removed after the runtime was prepared): a failed run
      naming CDI;
   3. a container killed for memory (a 1 GiB limit, a rank that allocates 4 GiB): OOMKilled;
-  4. a container with no usable GPU (no device handed to it): the worker's own one line.
+  4. a container with no usable GPU (no device handed to it): the worker's own one line;
+  5. its driver killed outright (SIGKILL) while a GPU container runs: the container stops itself
+     when the heartbeat stops, and the engine removes it: no container of that driver 40 s later.
 Prints one line per case and exits 1 if any case did not behave.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -86,7 +90,51 @@ def main() -> int:
     results.append(case("oom", oom, [0], "OOMKilled"))
     no_gpu = DockerRuntime(tag, client=client, gpu_style=NoGpus())
     results.append(case("no-gpu-in-container", no_gpu, [0], "torch sees no GPU"))
+    results.append(killed_driver(client, tag))
     return 0 if all(results) else 1
+
+
+DRIVER = """
+import sys, docker
+from pathlib import Path
+from kit.runtime.base import LaunchRequest
+from kit.runtime.pinned import DockerRuntime
+d = Path(sys.argv[2])
+DockerRuntime(sys.argv[1], client=docker.from_env()).run(
+    LaunchRequest(d, 1, {}, d / "log", timeout_s=600, gpu_ids=[0], device="cuda"))
+"""
+
+
+def killed_driver(client: docker.DockerClient, tag: str) -> bool:
+    """A driver in its own process, killed with SIGKILL 5 s after its container started."""
+    d = run_dir("killed-driver")
+    long = {**SPEC, "run_id": "fault.killed-driver.r0",
+            "params": {**SPEC["params"], "iters": 10**6, "trials": 10**4}}  # fmt: skip
+    (d / "spec.json").write_text(json.dumps(long))
+    owner = f"kit-fault-killed-{os.getpid()}"
+    mine = {"label": f"{LABEL_OWNER}={owner}"}
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, tag, str(d)],
+                              env={**os.environ, "KIT_OWNER": owner})  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not client.containers.list(filters=mine) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    started = bool(client.containers.list(filters=mine))
+    time.sleep(5)
+    driver.kill()
+    driver.wait()
+    t0 = time.monotonic()
+    while client.containers.list(all=True, filters=mine) and time.monotonic() - t0 < 40:
+        time.sleep(0.5)
+    left = client.containers.list(all=True, filters=mine)
+    took = time.monotonic() - t0
+    for c in left:
+        c.remove(force=True)
+    ok = started and not left
+    print(
+        f"{'OK ' if ok else 'BAD'} killed-driver: container started {started}; "
+        f"{len(left)} container(s) of the killed driver left after {took:.1f} s"
+    )
+    return ok
 
 
 class NoGpus(gpus.NvidiaRuntime):
