@@ -62,9 +62,8 @@ def case(name: str, runtime: LocalRuntime, gpu_ids: list[int] | None, want: str)
     # the reason as the run's result would give it: the launch's error, else the worker's own
     error = out.error or worker_error(d / "log") or "(no reason found in the log)"
     ok = out.exit_code != 0 and not out.timed_out and want in str(error)
-    left = runtime.client.containers.list(
-        all=True, filters={"label": f"{LABEL_OWNER}={runtime.owner}"}
-    )
+    box = runtime.container  # the engine's container class, whichever runtime holds it
+    left = box.client.containers.list(all=True, filters={"label": f"{LABEL_OWNER}={box.owner}"})
     ok = ok and not left
     print(f"{'OK ' if ok else 'BAD'} {name}: exit {out.exit_code} after {took:.1f} s: {error}"
           f"{'' if not left else f'; {len(left)} container(s) left'}")  # fmt: skip
