@@ -119,6 +119,21 @@ def _samples(m: Machine) -> dict[tuple[str, str, str], tuple[analysis.MetricRow,
     return out
 
 
+def unlike(m: Machine, base: Machine) -> str | None:
+    """Why no factor over the baseline can be stated for a machine: runs on another device kind
+    (a CPU against GPUs) or at another scale (a smoke run, its sizes shrunk to check the method,
+    against a full one) do not measure the same thing. The tables still show both sides."""
+    mine, theirs = m.results, base.results
+    if mine.device != theirs.device:
+        return (f"no ratio: {mine.device} runs against the baseline's {theirs.device} runs "
+                "are not like for like")  # fmt: skip
+    if mine.smoke != theirs.smoke:
+        scale = {True: "smoke-scale", False: "full-scale"}
+        return (f"no ratio: {scale[bool(mine.smoke)]} runs against the baseline's "
+                f"{scale[bool(theirs.smoke)]} runs are not like for like")  # fmt: skip
+    return None
+
+
 def workload_rows(
     machines: list[Machine],
     base: int,
@@ -175,7 +190,10 @@ def workload_rows(
                     cell["cost_per_million"] = cost_per_million(
                         summary["median"], gpus, each[i].amount
                     )
-            if i != base and sweep and not sweep["sizes"]:
+            why_not = unlike(machines[i], machines[base]) if i != base else None
+            if why_not:
+                cell["ratio_error"] = why_not
+            elif i != base and sweep and not sweep["sizes"]:
                 cell["ratio_error"] = f"no ratio: {sweep['sentence']}"
             elif i != base and values and base_values:
                 try:

@@ -23,7 +23,7 @@ from kit.report.compare import (
     write_comparison,
 )
 from kit.report.render import machine_line
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_kit
 
 RECIPE = {"kit": 1, "name": "known", "description": "", "repeats": 5,
           "benchmarks": [{"kind": "allreduce", "name": "ar"}]}  # fmt: skip
@@ -75,6 +75,7 @@ def make_bundle(
     host: str = "box",
     torch: str = "2.11.0+cu130",
     times: list[float] | None = None,
+    smoke: bool = False,
 ) -> Path:
     bundle = Bundle.create(
         root / name,
@@ -84,7 +85,7 @@ def make_bundle(
             "device": "cuda",
             "runtime": "host",
             "pinned": False,
-            "smoke": False,
+            "smoke": smoke,
             "repeats": 5,
         },
     )
@@ -250,3 +251,31 @@ def test_a_recipe_written_with_defaults_or_nulls_is_the_same_recipe(tmp_path):
     warnings = warnings_for(load_machines([a, b]), 0)
     assert not [w for w in warnings if w["level"] == "recipe"]
     assert any("differ in max_repeats, repeats: the intervals" in w["text"] for w in warnings)
+
+
+def test_no_factor_between_a_smoke_run_and_a_full_one(tmp_path):
+    """Smoke shrinks the sizes to check the method: its numbers are no factor over a full run's
+    (the tables show both, the choice states none)."""
+    a = make_bundle(tmp_path, "a", A_P2P, A_OFF)
+    b = make_bundle(tmp_path, "b", B_P2P, B_OFF, host="beta", smoke=True)
+    data = comparison(load_machines([a, b]), 0)
+    cells = [c for row in data["workloads"] for c in row["cells"][1:]]
+    assert cells and all(c["ratio"] is None for c in cells)
+    assert all("smoke-scale runs against the baseline's full-scale runs" in c["ratio_error"]
+               for c in cells)  # fmt: skip
+    mine = data["choice"]["machines"][0]
+    assert mine["geomean"] is None and "nothing to choose on" in mine["sentence"]
+
+
+def test_no_factor_between_a_cpu_bundle_and_a_gpu_bundle(tmp_path):
+    """`kit compare` of a CPU bundle and a GPU bundle: both in the tables, no "N x better"."""
+    out = tmp_path / "cmp"
+    proc = run_kit("compare", str(ROOT / "tests/fixtures/bundles/cpu-smoke"),
+                   str(ROOT / "reports/examples/h200x2-allreduce"), "--out", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((out / "compare.json").read_text())
+    cells = [c for row in data["workloads"] for c in row["cells"][1:]]
+    assert cells and all(c["ratio"] is None for c in cells)
+    assert any("cuda runs against the baseline's cpu runs" in c["ratio_error"] for c in cells)
+    text = "".join(page.extract_text() for page in PdfReader(out / "compare.pdf").pages)
+    assert "better than" not in text and "not like for like" in text
