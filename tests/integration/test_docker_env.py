@@ -417,6 +417,50 @@ def test_sigkill_of_the_driver_while_it_probes_leaves_no_probe_container(
         cleanup(client, OWNER)
 
 
+KILLED_AFTER_CREATE = """
+import sys, time, docker
+from kit.runtime.containers.{module} import {engine}
+from kit.runtime.containers.docker import start_removed_on_exit
+class Stuck({engine}):
+    @classmethod
+    def create(cls, client, opts):
+        made = super().create(client, opts)
+        print("created", made.name, flush=True)
+        time.sleep(600)  # killed here: created, never started
+client = {engine}.connect()
+start_removed_on_exit(client, Stuck, {{"image": sys.argv[1], "command": ["true"],
+                                       "labels": {{"kit.owner": sys.argv[2]}}}})
+"""
+
+
+def killed_after_create(client, image: str, module: str, engine: str) -> None:
+    """A driver SIGKILLed between creating a container and starting it: its reaper removes the
+    created container (it never ran, so neither its guard nor AutoRemove can)."""
+    owner = f"kit-test-created-{os.getpid()}-{time.time_ns()}"
+    code = KILLED_AFTER_CREATE.format(module=module, engine=engine)
+    proc = subprocess.Popen([PY, "-c", code, image, owner], stdout=subprocess.PIPE, text=True,
+                            env=_env())  # fmt: skip
+    mine = {"label": f"{LABEL_OWNER}={owner}"}
+    try:
+        assert proc.stdout.readline().startswith("created"), proc.communicate()
+        assert [c.status for c in client.containers.list(all=True, filters=mine)] == ["created"]
+        proc.kill()
+        proc.wait(timeout=30)
+        gone_by = time.monotonic() + 20
+        while client.containers.list(all=True, filters=mine):
+            assert time.monotonic() < gone_by, "a created container outlived its killed driver"
+            time.sleep(0.5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for c in client.containers.list(all=True, filters=mine):
+            c.remove(force=True)
+
+
+def test_a_driver_killed_between_create_and_start_leaves_no_container(client, base_image):
+    killed_after_create(client, base_image, "docker", "DockerContainer")
+
+
 def test_container_removed_from_outside_is_a_failed_run(
     client, cpu_image, base_image, daemon_state, tmp_path
 ):

@@ -175,3 +175,13 @@ def test_sigkill_of_the_driver_leaves_no_podman_container(podman, archive, tmp_p
             proc.kill()
         for c in podman.containers.list(all=True, filters={"label": f"kit.owner={owner}"}):
             c.remove(force=True)
+
+
+def test_a_driver_killed_between_create_and_start_leaves_no_podman_container(podman, archive):
+    from tests.integration.test_docker_env import killed_after_create
+
+    path, image = archive
+    if not podman.images.list(name=image.tag):  # loaded by an earlier test, or here
+        with open(path, "rb") as f:
+            podman.images.load(f)
+    killed_after_create(podman, image.tag, "podman", "PodmanContainer")

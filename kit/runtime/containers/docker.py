@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from kit.errors import KitError
 from kit.runtime.base import LaunchRequest
-from kit.runtime.containers import gpus
+from kit.runtime.containers import gpus, reaper
 from kit.runtime.containers.base import LaunchError, first_line
 from kit.runtime.containers.client import (
     LABEL_OWNER,
@@ -156,10 +156,11 @@ class Running:
     status from the wait opened before it started."""
 
     def __init__(
-        self, client: Any, container: Any, output: Any, exit: ExitWatch, log: IO[bytes],
-        echo: Any = None,
+        self, client: Any, engine: Any, container: Any, output: Any, exit: ExitWatch,
+        log: IO[bytes], echo: Any = None,
     ) -> None:  # fmt: skip
         self.client = client
+        self.engine = engine
         self.container = container
         self.exit = exit
         self.echo = echo
@@ -210,8 +211,7 @@ class Running:
     def remove(self) -> None:
         """Gone already as it exited (AutoRemove); removed here when it never exited (the
         daemon failed under the run)."""
-        self.exit.close()
-        gone(self.container)
+        removed(self.container, self.engine, self.exit)
 
     def reason(self) -> str | None:
         """Why a container that did not exit 0 ended, where its own exit code cannot say: the
@@ -238,21 +238,39 @@ def gone(container: Any, timeout_s: float = 30) -> None:
 
 
 def start_removed_on_exit(
-    client: Any, create: Any, opts: dict[str, Any], demux: bool = False
+    client: Any, engine: Any, opts: dict[str, Any], demux: bool = False
 ) -> tuple[Any, Any, ExitWatch]:
-    """Create a container that the engine removes as it exits, attach to its output and open
-    the wait for its exit status (both before it starts: nothing is missed however soon it
-    ends), then start it. Returns (container, output stream, exit watch); a container that
-    could not start is removed."""
-    container = create(client, {**opts, "auto_remove": True})
+    """Create a container of `engine` (its `create` and `engine` name) that the engine removes
+    as it exits, attach to its output and open the wait for its exit status (both before it
+    starts: nothing is missed however soon it ends), then start it. The driver's reaper learns
+    its name before it exists (a driver killed before the start leaves no created container).
+    Returns (container, output stream, exit watch); a container that could not start is
+    removed."""
+    name = opts.get("name") or reaper.new_name()
+    reaper.watch(engine.engine, name)
+    try:
+        container = engine.create(client, {**opts, "name": name, "auto_remove": True})
+    except BaseException:
+        reaper.forget(engine.engine, name)
+        raise
     try:
         output = container.attach(stdout=True, stderr=True, stream=True, logs=True, demux=demux)
         exit = ExitWatch(client, container)
         container.start()
     except BaseException:
         gone(container)
+        reaper.forget(engine.engine, name)
         raise
     return container, output, exit
+
+
+def removed(container: Any, engine: Any, exit: ExitWatch | None = None) -> None:
+    """The end of a container of start_removed_on_exit: removed (the engine's already, unless it
+    never exited), its wait closed, and the reaper told."""
+    if exit is not None:
+        exit.close()
+    gone(container)
+    reaper.forget(engine.engine, container.name)
 
 
 class DockerContainer:
@@ -393,12 +411,12 @@ class DockerContainer:
         except KitError as e:  # no GPU request style, or a GPU the CDI spec lacks
             raise LaunchError(str(e)) from e
         try:
-            container, output, exit = start_removed_on_exit(self.client, self.create, opts)
+            container, output, exit = start_removed_on_exit(self.client, self, opts)
         except docker.errors.APIError as e:
             raise LaunchError(launch_error(e)) from e
         except faults() as e:
             raise LaunchError(fault_reason(e)) from e
-        return Running(self.client, container, output, exit, log, self.echo)
+        return Running(self.client, self, container, output, exit, log, self.echo)
 
     def record(self) -> dict[str, Any]:
         """What environment.json says of how the containers got their GPUs and network."""

@@ -14,8 +14,8 @@ from kit.runtime.containers.docker import (
     DockerContainer,
     fault_reason,
     faults,
-    gone,
     launch_error,
+    removed,
     start_removed_on_exit,
 )
 from kit.runtime.images.image import Image
@@ -51,7 +51,7 @@ def probe(
         **(gpus or {}),
     }
     try:  # removed by the engine as it exits: a driver killed meanwhile leaves no container
-        container, output, exit = start_removed_on_exit(client, engine.create, opts, demux=True)
+        container, output, exit = start_removed_on_exit(client, engine, opts, demux=True)
     except docker.errors.APIError as e:
         raise KitError(f"probing image {tag}: {launch_error(e)}") from e
     streams: tuple[list[bytes], list[bytes]] = ([], [])
@@ -71,8 +71,7 @@ def probe(
     except faults() as e:
         raise KitError(f"probing image {tag}: {fault_reason(e)}") from e
     finally:
-        exit.close()
-        gone(container)  # the engine's already, unless it never ended
+        removed(container, engine, exit)  # the engine's already, unless it never ended
     if code is None:
         raise KitError(f"probing image {tag}: the probe did not end within {PROBE_WAIT_S} s")
     out, err = (b"".join(s).decode(errors="replace") for s in streams)
