@@ -8,8 +8,9 @@ whatever happens (success, crash, timeout, Ctrl-C, SIGTERM, SIGHUP). A driver ki
 (SIGKILL) runs no handler: the container's command is kit.worker.guard around torchrun, which
 stops the container when the heartbeat file in the mounted run directory goes stale (the ranks'
 own kit.worker.watchdog does the same per rank), and the engine removes the container as it
-exits (AutoRemove; one created and never started, labelled with its dead owner, is removed by
-the next kit run on this host: `cleanup_abandoned`). A fault of the
+exits (AutoRemove); one created and never started is removed by the driver's reaper
+(kit.runtime.containers.reaper), and, should that fail too, by the next kit run on this host
+(`cleanup_abandoned`, by its dead owner's label). A fault of the
 daemon or the container while a run goes (`docker rm -f` from outside, the daemon gone) makes
 that run a failed run.
 """

@@ -100,8 +100,8 @@ def cleanup(client: Any, owner: str) -> int:
 
 def cleanup_abandoned(client: Any) -> int:
     """Remove the containers of kit drivers of this host that died without cleaning up: the
-    engine removes each as it exits, but one created and never started (SIGKILL between the
-    two) stays until here. Containers of live drivers, other hosts and other owners are left
+    engine removes each as it exits and the driver's reaper one created and never started; what
+    both missed (the reaper killed too) goes here. Containers of live drivers, other hosts and other owners are left
     alone."""
     listed = client.containers.list(all=True, filters={"label": LABEL_OWNER}, ignore_removed=True)
     found = [
