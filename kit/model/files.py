@@ -204,11 +204,25 @@ def parse_json(text: str, shown: Path) -> Any:
         raise InputError(f"{shown}: nested too deeply to read") from None
 
 
+MAX_TEXT = 1 << 16
+"""Longest text in a bundle's JSON (a key, a value, an item of a list): no field the kit writes
+comes near it (the longest seen, an image's CUDA requirement, is about 2,200 characters), and a
+megabyte-long name would stall every page that prints it."""
+
+
+def _long(text: Any) -> bool:
+    return isinstance(text, str) and len(text) > MAX_TEXT
+
+
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise ValueError(f"duplicate key {key!r}")
+            raise ValueError(f"duplicate key {key[:40]!r}")
+        texts = value if isinstance(value, list) else [value]
+        if _long(key) or any(_long(t) for t in texts):
+            raise ValueError(f"a text of more than {MAX_TEXT:,} characters at {key[:40]!r} "
+                             "(no field the kit writes is that long)")  # fmt: skip
         out[key] = value
     return out
 

@@ -1,0 +1,38 @@
+"""Hostile cases of the sixth black-box pass (issue 37): what it found and what its fixes hold."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import pytest
+
+from kit.bundle import write_manifest
+from tests.conftest import ROOT, run_kit
+
+SMOKE = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"
+
+
+@pytest.mark.parametrize("where", ["kit_version", "key"])
+def test_a_megabyte_long_text_in_a_resealed_bundle_is_refused_in_one_line(tmp_path, where):
+    """A 5 MB kit_version (or key) stalled `kit report` past three minutes: every reader now
+    refuses a text longer than any the kit writes, in one line, before rendering anything."""
+    b = tmp_path / "b"
+    shutil.copytree(SMOKE, b)
+    data = json.loads((b / "results.json").read_text())
+    if where == "key":
+        data["runs"][0]["env"]["K" * 5_000_000] = "1"
+    else:
+        data["kit_version"] = "v" * 5_000_000
+    (b / "results.json").write_text(json.dumps(data))
+    write_manifest(b)
+    for args in (["report", str(b)], ["verify", str(b)], ["accept", str(b), "--against", "1GB/s"],
+                 ["compare", str(b), str(SMOKE), "--out", str(tmp_path / "c")]):  # fmt: skip
+        t0 = time.monotonic()
+        proc = run_kit(*args, timeout=120)
+        assert proc.returncode == 2, (args, proc.stderr[-500:])
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "characters" in lines[0] and len(lines[0]) < 400, lines[:2]
+        assert time.monotonic() - t0 < 60
+    assert not (tmp_path / "c").exists()
