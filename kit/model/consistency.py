@@ -124,7 +124,11 @@ def check_results(
 def check_header(results: Results, recipe: Recipe, shown: Path) -> None:
     """The header against itself and its runs: finished after created (and after every run
     started), and "complete" only with every planned run there and ok, and no run beyond the
-    plan but those adaptive repeats added (results.adaptive)."""
+    plan but those adaptive repeats added (results.adaptive); and the recipe it names is the
+    recipe.yaml it holds."""
+    if results.recipe != recipe.name:
+        raise InputError(f"{shown}: it names the recipe {results.recipe[:60]!r}, but "
+                         f"its recipe.yaml is {recipe.name!r}")  # fmt: skip
     created = _timestamp(results.created_at, f"{shown}: created_at")
     if results.finished_at is not None:
         finished = _timestamp(results.finished_at, f"{shown}: finished_at")

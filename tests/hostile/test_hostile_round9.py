@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 
@@ -36,3 +37,23 @@ def test_a_megabyte_long_text_in_a_resealed_bundle_is_refused_in_one_line(tmp_pa
         assert len(lines) == 1 and "characters" in lines[0] and len(lines[0]) < 400, lines[:2]
         assert time.monotonic() - t0 < 60
     assert not (tmp_path / "c").exists()
+
+
+def test_a_bundle_whose_results_name_another_recipe_is_refused(tmp_path):
+    """results.json naming a recipe its recipe.yaml is not (resealed): `refs add` stored it and
+    `kit compare` compared it; every reader refuses it in one line."""
+    b = tmp_path / "b"
+    shutil.copytree(SMOKE, b)
+    data = json.loads((b / "results.json").read_text())
+    data["recipe"] = "fsdp_llama"
+    (b / "results.json").write_text(json.dumps(data))
+    write_manifest(b)
+    env = {"KIT_REFS_DB": str(tmp_path / "refs.db")}
+    for args in (["refs", "add", str(b), "--label", "L"], ["accept", str(b), "--against", "1GB/s"],
+                 ["compare", str(b), str(SMOKE), "--out", str(tmp_path / "c")]):  # fmt: skip
+        proc = run_kit(*args, timeout=120, env={**os.environ, **env})
+        assert proc.returncode == 2, (args, proc.stderr[-500:])
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "recipe.yaml is 'allreduce'" in lines[0], lines
+    listed = run_kit("refs", "list", timeout=120, env={**os.environ, **env})
+    assert "L" not in listed.stdout.split()
