@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +134,9 @@ class SignatureStatus:
         return f"BAD SIGNATURE: {self.reason}"
 
 
+MAX_SIGNATURE = 64 << 10  # an SSH signature of the manifest is about 300 bytes
+
+
 def signature_status(root: Path, allowed_signers: Path | None = None) -> SignatureStatus:
     """Check MANIFEST.sha256.sig against the manifest; with `allowed_signers`, name the signer.
 
@@ -146,7 +150,12 @@ def signature_status(root: Path, allowed_signers: Path | None = None) -> Signatu
         return SignatureStatus("unsigned")
     if allowed_signers is not None:
         _regular(allowed_signers, "--allowed-signers")
-    read_bytes(sig, limit=64 << 10)  # a regular file, not a link; ssh-keygen reads it by name
+    size = os.lstat(sig)
+    if stat.S_ISREG(size.st_mode) and size.st_size > MAX_SIGNATURE:  # broken, as one that
+        return SignatureStatus(  # does not verify is: no SSH signature is that long
+            "bad", reason=f"{SIGNATURE}: {size.st_size} bytes, longer than any SSH signature"
+        )
+    read_bytes(sig, limit=MAX_SIGNATURE)  # a regular file, not a link; ssh-keygen reads it
     manifest = read_bytes(root / MANIFEST)
     check = _run(["-Y", "check-novalidate", "-n", NAMESPACE, "-s", str(sig)], manifest)
     if check.returncode != 0:

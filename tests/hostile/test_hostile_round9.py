@@ -57,3 +57,16 @@ def test_a_bundle_whose_results_name_another_recipe_is_refused(tmp_path):
         assert len(lines) == 1 and "recipe.yaml is 'allreduce'" in lines[0], lines
     listed = run_kit("refs", "list", timeout=120, env={**os.environ, **env})
     assert "L" not in listed.stdout.split()
+
+
+def test_an_oversized_signature_is_a_broken_signature(tmp_path):
+    """A 20 MB MANIFEST.sha256.sig was a usage error (exit 2) in `kit verify`: it is a broken
+    signature like any other that does not verify (exit 1; readers refuse it, naming it)."""
+    b = tmp_path / "b"
+    shutil.copytree(SMOKE, b)
+    (b / "MANIFEST.sha256.sig").write_bytes(b"A" * 20_000_000)
+    proc = run_kit("verify", str(b), timeout=120)
+    assert proc.returncode == 1 and "longer than any SSH signature" in proc.stderr
+    proc = run_kit("accept", str(b), "--against", "1GB/s", timeout=120)
+    assert proc.returncode == 2 and "BAD SIGNATURE" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
