@@ -15,6 +15,7 @@ results.json of the user's own in a project folder makes no bundle.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -181,3 +182,23 @@ def write_stream(path: Path, chunks: Iterable[bytes], option: str) -> None:
 
 def write_text(path: Path, text: str, option: str) -> None:
     write(path, text.encode("utf-8"), option)
+
+
+def to_stdout(lines: Iterable[str], what: str) -> None:
+    """Print `lines` and flush them, or refuse in one line (InputError, exit 2) when standard
+    output is closed or its reader went away (`| true`, `>&-`): a verdict that was not written
+    must not read as one (accept's exit codes are its verdicts)."""
+    import sys
+
+    out = sys.stdout
+    try:
+        if out is None:
+            raise BrokenPipeError(errno.EBADF, "closed")
+        for line in lines:
+            out.write(line)
+        out.flush()
+    except (OSError, ValueError) as exc:
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # nothing more to flush
+            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())  # at exit
+        raise InputError(f"standard output is closed or nobody reads it: {what} was not "
+                         f"written ({getattr(exc, 'strerror', None) or exc})") from None  # fmt: skip

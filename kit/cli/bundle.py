@@ -249,20 +249,22 @@ def accept(
         outputs.check_file(json_out, "--json")  # a regular file, writable, in no bundle
     doc = accept_bundle(bundle, against, tolerance or [], metric, variant, allowed_signers,
                         allow_unsigned, judge_anyway, read_broken_signature)  # fmt: skip
+    from kit import outputs
+
     if json_out is not None and str(json_out) == "-":
-        sys.stdout.write(dumps(doc))
+        outputs.to_stdout([dumps(doc)], "the verdict")
         raise typer.Exit(ACCEPT_EXIT[doc["verdict"]])
+    lines = []
     for d in doc["decisions"]:
-        print(f"{d['verdict']:9s} {d['benchmark']} {d['variant']} {d['label']}: {d['reason']}")
+        lines.append(f"{d['verdict']:9s} {d['benchmark']} {d['variant']} {d['label']}: "
+                     f"{d['reason']}\n")  # fmt: skip
         for diff in d["differences"]:
             if diff not in d["unmet"]:  # those are named in the reason already
-                print(f"          conditions differ: {diff}")
-    for s in doc["skipped"]:
-        print(f"skipped   {s}")
-    print(f"overall: {doc['verdict']} against {doc['against']['label']}")
-    print(f"rule: {doc['rule']}")
+                lines.append(f"          conditions differ: {diff}\n")
+    lines += [f"skipped   {s}\n" for s in doc["skipped"]]
+    lines.append(f"overall: {doc['verdict']} against {doc['against']['label']}\n")
+    lines.append(f"rule: {doc['rule']}\n")
+    outputs.to_stdout(lines, "the verdict")
     if json_out is not None:
-        from kit import outputs
-
         outputs.write_text(json_out, dumps(doc), "--json")  # checked again, and after
     raise typer.Exit(ACCEPT_EXIT[doc["verdict"]])

@@ -369,6 +369,8 @@ def parse_recipe(text: str, source: str) -> Recipe:
         raise InputError(f"{where}: invalid YAML: {problem}") from None
     except yaml.YAMLError as exc:
         raise InputError(f"{source}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    except ValueError as exc:  # a value YAML's constructor cannot make
+        raise InputError(f"{source}: invalid YAML: {str(exc).splitlines()[0][:200]}") from None
     if not isinstance(data, dict):
         raise InputError(
             f"{source}:1: the recipe must be a mapping of keys (kit, name, benchmarks, ...)"

@@ -88,6 +88,11 @@ PLAIN_TAGS = {
 `!!set`, `!!timestamp` or any other tag."""
 
 
+MAX_INT_CHARS = 40
+"""Longest integer written in a recipe: every count is bounded far below (Python also refuses to
+read one of more than 4,300 digits, with an error that is no line of the kit's)."""
+
+
 def _check_tag(node: yaml.Node, path: tuple) -> None:
     where = ".".join(map(str, path)) or "(top)"
     if node.tag not in PLAIN_TAGS:
@@ -95,6 +100,12 @@ def _check_tag(node: yaml.Node, path: tuple) -> None:
             problem=f"YAML tags that construct objects are not allowed ('{node.tag}')",
             problem_mark=node.start_mark,
         )
+    if node.tag.endswith(":int") and len(str(node.value)) > MAX_INT_CHARS:
+        raise LocatedError(
+            node.start_mark.line + 1, where,
+            f"{str(node.value)[:20]}...: a number of {len(str(node.value)):,} characters (no "
+            "count in a recipe comes near it)",
+        )  # fmt: skip
     if node.tag.endswith(":float"):
         try:
             value = float(

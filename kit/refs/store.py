@@ -206,6 +206,10 @@ def _read_back(
 
 
 def remove(label: str, db: Path | None = None) -> None:
+    try:
+        label.encode()
+    except UnicodeEncodeError:  # bytes that are no text (a surrogate): no label is that
+        raise InputError(f"no user reference labelled {label!r} (see: kit refs list)") from None
     with open_db(db or db_path(), write=True) as con:
         row = con.execute("SELECT id FROM refs WHERE label = ?", (label,)).fetchone()
         if row is None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 
 import pytest
@@ -70,3 +72,44 @@ def test_an_oversized_signature_is_a_broken_signature(tmp_path):
     proc = run_kit("accept", str(b), "--against", "1GB/s", timeout=120)
     assert proc.returncode == 2 and "BAD SIGNATURE" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_five_thousand_digit_number_in_a_recipe_is_one_line(tmp_path):
+    """Python refuses to read an integer of more than 4,300 digits with an error of its own: a
+    bundle's recipe.yaml holding one was a traceback in every reader (exit 1, accept's FAIL)."""
+    b = tmp_path / "b"
+    shutil.copytree(SMOKE, b)
+    text = (b / "recipe.yaml").read_text()
+    (b / "recipe.yaml").write_text(text + f"gpus: {'9' * 5000}\n" if "gpus:" not in text else
+                                   text.replace("gpus:", f"gpus: {'9' * 5000} #", 1))  # fmt: skip
+    write_manifest(b)
+    for args in (["verify", str(b)], ["accept", str(b), "--against", "1GB/s"],
+                 ["recipes", "validate", str(b / "recipe.yaml")]):  # fmt: skip
+        proc = run_kit(*args, timeout=120)
+        assert proc.returncode == 2, (args, proc.stderr[-800:])
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "5,000 characters" in lines[0], lines[:3]
+
+
+def test_refs_remove_of_a_label_that_is_no_text_is_one_line(tmp_path):
+    env = {**os.environ, "KIT_REFS_DB": str(tmp_path / "refs.db")}
+    proc = subprocess.run([sys.executable, "-m", "kit", "refs", "remove", b"\xed\xa0\x80"],
+                          capture_output=True, env={**env, "PYTHONPATH": str(ROOT)},
+                          timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and b"Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("how", ["| true", "--json - >&-"])
+def test_a_verdict_nobody_reads_is_exit_2_never_a_verdict(how):
+    """`kit accept ... | true` exited 1 (accept's FAIL) in silence, `--json - >&-` was a
+    traceback: a verdict that could not be written is one line, exit 2."""
+    cmd = (f"{sys.executable} -m kit accept {ROOT}/reports/examples/h200x2-allreduce "
+           f"--against 300GB/s {how}; echo rc=${{PIPESTATUS[0]}} >&2")  # fmt: skip
+    if how.startswith("--json"):
+        cmd = cmd.replace("${PIPESTATUS[0]}", "$?")
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1] == "rc=2", lines
+    assert len(lines) == 2 and "standard output is closed" in lines[0], lines
