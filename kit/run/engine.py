@@ -327,18 +327,30 @@ def finalize(
     p: Prepared, state: Execution, after_runs: Callable[[Bundle], None] | None = None
 ) -> str:
     """The bundle's status from its runs, the container's versions from the first finished run,
-    the `after_runs` hook, then sealed (report and manifest) and the runtime closed. The status."""
+    the `after_runs` hook, then sealed (report and manifest) and the runtime closed. The status.
+
+    A stop signal (a second Ctrl-C) while the environment is recorded waits for the seal: what
+    finished is sealed as interrupted, then the stop goes on to the command."""
     bundle = p.bundle
+    halt: BaseException | None = None
     try:
-        record_container(bundle)
-        if after_runs is not None:
-            try:  # a malformed record must not leave the bundle unsealed
-                after_runs(bundle)
-            except Exception as exc:
-                console.print(f"kit: warning: environment not compared: {exc}", markup=False)
+        try:
+            record_container(bundle)
+            if after_runs is not None:
+                try:  # a malformed record must not leave the bundle unsealed
+                    after_runs(bundle)
+                except Exception as exc:
+                    console.print(f"kit: warning: environment not compared: {exc}", markup=False)
+        except BaseException as exc:
+            if not (isinstance(exc, KeyboardInterrupt) or hasattr(exc, "signum")):
+                raise
+            halt = exc
         # a stop whose exception was swallowed after the runs still makes the bundle interrupted
-        interrupted = state.interrupted or stop.pending is not None
-        return close_bundle(bundle, len(p.runs), interrupted, state.fault is not None)
+        interrupted = state.interrupted or halt is not None or stop.pending is not None
+        status = close_bundle(bundle, len(p.runs), interrupted, state.fault is not None)
+        if halt is not None:
+            raise halt
+        return status
     finally:
         p.runtime.close()
 

@@ -106,3 +106,19 @@ def test_an_engine_fault_seals_the_bundle_and_is_one_line(tmp_path, monkeypatch)
 def test_bundle_status_comes_from_the_runs(statuses, planned, interrupted, expected):
     runs = results_model([{"status": s} for s in statuses]).runs
     assert bundle_status(runs, planned, interrupted) == expected
+
+
+def test_a_stop_while_the_environment_is_recorded_still_seals_what_finished(tmp_path, monkeypatch):
+    """Ctrl-C after the last run, while environment.json is being completed: the bundle is still
+    sealed (interrupted, its runs kept), then the interruption reaches the command."""
+
+    def stopped(bundle):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "record_container", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path, monkeypatch, fail=set())
+    sealed = tmp_path / "b" / "MANIFEST.sha256"
+    assert sealed.is_file()
+    written = json.loads((tmp_path / "b" / "results.json").read_text())
+    assert written["status"] == "interrupted" and len(written["runs"]) == 4
