@@ -335,7 +335,8 @@ def finalize(
     halt: BaseException | None = None
     try:
         try:
-            record_container(bundle)
+            with stop.held():  # environment.json written whole; a stop then waits for the seal
+                record_container(bundle)
             if after_runs is not None:
                 try:  # a malformed record must not leave the bundle unsealed
                     after_runs(bundle)

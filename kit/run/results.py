@@ -24,7 +24,7 @@ from kit.recipe import Recipe
 from kit.run.plan import RunSpec
 from kit.run.seal import seal_bundle
 from kit.runtime.base import RunOutcome, tail
-from kit.shared import files
+from kit.shared import files, stop
 from kit.shared.files import RESULT_SCHEMA
 from kit.shared.nccl_log import parse_nccl_log, verdict
 from kit.shared.p2p import p2p_off
@@ -215,12 +215,14 @@ def close_bundle(
     check: Callable[[Path], object] | None = None,
 ) -> str:
     """The status from the runs (never `complete` after an engine fault), finished, `check`ed
-    (a batch runtime reads back what it wrote) and sealed whatever the check says."""
-    status = bundle_status(bundle.results.runs, planned, interrupted)
-    if fault and status == "complete":
-        status = "partial"
-    bundle.finish(status)
+    (a batch runtime reads back what it wrote) and sealed whatever the check says; a stop
+    signal while the status is written waits for it, and then the bundle is still sealed."""
     try:
+        with stop.held():
+            status = bundle_status(bundle.results.runs, planned, interrupted)
+            if fault and status == "complete":
+                status = "partial"
+            bundle.finish(status)
         if check is not None:
             check(bundle.path)
     finally:

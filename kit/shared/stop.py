@@ -9,7 +9,9 @@ moment ends the command with 128 + the signal and a bundle that records the inte
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 pending: int | None = None
@@ -66,3 +68,19 @@ def quiet_unraisable(stops: tuple[type[BaseException], ...]) -> None:
         previous(unraisable)
 
     sys.unraisablehook = hook
+
+
+STOPS = frozenset({2, 15, 1})  # SIGINT, SIGTERM, SIGHUP
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Stop signals wait while the block runs (a bundle's record written whole, never half);
+    one that came meanwhile is delivered, and its handler raises, as the block ends."""
+    import signal
+
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

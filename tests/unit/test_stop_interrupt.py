@@ -22,9 +22,8 @@ import signal, sys
 from kit.shared import stop
 if sys.argv[1] == "kit":
     signal.signal(signal.SIGINT, stop.interrupt)
-print("ready", flush=True)
-try:
-    exec("while True: pass")  # as dataclasses and namedtuple run code while a module imports
+try:  # "ready" printed inside: a signal that comes while it is flushed is caught here too
+    exec("print('ready', flush=True); exec('while True: pass')")  # as dataclasses do
 except KeyboardInterrupt:
     sys.exit(130)
 """
@@ -63,3 +62,30 @@ def test_the_interruption_is_recorded_and_is_a_keyboard_interrupt() -> None:
         assert stop.pending == signal.SIGINT
     finally:
         stop.pending = before
+
+
+def test_a_stop_signal_waits_for_a_held_block_then_raises():
+    """stop.held: a bundle's status is written whole; the signal's handler runs as the block ends."""
+    import os
+    import signal
+
+    from kit.shared import stop
+
+    seen = []
+
+    def handler(signum, frame):
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        done = False
+        try:
+            with stop.held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                done = True  # the handler has not run: the block goes on
+        except KeyboardInterrupt:
+            pass
+        assert done and seen == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
