@@ -196,6 +196,7 @@ class Basis:
     device: str | None  # "GPU" or "CPU"
     metric: str | None
     task_differs: tuple[str, ...] = ()  # a reference's own words on how its task differs
+    scale: str | None = None  # "smoke" or "full" for a bundle's runs; None: a figure, a number
 
     @property
     def words(self) -> str:
@@ -272,7 +273,8 @@ def _gpu_machine(ref: Basis, run: Basis) -> list[str]:
 
 def mismatches(ref: Basis, run: Basis) -> list[str]:
     """Why `ref` cannot judge `run`, in words ([] when it can): the GPU model, the GPU count,
-    the task, the kind of device and the metric must all match (CPU against CPU: the CPU model
+    the task, the kind of device, the scale (smoke or full, where both sides are bundles) and the
+    metric must all match (CPU against CPU: the CPU model
     and the process count). A reference that does not name its model or count judges nothing;
     a median-step figure never judges a whole-window one."""
     out = []
@@ -284,6 +286,9 @@ def mismatches(ref: Basis, run: Basis) -> list[str]:
     if ref.task and run.task and ref.task != run.task:
         out.append(f"task {ref.task} there, {run.task} here")
     out.extend(ref.task_differs)
+    if ref.scale and run.scale and ref.scale != run.scale:  # kit.report.compare.unlike's rule
+        out.append(f"{ref.scale}-scale runs there, {run.scale}-scale here (smoke shrinks the "
+                   "sizes to check the method: its numbers do not measure the hardware)")  # fmt: skip
     if ref.metric and run.metric and ref.metric != run.metric:
         there = WINDOW_WORDS.get(ref.metric, ref.metric)
         here = WINDOW_WORDS.get(run.metric, run.metric)

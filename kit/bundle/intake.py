@@ -61,10 +61,14 @@ def check_complete(root: Path) -> None:
 READ_BROKEN = "--read-broken-signature"
 
 
-def broken_line(root: Path) -> str:
-    """What a page made from a bundle read despite a broken signature says about it."""
-    return (f"{root}: its signature does not verify (the bundle was changed after it was "
-            f"signed); read anyway with {READ_BROKEN}")  # fmt: skip
+CHANGED = "the bundle was changed after it was signed"
+"""What a signature that does not match its manifest means."""
+
+
+def broken_line(root: Path, why: str) -> str:
+    """What a page made from a bundle read despite a broken signature says about it, with the
+    reason the check gave (a manifest changed after signing, a signer the file does not list)."""
+    return f"{root}: its signature does not verify ({why}); read anyway with {READ_BROKEN}"
 
 
 def check_signature(
@@ -82,7 +86,8 @@ def check_signature(
     never suggests it."""
     sig = signature_status(root, allowed_signers)
     if sig.state == "bad" and read_broken:
-        line = broken_line(root)
+        unlisted = allowed_signers is not None and "does not list" in sig.reason
+        line = broken_line(root, sig.reason if unlisted else CHANGED)
         print(f"kit: warning: {line}", file=sys.stderr)
         return line
     if allowed_signers is None:
@@ -93,8 +98,7 @@ def check_signature(
                 else f"{READ_BROKEN} reads it anyway, saying so"
             )
             raise InputError(
-                f"{root}: {sig.line()}; the bundle was changed after it was signed "
-                f"(`kit verify {root}` fails it; {anyway})"
+                f"{root}: {sig.line()}; {CHANGED} (`kit verify {root}` fails it; {anyway})"
             )
         return ""
     if sig.state == "unsigned" and allow_unsigned:

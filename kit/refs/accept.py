@@ -299,7 +299,7 @@ def accept(
     ref_hw = Hardware()
     ref_benches = {}
     if ref.bundle:
-        other_benches, _, ref_hw, ref_broken = _benches(ref.bundle, signers)
+        other_benches, ref_results, ref_hw, ref_broken = _benches(ref.bundle, signers)
         broken_signatures += [ref_broken] if ref_broken else []
         ref_benches = {b.name: b for b in other_benches}
     decisions = []
@@ -318,7 +318,8 @@ def accept(
             continue
         gpus = block.gpus
         values = list(row.values)
-        here = run_basis(bench, block, hardware, name)
+        # the scale is matched only against another bundle (kit.acceptance.Basis.scale)
+        here = run_basis(bench, block, hardware, name, results.smoke if ref.bundle else None)
         per_gpu, differ, source, despite = False, [], "", []
         if ref.figure is not None:
             fig = ref.figure
@@ -345,7 +346,7 @@ def accept(
             if other.params != bench.params:
                 differ.append("the workload's parameters differ")
             source = f"median of {len(orow.values)} run(s) of {ref.label}"
-            there = run_basis(other, oblock, ref_hw, name)
+            there = run_basis(other, oblock, ref_hw, name, ref_results.smoke)
             despite = mismatches(there, here)
             if despite and not judge_anyway:
                 decisions.append(

@@ -100,3 +100,17 @@ def test_an_unsigned_bundle_is_still_read(tmp_path):
     env = {**os.environ, "KIT_REFS_DB": str(tmp_path / "refs.sqlite")}
     proc = run_kit("refs", "add", str(FIXTURE), "--label", "mine", env=env)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_read_anyway_names_the_cause_a_signer_the_file_does_not_list(tmp_path):
+    """7th pass: a bundle signed by a key the allowed-signers file does not list, read with
+    --read-broken-signature, was said to have been "changed after it was signed"; the warning
+    gives the check's own reason."""
+    b = signed(tmp_path, "b")
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    allowed = tmp_path / "allowed"
+    allowed.write_text(f"someone@example {other.with_suffix('.pub').read_text()}")
+    proc = run_kit("accept", str(b), "--against", "1GB/s", "--read-broken-signature",
+                   "--allowed-signers", str(allowed), timeout=120)  # fmt: skip
+    assert "does not list" in proc.stderr and "changed after" not in proc.stderr, proc.stderr

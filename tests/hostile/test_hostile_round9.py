@@ -113,3 +113,21 @@ def test_a_verdict_nobody_reads_is_exit_2_never_a_verdict(how):
     lines = proc.stderr.strip().splitlines()
     assert lines[-1] == "rc=2", lines
     assert len(lines) == 2 and "standard output is closed" in lines[0], lines
+
+
+def test_accept_never_judges_a_smoke_bundle_by_a_full_one(tmp_path):
+    """7th pass, class 5: a smoke-scale bundle (sizes shrunk to check the method) against a
+    full-scale one was judged PASS both ways; it is NOT COMPARABLE (exit 4), as `kit compare`
+    states no factor between them."""
+    full = ROOT / "reports" / "examples" / "h200x2-allreduce"
+    smoke = tmp_path / "smoke"
+    shutil.copytree(full, smoke)
+    data = json.loads((smoke / "results.json").read_text())
+    data["smoke"] = True
+    (smoke / "results.json").write_text(json.dumps(data))
+    (smoke / "MANIFEST.sha256.sig").unlink(missing_ok=True)
+    write_manifest(smoke)
+    for a, b in ((full, smoke), (smoke, full)):
+        proc = run_kit("accept", str(a), "--against", str(b), timeout=120)
+        assert proc.returncode == 4, proc.stdout[-800:] + proc.stderr[-800:]
+        assert "NOT COMPARABLE" in proc.stdout and "smoke-scale" in proc.stdout

@@ -209,7 +209,7 @@ def judged_note(named: str, headline: str) -> str:
 
 
 def run_basis(bench: Benchmark, block: VariantBlock | None, hardware: Hardware | None,
-              metric: str) -> Basis:  # fmt: skip
+              metric: str, smoke: bool | None = None) -> Basis:  # fmt: skip
     """What one variant of a benchmark ran on, for matching against a reference
     (kit.acceptance.mismatches): the GPU model hardware.json names, the runs' GPU count, the
     task, GPU or CPU (gloo), and the metric judged."""
@@ -225,6 +225,7 @@ def run_basis(bench: Benchmark, block: VariantBlock | None, hardware: Hardware |
         task=bench.kind,
         device="CPU" if cpu else "GPU",  # from the runs: a missing hardware.json is no CPU
         metric=metric,
+        scale=None if smoke is None else ("smoke" if smoke else "full"),
     )
 
 
