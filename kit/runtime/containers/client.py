@@ -35,6 +35,32 @@ def docker_client() -> Any:
     return client
 
 
+SOCKET = "unix:///run/podman/podman.sock"
+HINT = (
+    "start Podman's API service as root (`podman system service --time=0 {url} &`, or "
+    "`systemctl start podman.socket`), or use --runtime docker"
+)
+
+
+def podman_client() -> Any:
+    """A Docker SDK client of Podman's API socket, or a one-line KitError naming what to do."""
+    import docker
+
+    url = os.environ.get("KIT_PODMAN_HOST") or SOCKET
+    try:
+        client = docker.DockerClient(base_url=url, timeout=600)
+        client.ping()
+        version = client.version()
+    except Exception as e:
+        raise KitError(
+            f"no Podman API answers at {url} ({type(e).__name__}: "
+            f"{str(e).splitlines()[0][:120]}); {HINT.format(url=url)}"
+        ) from e
+    if "podman" not in str(version.get("Components", "")).lower():
+        raise KitError(f"{url} is not Podman's API (a Docker daemon?); {HINT.format(url=url)}")
+    return client
+
+
 def run_id_of(run_dir: Path) -> str:
     try:
         return str(json.loads((run_dir / files.SPEC).read_text())["run_id"])

@@ -11,39 +11,15 @@ unix:///run/podman/podman.sock.
 
 from __future__ import annotations
 
-import os
 import resource
 from typing import Any
 
 from kit.errors import KitError
 from kit.runtime.containers import gpus
+from kit.runtime.containers.client import podman_client
 from kit.runtime.containers.docker import DockerContainer
 
-SOCKET = "unix:///run/podman/podman.sock"
 LIBPOD = "/v4.0.0/libpod"  # Podman 4's own API (Debian 12's podman is 4.3)
-HINT = (
-    "start Podman's API service as root (`podman system service --time=0 {url} &`, or "
-    "`systemctl start podman.socket`), or use --runtime docker"
-)
-
-
-def podman_client() -> Any:
-    """A Docker SDK client of Podman's API socket, or a one-line KitError naming what to do."""
-    import docker
-
-    url = os.environ.get("KIT_PODMAN_HOST") or SOCKET
-    try:
-        client = docker.DockerClient(base_url=url, timeout=600)
-        client.ping()
-        version = client.version()
-    except Exception as e:
-        raise KitError(
-            f"no Podman API answers at {url} ({type(e).__name__}: "
-            f"{str(e).splitlines()[0][:120]}); {HINT.format(url=url)}"
-        ) from e
-    if "podman" not in str(version.get("Components", "")).lower():
-        raise KitError(f"{url} is not Podman's API (a Docker daemon?); {HINT.format(url=url)}")
-    return client
 
 
 def _bytes(size: str | int) -> int:

@@ -23,6 +23,8 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
+from kit.runtime.containers.client import docker_client, podman_client, remove_container
+
 KIT_ROOT = str(Path(__file__).resolve().parents[3])
 
 _lock = threading.Lock()
@@ -76,13 +78,7 @@ def forget(engine: str, name: str) -> None:
 
 
 def _connect(engine: str) -> Any:
-    if engine == "podman":
-        from kit.runtime.containers.podman import podman_client
-
-        return podman_client()
-    from kit.runtime.containers.client import docker_client
-
-    return docker_client()
+    return podman_client() if engine == "podman" else docker_client()
 
 
 def main(argv: list[str]) -> int:
@@ -96,8 +92,6 @@ def main(argv: list[str]) -> int:
             names.discard(line[1:])
     if not names:
         return 0
-    from kit.runtime.containers.client import remove_container
-
     try:
         client = _connect(engine)
     except Exception:

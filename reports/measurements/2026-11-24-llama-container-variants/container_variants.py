@@ -32,9 +32,9 @@ from device_copy import edit_copy  # beside this script
 FILE = Path(__file__).resolve().parents[3] / "kit/runtime/containers/docker.py"
 
 EDITS = [
-    (
-        "time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))",
-        'time.sleep(min(float(os.environ.get("KIT_EXP_POLL_S", "0.5")), '
+    (  # since 4b87f22 the driver waits on the engine's wait, checking it every 0.5 s
+        "code = self.exit.code(min(0.5, max(0.0, deadline - time.monotonic())))",
+        'code = self.exit.code(min(float(os.environ.get("KIT_EXP_POLL_S", "0.5")), '
         "max(0.0, deadline - time.monotonic())))",
     ),
     (
