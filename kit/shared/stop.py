@@ -10,6 +10,7 @@ moment ends the command with 128 + the signal and a bundle that records the inte
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -70,15 +71,13 @@ def quiet_unraisable(stops: tuple[type[BaseException], ...]) -> None:
     sys.unraisablehook = hook
 
 
-STOPS = frozenset({2, 15, 1})  # SIGINT, SIGTERM, SIGHUP
+STOPS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
 @contextlib.contextmanager
 def held() -> Iterator[None]:
     """Stop signals wait while the block runs (a bundle's record written whole, never half);
     one that came meanwhile is delivered, and its handler raises, as the block ends."""
-    import signal
-
     old = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
     try:
         yield

@@ -258,8 +258,7 @@ def start_removed_on_exit(
         exit = ExitWatch(client, container)
         container.start()
     except BaseException:
-        gone(container)
-        reaper.forget(engine.engine, name)
+        removed(container, engine)
         raise
     return container, output, exit
 
