@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -77,9 +78,25 @@ STOPS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 @contextlib.contextmanager
 def held() -> Iterator[None]:
     """Stop signals wait while the block runs (a bundle's record written whole, never half);
-    one that came meanwhile is delivered, and its handler raises, as the block ends."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+    one that came meanwhile is delivered, and its handler raises, as the block ends.
+
+    The wait is kept in Python, not in the signal mask: a process-directed signal goes to any
+    thread that does not block it (a log pump, a library's pool), and CPython then runs the
+    handler in the main thread whatever that thread's mask says. So the block's handlers only
+    record the signal, and the first one recorded is raised again once they are restored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers can only be swapped in the main thread, where the driver seals
+        return
+    deferred: list[int] = []
+
+    def wait(signum: int, frame: Any) -> None:
+        deferred.append(signum)
+
+    previous = {sig: signal.signal(sig, wait) for sig in STOPS}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if deferred:
+            signal.raise_signal(deferred[0])

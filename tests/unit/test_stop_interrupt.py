@@ -68,6 +68,8 @@ def test_a_stop_signal_waits_for_a_held_block_then_raises():
     """stop.held: a bundle's status is written whole; the signal's handler runs as the block ends."""
     import os
     import signal
+    import threading
+    import time
 
     from kit.shared import stop
 
@@ -77,15 +79,24 @@ def test_a_stop_signal_waits_for_a_held_block_then_raises():
         seen.append(signum)
         raise KeyboardInterrupt
 
+    # another thread that blocks nothing: the kernel hands it the process's signal, and CPython
+    # runs the handler in the main thread whatever the main thread's mask (CI failed so)
+    release = threading.Event()
+    other = threading.Thread(target=release.wait, daemon=True)
+    other.start()
     previous = signal.signal(signal.SIGTERM, handler)
     try:
         done = False
         try:
             with stop.held():
                 os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(200):  # give the other thread every chance to take it
+                    time.sleep(0.001)
                 done = True  # the handler has not run: the block goes on
         except KeyboardInterrupt:
             pass
         assert done and seen == [signal.SIGTERM]
+        assert signal.getsignal(signal.SIGTERM) is handler
     finally:
         signal.signal(signal.SIGTERM, previous)
+        release.set()
