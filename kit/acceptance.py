@@ -243,6 +243,21 @@ def device_mismatch(ref: str | None, run: str | None) -> str | None:
     return f"measured on {ref}s there, run on the {run} here"
 
 
+def scale_of(smoke: bool | None) -> str | None:
+    """A bundle's scale as Basis.scale holds it: "smoke" (sizes shrunk to check the method),
+    "full", or None (not a bundle: a figure, a number)."""
+    return None if smoke is None else ("smoke" if smoke else "full")
+
+
+def scale_mismatch(ref: str | None, run: str | None) -> str | None:
+    """The one rule on scale, for acceptance and for `kit compare`'s ratios: a smoke run's
+    numbers never judge, and are never judged by, a full run's."""
+    if not (ref and run) or ref == run:
+        return None
+    return (f"{ref}-scale runs there, {run}-scale here (smoke shrinks the sizes to check the "
+            "method: its numbers do not measure the hardware)")  # fmt: skip
+
+
 def _cpu_machine(ref: Basis, run: Basis) -> list[str]:
     """A CPU run judged by a CPU run: the same CPU model (recorded on both sides) and as many
     processes; no GPU field is asked (there are none)."""
@@ -286,9 +301,9 @@ def mismatches(ref: Basis, run: Basis) -> list[str]:
     if ref.task and run.task and ref.task != run.task:
         out.append(f"task {ref.task} there, {run.task} here")
     out.extend(ref.task_differs)
-    if ref.scale and run.scale and ref.scale != run.scale:  # kit.report.compare.unlike's rule
-        out.append(f"{ref.scale}-scale runs there, {run.scale}-scale here (smoke shrinks the "
-                   "sizes to check the method: its numbers do not measure the hardware)")  # fmt: skip
+    scale = scale_mismatch(ref.scale, run.scale)
+    if scale:
+        out.append(scale)
     if ref.metric and run.metric and ref.metric != run.metric:
         there = WINDOW_WORDS.get(ref.metric, ref.metric)
         here = WINDOW_WORDS.get(run.metric, run.metric)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kit import outputs
+from kit.acceptance import scale_mismatch, scale_of
 from kit.bundle import MANIFEST, now_iso, sha256_file
 from kit.bundle.signature import signature_status
 from kit.envdiff import VERSION_KEYS
@@ -127,10 +128,9 @@ def unlike(m: Machine, base: Machine) -> str | None:
     if mine.device != theirs.device:
         return (f"no ratio: {mine.device} runs against the baseline's {theirs.device} runs "
                 "are not like for like")  # fmt: skip
-    if mine.smoke != theirs.smoke:
-        scale = {True: "smoke-scale", False: "full-scale"}
-        return (f"no ratio: {scale[bool(mine.smoke)]} runs against the baseline's "
-                f"{scale[bool(theirs.smoke)]} runs are not like for like")  # fmt: skip
+    scale = scale_mismatch(scale_of(bool(theirs.smoke)), scale_of(bool(mine.smoke)))
+    if scale:  # the rule acceptance judges by (kit.acceptance.mismatches)
+        return f"no ratio against the baseline: {scale}"
     return None
 
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from kit.acceptance import MIN_RUNS, NOT_COMPARABLE, WINDOW_WORDS, Basis, decide, mismatches
+from kit.acceptance import (
+    MIN_RUNS,
+    NOT_COMPARABLE,
+    WINDOW_WORDS,
+    Basis,
+    decide,
+    mismatches,
+    scale_of,
+)
 from kit.facts.window import power_capped
 from kit.model import Hardware
 from kit.report.analysis.model import Benchmark, VariantBlock, Verdict
@@ -225,7 +233,7 @@ def run_basis(bench: Benchmark, block: VariantBlock | None, hardware: Hardware |
         task=bench.kind,
         device="CPU" if cpu else "GPU",  # from the runs: a missing hardware.json is no CPU
         metric=metric,
-        scale=None if smoke is None else ("smoke" if smoke else "full"),
+        scale=scale_of(smoke),
     )
 
 
