@@ -117,7 +117,7 @@ def parse_tolerances(items: list[str]) -> tuple[float | None, dict[str, float]]:
         if (eq and not name) or "=" in raw:
             raise InputError(f"--tolerance {item!r}: a fraction (0.05) or METRIC=FRACTION")
         try:
-            if "_" in raw:  # float() reads 0.0_5 as 0.05
+            if "_" in raw or not raw.isascii():  # float() reads 0.0_5 and full-width ０.０５
                 raise ValueError(raw)
             value = float(raw)
         except ValueError:
