@@ -96,7 +96,7 @@ def held() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for sig, handler in previous.items():  # None: one set outside Python; the default then
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
         if deferred:
             signal.raise_signal(deferred[0])
