@@ -88,7 +88,8 @@ def check_results(
     if results.device not in DEVICES:
         raise InputError(f"{shown}: device: expected one of {', '.join(DEVICES)}, "
                          f"got {results.device[:40]!r}")  # fmt: skip
-    benchmarks = [b.label for b in recipe.benchmarks]
+    kinds = {b.label: b.kind for b in recipe.benchmarks}
+    benchmarks = list(kinds)
     variants = [v.name for v in recipe.resolved_variants()]
     bound = repeat_bound(results, recipe)
     seen: dict[str, int] = {}
@@ -101,6 +102,9 @@ def check_results(
         if run.benchmark not in benchmarks:
             raise InputError(f"{where}: benchmark {run.benchmark[:40]!r} is not one of the "
                              f"recipe's ({', '.join(benchmarks)})")  # fmt: skip
+        if run.kind != kinds[run.benchmark]:
+            raise InputError(f"{where}: kind {run.kind[:40]!r}, but the recipe's benchmark "
+                             f"{run.benchmark!r} is {kinds[run.benchmark]!r}")  # fmt: skip
         if run.variant not in variants:
             raise InputError(f"{where}: variant {run.variant[:40]!r} is not one of the "
                              f"recipe's ({', '.join(variants)})")  # fmt: skip

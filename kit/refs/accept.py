@@ -48,9 +48,10 @@ from kit.report.analysis.verdicts import run_basis
 SCHEMA = 1
 DEFAULT_TOLERANCE = 0.05
 NUMBER = re.compile(
-    r"^\s*((?:[0-9]{1,3}(?:[_,][0-9]{3})+|[0-9]+)(?:\.[0-9]+)?)\s*([A-Za-z/%][A-Za-z/% ]*)?\s*$"
+    r"^\s*((?:[0-9]{1,3}(?:[_,][0-9]{3})+|[0-9]+)(?:\.[0-9]+)?) ?([A-Za-z/%]+)?\s*$", re.ASCII
 )
-"""330GB/s, 14,000tokens/s, 14_000 tokens/s: separators only between groups of three digits."""
+"""330GB/s, 14,000tokens/s, 14_000 tokens/s: separators only between groups of three digits, the
+unit one word as the metric catalog writes it (not "GB / s", no other space than one ASCII one)."""
 
 
 @dataclass

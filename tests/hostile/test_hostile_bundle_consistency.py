@@ -70,6 +70,11 @@ def _benchmark(data: dict) -> None:
     data["runs"][0].update(benchmark="matmul", run_id=f"matmul.{data['runs'][0]['variant']}.r0")
 
 
+def _kind(data: dict) -> None:  # 8th pass: an allreduce run recorded as another task
+    for run in data["runs"]:
+        run["kind"] = "allgather"
+
+
 def _run_device(data: dict) -> None:
     data["runs"][0]["device"] = "tpu"
 
@@ -89,6 +94,7 @@ CASES = {
     "same-benchmark-variant-repeat": (_same_triple, "allreduce.p2p.r0x"),
     "unknown-variant": (_variant, "variant 'nvlink-magic' is not one of the recipe's"),
     "unknown-benchmark": (_benchmark, "benchmark 'matmul' is not one of the recipe's"),
+    "another-kind": (_kind, "kind 'allgather', but the recipe's benchmark"),
     "run-device": (_run_device, "device: expected one of cuda, cpu, got 'tpu'"),
     "bundle-device": (_bundle_device, "device: expected one of cuda, cpu, got 'quantum'"),
     "created-at": (_created_at, "created_at: expected an ISO 8601 timestamp"),

@@ -85,6 +85,8 @@ def test_refs_add_takes_only_a_complete_bundle_and_a_one_line_label(tmp_path):
         (("--against", "330GB/s", "--tolerance", "0.0_5"), "a fraction (0.05)"),
         (("--against", "330GB/s", "--tolerance", "\uff10.\uff10\uff15"), "a fraction (0.05)"),
         (("--against", "\uff13\uff13\uff10GB/s"), "not a published figure's id"),
+        (("--against", "330 GB / s"), "not a published figure's id"),
+        (("--against", "330\u00a0GB/s"), "not a published figure's id"),
     ],
 )
 def test_numbers_that_only_look_like_numbers_are_refused(args, words):
