@@ -15,6 +15,8 @@ line.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import sys
 from collections.abc import Iterable
@@ -115,6 +117,23 @@ def install() -> None:
         stream = getattr(sys, name)
         if stream is not None and not isinstance(stream, SafeStream):
             setattr(sys, name, SafeStream(stream))
+
+
+def settle() -> None:
+    """Flush stdout and stderr before the exit; a stream whose terminal is gone (a closed pty:
+    EIO) is pointed at /dev/null, so that Python's own flush at exit cannot turn the command's
+    exit code into 120."""
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        stream = getattr(sys, name)
+        if stream is None:
+            continue
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            with contextlib.suppress(OSError):
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, fd)
+                os.close(null)
 
 
 class _Beneath:

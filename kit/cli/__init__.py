@@ -29,6 +29,7 @@ from kit.cli.refs import refs_app
 from kit.errors import InputError, KitError
 from kit.recipe import MAX_GPUS, MAX_NODES, MAX_REPEATS
 from kit.terminal import install as install_safe_streams
+from kit.terminal import settle
 
 app = typer.Typer(
     help="Reproducible GPU hardware benchmarks: pinned environments, standard workloads, "
@@ -440,4 +441,6 @@ def main() -> None:
     """Console entry point: every error is one line on stderr and an exit code (kit.cli.errors);
     nothing reaches the terminal with a control sequence from a bundle in it (kit.terminal)."""
     install_safe_streams()
-    sys.exit(run(app))
+    code = run(app)
+    settle()  # a terminal closed under it: the exit code stays the command's
+    sys.exit(code)

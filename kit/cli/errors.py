@@ -6,6 +6,7 @@ line and exit 2 like the library's InputError, instead of click's usage block.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 
@@ -71,12 +72,38 @@ def _stop(signum: int, frame: object) -> None:
     raise _Stopped(signum)
 
 
+def say(line: str) -> None:
+    """A last line on stderr; a terminal that is gone (a closed pty: EIO) takes nothing."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
+
+
 def run(app: typer.Typer) -> int:
     """Run the app; every error is one line on stderr and an exit code, never a traceback.
 
     Usage errors (click's: unknown option or command, bad or missing value) and KitError's
-    InputError exit 2; a failed run 1; an interruption 130.
+    InputError exit 2; a failed run 1; an interruption 130, SIGTERM 143, SIGHUP 129. A stop
+    signal wins over the error it caused (a connection it cut, a write to the terminal that
+    closed): the command ends as stopped, not as that error.
     """
+    code = _run(app)
+    if stop.pending is not None and code != 128 + stop.pending:
+        say(stopped_line(stop.pending))
+        return 128 + stop.pending
+    return code
+
+
+def stopped_line(signum: int) -> str:
+    """Ctrl-C is "aborted"; SIGTERM and SIGHUP name themselves."""
+    return (
+        "kit: aborted"
+        if signum == signal.SIGINT
+        else f"kit: stopped by {signal.Signals(signum).name}"
+    )
+
+
+def _run(app: typer.Typer) -> int:
+    """run's body: the exit code, the one line printed (none for an error a stop caused)."""
     exits, aborts, usage, click_errors = _click_exceptions()
     stop.quiet_unraisable((_Stopped, KeyboardInterrupt))  # its signal is recorded: one line
     try:  # the handlers are swapped inside: a Ctrl-C at any moment from here on is one line
@@ -92,32 +119,37 @@ def run(app: typer.Typer) -> int:
         if stop.pending is not None and code != 128 + stop.pending:  # its exception was lost
             raise _Stopped(stop.pending)
     except KitError as exc:
-        print(error_line(exc), file=sys.stderr)
+        if stop.pending is None:  # else the error is the stop's doing: run() says stopped
+            say(error_line(exc))
         return exc.exit_code
     except exits as exc:
         return exc.exit_code
     except (_Stopped, stop.Terminated) as exc:  # Terminated: a run's stop before its bundle
-        name = signal.Signals(exc.signum).name
-        print(f"kit: stopped by {name}", file=sys.stderr)
+        stop.note(exc.signum)  # a later signal than the first: run() names the first
+        if stop.pending == exc.signum:
+            say(stopped_line(exc.signum))
         return 128 + exc.signum
     except (*aborts, KeyboardInterrupt):  # Ctrl-C (click turns it into Abort inside a command;
         # before the command runs, while typer builds it, it is KeyboardInterrupt itself)
-        print("kit: aborted", file=sys.stderr)
+        stop.note(signal.SIGINT)
+        if stop.pending == signal.SIGINT:
+            say(stopped_line(signal.SIGINT))
         return 130
     except usage as exc:
         ctx = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx else "kit"
         message = one_line(exc.format_message()).strip() or "no command given"
-        print(f"kit: error: {where}: {message} (see {where} --help)", file=sys.stderr)
+        say(f"kit: error: {where}: {message} (see {where} --help)")
         return 2
     except click_errors as exc:
-        print(f"kit: error: {one_line(exc.format_message())}", file=sys.stderr)
+        say(f"kit: error: {one_line(exc.format_message())}")
         return 2
     except OSError as exc:  # a path the user gave: read-only, under a file, a name too long
         where = f"{one_line(exc.filename)}: " if exc.filename else ""
-        print(f"kit: error: {where}{exc.strerror or one_line(exc)}", file=sys.stderr)
+        if stop.pending is None:
+            say(f"kit: error: {where}{exc.strerror or one_line(exc)}")
         return 2
     except RecursionError:
-        print("kit: error: input nested too deeply", file=sys.stderr)
+        say("kit: error: input nested too deeply")
         return 2
     return code if isinstance(code, int) else 0

@@ -1,0 +1,77 @@
+"""The eighth black-box pass's running-side findings: a stop signal wins over the error it
+caused. SIGTERM while the kit waits for Podman's API was "no Podman API answers (Terminated)",
+exit 1; a closed terminal (SIGHUP, then every write EIO) ended 1 or 2 instead of 129."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kit.bundle import verify_manifest
+from tests.conftest import ROOT
+
+
+def test_sigterm_while_podman_s_api_is_awaited_is_a_stop_not_a_missing_service(tmp_path):
+    """An API socket that accepts and never answers: the driver waits in its ping; SIGTERM
+    then ends it as stopped (143, one line), not as 'no Podman API answers'."""
+    path = tmp_path / "podman.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(4)
+    env = {**os.environ, "KIT_PODMAN_HOST": f"unix://{path}", "TMPDIR": str(tmp_path)}
+    args = [sys.executable, "-m", "kit", "reproduce", "recipes/allreduce.yaml", "--device",
+            "cpu", "--smoke", "--repeats", "1", "--runtime", "podman", "--out",
+            str(tmp_path / "out")]  # fmt: skip
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        server.settimeout(120)
+        conn, _ = server.accept()  # the driver is in its ping now
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        conn.close()
+    finally:
+        proc.kill() if proc.poll() is None else None
+        server.close()
+    assert proc.returncode == 143, err
+    lines = err.strip().splitlines()
+    assert lines[-1] == "kit: stopped by SIGTERM", err
+    assert "Podman API" not in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(not hasattr(os, "login_tty"), reason="needs os.login_tty (Python 3.11)")
+def test_a_closed_terminal_ends_the_run_as_sighup_with_its_bundle_sealed(tmp_path):
+    """The run's terminal closes mid-run: the kernel sends SIGHUP and every later write to the
+    terminal fails (EIO); the command still ends 129 and what finished is sealed."""
+    out = tmp_path / "out"
+    main, sub = os.openpty()
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    args = [sys.executable, "-m", "kit", "reproduce", "recipes/allreduce.yaml", "--device",
+            "cpu", "--smoke", "--repeats", "1", "--runtime", "host", "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdin=sub, stdout=sub, stderr=sub,
+                            preexec_fn=lambda: os.login_tty(sub))  # fmt: skip
+    os.close(sub)
+    seen = b""
+    deadline = time.monotonic() + 240
+    try:
+        while b"[1/2]" not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([main], [], [], 1)
+            if ready:
+                try:
+                    seen += os.read(main, 4096)
+                except OSError:
+                    break
+        assert b"[1/2]" in seen, seen.decode(errors="replace")
+    finally:
+        os.close(main)  # the terminal is gone: SIGHUP to its session
+    code = proc.wait(timeout=240)
+    assert code == 129, seen.decode(errors="replace")
+    assert verify_manifest(out).ok
