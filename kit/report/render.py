@@ -436,15 +436,18 @@ def render_bundle(
     ctx = context(bundle, price_per_gpu_hour)
     ctx["acceptance"] = acceptance
     out = bundle.path / files.REPORT_HTML
-    # created anew and renamed into place: a link planted at either name is replaced, not followed
-    write_text(out, render_html(bundle, ctx))
+    html = render_html(bundle, ctx)
     buffer = io.BytesIO()
-    try:
+    try:  # both pages made before either is written: the files change together, moments before
+        # the caller's manifest (a SIGKILL while the PDF renders leaves the sealed bundle as it was)
         write_pdf(render_html(bundle, ctx, pdf=True), buffer)
     except PdfNotWritten as exc:
+        write_text(out, html)
         raise PdfNotWritten(
             f"report.html written, report.pdf not: {exc.why}",
             f"for the PDF, run `kit report {bundle.path}` where WeasyPrint works ({exc.install})",
         ) from None
+    # created anew and renamed into place: a link planted at either name is replaced, not followed
+    write_text(out, html)
     write_bytes(bundle.path / files.REPORT_PDF, buffer.getvalue())
     return out

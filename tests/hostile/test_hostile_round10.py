@@ -75,3 +75,22 @@ def test_a_closed_terminal_ends_the_run_as_sighup_with_its_bundle_sealed(tmp_pat
     code = proc.wait(timeout=240)
     assert code == 129, seen.decode(errors="replace")
     assert verify_manifest(out).ok
+
+
+@pytest.mark.parametrize("delay", [1.5, 2.5, 3.5, 5.0])
+def test_a_report_killed_while_it_renders_leaves_the_bundle_verifying(tmp_path, delay):
+    """SIGKILL to `kit report` mid-render: the new report.html was renamed in before the PDF was
+    made, and the manifest never caught up (the bundle then failed verify). Both pages are now
+    made first and written together just before the manifest."""
+    import shutil
+
+    b = tmp_path / "b"
+    shutil.copytree(ROOT / "reports" / "examples" / "h200x2-allreduce", b)
+    (b / "MANIFEST.sha256.sig").unlink(missing_ok=True)
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "report", str(b)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    time.sleep(delay)
+    proc.kill()
+    proc.wait(timeout=60)
+    check = verify_manifest(b)
+    assert check.ok, (check.changed, check.missing, check.extra)
