@@ -19,10 +19,12 @@ data["benchmarks"] = [b for b in data["benchmarks"] if b["kind"] == "allreduce"]
 yaml.safe_dump(data, open("/tmp/allreduce-one-gpu.yaml", "w"), sort_keys=False)
 PY
 echo "kit ${KIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null)}" | tee "$OUT/summary.txt"
-for sig in TERM INT HUP; do
-  out=/tmp/bundles/seal-$sig
+for sig in ${SIGS:-TERM INT HUP}; do
+  name=seal-$sig-$(date +%H%M%S%N); out=/tmp/bundles/$name
   log=$OUT/run-$sig.log
-  setsid python3 -m kit reproduce "$recipe" --device cuda --runtime docker --env ngc-pytorch \
+  # a background job of a script starts with SIGINT ignored: the driver gets it back first
+  setsid python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
+      python3 -m kit reproduce "$recipe" --device cuda --runtime docker --env ngc-pytorch \
       --base-image kit-host-stack:local --out "$out" > "$log" 2>&1 &
   pid=$!
   t0=$(date +%s)
@@ -32,7 +34,7 @@ for sig in TERM INT HUP; do
   sleep 3
   left=$(python3 -c "import docker; print(len(docker.from_env().containers.list(all=True, filters={'label': 'kit.owner'})))")
   status=$(python3 -c "import json; print(json.load(open('$out/results.json'))['status'])" 2>&1)
-  python3 -m kit verify "$out" > "$OUT/verify-$sig.log" 2>&1; verified=$?
+  python3 -m kit verify "$out" >> "$OUT/verify.log" 2>&1; verified=$?
   echo "SIG$sig exit=$code status=$status verify_exit=$verified containers_left=$left seconds=$(( $(date +%s) - t0 ))" | tee -a "$OUT/summary.txt"
-  tar -czf "$OUT/seal-$sig.tar.gz" -C /tmp/bundles "seal-$sig"
+  tar -czf "$OUT/$name.tar.gz" -C /tmp/bundles "$name"
 done
