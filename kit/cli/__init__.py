@@ -5,6 +5,7 @@ from __future__ import annotations
 from kit.cli import early  # noqa: F401  (first: a stop signal while importing is one line)
 
 # isort: split
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -28,6 +29,7 @@ from kit.cli.options import (
 from kit.cli.refs import refs_app
 from kit.errors import InputError, KitError
 from kit.recipe import MAX_GPUS, MAX_NODES, MAX_REPEATS
+from kit.shared.stop import STOPS
 from kit.terminal import install as install_safe_streams
 from kit.terminal import settle
 
@@ -442,5 +444,9 @@ def main() -> None:
     nothing reaches the terminal with a control sequence from a bundle in it (kit.terminal)."""
     install_safe_streams()
     code = run(app)
+    # the command has ended: a later stop signal changes nothing (Python's shutdown puts its
+    # handlers back to the default, and a second SIGHUP there would end it by the signal)
+    for sig in STOPS:
+        signal.signal(sig, signal.SIG_IGN)
     settle()  # a terminal closed under it: the exit code stays the command's
     sys.exit(code)

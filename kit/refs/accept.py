@@ -114,8 +114,7 @@ def parse_tolerances(items: list[str]) -> tuple[float | None, dict[str, float]]:
         name, eq, raw = item.partition("=")
         if not eq:
             name, raw = "", item
-        name = name.strip()
-        if (eq and not name) or "=" in raw:
+        if (eq and not name) or "=" in raw or any(c.isspace() for c in item):  # as written: 0.05
             raise InputError(f"--tolerance {item!r}: a fraction (0.05) or METRIC=FRACTION")
         try:
             if "_" in raw or not raw.isascii():  # float() reads 0.0_5 and full-width ０.０５

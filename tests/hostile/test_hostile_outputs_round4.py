@@ -86,6 +86,7 @@ def test_refs_add_takes_only_a_complete_bundle_and_a_one_line_label(tmp_path):
         (("--against", "330GB/s", "--tolerance", "\uff10.\uff10\uff15"), "a fraction (0.05)"),
         (("--against", "\uff13\uff13\uff10GB/s"), "not a published figure's id"),
         (("--against", "330 GB / s"), "not a published figure's id"),
+        (("--against", "330GB/s", "--tolerance", "busbw_largest = 0.1"), "a fraction (0.05)"),
         (("--against", "330\u00a0GB/s"), "not a published figure's id"),
     ],
 )

@@ -94,3 +94,24 @@ def test_a_report_killed_while_it_renders_leaves_the_bundle_verifying(tmp_path, 
     proc.wait(timeout=60)
     check = verify_manifest(b)
     assert check.ok, (check.changed, check.missing, check.extra)
+
+
+def test_a_second_sighup_after_the_stop_still_exits_129(tmp_path):
+    """SIGHUP at the seal, then another 50 ms later: the command has ended as stopped; the
+    second one came while Python shut down (its handlers back to the default) and killed it by
+    the signal. It is ignored once the exit code is chosen."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    args = [sys.executable, "-m", "kit", "reproduce", "recipes/allreduce.yaml", "--device", "cpu",
+            "--smoke", "--repeats", "1", "--runtime", "host", "--out", str(tmp_path / "o")]  # fmt: skip
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("[2/2]") and " ok " in line:
+            for _ in range(2):
+                time.sleep(0.05)
+                proc.send_signal(signal.SIGHUP)
+            break
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=120) == 129, rest
+    assert verify_manifest(tmp_path / "o").ok
