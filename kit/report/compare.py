@@ -128,7 +128,7 @@ def unlike(m: Machine, base: Machine) -> str | None:
     if mine.device != theirs.device:
         return (f"no ratio: {mine.device} runs against the baseline's {theirs.device} runs "
                 "are not like for like")  # fmt: skip
-    scale = scale_mismatch(scale_of(bool(theirs.smoke)), scale_of(bool(mine.smoke)))
+    scale = scale_mismatch(scale_of(theirs.smoke), scale_of(mine.smoke))
     if scale:  # the rule acceptance judges by (kit.acceptance.mismatches)
         return f"no ratio against the baseline: {scale}"
     return None
