@@ -21,6 +21,7 @@ WORK=/tmp/pinned-evidence/$name
 mkdir -p "$WORK" "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export KIT_COMMIT=${KIT_COMMIT:-}
+export PYTHONPATH="/tmp/site:$PWD:${PYTHONPATH:-}"
 log() { echo "[$(date -u +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$WORK/call.log"; }
 containers() { OUT=$WORK bash scripts/device/containers.sh "$@"; }
 log "call $name, kit commit ${KIT_COMMIT:-not stated}, budget ${BUDGET_S:-none}"
