@@ -12,7 +12,10 @@
 #   docker=RECIPE    kit reproduce RECIPE --runtime docker --env ngc-pytorch (the recipe's repeats)
 #   host=RECIPE      kit reproduce RECIPE --runtime host --repeats 1 (the container/host ratio)
 #   rerun=ARCHIVE    kit reproduce BUNDLE of a bundle another machine made (.tar.gz in .xfer/)
-# A step that would start after BUDGET_S seconds is skipped and logged as skipped.
+# A step that would start after BUDGET_S seconds is skipped and logged as skipped. At HARD_S
+# seconds (default 540, inside the device call's 600) the running `kit reproduce` gets SIGTERM:
+# it seals what finished as an interrupted bundle, and the archive is still packed (on
+# 2026-11-28 a ResNet call that ran past the call's limit came back with nothing).
 # The archive $OUT/NAME.tar.gz holds every bundle, every log, nvidia-smi's identity and topology.
 set -uo pipefail
 name=$1; shift
@@ -24,6 +27,9 @@ export KIT_COMMIT=${KIT_COMMIT:-}
 export PYTHONPATH="/tmp/site:$PWD:${PYTHONPATH:-}"
 log() { echo "[$(date -u +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$WORK/call.log"; }
 containers() { OUT=$WORK bash scripts/device/containers.sh "$@"; }
+HARD_S=${HARD_S:-540}
+( sleep "$HARD_S"; pkill -TERM -f "kit reproduce" && echo "[+${HARD_S}s] HARD_S: SIGTERM to kit reproduce" >>"$WORK/call.log" ) &
+watchdog=$!
 log "call $name, kit commit ${KIT_COMMIT:-not stated}, budget ${BUDGET_S:-none}"
 nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,driver_version,power.limit,clocks.max.sm \
     --format=csv | tee -a "$WORK/call.log"
@@ -42,6 +48,7 @@ for step in "$@"; do
   esac
   log "$step: $((SECONDS - t0)) s"
 done
+kill "$watchdog" 2>/dev/null
 log "bundles: $(ls /tmp/bundles 2>/dev/null | tr '\n' ' ')"
 for b in /tmp/bundles/*/; do
   [ -d "$b" ] && log "verify $(basename "$b"): $(python3 -m kit verify "$b" 2>&1 | tail -1)"
