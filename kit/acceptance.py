@@ -18,7 +18,6 @@ verdict and the figure beside it never disagree.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 from scipy.special import stdtrit
 
+from kit.shared.gpu_specs import gpu_model_key
 from kit.stats import summarize
 from kit.stats.intervals import CONFIDENCE
 
@@ -208,20 +208,6 @@ class Basis:
             return f"{count}the CPU{model}"
         model = self.gpu_model or "GPUs of a model not recorded"
         return f"{self.gpus}x {model}" if self.gpus else model
-
-
-GPU_MODEL = re.compile(r"[A-Z]*\d+[A-Z]*")
-
-
-def gpu_model_key(name: str | None) -> str | None:
-    """The model number a GPU name carries: "NVIDIA H100 80GB HBM3", "H100 SXM" -> "H100";
-    "NVIDIA A100-SXM4-80GB" -> "A100"; "NVIDIA H200" -> "H200". None when there is none."""
-    if not name:
-        return None
-    words = re.split(r"[\s\-_/]+", name.upper().replace("NVIDIA", ""))
-    found = next((w for w in words if w and GPU_MODEL.fullmatch(w) and w[0].isalpha()), None)
-    found = found or next((w for w in words if w and GPU_MODEL.fullmatch(w)), None)
-    return found
 
 
 def same_model(reference: str | None, run: str | None) -> bool:

@@ -28,7 +28,7 @@ from kit.cli.options import (
 )
 from kit.cli.refs import refs_app
 from kit.errors import InputError, KitError
-from kit.recipe import MAX_GPUS, MAX_NODES, MAX_REPEATS
+from kit.shared.limits import MAX_GPUS, MAX_NODES, MAX_REPEATS
 from kit.shared.stop import STOPS
 from kit.terminal import install as install_safe_streams
 from kit.terminal import settle

@@ -10,7 +10,7 @@ import typer
 
 from kit.cli.options import BatchDevice, BatchRepeats, BatchSmoke
 from kit.errors import InputError
-from kit.recipe import MAX_GPUS, MAX_NODES
+from kit.shared.limits import MAX_GPUS, MAX_NODES
 
 
 def k8s(

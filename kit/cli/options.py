@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kit.recipe import MAX_REPEATS
+from kit.shared.limits import MAX_REPEATS
 
 PricePerGpuHour = Annotated[
     str | None,

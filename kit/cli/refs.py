@@ -8,9 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kit.bundle.intake import check_signer_options, receive
 from kit.cli.options import AllowedSigners, AllowUnsigned
-from kit.refs import published, store
 
 refs_app = typer.Typer(
     help="Known machines: list, add and remove reference results.", no_args_is_help=True
@@ -23,6 +21,8 @@ def list_cmd() -> None:
 
     Example: kit refs list
     """
+    from kit.refs import store
+
     for ref in store.list_refs():
         kinds = ", ".join(sorted({b["benchmark"] for b in ref["benchmarks"]}))
         typer.echo(f"{ref['origin']:8s} {ref['label']:40s} {ref['hardware'].get('label')}: {kinds}")
@@ -41,6 +41,9 @@ def add_cmd(
 
     Example: kit refs add reports/fsdp-llama-20261121-130936 --label "lab box 3"
     """
+    from kit.bundle.intake import check_signer_options
+    from kit.refs import store
+
     check_signer_options(allowed_signers, allow_unsigned)
     doc = store.add(bundle, label, allowed_signers=allowed_signers, allow_unsigned=allow_unsigned)
     typer.echo(f"added {doc['label']!r}: {len(doc['benchmarks'])} benchmark variants")
@@ -52,6 +55,8 @@ def remove_cmd(label: Annotated[str, typer.Argument(help="The reference's label.
 
     Example: kit refs remove "lab box 3"
     """
+    from kit.refs import store
+
     store.remove(label)
     typer.echo(f"removed {label!r}")
 
@@ -62,6 +67,9 @@ def standing_cmd(bundle: Annotated[Path, typer.Argument(help="A bundle directory
 
     Example: kit refs standing reports/fsdp-llama-20261121-130936
     """
+    from kit.bundle.intake import receive
+    from kit.refs import store
+
     # sealed, complete, signature sound (kit.bundle.intake); no --read-broken-signature here
     data = receive(bundle, "place only an untouched bundle", read_broken=None)
     rows = store.standing(data)  # what was checked, not a second read
@@ -83,6 +91,8 @@ def published_cmd() -> None:
 
     Example: kit refs published
     """
+    from kit.refs import published
+
     for f in published.figures():
         typer.echo(f"{f.id}\n  {f.title}: {f.value_words}{' (a floor)' if f.floor else ''}")
         typer.echo(f"  conditions: {f.conditions}\n  source: {f.cited}, {f.url}")

@@ -26,23 +26,20 @@ from pydantic import (
     model_validator,
 )
 
-from kit.acceptance import gpu_model_key
 from kit.errors import InputError
 from kit.recipe.daemons import daemon_key, url_ok
 from kit.recipe.env import check_env
 from kit.recipe.environments import check_environment
 from kit.recipe.yamlfile import LocatedError, StrictLoader, line_map, read_text
 from kit.shared import p2p
+from kit.shared.gpu_specs import gpu_model_key
+from kit.shared.limits import MAX_GPUS, MAX_NODES, MAX_REPEATS
 from kit.shared.metrics import CV_THRESHOLD
 from kit.shared.metrics import metric as catalog_entry
 from kit.workloads.base import check_counts, check_numbers
 from kit.workloads.registry import BROKEN, KINDS, params_class
 
 RECIPE_VERSION = 1
-# bounds shared by the recipe fields and the command-line options that override them
-MAX_REPEATS = 100
-MAX_GPUS = 64
-MAX_NODES = 1024
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 # a name becomes part of file and folder names (a bundle's, a run's `BENCH.VARIANT.rN`): well
 # under a file system's 255 bytes, so that a run never fails on "File name too long"

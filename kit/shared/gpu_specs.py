@@ -21,6 +21,7 @@ Conventions:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 T = 1e12
@@ -125,3 +126,17 @@ def pcie_gbs(gen: int | None, width: int | None) -> float | None:
     if not gen or not width or gen not in PCIE_LANE_GBS:
         return None
     return PCIE_LANE_GBS[gen] * width
+
+
+GPU_MODEL = re.compile(r"[A-Z]*\d+[A-Z]*")
+
+
+def gpu_model_key(name: str | None) -> str | None:
+    """The model number a GPU name carries: "NVIDIA H100 80GB HBM3", "H100 SXM" -> "H100";
+    "NVIDIA A100-SXM4-80GB" -> "A100"; "NVIDIA H200" -> "H200". None when there is none."""
+    if not name:
+        return None
+    words = re.split(r"[\s\-_/]+", name.upper().replace("NVIDIA", ""))
+    found = next((w for w in words if w and GPU_MODEL.fullmatch(w) and w[0].isalpha()), None)
+    found = found or next((w for w in words if w and GPU_MODEL.fullmatch(w)), None)
+    return found

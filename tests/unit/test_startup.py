@@ -1,0 +1,52 @@
+"""The CLI starts without the libraries a command does not use: `kit --version` must not pay for
+scipy, plotting, PDF rendering, the engines' SDKs or torch (issue: a test loop in minutes).
+
+Each check is a fresh interpreter, as the `kit` command starts; what it loaded is read from
+sys.modules, not timed (the time is a benchmark's business, measured on a quiet machine)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+HEAVY = ("scipy", "numpy", "matplotlib", "weasyprint", "jinja2", "docker", "torch",
+         "kubernetes", "pydantic")  # fmt: skip
+"""What no command's start-up needs: each is imported where it is used."""
+
+
+def loaded_after(code: str) -> set[str]:
+    """The top-level packages among HEAVY that a fresh `python -c CODE` has imported."""
+    probe = (
+        f"{code}\nimport json, sys\n"
+        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, check=True)  # fmt: skip
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_importing_the_cli_loads_no_heavy_library() -> None:
+    assert loaded_after("import kit.cli") == set()
+
+
+def test_the_version_loads_no_heavy_library() -> None:
+    code = (
+        "import sys\nsys.argv = ['kit', '--version']\nfrom kit.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass"
+    )
+    assert loaded_after(code) == set()
+
+
+@pytest.mark.parametrize("recipe", ["fsdp_llama", "allreduce", "llm_decode"])
+def test_validating_a_recipe_loads_only_the_recipe_model(recipe: str) -> None:
+    code = (
+        f"import sys\nsys.argv = ['kit', 'recipes', 'validate', 'recipes/{recipe}.yaml']\n"
+        "from kit.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass"
+    )
+    # pydantic is the recipe's model; nothing else a validation does not use
+    assert loaded_after(code) <= {"pydantic"}
