@@ -12,7 +12,7 @@ Where the window lies on telemetry's clock (`t_s`, seconds since telemetry start
   is taken as the last `data.window_s` seconds before the last sample. Off by at most one
   sampling interval plus the reductions (~0.3 s) at the start and end.
 
-Energy integrates GPU board power (NVML's power reading, summed over the sampled GPUs) over the
+Energy integrates GPU board power (NVML's power reading, summed over the GPUs the run used) over the
 window with the trapezoid rule, power interpolated at the window's edges. It excludes the CPU,
 memory, fans and power-supply losses: say "GPU board power" wherever it is printed.
 """
@@ -51,7 +51,7 @@ class Window:
 
 @dataclass(frozen=True)
 class WindowFacts:
-    """What the GPUs did inside the window, over every sampled GPU.
+    """What the GPUs the run used did inside the window (`used_gpus`: idle ones left out).
 
     energy_j: GPU board energy summed over GPUs. power_w_mean: mean total board power (all GPUs).
     power_w_per_gpu_mean / sm_clock_mhz_mean: per-GPU means over the window's samples.
@@ -80,6 +80,37 @@ class WindowFacts:
         d["window"]["seconds"] = self.window.seconds
         d["window"]["label"] = window_label(self.window)
         return d
+
+
+def used_gpus(run: RunResult) -> list[dict[str, Any]]:
+    """The telemetry entries of the GPUs the run's processes drove, in telemetry's order.
+
+    Telemetry samples every GPU visible to the run's first process, and a container or host
+    handed every GPU of the box shows idle ones beside those the ranks drove: a mean over all of
+    them reads an idle GPU's 75 W as part of the run's power. The GPUs used are, first, those the
+    run recorded (the energy counter's per-rank UUIDs); else local rank i drives the i-th visible
+    GPU (CUDA's order is NVML's: the runtime sets CUDA_DEVICE_ORDER=PCI_BUS_ID), so the first
+    `processes on the sampled node` entries. Without a process count, every sampled GPU."""
+    tel = run.telemetry
+    if tel is None or not tel.gpus:
+        return []
+    counter = run.data.extra("energy_counter")
+    recorded = counter.get("gpus") if isinstance(counter, dict) else None
+    uuids = {g.get("uuid") for g in recorded or [] if isinstance(g, dict) and g.get("uuid")}
+    mine = [g for g in tel.gpus if g.get("uuid") in uuids]
+    if mine:
+        return mine
+    per_node = _processes_on_sampled_node(run)
+    return list(tel.gpus[:per_node] if per_node else tel.gpus)
+
+
+def _processes_on_sampled_node(run: RunResult) -> int | None:
+    """The processes on the node whose first rank sampled telemetry: the world size on one
+    node, each node's count when every node ran as many; None when that is not known."""
+    if run.nodes:
+        counts = {n.nproc for n in run.nodes}
+        return counts.pop() if len(counts) == 1 else None
+    return run.world_size
 
 
 def timed_window(run: RunResult) -> Window | None:
@@ -112,14 +143,15 @@ def window_facts(
     hardware: Hardware | None = None,
     window: Window | None = None,
 ) -> WindowFacts | None:
-    """Power, energy, clocks and throttling inside `window` (default: the run's timed window).
+    """Power, energy, clocks and throttling inside `window` (default: the run's timed window),
+    over the GPUs the run used (`used_gpus`), never an idle GPU beside them.
 
     The power limit comes from hardware.json's GPU of the same index (`power_limit_w`, the
     enforced limit); without it `power_limited` is False and `at_cap_share` None.
     """
     w = window or timed_window(run)
-    tel = run.telemetry
-    if w is None or tel is None or not tel.gpus:
+    used = used_gpus(run)
+    if w is None or not used:
         return None
     hw_gpus = hardware.gpus if hardware else []
     limits = {g.index: g.power_limit_w for g in hw_gpus}
@@ -129,7 +161,7 @@ def window_facts(
     clock_n = 0
     reasons: dict[str, int] = {}
     max_clocks = []
-    for gpu in tel.gpus:
+    for gpu in used:
         s = gpu["samples"]
         t, p = s["t_s"], s["power_w"]
         energy += integrate(t, p, w.start_s, w.end_s)
@@ -153,8 +185,8 @@ def window_facts(
                 max_clocks.append((hw.clocks_max_mhz or {}).get("sm"))
     if n_samples == 0:
         return None
-    gpus = len(tel.gpus)
-    known_limits = [limits.get(g.get("index")) for g in tel.gpus]
+    gpus = len(used)
+    known_limits = [limits.get(g.get("index")) for g in used]
     share = at_cap / n_samples if all(known_limits) else None
     return WindowFacts(
         window=w,

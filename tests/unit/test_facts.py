@@ -13,8 +13,10 @@ from kit.facts.efficiency import (
     power_sentence,
     scaling_efficiency,
 )
-from kit.facts.window import integrate, timed_window, window_facts
+from kit.facts.window import integrate, timed_window, used_gpus, window_facts
 from kit.model import load_bundle
+from kit.report import analysis
+from kit.report.analysis.summary import summarize_bench
 from kit.shared.gpu_specs import SPECS, pcie_gbs, peak_flops, spec_for
 from tests.conftest import ROOT
 
@@ -135,3 +137,56 @@ def test_cost_and_scaling():
     assert scaling_efficiency(28148.0, 4, 14074.0, 2) == pytest.approx(1.0)
     with pytest.raises(ValueError):
         cost_per_million(0.0, 2, 3.0)
+
+
+def _idle_beside(run, hw, idle=2):
+    """The run on a box with `idle` more GPUs, which telemetry sampled too (a container handed
+    every GPU): idle power, the idle clock, no utilisation, NVML's GpuIdle reason."""
+    run, hw = run.model_copy(deep=True), hw.model_copy(deep=True)
+    first = run.telemetry.gpus[0]
+    n = len(first["samples"]["t_s"])
+    for k in range(idle):
+        index, uuid = len(hw.gpus), f"GPU-idle-{k}"
+        samples = {col: [None] * n for col in first["samples"]}
+        samples["t_s"] = list(first["samples"]["t_s"])
+        samples["power_w"], samples["sm_clock_mhz"] = [75.0] * n, [345] * n
+        samples["util_gpu"], samples["throttle_mask"] = [0] * n, [1] * n
+        run.telemetry.gpus.append({**first, "index": index, "uuid": uuid, "samples": samples})
+        hw.gpus.append(hw.gpus[0].model_copy(update={"index": index, "uuid": uuid}))
+    return run, hw
+
+
+def test_idle_gpus_of_the_box_are_not_averaged_into_power_clock_or_cap():
+    """Issue 48: 2 of 4 GPUs ran; the page read "374 W per GPU, 1,110 MHz" where the two that
+    ran held 671 W and 1,879 MHz at the cap. Only the GPUs the runs used count."""
+    results, hw = load(LLAMA)
+    run = next(r for r in results.runs if r.variant == "p2p")
+    alone = window_facts(run, hw)
+    box_run, box = _idle_beside(run, hw)
+    assert len(box_run.telemetry.gpus) == 4 and run.world_size == 2
+    assert [g["index"] for g in used_gpus(box_run)] == [0, 1]
+    boxed = window_facts(box_run, box)
+    assert boxed.gpus == 2 and boxed.samples == alone.samples
+    assert boxed.power_w_per_gpu_mean == pytest.approx(alone.power_w_per_gpu_mean)
+    assert boxed.power_w_per_gpu_mean > 600  # the 700 W cap's GPUs, not a mean with idle ones
+    assert boxed.sm_clock_mhz_mean == pytest.approx(alone.sm_clock_mhz_mean)
+    assert boxed.at_cap_share == pytest.approx(alone.at_cap_share) and boxed.power_limited
+    assert boxed.energy_j == pytest.approx(alone.energy_j)
+    assert power_sentence(boxed) == power_sentence(alone)
+    # page 1's power line reads the same facts: the same sentence on the box
+    recipe = load_bundle(LLAMA).recipe
+    on_box = results.model_copy(update={"runs": [_idle_beside(r, hw)[0] for r in results.runs]})
+    lines = [
+        summarize_bench(analysis.build_benchmarks(res, recipe)[0], h, "").variants[0].power
+        for res, h in ((results, hw), (on_box, box))
+    ]
+    assert lines[0].sentence == lines[1].sentence and lines[1].limited
+
+
+def test_the_gpus_a_run_recorded_are_the_ones_it_used():
+    """The energy counter names each rank's GPU by UUID: those are the run's, wherever they sit."""
+    results, hw = load(LLAMA)
+    run, _ = _idle_beside(next(r for r in results.runs if r.variant == "p2p"), hw)
+    second = run.telemetry.gpus[1]["uuid"]
+    run.data.energy_counter = {"gpus": [{"rank": 0, "uuid": "GPU-idle-0"}, {"uuid": second}]}
+    assert [g["index"] for g in used_gpus(run)] == [1, 2]
