@@ -3,13 +3,16 @@ the baseline (at a common size: kit.report.common_size) with its interval, the r
 datasheets predict beside it (the figure that bounds the workload, from the metric catalog:
 memory bandwidth, link bandwidth or dense FLOP/s) and all three datasheet ratios per GPU, the
 geometric mean across workloads, and one plain sentence: which machine is faster for what, by how much, how
-sure. Ratios are stated as "better" factors (over 1: this machine does more, or takes less)."""
+sure. Ratios are stated as "better" factors (over 1: this machine does more, or takes less); the
+sentence states the larger over the smaller, so A against B and B against A read the same number,
+and with fewer than kit.acceptance.MIN_RUNS runs a side it is a screening that states no direction."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+from kit.acceptance import MIN_RUNS
 from kit.shared import metrics as catalog
 from kit.shared.gpu_specs import spec_for
 
@@ -70,6 +73,26 @@ def datasheets(machine: Any, base: Any) -> list[dict[str, Any]]:
     return out
 
 
+def screening(n_a: int, n_b: int) -> bool:
+    """Fewer than MIN_RUNS runs on a side: no interval, so a ratio is a first look whose direction
+    is not stated (one run a side read "1.08x worse" where the next run could read better)."""
+    return min(n_a, n_b) < MIN_RUNS
+
+
+def apart(factor: float) -> float:
+    """A ratio as the larger over the smaller: the same number whichever side is the baseline."""
+    return factor if factor >= 1 else 1 / factor
+
+
+def screening_words(n_a: int, n_b: int, estimate: float) -> str:
+    """A screening ratio's words: how many runs, how far apart, and no direction."""
+    runs = "one run a side" if n_a == n_b == 1 else f"{n_a} and {n_b} runs"
+    return (
+        f"screening ({runs}, fewer than {MIN_RUNS} a side): {_times(apart(estimate))} apart, "
+        "the larger over the smaller; no direction is stated"
+    )
+
+
 def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
     """Per non-baseline machine: one line per workload (its headline metric, the first
     variant), the geometric mean of the measured factors and the sentence."""
@@ -104,6 +127,8 @@ def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
                     "variant": row.variant,
                     "label": row.label,
                     "factor": factor,
+                    "apart": apart(factor),
+                    "screening": screening(ratio["n_a"], ratio["n_b"]),
                     "low": low if ratio.get("ci_available") else None,
                     "high": high if ratio.get("ci_available") else None,
                     "sure": interval and not ratio.get("includes_one"),
@@ -124,6 +149,8 @@ def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
                 "machine": m.label,
                 "lines": lines,
                 "geomean": gmean,
+                "apart": apart(gmean) if gmean else None,
+                "screening": any(x.get("screening") for x in lines),
                 "datasheets": datasheets(m, machines[base]),
                 "sentence": _sentence(m.label, machines[base].label, lines, gmean),
             }
@@ -132,28 +159,41 @@ def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
 
 
 def _sentence(mine: str, base: str, lines: list[dict[str, Any]], gmean: float | None) -> str:
+    """One rule both ways: the machine ahead first and the larger over the smaller, so swapping
+    the baseline swaps nothing but the order of the table's columns; a screening (fewer than
+    MIN_RUNS runs a side on any workload) names no machine ahead."""
     measured = [x for x in lines if x["factor"]]
     if not measured or gmean is None:
         return f"No workload has a ratio between {mine} and {base}: nothing to choose on."
+    n = len(measured)
+    workloads = f"{n} workload{'s' if n > 1 else ''}"
+    few = [x["benchmark"] for x in measured if x["screening"]]
+    if few:
+        return (
+            f"Screening, no direction stated: {', '.join(few)} ran fewer than {MIN_RUNS} runs "
+            f"a side, so no interval and no finding; {mine} and {base} are {_times(apart(gmean))} "
+            f"apart (the larger over the smaller, geometric mean across {workloads}). Rerun "
+            f"with --repeats {MIN_RUNS} or more for a direction with an interval."
+        )
+    ahead, behind = (mine, base) if gmean >= 1 else (base, mine)
     sure = [x for x in measured if x["sure"]]
-    best = max(measured, key=lambda x: x["factor"])
-    worst = min(measured, key=lambda x: x["factor"])
-    lead = (
-        f"{mine} is {gmean:.2f}x better than {base}"
-        if gmean >= 1
-        else f"{mine} is {1 / gmean:.2f}x worse than {base}"
-    )
-    spread = (
-        f"from {worst['factor']:.2f}x ({worst['benchmark']}) to {best['factor']:.2f}x "
-        f"({best['benchmark']})"
-        if len(measured) > 1
-        else f"on {best['benchmark']}"
-    )
     how_sure = (
-        f"{len(sure)} of {len(measured)} ratio{'s' if len(measured) > 1 else ''} "
-        "with a confidence interval that excludes 1 (fewer than 3 runs a side give none)"
+        f"{len(sure)} of {n} ratio{'s' if n > 1 else ''} with a confidence interval that excludes 1"
     )
-    return (
-        f"{lead} across {len(measured)} workload{'s' if len(measured) > 1 else ''} "
-        f"(geometric mean), {spread}; {how_sure}."
-    )
+    if n == 1:
+        where = f"on {measured[0]['benchmark']}"
+    else:
+        where = (
+            f"across {workloads} (geometric mean; "
+            + "; ".join(
+                f"{x['benchmark']} {_times(x['apart'])}, {mine if x['factor'] >= 1 else base} ahead"
+                for x in sorted(measured, key=lambda x: x["benchmark"])
+            )
+            + ")"
+        )
+    return f"{ahead} is {_times(apart(gmean))} better than {behind} {where}; {how_sure}."
+
+
+def _times(factor: float) -> str:
+    """ "1.08x", or a percentage below 0.5% (as kit.stats words a ratio: "0.41%", not "1.00x")."""
+    return f"{(factor - 1) * 100:.2g}%" if factor < 1.005 else f"{factor:.2f}x"

@@ -16,6 +16,7 @@ from kit.errors import InputError
 from kit.facts.efficiency import cost_per_million, per_gpu, scaling_efficiency
 from kit.facts.price import Price, parse_price
 from kit.report import analysis
+from kit.report.choice import screening, screening_words
 from kit.report.common_size import SIZE_METRICS, common_sweep, run_sizes, value_at
 from kit.report.machines import Machine
 from kit.shared import metrics as catalog
@@ -40,7 +41,13 @@ def _per_gpu_summary(s: dict[str, Any], gpus: int) -> dict[str, Any]:
 
 
 def _ratio_dict(r: Ratio, metric: str) -> dict[str, Any]:
-    return {**r.to_dict(), "sentence": r.sentence(*catalog.words(metric))}
+    """The ratio and its sentence; with fewer than MIN_RUNS runs a side, a screening's words
+    (how far apart, no direction: kit.report.choice.screening_words) instead of "faster"."""
+    few = screening(r.n_a, r.n_b)
+    sentence = (
+        screening_words(r.n_a, r.n_b, r.estimate) if few else r.sentence(*catalog.words(metric))
+    )
+    return {**r.to_dict(), "sentence": sentence, "screening": few}
 
 
 def _summary_dict(values: list[float]) -> dict[str, Any] | None:
@@ -102,7 +109,11 @@ def workload_rows(
     price for all, or `prices` per machine); sharding named for memory."""
     each = machine_prices(len(machines), price_per_gpu_hour, prices)
     per = [_samples(m) for m in machines]
-    headline = {(b.name, b.kind): analysis.verdict_metric(b) for m in machines for b in m.benches}
+    same: dict[tuple[str, str], list[analysis.Benchmark]] = {}
+    for m in machines:
+        for b in m.benches:
+            same.setdefault((b.name, b.kind), []).append(b)
+    headline = {key: analysis.shared_verdict_metric(bs) for key, bs in same.items()}
     kinds = {b.name: b.kind for m in machines for b in m.benches}
     order = [per[base], *per[:base], *per[base + 1 :]]
     keys: dict[tuple[str, str, str], analysis.MetricRow] = {}

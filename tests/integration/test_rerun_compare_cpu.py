@@ -28,7 +28,8 @@ benchmarks:
   - kind: allreduce
     params: {max_bytes: 1024, factor: 4, iters: 2, warmup_iters: 1, trials: 2}
 """
-RATIO = re.compile(r"no measurable difference \(ratio|\d+\.\d+x (faster|slower) \(range of")
+# two runs a side: a screening, how far apart without a direction (issue 48)
+RATIO = re.compile(r"screening \(2 and 2 runs, fewer than 3 a side\): [\d.]+(x|%) apart")
 
 
 def pdf_text(path: Path, page: int | None = None) -> str:

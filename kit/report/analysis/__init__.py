@@ -58,6 +58,7 @@ from kit.report.analysis.verdicts import (
     compare,
     expectations,
     headline,
+    shared_verdict_metric,
     verdict_metric,
     verdicts,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "ran_line",
     "raw_sizes",
     "settings",
+    "shared_verdict_metric",
     "silicon",
     "size_table",
     "step_traces",

@@ -155,6 +155,22 @@ def verdict_metric(bench: Benchmark) -> str:
     return metric if metric in bench.metrics else next(iter(bench.metrics), metric)
 
 
+def shared_verdict_metric(benches: list[Benchmark]) -> str:
+    """The one metric a benchmark is judged by on several machines, whatever their order: the
+    verdict metric each machine's page leads with where they agree; where one machine sat at its
+    power cap and another did not, the whole-window figure when every machine recorded it (the
+    rule `verdict_metric` applies across variants, applied across machines), else the workload's
+    headline. Reading the last machine's choice instead gave 1.08x one way and 1.07x swapped."""
+    chosen = {verdict_metric(b) for b in benches}
+    if len(chosen) == 1:
+        return chosen.pop()
+    metric = headline_metric(benches[0].kind)
+    whole = WHOLE_WINDOW.get(metric)
+    if whole in chosen and all(whole in b.metrics for b in benches):
+        return whole
+    return metric
+
+
 def power_capped_runs(bench: Benchmark) -> bool:
     """Most finished runs of some variant sat at their power cap in the timed window.
 

@@ -1,0 +1,59 @@
+"""Issue 48: a comparison states a direction only from 3 runs a side, and its headline is one
+number whichever machine is the baseline (committed 2x H200 GPT-2 bundles)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kit.report.compare import comparison, load_machines, render_html
+from tests.conftest import ROOT
+
+EXAMPLES = ROOT / "reports" / "examples"
+LAB = EXAMPLES / "h200x2-gpt2-ddp"  # 3 runs a variant
+ONCE = EXAMPLES / "h200x2-gpt2-ddp-host-20261128"  # 1 run a variant
+BOX = EXAMPLES / "h200x2-gpt2-ddp-container"  # 3 runs a variant
+
+pytestmark = pytest.mark.skipif(
+    not all(p.is_dir() for p in (LAB, ONCE, BOX)), reason="the GPT-2 examples are not here"
+)
+DIRECTION = re.compile(r"\b(better|worse|faster|slower|ahead)\b")
+
+
+def _choice(paths, labels, capped=None):
+    machines = load_machines(paths, labels)
+    for m in machines:
+        if m.path == capped:  # its runs held the power cap: its page leads with the window
+            for run in m.results.runs:
+                for gpu in run.telemetry.gpus:
+                    gpu["samples"]["throttle_mask"] = [4] * len(gpu["samples"]["t_s"])
+    data = comparison(machines, 0)
+    return data, data["choice"]["machines"][0]
+
+
+def test_fewer_than_three_runs_a_side_is_a_screening_that_states_no_direction():
+    data, ch = _choice([LAB, ONCE], {0: "lab", 1: "host"})
+    assert ch["sentence"].startswith("Screening, no direction stated: gpt2-124m ran fewer than 3")
+    assert not DIRECTION.search(ch["sentence"])
+    (line,) = ch["lines"]
+    assert line["screening"] and line["sentence"].startswith("screening (1 and 3 runs")
+    assert not DIRECTION.search(line["sentence"])
+    head = next(w for w in data["workloads"] if w["headline"] and w["variant"] == "p2p")
+    assert head["cells"][1]["ratio"]["screening"]
+    assert not DIRECTION.search(head["cells"][1]["ratio"]["sentence"])
+    page = render_html(data, [])
+    first = page[page.index("Which machine") : page.index("Headline results")]
+    assert "screening" in first and not DIRECTION.search(re.sub(r"<[^>]+>", " ", first))
+
+
+def test_the_headline_is_one_number_whichever_machine_is_the_baseline():
+    """One machine at its power cap leads its page with the whole window; the comparison read the
+    last machine's choice, so swapping the two changed the metric and the number."""
+    _, first = _choice([LAB, BOX], {0: "lab", 1: "box"}, capped=BOX)
+    _, second = _choice([BOX, LAB], {0: "box", 1: "lab"}, capped=BOX)
+    assert first["lines"][0]["label"] == second["lines"][0]["label"]
+    assert first["lines"][0]["label"] == "throughput over the whole window"
+    assert first["sentence"] == second["sentence"]
+    assert first["sentence"].startswith(("box (2x H200 NV18) is ", "lab (2x H200 NV18) is "))
+    assert first["lines"][0]["apart"] == pytest.approx(second["lines"][0]["apart"])
