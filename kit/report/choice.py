@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from kit.acceptance import MIN_RUNS
+from kit.report.machines import same_machine
 from kit.shared import metrics as catalog
 from kit.shared.gpu_specs import spec_for
 
@@ -144,6 +145,10 @@ def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
             )
         factors = [x["factor"] for x in lines if x["factor"]]
         gmean = math.exp(sum(math.log(f) for f in factors) / len(factors)) if factors else None
+        one = same_machine(m.hardware, machines[base].hardware)
+        sentence = _sentence(m.label, machines[base].label, lines, gmean)
+        if one:  # two bundles of one machine: its runs differ, never its hardware
+            sentence = f"The same machine (the same GPU UUIDs), two bundles: {sentence}"
         out.append(
             {
                 "machine": m.label,
@@ -152,7 +157,8 @@ def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
                 "apart": apart(gmean) if gmean else None,
                 "screening": any(x.get("screening") for x in lines),
                 "datasheets": datasheets(m, machines[base]),
-                "sentence": _sentence(m.label, machines[base].label, lines, gmean),
+                "same_machine": one,
+                "sentence": sentence,
             }
         )
     return {"baseline": machines[base].label, "machines": out}

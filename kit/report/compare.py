@@ -25,6 +25,12 @@ from kit.envdiff import VERSION_KEYS
 from kit.facts.price import Price, check_priced_device, parse_price
 from kit.report.choice import choice
 from kit.report.compare_figures import headline_figures, sweep_figures
+from kit.report.compare_notes import (
+    environment_rows,
+    hardware_rows,
+    reproductions,
+    warnings_for,
+)
 from kit.report.compare_rows import (
     MetricRow,
     machine_prices,
@@ -32,16 +38,7 @@ from kit.report.compare_rows import (
     unlike,
     workload_rows,
 )
-from kit.report.machines import (
-    Machine,
-    environment_rows,
-    hardware_rows,
-    load_machines,
-    parse_labels,
-    pick_baseline,
-    reproductions,
-    warnings_for,
-)
+from kit.report.machines import Machine, load_machines, parse_labels, pick_baseline
 from kit.report.render import Figure, jinja_env, write_pdf
 from kit.report.sections import axes_of
 from kit.shared.jsonio import dumps

@@ -1,5 +1,6 @@
-"""The bundles a comparison reads, and what it says before any number: hardware, software,
-recipe and scale differences, and which bundle reruns which.
+"""The bundles a comparison reads: each loaded and checked, named by its hardware and the user's
+label, and which of them ran on one machine (what the comparison says beside its numbers is
+kit.report.compare_notes).
 
 Every bundle is read with the typed loader (kit.model.load_bundle: a malformed file is one line)
 and must match its manifest: a comparison of edited numbers would be worthless. Machines are
@@ -13,22 +14,17 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
-from kit.bundle import MANIFEST, sha256_file
 from kit.bundle.intake import receive
-from kit.envdiff import environment_diff, environment_versions
 from kit.errors import InputError
 from kit.facts.price import Price, parse_price
 from kit.inventory.topology import first_pair_link
-from kit.model import BundleData, Environment, Hardware, Results, recipe_differences
+from kit.model import BundleData, Environment, Hardware, Results
 from kit.model.hardware import Host
 from kit.report import analysis
 from kit.report.render import machine_line
 
 MAX_LABEL = 40
-REPEAT_FIELDS = ("repeats", "max_repeats", "cv_threshold", "timeout_s")
-"""Recipe fields that change how many runs there are or how long one may take, not what runs."""
 
 
 def short_hardware(hardware: Hardware) -> str:
@@ -41,6 +37,16 @@ def short_hardware(hardware: Hardware) -> str:
     model = ", ".join(f"{names.count(n)}x {n}" for n in dict.fromkeys(names))
     link = first_pair_link(hardware)
     return f"{model} {link}" if link and link != "X" else model
+
+
+def gpu_uuids(hardware: Hardware) -> frozenset[str]:
+    """The GPUs' UUIDs hardware.json lists: what names one physical machine (empty: not known)."""
+    return frozenset(g.uuid for g in hardware.gpus if g.uuid)
+
+
+def same_machine(a: Hardware, b: Hardware) -> bool:
+    """Two bundles ran on one machine: the same GPU UUIDs, every one (none known: not said)."""
+    return bool(gpu_uuids(a)) and gpu_uuids(a) == gpu_uuids(b)
 
 
 @dataclass
@@ -183,13 +189,16 @@ def _position(key: str, paths: list[Path], option: str) -> int:
 
 
 def _name(machines: list[Machine]) -> None:
-    """User label with the hardware, else the hardware; the position where two still read alike."""
+    """User label with the hardware, else the hardware; where two still read alike, the
+    position: "bundle N" where they are one machine (the same GPU UUIDs), else "[N]"."""
     for m in machines:
         m.label = f"{m.user_label} ({m.hardware_label})" if m.user_label else m.hardware_label
     labels = [m.label for m in machines]
     for m in machines:
         if labels.count(m.label) > 1:
-            m.label = f"{m.label} [{m.index}]"
+            alike = [o for o in machines if o is not m and o.label.startswith(m.label)]
+            one = any(same_machine(m.hardware, o.hardware) for o in alike)
+            m.label = f"{m.label}, bundle {m.index}" if one else f"{m.label} [{m.index}]"
 
 
 def refuse_same_bundle(paths: list[Path]) -> None:
@@ -235,189 +244,3 @@ def pick_baseline(spec: str | int | None, machines: list[Machine]) -> int:
     if spec is None or spec == "":
         return 0
     return _position(str(spec), [m.path for m in machines], "--baseline")
-
-
-# --- hardware, environment, warnings -------------------------------------------------------------
-
-
-def hardware_rows(machines: list[Machine]) -> list[dict[str, Any]]:
-    def gpus(h: Hardware) -> str:
-        names = [g.name or "?" for g in h.gpus]
-        return ", ".join(f"{names.count(n)}x {n}" for n in dict.fromkeys(names)) or "none"
-
-    def gpu_mem(h: Hardware) -> str:
-        mems = {g.memory_total_gib for g in h.gpus} - {None}
-        return ", ".join(f"{v:g} GiB" for v in sorted(mems)) or "-"
-
-    def links(h: Hardware) -> str:
-        matrix = h.topology.matrix if h.topology else []
-        words = sorted({w for row in matrix for w in row} - {"X"})
-        return ", ".join(words) or "-"
-
-    def host(h: Hardware, *fields: str) -> str:
-        values = (getattr(h.host, f) for f in fields) if h.host else iter(())
-        return next((str(v) for v in values if v), "-")
-
-    getters = [
-        ("summary", machine_line),
-        ("host", lambda h: host(h, "hostname")),
-        ("GPUs", gpus),
-        ("GPU memory", gpu_mem),
-        ("GPU links", links),
-        ("driver", lambda h: str((h.driver and h.driver.version) or "-")),
-        ("CPU", lambda h: host(h, "cpu_model", "cpu_count")),
-        ("logical CPUs", lambda h: host(h, "logical_cpus", "cpu_count")),
-        ("OS", lambda h: host(h, "os")),
-    ]
-    rows = []
-    for name, get in getters:
-        values = [get(m.hardware) for m in machines]
-        rows.append({"name": name, "values": values, "differs": len(set(values)) > 1})
-    return rows
-
-
-def environment_rows(machines: list[Machine], base: int) -> list[dict[str, Any]]:
-    """Every fingerprint field any bundle knows; cells that differ from the baseline marked."""
-    flat = [environment_versions(m.environment, m.hardware) for m in machines]
-    rows = []
-    for key in flat[0]:
-        values = [f[key] for f in flat]
-        if all(v is None for v in values):
-            continue
-        ref = values[base]
-        differs = [v is not None and ref is not None and v != ref for v in values]
-        rows.append(
-            {
-                "name": key,
-                "values": [v or "-" for v in values],
-                "differs": differs,
-                "any": any(differs),
-            }
-        )
-    return rows
-
-
-def recipe_notes(ref: Machine, m: Machine) -> list[dict[str, str]]:
-    """How m's recipe differs from the baseline's (kit.model.recipe_differences, defaults filled):
-    the GPU count (a scale difference the per-GPU figures answer), repeat counts (the width of
-    the intervals, not the measurement), and anything else (not like for like). [] when equal."""
-    diffs = recipe_differences(ref.data.recipe, m.data.recipe)
-    scale = [d for d in diffs if d == "gpus"]
-    repeats = [d for d in diffs if d in REPEAT_FIELDS]
-    other = [d for d in diffs if d not in scale and d not in repeats]
-    out = []
-    if other:
-        out.append({"level": "recipe", "text": (
-            f"Different recipes: {m.label} ran a recipe that differs from the baseline's in "
-            f"{', '.join(other)}; its numbers are not like for like.")})  # fmt: skip
-    if scale:
-        out.append({"level": "scale", "text": (
-            f"Different scale: {m.label} ran the same workloads on {m.data.recipe.gpus} GPUs, the "
-            f"baseline {ref.label} on {ref.data.recipe.gpus}.")})  # fmt: skip
-    if repeats:
-        out.append({"level": "note", "text": (
-            f"{m.label} and the baseline differ in {', '.join(repeats)}: the intervals differ in "
-            "width; each run measured the same way.")})  # fmt: skip
-    return out
-
-
-def _release(version: object) -> str:
-    """A version without its local build tag: "0.26.0+cu130" -> "0.26.0"."""
-    return str(version).partition("+")[0]
-
-
-def build_last(diffs: list[Any]) -> list[Any]:
-    """Differences in release first, those only in a build tag (+cu130) last: a box that leads
-    with "0.26.0+cu130 vs 0.26.0" hides what really differs behind what hardly does."""
-    return sorted(diffs, key=lambda d: _release(d.new) == _release(d.old))
-
-
-def diff_words(field: str, new: object, old: object) -> str:
-    """ "torch 2.14.1 vs 2.11.0", or "torchvision 0.26.0 on both, build +cu130 vs none"."""
-    if new is not None and old is not None and _release(new) == _release(old):
-        tag_new = str(new).partition("+")[2] or "none"
-        tag_old = str(old).partition("+")[2] or "none"
-        return f"{field} {_release(new)} on both, build {tag_new} vs {tag_old}"
-    return f"{field} {new} vs {old}"
-
-
-def warnings_for(machines: list[Machine], base: int) -> list[dict[str, str]]:
-    """What the first page must say before any number: software differs, scale, edits, failures."""
-    out: list[dict[str, str]] = []
-    ref = machines[base]
-    for m in machines:
-        if m is ref:
-            continue
-        diffs = environment_diff(ref.environment, m.environment, ref.hardware, m.hardware)
-        if diffs:
-            what = "; ".join(diff_words(d.field, d.new, d.old) for d in build_last(diffs))
-            out.append(
-                {
-                    "level": "env",
-                    "text": (
-                        f"Different environments: {m.label} differs from the baseline {ref.label} in "
-                        f"{what}. These results compare software as well as hardware."
-                    ),
-                }
-            )
-    for m in machines:
-        if m is not ref:
-            out.extend(recipe_notes(ref, m))
-    for key, word in (("smoke", "smoke scale"), ("device", "device")):
-        values = {str(getattr(m.results, key)) for m in machines}
-        if len(values) > 1:
-            out.append(
-                {
-                    "level": "recipe",
-                    "text": f"The bundles differ in {word}: "
-                    + ", ".join(f"{m.label} {getattr(m.results, key)}" for m in machines),
-                }
-            )
-    if any(m.results.smoke for m in machines):
-        out.append(
-            {
-                "level": "note",
-                "text": (
-                    "Smoke scale: sizes were shrunk to check the method; these numbers do not measure "
-                    "the hardware."
-                ),
-            }
-        )
-    unpinned: dict[str, list[str]] = {}  # runtime -> machines: one line each, a fleet too
-    for m in machines:
-        if not m.results.pinned:
-            unpinned.setdefault(m.results.runtime, []).append(m.label)
-    for runtime, labels in unpinned.items():
-        who = labels[0] if len(labels) == 1 else f"{len(labels)} machines ({', '.join(labels)})"
-        verb = "ran" if len(labels) == 1 else "each ran"
-        out.append({"level": "note", "text": f"{who} {verb} on the {runtime} runtime: the software "
-                    "environment was not pinned."})  # fmt: skip
-    for m in machines:
-        if m.results.status != "complete":
-            out.append({"level": "note", "text": f"{m.label}: bundle status {m.results.status!r}."})
-        for bench, rec in m.results.adaptive.items():
-            if rec.cap_reached:
-                out.append(
-                    {
-                        "level": "note",
-                        "text": (
-                            f"{m.label}: {bench} stayed noisy ({rec.reason}) after "
-                            f"{rec.repeats} repeats, the cap."
-                        ),
-                    }
-                )
-    return out
-
-
-def reproductions(machines: list[Machine]) -> list[str]:
-    """Which bundle reruns which, checked by the recorded manifest hash."""
-    digests = {sha256_file(m.path / MANIFEST): m for m in machines}
-    lines = []
-    for m in machines:
-        src = m.results.reproduces
-        if src is None:
-            continue
-        other = digests.get(src.manifest_sha256 or "")
-        target = other.label if other else f"{src.bundle} (not in this comparison)"
-        lines.append(f"{m.label} reruns {target}, created {src.created_at}.")
-    return lines
