@@ -327,6 +327,15 @@ def read_manifest(root: Path) -> dict[str, str]:
     return recorded
 
 
+def content_sha256(root: Path) -> str:
+    """sha256 of the manifest's lines less its report files: what names a bundle's content
+    across `kit report`, which re-renders the report and re-seals exactly those lines (the whole
+    manifest's hash changes with every re-render, so a rerun's link to its source by that hash
+    broke when the source was re-rendered)."""
+    kept = {n: d for n, d in read_manifest(root).items() if n not in REPORT_FILES}
+    return hashlib.sha256(_manifest_text(Path(root), kept).encode()).hexdigest()
+
+
 def verify_manifest(root: Path) -> Verification:
     """Compare the bundle's whole tree with its manifest: every entry is accounted for.
 

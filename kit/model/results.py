@@ -49,6 +49,9 @@ class Reproduces(Open):
     recipe: str | None = None
     created_at: str | None = None
     manifest_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    # the manifest less its report lines (kit.bundle.content_sha256): `kit report` of the source
+    # re-seals its report and changes manifest_sha256, never this; absent in older reruns
+    content_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     # the source's signature did not verify and --read-broken-signature read it anyway: the
     # line every page made from this rerun carries ("" or absent: it verified or was unsigned)
     broken_signature: str = Field(default="", max_length=2000)

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kit.bundle import MANIFEST, sha256_file
+from kit.bundle import MANIFEST, content_sha256, sha256_file
 from kit.envdiff import environment_diff, environment_versions
 from kit.model import Hardware, recipe_differences
+from kit.model.results import Reproduces
 from kit.report.machines import Machine, same_machine
 from kit.report.render import machine_line
 
@@ -210,14 +211,48 @@ def warnings_for(machines: list[Machine], base: int) -> list[dict[str, str]]:
 
 
 def reproductions(machines: list[Machine]) -> list[str]:
-    """Which bundle reruns which, checked by the recorded manifest hash."""
-    digests = {sha256_file(m.path / MANIFEST): m for m in machines}
+    """Which bundle reruns which (`source_of`), with how the source was known where its
+    manifest is no longer the one the rerun recorded."""
     lines = []
     for m in machines:
         src = m.results.reproduces
         if src is None:
             continue
-        other = digests.get(src.manifest_sha256 or "")
-        target = other.label if other else f"{src.bundle} (not in this comparison)"
-        lines.append(f"{m.label} reruns {target}, created {src.created_at}.")
+        other, how = source_of(src, m, machines)
+        target = other.label if other else f"{src.bundle} (not in this comparison{how})"
+        known = f" ({how})" if other and how else ""
+        lines.append(f"{m.label} reruns {target}, created {src.created_at}{known}.")
     return lines
+
+
+def source_of(
+    src: Reproduces, rerun: Machine, machines: list[Machine]
+) -> tuple[Machine | None, str]:
+    """The compared bundle a rerun reproduces, and the words for how it was known ("" when its
+    manifest is the one recorded). `kit report` of the source re-seals its report files and so
+    changes its manifest: the manifest less its report lines (kit.bundle.content_sha256), which
+    reruns record, still names it. A rerun made before that was recorded names its source by its
+    recipe and creation time, and says so."""
+    for m in machines:
+        if m is not rerun and sha256_file(m.path / MANIFEST) == src.manifest_sha256:
+            return m, ""
+    alike = [
+        m
+        for m in machines
+        if m is not rerun
+        and (m.results.recipe, m.results.created_at) == (src.recipe, src.created_at)
+    ]
+    if src.content_sha256 is None:
+        if alike:
+            return alike[0], (
+                "its manifest changed since the rerun recorded it, as kit report's re-render "
+                "does; known by its recipe and creation time, the rerun predating the record of "
+                "its content"
+            )
+        return None, ""
+    for m in alike:
+        if content_sha256(m.path) == src.content_sha256:
+            return m, "its report re-rendered since: every file but the report is as recorded"
+    if alike:
+        return None, f": {alike[0].label} has its recipe and creation time, not its content"
+    return None, ""

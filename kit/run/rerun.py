@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kit.bundle import MANIFEST, Bundle, sha256_file
+from kit.bundle import MANIFEST, Bundle, content_sha256, sha256_file
 from kit.bundle.intake import receive
 from kit.envdiff import Difference, environment_diff
 from kit.errors import InputError
@@ -119,6 +119,7 @@ def source_record(path: Path, old: BundleData) -> dict[str, Any]:
         "recipe": old.results.recipe,
         "created_at": old.results.created_at,
         "manifest_sha256": sha256_file(path / MANIFEST),
+        "content_sha256": content_sha256(path),
         **({"broken_signature": old.broken_signature} if old.broken_signature else {}),
     }
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pypdf import PdfReader
 
-from kit.bundle import MANIFEST, sha256_file, verify_manifest, write_manifest
+from kit.bundle import MANIFEST, content_sha256, sha256_file, verify_manifest, write_manifest
 from kit.model import load_bundle
 from kit.report.machines import short_hardware
 from tests.conftest import needs_pdf, run_kit
@@ -71,6 +71,7 @@ def test_rerun_then_compare(original, tmp_path):
         "recipe": "cpu-rerun",
         "created_at": old["created_at"],
         "manifest_sha256": sha256_file(original / MANIFEST),
+        "content_sha256": content_sha256(original),
     }
     assert new["environment_diff"] == []
     assert (new["device"], new["smoke"], new["repeats"]) == (
