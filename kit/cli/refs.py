@@ -83,6 +83,8 @@ def standing_cmd(bundle: Annotated[Path, typer.Argument(help="A bundle directory
             f"(n={r['reference_n']}, {r['reference_gpus']} GPUs): {r['ratio_better']:.2f}x as good"
             f"{per_gpu}"
         )
+        if r["unlike"]:  # what was not like for like, the parameters that differ among it
+            typer.echo(f"  not like for like: {'; '.join(r['unlike'])}")
 
 
 @refs_app.command("published")

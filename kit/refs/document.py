@@ -8,6 +8,8 @@ numbers) is one line naming the row, never a KeyError from a reader deep inside 
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -28,6 +30,7 @@ class StoredBenchmark(_Doc):
     signature: str
     world_size: int | None = None
     min_window_s: float | None = None
+    params: dict[str, Any] | None = None  # absent in references stored before they kept them
     metrics: dict[str, StoredMetric]
 
 

@@ -4,9 +4,11 @@ A reference is a small JSON document: the bundle's label and source, a hardware 
 model and count, interconnect, driver, CPU) and, per benchmark and variant, the per-repeat
 values of every metric of the runs that finished. No logs, no telemetry samples.
 
-Results are matched by recipe kind and a signature of the workload parameters (the run's
-`data.params`, canonical JSON, sha256), not by GPU count: a 4-GPU machine that ran the same
-workload is a reference for a 2-GPU one, and `standing` gives per-GPU ratios for that reason.
+Results are matched by recipe kind and the workload parameters that change the figure
+(kit.refs.matching: each workload declares the ones that do not, and those are named where they
+differ; a reference stored without its parameters by the signature of all of them, canonical
+JSON, sha256), not by GPU count: a 4-GPU machine that ran the same workload is a reference for a
+2-GPU one, and `standing` gives per-GPU ratios for that reason.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from kit.model import BundleData, Hardware, load_bundle
 from kit.model.loader import validate
 from kit.refs.db import open_db
 from kit.refs.document import StoredReference
+from kit.refs.matching import WINDOW_ONLY, same_workload
 from kit.shared import files
 from kit.shared import metrics as catalog
 from kit.workloads.registry import headline_metric
@@ -53,10 +56,6 @@ def db_path() -> Path:
         return Path(named)
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "kit" / "refs.sqlite"
-
-
-WINDOW_ONLY = ("min_window_s",)
-"""Parameters that say how long a window is timed, not what runs in it: not in the signature."""
 
 
 def signature(kind: str, params: Mapping[str, Any] | None) -> str:
@@ -109,6 +108,8 @@ def reference_of(data: BundleData, label: str | None = None) -> dict[str, Any]:
                 "variant": run.variant,
                 "kind": run.kind,
                 "signature": signature(run.kind, run.data.params),
+                # what it ran: matched on those that change the figure (kit.refs.matching)
+                "params": dict(run.data.params or {}),
                 "world_size": run.world_size,
                 # how long a window was timed: not in the signature, named where it differs
                 "min_window_s": (run.data.params or {}).get("min_window_s"),
@@ -260,16 +261,21 @@ def lookup(
     kind: str, params: Mapping[str, Any] | None, db: Path | None = None
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     """(reference, its benchmark entry) for every known result of the same workload."""
-    return by_signature(signature(kind, params), db)
+    here = {"kind": kind, "params": dict(params or {}), "signature": signature(kind, params)}
+    return ((ref, b) for ref, b, _ in same_workloads(here, db))
 
 
-def by_signature(
-    sig: str, db: Path | None = None, include_user: bool = True
-) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+def same_workloads(
+    here: Mapping[str, Any], db: Path | None = None, include_user: bool = True
+) -> Iterator[tuple[dict[str, Any], dict[str, Any], list[str]]]:
+    """(reference, its benchmark entry, the parameters that differ without changing the figure,
+    in words) for every known result of the workload of `here` (a benchmark entry as
+    reference_of writes it): kit.refs.matching.same_workload, one rule for every reference."""
     for ref in list_refs(db, include_user=include_user):
         for b in ref["benchmarks"]:
-            if b["signature"] == sig:
-                yield ref, b
+            words = same_workload(here["kind"], here, b)
+            if words is not None:
+                yield ref, b, words
 
 
 def standing(
@@ -297,7 +303,7 @@ def standing(
     rows = []
     for b in new["benchmarks"]:
         head = (judged or {}).get(b["benchmark"]) or headline_metric(b["kind"])
-        for ref, rb in by_signature(b["signature"], db, include_user):
+        for ref, rb, params in same_workloads(b, db, include_user):
             if (ref.get("recipe"), ref.get("created_at")) == (new["recipe"], new["created_at"]):
                 continue
             if rb["variant"] != b["variant"]:
@@ -325,7 +331,7 @@ def standing(
                     "hardware": (ref.get("hardware") or {}).get("label") or "unknown hardware",
                     "source": f"{ref.get('source')} ({ref['origin']})",
                     "ratio_better": better, "gpus": gpus, "reference_gpus": rgpus,
-                    "unlike": unlike(new, b, ref, rb, len(vals), len(rvals)),
+                    "unlike": unlike(new, b, ref, rb, len(vals), len(rvals), params),
                     "ratio_better_per_gpu": better * rgpus / gpus
                     if gpus and rgpus and gpus != rgpus and catalog.per_gpu(name)
                     else None,
@@ -340,10 +346,12 @@ def unlike(
     rb: dict[str, Any],
     n: int,
     ref_n: int,
+    params: list[str] | None = None,
 ) -> list[str]:
     """How a known machine's figure was not taken like this bundle's, in words: the run count,
-    the GPU count, the runtime (host or container, pinned or not) and the timed window; a
-    reference that did not record one of them says so ([]: like for like on all four)."""
+    the GPU count, the runtime (host or container, pinned or not), the timed window and the
+    parameters that differ without changing the figure (`params`, kit.refs.matching); a
+    reference that did not record one of them says so ([]: like for like on all five)."""
     out = []
     if n != ref_n:
         out.append(f"{n} run{'s' if n != 1 else ''} here against {ref_n} there")
@@ -359,6 +367,8 @@ def unlike(
             out.append("its timed window's rule not recorded there")
     elif window != (rwindow or 0):
         out.append(f"a timed window of at least {window:g} s here against {rwindow or 0:g} s there")
+    if params:
+        out.append("parameters that do not change the figure: " + "; ".join(params))
     return out
 
 

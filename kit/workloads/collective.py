@@ -9,7 +9,7 @@ only: the worker imports the params inside the container.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from kit.workloads.base import STRICT, Phrase, Sweep, WorkloadSpec, check, metrics
 
@@ -24,6 +24,16 @@ class CollectiveParams:
     """A sweep over message sizes, as nccl-tests' *_perf -b MIN -e MAX -f FACTOR."""
 
     __pydantic_config__ = STRICT
+    # The parameters that change how long or how often a figure is measured, never the figure:
+    # a known machine that differs from a run only in these measured the same workload
+    # (kit.refs matches on every other parameter, one this list lacks included, and names these).
+    # Counts of untimed and timed calls, and what is recorded beside the timed column (NCCL's
+    # choice, the in-place form, the one-call latency). The sizes, dtype and timing method
+    # change the figure: `timing` is how a size is timed (graph mode is compared only with
+    # nccl-tests -G), and graph_max_bytes says which sizes its "auto" mode times as a graph.
+    SAME_FIGURE: ClassVar[frozenset[str]] = frozenset(
+        {"warmup_iters", "iters", "trials", "log_nccl_choice", "time_in_place", "latency"}
+    )
 
     min_bytes: int = 8
     max_bytes: int = 1 << 30

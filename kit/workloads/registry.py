@@ -54,5 +54,13 @@ def params_class(kind: str) -> type:
     return SPECS[kind].params
 
 
+def same_figure(kind: str) -> frozenset[str]:
+    """The parameters its params class declares (SAME_FIGURE) to change how long or how often a
+    figure is measured, not the figure; none for a kind this kit does not know (every
+    parameter then counts)."""
+    s = SPECS.get(kind)
+    return frozenset(getattr(s.params, "SAME_FIGURE", ())) if s else frozenset()
+
+
 def worker_module(kind: str) -> str:
     return SPECS[kind].worker

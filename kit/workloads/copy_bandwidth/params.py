@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from kit.workloads.base import STRICT, check
 
@@ -21,6 +22,12 @@ class CopyBandwidthParams:
     """
 
     __pydantic_config__ = STRICT
+    # The parameters that change how long or how often a figure is measured, never the figure:
+    # a known machine that differs from a run only in these measured the same workload
+    # (kit.refs matches on every other parameter, one this list lacks included, and names these).
+    # How many samples are taken (each figure is their median); the copies inside one sample
+    # (loop_count) are not among them: a sample's launch cost is spread over them.
+    SAME_FIGURE: ClassVar[frozenset[str]] = frozenset({"samples", "pair_samples"})
 
     size_mib: int = 512
     loop_count: int = 16

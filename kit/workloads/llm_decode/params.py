@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from kit.workloads.base import STRICT, check
 
@@ -26,6 +26,11 @@ class LlmDecodeParams:
     """
 
     __pydantic_config__ = STRICT
+    # The parameters that change how long or how often a figure is measured, never the figure:
+    # a known machine that differs from a run only in these measured the same workload
+    # (kit.refs matches on every other parameter, one this list lacks included, and names these).
+    # Untimed and timed generations per batch size: each figure is a median over them.
+    SAME_FIGURE: ClassVar[frozenset[str]] = frozenset({"warmup", "trials"})
 
     vocab_size: int = 128256
     hidden_size: int = 4096

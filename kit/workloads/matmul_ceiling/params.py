@@ -4,7 +4,7 @@ how long each measurement lasts."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from kit.workloads.base import STRICT, check
 
@@ -27,6 +27,12 @@ class MatmulCeilingParams:
     """
 
     __pydantic_config__ = STRICT
+    # The parameters that change how long or how often a figure is measured, never the figure:
+    # a known machine that differs from a run only in these measured the same workload
+    # (kit.refs matches on every other parameter, one this list lacks included, and names these).
+    # Untimed and timed trials per shape (the median counts); the search and hold times are not
+    # among them: a longer hold warms the GPU towards its power cap.
+    SAME_FIGURE: ClassVar[frozenset[str]] = frozenset({"warmup", "trials"})
 
     dtypes: list[Dtype] = field(default_factory=lambda: ["bf16", "fp16", "tf32", "fp8"])
     m_sizes: list[int] = field(default_factory=lambda: [4096, 8192, 16384])
