@@ -284,5 +284,6 @@ def p2p_effects(machines: list[Machine]) -> list[dict[str, Any]]:
             }
             if v.ratio is None:
                 entry["error"] = v.sentence
+                entry["withheld"] = v.withheld  # e.g. no data moved between GPUs: no verdict
             out.append(entry)
     return out

@@ -128,6 +128,18 @@ class Phrase:
 
 
 @dataclass(frozen=True)
+class Silent:
+    """When a run moves no data between GPUs, read from a fact its result recorded under `name`
+    (its parameter of that name else): `value` there means none moves (decode with tp 1: every
+    GPU serves its own model), so peer-to-peer carries nothing and a P2P on/off comparison of
+    such runs says nothing about the link. `why` says so on page 1 in the workload's words."""
+
+    name: str
+    value: Any
+    why: str
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     """Everything the driver (recipe, report, compare, adaptive repeats) knows about one kind.
 
@@ -138,6 +150,9 @@ class WorkloadSpec:
     figures: its figure kind, a name in kit.report.kinds.KINDS, which says what the report and
     compare draw and print for it ("sweep", "training", "matrix", "ceiling").
     ran: what the report's "what ran" line says of its runs, in order (Phrase).
+    page1: metrics page 1 shows beside the headline, per variant (decode: the batch-1 time per
+    output token and tokens/s, which the largest-batch headline does not say).
+    silent: when its runs move no data between GPUs (Silent): no P2P verdict is given for them.
     method: the workload's paragraph on the report's Method page, a Jinja template that sees `a`
     (facts read from the runs: label, params, world, backend, timing, bus_factor, ...) and `s`
     (this spec).
@@ -154,6 +169,8 @@ class WorkloadSpec:
     secondary: tuple[str, ...] = ()
     sweep: Sweep | None = None
     ran: tuple[Phrase, ...] = ()
+    page1: tuple[str, ...] = ()
+    silent: Silent | None = None
     smoke_model: bool = False  # a smoke run builds a smaller model than the label names
 
     @property

@@ -110,6 +110,7 @@ class VariantSummary:
     settings: list[str] = field(default_factory=list)
     plateau: str = ""  # sweeps: whether the headline size sits on the bandwidth plateau
     below_reference: str = ""  # sweeps: the sizes where the kit reads below nccl-tests
+    beside: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> the spec's page1
 
 
 @dataclass
@@ -124,6 +125,19 @@ class BenchSummary:
     published: list[dict[str, Any]] = field(default_factory=list)
     published_note: str = ""
     terms: list[tuple[str, str]] = field(default_factory=list)  # words page 1 uses, explained
+    beside: list[str] = field(default_factory=list)  # the labels of the page1 metrics shown
+
+
+def beside(bench: Benchmark, variant: str) -> dict[str, dict[str, Any]]:
+    """The metrics the workload shows beside its headline on page 1 (WorkloadSpec.page1: decode's
+    batch-1 time per output token and tokens/s), by label: median, unit, interval words."""
+    out = {}
+    for name in bench.spec.page1 if bench.spec else ():
+        row = (bench.metrics.get(name) or {}).get(variant)
+        if row is not None and row.summary is not None:
+            s = row.summary
+            out[row.label] = {"median": s.median, "unit": row.unit, "interval": s.words()}
+    return out
 
 
 def variant_definition(v: VariantBlock) -> str:
@@ -260,6 +274,7 @@ def summarize_bench(
             interval=s.words() if s is not None else "",
             transports=used.get(v.name, []),
             settings=[x for x in mine if x not in common],
+            beside=beside(bench, v.name),
         )
         if bench.figures.page1 == "link":
             if not smoke:
@@ -287,6 +302,7 @@ def summarize_bench(
     refs = [] if smoke else expectations(bench, hardware)
     summary = BenchSummary(bench.name, bench.label, bench.kind, ran, out, refs, common)
     summary.terms = terms_used(out)
+    summary.beside = list(dict.fromkeys(label for vs in out for label in vs.beside))
     if not smoke:
         summary.published, summary.published_note = against_published(bench, hardware)
     return summary

@@ -14,7 +14,7 @@ from kit.acceptance import (
     scale_of,
 )
 from kit.facts.window import power_capped
-from kit.model import Hardware
+from kit.model import Hardware, RunResult
 from kit.report.analysis.model import Benchmark, VariantBlock, Verdict
 from kit.report.analysis.training import DRIFT_THRESHOLD, run_drift
 from kit.shared import metrics as catalog
@@ -46,6 +46,25 @@ def p2p_effect(a: VariantBlock, b: VariantBlock) -> bool:
     return a.p2p_off is False and b.p2p_off is True
 
 
+def silent(bench: Benchmark, a: VariantBlock, b: VariantBlock) -> str:
+    """Why P2P on against off says nothing here ("" when it may): every finished run of both
+    recorded the workload's no-traffic value (WorkloadSpec.silent: decode with tp 1, data
+    parallel, moves no data between GPUs), in the workload's words."""
+    rule = bench.spec.silent if bench.spec else None
+    runs = a.ok + b.ok
+    if rule is None or not runs or not p2p_effect(a, b):
+        return ""
+    return rule.why if all(_fact(r, rule.name) == rule.value for r in runs) else ""
+
+
+def _fact(run: RunResult, name: str) -> Any:
+    """A fact the run's result recorded under `name` (typed or the workload's own), else its
+    parameter of that name."""
+    data = run.data
+    value = getattr(data, name) if name in type(data).model_fields else data.extra(name)
+    return value if value is not None else (data.params or {}).get(name)
+
+
 def _compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> Verdict:
     rows = bench.metrics.get(metric) or {}
     hib = next((r.higher_is_better for r in rows.values()), True)
@@ -61,6 +80,10 @@ def _compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) ->
             failed=True,
         )
     xs, ys = _pairs(a, b, metric)
+    quiet = silent(bench, a, b)
+    if quiet:  # no ratio at all: a number here would read as the link's
+        sentence = f"{bench.label}, {a.name} against {b.name}: no P2P verdict: {quiet}."
+        return Verdict(bench.name, metric, sentence, pairs=len(xs), withheld=quiet)
     if not xs:
         return Verdict(
             bench.name,
@@ -193,8 +216,8 @@ def verdicts(bench: Benchmark) -> list[Verdict]:
     for metric in bench.spec.secondary if bench.spec else ():
         if metric not in bench.metrics:
             continue
-        for other in others:
-            if ref.ok and other.ok:
+        for other in others:  # a silent pair's one sentence is said once, on the headline
+            if ref.ok and other.ok and not silent(bench, ref, other):
                 v = compare(bench, ref, other, metric)
                 if not v.failed:
                     out.append(v)

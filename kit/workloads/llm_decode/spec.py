@@ -1,7 +1,7 @@
 """The LLM decode workload as the driver sees it: serving throughput against batch, latency and
 the memory reads a batch-1 step makes."""
 
-from kit.workloads.base import WorkloadSpec, metrics
+from kit.workloads.base import Phrase, Silent, WorkloadSpec, metrics
 from kit.workloads.llm_decode.params import LlmDecodeParams
 
 METHOD = """\
@@ -40,6 +40,24 @@ SPEC = WorkloadSpec(
     params=LlmDecodeParams,
     headline="decode_tokens_per_s",
     secondary=("decode_tokens_per_s_b1", "hbm_share_b1"),
+    page1=("tpot_median_ms", "decode_tokens_per_s_b1"),
+    ran=(
+        Phrase(("num_layers",), "{} layers"),
+        Phrase(("hidden_size",), "{} wide"),
+        Phrase(("dtype",)),
+        Phrase(("batch_sizes",), "batch {}"),
+        Phrase(("prompt_len",), "prompt {}"),
+        Phrase(("decode_steps",), "{} decode steps"),
+        Phrase(("tp",), "tp {}", recorded=True),
+        Phrase(("step_mode",), "{} step", recorded=True),
+    ),
+    silent=Silent(
+        "tp",
+        1,
+        "tp 1 is data parallel: every GPU serves its own copy of the model and no data moves "
+        "between GPUs, so peer-to-peer has nothing to carry and P2P on against off says nothing "
+        "about the link (tensor-parallel runs, tp 2 or more, all-reduce every layer)",
+    ),
     figures="decode",
     method=METHOD,
     metrics=metrics(

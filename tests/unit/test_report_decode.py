@@ -1,0 +1,84 @@
+"""Issue 48: page 1 of a decode report names what ran, shows the batch-1 time per output token
+and tokens/s, and gives no P2P verdict for data-parallel runs (no data moves between GPUs),
+while tensor-parallel ones keep theirs. On the committed CPU smoke bundle of
+recipes/llm_decode.yaml (tests/fixtures/bundles/decode-cpu-smoke, 3 repeats)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import statistics
+
+from pypdf import PdfReader
+
+from kit.bundle import Bundle
+from kit.model import load_bundle
+from kit.report import analysis
+from kit.report.render import render_bundle, render_html
+from tests.conftest import ROOT, needs_pdf
+
+DECODE = ROOT / "tests" / "fixtures" / "bundles" / "decode-cpu-smoke"
+RAN = "2 layers, 64 wide, fp32, batch 1/2/4, prompt 16, 8 decode steps, tp {}, eager step"
+SILENT = (
+    "decode-dp (LLM decode) recipe at smoke size, p2p against no-p2p: no P2P verdict: tp 1 is "
+    "data parallel: every GPU serves its own copy of the model and no data moves between GPUs"
+)
+
+
+def _text(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def _benches(device: str = "cpu", backend: str = "gloo") -> list[analysis.Benchmark]:
+    data = load_bundle(DECODE)
+    runs = [r.model_copy(update={"device": device, "backend": backend}) for r in data.results.runs]
+    return analysis.build_benchmarks(data.results.model_copy(update={"runs": runs}), data.recipe)
+
+
+def test_page_1_says_what_ran_and_the_batch_1_figures():
+    first = _text(render_html(Bundle.load(DECODE)))
+    first = first[: first.index("The variants")]
+    assert "parameters not recorded" not in first
+    for tp in (1, 2):
+        assert RAN.format(tp) + " on 2 processes" in first
+    assert "time per output token at batch 1 (median)" in first
+    assert "decode throughput at batch 1" in first
+    runs = load_bundle(DECODE).results.runs
+    for bench in _benches():
+        summary = analysis.summarize_bench(bench, load_bundle(DECODE).hardware, "")
+        assert summary.beside == [
+            "time per output token at batch 1 (median)",
+            "decode throughput at batch 1",
+        ]
+        for vs in summary.variants:
+            mine = [r for r in runs if (r.benchmark, r.variant) == (bench.name, vs.variant)]
+            tpot = vs.beside["time per output token at batch 1 (median)"]
+            assert tpot["unit"] == "ms" and tpot["median"] == statistics.median(
+                r.metrics["tpot_median_ms"].value for r in mine
+            )
+            b1 = vs.beside["decode throughput at batch 1"]["median"]
+            assert b1 == statistics.median(r.metrics["decode_tokens_per_s_b1"].value for r in mine)
+
+
+def test_no_p2p_verdict_for_data_parallel_decode_on_gpus():
+    """The runs as they read on GPUs (NCCL): data parallel moves nothing between GPUs, so P2P on
+    against off is no verdict on the link; tensor parallel all-reduces every layer and keeps it."""
+    dp, tp2 = _benches("cuda", "nccl")
+    (quiet,) = dp.verdicts  # one sentence, not one per metric
+    assert quiet.p2p and quiet.ratio is None and quiet.withheld.startswith("tp 1 is data parallel")
+    assert quiet.sentence.startswith(SILENT)
+    assert tp2.verdicts and all(v.p2p and v.ratio is not None for v in tp2.verdicts)
+    assert not any("no P2P verdict" in v.sentence for v in tp2.verdicts)
+
+
+@needs_pdf
+def test_the_pdf_page_1_shows_them(tmp_path):
+    b = tmp_path / "decode"
+    shutil.copytree(DECODE, b)
+    render_bundle(Bundle.load(b))
+    pages = PdfReader(b / "report.pdf").pages
+    first = re.sub(r"\s+", " ", pages[0].extract_text() + " " + pages[1].extract_text())
+    first = first[: first.index("The variants")]
+    assert "parameters not recorded" not in first
+    assert "time per output token at batch 1" in first
+    assert SILENT in first
