@@ -194,11 +194,13 @@ def _name(machines: list[Machine]) -> None:
     for m in machines:
         m.label = f"{m.user_label} ({m.hardware_label})" if m.user_label else m.hardware_label
     labels = [m.label for m in machines]
-    for m in machines:
-        if labels.count(m.label) > 1:
-            alike = [o for o in machines if o is not m and o.label.startswith(m.label)]
+    for m, label in zip(machines, labels, strict=True):
+        alike = [
+            o for o, other in zip(machines, labels, strict=True) if other == label and o is not m
+        ]
+        if alike:
             one = any(same_machine(m.hardware, o.hardware) for o in alike)
-            m.label = f"{m.label}, bundle {m.index}" if one else f"{m.label} [{m.index}]"
+            m.label = f"{label}, bundle {m.index}" if one else f"{label} [{m.index}]"
 
 
 def refuse_same_bundle(paths: list[Path]) -> None:
