@@ -10,7 +10,7 @@ from kit.report.analysis.model import Benchmark
 from kit.workloads.base import Phrase
 
 
-def _recorded(data: Any, name: str) -> Any:
+def recorded(data: Any, name: str) -> Any:
     """A fact the run's result recorded under `name` (typed or a workload's own), else None."""
     if data is None:
         return None
@@ -48,7 +48,7 @@ def ran_line(bench: Benchmark, smoke: bool = False) -> str:
     params = {**bench.params, **((data.params if data else None) or {})}
     phrases = bench.spec.ran if bench.spec is not None else ()
     values = {
-        n: r if p.recorded and (r := _recorded(data, n)) is not None else params.get(n)
+        n: r if p.recorded and (r := recorded(data, n)) is not None else params.get(n)
         for p in phrases
         for n in p.names
     }

@@ -16,6 +16,7 @@ from kit.acceptance import (
 from kit.facts.window import power_capped
 from kit.model import Hardware, RunResult
 from kit.report.analysis.model import Benchmark, VariantBlock, Verdict
+from kit.report.analysis.ran import recorded
 from kit.report.analysis.training import DRIFT_THRESHOLD, run_drift
 from kit.shared import metrics as catalog
 from kit.stats import StatsError, paired_ratio
@@ -58,11 +59,10 @@ def silent(bench: Benchmark, a: VariantBlock, b: VariantBlock) -> str:
 
 
 def _fact(run: RunResult, name: str) -> Any:
-    """A fact the run's result recorded under `name` (typed or the workload's own), else its
+    """A fact the run's result recorded under `name` (as the "what ran" line reads it), else its
     parameter of that name."""
-    data = run.data
-    value = getattr(data, name) if name in type(data).model_fields else data.extra(name)
-    return value if value is not None else (data.params or {}).get(name)
+    value = recorded(run.data, name)
+    return value if value is not None else (run.data.params or {}).get(name)
 
 
 def _compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> Verdict:
