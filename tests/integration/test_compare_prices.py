@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from pypdf import PdfReader
@@ -42,7 +43,9 @@ def test_each_machine_at_its_own_price(tmp_path):
         head["cells"][1]["cost_per_million"] / head["cells"][0]["cost_per_million"]
     )
     text = first_page(out / "compare.pdf")
-    assert "cost per 1M units, vendor-x" in text
+    # the column's words, "vendor-x" wrapped at its hyphen or not (the screening words of issue
+    # 48 widen the cell beside it)
+    assert re.search(r"cost per 1M units, vendor- ?x", text)
     assert "the baseline's cost per 1M tokens" in text
 
 
