@@ -84,17 +84,35 @@ def recipe_notes(ref: Machine, m: Machine) -> list[dict[str, str]]:
     other = [d for d in diffs if d not in scale and d not in repeats]
     out = []
     if other:
-        out.append({"level": "recipe", "text": (
-            f"Different recipes: {m.label} ran a recipe that differs from the baseline's in "
-            f"{', '.join(other)}; its numbers are not like for like.")})  # fmt: skip
+        out.append(
+            {
+                "level": "recipe",
+                "text": (
+                    f"Different recipes: {m.label} ran a recipe that differs from the baseline's in "
+                    f"{', '.join(other)}; its numbers are not like for like."
+                ),
+            }
+        )
     if scale:
-        out.append({"level": "scale", "text": (
-            f"Different scale: {m.label} ran the same workloads on {m.data.recipe.gpus} GPUs, the "
-            f"baseline {ref.label} on {ref.data.recipe.gpus}.")})  # fmt: skip
+        out.append(
+            {
+                "level": "scale",
+                "text": (
+                    f"Different scale: {m.label} ran the same workloads on {m.data.recipe.gpus} GPUs, the "
+                    f"baseline {ref.label} on {ref.data.recipe.gpus}."
+                ),
+            }
+        )
     if repeats:
-        out.append({"level": "note", "text": (
-            f"{m.label} and the baseline differ in {', '.join(repeats)}: the intervals differ in "
-            "width; each run measured the same way.")})  # fmt: skip
+        out.append(
+            {
+                "level": "note",
+                "text": (
+                    f"{m.label} and the baseline differ in {', '.join(repeats)}: the intervals differ in "
+                    "width; each run measured the same way."
+                ),
+            }
+        )
     return out
 
 
@@ -191,8 +209,13 @@ def warnings_for(machines: list[Machine], base: int) -> list[dict[str, str]]:
     for runtime, labels in unpinned.items():
         who = labels[0] if len(labels) == 1 else f"{len(labels)} machines ({', '.join(labels)})"
         verb = "ran" if len(labels) == 1 else "each ran"
-        out.append({"level": "note", "text": f"{who} {verb} on the {runtime} runtime: the software "
-                    "environment was not pinned."})  # fmt: skip
+        out.append(
+            {
+                "level": "note",
+                "text": f"{who} {verb} on the {runtime} runtime: the software "
+                "environment was not pinned.",
+            }
+        )
     for m in machines:
         if m.results.status != "complete":
             out.append({"level": "note", "text": f"{m.label}: bundle status {m.results.status!r}."})

@@ -90,8 +90,10 @@ def unlike(m: Machine, base: Machine) -> str | None:
     against a full one) do not measure the same thing. The tables still show both sides."""
     mine, theirs = m.results, base.results
     if mine.device != theirs.device:
-        return (f"no ratio: {mine.device} runs against the baseline's {theirs.device} runs "
-                "are not like for like")  # fmt: skip
+        return (
+            f"no ratio: {mine.device} runs against the baseline's {theirs.device} runs "
+            "are not like for like"
+        )
     scale = scale_mismatch(scale_of(theirs.smoke), scale_of(mine.smoke))
     if scale:  # the rule acceptance judges by (kit.acceptance.mismatches)
         return f"no ratio against the baseline: {scale}"
@@ -172,8 +174,9 @@ def workload_rows(
                     cell["ratio"] = _ratio_dict(ratio, name)
                     if gpus and base_gpus and gpus != base_gpus:
                         base_median = float(statistics.median(base_values))
-                        _scale_facts(row, cell, ratio, base_median, machines[i], machines[base],
-                                     bench)  # fmt: skip
+                        _scale_facts(
+                            row, cell, ratio, base_median, machines[i], machines[base], bench
+                        )
             row.cells.append(cell)
         rows.append(row)
     return rows
