@@ -48,7 +48,14 @@ other = TuningLog(1, True).choice(lambda: order.append("rank1"), lambda: order.a
 off = TuningLog(0, False, "not logged: off").choice(lambda: order.append("off"), lambda: None)
 log.close()
 print(json.dumps({"calls": calls, "seen": seen, "after": after, "other": other, "off": off,
-                  "order": order, "reason": log.reason}))
+                  "order": order, "reason": log.reason}), flush=True)
+# Out without the interpreter's exit: ncclGetUniqueId left NCCL's bootstrap root thread
+# listening, and with no collective to settle on (no GPU), NCCL's reset of its log file is still
+# pending; glibc's exit-time stream cleanup then raced that thread's logging and aborted the
+# probe ("malloc_consolidate(): unaligned fastbin chunk detected", once under a loaded `make
+# test -n 2`). A worker settles on a real collective, which completes the reset, and destroys
+# its process group before it exits.
+os._exit(0)
 """
 
 

@@ -64,8 +64,13 @@ def test_standing_places_x2_against_x4_per_gpu(db, tmp_path):
     copy = tmp_path / "mine"
     shutil.copytree(X2, copy)
     rows = [r for r in store.standing(load_bundle(copy)) if r["metric"] == "throughput"]
-    # the shipped x2 reference is this very bundle (same created_at): skipped
-    assert {r["reference_gpus"] for r in rows} == {4}
+    # the shipped x2 reference is this very bundle (same created_at): skipped; the other 2x H200
+    # Llama reference (the container run of 2026-11-28) is another bundle: placed as such
+    assert {r["source"] for r in rows if r["reference_gpus"] == 2} == {
+        "h200x2-fsdp-llama-container (shipped)"
+    }
+    rows = [r for r in rows if r["reference_gpus"] == 4]
+    assert rows
     row = next(r for r in rows if r["variant"] == "p2p")
     assert row["ratio_better"] == pytest.approx(row["value"] / row["reference_value"])
     assert row["ratio_better_per_gpu"] == pytest.approx(row["ratio_better"] * 2)
@@ -118,6 +123,8 @@ def test_standing_rows_carry_what_a_report_prints(db, tmp_path):
     shutil.copytree(X2, copy)
     rows = store.standing(load_bundle(copy), headline_only=True)
     assert rows and all(r["headline"] and r["metric"] == "throughput" for r in rows)
+    rows = [r for r in rows if r["source"] != "h200x2-fsdp-llama-container (shipped)"]
+    assert rows
     for r in rows:
         assert r["hardware"] == "4x NVIDIA H200, NV18" and r["source"] == f"{X4.name} (shipped)"
         assert r["metric_label"] == "throughput" and r["reference_gpus"] == 4 and r["gpus"] == 2
