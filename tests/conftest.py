@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,28 @@ needs_pdf = pytest.mark.skipif(_NO_PDF is not None, reason=_NO_PDF or "")
 @pytest.fixture
 def kit_cmd():
     return run_kit
+
+
+# Caches that are safe to share and slow to build (matplotlib's font list, fontconfig's cache):
+# kept where they were before each test's HOME moves, so a test pays for them once a session
+_REAL_HOME = Path.home()
+os.environ.setdefault("MPLCONFIGDIR", str(_REAL_HOME / ".config" / "matplotlib"))
+os.environ.setdefault("XDG_CACHE_HOME", str(_REAL_HOME / ".cache"))
+
+
+@pytest.fixture(autouse=True)
+def own_home_and_tmpdir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Each test its own HOME (the references database, anything a command keeps there) and
+    TMPDIR (the kit's launch and build folders, torchrun's), for itself and every process it
+    starts: tests run in parallel (pytest-xdist), and a test that counts what is left in TMPDIR or
+    reads the user's references must see only its own."""
+    base = tmp_path_factory.mktemp("own")
+    home, tmp = base / "home", base / "tmp"
+    home.mkdir()
+    tmp.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    for inherited in ("KIT_REFS_DB", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(inherited, raising=False)
+    return base
