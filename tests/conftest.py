@@ -12,7 +12,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.kit_zygote import Zygote, startup_env
+
 ROOT = Path(__file__).resolve().parent.parent
+# Caches that are safe to share and slow to fill (matplotlib's font list, fontconfig's, the
+# kit's wheelhouse, which it locks while filling): kept where they were before each test's HOME
+# moves, so the session pays for them once
+_REAL_HOME = Path.home()
+os.environ.setdefault("MPLCONFIGDIR", str(_REAL_HOME / ".config" / "matplotlib"))
+os.environ.setdefault("XDG_CACHE_HOME", str(_REAL_HOME / ".cache"))
+os.environ.setdefault("KIT_CACHE", str(_REAL_HOME / ".cache" / "kit"))
+# torch.compile's caches default to TMPDIR, which each test has its own of: one per session
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(_REAL_HOME / ".cache" / "torchinductor"))
+os.environ.setdefault("TRITON_CACHE_DIR", str(_REAL_HOME / ".cache" / "triton"))
 HEADER = {"recipe": "test", "device": "cpu", "runtime": "host", "pinned": False, "smoke": True,
           "repeats": 1}  # fmt: skip
 """The header fields kit.bundle.Bundle.create needs (kit.model.Results), for a test's bundle."""
@@ -52,21 +64,56 @@ def sigint_as_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _kit_env(kw: dict) -> dict[str, str]:
+    """The command's environment, the checkout first on its path whatever its working directory."""
+    env = dict(kw.pop("env", None) or os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def run_kit_fresh(
+    *args: str, cwd: Path | None = None, timeout: float = 600, **kw
+) -> subprocess.CompletedProcess:
+    """`python -m kit ARGS` in an interpreter of its own: for what the interpreter's start-up
+    decides (its variables, signals while it imports)."""
+    env = _kit_env(kw)
+    command = [sys.executable, "-m", "kit", *args]
+    return subprocess.run(
+        command, env=env, cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout, **kw
+    )
+
+
+_ZYGOTES: dict[frozenset[tuple[str, str]], Zygote] = {}
+"""One zygote per set of start-up variables seen (the session's; a test's bare PATH-only one)."""
+_REAL_TMP = tempfile.gettempdir()
+_START_ENV = dict(os.environ)  # the session's, before any test changes it
+
+
 def run_kit(
     *args: str, cwd: Path | None = None, timeout: float = 600, **kw
 ) -> subprocess.CompletedProcess:
-    # the checkout first on the path, whatever the working directory of the command
-    env = kw.pop("env", None) or dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    return subprocess.run(
-        [sys.executable, "-m", "kit", *args],
-        env=env,
-        cwd=cwd or ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        **kw,
-    )
+    """`python -m kit ARGS` as a process of its own, forked from a process that has imported the
+    kit already with the same start-up variables (tests/kit_zygote.py): the same argv,
+    environment, working directory, streams and exit status, without paying for the imports
+    again. `input=` is its stdin; any other subprocess option takes run_kit_fresh."""
+    env = _kit_env(kw)
+    stdin = kw.pop("input", None)
+    key = frozenset(startup_env(env).items())
+    if kw or (key not in _ZYGOTES and len(_ZYGOTES) >= 4):
+        return run_kit_fresh(*args, cwd=cwd, timeout=timeout, env=env, input=stdin, **kw)
+    if key not in _ZYGOTES:
+        tmp = Path(tempfile.mkdtemp(prefix="kit-zygote-", dir=_REAL_TMP))
+        base = {k: v for k, v in _START_ENV.items() if not startup_env({k: v})}
+        _ZYGOTES[key] = Zygote(ROOT, tmp, {**base, **dict(key)})
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    return _ZYGOTES[key].run(list(args), env, cwd or ROOT, timeout, data)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _zygotes_closed():
+    yield
+    for zygote in _ZYGOTES.values():
+        zygote.close()
 
 
 def _weasyprint_missing() -> str | None:
@@ -89,13 +136,6 @@ needs_pdf = pytest.mark.skipif(_NO_PDF is not None, reason=_NO_PDF or "")
 @pytest.fixture
 def kit_cmd():
     return run_kit
-
-
-# Caches that are safe to share and slow to build (matplotlib's font list, fontconfig's cache):
-# kept where they were before each test's HOME moves, so a test pays for them once a session
-_REAL_HOME = Path.home()
-os.environ.setdefault("MPLCONFIGDIR", str(_REAL_HOME / ".config" / "matplotlib"))
-os.environ.setdefault("XDG_CACHE_HOME", str(_REAL_HOME / ".cache"))
 
 
 @pytest.fixture(autouse=True)

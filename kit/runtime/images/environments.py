@@ -7,12 +7,15 @@ index: clusters are often offline and our containers reach no index).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +27,11 @@ from kit.bundle import sha256_file
 from kit.errors import InputError, KitError
 from kit.recipe.environments import ENV_ROOT, available
 
-WHEEL_CACHE = Path(os.environ.get("KIT_CACHE", Path.home() / ".cache" / "kit")) / "wheels"
+
+def cache_dir() -> Path:
+    """$KIT_CACHE, else ~/.cache/kit: the wheelhouse and the build logs. Read when used, not at
+    import, so that the environment of the command that uses it decides."""
+    return Path(os.environ.get("KIT_CACHE") or Path.home() / ".cache" / "kit")
 
 
 class EnvFile(BaseModel):
@@ -194,16 +201,17 @@ def wheelhouse(env: Environment, cache: Path | None = None) -> dict[str, Path]:
     pip checks every file against the lock (--require-hashes) and skips files already in the
     cache. Only the files the lock names are returned (the cache holds every environment's).
     """
-    cache = cache or WHEEL_CACHE / f"cp{env.python.replace('.', '')}-{env.arch}"
+    cache = cache or cache_dir() / "wheels" / f"cp{env.python.replace('.', '')}-{env.arch}"
     cache.mkdir(parents=True, exist_ok=True)
     wanted = lock_hashes(env.lock)
-    found = _index_wheels(cache, wanted)
-    if set(found) != wanted:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes",
-               "--disable-pip-version-check", "-d", str(cache), *pip_target_args(env),
-               "-r", str(env.lock)]  # fmt: skip
-        _run_pip(cmd, f"download the wheels of {env.lock}")
+    with _held(cache / ".lock"):  # another kit on this host may fill the same cache meanwhile
         found = _index_wheels(cache, wanted)
+        if set(found) != wanted:
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes",
+                   "--disable-pip-version-check", "-d", str(cache), *pip_target_args(env),
+                   "-r", str(env.lock)]  # fmt: skip
+            _run_pip(cmd, f"download the wheels of {env.lock}")
+            found = _index_wheels(cache, wanted)
     missing = wanted - set(found)
     if missing:
         raise KitError(
@@ -211,6 +219,18 @@ def wheelhouse(env: Environment, cache: Path | None = None) -> dict[str, Path]:
             f"(e.g. sha256 {sorted(missing)[0]}); the lock may name a wheel for another platform"
         )
     return found
+
+
+@contextlib.contextmanager
+def _held(path: Path) -> Iterator[None]:
+    """An exclusive lock on the wheel cache while it is read and filled: two builds at once (two
+    users' kits, parallel tests) would otherwise hash a wheel pip is still writing."""
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _index_wheels(cache: Path, wanted: set[str]) -> dict[str, Path]:

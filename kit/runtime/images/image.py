@@ -21,10 +21,9 @@ from kit.bundle import sha256_file
 from kit.errors import InputError, KitError
 from kit.recipe.environments import REPO_ROOT
 from kit.runtime.images.base_choice import check_reference
-from kit.runtime.images.environments import WHEEL_CACHE, Environment, load, wheelhouse
+from kit.runtime.images.environments import Environment, cache_dir, load, wheelhouse
 from kit.shared import scratch
 
-BUILD_LOGS = WHEEL_CACHE.parent / "build-logs"
 LABEL_ENV = "kit.env"
 LABEL_HASH = "kit.content-hash"
 LABEL_DOCKERFILE = "kit.dockerfile-sha256"
@@ -251,8 +250,9 @@ def build(
 
 
 def _build_failed(env: Environment, tag: str, err: str, log: list[str]) -> BuildError:
-    BUILD_LOGS.mkdir(parents=True, exist_ok=True)
-    path = BUILD_LOGS / f"{tag.replace(':', '-')}.log"
+    logs = cache_dir() / "build-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    path = logs / f"{tag.replace(':', '-')}.log"
     path.write_text("\n".join(log) + "\n")
     first = err.strip().splitlines()[0] if err.strip() else "unknown error"
     return BuildError(

@@ -1,0 +1,212 @@
+"""One process that has imported the kit serves every `kit` command of a test worker.
+
+Each command is still a process of its own, with its own argv, environment, working directory,
+stdin, stdout, stderr and exit status: the zygote forks a child per command, and the child runs
+`python -m kit` as a fresh interpreter would. What the children share is only the work of
+importing the kit and its libraries, which the zygote did once: about 0.3-1.5 s a command, over
+the ~900 commands the suite starts.
+
+Run as a script (tests.conftest starts one per test worker, lazily). Protocol, one JSON object
+a line on stdin: {"args", "env", "cwd", "stdin", "stdout", "stderr"} (file paths); answers on
+stdout: "pid N", then "exit CODE" (subprocess's convention: minus the signal that killed it).
+A command that must start its own interpreter (a test of start-up itself, of a variable Python
+reads at start-up, of signals) uses tests.conftest.run_kit_fresh.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import runpy
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+PRELOAD = (
+    "kit.cli",
+    "kit.cli.bundle",
+    "kit.bundle",
+    "kit.bundle.intake",
+    "kit.model",
+    "kit.recipe",
+    "kit.acceptance",
+    "kit.run.engine",
+    "kit.run.rerun",
+    "kit.run.seal",
+    "kit.report.render",
+    "kit.report.compare",
+    "kit.refs.store",
+    "kit.runtime.registry",
+    "kit.inventory.cli",
+)
+"""What most commands import; a module that fails to import here is imported by its command."""
+
+
+def _read_line(fd: int) -> bytes:
+    """One request line from fd, unbuffered (a child must inherit no half-read buffer)."""
+    line = bytearray()
+    while not line.endswith(b"\n"):
+        chunk = os.read(fd, 1)
+        if not chunk:
+            return b""
+        line += chunk
+    return bytes(line)
+
+
+def _exit_code(exc: SystemExit) -> int:
+    """What the interpreter makes of SystemExit at the top: None 0, an int itself, else print 1."""
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def _child(req: dict) -> None:
+    os.chdir(req["cwd"])
+    os.environ.clear()
+    os.environ.update(req["env"])
+    tempfile.tempdir = None  # TMPDIR as this command's environment names it
+    for fd, path, flags in (
+        (0, req["stdin"], os.O_RDONLY),
+        (1, req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+        (2, req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+    ):
+        opened = os.open(path, flags, 0o600)
+        os.dup2(opened, fd)
+        os.close(opened)
+    sys.path[0] = os.getcwd()  # `python -m kit` puts its working directory first
+    sys.argv = [os.path.join(os.path.dirname(sys.modules["kit"].__file__), "__main__.py")]
+    sys.argv += req["args"]
+    code = 0
+    try:
+        runpy.run_module("kit", run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except BaseException:  # as the interpreter would: the traceback, exit 1
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken stream: as at exit
+            stream.flush()
+    os._exit(code)
+
+
+def main() -> None:
+    sys.path[0] = os.getcwd()  # the checkout, as `python -m kit` run there has it; not tests/
+    for name in PRELOAD:
+        with contextlib.suppress(Exception):  # its command imports it and says what is wrong
+            importlib.import_module(name)
+    # nothing buffered may be inherited: the answers go out through os.write alone
+    sys.stdout.flush()
+    while True:
+        line = _read_line(0)
+        if not line:
+            return
+        req = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _child(req)
+            finally:
+                os._exit(70)
+        os.write(1, f"pid {pid}\n".encode())
+        _, status = os.waitpid(pid, 0)
+        os.write(1, f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
+
+
+if __name__ == "__main__":
+    main()
+
+
+STARTUP_VARS = ("PYTHON", "LANG", "LANGUAGE", "LC_")
+"""Variables an interpreter reads as it starts: a command whose environment sets them otherwise
+than the zygote's starts its own interpreter."""
+
+
+def startup_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith(STARTUP_VARS)}
+
+
+class Zygote:
+    """The test side: one zygote process, started on first use and again if it died."""
+
+    def __init__(self, root: Path, tmp: Path, env: dict[str, str]) -> None:
+        self.root, self.tmp, self.env = root, tmp, env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.count = 0
+
+    def serves(self, env: dict[str, str]) -> bool:
+        return startup_env(env) == startup_env(self.env)
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen(
+                [sys.executable, __file__],
+                cwd=self.root,
+                env=self.env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        return self.proc
+
+    def _answer(self, proc: subprocess.Popen[bytes], deadline: float | None) -> str:
+        assert proc.stdout is not None
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        if not ready:
+            raise TimeoutError
+        line = proc.stdout.readline().decode()
+        if not line:
+            raise RuntimeError("the kit zygote died")
+        return line.strip()
+
+    def run(
+        self,
+        args: list[str],
+        env: dict[str, str],
+        cwd: Path,
+        timeout: float | None,
+        stdin: bytes | None,
+    ) -> subprocess.CompletedProcess[str]:
+        self.count += 1
+        base = self.tmp / f"cmd{self.count}"
+        files = {name: f"{base}.{name}" for name in ("stdin", "stdout", "stderr")}
+        Path(files["stdin"]).write_bytes(stdin or b"")
+        proc = self._start()
+        assert proc.stdin is not None
+        request = {"args": args, "env": env, "cwd": str(cwd), **files}
+        proc.stdin.write((json.dumps(request) + "\n").encode())
+        proc.stdin.flush()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pid = int(self._answer(proc, None).split()[1])
+        try:
+            code = int(self._answer(proc, deadline).split()[1])
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            self._answer(proc, None)
+            raise subprocess.TimeoutExpired(args, timeout or 0) from None
+        out, err = (_text(Path(files[n]).read_bytes()) for n in ("stdout", "stderr"))
+        for path in files.values():
+            os.unlink(path)
+        return subprocess.CompletedProcess([sys.executable, "-m", "kit", *args], code, out, err)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _text(data: bytes) -> str:
+    """As subprocess.run(text=True) decodes: UTF-8 here, universal newlines."""
+    return data.decode().replace("\r\n", "\n").replace("\r", "\n")
