@@ -64,7 +64,7 @@ def test_good_recipe_fills_defaults(tmp_path):
         ),
         (
             GOOD.replace("max_bytes: 4096", "max_bytes: 4096\n      sizes: 3"),
-            "r.yaml:8: benchmarks.0.params.sizes: unknown parameter for allreduce; allowed: min_bytes, max_bytes, factor, dtype, warmup_iters, iters, trials, timing, graph_max_bytes, log_nccl_choice, time_in_place, latency",
+            "r.yaml:8: benchmarks.0.params.sizes: unknown parameter for allreduce; allowed: min_bytes, max_bytes, factor, dtype, warmup_iters, iters, trials, timing, graph_max_bytes, log_nccl_choice, time_in_place, latency, size_budget_s",
         ),
         (
             GOOD.replace("max_bytes: 4096", "max_bytes: 4"),
