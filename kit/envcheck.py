@@ -9,6 +9,7 @@ so no two of them can disagree about whether two environments match.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kit.envcontent import Change, ContentDiff, Side, content_diff
 from kit.envdiff import Difference, environment_diff
@@ -56,7 +57,7 @@ class Check:
                 else ""
             )
             return f"The environment matches: nothing the runs loaded differs{beside}{outside}."
-        named = [f"{d.field} {d.old} vs {d.new}" for d in self.versions]
+        named = [diff_words(d.field, d.new, d.old) for d in build_last(self.versions)]
         named += [_change_words(ch) for ch in c.loaded]
         shown = "; ".join(named[:SHOWN]) + (
             f"; and {len(named) - SHOWN} more" if len(named) > SHOWN else ""
@@ -103,6 +104,27 @@ class Check:
         }
 
 
+def _release(version: object) -> str:
+    """A version without its local build tag: "0.26.0+cu130" -> "0.26.0"."""
+    return str(version).partition("+")[0]
+
+
+def build_last(diffs: list[Any]) -> list[Any]:
+    """Differences in release first, those only in a build tag (+cu130) last: a box that leads
+    with "0.26.0+cu130 vs 0.26.0" hides what really differs behind what hardly does."""
+    return sorted(diffs, key=lambda d: _release(d.new) == _release(d.old))
+
+
+def diff_words(field: str, new: object, old: object) -> str:
+    """ "torch 2.14.1 vs 2.11.0" (the new side first), or "torchvision 0.26.0 on both, build
+    +cu130 vs none"."""
+    if new is not None and old is not None and _release(new) == _release(old):
+        tag_new = str(new).partition("+")[2] or "none"
+        tag_old = str(old).partition("+")[2] or "none"
+        return f"{field} {_release(new)} on both, build {tag_new} vs {tag_old}"
+    return f"{field} {new} vs {old}"
+
+
 def _short_id(image_id: str | None) -> str:
     return (image_id or "?")[:19]
 
@@ -112,11 +134,13 @@ def _count(n: int) -> str:
 
 
 def _change_words(ch: Change) -> str:
+    """A change in the sentence, the new side first as a version's ("python torch 2.12.0 vs
+    2.11.0"); added or removed as against the old side (the bundle, the baseline)."""
     if ch.old is None:
         return f"{ch.kind} {ch.name} {ch.new} added"
     if ch.new is None:
         return f"{ch.kind} {ch.name} {ch.old} removed"
-    return f"{ch.kind} {ch.name} {ch.old} vs {ch.new}"
+    return f"{ch.kind} {ch.name} {ch.new} vs {ch.old}"
 
 
 def check(

@@ -398,14 +398,16 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         "expectations": expected,
         "reference_chart": reference_chart,
         "transports": {b.name: analysis.transports(b) for b in benches},
-        "findings": analysis.findings(results, benches),
+        "findings": analysis.findings(results, benches, data.environment),
         "trust": analysis.trust_facts(results, hardware),
         "as_ordered": as_ordered(hardware, results) if data.hardware is not None else [],
         "identity": identity(hardware, data.environment) if data.hardware is not None else [],
         "hardware": hardware_view(hardware),
         "has_hardware": data.hardware is not None,
         "nodes": nodes_view(hardware, results),
-        "environment": environment_view(data.environment, results),
+        "environment": environment_view(
+            data.environment, results, data.software, [rf.result for rf in data.runs.values()]
+        ),
         "method": method_view(benches, jinja_env()),
         "manifest": manifest_view(bundle.path),
         "runs": results.runs,
