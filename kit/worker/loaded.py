@@ -107,7 +107,8 @@ def module_digest(paths: list[str], memo: Memo) -> str:
 
 
 def record(run_dir: Path, maps_path: str = "/proc/self/maps") -> dict[str, Any] | None:
-    """{libraries: {path: sha256}, modules: {name: digest}, seconds, read_bytes} of this process,
+    """{libraries: {path: sha256}, modules: {name: digest}, seconds, read_bytes} of this process
+    (read_bytes: the libraries' bytes hashed, those the memo did not know),
     or None where /proc cannot be read (not Linux). Module files are hashed each time (small);
     libraries through the run directory's memo, which is written back for the next run."""
     t0 = time.perf_counter()
@@ -124,6 +125,7 @@ def record(run_dir: Path, maps_path: str = "/proc/self/maps") -> dict[str, Any] 
         if digest is not None:
             libs[path] = digest
     kept = dict(memo.known)  # the memo holds libraries only: module files change per run
+    library_bytes = memo.read_bytes
     modules = {
         name: module_digest(paths, memo)
         for name, paths in sorted(module_files(dict(sys.modules)).items())[:MAX_MODULES]
@@ -134,5 +136,5 @@ def record(run_dir: Path, maps_path: str = "/proc/self/maps") -> dict[str, Any] 
         "libraries": libs,
         "modules": modules,
         "seconds": round(time.perf_counter() - t0, 3),
-        "read_bytes": memo.read_bytes,
+        "read_bytes": library_bytes,  # the libraries read (not found in the memo)
     }
