@@ -47,13 +47,14 @@ def mapped_paths(maps: str, executable: str | None = None) -> list[str]:
 
 
 def module_files(modules: dict[str, Any]) -> dict[str, list[str]]:
-    """Each imported top-level name with the files its loaded modules came from."""
+    """Each imported top-level name with the files its loaded modules came from (absolute: a
+    module found through the working directory may name its file relative to it)."""
     tops: dict[str, list[str]] = {}
     for name, module in list(modules.items()):
         path = getattr(module, "__file__", None)
         if not isinstance(path, str) or not path:
             continue
-        tops.setdefault(name.partition(".")[0], []).append(path)
+        tops.setdefault(name.partition(".")[0], []).append(os.path.abspath(path))
     return tops
 
 

@@ -141,6 +141,28 @@ def test_mapped_paths_are_libraries_and_the_interpreter_once():
     assert loaded.mapped_paths(MAPS, "/usr/bin/python3.11") == ["/usr/bin/python3.11", LIBC]
 
 
+def test_module_files_are_absolute_and_grouped_by_top_level_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here.py").write_text("x = 1\n")
+
+    class Module:
+        def __init__(self, path: str | None) -> None:
+            self.__file__ = path
+
+    modules = {
+        "here": Module("here.py"),
+        "json": Module("/usr/lib/python3/json/__init__.py"),
+        "json.decoder": Module("/usr/lib/python3/json/decoder.py"),
+        "sys": Module(None),
+    }
+    tops = loaded.module_files(modules)
+    assert tops == {
+        "here": [str(tmp_path / "here.py")],
+        "json": ["/usr/lib/python3/json/__init__.py", "/usr/lib/python3/json/decoder.py"],
+    }
+    assert len(loaded.module_digest(tops["here"] + tops["json"], loaded.Memo())) == 16
+
+
 def test_memo_hashes_a_file_once_and_again_when_it_changes(tmp_path):
     f = tmp_path / "libx.so"
     f.write_bytes(b"one")
