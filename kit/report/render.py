@@ -405,9 +405,7 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         "hardware": hardware_view(hardware),
         "has_hardware": data.hardware is not None,
         "nodes": nodes_view(hardware, results),
-        "environment": environment_view(
-            data.environment, results, data.software, [rf.result for rf in data.runs.values()]
-        ),
+        "environment": environment_view(data.environment, results, data.software, data.runs),
         "method": method_view(benches, jinja_env()),
         "manifest": manifest_view(bundle.path),
         "runs": results.runs,

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import MANIFEST, REPORT_FILES, SIGNATURE, sha256_file
-from kit.model import Environment, Hardware, Results, RunResult, Software
+from kit.model import Environment, Hardware, Results, RunFiles, RunResult, Software
 from kit.model.base import Open
 from kit.model.hardware import Detection, Host, Pcie
 from kit.report.plots import human_bytes as _human_bytes
@@ -241,7 +241,7 @@ def environment_view(
     env: Environment | None,
     results: Results,
     software: Software | None = None,
-    runs: list[RunResult | None] | None = None,
+    runs: dict[str, RunFiles] | None = None,
 ) -> dict[str, Any]:
     """environment.json's fields (each runtime records its own), the versions read inside it,
     and the versions each run saw."""
@@ -276,7 +276,7 @@ def environment_view(
         "check": results.environment_check,
         # software.json: what the image holds, counted (the file lists it)
         "software": software.summary() if software else None,
-        "loaded": loaded_summary(runs or []),
+        "loaded": loaded_summary([rf.result for rf in (runs or {}).values()]),
     }
 
 
