@@ -11,6 +11,7 @@ size and modification time, and this process adds what it hashed. Standard libra
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -21,12 +22,15 @@ from typing import Any
 
 from kit.shared import files
 from kit.shared.atomic import write_atomic
+from kit.shared.imagescan import record_digest
 
 MAX_LIBRARIES = 4000
 MAX_MODULES = 4000
 MODULE_DIGITS = 16
 """A module's digest is cut to 16 hex digits (64 bits): it is only compared, one run's with
 another's, and a run imports hundreds of top-level modules."""
+MAX_PACKAGE_FILES = 5000
+"""A package of more files than this (and no distribution's RECORD) is hashed by its one file."""
 
 
 def mapped_paths(maps: str, executable: str | None = None) -> list[str]:
@@ -46,16 +50,60 @@ def mapped_paths(maps: str, executable: str | None = None) -> list[str]:
     return list(out)
 
 
-def module_files(modules: dict[str, Any]) -> dict[str, list[str]]:
-    """Each imported top-level name with the files its loaded modules came from (absolute: a
-    module found through the working directory may name its file relative to it)."""
-    tops: dict[str, list[str]] = {}
+def top_modules(modules: dict[str, Any]) -> dict[str, tuple[str, bool]]:
+    """Each imported top-level name: its file (absolute: a module found through the working
+    directory may name it relative to it) and whether it is a package (a folder of modules)."""
+    out: dict[str, tuple[str, bool]] = {}
     for name, module in list(modules.items()):
         path = getattr(module, "__file__", None)
-        if not isinstance(path, str) or not path:
+        if "." in name or not isinstance(path, str) or not path:
             continue
-        tops.setdefault(name.partition(".")[0], []).append(os.path.abspath(path))
-    return tops
+        out[name] = (os.path.abspath(path), hasattr(module, "__path__"))
+    return out
+
+
+def _text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+class Owners:
+    """Which installed distribution provides a top-level name, per folder of distributions: a
+    *.dist-info's top_level.txt, else the distribution's own name (`torch-2.13.0.dist-info`)."""
+
+    def __init__(self) -> None:
+        self.folders: dict[str, dict[str, str]] = {}
+
+    @staticmethod
+    def _table(folder: str) -> dict[str, str]:
+        table: dict[str, str] = {}
+        for info in sorted(glob.glob(os.path.join(glob.escape(folder), "*.dist-info"))):
+            dist = os.path.basename(info)[: -len(".dist-info")].rsplit("-", 1)[0]
+            names = _text(os.path.join(info, "top_level.txt")) or dist
+            for name in names.split():
+                table.setdefault(name.lower().replace("-", "_"), info)
+        return table
+
+    def record(self, folder: str, name: str) -> str | None:
+        """The RECORD of the distribution in `folder` that provides `name`, or None."""
+        if folder not in self.folders:
+            self.folders[folder] = self._table(folder)
+        info = self.folders[folder].get(name.lower())
+        return _text(os.path.join(info, "RECORD")) if info else None
+
+
+def package_files(folder: str) -> list[str] | None:
+    """Every file of a package folder but compiled bytecode; None past MAX_PACKAGE_FILES."""
+    out: list[str] = []
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        out += [os.path.join(root, n) for n in names if not n.endswith(".pyc")]
+        if len(out) > MAX_PACKAGE_FILES:
+            return None
+    return out
 
 
 class Memo:
@@ -97,21 +145,28 @@ class Memo:
         write_atomic(path, json.dumps(self.known, separators=(",", ":")).encode())
 
 
-def module_digest(paths: list[str], memo: Memo) -> str:
-    """One digest over a top-level module's loaded files: their names relative to its folder,
-    each file's sha256."""
-    root = os.path.dirname(os.path.commonpath(paths)) if paths else ""
+def module_digest(name: str, path: str, package: bool, owners: Owners, memo: Memo) -> str:
+    """One digest of a top-level module that does not depend on which of its files a run
+    imported (torch imports submodules lazily): the sha256 over its distribution's RECORD
+    (kit.shared.imagescan.record_digest, as an image's inventory lists it) when one provides it,
+    else over every file of its package (its one file for a module), each file's sha256."""
+    site = os.path.dirname(os.path.dirname(path) if package else path)
+    listed = record_digest(owners.record(site, name))
+    if listed is not None:
+        return hashlib.sha256(f"distribution {listed}".encode()).hexdigest()[:MODULE_DIGITS]
+    paths = (package_files(os.path.dirname(path)) if package else None) or [path]
     h = hashlib.sha256()
-    for path in sorted(set(paths)):
-        h.update(f"{os.path.relpath(path, root)}\0{memo.sha256(path) or '-'}\n".encode())
+    for p in sorted(set(paths)):
+        h.update(f"{os.path.relpath(p, site)}\0{memo.sha256(p) or '-'}\n".encode())
     return h.hexdigest()[:MODULE_DIGITS]
 
 
 def record(run_dir: Path, maps_path: str = "/proc/self/maps") -> dict[str, Any] | None:
     """{libraries: {path: sha256}, modules: {name: digest}, seconds, read_bytes} of this process
-    (read_bytes: the libraries' bytes hashed, those the memo did not know),
-    or None where /proc cannot be read (not Linux). Module files are hashed each time (small);
-    libraries through the run directory's memo, which is written back for the next run."""
+    (read_bytes: the libraries' bytes hashed, those the memo did not know), or None where /proc
+    cannot be read (not Linux). A module's files are hashed each time (small, and none where a
+    distribution's RECORD lists them); libraries through the run directory's memo, which is
+    written back for the next run."""
     t0 = time.perf_counter()
     try:
         with open(maps_path) as f:
@@ -127,10 +182,9 @@ def record(run_dir: Path, maps_path: str = "/proc/self/maps") -> dict[str, Any] 
             libs[path] = digest
     kept = dict(memo.known)  # the memo holds libraries only: module files change per run
     library_bytes = memo.read_bytes
-    modules = {
-        name: module_digest(paths, memo)
-        for name, paths in sorted(module_files(dict(sys.modules)).items())[:MAX_MODULES]
-    }
+    owners = Owners()
+    tops = sorted(top_modules(dict(sys.modules)).items())[:MAX_MODULES]
+    modules = {name: module_digest(name, p, pkg, owners, memo) for name, (p, pkg) in tops}
     if memo_path.exists():  # the driver placed one: it takes the libraries' hashes back
         Memo(kept).save(memo_path)
     return {

@@ -141,26 +141,50 @@ def test_mapped_paths_are_libraries_and_the_interpreter_once():
     assert loaded.mapped_paths(MAPS, "/usr/bin/python3.11") == ["/usr/bin/python3.11", LIBC]
 
 
-def test_module_files_are_absolute_and_grouped_by_top_level_name(tmp_path, monkeypatch):
+class Module:
+    def __init__(self, path: str | None, package: bool = False) -> None:
+        self.__file__ = path
+        if package:
+            self.__path__ = [os.path.dirname(path or "")]
+
+
+def test_top_modules_are_absolute_and_packages_known(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "here.py").write_text("x = 1\n")
-
-    class Module:
-        def __init__(self, path: str | None) -> None:
-            self.__file__ = path
-
     modules = {
         "here": Module("here.py"),
-        "json": Module("/usr/lib/python3/json/__init__.py"),
+        "json": Module("/usr/lib/python3/json/__init__.py", package=True),
         "json.decoder": Module("/usr/lib/python3/json/decoder.py"),
         "sys": Module(None),
     }
-    tops = loaded.module_files(modules)
-    assert tops == {
-        "here": [str(tmp_path / "here.py")],
-        "json": ["/usr/lib/python3/json/__init__.py", "/usr/lib/python3/json/decoder.py"],
+    assert loaded.top_modules(modules) == {
+        "here": (str(tmp_path / "here.py"), False),
+        "json": ("/usr/lib/python3/json/__init__.py", True),
     }
-    assert len(loaded.module_digest(tops["here"] + tops["json"], loaded.Memo())) == 16
+
+
+def test_a_module_digest_is_its_content_not_which_files_a_run_imported(tmp_path):
+    site = tmp_path / "site-packages"
+    (site / "pkg").mkdir(parents=True)
+    (site / "pkg" / "__init__.py").write_text("")
+    (site / "pkg" / "lazy.py").write_text("x = 1\n")  # imported by some runs only
+    init = str(site / "pkg" / "__init__.py")
+
+    def digest() -> str:
+        return loaded.module_digest("pkg", init, True, loaded.Owners(), loaded.Memo())
+
+    first = digest()
+    assert digest() == first
+    (site / "pkg" / "lazy.py").write_text("x = 2\n")  # a file no run imported changed
+    assert digest() != first
+    # a distribution provides it: its RECORD decides, as the image's inventory lists it
+    info = site / "pkg-1.0.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text("pkg/__init__.py,sha256=A,0\npkg/lazy.py,sha256=B,6\n")
+    by_record = digest()
+    (site / "pkg" / "lazy.py").write_text("x = 3\n")
+    assert digest() == by_record != first
+    (info / "RECORD").write_text("pkg/__init__.py,sha256=A,0\npkg/lazy.py,sha256=C,6\n")
+    assert digest() != by_record
 
 
 def test_memo_hashes_a_file_once_and_again_when_it_changes(tmp_path):
