@@ -33,16 +33,26 @@ MAX_PACKAGE_FILES = 5000
 """A package of more files than this (and no distribution's RECORD) is hashed by its one file."""
 
 
+RUN_MADE = ("/tmp/", "/dev/shm/", "/kit/run/", "/.cache/", "/.triton/")
+"""Libraries a run builds for itself (torch.compile's and Triton's kernels, under the temporary
+folder or a cache): products of the run, not of the environment, and named by content hashes."""
+
+
+def made_by_run(path: str) -> bool:
+    tmp = os.environ.get("TMPDIR")
+    return any(part in path for part in RUN_MADE) or bool(tmp and path.startswith(tmp + "/"))
+
+
 def mapped_paths(maps: str, executable: str | None = None) -> list[str]:
     """The shared libraries (and the interpreter) of a /proc/PID/maps text, each once: files by
-    absolute path, not deleted ones, not the run's own files or anonymous memory."""
+    absolute path, not deleted ones, not anonymous memory, not what the run built itself."""
     out: dict[str, None] = {}
     for line in maps.splitlines():
         parts = line.split(None, 5)
         if len(parts) < 6 or not parts[5].startswith("/"):
             continue
         path = parts[5].strip()
-        if path.endswith(" (deleted)"):
+        if path.endswith(" (deleted)") or made_by_run(path):
             continue
         name = os.path.basename(path)
         if ".so" in name or path == executable:

@@ -133,11 +133,15 @@ MAPS = f"""55d0-55d1 r--p 00000000 08:01 1 /usr/bin/python3.11
 7f03-7f04 r--p 00000000 08:01 3 /usr/lib/locale/locale-archive
 7f04-7f05 r--p 00000000 08:01 4 /tmp/gone.so (deleted)
 7f05-7f06 rw-s 00000000 00:05 5 /dev/shm/nccl-x
+7f06-7f07 r-xp 00000000 08:01 6 /tmp/torchinductor_root/ab/cab.so
+7f07-7f08 r-xp 00000000 08:01 7 /root/.triton/cache/Xy/cuda_utils.so
 7ffc-7ffd rw-p 00000000 00:00 0 [stack]
 """
 
 
-def test_mapped_paths_are_libraries_and_the_interpreter_once():
+def test_mapped_paths_are_libraries_and_the_interpreter_once(monkeypatch):
+    """Not the kernels a run compiles for itself (torch.compile's, Triton's): run products."""
+    monkeypatch.delenv("TMPDIR", raising=False)
     assert loaded.mapped_paths(MAPS, "/usr/bin/python3.11") == ["/usr/bin/python3.11", LIBC]
 
 
@@ -199,7 +203,8 @@ def test_memo_hashes_a_file_once_and_again_when_it_changes(tmp_path):
     assert memo.sha256(str(f)) == hashlib.sha256(b"two!").hexdigest() and memo.read_bytes == 7
 
 
-def test_record_reuses_and_extends_the_memo_the_driver_placed(tmp_path):
+def test_record_reuses_and_extends_the_memo_the_driver_placed(tmp_path, monkeypatch):
+    monkeypatch.setattr(loaded, "made_by_run", lambda path: False)  # tmp_path is under /tmp
     lib = tmp_path / "libkit.so.1"
     lib.write_bytes(b"library")
     maps = tmp_path / "maps"
