@@ -584,7 +584,8 @@ def test_real_h100_one_gpu_all_reduce_is_not_placed_against_published_machines(t
         "docker runtime (in a docker container, image not pinned: local base image, not by digest"
         in text
     )
-    assert "gpu_request cdi" in text and "pinned image" not in text
+    assert "gpu_request cdi" in text and "from an unpinned image" in text
+    assert "container, pinned image" not in text and "from a pinned image" not in text
 
 
 def test_energy_per_unit_keeps_three_significant_figures(tmp_path):
