@@ -1,12 +1,15 @@
 # Two commands do everything: `make run` (a recipe, default below) and `make test`.
+# `make test-fast` is the edit loop: the unit tests and in-process checks, under two minutes.
 # Each sets up what it needs: a virtual environment in .venv with the kit and its pinned deps.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 RECIPE ?= recipes/fsdp_llama.yaml
 ARGS ?=
+# pytest-xdist workers: one per CPU (each test has its own HOME, TMPDIR and engine objects)
+JOBS ?= auto
 
-.PHONY: run test lint format setup clean
+.PHONY: run test test-fast lint format setup clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +23,10 @@ run: $(VENV)/.installed
 	$(VENV)/bin/kit reproduce $(RECIPE) $(ARGS)
 
 test: $(VENV)/.installed
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest -n $(JOBS) $(ARGS)
+
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -n $(JOBS) -m "not slow" tests/unit $(ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

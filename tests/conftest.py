@@ -154,3 +154,19 @@ def own_home_and_tmpdir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
     for inherited in ("KIT_REFS_DB", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
         monkeypatch.delenv(inherited, raising=False)
     return base
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The long tests first: pytest-xdist hands tests out in this order, so the minutes-long ones
+    (real runs in containers, torchrun, rendering) start while the short ones fill the gaps,
+    instead of one of them running alone at the end. Integration before hostile before unit,
+    files with `slow` tests first within each; a file's tests stay together (its module-scoped
+    fixtures are made once a worker)."""
+    tier = {"integration": 0, "hostile": 1, "unit": 2}
+    slow_files = {str(i.fspath) for i in items if i.get_closest_marker("slow")}
+
+    def key(item: pytest.Item) -> tuple[int, int]:
+        part = Path(str(item.fspath)).parent.name
+        return (tier.get(part, 3), 0 if str(item.fspath) in slow_files else 1)
+
+    items.sort(key=key)  # stable: the files' own order within a group

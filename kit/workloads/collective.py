@@ -8,7 +8,7 @@ only: the worker imports the params inside the container.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
 from kit.workloads.base import STRICT, Phrase, Sweep, WorkloadSpec, check, metrics
@@ -32,7 +32,15 @@ class CollectiveParams:
     # change the figure: `timing` is how a size is timed (graph mode is compared only with
     # nccl-tests -G), and graph_max_bytes says which sizes its "auto" mode times as a graph.
     SAME_FIGURE: ClassVar[frozenset[str]] = frozenset(
-        {"warmup_iters", "iters", "trials", "log_nccl_choice", "time_in_place", "latency"}
+        {
+            "warmup_iters",
+            "iters",
+            "trials",
+            "size_budget_s",
+            "log_nccl_choice",
+            "time_in_place",
+            "latency",
+        }
     )
 
     min_bytes: int = 8
@@ -59,6 +67,11 @@ class CollectiveParams:
     # one call with an event after it, per trial: the latency a caller sees, host launch
     # included; recorded per size beside (never instead of) the per-call time of a batch
     latency: bool = True
+    # At most this many seconds of warm-up and timed calls per size (0: no bound): a size whose
+    # calls are slow (8 GiB at 24 GB/s with P2P off: half a second each) runs fewer of them,
+    # as nccl-tests users lower -n for the largest sizes; the calls each size ran are recorded
+    # in its row. Every rank takes the same counts (from the slowest rank's first call).
+    size_budget_s: float = 0.0
 
     def __post_init__(self) -> None:
         check(self.min_bytes >= 1, "min_bytes", "at least 1")
@@ -69,6 +82,19 @@ class CollectiveParams:
         check(self.warmup_iters >= 0, "warmup_iters", "0 or more")
         check(self.iters >= 1, "iters", "at least 1")
         check(self.trials >= 1, "trials", "at least 1")
+        check(0 <= self.size_budget_s <= 3600, "size_budget_s", "from 0 (no bound) to 3600")
+
+    def within_budget(self, call_s: float) -> CollectiveParams:
+        """These parameters for one size whose calls take `call_s` each: fewer warm-up and timed
+        calls where all of them would outlast size_budget_s (a tenth of the budget for the
+        warm-up, at least one call; at least 5 timed calls a trial, as the trials' spread needs
+        some calls to average over); unchanged within it."""
+        calls = self.warmup_iters + self.trials * self.iters
+        if self.size_budget_s <= 0 or call_s * calls <= self.size_budget_s:
+            return self
+        warmup = min(self.warmup_iters, max(1, int(0.1 * self.size_budget_s / call_s)))
+        per_trial = int((self.size_budget_s - warmup * call_s) / (self.trials * call_s))
+        return replace(self, warmup_iters=warmup, iters=min(self.iters, max(5, per_trial)))
 
     def sizes(self) -> list[int]:
         """Message sizes in bytes: min_bytes, min_bytes*factor, ... up to max_bytes."""
@@ -88,7 +114,9 @@ n = {{ a.world|join(", ") }} ranks{% endif %}{% if a.bus_factor %} (factor {{ a.
 {{ s.sweep.size }}
 Sizes from {{ a.params.min_bytes|bytes }} to {{ a.params.max_bytes|bytes }}, factor {{ a.params.factor }},
 {{ a.params.dtype }}; per size {{ a.params.warmup_iters }} untimed warm-up operations, then
-{{ a.params.trials }} trials of {{ a.params.iters }} back-to-back {{ s.sweep.op }} operations; a
+{{ a.params.trials }} trials of {{ a.params.iters }} back-to-back {{ s.sweep.op }} operations{% if a.params.size_budget_s %},
+at most {{ a.params.size_budget_s|num }} s of them per size (a size whose first operation is slow
+runs fewer: the operations each size ran are in its row of the per-size data){% endif %}; a
 trial's time is the slowest rank's.
 Timing: {% if a.timing %}{{ a.timing|join(", ") }}{% else %}not recorded{% endif %} (spin-held,
 the default on GPUs: each trial's operations queued behind a GPU spin so that the GPU never waits

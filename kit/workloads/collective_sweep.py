@@ -249,6 +249,29 @@ def _choice(log: TuningLog, ctx: Context, op: Op, graph: Any) -> list[dict[str, 
     return log.choice((lambda: _one_graph(op)) if graph is not None else eager, eager)
 
 
+def _within_budget(
+    ctx: Context, p: CollectiveParams, op: Op
+) -> tuple[CollectiveParams, dict[str, Any]]:
+    """This size's parameters under size_budget_s, and what its row records of them: one call
+    to connect (NCCL sets up a size's connections lazily), then one timed on the host after a
+    synchronize, the slowest rank's, so that every rank takes the same counts."""
+    if p.size_budget_s <= 0:
+        return p, {}
+    op()
+    ctx.synchronize()
+    dist.barrier()
+    t0 = time.perf_counter()
+    op()
+    ctx.synchronize()
+    took = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(took, op=dist.ReduceOp.MAX)
+    call_s = float(took.item())
+    ps = p.within_budget(call_s)
+    return ps, {
+        "calls": {"warmup": ps.warmup_iters, "iters": ps.iters, "first_call_s": call_s},
+    }
+
+
 def _graph_for(
     ctx: Context, p: CollectiveParams, op: Op, size: int, graphs_ok: bool
 ) -> tuple[Any, str, bool]:
@@ -313,10 +336,11 @@ def _sweep(ctx: Context, p: CollectiveParams, coll: Collective, log: TuningLog) 
             break
         wrong = _total(ctx, coll.wrong(ctx, chunk, dtype))
         op, refill = coll.prepare(ctx, chunk, dtype)
-        graph, method, graphs_ok = _graph_for(ctx, p, op, size, graphs_ok)
+        ps, budget = _within_budget(ctx, p, op)  # this size's call counts
+        graph, method, graphs_ok = _graph_for(ctx, ps, op, size, graphs_ok)
         nccl_calls = _choice(log, ctx, op, graph)
         mono_t0 = time.monotonic()
-        got = timed(ctx, p, coll.bus_factor(ctx.world_size), (op, refill, size), graph, method)
+        got = timed(ctx, ps, coll.bus_factor(ctx.world_size), (op, refill, size), graph, method)
         window = [mono_t0, time.monotonic()]  # the trials, on telemetry's clock
         del graph, op, refill
         rows.append(
@@ -328,6 +352,7 @@ def _sweep(ctx: Context, p: CollectiveParams, coll: Collective, log: TuningLog) 
                 "wrong": wrong,
                 **got,
                 "window_monotonic_s": window,
+                **budget,
             }
         )
         times, algbw = [t / 1e6 for t in got["time_us"]], got["algbw_gbps"]
@@ -335,7 +360,7 @@ def _sweep(ctx: Context, p: CollectiveParams, coll: Collective, log: TuningLog) 
             rows[-1]["nccl_calls"] = nccl_calls
         also = ""
         if coll.also_in_place and p.time_in_place:
-            rows[-1]["other"], graphs_ok = _in_place(ctx, p, coll, chunk, size, graphs_ok)
+            rows[-1]["other"], graphs_ok = _in_place(ctx, ps, coll, chunk, size, graphs_ok)
             other = rows[-1]["other"]
             also = (
                 f"; in place {statistics.median(other['time_us']):.1f} us, wrong {other['wrong']}"

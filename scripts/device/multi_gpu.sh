@@ -49,6 +49,12 @@ wheels() {
   export PYTHONPATH="/tmp/site:$ROOT:${PYTHONPATH:-}"
 }
 gpus() { nvidia-smi -L 2>/dev/null | wc -l; }
+# nccl-tests runs on the GPUs the kit's recipe runs on (its `gpus`, the first ones of the
+# machine), never on more: `kit refs nccl-tests` refuses outputs of another GPU count
+recipe_gpus() {
+  python3 -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1])).get('gpus', 2))" \
+      "${RECIPE:-recipes/collectives.yaml}"
+}
 PROGRAMS=${PROGRAMS:-"all_reduce all_gather reduce_scatter alltoall"}
 # nccl-tests' counts: the same warm-up and iterations as recipes/collectives.yaml
 NT_ARGS="-b 8 -e 1G -f 2 -w 20 -n 100 -c 1"
@@ -64,7 +70,9 @@ stage_prepare() {
 
 stage_refs() {
   local build=$WORK/nccl-tests-build n t0=$SECONDS
-  n=$(gpus)
+  n=$(recipe_gpus)
+  [ "$n" -le "$(gpus)" ] || { log "the recipe asks for $n GPUs; this machine has $(gpus)"; return 1; }
+  export CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((n - 1)))
   # the NCCL torch loads: its wheel's headers and library (a libnccl.so link for the linker)
   local nccl
   nccl=$(python3 -c "import importlib.util as u; print(u.find_spec('nvidia.nccl').submodule_search_locations[0])")
@@ -106,7 +114,7 @@ stage_refs() {
         [ "$variant" = no-p2p ] && p2p=1
         if [ "$(cat "$WORK/nccl-tests-mpi")" = 1 ]; then
           # one process per GPU, as the kit's torchrun; Open MPI passes only the variables named
-          launch="mpirun --allow-run-as-root -np $n -x NCCL_P2P_DISABLE -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS $build/${p}_perf -g 1"
+          launch="mpirun --allow-run-as-root -np $n -x NCCL_P2P_DISABLE -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x CUDA_VISIBLE_DEVICES -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS $build/${p}_perf -g 1"
           mpirun --version 2>&1 | grep -q "Open MPI" || launch="mpirun -np $n $build/${p}_perf -g 1"
         else
           launch="env NCCL_P2P_DISABLE=$p2p $build/${p}_perf -g $n"
@@ -118,13 +126,14 @@ stage_refs() {
       done
     done
   done
+  unset CUDA_VISIBLE_DEVICES
   log "refs: $((SECONDS - t0)) s"
 }
 
 stage_collectives() {
   wheels
   local recipe=${RECIPE:-recipes/collectives.yaml}
-  local bundle=$WORK/bundles/$(basename "$recipe" .yaml)-$(gpus)gpu t0=$SECONDS
+  local bundle=$WORK/bundles/$(basename "$recipe" .yaml)-$(recipe_gpus)gpu t0=$SECONDS
   rm -rf "$bundle"
   log "kit reproduce $recipe --runtime host --repeats ${REPEATS:-1}"
   # KIT_DEVICE=cpu tries the stage on a machine without a GPU (smoke scale, gloo)

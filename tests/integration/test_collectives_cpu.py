@@ -79,3 +79,32 @@ def test_collective_sweep_on_two_gloo_ranks(kind, tmp_path):
     assert m["wrong_total"]["value"] == 0
     assert m["busbw_largest"]["value"] == pytest.approx(statistics.median(rows[-1]["busbw_gbps"]))
     assert m["busbw_peak"]["value"] >= m["busbw_largest"]["value"]
+
+
+@pytest.mark.slow
+def test_a_size_budget_runs_fewer_calls_where_they_are_slow(tmp_path):
+    """size_budget_s: a size whose first call is slow runs fewer calls, the same on every rank,
+    and its row says how many; the counts follow from the recorded first call alone."""
+    from kit.workloads.allreduce.params import AllreduceParams
+
+    params = {"min_bytes": 4, "max_bytes": 4 << 20, "factor": 1024, "iters": 50,
+              "warmup_iters": 4, "trials": 2, "size_budget_s": 0.01}  # fmt: skip
+    spec = {"schema": 1, "run_id": "allreduce.p2p.r0", "benchmark": "allreduce",
+            "kind": "allreduce", "variant": "p2p", "repeat": 0, "device": "cpu", "nproc": 2,
+            "smoke": True, "params": params, "env": {}, "result_path": "result.json"}  # fmt: skip
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+         "-m", "kit.worker", str(tmp_path / "spec.json")],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads((tmp_path / "result.json").read_text())["data"]["sizes"]
+    p = AllreduceParams(**params)
+    for r in rows:
+        want = p.within_budget(r["calls"]["first_call_s"])
+        assert (r["calls"]["warmup"], r["calls"]["iters"]) == (want.warmup_iters, want.iters)
+        assert len(r["time_us"]) == 2
+    # 4 MiB over gloo: 1 + 100 calls of a millisecond or more cannot fit 10 ms
+    assert rows[-1]["bytes"] == 4 << 20 and 5 <= rows[-1]["calls"]["iters"] < 50

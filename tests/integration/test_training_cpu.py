@@ -179,7 +179,10 @@ def test_a_minimum_window_runs_more_steps_until_it_is_long_enough(tmp_path):
     assert code == 0, err
     (run,) = results["runs"]
     d = run["data"]
-    assert d["window_s"] >= 3.0 and d["steps"] > 2
+    # planned from the fastest warm-up step (this rank's; the ranks take the largest count):
+    # more than 2 steps whenever 2 at that pace fall short of 3 s, however loaded the machine
+    fastest = min(d["step_times_s"][: d["warmup_steps"]])
+    assert d["window_s"] >= 3.0 and d["steps"] >= max(2, math.ceil(3.0 / fastest))
     assert (
         len(d["step_times_s"])
         == d["warmup_steps"] + d["steps"]
