@@ -98,9 +98,11 @@ def environment_versions(
     for key in RUNTIME_KEYS:
         value = axes[key] if key in axes else getattr(environment, key, None)
         flat[key] = _text(value) if environment else None
-    pinned = environment is not None and environment.pinned
+    if environment is not None:  # pinned by the one rule (an image FROM a local base is not)
+        flat["pinned"] = _text(environment.pin()[0])
+    image = environment is not None and (environment.pinned or environment.image_id is not None)
     for key in PINNED_KEYS + INFORMATIONAL_KEYS:
-        flat[key] = _text(getattr(environment, key)) if pinned else None
+        flat[key] = _text(getattr(environment, key)) if image else None
     return flat
 
 
@@ -110,13 +112,20 @@ def environment_diff(
     old_hardware: Hardware | None = None,
     new_hardware: Hardware | None = None,
     informational: bool = False,
+    by_content: bool = False,
 ) -> list[Difference]:
     """Every field known on both sides whose values differ, in a fixed order: the differences
-    that can change a number, and with `informational` also those that cannot (image ids)."""
+    that can change a number, and with `informational` also those that cannot (image ids).
+
+    `by_content`: both images' contents were listed and compared (kit.envcontent), so how the
+    images were made (base digest, base layers, lock, Dockerfile, content hash) is
+    informational too, and so is whether each was pinned: what they hold, and whether the runs
+    loaded it, decides."""
     a = environment_versions(old, old_hardware)
     b = environment_versions(new, new_hardware)
+    aside = INFORMATIONAL_KEYS + ((*PINNED_KEYS, "pinned") if by_content else ())
     diffs = [
-        Difference(key, a[key], b[key], key not in INFORMATIONAL_KEYS)  # type: ignore[arg-type]
+        Difference(key, a[key], b[key], key not in aside)  # type: ignore[arg-type]
         for key in a
         if a[key] is not None and b[key] is not None and a[key] != b[key]
     ]

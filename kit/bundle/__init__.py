@@ -36,6 +36,7 @@ from kit.model import (
     Results,
     RunResult,
     RunSpec,
+    Software,
     check_schema,
     read_model,
     validate,
@@ -208,8 +209,12 @@ class Bundle:
 
     def save(self) -> None:
         """results.json as the model holds it: each run as the worker wrote it plus the fields
-        the driver set, the header and the driver's decisions (kit.model's own dump, once)."""
-        write_json(self.path / files.RESULTS, self.results.dump(as_written=True))
+        the driver set, the header and the driver's decisions (kit.model's own dump, once). A
+        run's `loaded` record (tens of KB) stays in its own runs/<id>/result.json only."""
+        data = self.results.dump(as_written=True)
+        for run in data.get("runs") or []:
+            run.pop("loaded", None)
+        write_json(self.path / files.RESULTS, data)
 
     def finish(self, status: BundleStatus) -> None:
         self.results.status = status
@@ -232,6 +237,7 @@ def _model_of(name: str) -> tuple[type[BaseModel], str | None] | None:
         files.RESULTS: (Results, files.RESULTS),
         files.HARDWARE: (Hardware, files.HARDWARE),
         files.ENVIRONMENT: (Environment, files.ENVIRONMENT),
+        files.SOFTWARE: (Software, files.SOFTWARE),
     }.get(name)
 
 

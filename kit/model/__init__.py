@@ -33,6 +33,7 @@ from kit.model.run import (
     SizeRow,
     Telemetry,
 )
+from kit.model.software import Loaded, Software
 
 __all__ = [
     "BUNDLE_SCHEMA",
@@ -45,6 +46,7 @@ __all__ = [
     "Environment",
     "EnvironmentDifference",
     "Hardware",
+    "Loaded",
     "Metric",
     "Network",
     "NodeInventory",
@@ -58,6 +60,7 @@ __all__ = [
     "SealedAfter",
     "SizeRow",
     "SlurmInfo",
+    "Software",
     "Telemetry",
     "check_schema",
     "load_bundle",

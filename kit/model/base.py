@@ -25,12 +25,16 @@ ENVIRONMENT_SCHEMA = 2
 kit wrote none before) is read as 1 (kit.model.environment.Environment.axes); a file that
 carries a newer one is from a kit this one cannot read."""
 
+SOFTWARE_SCHEMA = 1
+"""software.json `schema` (kit.runtime.images.software writes it)."""
+
 SCHEMAS: dict[str, int] = {
     files.RESULTS: BUNDLE_SCHEMA,
     files.RESULT: RESULT_SCHEMA,
     files.SPEC: SPEC_SCHEMA,
     files.HARDWARE: HARDWARE_SCHEMA,
     files.ENVIRONMENT: ENVIRONMENT_SCHEMA,
+    files.SOFTWARE: SOFTWARE_SCHEMA,
 }
 """The newest `schema` number this kit reads, per file name; older numbers still load."""
 

@@ -36,6 +36,30 @@ PLACEMENTS = ("local", "multinode", "slurm", "k8s")
 ENGINES = ("none", "docker", "podman", "apptainer", "pyxis", "enroot", "kubernetes")
 """What the runs ran in: no container (this Python), or a container engine ("kubernetes": the
 pods of `kit k8s`, in whatever container runtime the cluster's nodes run)."""
+IMAGE_ENGINES = ("docker", "podman")
+"""Engines that run an image the kit builds FROM a base (or loads from a `kit export` archive)."""
+LOCAL_BASE = "local base image, not by digest"
+
+
+def pin_of(
+    base_image: str | None,
+    base_digest: str | None,
+    loaded_from: str | None = None,
+    image_id: str | None = None,
+) -> tuple[bool, str]:
+    """Whether an image the kit built or loaded is pinned, and the words that say by what: the
+    image of a `kit export` archive by its image id (a hash of its content), or a base named by
+    its registry digest. A base the daemon holds without one (imported from a machine's own
+    stack, built locally) is not: "local base image, not by digest". The one rule: the writer
+    (kit.runtime.images.fingerprint) and every reader (Environment.pin) call it."""
+    if loaded_from:
+        return True, f"the image of a kit export archive, by its image id {image_id or 'unknown'}"
+    digest = base_digest or (base_image.partition("@")[2] if base_image else None)
+    if digest:
+        return True, f"base image by digest {digest}"
+    return False, LOCAL_BASE
+
+
 OLD_LAUNCHERS = {"host": "none", "pyxis": "pyxis", "apptainer": "apptainer", "enroot": "enroot"}
 """A schema-1 Slurm bundle's `launcher` as the engine it names."""
 
@@ -66,6 +90,9 @@ class Environment(Open):
     image: str | None = None
     nodes: list[dict[str, Any]] | None = None
     loaded_from: str | None = None
+    # what pins the image (kit.model.environment.pin_of): "base image by digest sha256:...",
+    # "local base image, not by digest"
+    pinning: str | None = None
     # how the containers got their GPUs (kit.runtime.containers.gpus) and their network
     gpu_request: str | None = None
     cdi_kind: str | None = None
@@ -87,6 +114,24 @@ class Environment(Open):
 
     def in_container(self) -> bool:
         return self.axes()[1] != "none"
+
+    def pin(self) -> tuple[bool, str | None]:
+        """(pinned, by what): for an image the kit built or loaded, `pin_of` its base and source
+        (also for a file written before the rule, which called any such image pinned); for
+        another runtime, what it recorded."""
+        if self.axes()[1] in IMAGE_ENGINES and (self.image_id or self.base_image):
+            base = (self.build_args or {}).get("BASE_IMAGE") or self.base_image
+            return pin_of(base, self.base_image_digest, self.loaded_from, self.image_id)
+        return self.pinned, self.pinning
+
+    def shown_name(self) -> str | None:
+        """The environment as a page names it: its name, and for an image built FROM a local
+        base, what it was built FROM (the name alone would claim the Dockerfile's pinned base)."""
+        pinned, _ = self.pin()
+        base = (self.build_args or {}).get("BASE_IMAGE") or self.base_image
+        if self.axes()[1] in IMAGE_ENGINES and not pinned and base:
+            return f"{self.name or 'environment'} FROM {base} ({LOCAL_BASE})"
+        return self.name
 
 
 def axes_record(placement: str, engine: str) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from kit.model.files import MAX_YAML_BYTES, decode, list_dir, one_line, read_byt
 from kit.model.hardware import Hardware
 from kit.model.results import Results
 from kit.model.run import RunResult, RunSpec
+from kit.model.software import Software
 from kit.recipe import Recipe, parse_recipe
 from kit.shared import files
 
@@ -54,6 +55,8 @@ class BundleData:
     hardware: Hardware | None
     environment: Environment | None
     runs: dict[str, RunFiles] = field(default_factory=dict)
+    # software.json: what the image held (kit.runtime.images.software); None without one
+    software: Software | None = None
     # nccl-tests/<name>: nccl-tests output run in the same call (`kit refs nccl-tests`), as text
     nccl_tests: dict[str, str] = field(default_factory=dict)
     # read with --read-broken-signature although its signature does not verify: the line that
@@ -175,7 +178,7 @@ def load_bundle(path: str | Path) -> BundleData:
     """Read and validate a whole bundle; raises InputError (one line) on the first problem.
 
     Required: results.json, recipe.yaml. Optional: hardware.json, environment.json (absent while
-    a Slurm job has not been collected), runs/. Nothing is followed through a link.
+    a Slurm job has not been collected), software.json (an image's inventory), runs/. Nothing is followed through a link.
     """
     try:
         return _load(Path(path))
@@ -199,7 +202,11 @@ def _load(root: Path) -> BundleData:
     nprocs = {name: run.spec.nproc for name, run in runs.items()} if files.RUNS in names else None
     check_results(results, recipe, root / files.RESULTS, nprocs)
     check_hardware(results, hardware, root / files.HARDWARE)
-    return BundleData(root, recipe, results, hardware, environment, runs, read_nccl_tests(root))
+    software = _optional(root, names, files.SOFTWARE, Software, files.SOFTWARE)
+    nccl_tests = read_nccl_tests(root)
+    return BundleData(
+        root, recipe, results, hardware, environment, runs, nccl_tests=nccl_tests, software=software
+    )
 
 
 MAX_NCCL_TESTS_BYTES = 1 << 20

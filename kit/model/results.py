@@ -12,6 +12,7 @@ from pydantic import Field
 
 from kit.model.base import Closed, Open
 from kit.model.run import RunResult
+from kit.model.software import EnvironmentCheck
 
 MAX_REPEATS = 100
 """The recipe's bound on repeats and max_repeats (kit.recipe.Recipe)."""
@@ -137,6 +138,8 @@ class Results(Closed):
     # differences that can change a number; environment_notes: those that cannot (image ids)
     environment_diff: list[EnvironmentDifference] | None = None
     environment_notes: list[EnvironmentDifference] | None = None
+    # a rerun's verdict on what differs inside the environments, loaded by the runs or not
+    environment_check: EnvironmentCheck | None = None
     error: str | None = None  # what stopped the engine itself, when something did
     slurm: SlurmInfo | None = None
     k8s: K8sInfo | None = None

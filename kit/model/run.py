@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from kit.model.base import Closed, Open
+from kit.model.software import Loaded
 from kit.shared import files
 
 RunStatus = Literal["ok", "failed", "timeout", "skipped"]
@@ -152,6 +153,9 @@ class RunResult(RunIdentity):
     notes: list[str] = Field(default_factory=list)
     telemetry: Telemetry | None = None
     wall_s: float | None = None
+    # what rank 0 had loaded after its timed windows (kit.worker.loaded); kept in the run's own
+    # result.json only: results.json leaves it out (kit.bundle.Bundle.save)
+    loaded: Loaded | None = None
     # added by the driver (kit.run.results.result_of, multi-node, Slurm collect)
     nccl: NcclRecord | None = None
     exit_code: int | None = None

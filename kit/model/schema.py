@@ -20,6 +20,7 @@ from kit.model.environment import Environment
 from kit.model.hardware import Hardware
 from kit.model.results import Results
 from kit.model.run import RunResult, RunSpec
+from kit.model.software import Software
 from kit.recipe import Recipe
 
 MODELS: dict[str, type[BaseModel]] = {
@@ -28,6 +29,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "run_spec": RunSpec,
     "hardware": Hardware,
     "environment": Environment,
+    "software": Software,
     "recipe": Recipe,
 }
 SCHEMA_DIR = Path(__file__).resolve().parent.parent.parent / "schema"

@@ -26,8 +26,10 @@ from kit.facts.price import Price, check_priced_device, parse_price
 from kit.report.choice import choice
 from kit.report.compare_figures import headline_figures, sweep_figures
 from kit.report.compare_notes import (
+    environment_checks,
     environment_rows,
     hardware_rows,
+    pin_of_machine,
     reproductions,
     warnings_for,
 )
@@ -101,7 +103,9 @@ def comparison(
                 "device": m.results.device,
                 "runtime": m.results.runtime,
                 "engine": axes_of(m.environment, m.results)[1],
-                "pinned": m.results.pinned,
+                "pinned": pin_of_machine(m)[0],
+                "pinning": pin_of_machine(m)[1],
+                "environment_name": m.environment.shown_name() if m.environment else None,
                 "smoke": m.results.smoke,
                 "status": m.results.status,
                 "manifest_sha256": sha256_file(m.path / MANIFEST),
@@ -117,6 +121,8 @@ def comparison(
         "reproductions": reproductions(machines),
         "hardware": hardware_rows(machines),
         "environment": environment_rows(machines, base),
+        # every difference inside the environments, loaded by the runs or not (kit.envcheck)
+        "environment_checks": environment_checks(machines, base),
         "choice": choice(rows, machines, base),
         "workloads": [r.__dict__ for r in rows],
         "p2p": p2p_effects(machines),

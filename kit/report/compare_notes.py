@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from kit.bundle import MANIFEST, content_sha256, sha256_file
-from kit.envdiff import environment_diff, environment_versions
+from kit.envcheck import Check, check
+from kit.envcontent import Side, side
+from kit.envdiff import environment_versions
 from kit.model import Hardware, recipe_differences
 from kit.model.results import Reproduces
 from kit.report.machines import Machine, same_machine
@@ -116,26 +118,6 @@ def recipe_notes(ref: Machine, m: Machine) -> list[dict[str, str]]:
     return out
 
 
-def _release(version: object) -> str:
-    """A version without its local build tag: "0.26.0+cu130" -> "0.26.0"."""
-    return str(version).partition("+")[0]
-
-
-def build_last(diffs: list[Any]) -> list[Any]:
-    """Differences in release first, those only in a build tag (+cu130) last: a box that leads
-    with "0.26.0+cu130 vs 0.26.0" hides what really differs behind what hardly does."""
-    return sorted(diffs, key=lambda d: _release(d.new) == _release(d.old))
-
-
-def diff_words(field: str, new: object, old: object) -> str:
-    """ "torch 2.14.1 vs 2.11.0", or "torchvision 0.26.0 on both, build +cu130 vs none"."""
-    if new is not None and old is not None and _release(new) == _release(old):
-        tag_new = str(new).partition("+")[2] or "none"
-        tag_old = str(old).partition("+")[2] or "none"
-        return f"{field} {_release(new)} on both, build {tag_new} vs {tag_old}"
-    return f"{field} {new} vs {old}"
-
-
 def same_machine_notes(machines: list[Machine]) -> list[dict[str, str]]:
     """One line per group of bundles that ran on the same machine (the same GPU UUIDs): their
     differences are the runs' (software, settings, the day), not the hardware's."""
@@ -162,23 +144,21 @@ def warnings_for(machines: list[Machine], base: int) -> list[dict[str, str]]:
     for m in machines:
         if m is ref:
             continue
-        diffs = environment_diff(ref.environment, m.environment, ref.hardware, m.hardware)
-        if diffs:
-            what = "; ".join(diff_words(d.field, d.new, d.old) for d in build_last(diffs))
+        chk = machine_check(ref, m)
+        if not chk.matches:
             measures = (
                 "software on the same machine"
                 if same_machine(ref.hardware, m.hardware)
                 else "software as well as hardware"
             )
-            out.append(
-                {
-                    "level": "env",
-                    "text": (
-                        f"Different environments: {m.label} differs from the baseline {ref.label} in "
-                        f"{what}. These results compare {measures}."
-                    ),
-                }
+            text = (
+                f"Different environments: {m.label} against the baseline {ref.label}: "
+                f"{chk.sentence()} These results compare {measures}."
             )
+            out.append({"level": "env", "text": text})
+        elif chk.content.compared:
+            text = f"{m.label} against the baseline {ref.label}: {chk.sentence()}"
+            out.append({"level": "envsame", "text": text})
     for m in machines:
         if m is not ref:
             out.extend(recipe_notes(ref, m))
@@ -202,20 +182,15 @@ def warnings_for(machines: list[Machine], base: int) -> list[dict[str, str]]:
                 ),
             }
         )
-    unpinned: dict[str, list[str]] = {}  # runtime -> machines: one line each, a fleet too
+    unpinned: dict[str, list[str]] = {}  # how: machines, one line each, a fleet too
     for m in machines:
-        if not m.results.pinned:
-            unpinned.setdefault(m.results.runtime, []).append(m.label)
-    for runtime, labels in unpinned.items():
+        pinned, how = pin_of_machine(m)
+        if not pinned:
+            unpinned.setdefault(how, []).append(m.label)
+    for how, labels in unpinned.items():
         who = labels[0] if len(labels) == 1 else f"{len(labels)} machines ({', '.join(labels)})"
         verb = "ran" if len(labels) == 1 else "each ran"
-        out.append(
-            {
-                "level": "note",
-                "text": f"{who} {verb} on the {runtime} runtime: the software "
-                "environment was not pinned.",
-            }
-        )
+        out.append({"level": "note", "text": f"{who} {verb} {how}."})
     for m in machines:
         if m.results.status != "complete":
             out.append({"level": "note", "text": f"{m.label}: bundle status {m.results.status!r}."})
@@ -231,6 +206,42 @@ def warnings_for(machines: list[Machine], base: int) -> list[dict[str, str]]:
                     }
                 )
     return out
+
+
+def machine_side(m: Machine) -> Side:
+    """A compared bundle's environment, its image's inventory and what its runs loaded."""
+    return side(m.environment, m.data.software, (rf.result for rf in m.data.runs.values()))
+
+
+def machine_check(ref: Machine, m: Machine) -> Check:
+    """The one verdict on m's environment against the baseline's (kit.envcheck): the page-1
+    sentence, the section's list and compare.json all come from it."""
+    return check(machine_side(ref), machine_side(m), ref.hardware, m.hardware)
+
+
+def environment_checks(machines: list[Machine], base: int) -> list[dict[str, Any]]:
+    """Each machine's full list of environment differences against the baseline (the section
+    "Environment differences" and compare.json)."""
+    ref = machines[base]
+    return [
+        {"machine": m.label, "baseline": ref.label, **machine_check(ref, m).to_dict()}
+        for m in machines
+        if m is not ref
+    ]
+
+
+def pin_of_machine(m: Machine) -> tuple[bool, str]:
+    """Whether m's environment was pinned and, when not, the words for how it ran: "on the host
+    runtime: the software environment was not pinned", "in an image built FROM a local base
+    image, not by digest (kit-base:local)"."""
+    env = m.environment
+    pinned, how = env.pin() if env is not None else (m.results.pinned, None)
+    if pinned:
+        return True, how or "pinned"
+    if env is not None and env.in_container() and how:
+        base = (env.build_args or {}).get("BASE_IMAGE") or env.base_image or "unknown"
+        return False, f"in an image built FROM a {how} ({base})"
+    return False, f"on the {m.results.runtime} runtime: the software environment was not pinned"
 
 
 def reproductions(machines: list[Machine]) -> list[str]:

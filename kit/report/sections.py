@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import MANIFEST, REPORT_FILES, SIGNATURE, sha256_file
-from kit.model import Environment, Hardware, Results
+from kit.model import Environment, Hardware, Results, RunFiles, RunResult, Software
 from kit.model.base import Open
 from kit.model.hardware import Detection, Host, Pcie
 from kit.report.plots import human_bytes as _human_bytes
@@ -237,7 +237,12 @@ def placement_words(results: Results) -> str | None:
     return f"Kubernetes, {k8s.pods} pod{'s' if k8s.pods != 1 else ''}"
 
 
-def environment_view(env: Environment | None, results: Results) -> dict[str, Any]:
+def environment_view(
+    env: Environment | None,
+    results: Results,
+    software: Software | None = None,
+    runs: dict[str, RunFiles] | None = None,
+) -> dict[str, Any]:
     """environment.json's fields (each runtime records its own), the versions read inside it,
     and the versions each run saw."""
     container = env.container if env else None
@@ -262,9 +267,28 @@ def environment_view(env: Environment | None, results: Results) -> dict[str, Any
         "in_engine": f"in {'an' if engine[:1] in tuple('aeiou') else 'a'} {engine} container",
         "placement": placement,
         "runtime": placement_words(results) or runtime,
-        "pinned": env.pinned if env else results.pinned,
+        # pinned by the one rule (kit.model.environment.pin_of): an image FROM a local base is not
+        "pinned": env.pin()[0] if env else results.pinned,
+        "pinning": env.pin()[1] if env else None,
+        "shown_name": env.shown_name() if env else None,
         "disagree": disagree,
+        # a rerun's verdict on its environment against the bundle's (kit.envcheck)
+        "check": results.environment_check,
+        # software.json: what the image holds, counted (the file lists it)
+        "software": software.summary() if software else None,
+        "loaded": loaded_summary([rf.result for rf in (runs or {}).values()]),
     }
+
+
+def loaded_summary(runs: list[RunResult | None]) -> str | None:
+    """ "up to 112 shared libraries and 301 top-level modules per run"; None when no run
+    recorded what it loaded (each run's own result.json holds the lists, not results.json)."""
+    records = [r.loaded for r in runs if r is not None and r.loaded is not None]
+    if not records:
+        return None
+    libs = max(len(r.libraries) for r in records)
+    mods = max(len(r.modules) for r in records)
+    return f"up to {libs} shared libraries and {mods} top-level modules per run"
 
 
 def manifest_view(root: Path) -> list[tuple[str, str, int]]:

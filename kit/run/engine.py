@@ -227,8 +227,10 @@ def prepare(
         runtime = make_runtime(options.runtime, recipe, options, device, choice)
     # absolute: the workers run with the run directory as their working directory
     out = (options.out or default_bundle_dir(Path("reports"), recipe.name)).resolve()
+    # pinned as environment.json says (an image FROM a local base is not: kit.model.pin_of)
+    pinned = bool((runtime.environment or {}).get("pinned", runtime.pinned))
     bundle = open_bundle(
-        out, recipe, device, runtime.name, runtime.pinned, smoke, planned,
+        out, recipe, device, runtime.name, pinned, smoke, planned,
         options.command or "kit reproduce", len(runs), options.reproduces,
     )  # fmt: skip
     # the machine first: a bundle is never without it, whenever a stop comes (kit seal needs it)
@@ -237,6 +239,9 @@ def prepare(
     bundle.write_json(files.HARDWARE, hardware.dump(as_written=True))
     bundle.results.preflight = [PreflightFinding.model_validate(f) for f in findings]
     bundle.write_json(files.ENVIRONMENT, runtime.environment)
+    software = getattr(runtime, "software", None)  # what its image holds, where it has one
+    if software:
+        bundle.write_json(files.SOFTWARE, software)
     if swept := launch_dir.sweep():  # what drivers killed outright (SIGKILL) left in TMPDIR
         console.print(f"kit: removed {swept} folder(s) of killed kit runs from TMPDIR")
     adaptive = (recipe.max_repeats or 0) > recipe.repeats  # off unless the recipe asks

@@ -14,11 +14,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from kit.bundle import MANIFEST, Bundle, content_sha256, sha256_file
 from kit.bundle.intake import receive
-from kit.envdiff import Difference, environment_diff
+from kit.envcheck import Check, check
+from kit.envcontent import Side, side
+from kit.envdiff import Difference
 from kit.errors import InputError
-from kit.model import BundleData, Environment, EnvironmentDifference, Hardware, validate
+from kit.model import (
+    BundleData,
+    Environment,
+    EnvironmentDifference,
+    Hardware,
+    Software,
+    validate,
+)
 from kit.outputs import check_bundle_dir, refuse_inside_bundle
 from kit.recipe import NAME_PATTERN, Recipe
 from kit.run.engine import Options, resolve_device, run_recipe
@@ -95,22 +106,37 @@ def rerun_request(
     return name, request
 
 
-def print_differences(diffs: list[Difference], when: str) -> None:
-    """The differences that matter in red; the informational ones (image ids) as notes."""
-    for d in diffs:
-        if not d.matters:
-            console.print(
-                f"kit: note: {d.line('bundle', 'here')} (same content; cannot change a number)"
-            )
-    diffs = [d for d in diffs if d.matters]
-    if not diffs:
-        console.print(f"kit: environment matches the bundle's ({when})", style="green")
+MAX_UNLOADED_SHOWN = 20
+"""Differences the runs did not load that a rerun prints; results.json keeps them all."""
+
+
+def print_check(chk: Check, when: str) -> None:
+    """Every difference, one line each: notes (cannot change a number), those present but not
+    loaded, those that differ (in red); then the verdict's sentence (kit.envcheck)."""
+    lines = chk.lines("bundle", "here")
+    for line in [ln for level, ln in lines if level == "note"]:
+        console.print(f"kit: note: {line} (cannot change a number)", markup=False)
+    unloaded = [ln for level, ln in lines if level == "unloaded"]
+    for line in unloaded[:MAX_UNLOADED_SHOWN]:
+        console.print(f"kit: present, not loaded: {line}", markup=False)
+    if len(unloaded) > MAX_UNLOADED_SHOWN:
+        more = len(unloaded) - MAX_UNLOADED_SHOWN
+        console.print(f"kit: and {more} more not loaded (results.json: environment_check)")
+    for line in [ln for level, ln in lines if level == "differs"]:
+        console.print(f"[bold red]ENVIRONMENT DIFFERS[/] {escape(line)}")
+    if chk.matches:
+        said = f"kit: environment matches the bundle's ({when}): {chk.sentence()}"
+        console.print(said, style="green", markup=False)
         return
-    for d in diffs:
-        console.print(f"[bold red]ENVIRONMENT DIFFERS[/] {d.line('bundle', 'here')}")
+    console.print(f"kit: {chk.sentence()}", style="bold red", markup=False)
     console.print(
         "[bold red]kit: results of this rerun differ in software, not only in hardware[/]"
     )
+
+
+def old_side(old: BundleData) -> Side:
+    """The bundle's environment, its image's inventory and what its runs loaded."""
+    return side(old.environment, old.software, (rf.result for rf in old.runs.values()))
 
 
 def source_record(path: Path, old: BundleData) -> dict[str, Any]:
@@ -242,7 +268,7 @@ def rerun_bundle(
     recipe, recorded = old.recipe, old.results
     check_paths(path, recipe, allowed_paths)
     check_nodes(path, recipe, options.nodes)
-    old_hw, old_env = old.hardware, old.environment
+    old_hw = old.hardware
     asked = device if device is not None else recorded.device
     # the recorded device is checked before anything is created; smoke (a boolean) and repeats
     # (1 to MAX_REPEATS) are the typed model's checks
@@ -291,15 +317,17 @@ def rerun_bundle(
         request = replace(request, base_image=base)
     prepared = registry.prepare(name, request)  # docker: the recorded environment, built or loaded
     known = prepared.known_environment()
+    bundle_side = old_side(old)
     if known is not None:
         here = validate(Environment, known, Path(f"the {name} runtime's environment"))
-        diffs = environment_diff(old_env, here, old_hw, informational=True)
-        print_differences(diffs, "before running")
-        diffs = [d for d in diffs if d.matters]
-        if diffs and strict_env:
+        software = getattr(prepared, "software", None)
+        mine = side(here, validate(Software, software, "software.json") if software else None, ())
+        chk = check(bundle_side, mine, old_hw)
+        print_check(chk, "before running")
+        if not chk.matches and strict_env:
+            lines = [ln for level, ln in chk.lines("bundle", "here") if level == "differs"]
             raise InputError(
-                f"--strict-env: the environment differs from {path}: "
-                + "; ".join(d.line("bundle", "here") for d in diffs)
+                f"--strict-env: the environment differs from {path}: " + "; ".join(lines)
             )
     elif strict_env:
         raise InputError(
@@ -317,24 +345,29 @@ def rerun_bundle(
     )  # fmt: skip
     # the engine knows nothing of reruns: this hook compares what the runs recorded
     return run_recipe(
-        recipe, run_options, after_runs=lambda new: check_after_run(new, old_env, old_hw),
+        recipe, run_options, after_runs=lambda new: check_after_run(new, bundle_side, old_hw),
         runtime=prepared, device=resolved,
     )  # fmt: skip
 
 
 def check_after_run(
-    bundle: Bundle, expected: Environment | None, expected_hardware: Hardware | None
+    bundle: Bundle, expected: Side, expected_hardware: Hardware | None
 ) -> list[Difference]:
-    """Compare what the runs recorded with the reproduced bundle; store it in results.json."""
+    """Compare what the runs recorded with the reproduced bundle (kit.envcheck); store it in
+    results.json: the versions that differ, the notes, and the verdict with every difference
+    inside the environments, loaded by the runs or not."""
     env: Environment | None = bundle.read_typed(files.ENVIRONMENT)  # type: ignore[assignment]
     hardware: Hardware | None = bundle.read_typed(files.HARDWARE)  # type: ignore[assignment]
-    diffs = environment_diff(expected, env, expected_hardware, hardware, informational=True)
+    software: Software | None = bundle.read_typed(files.SOFTWARE)  # type: ignore[assignment]
+    chk = check(expected, side(env, software, bundle.results.runs), expected_hardware, hardware)
     bundle.results.environment_diff = [
-        EnvironmentDifference.model_validate(d.to_dict()) for d in diffs if d.matters
+        EnvironmentDifference.model_validate(d.to_dict()) for d in chk.versions
     ]
-    notes = [EnvironmentDifference.model_validate(d.to_dict()) for d in diffs if not d.matters]
-    if notes:
-        bundle.results.environment_notes = notes
+    if chk.notes:
+        bundle.results.environment_notes = [
+            EnvironmentDifference.model_validate(d.to_dict()) for d in chk.notes
+        ]
+    bundle.results.environment_check = chk.record()
     if env is not None and env.container is not None and env.container.model_fields_set:
-        print_differences(diffs, "as the runs recorded it")
-    return [d for d in diffs if d.matters]
+        print_check(chk, "as the runs recorded it")
+    return chk.versions

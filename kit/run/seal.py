@@ -163,6 +163,10 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
         n for n in scan(path).files
         if n.endswith(TMP_SUFFIX) or (n.startswith(f"{files.RUNS}/") and n.endswith("/" + HEARTBEAT))
     ]  # fmt: skip
+    memo = "/" + files.HASH_MEMO
+    memos = [n for n in scan(path).files if n.startswith(f"{files.RUNS}/") and n.endswith(memo)]
+    for name in memos:  # the library-hash memo a killed driver left: a cache, never a record
+        os.unlink(path / name)
     for name in removed:  # a write cut short; the file it was to replace holds the last whole one
         os.unlink(path / name)
     orphaned = {n.split("/")[1] for n in removed if n.endswith("/" + HEARTBEAT)}

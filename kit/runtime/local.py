@@ -19,6 +19,7 @@ from kit.model.hardware import NodeInventory
 from kit.runtime import launch
 from kit.runtime.base import LaunchRequest, RunOutcome
 from kit.runtime.containers.base import Container, LaunchError
+from kit.runtime.hashmemo import HashMemo, scope_of
 from kit.runtime.heartbeat import Heartbeat
 from kit.shared import files
 
@@ -36,6 +37,7 @@ class LocalRuntime:
         self.pinned = container.pinned
         self.environment = environment  # environment.json (set by prepare)
         self.inventory: list[NodeInventory] | None = None  # one machine: no `nodes`
+        self.software: dict[str, Any] | None = None  # software.json: the image's inventory
 
     def close(self) -> None:
         self.container.close()
@@ -64,7 +66,8 @@ class LocalRuntime:
         # the container gets the whole launch environment, not only the variant's variables
         inside = replace(req, env=self.launch_env(req.run_dir, req.env, req.device))
         t0 = time.perf_counter()
-        with open(req.log_path, "ab") as log, Heartbeat(req.run_dir) as heartbeat:
+        memo = HashMemo(req.run_dir, scope_of(self.environment))
+        with open(req.log_path, "ab") as log, memo, Heartbeat(req.run_dir) as heartbeat:
             log.write(f"$ {' '.join(shown)}\n".encode())
             log.flush()
             started = None

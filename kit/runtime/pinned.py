@@ -30,6 +30,7 @@ from kit.runtime.containers.docker import DockerContainer
 from kit.runtime.containers.podman import PodmanContainer
 from kit.runtime.images import fingerprint as fp
 from kit.runtime.images import image as images
+from kit.runtime.images import software
 from kit.runtime.local import LocalRuntime
 
 
@@ -159,11 +160,16 @@ def prepare_runtime(
     made = runtime(image.tag, client=client, gpu_style=style)
     made.environment = {
         **axes_record("local", runtime.engine),
-        **fp.fingerprint(image, container, runtime=runtime.name),
+        **fp.fingerprint(image, container, runtime=runtime.name, archive=image_archive),
     }
     made.environment.update(made.docker.record())
     if style is not None:
         out.print(f"kit: GPUs reach the containers through {style.name}")
-    if image_archive is not None:
-        made.environment["loaded_from"] = str(image_archive)
+    if not made.environment["pinned"]:
+        out.print(f"kit: {made.environment['pinning']}: {image.base_image}", markup=False)
+    try:  # what the image holds (software.json): once per image id, then cached
+        made.software, cached = software.inventory(image.tag, image.image_id, client, box)
+        out.print(f"kit: {software.line(made.software, cached)}", markup=False)
+    except KitError as e:  # the runs do not need it: a comparison then has less to say
+        out.print(f"kit: no image inventory ({e})", markup=False)
     return made

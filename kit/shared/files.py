@@ -1,7 +1,7 @@
 """The names of a bundle's files, in one place: every writer and reader (the worker's result
 too) takes them from here.
 
-    BUNDLE/  results.json  recipe.yaml  hardware.json  environment.json
+    BUNDLE/  results.json  recipe.yaml  hardware.json  environment.json  (software.json)
              runs/<run id>/spec.json  runs/<run id>/result.json  logs/
              nccl-tests/<program>-<variant>-<k>.txt  (same-call nccl-tests output, if added)
              report.html  report.pdf  MANIFEST.sha256  (MANIFEST.sha256.sig)
@@ -16,10 +16,12 @@ RESULTS = "results.json"
 RECIPE = "recipe.yaml"
 HARDWARE = "hardware.json"
 ENVIRONMENT = "environment.json"
+SOFTWARE = "software.json"  # what the image holds (kit.runtime.images.software), when it has one
 RUNS = "runs"
 LOGS = "logs"
 SPEC = "spec.json"  # runs/<id>/spec.json: what the driver asks one launch to run
 RESULT = "result.json"  # runs/<id>/result.json: what the worker measured
+HASH_MEMO = "hash-memo.json"  # runs/<id>/: library hashes of earlier runs, there while one runs
 REPORT_HTML = "report.html"
 REPORT_PDF = "report.pdf"
 REPORT_FILES = (REPORT_HTML, REPORT_PDF)

@@ -13,10 +13,12 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from kit.shared import files
 from kit.shared.files import RESULT_SCHEMA
 from kit.shared.jsonio import now_iso
+from kit.worker import loaded
 from kit.worker.common import init, versions, write_json
 from kit.worker.telemetry import GpuTelemetry
 from kit.worker.watchdog import start_from_env
@@ -71,6 +73,8 @@ def main(argv: list[str]) -> int:
         result["status"] = "failed"
         result["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         traceback.print_exc()
+    if ctx.rank == 0:  # after the workload returned: no timed window is open
+        result["loaded"] = loaded_record(ctx.run_dir)
     # Free the benchmark's objects now: a DDP/FSDP model sits in reference cycles that would
     # otherwise outlive destroy_process_group and be torn down during interpreter exit, where
     # gloo's threads abort the process ("terminate called without an active exception").
@@ -86,6 +90,15 @@ def main(argv: list[str]) -> int:
         dist.barrier()
     dist.destroy_process_group()
     return code
+
+
+def loaded_record(run_dir: Path) -> dict[str, Any] | None:
+    """What this rank loaded (kit.worker.loaded); a failure to read it never fails the run."""
+    try:
+        return loaded.record(run_dir)
+    except Exception as exc:
+        print(f"[kit.worker] loaded libraries not recorded: {type(exc).__name__}: {exc}")
+        return None
 
 
 if __name__ == "__main__":

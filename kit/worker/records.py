@@ -62,6 +62,7 @@ class ResultRecord(IdentityRecord, total=False):
     notes: list[str]
     telemetry: dict[str, Any] | None
     wall_s: float
+    loaded: dict[str, Any] | None  # kit.worker.loaded: what rank 0 had loaded
 
 
 __all__ = [

@@ -153,7 +153,9 @@ def test_environment_on_an_existing_image(client, cpu_image, daemon_state, tmp_p
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     env = json.loads((out / "environment.json").read_text())
-    assert env["name"] == "ngc-pytorch" and env["pinned"] is True and env["lock_sha256"] is None
+    assert env["name"] == "ngc-pytorch" and env["lock_sha256"] is None
+    # FROM a local image: not pinned (issue 49), and the page names what it was built FROM
+    assert env["pinned"] is False and env["pinning"] == "local base image, not by digest"
     assert env["base_image"] == cpu_image.tag and env["network"] == "none"
     assert re.fullmatch(r"[0-9a-f]{64}", env["base_image_content"])
     assert env["container"]["torch"] == "2.13.0+cpu"

@@ -570,7 +570,8 @@ H100_CONTAINER = H100 / "2026-11-23-h100x1-containers" / "docker-same-call"
 
 def test_real_h100_one_gpu_all_reduce_is_not_placed_against_published_machines(tmp_path):
     """On one GPU an all-reduce's bus bandwidth is 0 by definition: page 1 says so instead of
-    printing '0.00x' against published 8-GPU machines; the container run says it was pinned."""
+    printing '0.00x' against published 8-GPU machines; the container run, built FROM a local
+    base, says it was not pinned."""
     dst = tmp_path / "container"
     shutil.copytree(H100_CONTAINER, dst)
     render_bundle(Bundle.load(dst))
@@ -578,9 +579,13 @@ def test_real_h100_one_gpu_all_reduce_is_not_placed_against_published_machines(t
     assert "On one GPU a collective moves no data between GPUs" in text
     assert "0.00x its figure" not in text
     assert "0% of the PCIe raw rate" not in text  # no link crossed: no share of a link's peak
+    # built FROM kit-host-stack:local, an imported stack: never called pinned (issue 49)
     assert (
-        "docker runtime (in a docker container, pinned image)" in text and "gpu_request cdi" in text
+        "docker runtime (in a docker container, image not pinned: local base image, not by digest"
+        in text
     )
+    assert "gpu_request cdi" in text and "from an unpinned image" in text
+    assert "container, pinned image" not in text and "from a pinned image" not in text
 
 
 def test_energy_per_unit_keeps_three_significant_figures(tmp_path):

@@ -202,14 +202,26 @@ def test_bundle_rerun_with_an_archive_loads_it_and_never_builds(monkeypatch, tmp
 
     def load(path, env_name, client=None):
         calls.append((path, env_name))
-        return SimpleNamespace(tag="kit-env-cpu:loaded", env=env_name)
+        return SimpleNamespace(tag="kit-env-cpu:loaded", env=env_name, image_id=None)
 
     monkeypatch.setattr(rt.images, "build", no_build)
     monkeypatch.setattr(rt.images, "from_archive", load)
     monkeypatch.setattr(rt.DockerContainer, "connect", classmethod(lambda cls: FakeClient({})))
     monkeypatch.setattr(rt, "cleanup_abandoned", lambda client: 0)
     monkeypatch.setattr(rt.fp, "probe", lambda tag, client, gpus=None, engine=None: {})
-    monkeypatch.setattr(rt.fp, "fingerprint", lambda image, container, runtime: {"tag": image.tag})
+    monkeypatch.setattr(
+        rt.fp,
+        "fingerprint",
+        lambda image, container, runtime, archive: {"tag": image.tag, "pinned": True},
+    )
+    inventoried = []
+
+    def inventory(tag, image_id, client, engine):
+        inventoried.append(tag)
+        return {"image_id": image_id}, True
+
+    monkeypatch.setattr(rt.software, "inventory", inventory)
+    monkeypatch.setattr(rt.software, "line", lambda data, cached: "image inventory: cached")
     recorded = Environment.model_validate(
         {"name": "cpu", "runtime": "docker", "pinned": True, "base_image": "base:1"}
     )
@@ -219,3 +231,4 @@ def test_bundle_rerun_with_an_archive_loads_it_and_never_builds(monkeypatch, tmp
     runtime = registry.prepare(name, request)
     assert calls == [(archive, "cpu")]
     assert runtime.known_environment()["tag"] == "kit-env-cpu:loaded"
+    assert inventoried == ["kit-env-cpu:loaded"] and runtime.software == {"image_id": None}

@@ -48,13 +48,21 @@ def test_driver_comes_from_the_hardware_record_when_the_container_has_none():
 
 
 def test_image_hashes_are_compared_only_between_pinned_environments():
-    a = env("docker", True, image_id="sha256:aa", lock_sha256="1" * 64)
-    b = env("docker", True, image_id="sha256:bb", lock_sha256="2" * 64)
+    digest = "sha256:" + "d" * 64
+    a = env("docker", True, image_id="sha256:aa", lock_sha256="1" * 64, base_image_digest=digest)
+    b = env("docker", True, image_id="sha256:bb", lock_sha256="2" * 64, base_image_digest=digest)
     assert environment_diff(a, b) == [Difference("lock_sha256", "1" * 64, "2" * 64)]
     host = env()
     fields = [d.field for d in environment_diff(a, host)]
     # no image id on the host side: not a hash mismatch; the engine differs (docker, none)
     assert fields == ["runtime", "engine", "pinned"]
+    # an image FROM a local base (no digest) is not pinned, whatever an older kit recorded
+    local = env("docker", True, image_id="sha256:cc", lock_sha256="1" * 64, base_image="mine:x")
+    assert [d.field for d in environment_diff(a, local)] == ["pinned"]
+    assert local.pin() == (False, "local base image, not by digest")
+    # the contents compared (kit.envcontent): how each image was made is only a note
+    assert environment_diff(a, b, by_content=True) == []
+    assert environment_diff(a, local, by_content=True) == []
 
 
 def test_a_docker_bundle_rerun_under_podman_names_the_engine():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kit.facts.window import POWER_CAP_REASON
-from kit.model import Hardware, Results, RunResult
+from kit.model import Environment, Hardware, Results, RunResult
 from kit.model.hardware import Ecc
 from kit.report.analysis.model import Benchmark, is_ok, p2p_disabled
 from kit.report.analysis.training import DRIFT_THRESHOLD, drifting
@@ -45,8 +45,11 @@ class Finding:
     detail: str = ""
 
 
-def findings(results: Results, benches: list[Benchmark]) -> list[Finding]:
-    """Everything that affects how far the numbers can be trusted, worst first."""
+def findings(
+    results: Results, benches: list[Benchmark], environment: Environment | None = None
+) -> list[Finding]:
+    """Everything that affects how far the numbers can be trusted, worst first. Pinned as
+    environment.json's record says by the one rule (Environment.pin), else as results.json."""
     out: list[Finding] = []
     runs = results.runs
     failed = [r for r in runs if not is_ok(r)]
@@ -119,7 +122,19 @@ def findings(results: Results, benches: list[Benchmark]) -> list[Finding]:
                 "nothing here describes GPU or NVLink performance",
             )
         )
-    if not results.pinned:
+    pinned, how = environment.pin() if environment is not None else (results.pinned, None)
+    if not pinned and environment is not None and environment.in_container() and how:
+        base = (environment.build_args or {}).get("BASE_IMAGE") or environment.base_image
+        out.append(
+            Finding(
+                "warn",
+                f"image not pinned: {how} ({base or 'unknown'})",
+                "another machine's image of that name may hold other files; name the base by "
+                "digest (--base-image IMAGE@sha256:...) or carry the image itself (kit export, "
+                "then --image-archive)",
+            )
+        )
+    elif not pinned:
         out.append(
             Finding(
                 "warn",

@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+from pathlib import Path
 from typing import Any
 
 import kit
 from kit.errors import KitError
+from kit.model.environment import pin_of
 from kit.runtime.containers.client import LABEL_OWNER, new_owner
 from kit.runtime.containers.docker import (
     DockerContainer,
@@ -33,9 +35,11 @@ def probe(
     client: Any,
     gpus: dict[str, Any] | None = None,
     engine: type[DockerContainer] = DockerContainer,
+    command: list[str] | None = None,
+    wait_s: float = PROBE_WAIT_S,
 ) -> dict[str, Any]:
-    """Run `python -m kit.worker.probe` in a throwaway container of the engine whose client
-    `client` is; return what it reports.
+    """Run `python -m kit.worker.probe` (or `command`, which prints one JSON line last) in a
+    throwaway container of the engine whose client `client` is; return what it reports.
 
     `gpus`: the options that give it the GPUs, in the daemon's request style
     (`engine.probe_gpus`), so that the driver and CUDA versions are read the way the runs will
@@ -45,7 +49,7 @@ def probe(
 
     opts = {
         "image": tag,
-        "command": ["python", "-m", "kit.worker.probe"],
+        "command": command or ["python", "-m", "kit.worker.probe"],
         "labels": {"kit.probe": tag, LABEL_OWNER: new_owner()},
         "network_mode": "none",
         **(gpus or {}),
@@ -66,14 +70,14 @@ def probe(
     reader = threading.Thread(target=read, name="kit-probe-output", daemon=True)
     reader.start()
     try:
-        code = exit.code(PROBE_WAIT_S)
+        code = exit.code(wait_s)
         reader.join(timeout=10)
     except faults() as e:
         raise KitError(f"probing image {tag}: {fault_reason(e)}") from e
     finally:
         removed(container, engine, exit)  # the engine's already, unless it never ended
     if code is None:
-        raise KitError(f"probing image {tag}: the probe did not end within {PROBE_WAIT_S} s")
+        raise KitError(f"probing image {tag}: the probe did not end within {wait_s:g} s")
     out, err = (b"".join(s).decode(errors="replace") for s in streams)
     lines = [ln for ln in out.splitlines() if ln.strip()]
     if code != 0 or not lines:
@@ -85,11 +89,17 @@ def probe(
         raise KitError(f"probing image {tag}: output is not JSON: {lines[-1][:200]}") from e
 
 
-def fingerprint(image: Image, container: dict[str, Any] | None, runtime: str) -> dict[str, Any]:
-    """environment.json of a bundle, plus how the image was made."""
+def fingerprint(
+    image: Image, container: dict[str, Any] | None, runtime: str, archive: Path | None = None
+) -> dict[str, Any]:
+    """environment.json of a bundle, plus how the image was made; pinned only where its base is
+    named by digest or it came from a `kit export` archive (kit.model.environment.pin_of)."""
+    loaded_from = str(archive) if archive is not None else None
+    pinned, pinning = pin_of(image.base_image, image.base_image_digest, loaded_from, image.image_id)
     fp = {
         "name": image.env,
-        "pinned": True,
+        "pinned": pinned,
+        "pinning": pinning,
         "runtime": runtime,
         "image_id": image.image_id,
         "image_tag": image.tag,
@@ -104,4 +114,6 @@ def fingerprint(image: Image, container: dict[str, Any] | None, runtime: str) ->
         "kit_version": kit.__version__,
         "container": container or {},
     }
+    if loaded_from is not None:
+        fp["loaded_from"] = loaded_from
     return fp

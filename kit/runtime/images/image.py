@@ -147,7 +147,10 @@ def _base_identity(client: Any, ref: str) -> tuple[str | None, str | None]:
     except docker.errors.ImageNotFound:
         return None, None
     digests = img.attrs.get("RepoDigests") or []
-    digest = next((d.split("@", 1)[1] for d in digests if "@" in d), None)
+    # a registry's digest; Podman gives a local image one under localhost/, which names no
+    # registry anyone could pull it from (kit.model.environment.pin_of: not pinned)
+    registry = [d for d in digests if "@" in d and not d.startswith("localhost/")]
+    digest = next((d.split("@", 1)[1] for d in registry), None)
     if digest is None and "@sha256:" in ref:
         digest = ref.split("@", 1)[1]
     return img.id, digest

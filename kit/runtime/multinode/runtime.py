@@ -378,13 +378,11 @@ def prepare_runtime(
     runtime.gpu_styles = styles
     runtime.environment = {
         **axes_record("multinode", DockerContainer.engine),
-        **fp.fingerprint(image, container, runtime=MultiNodeRuntime.name),
+        **fp.fingerprint(image, container, runtime=MultiNodeRuntime.name, archive=image_archive),
     }
     if styles:
         runtime.environment["gpu_request"] = ", ".join(sorted({s.name for s in styles.values()}))
     runtime.environment["nodes"] = placed
-    if image_archive is not None:
-        runtime.environment["loaded_from"] = str(image_archive)
     runtime.inventory = probe_nodes(nodes, image.tag, config)
     out.print(
         f"kit: {len(nodes)} nodes x {config.gpus_per_node or gpus} processes,"
