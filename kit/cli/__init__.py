@@ -413,7 +413,8 @@ def recipes_list(
             continue
         benches = ", ".join(b.label for b in r.benchmarks)
         verified = f"  [verified on {r.verified_on}]" if r.verified_on else ""
-        print(f"{one_line(path.name):28s} {r.gpus} GPU  {one_line(benches)}{verified}")
+        gpus = "all GPUs" if r.gpus == "all" else f"{r.gpus} GPU"
+        print(f"{one_line(path.name):28s} {gpus}  {one_line(benches)}{verified}")
 
 
 @recipes_app.command("validate")

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kit.facts.window import POWER_CAP_REASON
+from kit.facts.window import POWER_CAP_REASON, used_gpus
 from kit.model import Environment, Hardware, Results
+from kit.model.hardware import Gpu
 from kit.shared.gpu_specs import spec_for
 
 IDLE_OR_CAP = {"GpuIdle", POWER_CAP_REASON, "ApplicationsClocksSetting", "SwPowerCap"}
@@ -147,3 +148,35 @@ def as_ordered(hardware: Hardware, results: Results) -> list[dict[str, Any]]:
                      "passed" + (f", {len(results.preflight)} note(s)" if results.preflight else "")
                      if not bad else "; ".join(f"{f.check}: {f.message}" for f in bad)))  # fmt: skip
     return out
+
+
+def gpus_ran(hardware: Hardware, results: Results) -> str | None:
+    """Which GPUs of the box the runs drove, by index and UUID, and which they did not: a
+    recipe of 2 GPUs on a 4-GPU box judged GPUs 0 and 1 only, and page 1 says so. The GPUs a run
+    drove are those its telemetry names as its own (kit.facts.window.used_gpus); a bundle whose
+    runs recorded none is counted by its processes (the launch hands a run the first GPUs).
+    None on the CPU, for several nodes (each node's GPUs are its own) and without GPU runs."""
+    gpus = hardware.gpus
+    runs = [r for r in results.runs if r.status == "ok" and r.device == "cuda"]
+    if not gpus or not runs or any(r.nodes for r in runs):
+        return None
+    by_uuid = {g.uuid: g for g in gpus if g.uuid}
+    used = {g.index: g for r in runs for t in used_gpus(r) if (g := by_uuid.get(t.get("uuid")))}
+    basis = ""
+    if not used:
+        n = max(r.world_size or 0 for r in runs)
+        used = {g.index: g for g in gpus[:n]}
+        basis = " (counted by the processes started: no run's telemetry named its GPUs)"
+    others = [g for g in gpus if g.index not in used]
+    ran = ", ".join(_gpu_words(g) for g in sorted(used.values(), key=lambda g: g.index))
+    if not others:
+        return f"every GPU of the box ran: {ran}{basis}."
+    return (
+        f"{len(used)} of the box's {len(gpus)} GPUs ran: {ran}{basis}. Not measured: "
+        f"{', '.join(_gpu_words(g) for g in others)}; nothing on this page speaks for "
+        f"{'it' if len(others) == 1 else 'them'} (recipes/acceptance.yaml runs every GPU)."
+    )
+
+
+def _gpu_words(g: Gpu) -> str:
+    return f"GPU {g.index}" + (f" ({g.uuid})" if g.uuid else "")

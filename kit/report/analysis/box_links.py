@@ -1,0 +1,116 @@
+"""The box's GPU pairs: each pair's copy-engine bandwidth (one way per ordered pair, both ways per
+unordered one) against the median of the box's pairs that take the same path. Pairs on different
+paths are never held against each other: on a PCIe box, or a bridged NVLink one, a pair across
+the CPUs is slower by design (hardware.json's topology, in nvidia-smi topo -m words: every NV#
+is the NVLink path, so a pair with a lane down, NV17 among NV18s, is held against the others)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kit.model import Hardware, RunResult
+from kit.model.hardware import Gpu
+from kit.report.analysis.gpu_figures import median, pair_values
+
+LINK_TESTS = (  # the pair matrix, its words, how a pair is written
+    ("ce_one_way", "copy engine one way", "->"),
+    ("ce_both_ways", "copy engine both ways", "<->"),
+)
+
+
+@dataclass
+class LinkRow:
+    """One GPU pair in one test: its value in each repeat, its path, and the median of the
+    box's pairs on that path in that test."""
+
+    a: int  # positions in the runs (kit.report.analysis.gpu_figures)
+    b: int
+    test: str
+    label: str
+    arrow: str
+    path: str | None  # "NV18", "PIX", "SYS"; None: no topology recorded
+    values: list[float]
+    margin: float
+    class_median: float | None = None
+
+    @property
+    def path_class(self) -> str:
+        """The path pairs are compared within: "NVLink" for any NV#, else the PCIe word."""
+        if self.path is None:
+            return "GPU pair"
+        return "NVLink" if self.path.startswith("NV") else self.path
+
+    @property
+    def median(self) -> float | None:
+        return median(self.values)
+
+    @property
+    def vs_class(self) -> float | None:
+        m, c = self.median, self.class_median
+        return m / c - 1 if m is not None and c else None
+
+    @property
+    def below(self) -> bool:
+        return self.vs_class is not None and self.vs_class < -self.margin
+
+    def sentence(self, identities: list[str]) -> str:
+        """ "GPU 0 -> GPU 3 (NV18): copy engine one way 300 GB/s, 15% below the median of the
+        box's NVLink pairs, 355 GB/s (named beyond 5%); GPU 0 (GPU-…, bus …, NVLinks …), …"."""
+        ends = "; ".join(identities[i] for i in (self.a, self.b) if i < len(identities))
+        path = f" ({self.path})" if self.path else ""
+        return (
+            f"{self.pair_words(identities)}{path}: {self.label} {median_words(self.median)} "
+            f"GB/s, {-(self.vs_class or 0):.0%} below the median of the box's "
+            f"{self.path_class} pairs, {median_words(self.class_median)} GB/s (named beyond "
+            f"{self.margin:.0%}); {ends}"
+        )
+
+    def pair_words(self, identities: list[str]) -> str:
+        def short(i: int) -> str:
+            return identities[i].split(" (")[0] if i < len(identities) else f"GPU {i}"
+
+        return f"{short(self.a)} {self.arrow} {short(self.b)}"
+
+
+def median_words(x: float | None) -> str:
+    return "-" if x is None else (f"{x:,.0f}" if x >= 100 else f"{x:.3g}")
+
+
+def _path(hardware: Hardware | None, ga: Gpu | None, gb: Gpu | None) -> str | None:
+    matrix = hardware.topology.matrix if hardware and hardware.topology else []
+    if ga is None or gb is None or max(ga.index, gb.index) >= len(matrix):
+        return None
+    row = matrix[ga.index]
+    return row[gb.index] if gb.index < len(row) else None
+
+
+def links_of(
+    copy_runs: list[RunResult], gpus: list[Gpu | None], hardware: Hardware | None, margin: float
+) -> list[LinkRow]:
+    """Every measured pair of LINK_TESTS, each with the median of its path's pairs."""
+    out: list[LinkRow] = []
+    for test, label, arrow in LINK_TESTS:
+        cells = pair_values(copy_runs, test) or []
+        found = []
+        for a, row in enumerate(cells):
+            for b, values in enumerate(row):
+                if a == b or not values or (arrow == "<->" and b < a):
+                    continue
+                ga = gpus[a] if a < len(gpus) else None
+                gb = gpus[b] if b < len(gpus) else None
+                found.append(LinkRow(a, b, test, label, arrow, _path(hardware, ga, gb), values,
+                                     margin))  # fmt: skip
+        for link in found:
+            same = [m for x in found if x.path_class == link.path_class and
+                    (m := x.median) is not None]  # fmt: skip
+            link.class_median = median(same) if len(same) >= 2 else None
+        out += found
+    return out
+
+
+def weakest_pair(links: list[LinkRow], position: int) -> tuple[float | None, bool]:
+    """A GPU's slowest pair, copy engine one way (as source or destination), and whether any
+    pair it is in was named below its path's median."""
+    mine = [x for x in links if position in (x.a, x.b)]
+    one_way = [m for x in mine if x.test == "ce_one_way" and (m := x.median) is not None]
+    return (min(one_way) if one_way else None), any(x.below for x in mine)
