@@ -239,7 +239,9 @@ class Recipe(Strict):
     verified_on: str = ""
     environment: str = Field(default="cuda13", pattern=NAME_PATTERN, max_length=NAME_MAX)
     # a count, or `all`: every GPU of the machine, counted when the run starts (kit.recipe.gpus)
-    gpus: Annotated[int | Literal["all"], BeforeValidator(check_gpus)] = 2
+    gpus: Annotated[
+        Annotated[int, Field(ge=1, le=MAX_GPUS)] | Literal["all"], BeforeValidator(check_gpus)
+    ] = 2
     repeats: int = Field(default=3, strict=True, ge=1, le=MAX_REPEATS)
     # adaptive repeats: after `repeats`, add repeats while a headline metric's CV is above
     # cv_threshold, up to max_repeats (default: repeats, i.e. no adaptive repeats)

@@ -38,7 +38,7 @@ def check_gpus(value: Any) -> int | str:
         return ALL
     if type(value) is int and 1 <= value <= MAX_GPUS:
         return value
-    raise ValueError(f"must be a GPU count from 1 to {MAX_GPUS}, or all (got {value!r})")
+    raise ValueError(f"must be a GPU count from 1 to {MAX_GPUS}, or all")
 
 
 def is_all(recipe: _Recipe) -> bool:

@@ -5,14 +5,22 @@ not any machine."""
 
 from __future__ import annotations
 
+import copy
+import html as html_text
+import json
+import re
+import shutil
+
 import pytest
 
+from kit.bundle import Bundle, write_manifest
 from kit.model import Hardware
 from kit.report import analysis
 from kit.report.analysis.box import COPY_MARGIN, MATMUL_MARGIN, judge_box
 from kit.report.analysis.ordered import gpus_ran
+from kit.report.render import render_html
 from kit.workloads.copy_bandwidth import matrix
-from tests.conftest import recipe_model, results_model
+from tests.conftest import ROOT, recipe_model, results_model
 
 N = 4
 NAME = "NVIDIA H100 80GB HBM3"  # the model kit/refs/per_gpu.json has figures for
@@ -197,3 +205,32 @@ def test_the_gpus_that_ran_and_those_that_did_not():
         "every GPU)."
     )
     assert gpus_ran(Hardware(), two) is None  # the CPU: no GPU to name
+
+
+LLAMA = ROOT / "reports" / "examples" / "h200x2-fsdp-llama"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LLAMA.is_dir(), reason="the Llama example is not here")
+def test_a_training_report_on_a_larger_box_says_which_gpus_ran(tmp_path):
+    """The Llama example's two GPUs, on a box of four (two GPUs added to its hardware.json):
+    page 1 names the two that ran, by UUID from the runs' telemetry, and the two that did not."""
+    b = tmp_path / "llama"
+    shutil.copytree(LLAMA, b)
+    hw = json.loads((b / "hardware.json").read_text())
+    ran = [g["uuid"] for g in hw["gpus"]]
+    for i in (2, 3):
+        extra = copy.deepcopy(hw["gpus"][0])
+        extra.update(index=i, uuid=f"GPU-not-measured-{i}", pci_bus_id=f"0000:00:0{6 + i}.0")
+        hw["gpus"].append(extra)
+    (b / "hardware.json").write_text(json.dumps(hw, indent=1))
+    write_manifest(b)
+    html = render_html(Bundle.load(b))
+    page1 = html[: html.index("Against the same-model reference")]
+    text = re.sub(r"\s+", " ", html_text.unescape(re.sub(r"<[^>]+>", "", page1)))
+    assert (
+        f"GPUs measured: 2 of the box's 4 GPUs ran: GPU 0 ({ran[0]}), GPU 1 ({ran[1]}). Not "
+        "measured: GPU 2 (GPU-not-measured-2), GPU 3 (GPU-not-measured-3); nothing on this page "
+        "speaks for them" in text
+    )
+    assert "Every GPU of the box" not in html  # no per-GPU checks in a training bundle
