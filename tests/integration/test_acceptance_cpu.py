@@ -8,9 +8,12 @@ between two processes is not what is tested here: both cases start from rank 0's
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +133,24 @@ def test_a_slow_rank_is_named_on_page_one_of_the_pdf(bundle, tmp_path):
         first,
     ), first
     assert "Named: rank 0" not in first
+    summary = subprocess.run(
+        [sys.executable, "scripts/device/box_summary.py", str(b), "--expect-named", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert summary.returncode == 0, summary.stdout + summary.stderr
+    assert "NAMED: rank 1 (a gloo process on the CPU" in summary.stdout
+    assert summary.stdout.endswith("planted GPU 1: named, alone\n")
+
+
+def test_the_device_summary_fails_when_the_planted_gpu_is_not_named(bundle, tmp_path):
+    """scripts/device/acceptance.sh's check on the loaded run: exit 1 when GPU 1 is not named."""
+    b = planted(bundle, tmp_path / "even", 1.0)
+    summary = subprocess.run(
+        [sys.executable, "scripts/device/box_summary.py", str(b), "--expect-named", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert summary.returncode == 1
+    assert "no GPU and no pair named" in summary.stdout
+    assert "planted GPU 1: NOT as expected: named []" in summary.stdout
