@@ -90,7 +90,7 @@ def judge(
     model and conditions. Higher is better for every figure the table holds."""
     listed = [r for r in references() if r.figure == figure]
     if not listed:
-        return Standing(NOT_COMPARABLE, f"no shipped per-GPU reference for this figure ({figure})")
+        return Standing(NOT_COMPARABLE, "kit/refs/per_gpu.json has no figure of this kind")
     mine = [r for r in listed if r.gpu_model == model] or listed
     found = [(r, differences(r, model, on_cpu, smoke, conditions)) for r in mine]
     ref, why = next(((r, w) for r, w in found if not w), found[0])

@@ -164,11 +164,14 @@ def test_another_model_or_another_shape_is_not_comparable_and_says_why():
 def test_a_pair_is_held_against_the_pairs_of_its_own_path():
     slow = {(0, 3): 300.0}  # GPU 0 -> GPU 3: a lane down's worth and more
     b = box(steady([1490] * N), steady([700] * N), pair=lambda a, c: slow.get((a, c), 370.0))
-    one, both = b.link_outliers  # one way, and both ways at once
-    assert both.startswith("GPU 0 <-> GPU 3 (NV18): copy engine both ways 600 GB/s, 19% below")
-    assert one.startswith("GPU 0 -> GPU 3 (NV18): copy engine one way 300 GB/s, 19% below the "
-                          "median of the box's NVLink pairs, 370 GB/s (named beyond 5%); GPU 0 (")  # fmt: skip
-    assert f"GPU 3 ({uuid(3)}, bus 0000:1b:00.0, NVLinks 18 of 18 up)" in one
+    (one,) = b.link_outliers  # one sentence for the GPU the named pairs meet at
+    assert one == (
+        f"GPU 0 ({uuid(0)}, bus 0000:18:00.0, NVLinks 18 of 18 up) is in 2 pair figures more "
+        "than 5% below the median of the box's pairs on the same path: GPU 0 -> GPU 3 (NV18) "
+        "copy engine one way 300 GB/s, 19% below its path's median 370 GB/s; GPU 0 <-> GPU 3 "
+        "(NV18) copy engine both ways 600 GB/s, 19% below its path's median 740 GB/s; the other "
+        f"end: GPU 3 ({uuid(3)}, bus 0000:1b:00.0, NVLinks 18 of 18 up)"
+    )
     assert b.rows[0].weakest_pair == 300 and b.rows[0].weakest_pair_named
     assert b.outliers == []  # the GPUs themselves are fine
     # PCIe: pairs across the CPUs (SYS) are slower by design, never held against PIX pairs
@@ -179,6 +182,22 @@ def test_a_pair_is_held_against_the_pairs_of_its_own_path():
     b = box(steady([1490] * N), steady([700] * N), hw=hw, pair=lambda a, c: slow.get((a, c), 25.0))
     assert b.link_outliers == []
     assert {x.path_class for x in b.links} == {"PIX", "SYS"}
+
+
+def test_a_gpu_whose_every_pair_is_slow_is_named_once_with_its_pairs():
+    """A lane down on an NVSwitch box slows every pair of one GPU: one sentence names it."""
+    hw = hardware(n=8, links_down=2)
+    b = box(steady([1490] * 8), steady([700] * 8), hw=hw,
+            pair=lambda a, c: 330.0 if 3 in (a, c) else 370.0)  # fmt: skip
+    (one,) = b.link_outliers
+    assert one.startswith(
+        f"GPU 3 ({uuid(3)}, bus 0000:1b:00.0, NVLinks 16 of 18 up) is in 21 pair figures more "
+        "than 5% below the median of the box's pairs on the same path: GPU 0 -> GPU 3 (NV18) "
+        "copy engine one way 330 GB/s, 11% below its path's median 370 GB/s; "
+    )
+    assert one.count(" GB/s, 11% below its path's median ") == 21  # 7 + 7 one way, 7 both
+    assert b.rows[3].weakest_pair_named and b.rows[3].nvlinks == "16 of 18 up"
+    assert b.outliers == []  # its own copies and matmuls are the box's
 
 
 def test_an_nvlink_down_shows_in_the_row():

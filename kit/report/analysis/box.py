@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from kit.acceptance import FAIL, MIN_RUNS, NOT_COMPARABLE, PASS, UNDECIDED, overall
 from kit.model import Hardware, RunResult
 from kit.model.hardware import Gpu
-from kit.refs.per_gpu import Standing, judge
-from kit.report.analysis.box_links import LinkRow, links_of, weakest_pair
+from kit.refs.per_gpu import GpuReference, Standing, judge
+from kit.report.analysis.box_links import LinkRow, links_of, named_links, weakest_pair
 from kit.report.analysis.gpu_figures import (
     ceilings,
     copy_values,
@@ -83,6 +83,12 @@ class GpuFigure:
         if x is None:
             return None
         return "at the box's median" if abs(x) < 0.005 else f"{x:+.0%} vs box"
+
+    @property
+    def vs_short(self) -> str:
+        """Page 1's cell: "-21%", "" within half a percent of the box's median or without one."""
+        x = self.vs_box
+        return "" if x is None or abs(x) < 0.005 else f"{x:+.0%}"
 
     @property
     def below(self) -> bool:
@@ -154,6 +160,12 @@ class GpuRow:
         )
 
     @property
+    def settings(self) -> list[str]:
+        """Page 1's cell: power limit, ECC and clocks, each where hardware.json has it."""
+        named = (("power", self.power), ("ECC", self.ecc), ("", self.clocks))
+        return [f"{k} {v}".strip() for k, v in named if v]
+
+    @property
     def clocks(self) -> str | None:
         g = self.gpu
         top = (g.clocks_max_mhz or {}).get("sm") if g else None
@@ -185,6 +197,27 @@ class Box:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def groups(self) -> list[tuple[str, list[str]]]:
+        """Page 1's figure columns: (heading, figure keys), the host link's two directions in
+        one column, so that one row a GPU fits an A4 page."""
+        out: list[tuple[str, list[str]]] = []
+        host = [k for k, *_ in self.columns if k in ("h2d_gbps", "d2h_gbps")]
+        for key, label, unit in self.columns:
+            if key in host:
+                if key == host[0]:
+                    out.append((f"host link {' / '.join(k[:3] for k in host)} ({unit})", host))
+                continue
+            out.append((f"{label.removeprefix('matmul ')} ({unit})", [key]))
+        return out
+
+    @property
+    def references(self) -> list[GpuReference]:
+        """The shipped per-GPU figures that judged a GPU here, each once."""
+        found = {f.standing.reference.id: f.standing.reference for r in self.rows
+                 for f in r.figures.values() if f.standing.reference and f.standing.decision}  # fmt: skip
+        return list(found.values())
+
+    @property
     def margins(self) -> str:
         """The margins in words, as the page states them."""
         return f"{COPY_MARGIN:.0%} for a copy, {MATMUL_MARGIN:.0%} for a matmul ceiling"
@@ -201,8 +234,8 @@ class Box:
 
     @property
     def link_outliers(self) -> list[str]:
-        identities = [r.identity for r in self.rows]
-        return [link.sentence(identities) for link in self.links if link.below]
+        """One sentence per GPU the named pairs meet at (box_links.named_links)."""
+        return named_links(self.links, [r.identity for r in self.rows])
 
 
 def named_sentence(row: GpuRow) -> str:

@@ -53,16 +53,14 @@ class LinkRow:
     def below(self) -> bool:
         return self.vs_class is not None and self.vs_class < -self.margin
 
-    def sentence(self, identities: list[str]) -> str:
-        """ "GPU 0 -> GPU 3 (NV18): copy engine one way 300 GB/s, 15% below the median of the
-        box's NVLink pairs, 355 GB/s (named beyond 5%); GPU 0 (GPU-…, bus …, NVLinks …), …"."""
-        ends = "; ".join(identities[i] for i in (self.a, self.b) if i < len(identities))
+    def words(self, identities: list[str]) -> str:
+        """ "GPU 0 -> GPU 3 (NV18) copy engine one way 300 GB/s, 19% below its path's median
+        370 GB/s"."""
         path = f" ({self.path})" if self.path else ""
         return (
-            f"{self.pair_words(identities)}{path}: {self.label} {median_words(self.median)} "
-            f"GB/s, {-(self.vs_class or 0):.0%} below the median of the box's "
-            f"{self.path_class} pairs, {median_words(self.class_median)} GB/s (named beyond "
-            f"{self.margin:.0%}); {ends}"
+            f"{self.pair_words(identities)}{path} {self.label} {median_words(self.median)} GB/s, "
+            f"{-(self.vs_class or 0):.0%} below its path's median "
+            f"{median_words(self.class_median)} GB/s"
         )
 
     def pair_words(self, identities: list[str]) -> str:
@@ -114,3 +112,29 @@ def weakest_pair(links: list[LinkRow], position: int) -> tuple[float | None, boo
     mine = [x for x in links if position in (x.a, x.b)]
     one_way = [m for x in mine if x.test == "ce_one_way" and (m := x.median) is not None]
     return (min(one_way) if one_way else None), any(x.below for x in mine)
+
+
+def named_links(links: list[LinkRow], identities: list[str]) -> list[str]:
+    """One sentence per GPU the named pairs meet at: a lane down on an NVSwitch box slows every
+    pair of one GPU, and page 1 names that GPU once with its pairs, not each pair with both
+    ends. The GPU in the most named pairs first; each end's UUID, bus id and NVLinks said."""
+    named = [x for x in links if x.below]
+    out = []
+    while named:
+        counts: dict[int, int] = {}
+        for x in named:
+            for end in (x.a, x.b):
+                counts[end] = counts.get(end, 0) + 1
+        hub = max(sorted(counts), key=lambda end: counts[end])
+        mine = [x for x in named if hub in (x.a, x.b)]
+        named = [x for x in named if hub not in (x.a, x.b)]
+        others = sorted({end for x in mine for end in (x.a, x.b)} - {hub})
+        ends = "; ".join(identities[i] for i in others if i < len(identities))
+        who = identities[hub] if hub < len(identities) else f"GPU {hub}"
+        out.append(
+            f"{who} is in {len(mine)} pair figure{'s' if len(mine) > 1 else ''} more than "
+            f"{mine[0].margin:.0%} below the median of the box's pairs on the same path: "
+            + "; ".join(x.words(identities) for x in mine)
+            + f"; the other end{'s' if len(others) > 1 else ''}: {ends}"
+        )
+    return out
