@@ -358,7 +358,7 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         "as_ordered": as_ordered(hardware, results) if data.hardware is not None else [],
         "box": judge_box(benches, data.hardware, smoke),  # page 1's table, the per-GPU section
         "gpus_ran": gpus_ran(hardware, results),
-        "identity": identity(hardware, data.environment) if data.hardware is not None else [],
+        "identity": identity(hardware, data.environment, results) if data.hardware else [],
         "hardware": hardware_view(hardware),
         "has_hardware": data.hardware is not None,
         "nodes": nodes_view(hardware, results),

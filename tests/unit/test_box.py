@@ -17,7 +17,7 @@ from kit.bundle import Bundle, write_manifest
 from kit.model import Hardware
 from kit.report import analysis
 from kit.report.analysis.box import COPY_MARGIN, MATMUL_MARGIN, judge_box
-from kit.report.analysis.ordered import gpus_ran
+from kit.report.analysis.ordered import gpus_ran, identity
 from kit.report.render import render_html
 from kit.workloads.copy_bandwidth import matrix
 from tests.conftest import ROOT, recipe_model, results_model
@@ -211,12 +211,17 @@ def test_the_gpus_that_ran_and_those_that_did_not():
                                        for i in range(4)]}  # fmt: skip
     two = results_model([{"world_size": 2, "telemetry": tel}])
     assert gpus_ran(hw, two) == (
-        f"2 of the box's 4 GPUs ran: GPU 0 ({uuid(0)}), GPU 1 ({uuid(1)}). Not measured: "
+        f"2 of the box's 4 GPUs ran: GPU 0 ({uuid(0)}), GPU 1 ({uuid(1)}) (by the UUIDs the "
+        "runs' telemetry names). Not measured: "
         f"GPU 2 ({uuid(2)}), GPU 3 ({uuid(3)}); nothing on this page speaks for them "
         "(recipes/acceptance.yaml runs every GPU)."
     )
     four = results_model([{"world_size": 4, "telemetry": tel}])
-    assert gpus_ran(hw, four).startswith("every GPU of the box ran: GPU 0 (")
+    assert gpus_ran(hw, four) is None  # every GPU ran: the identity line says so
+    assert ("GPU UUIDs, every one ran", ", ".join(uuid(i) for i in range(4))) in identity(
+        hw, None, four
+    )
+    assert ("GPU UUIDs", ", ".join(uuid(i) for i in range(4))) in identity(hw, None, two)
     no_telemetry = results_model([{"world_size": 3}])
     assert gpus_ran(hw, no_telemetry).endswith(
         "(counted by the processes started: no run's telemetry named its GPUs). Not measured: "
@@ -248,7 +253,8 @@ def test_a_training_report_on_a_larger_box_says_which_gpus_ran(tmp_path):
     page1 = html[: html.index("Against the same-model reference")]
     text = re.sub(r"\s+", " ", html_text.unescape(re.sub(r"<[^>]+>", "", page1)))
     assert (
-        f"GPUs measured: 2 of the box's 4 GPUs ran: GPU 0 ({ran[0]}), GPU 1 ({ran[1]}). Not "
+        f"GPUs measured: 2 of the box's 4 GPUs ran: GPU 0 ({ran[0]}), GPU 1 ({ran[1]}) (by the "
+        "UUIDs the runs' telemetry names). Not "
         "measured: GPU 2 (GPU-not-measured-2), GPU 3 (GPU-not-measured-3); nothing on this page "
         "speaks for them" in text
     )

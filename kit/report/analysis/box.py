@@ -304,8 +304,8 @@ def judge_box(benches: list[Benchmark], hardware: Hardware | None, smoke: bool) 
             row.figures[key] = GpuFigure(key, label, unit, values, judge(
                 row.model, key, values, cond, on_cpu, smoke, unit), COPY_MARGIN)  # fmt: skip
     for c in dtypes:
-        held = "alone" if c.alone else "all at once"
-        per_gpu = c.alone or c.together
+        per_gpu = c.alone or c.together  # one GPU all at once is that GPU alone
+        held = "alone" if c.alone or len(per_gpu) == 1 else "all at once"
         shapes = {tuple(s) for s in c.shapes}
         shape = list(shapes.pop()) if len(shapes) == 1 else "several (the runs differ)"
         cond = {"shape": shape, "sustain_s": c.sustain_s, "held": held}
