@@ -10,16 +10,18 @@
 #
 #   KIT_COMMIT=<40 hex> bash scripts/device/acceptance.sh            # the same command each call
 #
-# Stages, in order (default: daemon clean loaded): a stage done on this machine is skipped (the
-# machine stays warm between calls), and one that would start after BUDGET_S seconds (default 240)
-# waits for the next call, so the one command, given again, finishes the work: on 8 GPUs the first
-# call starts the daemon, imports the stack and runs `clean`, the second runs `loaded`.
+# Stages, in order (default: daemon screen clean loaded): a stage done on this machine is skipped
+# (the machine stays warm between calls), and one that would start after BUDGET_S seconds (default
+# 240) waits for the next call, so the one command, given again, finishes the work. Estimated: on
+# 8 GPUs three calls (daemon and screen with the image build; clean, ~4.5 min; loaded), on 2 GPUs
+# two (daemon, screen and clean, ~3 min; loaded).
 #   daemon   scripts/device/containers.sh daemon: dockerd with CDI, the machine's stack imported as
 #            kit-host-stack:local (the pinned-evidence study's path)
+#   screen   the screening form (--repeats 1), nothing else running: its time is the screening's
+#            (the first kit reproduce also builds the environment image: that time is not it)
 #   clean    kit reproduce recipes/acceptance.yaml --runtime docker --env ngc-pytorch: every GPU,
-#            every pair, nothing else running
+#            every pair, 3 repeats, nothing else running
 #   loaded   the same with busy_gpu.py on GPU $LOAD_GPU (default 1) for the whole run
-#   screen   the screening form (--repeats 1), nothing else running: name it to time it
 # At HARD_S seconds (default 570, inside a call's 600) the running `kit reproduce` gets SIGTERM by
 # its pid: it seals what finished as an interrupted bundle, and the archive is still packed.
 # REPEATS=N overrides the recipe's 3 (e.g. 1 for a first look).
@@ -97,7 +99,7 @@ log "acceptance call, kit commit ${KIT_COMMIT:-not stated}, budget ${BUDGET_S} s
 nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,driver_version,power.limit,clocks.max.sm,compute_mode \
     --format=csv | tee -a "$WORK/acceptance.log"
 nvidia-smi topo -m >"$WORK/topo.txt" 2>&1
-[ $# -gt 0 ] || set -- daemon clean loaded
+[ $# -gt 0 ] || set -- daemon screen clean loaded
 for s in "$@"; do
   if [ -e "$STATE/$s.done" ]; then log "$s: done in an earlier call"; continue; fi
   if [ "$SECONDS" -gt "$BUDGET_S" ]; then log "$s: not started ($SECONDS s used, BUDGET_S=$BUDGET_S): the next call"; continue; fi
