@@ -5,7 +5,8 @@ whether the planted slow GPU was named (the machines have no Pango for the PDF).
     python3 scripts/device/box_summary.py BUNDLE [--expect-named GPU]
 
 --expect-named N: exit 1 unless GPU N (hardware.json's index; on the CPU, rank N) is named below
-the box's median and no other GPU is. Reads the bundle as every report does (kit.report.analysis.box.judge_box).
+the box's median and no other GPU is. Reads the bundle as every report does
+(kit.report.analysis.box.judge_bundle).
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from kit.model import load_bundle
-from kit.report import analysis
-from kit.report.analysis.box import judge_box
+from kit.report.analysis.box import judge_bundle
 
 
 def _seconds(start: str, end: str | None) -> str:
@@ -36,7 +36,7 @@ def main() -> int:
     r = data.results
     print(f"{args.bundle.name}: recipe {r.recipe}, status {r.status}, {data.recipe.gpus} GPUs, "
           f"{_seconds(r.created_at, r.finished_at)}")  # fmt: skip
-    box = judge_box(analysis.build_benchmarks(r, data.recipe), data.hardware, r.smoke)
+    box = judge_bundle(data)
     if box is None:
         print("no per-GPU checks in this bundle")
         return 1 if args.expect_named is not None else 0

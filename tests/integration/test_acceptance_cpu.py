@@ -22,8 +22,7 @@ from pypdf import PdfReader
 
 from kit.bundle import Bundle, write_manifest
 from kit.model import load_bundle
-from kit.report import analysis
-from kit.report.analysis.box import judge_box
+from kit.report.analysis.box import judge_bundle
 from kit.report.render import render_bundle, render_html
 from kit.shared.metrics import record
 from kit.workloads.copy_bandwidth.worker import summarize
@@ -87,9 +86,7 @@ def planted(src: Path, dst: Path, factor: float) -> Path:
 
 
 def box_of(path: Path):
-    data = load_bundle(path)
-    benches = analysis.build_benchmarks(data.results, data.recipe)
-    return judge_box(benches, data.hardware, data.results.smoke)
+    return judge_bundle(load_bundle(path))
 
 
 def test_every_gpu_means_two_ranks_on_the_cpu_and_the_bundle_records_two(bundle):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kit.acceptance import FAIL, MIN_RUNS, NOT_COMPARABLE, PASS, UNDECIDED, overall
-from kit.model import Hardware, RunResult
+from kit.model import BundleData, Hardware, RunResult
 from kit.model.hardware import Gpu
 from kit.refs.per_gpu import GpuReference, Standing, judge
 from kit.report.analysis.box_links import LinkRow, links_of, named_links, weakest_pair
@@ -28,6 +28,7 @@ from kit.report.analysis.gpu_figures import (
     median,
     silicon_runs,
 )
+from kit.report.analysis.grouping import build_benchmarks
 from kit.report.analysis.model import Benchmark
 from kit.shared.gpu_specs import spec_for
 
@@ -329,6 +330,12 @@ def judge_box(benches: list[Benchmark], hardware: Hardware | None, smoke: bool) 
     box = Box(rows, links, columns, min(counts, default=0), smoke)
     box.notes = _notes(box, n)
     return box
+
+
+def judge_bundle(data: BundleData) -> Box | None:
+    """The box of a bundle read (kit.model.load_bundle): `judge_box` over its benchmarks."""
+    benches = build_benchmarks(data.results, data.recipe)
+    return judge_box(benches, data.hardware, data.results.smoke)
 
 
 def _notes(box: Box, n: int) -> list[str]:
