@@ -56,6 +56,11 @@ def resolve(recipe: R, count: int | None, why_unknown: str) -> R:
     return recipe.model_copy(update={"gpus": min(count, MAX_GPUS)})
 
 
+def words(recipe: _Recipe) -> str:
+    """ "8 GPU" (a column of `kit recipes list`), "all GPUs"."""
+    return "all GPUs" if is_all(recipe) else f"{recipe.gpus} GPU"
+
+
 def counted(recipe: _Recipe) -> int:
     """The GPU count of a resolved recipe (what the plan starts per run)."""
     if isinstance(recipe.gpus, int):

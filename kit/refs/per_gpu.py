@@ -57,8 +57,9 @@ def _words(value: Any) -> str:
     return "x".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
 
 
-def differences(ref: GpuReference, model: str | None, on_cpu: bool, smoke: bool,
-                conditions: dict[str, Any]) -> list[str]:  # fmt: skip
+def differences(
+    ref: GpuReference, model: str | None, on_cpu: bool, smoke: bool, conditions: dict[str, Any]
+) -> list[str]:
     """Why `ref` cannot judge this GPU's figure, in words ([] when it can)."""
     out = []
     device = device_mismatch("GPU", "CPU" if on_cpu else "GPU")

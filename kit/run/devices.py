@@ -41,8 +41,10 @@ def every_gpu(recipe: Recipe, device: str, several_nodes: bool) -> Recipe:
     CPU. Over several nodes the driver sees none of theirs: refused, name the count."""
     if several_nodes:
         return recipe_gpus.resolve(
-            recipe, None, "a run over several nodes cannot count their GPUs from here; give "
+            recipe,
+            None,
+            "a run over several nodes cannot count their GPUs from here; give "
             "the recipe a count (gpus: N, or nodes.gpus_per_node)",
-        )  # fmt: skip
+        )
     count = recipe_gpus.CPU_RANKS if device == "cpu" else detect_gpus()
     return recipe_gpus.resolve(recipe, count, "NVML found no GPU to count")

@@ -34,8 +34,10 @@ def main() -> int:
     args = p.parse_args()
     data = load_bundle(args.bundle)
     r = data.results
-    print(f"{args.bundle.name}: recipe {r.recipe}, status {r.status}, {data.recipe.gpus} GPUs, "
-          f"{_seconds(r.created_at, r.finished_at)}")  # fmt: skip
+    print(
+        f"{args.bundle.name}: recipe {r.recipe}, status {r.status}, {data.recipe.gpus} GPUs, "
+        f"{_seconds(r.created_at, r.finished_at)}"
+    )
     box = judge_bundle(data)
     if box is None:
         print("no per-GPU checks in this bundle")

@@ -36,9 +36,15 @@ pytestmark = pytest.mark.slow
 def bundle(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("acceptance") / "bundle"
     proc = run_kit(
-        "reproduce", str(ROOT / "recipes" / "acceptance.yaml"), "--device", "cpu",
-        "--repeats", "3", "--out", str(out),
-    )  # fmt: skip
+        "reproduce",
+        str(ROOT / "recipes" / "acceptance.yaml"),
+        "--device",
+        "cpu",
+        "--repeats",
+        "3",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
@@ -83,6 +89,18 @@ def planted(src: Path, dst: Path, factor: float) -> Path:
     (dst / "results.json").write_text(json.dumps(results, indent=1))
     write_manifest(dst)
     return dst
+
+
+def device_summary(path: Path, *args: str) -> subprocess.CompletedProcess:
+    """scripts/device/box_summary.py on a bundle, as the device run calls it."""
+    return subprocess.run(
+        [sys.executable, "scripts/device/box_summary.py", str(path), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def box_of(path: Path):
@@ -130,11 +148,7 @@ def test_a_slow_rank_is_named_on_page_one_of_the_pdf(bundle, tmp_path):
         first,
     ), first
     assert "Named: rank 0" not in first
-    summary = subprocess.run(
-        [sys.executable, "scripts/device/box_summary.py", str(b), "--expect-named", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    summary = device_summary(b, "--expect-named", "1")
     assert summary.returncode == 0, summary.stdout + summary.stderr
     assert "NAMED: rank 1 (a gloo process on the CPU" in summary.stdout
     assert summary.stdout.endswith("planted GPU 1: named, alone\n")
@@ -143,11 +157,7 @@ def test_a_slow_rank_is_named_on_page_one_of_the_pdf(bundle, tmp_path):
 def test_the_device_summary_fails_when_the_planted_gpu_is_not_named(bundle, tmp_path):
     """scripts/device/acceptance.sh's check on the loaded run: exit 1 when GPU 1 is not named."""
     b = planted(bundle, tmp_path / "even", 1.0)
-    summary = subprocess.run(
-        [sys.executable, "scripts/device/box_summary.py", str(b), "--expect-named", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    summary = device_summary(b, "--expect-named", "1")
     assert summary.returncode == 1
     assert "no GPU and no pair named" in summary.stdout
     assert "planted GPU 1: NOT as expected: named []" in summary.stdout

@@ -33,22 +33,35 @@ def uuid(i: int) -> str:
 
 def hardware(name: str = NAME, words: str = "NV18", n: int = N, links_down: int = 0) -> Hardware:
     """n GPUs of one model; GPU 3 with `links_down` of its 18 NVLinks down."""
-    return Hardware.model_validate({
-        "gpus": [{
-            "index": i, "name": name, "uuid": uuid(i), "pci_bus_id": f"0000:{0x18 + i:02x}:00.0",
-            "nvlinks": [{"active": not (i == 3 and k < links_down)} for k in range(18)],
-            "power_limit_w": 700.0, "power_default_limit_w": 700.0,
-            "ecc": {"mode_current": 1, "volatile_uncorrected": 0},
-            "clocks_max_mhz": {"sm": 1980, "mem": 2619},
-        } for i in range(n)],
-        "topology": {"labels": [f"GPU{i}" for i in range(n)],
-                     "matrix": [["X" if i == j else words for j in range(n)] for i in range(n)]},
-    })  # fmt: skip
+    return Hardware.model_validate(
+        {
+            "gpus": [
+                {
+                    "index": i,
+                    "name": name,
+                    "uuid": uuid(i),
+                    "pci_bus_id": f"0000:{0x18 + i:02x}:00.0",
+                    "nvlinks": [{"active": not (i == 3 and k < links_down)} for k in range(18)],
+                    "power_limit_w": 700.0,
+                    "power_default_limit_w": 700.0,
+                    "ecc": {"mode_current": 1, "volatile_uncorrected": 0},
+                    "clocks_max_mhz": {"sm": 1980, "mem": 2619},
+                }
+                for i in range(n)
+            ],
+            "topology": {
+                "labels": [f"GPU{i}" for i in range(n)],
+                "matrix": [["X" if i == j else words for j in range(n)] for i in range(n)],
+            },
+        }
+    )
 
 
 def copy_data(local: list[float], pair=lambda a, b: 370.0) -> dict:
-    rows = [{"device": i, "mib": 512, "h2d_gbps": 53.0, "d2h_gbps": 54.0, "local_gbps": v,
-             "wrong": 0} for i, v in enumerate(local)]  # fmt: skip
+    rows = [
+        {"device": i, "mib": 512, "h2d_gbps": 53.0, "d2h_gbps": 54.0, "local_gbps": v, "wrong": 0}
+        for i, v in enumerate(local)
+    ]
     return {
         "params": {"size_mib": 512, "loop_count": 16, "samples": 3},
         "names": [NAME] * len(local),
@@ -69,21 +82,34 @@ def mm_data(alone: list[float], shape: list[int] = BF16) -> dict:
         "params": {"sustain_s": 0.3, "trials": 3},
         "gpus": [NAME] * len(alone),
         "skipped": {},
-        "dtypes": {"bf16": {"best_shape": shape, "alone": [trial(v) for v in alone],
-                            "together": [trial(v - 10) for v in alone]}},
-    }  # fmt: skip
+        "dtypes": {
+            "bf16": {
+                "best_shape": shape,
+                "alone": [trial(v) for v in alone],
+                "together": [trial(v - 10) for v in alone],
+            }
+        },
+    }
 
 
 def run(kind: str, repeat: int, data: dict, n: int = N) -> dict:
-    return {"run_id": f"{kind}.p2p.r{repeat}", "benchmark": kind, "kind": kind,
-            "repeat": repeat, "world_size": n, "data": data}  # fmt: skip
+    return {
+        "run_id": f"{kind}.p2p.r{repeat}",
+        "benchmark": kind,
+        "kind": kind,
+        "repeat": repeat,
+        "world_size": n,
+        "data": data,
+    }
 
 
 def box(local_of, alone_of, repeats: int = 3, hw: Hardware | None = None, pair=None, **kw):
     """The judged box of `repeats` copy and matmul runs; local_of(r) / alone_of(r): the per-GPU
     figures of repeat r."""
-    runs = [run("copy_bandwidth", r, copy_data(local_of(r), *([pair] if pair else [])))
-            for r in range(repeats)]  # fmt: skip
+    runs = [
+        run("copy_bandwidth", r, copy_data(local_of(r), *([pair] if pair else [])))
+        for r in range(repeats)
+    ]
     runs += [run("matmul_ceiling", r, mm_data(alone_of(r), **kw)) for r in range(repeats)]
     results = results_model(runs, repeats=repeats)
     benches = analysis.build_benchmarks(results, recipe_model("copy_bandwidth", "matmul_ceiling"))
@@ -124,8 +150,9 @@ def test_a_box_without_a_slow_gpu_names_none():
     assert [r.verdict for r in b.rows] == ["PASS"] * N
 
 
-@pytest.mark.parametrize(("factor", "named"), [(1 - COPY_MARGIN + 0.01, False),
-                                               (1 - COPY_MARGIN - 0.01, True)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("factor", "named"), [(1 - COPY_MARGIN + 0.01, False), (1 - COPY_MARGIN - 0.01, True)]
+)
 def test_a_copy_is_named_only_beyond_its_margin(factor, named):
     b = box(steady([1490, 1490 * factor, 1490, 1490]), steady([700] * N))
     assert b.rows[1].figures["local_gbps"].below is named
@@ -143,8 +170,9 @@ def test_one_repeat_is_a_screening_no_pass_or_fail_but_the_slow_gpu_is_named():
     b = box(steady([1490] * N), steady([700, 705, 350, 698]), repeats=1)
     assert b.screening and b.repeats == 1
     assert {f.standing.verdict for r in b.rows for f in r.figures.values()} <= {
-        "UNDECIDED", "NOT COMPARABLE"
-    }  # fmt: skip
+        "UNDECIDED",
+        "NOT COMPARABLE",
+    }
     assert b.notes[0].startswith("Screening: 1 repeat per figure, so no PASS or FAIL")
     assert [r.name for r in b.rows if r.below] == ["GPU 2"]
 
@@ -187,8 +215,12 @@ def test_a_pair_is_held_against_the_pairs_of_its_own_path():
 def test_a_gpu_whose_every_pair_is_slow_is_named_once_with_its_pairs():
     """A lane down on an NVSwitch box slows every pair of one GPU: one sentence names it."""
     hw = hardware(n=8, links_down=2)
-    b = box(steady([1490] * 8), steady([700] * 8), hw=hw,
-            pair=lambda a, c: 330.0 if 3 in (a, c) else 370.0)  # fmt: skip
+    b = box(
+        steady([1490] * 8),
+        steady([700] * 8),
+        hw=hw,
+        pair=lambda a, c: 330.0 if 3 in (a, c) else 370.0,
+    )
     (one,) = b.link_outliers
     assert one.startswith(
         f"GPU 3 ({uuid(3)}, bus 0000:1b:00.0, NVLinks 16 of 18 up) is in 21 pair figures more "
@@ -207,8 +239,10 @@ def test_an_nvlink_down_shows_in_the_row():
 
 def test_the_gpus_that_ran_and_those_that_did_not():
     hw = hardware(n=4)
-    tel = {"available": True, "gpus": [{"index": i, "uuid": uuid(i), "samples": {}}
-                                       for i in range(4)]}  # fmt: skip
+    tel = {
+        "available": True,
+        "gpus": [{"index": i, "uuid": uuid(i), "samples": {}} for i in range(4)],
+    }
     two = results_model([{"world_size": 2, "telemetry": tel}])
     assert gpus_ran(hw, two) == (
         f"2 of the box's 4 GPUs ran: GPU 0 ({uuid(0)}), GPU 1 ({uuid(1)}) (by the UUIDs the "

@@ -53,8 +53,9 @@ def test_all_is_refused_where_it_cannot_be_counted(monkeypatch):
 def test_a_scheduler_takes_the_count_it_is_given(tmp_path):
     recipe = parse_recipe(ALL, "r.yaml")
     opts = dict(host_python="python3", device="cpu", out=tmp_path / "b")
-    with pytest.raises(InputError, match="Slurm job cannot count the nodes' GPUs from here; "
-                                         "name --gpus-per-node"):  # fmt: skip
+    with pytest.raises(
+        InputError, match="Slurm job cannot count the nodes' GPUs from here; name --gpus-per-node"
+    ):
         make_job(recipe, SlurmOptions(**opts))
     job = make_job(recipe, SlurmOptions(**opts, gpus_per_node=4))
     assert job.gpus_per_node == 4 and job.recipe.gpus == 4

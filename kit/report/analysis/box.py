@@ -118,8 +118,11 @@ class GpuRow:
     def verdict(self) -> str:
         """Its figures against the model's reference, together (kit.acceptance.overall); NOT
         COMPARABLE when no figure had a reference to judge it."""
-        judged = [f.standing.verdict for f in self.figures.values()
-                  if f.standing.verdict in (PASS, FAIL, UNDECIDED)]  # fmt: skip
+        judged = [
+            f.standing.verdict
+            for f in self.figures.values()
+            if f.standing.verdict in (PASS, FAIL, UNDECIDED)
+        ]
         return overall(judged) if judged else NOT_COMPARABLE
 
     @property
@@ -214,8 +217,12 @@ class Box:
     @property
     def references(self) -> list[GpuReference]:
         """The shipped per-GPU figures that judged a GPU here, each once."""
-        found = {f.standing.reference.id: f.standing.reference for r in self.rows
-                 for f in r.figures.values() if f.standing.reference and f.standing.decision}  # fmt: skip
+        found = {
+            f.standing.reference.id: f.standing.reference
+            for r in self.rows
+            for f in r.figures.values()
+            if f.standing.reference and f.standing.decision
+        }
         return list(found.values())
 
     @property
@@ -265,8 +272,9 @@ def _busy_clock(runs: list[RunResult], uuid: str | None) -> float | None:
             if uuid is None or g.get("uuid") != uuid:
                 continue
             s = g.get("samples") or {}
-            for util, mhz in zip(s.get("util_gpu") or [], s.get("sm_clock_mhz") or [],
-                                 strict=False):  # fmt: skip
+            for util, mhz in zip(
+                s.get("util_gpu") or [], s.get("sm_clock_mhz") or [], strict=False
+            ):
                 if isinstance(util, int | float) and util >= 50 and isinstance(mhz, int | float):
                     clocks.append(mhz)
     return sum(clocks) / len(clocks) if clocks else None
@@ -289,9 +297,11 @@ def judge_box(benches: list[Benchmark], hardware: Hardware | None, smoke: bool) 
     dtypes = ceilings(mm)
     n = max([len(copies)] + [len(c.alone or c.together) for c in dtypes])
     gpus = hardware_of(copy or mm, hardware, n)
-    names = (copy[0].data.extra("names") if copy else None) or (
-        mm[0].data.extra("gpus") if mm else None
-    ) or []  # fmt: skip
+    names = (
+        (copy[0].data.extra("names") if copy else None)
+        or (mm[0].data.extra("gpus") if mm else None)
+        or []
+    )
     rows = [GpuRow(i, gpus[i], _model(gpus[i], names, i)) for i in range(n)]
     params = (copy[0].data.params or {}) if copy else {}
     cond = {k: params.get(k) for k in ("size_mib", "loop_count")}
@@ -302,8 +312,8 @@ def judge_box(benches: list[Benchmark], hardware: Hardware | None, smoke: bool) 
         columns.append((key, label, unit))
         for i, row in enumerate(rows):
             values = copies[i][key] if i < len(copies) else []
-            row.figures[key] = GpuFigure(key, label, unit, values, judge(
-                row.model, key, values, cond, on_cpu, smoke, unit), COPY_MARGIN)  # fmt: skip
+            standing = judge(row.model, key, values, cond, on_cpu, smoke, unit)
+            row.figures[key] = GpuFigure(key, label, unit, values, standing, COPY_MARGIN)
     for c in dtypes:
         per_gpu = c.alone or c.together  # one GPU all at once is that GPU alone
         held = "alone" if c.alone or len(per_gpu) == 1 else "all at once"
@@ -314,8 +324,8 @@ def judge_box(benches: list[Benchmark], hardware: Hardware | None, smoke: bool) 
         columns.append((key, label, "TFLOP/s"))
         for i, row in enumerate(rows):
             values = per_gpu[i] if i < len(per_gpu) else []
-            row.figures[key] = GpuFigure(key, label, "TFLOP/s", values, judge(
-                row.model, key, values, cond, on_cpu, smoke, "TFLOP/s"), MATMUL_MARGIN)  # fmt: skip
+            standing = judge(row.model, key, values, cond, on_cpu, smoke, "TFLOP/s")
+            row.figures[key] = GpuFigure(key, label, "TFLOP/s", values, standing, MATMUL_MARGIN)
     for key, *_ in columns:  # each figure against the median of the box's GPUs
         mids = [m for r in rows if (m := r.figures[key].median) is not None]
         if len(mids) >= 2:

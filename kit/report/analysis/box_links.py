@@ -96,11 +96,13 @@ def links_of(
                     continue
                 ga = gpus[a] if a < len(gpus) else None
                 gb = gpus[b] if b < len(gpus) else None
-                found.append(LinkRow(a, b, test, label, arrow, _path(hardware, ga, gb), values,
-                                     margin))  # fmt: skip
+                found.append(
+                    LinkRow(a, b, test, label, arrow, _path(hardware, ga, gb), values, margin)
+                )
         for link in found:
-            same = [m for x in found if x.path_class == link.path_class and
-                    (m := x.median) is not None]  # fmt: skip
+            same = [
+                m for x in found if x.path_class == link.path_class and (m := x.median) is not None
+            ]
             link.class_median = median(same) if len(same) >= 2 else None
         out += found
     return out

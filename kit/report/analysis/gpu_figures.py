@@ -81,8 +81,9 @@ def ceilings(runs: list[RunResult]) -> list[Ceiling]:
         found = [d.extra("dtypes")[dtype] for d in datas if dtype in (d.extra("dtypes") or {})]
         shapes = [list(f["best_shape"]) for f in found if f.get("best_shape")]
         sustain = median([(d.params or {}).get("sustain_s") for d in datas])
-        out.append(Ceiling(dtype, _column(found, "alone"), _column(found, "together"), shapes,
-                           sustain))  # fmt: skip
+        out.append(
+            Ceiling(dtype, _column(found, "alone"), _column(found, "together"), shapes, sustain)
+        )
     return out
 
 
@@ -93,8 +94,10 @@ def pair_values(runs: list[RunResult], key: str) -> list[list[list[float]]] | No
     if not mats:
         return None
     n = min(len(m) for m in mats)
-    return [[[v for m in mats if (v := _number(m[i][j])) is not None] for j in range(n)]
-            for i in range(n)]  # fmt: skip
+    return [
+        [[v for m in mats if (v := _number(m[i][j])) is not None] for j in range(n)]
+        for i in range(n)
+    ]
 
 
 def hardware_of(runs: list[RunResult], hardware: Hardware | None, n: int) -> list[Gpu | None]:
