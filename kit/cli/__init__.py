@@ -400,7 +400,7 @@ def recipes_list(
 
     Example: kit recipes list
     """
-    from kit.recipe import load_recipe, recipe_dir
+    from kit.recipe import gpus, load_recipe, recipe_dir
 
     folder = folder or recipe_dir()
     if not folder.is_dir():
@@ -413,7 +413,7 @@ def recipes_list(
             continue
         benches = ", ".join(b.label for b in r.benchmarks)
         verified = f"  [verified on {r.verified_on}]" if r.verified_on else ""
-        print(f"{one_line(path.name):28s} {r.gpus} GPU  {one_line(benches)}{verified}")
+        print(f"{one_line(path.name):28s} {gpus.words(r)}  {one_line(benches)}{verified}")
 
 
 @recipes_app.command("validate")

@@ -138,9 +138,12 @@ def read_recipe(root: Path) -> Recipe:
     shown = root / files.RECIPE
     text = decode(read_bytes(root, files.RECIPE, MAX_YAML_BYTES), shown)
     try:
-        return parse_recipe(text, str(shown))
+        recipe = parse_recipe(text, str(shown))
     except RecursionError:
         raise InputError(f"{shown}: nested too deeply to read") from None
+    if not isinstance(recipe.gpus, int):  # the run counted them: a bundle records the number
+        raise InputError(f"{shown}: gpus: {recipe.gpus}; a bundle records the GPU count it ran on")
+    return recipe
 
 
 def _optional(

@@ -11,12 +11,13 @@ from __future__ import annotations
 import re
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     TypeAdapter,
@@ -30,6 +31,7 @@ from kit.errors import InputError
 from kit.recipe.daemons import daemon_key, url_ok
 from kit.recipe.env import check_env
 from kit.recipe.environments import check_environment
+from kit.recipe.gpus import check_gpus
 from kit.recipe.yamlfile import LocatedError, StrictLoader, line_map, read_text
 from kit.shared import p2p
 from kit.shared.gpu_specs import gpu_model_key
@@ -236,7 +238,10 @@ class Recipe(Strict):
     description: str = ""
     verified_on: str = ""
     environment: str = Field(default="cuda13", pattern=NAME_PATTERN, max_length=NAME_MAX)
-    gpus: int = Field(default=2, strict=True, ge=1, le=MAX_GPUS)
+    # a count, or `all`: every GPU of the machine, counted when the run starts (kit.recipe.gpus)
+    gpus: Annotated[
+        Annotated[int, Field(ge=1, le=MAX_GPUS)] | Literal["all"], BeforeValidator(check_gpus)
+    ] = 2
     repeats: int = Field(default=3, strict=True, ge=1, le=MAX_REPEATS)
     # adaptive repeats: after `repeats`, add repeats while a headline metric's CV is above
     # cv_threshold, up to max_repeats (default: repeats, i.e. no adaptive repeats)
@@ -284,6 +289,8 @@ class Recipe(Strict):
         gpus = info.data.get("gpus")
         for item in items:
             ids = None if isinstance(item, str) else item.gpu_ids
+            if ids is not None and gpus == "all":
+                raise ValueError(f"variant {item.name!r}: gpu_ids with gpus: all (every GPU)")
             if ids is not None and gpus is not None and len(ids) != gpus:
                 raise ValueError(
                     f"variant {item.name!r}: gpu_ids {ids} names {len(ids)} GPUs; gpus is {gpus}"

@@ -8,7 +8,6 @@ as failed, never as a number.
 
 from __future__ import annotations
 
-import base64
 import functools
 import io
 import platform
@@ -28,9 +27,11 @@ from kit.model import BundleData, load_bundle
 from kit.model.hardware import Hardware, Host
 from kit.refs.nccl_tests import SAME_CALL_FLOOR, SAME_CALL_FROM
 from kit.refs.store import standing
-from kit.report import analysis, decode, plot_silicon, plots, sections
-from kit.report.analysis.ordered import as_ordered, identity
+from kit.report import analysis, decode, plots, sections
+from kit.report.analysis.box import judge_box
+from kit.report.analysis.ordered import as_ordered, gpus_ran, identity
 from kit.report.analysis.same_call import SameCall, same_call
+from kit.report.figure import Figure, silicon_view
 from kit.report.method import method_view
 from kit.report.pdf import PdfNotWritten, write_pdf
 from kit.report.plot_reference import against_reference, reference_rows
@@ -129,18 +130,6 @@ def machine_line(hardware: Hardware) -> str:
 
 
 # --- figures -------------------------------------------------------------------------------
-
-
-@dataclass
-class Figure:
-    key: str
-    caption: str
-    svg: str
-
-    @property
-    def uri(self) -> str:
-        """The SVG as a data: URI: WeasyPrint draws it as one image, much faster than inline."""
-        return "data:image/svg+xml;base64," + base64.b64encode(self.svg.encode()).decode()
 
 
 @dataclass
@@ -295,40 +284,6 @@ def bench_view(
     return view
 
 
-def silicon_view(benches: list[analysis.Benchmark], hardware: Hardware) -> dict[str, Any] | None:
-    """The silicon section: its facts (analysis.silicon) and its figures, or None."""
-    facts = analysis.silicon(benches, hardware)
-    if facts is None:
-        return None
-    figures = []
-    for m in facts.matrices:
-        unit = "us" if m["key"] == "latency_us" else "GB/s"
-        svg = plot_silicon.heatmap(m["matrix"], m["title"], unit, f"silicon-{m['key']}")
-        if svg:
-            figures.append(Figure(m["key"], f"GPU pairs: {m['title']}, row = source", svg))
-    svg = plot_silicon.plateau(
-        facts.plateau, "copy bandwidth against buffer size, first GPU", "silicon-plateau"
-    )
-    if svg:
-        figures.append(
-            Figure(
-                "plateau",
-                "copy bandwidth against buffer size on the first GPU (median of samples)",
-                svg,
-            )
-        )
-    svg = plot_silicon.ceilings(
-        facts.ceilings, "matmul ceiling per GPU, all GPUs at once", "silicon-ceilings"
-    )
-    if svg:
-        figures.append(
-            Figure(
-                "ceilings", "best sustained matmul TFLOP/s per dtype and GPU, all GPUs at once", svg
-            )
-        )
-    return {"facts": facts, "figures": figures}
-
-
 # --- rendering -----------------------------------------------------------------------------
 
 
@@ -401,7 +356,9 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         "findings": analysis.findings(results, benches, data.environment),
         "trust": analysis.trust_facts(results, hardware),
         "as_ordered": as_ordered(hardware, results) if data.hardware is not None else [],
-        "identity": identity(hardware, data.environment) if data.hardware is not None else [],
+        "box": judge_box(benches, data.hardware, smoke),  # page 1's table, the per-GPU section
+        "gpus_ran": gpus_ran(hardware, results),
+        "identity": identity(hardware, data.environment, results) if data.hardware else [],
         "hardware": hardware_view(hardware),
         "has_hardware": data.hardware is not None,
         "nodes": nodes_view(hardware, results),

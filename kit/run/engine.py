@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import Bundle, default_bundle_dir, now_iso
-from kit.errors import InputError, KitError
+from kit.errors import KitError
 from kit.inventory import measure
 from kit.model import AdaptiveRecord, PreflightFinding, RunResult
 from kit.outputs import check_bundle_dir
 from kit.recipe import Recipe
+from kit.run.devices import detect_gpus, every_gpu, resolve_device
 from kit.run.memory import check_cpu_sweeps, check_gpu_sweeps
 from kit.run.plan import RunSpec, plan, plan_repeat
 from kit.run.preflight import (
@@ -38,7 +39,7 @@ from kit.run.results import (
     write_specs,
 )
 from kit.runtime import registry
-from kit.runtime.base import LaunchRequest, RunOutcome, Runtime, RuntimeRequest, check_device
+from kit.runtime.base import LaunchRequest, RunOutcome, Runtime, RuntimeRequest
 from kit.shared import files, stop
 from kit.shared import scratch as launch_dir
 from kit.shared.jsonio import finite
@@ -64,31 +65,6 @@ class Options:
     reproduces: dict[str, Any] | None = None
     nodes: tuple[str, ...] = ()  # --nodes: Docker daemon URLs, one per node (multi-node runs)
     apptainer: Path | None = None  # --apptainer: the SIF the apptainer runtime runs
-
-
-def detect_gpus() -> int:
-    """How many NVIDIA GPUs the driver sees (NVML), 0 when there is no driver or no GPU."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return int(pynvml.nvmlDeviceGetCount())
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return 0
-
-
-def resolve_device(requested: str) -> str:
-    check_device(requested)
-    if requested == "auto":
-        return "cuda" if detect_gpus() > 0 else "cpu"
-    if requested == "cuda" and detect_gpus() == 0:
-        raise InputError(
-            "--device cuda: no NVIDIA GPU is visible (NVML found none); use --device cpu"
-        )
-    return requested
 
 
 def _headline(result: RunResult) -> str:
@@ -205,6 +181,7 @@ def prepare(
             else registry.device_of_nodes(options.device, nodes)
         )
     check_allowances(options.allow, device, nodes is not None)
+    recipe = every_gpu(recipe, device, nodes is not None)  # `gpus: all` counted, once
     # the runtime's refusals (no daemon answers) before the first notice (preflight's)
     choice = choose_runtime(options.runtime, recipe, options, device) if runtime is None else None
     smoke = options.smoke if options.smoke is not None else device == "cpu"
@@ -451,4 +428,14 @@ def command_line(argv: list[str]) -> str:
     return "kit " + " ".join(shlex.quote(a) for a in argv)
 
 
-__all__ = ["Options", "Prepared", "execute", "finalize", "now_iso", "prepare", "run_recipe"]
+__all__ = [
+    "Options",
+    "Prepared",
+    "detect_gpus",
+    "execute",
+    "finalize",
+    "now_iso",
+    "prepare",
+    "resolve_device",
+    "run_recipe",
+]

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from kit.model import RunSpec as SpecFile
 from kit.recipe import Recipe
+from kit.recipe.gpus import counted
 from kit.report.kinds import check_workloads
 from kit.runtime.base import SAFE_ENV
 from kit.shared.files import SPEC_SCHEMA
@@ -62,7 +63,7 @@ def plan_repeat(
     params = bench.resolved_params(smoke=smoke)
     runs = []
     for variant in recipe.resolved_variants():
-        nproc = len(variant.gpu_ids) if variant.gpu_ids else recipe.gpus
+        nproc = len(variant.gpu_ids) if variant.gpu_ids else counted(recipe)
         runs.append(
             RunSpec(
                 schema=SPEC_SCHEMA,

@@ -94,4 +94,6 @@ def test_an_invalid_recipe_is_one_line() -> None:
     bad["gpus"] = "two"
     with pytest.raises(InputError) as info:
         recipe_differences(stored(), bad)
-    assert str(info.value) == ("second recipe: gpus: expected a valid integer, got 'two'")
+    assert str(info.value) == (
+        "second recipe: gpus: must be a GPU count from 1 to 64, or all, got 'two'"
+    )

@@ -51,11 +51,23 @@ def test_good_recipe_fills_defaults(tmp_path):
         (GOOD.replace("gpus: 2", "gpus: 2\ncolour: red"), "r.yaml:4: colour: unknown key"),
         (
             GOOD.replace("gpus: 2", "gpus: two"),
-            "r.yaml:3: gpus: input should be a valid integer",
+            "r.yaml:3: gpus: must be a GPU count from 1 to 64, or all",
         ),
         (
             GOOD.replace("gpus: 2", "gpus: 0"),
-            "r.yaml:3: gpus: input should be greater than or equal to 1",
+            "r.yaml:3: gpus: must be a GPU count from 1 to 64, or all",
+        ),
+        (  # YAML's true is no count, and "All" is not the word
+            GOOD.replace("gpus: 2", "gpus: true"),
+            "r.yaml:3: gpus: must be a GPU count from 1 to 64, or all",
+        ),
+        (
+            GOOD.replace("gpus: 2", "gpus: All"),
+            "r.yaml:3: gpus: must be a GPU count from 1 to 64, or all",
+        ),
+        (  # every GPU, and two of them named: one of the two is a slip
+            GOOD.replace("gpus: 2", "gpus: all\nvariants: [{name: two, gpu_ids: [0, 1]}]"),
+            "r.yaml:4: variants: variant 'two': gpu_ids with gpus: all (every GPU)",
         ),
         (
             GOOD.replace("kind: allreduce", "kind: allgather"),

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kit.facts.window import POWER_CAP_REASON
+from kit.facts.window import POWER_CAP_REASON, used_gpus
 from kit.model import Environment, Hardware, Results
+from kit.model.hardware import Gpu
 from kit.shared.gpu_specs import spec_for
 
 IDLE_OR_CAP = {"GpuIdle", POWER_CAP_REASON, "ApplicationsClocksSetting", "SwPowerCap"}
@@ -25,9 +26,12 @@ def _same(values: list[Any]) -> bool:
     return len(set(values)) == 1
 
 
-def identity(hardware: Hardware, environment: Environment | None) -> list[tuple[str, str]]:
+def identity(
+    hardware: Hardware, environment: Environment | None, results: Results | None = None
+) -> list[tuple[str, str]]:
     """(what, value) lines naming this machine: model and form factor, count, memory, power
-    limit against the default, GPU UUIDs, the image it ran."""
+    limit against the default, GPU UUIDs (and, given the results, that every one ran), the
+    image it ran."""
     gpus = hardware.gpus
     if not gpus:
         return [("GPUs", "none recorded")]
@@ -45,7 +49,8 @@ def identity(hardware: Hardware, environment: Environment | None) -> list[tuple[
         out.append(("power limit", " / ".join(f"{x:,.0f} W" for x in limits) + dflt))
     uuids = [g.uuid for g in gpus if g.uuid]
     if uuids:
-        out.append(("GPU UUIDs", ", ".join(uuids)))
+        every = results is not None and every_gpu_ran(hardware, results)
+        out.append(("GPU UUIDs" + (", every one ran" if every else ""), ", ".join(uuids)))
     image = None
     if environment is not None:
         image = environment.image_id or environment.image_tag or environment.image
@@ -147,3 +152,49 @@ def as_ordered(hardware: Hardware, results: Results) -> list[dict[str, Any]]:
                      "passed" + (f", {len(results.preflight)} note(s)" if results.preflight else "")
                      if not bad else "; ".join(f"{f.check}: {f.message}" for f in bad)))  # fmt: skip
     return out
+
+
+def measured(hardware: Hardware, results: Results) -> tuple[list[Gpu], list[Gpu], str] | None:
+    """(the GPUs of the box the runs drove, those they did not, how that is known): a recipe of
+    2 GPUs on a 4-GPU box judged GPUs 0 and 1 only. The GPUs a run drove are those its telemetry
+    names as its own (kit.facts.window.used_gpus); a bundle whose runs recorded none is counted
+    by its processes (the launch hands a run the first GPUs). None on the CPU, for several nodes
+    (each node's GPUs are its own) and without a finished GPU run."""
+    gpus = hardware.gpus
+    runs = [r for r in results.runs if r.status == "ok" and r.device == "cuda"]
+    if not gpus or not runs or any(r.nodes for r in runs):
+        return None
+    by_uuid = {g.uuid: g for g in gpus if g.uuid}
+    used = {g.index: g for r in runs for t in used_gpus(r) if (g := by_uuid.get(t.get("uuid")))}
+    basis = "by the UUIDs the runs' telemetry names"
+    if not used:
+        n = max(r.world_size or 0 for r in runs)
+        used = {g.index: g for g in gpus[:n]}
+        basis = "counted by the processes started: no run's telemetry named its GPUs"
+    others = [g for g in gpus if g.index not in used]
+    return sorted(used.values(), key=lambda g: g.index), others, basis
+
+
+def gpus_ran(hardware: Hardware, results: Results) -> str | None:
+    """Page 1's line when the runs left GPUs of the box unmeasured: which ran, by index and
+    UUID, and which did not. None when every GPU ran (the identity line says so beside the
+    UUIDs: `every_gpu_ran`) or nothing is known."""
+    found = measured(hardware, results)
+    if found is None or not found[1]:
+        return None
+    used, others, basis = found
+    return (
+        f"{len(used)} of the box's {len(hardware.gpus)} GPUs ran: "
+        f"{', '.join(_gpu_words(g) for g in used)} ({basis}). Not measured: "
+        f"{', '.join(_gpu_words(g) for g in others)}; nothing on this page speaks for "
+        f"{'it' if len(others) == 1 else 'them'} (recipes/acceptance.yaml runs every GPU)."
+    )
+
+
+def every_gpu_ran(hardware: Hardware, results: Results) -> bool:
+    found = measured(hardware, results)
+    return found is not None and not found[1]
+
+
+def _gpu_words(g: Gpu) -> str:
+    return f"GPU {g.index}" + (f" ({g.uuid})" if g.uuid else "")

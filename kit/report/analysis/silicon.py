@@ -16,7 +16,16 @@ from typing import Any
 from kit.facts.efficiency import link_share, mfu_basis
 from kit.model import Hardware, RunResult
 from kit.model.hardware import Pcie
-from kit.report.analysis.model import Benchmark, is_ok
+from kit.report.analysis.gpu_figures import (
+    COPY_KEYS,
+    ceilings,
+    copy_values,
+    hardware_of,
+    pair_values,
+    silicon_runs,
+)
+from kit.report.analysis.gpu_figures import median as _median
+from kit.report.analysis.model import Benchmark
 from kit.shared.gpu_specs import pcie_gbs, peak_flops, spec_for
 from kit.workloads.copy_bandwidth import matrix
 
@@ -36,47 +45,20 @@ class Silicon:
     notes: list[str] = field(default_factory=list)
 
 
-def _ok(benches: list[Benchmark], facts: str) -> list[RunResult]:
-    """The finished runs, with a payload, of the benchmarks whose figure kind gives these
-    silicon `facts` ("copy" or "matmul": kit.report.kinds, never a kind name here)."""
-    return [
-        r
-        for b in benches
-        if b.figures.silicon == facts
-        for r in b.runs
-        if is_ok(r) and (r.data.model_fields_set or r.data.model_extra)
-    ]
-
-
-def _median(values: list[Any]) -> float | None:
-    xs = [v for v in values if isinstance(v, int | float)]
-    return statistics.median(xs) if xs else None
-
-
-def _cellwise(mats: list[list[list[float | None]]]) -> list[list[float | None]]:
-    return [
-        [_median([m[i][j] for m in mats]) for j in range(len(mats[0][i]))]
-        for i in range(len(mats[0]))
-    ]
-
-
 def _share(value: float | None, figure: float | None) -> float | None:
     return value / figure if value is not None and figure else None
 
 
 def _copy(s: Silicon, runs: list[RunResult], hardware: Hardware) -> None:
-    hw_gpus = hardware.gpus
     datas = [r.data for r in runs]
-    n = min(len(d.extra("per_gpu") or []) for d in datas)
+    values = copy_values(runs)
     s.names = s.names or (datas[0].extra("names") or [])
-    for i in range(n):
-        cell = {
-            k: _median([d.extra("per_gpu")[i].get(k) for d in datas])
-            for k in ("h2d_gbps", "d2h_gbps", "local_gbps")
-        }
+    gpus = hardware_of(runs, hardware, len(values))
+    for i, per_run in enumerate(values):
+        cell = {k: _median(per_run[k]) for k in COPY_KEYS}
         name = s.names[i] if i < len(s.names) else None
         spec = spec_for(name)
-        pcie = (hw_gpus[i].pcie if i < len(hw_gpus) else None) or Pcie()
+        pcie = (gpus[i].pcie if gpus[i] else None) or Pcie()
         link = pcie_gbs(pcie.gen_current, pcie.width_current)
         hbm = spec.hbm_gbs if spec and spec.hbm_gbs else None
         traffic = 2 * cell["local_gbps"] if cell["local_gbps"] is not None else None
@@ -104,9 +86,9 @@ def _copy(s: Silicon, runs: list[RunResult], hardware: Hardware) -> None:
     pairs = [d.extra("pairs") for d in datas if d.extra("pairs")]
     for key in MATRICES:
         title = matrix.TITLES[key]
-        mats = [p[key] for p in pairs if p.get(key)]
-        if mats:
-            m = _cellwise(mats)
+        cells = pair_values(runs, key)
+        if cells:
+            m = [[_median(c) for c in row] for row in cells]
             s.matrices.append(
                 {"key": key, "title": title, "matrix": m, "text": matrix.render(title, m)}
             )
@@ -126,16 +108,11 @@ def _copy(s: Silicon, runs: list[RunResult], hardware: Hardware) -> None:
 def _matmul(s: Silicon, runs: list[RunResult]) -> None:
     datas = [r.data for r in runs]
     s.names = s.names or (datas[0].extra("gpus") or [])
-    for dtype in datas[0].extra("dtypes") or {}:
+    for c in ceilings(runs):
+        dtype = c.dtype
         found = [d.extra("dtypes")[dtype] for d in datas if dtype in (d.extra("dtypes") or {})]
-        together = [
-            _median([f["together"][i]["tflops"] for f in found])
-            for i in range(len(found[0]["together"]))
-        ]
-        alone = [
-            _median([f["alone"][i]["tflops"] for f in found if f.get("alone")])
-            for i in range(len(found[0].get("alone") or []))
-        ]
+        together = [_median(v) for v in c.together]
+        alone = [_median(v) for v in c.alone]
         median = _median(together)
         name = s.names[0] if s.names else None
         peak = peak_flops(name, dtype)
@@ -234,7 +211,7 @@ def _hbm(s: Silicon, b: Benchmark) -> list[str]:
 
 def silicon(benches: list[Benchmark], hardware: Hardware) -> Silicon | None:
     """The section's facts, or None when the bundle measured no silicon."""
-    copy, mm = _ok(benches, "copy"), _ok(benches, "matmul")
+    copy, mm = silicon_runs(benches, "copy"), silicon_runs(benches, "matmul")
     if not copy and not mm:
         return None
     s = Silicon()

@@ -26,6 +26,7 @@ from typing import Any
 from kit.bundle import default_bundle_dir
 from kit.errors import InputError
 from kit.recipe import Recipe
+from kit.recipe import gpus as recipe_gpus
 from kit.run.plan import RunSpec, plan
 from kit.runtime.base import check_batch_options
 from kit.runtime.launch import MOUNT, Rendezvous, torchrun
@@ -153,7 +154,11 @@ def make_job(recipe: Recipe, opts: K8sOptions, token: str | None = None) -> K8sJ
     if section and section.nccl_socket_ifname:
         env.setdefault("NCCL_SOCKET_IFNAME", section.nccl_socket_ifname)
         env.setdefault("GLOO_SOCKET_IFNAME", section.nccl_socket_ifname)
-    per_node = opts.gpus_per_node or (section.gpus_per_node if section else None) or recipe.gpus
+    named = opts.gpus_per_node or (section.gpus_per_node if section else None)
+    recipe = recipe_gpus.resolve(  # the driver cannot count the nodes' GPUs: the count is named
+        recipe, named, "Kubernetes pods' GPUs are not counted from here; name --gpus-per-node"
+    )
+    per_node = named or recipe_gpus.counted(recipe)
     return K8sJob(
         recipe=recipe,
         runs=plan(recipe, opts.device, smoke, repeats, per_node),

@@ -31,6 +31,7 @@ from typing import Any
 from kit.bundle import default_bundle_dir
 from kit.errors import InputError
 from kit.recipe import Recipe
+from kit.recipe import gpus as recipe_gpus
 from kit.run.plan import RunSpec, plan
 from kit.runtime.apptainer import sif_file
 from kit.runtime.base import check_batch_options, check_no_control
@@ -129,7 +130,11 @@ def make_job(recipe: Recipe, opts: SlurmOptions) -> Job:
     repeats = opts.repeats or (min(recipe.repeats, 2) if smoke else None)
     section = recipe.nodes
     nodes = opts.nodes or (len(section.hosts) if section else 1)
-    per_node = opts.gpus_per_node or (section.gpus_per_node if section else None) or recipe.gpus
+    named = opts.gpus_per_node or (section.gpus_per_node if section else None)
+    recipe = recipe_gpus.resolve(  # the driver cannot count the nodes' GPUs: the count is named
+        recipe, named, "a Slurm job cannot count the nodes' GPUs from here; name --gpus-per-node"
+    )
+    per_node = named or recipe_gpus.counted(recipe)
     env = dict(section.env) if section else {}
     if section and section.nccl_socket_ifname:
         env.setdefault("NCCL_SOCKET_IFNAME", section.nccl_socket_ifname)

@@ -18,7 +18,8 @@ directions added, nvbandwidth's Total), median of {{ a.params.pair_samples }} sa
 {{ a.params.latency_copies }} back-to-back ones; staged: the same pairs through pinned host memory in
 4 MiB double-buffered chunks (the path a copy takes with peer access off), host clock. Every copy
 is checked (wrong elements). The headline is the weakest GPU's figure: a slow slot or a
-throttled part shows there. On the CPU: host memory copies only."""
+throttled part shows there. On the CPU: host memory copies only, each rank in turn at the
+full size (a rank stands where a GPU would)."""
 
 SPEC = WorkloadSpec(
     kind="copy_bandwidth",

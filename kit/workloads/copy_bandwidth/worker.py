@@ -327,31 +327,53 @@ def _measure_cuda(ctx: Context, p: CopyBandwidthParams, n: int) -> dict[str, Any
     return {"per_gpu": per_gpu, "plateau": plateau, "pairs": pairs}
 
 
-def _measure_cpu(ctx: Context, p: CopyBandwidthParams) -> dict[str, Any]:
-    """The CPU analogue: host memory copies (torch's copy_, its threads), the host's clock."""
+def _host_copy(ctx: Context, p: CopyBandwidthParams, mib: int) -> dict[str, Any]:
+    """One host memory copy size (torch's copy_, its threads), timed by the host clock."""
+    src = _pattern(mib * MIB, "cpu")
+    dst = torch.empty_like(src)
+    loop = plateau_loop(mib, p.loop_count) if mib < p.size_mib else p.loop_count
+    runs = []
+    for _ in range(p.samples):
+        seconds = elapsed(ctx, lambda dst=dst, src=src: dst.copy_(src), loop)
+        runs.append(mib * MIB * loop / seconds / 1e9)
+    return {
+        "device": "cpu",
+        "rank": ctx.rank,
+        "mib": mib,
+        "h2d_gbps": None,
+        "d2h_gbps": None,
+        "local_gbps": statistics.median(runs),
+        "samples": {"local": runs},
+        "wrong": _wrong(dst, src),
+    }
+
+
+def _measure_cpu(
+    ctx: Context, p: CopyBandwidthParams, host: dist.ProcessGroup | None
+) -> dict[str, Any]:
+    """The CPU analogue: host memory copies. Rank 0 sweeps the plateau; then every rank in
+    turn (the others wait on the host barrier) copies at size_mib, so each rank has its row
+    as each GPU has one on a GPU machine (rank 0's is the sweep's last size)."""
     plateau = []
-    for mib in p.plateau_sizes():
-        src = _pattern(mib * MIB, "cpu")
-        dst = torch.empty_like(src)
-        loop = plateau_loop(mib, p.loop_count) if mib < p.size_mib else p.loop_count
-        runs = []
-        for _ in range(p.samples):
-            seconds = elapsed(ctx, lambda dst=dst, src=src: dst.copy_(src), loop)
-            runs.append(mib * MIB * loop / seconds / 1e9)
-        plateau.append(
-            {
-                "device": "cpu",
-                "mib": mib,
-                "h2d_gbps": None,
-                "d2h_gbps": None,
-                "local_gbps": statistics.median(runs),
-                "samples": {"local": runs},
-                "wrong": _wrong(dst, src),
-            }
-        )
-        ctx.log(f"host copy {mib:>5d} MiB: {plateau[-1]['local_gbps']:.2f} GB/s")
+    if ctx.rank == 0:
+        for mib in p.plateau_sizes():
+            plateau.append(_host_copy(ctx, p, mib))
+            ctx.log(f"host copy {mib:>5d} MiB: {plateau[-1]['local_gbps']:.2f} GB/s")
+    mine = plateau[-1] if plateau else None
+    for turn in range(1, ctx.world_size):
+        dist.barrier(group=host)
+        if ctx.rank == turn:
+            mine = _host_copy(ctx, p, p.size_mib)
+        dist.barrier(group=host)
+    rows = [mine]
+    if host is not None:
+        rows = [None] * ctx.world_size
+        dist.all_gather_object(rows, mine, group=host)
+        rows[ctx.rank] = mine  # this rank's own row: the plateau's last size on rank 0
+    for i, row in enumerate(rows[1:], start=1):
+        ctx.log(f"host copy {p.size_mib:>5d} MiB, rank {i}: {row['local_gbps']:.2f} GB/s")
     ctx.notes.append("CPU: host memory copies only (no host link, no GPU pairs)")
-    return {"per_gpu": [plateau[-1]], "plateau": plateau, "pairs": None}
+    return {"per_gpu": rows, "plateau": plateau, "pairs": None}
 
 
 def summarize(found: dict[str, Any]) -> dict[str, Any]:
@@ -384,12 +406,11 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     p = CopyBandwidthParams(**params)
     host = dist.new_group(backend="gloo") if ctx.world_size > 1 else None
     outcome: dict[str, Any] = {"metrics": {}, "data": {}}
+    if not ctx.is_cuda:
+        found = _measure_cpu(ctx, p, host)  # every rank takes a turn
+    elif ctx.rank == 0:
+        found = _measure_cuda(ctx, p, min(torch.cuda.device_count(), ctx.world_size))
     if ctx.rank == 0:
-        if ctx.is_cuda:
-            n = min(torch.cuda.device_count(), ctx.world_size)
-            found = _measure_cuda(ctx, p, n)
-        else:
-            found = _measure_cpu(ctx, p)
         data = {"params": asdict(p), "gpus": len(found["per_gpu"]), **found}
         if ctx.is_cuda:
             data["names"] = [torch.cuda.get_device_name(d) for d in range(len(found["per_gpu"]))]
