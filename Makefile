@@ -23,7 +23,7 @@ run: $(VENV)/.installed
 	$(VENV)/bin/kit reproduce $(RECIPE) $(ARGS)
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -n $(JOBS) $(ARGS)
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup --durations=30 $(ARGS)
 
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -n $(JOBS) -m "not slow" tests/unit $(ARGS)

@@ -45,6 +45,10 @@ PRELOAD = (
     "kit.refs.store",
     "kit.runtime.registry",
     "kit.inventory.cli",
+    "kit.report.plots",
+    "kit.report.pdf",
+    "weasyprint",  # the PDF's 1 s of imports, once (a test that hides it gets its own zygote)
+    "matplotlib.figure",
 )
 """What most commands import; a module that fails to import here is imported by its command."""
 

@@ -29,7 +29,8 @@ from kit.workloads.copy_bandwidth.worker import summarize
 from kit.workloads.matmul_ceiling.worker import outliers
 from tests.conftest import ROOT, needs_pdf, run_kit
 
-pytestmark = pytest.mark.slow
+# one worker makes the module's bundle and runs every test of it (make test: --dist loadgroup)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("acceptance_cpu")]
 
 
 @pytest.fixture(scope="module")

@@ -206,7 +206,14 @@ def test_export_and_load_round_trip(client, base_image, tmp_path):
 # --- runs in containers -----------------------------------------------------------------------
 
 
-def _recipe(tmp_path: Path, iters: int = 3, timeout_s: float = 300, trials: int = 1) -> Path:
+def _recipe(
+    tmp_path: Path,
+    iters: int = 3,
+    timeout_s: float = 300,
+    trials: int = 1,
+    variants: str = "[p2p, no-p2p]",
+) -> Path:
+    """Both variants where a test follows the runs; one where only the environment is tested."""
     path = tmp_path / "recipe.yaml"
     path.write_text(
         f"""kit: 1
@@ -216,7 +223,7 @@ environment: cpu
 gpus: 2
 repeats: 1
 timeout_s: {timeout_s}
-variants: [p2p, no-p2p]
+variants: {variants}
 benchmarks:
   - kind: allreduce
     params: {{min_bytes: 8, max_bytes: 4096, factor: 8, iters: {iters}, warmup_iters: 1, trials: {trials}}}
@@ -315,15 +322,15 @@ def test_timeout_stops_and_removes_the_container(
     client, cpu_image, base_image, daemon_state, tmp_path
 ):
     out = tmp_path / "bundle"
-    recipe = _recipe(tmp_path, iters=10**6, trials=10**4, timeout_s=8)
+    recipe = _recipe(tmp_path, iters=10**6, trials=10**4, timeout_s=8, variants="[p2p]")
     t0 = time.monotonic()
     proc = subprocess.run(_reproduce(recipe, out, base_image), capture_output=True, text=True,
                           env=_env(), timeout=300)  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-2000:]
     results = json.loads((out / "results.json").read_text())
-    assert [r["status"] for r in results["runs"]] == ["timeout", "timeout"]
+    assert [r["status"] for r in results["runs"]] == ["timeout"]
     assert results["status"] == "failed"  # every attempt timed out: nothing measured
-    assert time.monotonic() - t0 < 120  # two 8 s timeouts, a 10 s grace each, start-up
+    assert time.monotonic() - t0 < 90  # an 8 s timeout, a 10 s grace, start-up
     _assert_nothing_left(client, daemon_state)
 
 
@@ -515,7 +522,8 @@ def test_rerun_from_an_exported_archive(client, cpu_image, daemon_state, tmp_pat
                             capture_output=True, text=True, env=_env())  # fmt: skip
     assert export.returncode == 0, export.stderr
     out = tmp_path / "bundle"
-    cmd = [PY, "-m", "kit.cli", "reproduce", str(_recipe(tmp_path)), "--device", "cpu", "--smoke",
+    recipe = _recipe(tmp_path, variants="[p2p]")
+    cmd = [PY, "-m", "kit.cli", "reproduce", str(recipe), "--device", "cpu", "--smoke",
            "--repeats", "1", "--runtime", "docker", "--env", "cpu", "--image-archive",
            str(archive), "--out", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=300)
@@ -526,7 +534,7 @@ def test_rerun_from_an_exported_archive(client, cpu_image, daemon_state, tmp_pat
     assert env["lock_sha256"] == cpu_image.lock_sha256
     assert env["dockerfile_sha256"] == cpu_image.dockerfile_sha256
     runs = json.loads((out / "results.json").read_text())["runs"]
-    assert [r["status"] for r in runs] == ["ok", "ok"]
+    assert [r["status"] for r in runs] == ["ok"]
     # rerun the bundle from the same archive: loaded, never built, no environment difference
     again = tmp_path / "rerun"
     cmd = [PY, "-m", "kit.cli", "reproduce", str(out), "--image-archive", str(archive),

@@ -147,7 +147,8 @@ def test_environment_on_an_existing_image(client, cpu_image, daemon_state, tmp_p
     """ngc-pytorch (packages: image) FROM the cpu image: no lock, no wheels; the versions are read
     inside; its base is identified by its layers; a rerun rebuilds it and says it matches."""
     out = tmp_path / "bundle"
-    cmd = [PY, "-m", "kit.cli", "reproduce", str(_recipe(tmp_path)), "--device", "cpu", "--smoke",
+    recipe = _recipe(tmp_path, variants="[p2p]")  # the environment is tested, not the variants
+    cmd = [PY, "-m", "kit.cli", "reproduce", str(recipe), "--device", "cpu", "--smoke",
            "--runtime", "docker", "--env", "ngc-pytorch", "--base-image", cpu_image.tag,
            "--out", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600)
@@ -160,7 +161,7 @@ def test_environment_on_an_existing_image(client, cpu_image, daemon_state, tmp_p
     assert re.fullmatch(r"[0-9a-f]{64}", env["base_image_content"])
     assert env["container"]["torch"] == "2.13.0+cpu"
     results = json.loads((out / "results.json").read_text())
-    assert [r["status"] for r in results["runs"]] == ["ok", "ok"]
+    assert [r["status"] for r in results["runs"]] == ["ok"]
     # the runs wrote nothing into their run folders but what the manifest lists
     verify = subprocess.run([PY, "-m", "kit.cli", "verify", str(out)], capture_output=True,
                             text=True, env=_env())  # fmt: skip

@@ -20,7 +20,8 @@ from pypdf import PdfReader
 
 from tests.conftest import ROOT, run_kit
 
-pytestmark = pytest.mark.slow
+# one worker makes the module's bundle and runs every test of it (make test: --dist loadgroup)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("llm_decode_cpu")]
 
 SMOKE_BATCHES = [1, 2, 4]  # recipes/llm_decode.yaml's smoke batch_sizes
 

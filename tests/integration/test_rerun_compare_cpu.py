@@ -16,7 +16,8 @@ from kit.model import load_bundle
 from kit.report.machines import short_hardware
 from tests.conftest import needs_pdf, run_kit
 
-pytestmark = pytest.mark.slow
+# one worker makes the module's bundle and runs every test of it (make test: --dist loadgroup)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rerun_compare_cpu")]
 
 RECIPE = """\
 kit: 1
