@@ -72,10 +72,15 @@ def allreduce_table(
 
 def training_table(bundles: list[str]) -> None:
     print("\n### Training workloads (median over repeats; each interval says what it is)\n")
-    print("| bundle | benchmark | variant | metric | median | interval | n | P2P effect (paired) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| bundle | runtime | date | benchmark | variant | metric | median | interval | n | P2P effect (paired) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in bundles:
         results = json.loads((EXAMPLES / name / "results.json").read_text())
+        pinned, how = load_bundle(EXAMPLES / name).environment.pin()  # the report's one rule
+        where = f"{results.get('runtime', 'host')}, {'pinned' if pinned else how or 'not pinned'}"
+        date = results["created_at"][:10]
         benches = sorted({r["benchmark"] for r in results["runs"]})
         for bench in benches:
             by_variant: dict[str, list[float]] = {}
@@ -90,7 +95,7 @@ def training_table(bundles: list[str]) -> None:
                 effect = paired_ratio(by_variant["p2p"], by_variant["no-p2p"]).sentence()
             for variant, values in by_variant.items():
                 s = summarize(values)
-                print(f"| {name} | {bench} | {variant} | throughput ({unit}) | {s.median:,.1f} | "
+                print(f"| {name} | {where} | {date} | {bench} | {variant} | throughput ({unit}) | {s.median:,.1f} | "
                       f"{s.ci_low:,.1f} to {s.ci_high:,.1f} ({s.label}) | {s.n} | {effect if variant == 'p2p' else ''} |")  # fmt: skip
 
 
@@ -128,8 +133,12 @@ if __name__ == "__main__":
     allreduce_table("h200x2-allreduce-timing", "2026-11-21-h200x2", 2, bench="graph")
     allreduce_table("allreduce-h200x2-first", "2026-11-21-h200x2", 2, ref="nccl-tests-threads")
     allreduce_table("h200x4-allreduce", "2026-11-21-h200x4", 4)
-    training = ["h200x2-gpt2-ddp", "h200x2-fsdp-llama", "h200x2-resnet-ddp", "h200x4-fsdp-llama"]
+    # the kit's Docker container first (2026-11-28), then the host runtime (2026-11-21: history)
+    training = ["h200x2-gpt2-ddp-container", "h200x2-fsdp-llama-container",
+                "h200x2-gpt2-ddp-host-20261128",
+                "h200x2-gpt2-ddp", "h200x2-fsdp-llama", "h200x2-resnet-ddp", "h200x4-fsdp-llama"]  # fmt: skip
     training_table(training)
-    mfu_table(["h200x2-fsdp-llama", "h200x2-fsdp-llama-tuned", "h200x4-fsdp-llama"])
+    mfu_table(["h200x2-fsdp-llama-container", "h200x2-fsdp-llama", "h200x2-fsdp-llama-tuned",
+               "h200x4-fsdp-llama"])  # fmt: skip
     overhead_table(["h200x2-allreduce", "h200x2-gpt2-ddp", "h200x2-fsdp-llama", "h200x2-resnet-ddp",
                     "h200x4-allreduce", "h200x4-fsdp-llama"])  # fmt: skip
