@@ -143,6 +143,10 @@ def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
                     "unit": row.unit.replace("/s", ""),
                 }
             )
+        for x in lines:  # a cost ratio is a direction too: none from a screening (issue 48)
+            if x.get("cost") and x.get("base_cost"):
+                r = x["cost"] / x["base_cost"]
+                x["cost_ratio"], x["cost_apart"] = (None, apart(r)) if x["screening"] else (r, None)
         factors = [x["factor"] for x in lines if x["factor"]]
         gmean = math.exp(sum(math.log(f) for f in factors) / len(factors)) if factors else None
         one = same_machine(m.hardware, machines[base].hardware)

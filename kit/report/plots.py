@@ -411,5 +411,7 @@ def telemetry(series: list[dict[str, Any]], title: str, salt: str) -> str | None
         axes[0].legend(
             loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False, ncol=4, borderaxespad=0.1
         )
-        axes[-1].set_xlabel("seconds since the run's telemetry started (every run, every GPU)")
+        axes[-1].set_xlabel(
+            "seconds since the run's telemetry started (every run, every GPU it drove)"
+        )
         return to_svg(fig, salt)

@@ -271,7 +271,7 @@ def bench_view(
     svg = plots.telemetry(series, f"{bench.label}: GPU telemetry", f"{salt}-telemetry")
     view.add(
         "telemetry",
-        f"{bench.label}: NVML telemetry during every finished run, every GPU; "
+        f"{bench.label}: NVML telemetry during every finished run, every GPU it drove; "
         + (
             "the shaded spans between dashed lines are each run's timed window (where "
             "the figures are measured), the rest is start-up and warm-up"

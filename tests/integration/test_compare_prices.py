@@ -46,7 +46,26 @@ def test_each_machine_at_its_own_price(tmp_path):
     # the column's words, "vendor-x" wrapped at its hyphen or not (the screening words of issue
     # 48 widen the cell beside it)
     assert re.search(r"cost per 1M units, vendor- ?x", text)
-    assert "the baseline's cost per 1M tokens" in text
+    # 3 runs against 2: a screening, so the costs stand without a direction (issue 48)
+    assert line["screening"] and line["cost_ratio"] is None
+    r = line["cost"] / line["base_cost"]
+    assert line["cost_apart"] == pytest.approx(max(r, 1 / r))
+    assert "the baseline's cost per 1M" not in text
+    assert f"screening: {line['cost_apart']:.2f}x apart, no direction" in text
+
+
+def test_a_cost_ratio_with_three_runs_a_side_has_its_direction(tmp_path):
+    out = tmp_path / "cmp"
+    container = EXAMPLES / "h200x2-fsdp-llama-container"
+    proc = run_kit("compare", str(LLAMA2), str(container), "--price", "1=2.90USD",
+                   "--price", "2=3.50USD", "--out", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((out / "compare.json").read_text())
+    (line,) = [x for x in data["choice"]["machines"][0]["lines"] if x["variant"] == "p2p"]
+    assert not line["screening"] and line["cost_apart"] is None
+    assert line["cost_ratio"] == pytest.approx(line["cost"] / line["base_cost"])
+    text = first_page(out / "compare.pdf")
+    assert f"{line['cost_ratio']:.2f}x the baseline's cost per 1M tokens" in text
 
 
 @pytest.mark.parametrize(

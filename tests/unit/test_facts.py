@@ -190,3 +190,18 @@ def test_the_gpus_a_run_recorded_are_the_ones_it_used():
     second = run.telemetry.gpus[1]["uuid"]
     run.data.energy_counter = {"gpus": [{"rank": 0, "uuid": "GPU-idle-0"}, {"uuid": second}]}
     assert [g["index"] for g in used_gpus(run)] == [1, 2]
+
+
+def test_the_telemetry_plot_draws_the_gpus_the_runs_drove_only():
+    """Issue 48: the telemetry figure drew the box's idle GPUs beside the two that ran (flat
+    75 W lines under the 700 W ones); it follows the power line's rule (used_gpus)."""
+    results, hw = load(LLAMA)
+    recipe = load_bundle(LLAMA).recipe
+    on_box = results.model_copy(update={"runs": [_idle_beside(r, hw)[0] for r in results.runs]})
+    drawn = {
+        label: analysis.telemetry_series(analysis.build_benchmarks(res, recipe)[0])
+        for label, res in (("alone", results), ("box", on_box))
+    }
+    assert drawn["box"] and len(drawn["box"]) == len(drawn["alone"])
+    assert {s["gpu"] for s in drawn["box"]} == {0, 1}
+    assert all(min(s["samples"]["power_w"]) != 75.0 for s in drawn["box"])

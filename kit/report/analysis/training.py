@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from kit.facts.window import timed_window
+from kit.facts.window import timed_window, used_gpus
 from kit.model import RunResult
 from kit.report.analysis.model import Benchmark
 
@@ -82,8 +82,10 @@ def drifting(bench: Benchmark) -> list[str]:
 
 
 def telemetry_series(bench: Benchmark) -> list[dict[str, Any]]:
-    """Telemetry samples of every finished run that has them, per GPU, with the run's timed
-    window on the telemetry clock ((start, end) s, or None where it cannot be placed)."""
+    """Telemetry samples of every finished run that has them, per GPU the run drove (an idle
+    GPU of the box beside them is not drawn: kit.facts.window.used_gpus, the power line's
+    rule), with the run's timed window on the telemetry clock ((start, end) s, or None where it
+    cannot be placed)."""
     out = []
     for v in bench.variants:
         for r in v.ok:
@@ -91,7 +93,7 @@ def telemetry_series(bench: Benchmark) -> list[dict[str, Any]]:
             if tel is None or not tel.available:
                 continue
             w = timed_window(r)
-            for g in tel.gpus:
+            for g in used_gpus(r):
                 s = g.get("samples") or {}
                 if s.get("t_s"):
                     out.append(
