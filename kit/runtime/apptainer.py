@@ -24,6 +24,7 @@ from kit.errors import InputError, KitError
 from kit.model.environment import axes_record
 from kit.runtime.base import RuntimeRequest
 from kit.runtime.containers.process import Apptainer
+from kit.runtime.images import software
 from kit.runtime.local import LocalRuntime
 from kit.terminal import console
 
@@ -36,13 +37,19 @@ def missing() -> str | None:
     return None if shutil.which("apptainer") else "`apptainer` is not on PATH"
 
 
-def probe(image: Path, device: str) -> dict[str, Any]:
+def probe(
+    image: Path,
+    device: str,
+    command: tuple[str, ...] = ("-m", "kit.worker.probe"),
+    timeout_s: float = PROBE_TIMEOUT_S,
+) -> dict[str, Any]:
     """The versions inside the SIF, read by `apptainer exec [--nv] SIF python -m kit.worker.probe`
-    with the environment a launch gets (the image's own kit answers, not the host's)."""
+    with the environment a launch gets (the image's own kit answers, not the host's); or what
+    another `python COMMAND` prints last as JSON (the image's inventory)."""
     box = Apptainer(str(image))
-    argv = [*box.prefix(None, device), "python", "-m", "kit.worker.probe"]
+    argv = [*box.prefix(None, device), "python", *command]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
                               env=box.process_env({}, None))  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as e:
         raise KitError(f"probing {image}: {type(e).__name__}: {e}") from e
@@ -104,9 +111,21 @@ class ApptainerRuntime(LocalRuntime):
         out = console(highlight=False, soft_wrap=True)
         out.print(f"kit: Apptainer image {image} (sha256:{digest})", markup=False)
         versions = probe(image, request.device)
-        return cls(image, {
+        made = cls(image, {
             **axes_record(cls.placement, cls.engine), "name": None, "pinned": True,
             "runtime": cls.name, "image": str(image), "image_id": f"sha256:{digest}",
             # what the image holds, as a rerun compares it (kit.envdiff): another SIF matters
             "content_hash": digest, "kit_version": kit.__version__, "container": versions,
         })  # fmt: skip
+        # what the SIF holds (software.json), made once per SIF content: a rerun names what differs
+        scan = ("-c", software.SOURCE)
+        try:
+            made.software, cached = software.made(
+                str(image),
+                f"sha256:{digest}",
+                lambda: probe(image, request.device, scan, software.WAIT_S),
+            )
+            out.print(f"kit: {software.line(made.software, cached)}", markup=False)
+        except KitError as exc:  # the runs do not need it: said, and the bundle has none
+            out.print(f"kit: no image inventory: {exc}", markup=False)
+        return made

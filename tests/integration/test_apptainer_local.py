@@ -65,6 +65,8 @@ def seen(text):
     return text
 
 command = [seen(a) for a in args[i + 1:]]
+if os.path.basename(args[i]) == "unlisted.sif" and command[1:2] == ["-c"]:
+    sys.exit("stand-in apptainer: this image cannot run the scan")
 env = {{k: seen(v) for k, v in os.environ.items()}}
 if "PYTHONPATH" in env:
     sys.exit("stand-in apptainer: the host's PYTHONPATH reached the container")
@@ -96,7 +98,8 @@ def calls_of(path: Path) -> list[list[str]]:
 def test_a_recipe_runs_in_the_sif_and_the_bundle_says_so(tmp_path, stand_in):
     env, calls = stand_in
     sif = tmp_path / "kit-cpu.sif"
-    sif.write_bytes(b"stand-in SIF: any bytes; the kit records their sha256\n")
+    # any bytes, the kit records their sha256; this test's own (the inventory cache is shared)
+    sif.write_bytes(f"stand-in SIF of {tmp_path}\n".encode())
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(RECIPE)
     out = tmp_path / "bundle"
@@ -113,8 +116,13 @@ def test_a_recipe_runs_in_the_sif_and_the_bundle_says_so(tmp_path, stand_in):
     assert results["runtime"] == "apptainer" and results["pinned"] is True
     (run,) = results["runs"]
     assert run["status"] == "ok" and run["world_size"] == 2
-    probe, launch = calls_of(calls)
+    probe, scan, launch = calls_of(calls)
     assert probe == ["exec", str(sif.resolve()), "python", "-m", "kit.worker.probe"]
+    # the SIF's inventory (issue 49): kit.shared.imagescan run inside it, once per SIF content
+    assert scan[:4] == ["exec", str(sif.resolve()), "python", "-c"]
+    software = json.loads((out / "software.json").read_text())
+    assert software["image_id"] == fp["image_id"] and software["distributions"]
+    assert "image inventory:" in proc.stderr and "made in" in proc.stderr
     run_dir = out / "runs" / run["run_id"]
     assert launch == ["exec", "--bind", f"{run_dir.resolve()}:/kit/run", "--pwd", "/kit/run",
                       str(sif.resolve()), "torchrun", "--standalone", "--nproc-per-node=2", "-m",
@@ -133,16 +141,30 @@ def test_a_recipe_runs_in_the_sif_and_the_bundle_says_so(tmp_path, stand_in):
     rerun = json.loads((again / "environment.json").read_text())
     assert (rerun["engine"], rerun["image_id"]) == ("apptainer", fp["image_id"])
     assert json.loads((again / "results.json").read_text())["environment_diff"] in (None, [])
-    assert len(calls_of(calls)) == 4  # a probe and a launch again
+    assert "image inventory:" in proc.stderr and "(cached)" in proc.stderr
+    assert (again / "software.json").read_bytes() == (out / "software.json").read_bytes()
+    assert len(calls_of(calls)) == 5  # a probe and a launch again: the inventory was cached
 
-    # another SIF is another environment: --strict-env refuses before any run
-    other = tmp_path / "other.sif"
-    other.write_bytes(b"another image\n")
-    proc = run_kit("reproduce", str(out), "--apptainer", str(other), "--strict-env",
-                   "--out", str(tmp_path / "other"), env=env)  # fmt: skip
+    # another SIF whose inventory cannot be made: only its hash is known, and it differs, so
+    # --strict-env refuses before any run
+    unlisted = tmp_path / "unlisted.sif"
+    unlisted.write_bytes(f"an image of {tmp_path} that cannot be scanned\n".encode())
+    proc = run_kit("reproduce", str(out), "--apptainer", str(unlisted), "--strict-env",
+                   "--out", str(tmp_path / "unlisted"), env=env)  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert "--strict-env: the environment differs" in proc.stderr and "content_hash" in proc.stderr
-    assert len(calls_of(calls)) == 5 and not (tmp_path / "other").exists()  # the probe only
+    assert not (tmp_path / "unlisted").exists()
+    assert [c[3:5] for c in calls_of(calls)[5:]] == [["-m", "kit.worker.probe"], ["-c", scan[4]]]
+
+    # another SIF that holds what this one holds (the stand-in runs every SIF on this machine):
+    # its hash is a note that cannot change a number, the contents match, and it runs
+    other = tmp_path / "other.sif"
+    other.write_bytes(f"another image of {tmp_path}\n".encode())
+    proc = run_kit("reproduce", str(out), "--apptainer", str(other), "--strict-env",
+                   "--out", str(tmp_path / "other"), env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "content_hash" in proc.stderr and "(cannot change a number)" in proc.stderr
+    assert "The environment matches: nothing the runs loaded differs" in proc.stderr
 
 
 def test_without_apptainer_on_path_one_line_names_it(tmp_path):

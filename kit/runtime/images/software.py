@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,11 +60,23 @@ def inventory(
 ) -> tuple[dict[str, Any], bool]:
     """software.json of the image `tag` (whose id is `image_id`) and whether it came from the
     cache. A scan that fails is a KitError the caller reports (the runs do not need it)."""
+
+    def scan() -> dict[str, Any]:
+        return probe(tag, client, engine=engine, command=["python", "-c", SOURCE], wait_s=WAIT_S)
+
+    return made(tag, image_id, scan)
+
+
+def made(
+    tag: str, image_id: str, scan: Callable[[], dict[str, Any]]
+) -> tuple[dict[str, Any], bool]:
+    """The inventory of `image_id` from the cache, else `scan()` (kit.shared.imagescan's output,
+    read inside the image by the engine that runs it), validated and cached."""
     known = cached(image_id)
     if known is not None:
         return {**known, "image_tag": tag}, True
     t0 = time.perf_counter()
-    data = probe(tag, client, engine=engine, command=["python", "-c", SOURCE], wait_s=WAIT_S)
+    data = scan()
     data = {
         "schema": SOFTWARE_SCHEMA,
         "image_id": image_id,
