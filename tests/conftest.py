@@ -129,8 +129,10 @@ def _weasyprint_missing() -> str | None:
 
 
 _NO_PDF = _weasyprint_missing()
-# the tests that read a PDF the kit wrote
-needs_pdf = pytest.mark.skipif(_NO_PDF is not None, reason=_NO_PDF or "")
+needs_pdf = pytest.mark.pdf
+"""A test that reads a PDF the kit wrote (or times its making): the kit makes PDFs for it, and it
+is skipped, saying why, where WeasyPrint cannot run. Every other test runs with KIT_PDF=0 (the
+page alone: a second or more saved per report); the PDF itself is the marked tests' subject."""
 
 
 @pytest.fixture
@@ -139,11 +141,16 @@ def kit_cmd():
 
 
 @pytest.fixture(autouse=True)
-def own_home_and_tmpdir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+def own_home_and_tmpdir(
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+):
     """Each test its own HOME (the references database, anything a command keeps there) and
     TMPDIR (the kit's launch and build folders, torchrun's), for itself and every process it
     starts: tests run in parallel (pytest-xdist), and a test that counts what is left in TMPDIR or
-    reads the user's references must see only its own."""
+    reads the user's references must see only its own. KIT_PDF=0 unless the test carries
+    needs_pdf: its commands write the HTML pages alone."""
     base = tmp_path_factory.mktemp("own")
     home, tmp = base / "home", base / "tmp"
     home.mkdir()
@@ -151,8 +158,10 @@ def own_home_and_tmpdir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("TMPDIR", str(tmp))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-    for inherited in ("KIT_REFS_DB", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
+    for inherited in ("KIT_REFS_DB", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "KIT_PDF"):
         monkeypatch.delenv(inherited, raising=False)
+    if request.node.get_closest_marker("pdf") is None:
+        monkeypatch.setenv("KIT_PDF", "0")  # no PDF unless the test reads one (needs_pdf)
     return base
 
 
@@ -170,3 +179,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return (tier.get(part, 3), 0 if str(item.fspath) in slow_files else 1)
 
     items.sort(key=key)  # stable: the files' own order within a group
+    if _NO_PDF is not None:
+        for item in items:
+            if item.get_closest_marker("pdf") is not None:
+                item.add_marker(pytest.mark.skip(reason=_NO_PDF))

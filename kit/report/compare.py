@@ -41,6 +41,7 @@ from kit.report.compare_rows import (
     workload_rows,
 )
 from kit.report.machines import Machine, load_machines, parse_labels, pick_baseline
+from kit.report.pdf import pdf_wanted
 from kit.report.render import Figure, jinja_env, write_pdf
 from kit.report.sections import axes_of
 from kit.shared.jsonio import dumps
@@ -195,6 +196,8 @@ def write_comparison(
     outputs.write_text(html_path, html, "--out")
     # strict JSON, as every kit file: no NaN, no Infinity
     outputs.write_text(json_path, dumps(data), "--out")
+    if not pdf_wanted():  # KIT_PDF=0: the page and the data alone, as asked
+        return [html_path, json_path]
     pdf = io.BytesIO()
     write_pdf(html, pdf)
     outputs.write(pdf_path, pdf.getvalue(), "--out")

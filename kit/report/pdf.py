@@ -4,6 +4,7 @@ records what it refused), or one line naming what to install where WeasyPrint ca
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,16 @@ def offline_fetcher() -> Any:
             return super().fetch(url, headers)
 
     return OfflineFetcher()
+
+
+PDF_OFF = ("0", "no", "off", "false")
+
+
+def pdf_wanted() -> bool:
+    """False where KIT_PDF is 0 (or no, off, false): the HTML page alone, said by nobody, since
+    the user asked for it (a GPU server without Pango; a test that reads no PDF). `kit report
+    BUNDLE` makes the PDF later from the same bundle."""
+    return os.environ.get("KIT_PDF", "").strip().lower() not in PDF_OFF
 
 
 class PdfNotWritten(KitError):

@@ -33,7 +33,7 @@ from kit.report.analysis.ordered import as_ordered, gpus_ran, identity
 from kit.report.analysis.same_call import SameCall, same_call
 from kit.report.figure import Figure, silicon_view
 from kit.report.method import method_view
-from kit.report.pdf import PdfNotWritten, write_pdf
+from kit.report.pdf import PdfNotWritten, pdf_wanted, write_pdf
 from kit.report.plot_reference import against_reference, reference_rows
 from kit.report.provenance import rendering
 from kit.report.sections import (
@@ -384,7 +384,7 @@ def render_bundle(
     price_per_gpu_hour: Price | float | None = None,
     acceptance: dict[str, Any] | None = None,
 ) -> Path:
-    """Write report.html and report.pdf into the bundle; returns the HTML's path.
+    """Write report.html and report.pdf (unless KIT_PDF=0) into the bundle; returns the HTML's path.
 
     `price_per_gpu_hour` (kit.facts.price: amount, currency, source) adds the cost of 1M units
     of work to page 1, in that currency; `acceptance` (kit.refs.accept's document) puts its
@@ -394,6 +394,9 @@ def render_bundle(
     ctx["acceptance"] = acceptance
     out = bundle.path / files.REPORT_HTML
     html = render_html(bundle, ctx)
+    if not pdf_wanted():  # KIT_PDF=0: the page alone, as asked
+        write_text(out, html)
+        return out
     buffer = io.BytesIO()
     try:  # both pages made before either is written: the files change together, moments before
         # the caller's manifest (a SIGKILL while the PDF renders leaves the sealed bundle as it was)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kit.run.rerun import load_for_rerun
-from tests.conftest import run_kit
+from tests.conftest import needs_pdf, run_kit
 from tests.hostile.test_hostile_broken_signature import FIXTURE, edited_and_resealed
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen missing")
@@ -34,6 +34,7 @@ def warned(stderr: str, b: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("pdftotext") is None, reason="pdftotext missing")
+@needs_pdf
 def test_compare_reads_it_and_every_page_says_so(tmp_path):
     b = edited_and_resealed(tmp_path)
     proc = run_kit("compare", str(b), str(FIXTURE), "--out", str(tmp_path / "cmp"), FLAG)
@@ -59,6 +60,7 @@ def test_accept_reads_it_as_bundle_and_as_reference(tmp_path):
         warned(proc.stderr, b)
 
 
+@needs_pdf
 def test_report_against_it_says_so_on_the_page(tmp_path):
     b = edited_and_resealed(tmp_path)
     mine = tmp_path / "mine"
@@ -88,6 +90,7 @@ def test_refs_add_never_reads_it(tmp_path):
     assert "theirs" not in run_kit("refs", "list", env=env).stdout
 
 
+@needs_pdf
 def test_a_rerun_of_it_records_so_and_every_page_of_the_new_report_says_so(tmp_path):
     """The new bundle is a sound one, but it reproduces a bundle whose signature did not verify:
     its results.json records the line, and its report carries the banner on every page."""

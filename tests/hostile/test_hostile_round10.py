@@ -15,7 +15,7 @@ import time
 import pytest
 
 from kit.bundle import verify_manifest
-from tests.conftest import ROOT
+from tests.conftest import ROOT, needs_pdf
 
 
 def test_sigterm_while_podman_s_api_is_awaited_is_a_stop_not_a_missing_service(tmp_path):
@@ -78,6 +78,7 @@ def test_a_closed_terminal_ends_the_run_as_sighup_with_its_bundle_sealed(tmp_pat
 
 
 @pytest.mark.parametrize("delay", [1.5, 2.5, 3.5, 5.0])
+@needs_pdf
 def test_a_report_killed_while_it_renders_leaves_the_bundle_verifying(tmp_path, delay):
     """SIGKILL to `kit report` mid-render: the new report.html was renamed in before the PDF was
     made, and the manifest never caught up (the bundle then failed verify). Both pages are now

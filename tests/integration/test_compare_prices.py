@@ -11,7 +11,7 @@ from pypdf import PdfReader
 
 from kit.report.choice import bound_of, datasheets, predicted
 from kit.report.compare import load_machines
-from tests.conftest import ROOT, run_kit
+from tests.conftest import ROOT, needs_pdf, run_kit
 
 EXAMPLES = ROOT / "reports" / "examples"
 LLAMA2, LLAMA4 = EXAMPLES / "h200x2-fsdp-llama", EXAMPLES / "h200x4-fsdp-llama"
@@ -22,6 +22,7 @@ def first_page(pdf) -> str:  # type: ignore[no-untyped-def]
     return " ".join(PdfReader(pdf).pages[0].extract_text().split())
 
 
+@needs_pdf
 def test_each_machine_at_its_own_price(tmp_path):
     out = tmp_path / "cmp"
     proc = run_kit("compare", str(LLAMA2), str(LLAMA4), "--label", "2=vendor-x",
@@ -54,6 +55,7 @@ def test_each_machine_at_its_own_price(tmp_path):
     assert f"screening: {line['cost_apart']:.2f}x apart, no direction" in text
 
 
+@needs_pdf
 def test_a_cost_ratio_with_three_runs_a_side_has_its_direction(tmp_path):
     out = tmp_path / "cmp"
     container = EXAMPLES / "h200x2-fsdp-llama-container"

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from pypdf import PdfReader
 
-from tests.conftest import ROOT, run_kit
+from tests.conftest import ROOT, needs_pdf, run_kit
 
 # one worker makes the module's bundle and runs every test of it (make test: --dist loadgroup)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("llm_decode_cpu")]
@@ -99,6 +99,7 @@ def test_tensor_parallel_gives_the_logits_of_one_rank(bundle):
     assert one["prefill_logits"] != pytest.approx(one["last_logits"], abs=1e-3)
 
 
+@needs_pdf
 def test_the_report_draws_decode_against_batch(bundle):
     text = "\n".join(p.extract_text() for p in PdfReader(bundle / "report.pdf").pages)
     flat = " ".join(text.split())
@@ -128,6 +129,7 @@ def test_the_reference_loop_runs_on_cpu():
     assert all(r["decode_tokens_per_s"] > 0 and len(r["decode_s"]) == 2 for r in record["batches"])
 
 
+@needs_pdf
 def test_the_silicon_section_places_batch_one_reads_against_the_measured_copy(tmp_path):
     """With the copy benchmark in the same bundle, the Silicon section holds the batch-1 reads
     against the device-local copy traffic measured there (on the CPU: host memory both)."""
@@ -173,6 +175,7 @@ def test_tensor_parallel_on_too_few_ranks_fails_its_run_with_one_line(tmp_path):
     assert run["error"] == "ValueError: tp 2 does not divide the 1 ranks of this run"
 
 
+@needs_pdf
 def test_the_device_check_compares_the_kit_with_the_reference_on_cpu(tmp_path):
     """scripts/device/decode_check.py --cpu: the reference and the kit's smoke recipe in one
     call, their per-GPU decode tokens/s side by side per batch size."""
@@ -191,6 +194,7 @@ def test_the_device_check_compares_the_kit_with_the_reference_on_cpu(tmp_path):
     assert (tmp_path / "bundle" / "report.pdf").is_file()
 
 
+@needs_pdf
 def test_a_comparison_holds_decode_against_the_datasheets_memory_bandwidth(bundle, tmp_path):
     """kit compare of two decode bundles: the predicted ratio's bound is HBM bandwidth (on the
     CPU no side has a datasheet figure, and the page says so)."""

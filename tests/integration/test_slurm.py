@@ -21,6 +21,7 @@ from kit.recipe import parse_recipe
 from kit.runtime import registry
 from kit.runtime.slurm.runtime import read_exit_codes, write_bundle
 from kit.runtime.slurm.script import SlurmOptions, check_options, make_job, render_script
+from tests.conftest import needs_pdf
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -265,6 +266,7 @@ def test_collect_of_a_job_that_never_ran_seals_every_run_as_failed(tmp_path):
 
 @pytest.mark.slurm
 @pytest.mark.slow
+@needs_pdf
 def test_real_submission_on_a_one_node_cluster(tmp_path):
     """Real: sbatch, srun, scontrol, torchrun's c10d rendezvous, the worker, collect, report.
     Not real here: the container (the task runs the host's Python, --host-python) and a second

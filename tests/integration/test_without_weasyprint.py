@@ -49,6 +49,7 @@ def without_weasyprint(tmp_path: Path) -> dict[str, str]:
     site.mkdir()
     (site / "sitecustomize.py").write_text(HIDE)
     env = dict(os.environ)
+    env.pop("KIT_PDF", None)  # the kit tries to make the PDF, as it does by default
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(site)])
     env["COLUMNS"] = "400"  # one line per message, whatever rich thinks the width is
     return env
@@ -104,6 +105,26 @@ def test_kit_report_without_weasyprint_says_what_is_missing(tmp_path):
         "works (pip install weasyprint)"
     )
     assert (b / "report.html").is_file() and not (b / "report.pdf").exists()
+
+
+def test_kit_pdf_0_writes_the_pages_alone_and_says_nothing(tmp_path):
+    """KIT_PDF=0 (a GPU server without Pango, or a test that reads no PDF): the HTML page alone,
+    no warning since it was asked for; the bundle verifies; `kit report` makes the PDF later."""
+    b = tmp_path / "b"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke", b)
+    (b / "report.pdf").unlink(missing_ok=True)
+    write_manifest(b)
+    off = {**os.environ, "KIT_PDF": "0"}
+    proc = run_kit("report", str(b), env=off)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    assert (b / "report.html").is_file() and not (b / "report.pdf").exists()
+    assert verify_manifest(b).ok
+    other = ROOT / "tests" / "fixtures" / "bundles" / "decode-cpu-smoke"
+    out = tmp_path / "cmp"
+    proc = run_kit("compare", str(b), str(other), "--out", str(out), env=off)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(out / "compare.html"), str(out / "compare.json")]
+    assert not (out / "compare.pdf").exists()
 
 
 def test_refs_nccl_tests_without_weasyprint_keeps_the_files_and_warns(tmp_path):

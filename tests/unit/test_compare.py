@@ -23,7 +23,7 @@ from kit.report.compare import (
     write_comparison,
 )
 from kit.report.render import machine_line
-from tests.conftest import ROOT, run_kit
+from tests.conftest import ROOT, needs_pdf, run_kit
 
 RECIPE = {"kit": 1, "name": "known", "description": "", "repeats": 5,
           "benchmarks": [{"kind": "allreduce", "name": "ar"}]}  # fmt: skip
@@ -217,6 +217,7 @@ def test_hardware_summary_fallback():
 
 
 @pytest.mark.slow
+@needs_pdf
 def test_html_and_pdf_say_it_on_the_first_page(tmp_path):
     a = make_bundle(tmp_path, "a", A_P2P, A_OFF, host="alpha")
     b = make_bundle(tmp_path, "b", B_P2P, B_OFF, host="beta", torch="2.14.1+cu130")
@@ -268,6 +269,7 @@ def test_no_factor_between_a_smoke_run_and_a_full_one(tmp_path):
     assert mine["geomean"] is None and "nothing to choose on" in mine["sentence"]
 
 
+@needs_pdf
 def test_no_factor_between_a_cpu_bundle_and_a_gpu_bundle(tmp_path):
     """`kit compare` of a CPU bundle and a GPU bundle: both in the tables, no "N x better"."""
     out = tmp_path / "cmp"
