@@ -345,7 +345,7 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         ),
         "ran": ran_lines(benches, smoke),
         "headlines": {b.name: analysis.headline(b) for b in benches},
-        # page 1's per-GPU column, for a headline already per GPU (busbw): says so instead
+        # page 1's per-GPU column, for a headline not divided per GPU (busbw, a bus rate): says why instead
         "already_per_gpu": {
             b.name: catalog.already_per_gpu(analysis.verdict_metric(b)) for b in benches
         },

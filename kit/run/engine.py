@@ -71,7 +71,10 @@ def _headline(result: RunResult) -> str:
     """The run's headline metric for the progress line: the one its workload is judged by."""
     name = headline_metric(result.kind)
     m = result.metrics.get(name)
-    return f"{name} {m.value:.4g} {m.unit}" if m else ""
+    if not m:
+        return ""
+    value = f"{m.value:,.0f}" if abs(m.value) >= 1000 else f"{m.value:.4g}"  # 13,420, not 1.342e+04
+    return f"{name} {value} {m.unit}"
 
 
 _Terminated = stop.Terminated

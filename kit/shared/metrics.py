@@ -127,7 +127,10 @@ class Metric:
 
 
 _FAST = {"better": "faster", "worse": "slower"}
-_BUSBW = "already per GPU: busbw is normalised for the GPU count (nccl-tests' definition)"
+_BUSBW = (
+    "not divided per GPU: busbw is a bus rate (algbw x 2(n-1)/n, nccl-tests' definition), "
+    "comparable across GPU counts as it stands"
+)
 
 CATALOG: dict[str, Metric] = {
     m.name: m

@@ -247,7 +247,7 @@ def test_llama_first_page_is_the_buyers_summary(tmp_path):
     assert "geometric mean" in both and "13,992" in both  # the interval's centre, wrapped
     assert "95% CI 1.33 to 1.38; t-interval, n=3" in first
     assert "micro batch 1" in both and "cost per 1M" not in both
-    assert "already per GPU" not in both  # tokens/s is divided per GPU instead
+    assert "not divided per GPU" not in both  # tokens/s is divided per GPU instead
     # Reproduce stays on one page: its last 3 lines made a near-empty page before the appendix
     (repro,) = [p for p in pages if "Rerun exactly this bundle's recipe" in p]
     assert "The command line that first made this bundle" in repro
@@ -477,16 +477,17 @@ def test_kit_report_against_puts_the_acceptance_verdict_on_page_1(tmp_path):
     first = " ".join(pdf_text(b / "report.pdf").split("\f")[0].split())
     # an 8-GPU NVLS floor does not apply to 2 GPUs with NVLS off: neither pass nor fail
     assert "Acceptance: NOT COMPARABLE against Azure ND H200 v5 acceptance floor" in first
-    # busbw is not divided per GPU: the table says it already is, where that column would be
-    # (the "as ordered" checklist comes first, so the table runs onto page 2)
+    # busbw is not divided per GPU: the table says why, where that column would be (a bus
+    # rate, not a per-GPU one); the "as ordered" checklist comes first, so it runs onto page 2
     two = " ".join(" ".join(pdf_text(b / "report.pdf").split("\f")[:2]).split())
-    assert "already per GPU: busbw is" in two  # the cell wraps in the PDF
+    assert "not divided per GPU: busbw is" in two  # the cell wraps in the PDF
     # page 1 runs over a page here: the intervals' scope sits under the verdict, on page 1
     assert "Every interval on this page covers repeat-to-repeat noise inside this one" in first
     cells = " ".join((b / "report.html").read_text().split())
     assert (
-        '<td class="already" data-label="per GPU"><span class="ci">already per GPU: busbw is '
-        "normalised for the GPU count (nccl-tests&#39; definition)</span></td>"
+        '<td class="already" data-label="per GPU"><span class="ci">not divided per GPU: busbw '
+        "is a bus rate (algbw x 2(n-1)/n, nccl-tests&#39; definition), comparable across GPU "
+        "counts as it stands</span></td>"
     ) in cells
     assert (
         "is no reference for this run: 8 GPUs there, 2 here; NVLink SHARP (NVLS) on there" in first
