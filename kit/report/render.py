@@ -29,7 +29,7 @@ from kit.refs.nccl_tests import SAME_CALL_FLOOR, SAME_CALL_FROM
 from kit.refs.store import standing
 from kit.report import analysis, decode, plots, sections
 from kit.report.analysis.box import judge_box
-from kit.report.analysis.ordered import as_ordered, gpus_ran, identity
+from kit.report.analysis.ordered import as_ordered, gpus_ran, identity, ran_of_box
 from kit.report.analysis.same_call import SameCall, same_call
 from kit.report.figure import Figure, silicon_view
 from kit.report.method import method_view
@@ -358,6 +358,7 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         "as_ordered": as_ordered(hardware, results) if data.hardware is not None else [],
         "box": judge_box(benches, data.hardware, smoke),  # page 1's table, the per-GPU section
         "gpus_ran": gpus_ran(hardware, results),
+        "ran_of_box": ran_of_box(hardware, results),
         "identity": identity(hardware, data.environment, results) if data.hardware else [],
         "hardware": hardware_view(hardware),
         "has_hardware": data.hardware is not None,

@@ -293,3 +293,7 @@ def test_a_training_report_on_a_larger_box_says_which_gpus_ran(tmp_path):
         "speaks for them" in text
     )
     assert "Every GPU of the box" not in html  # no per-GPU checks in a training bundle
+    # the title names the box; right under it, what of it ran (the report review, 13)
+    title = re.search(r'<h1 class="machine">[^<]*</h1>\s*<p class="ran-of-box">(.*?)</p>', html)
+    assert title and "4x NVIDIA H200" in title.group(0)
+    assert re.sub(r"<[^>]+>", "", title.group(1)).startswith("2 of its 4 GPUs ran: the figures")

@@ -191,6 +191,15 @@ def gpus_ran(hardware: Hardware, results: Results) -> str | None:
     )
 
 
+def ran_of_box(hardware: Hardware, results: Results) -> str | None:
+    """The words under the title when the runs left GPUs of the box unmeasured ("2 of its 4
+    GPUs ran"): the title names the machine, and this says what of it the page measured."""
+    found = measured(hardware, results)
+    if found is None or not found[1]:
+        return None
+    return f"{len(found[0])} of its {len(hardware.gpus)} GPUs ran"
+
+
 def every_gpu_ran(hardware: Hardware, results: Results) -> bool:
     found = measured(hardware, results)
     return found is not None and not found[1]
