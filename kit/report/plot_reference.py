@@ -6,9 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from matplotlib.patches import Patch
+
 from kit.report.plots import _figure, to_svg
 
-GOOD, BAD = "#1b7a36", "#9a5b00"
+COLOURS = {"PASS": "#1b7a36", "FAIL": "#b03a2e"}
+UNDECIDED_COLOUR = "#8a8f98"
+"""Each bar in its verdict's colour (the page's words beside it): a bar at 0.94x whose interval
+reaches below the threshold is UNDECIDED, not a failure."""
 
 
 def reference_rows(expectations: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -28,7 +33,8 @@ def reference_rows(expectations: dict[str, list[dict[str, Any]]]) -> list[dict[s
             lo, hi = norm(e.get("low")), norm(e.get("high"))
             rows.append(
                 {
-                    "label": f"{bench} ({e['label']})",
+                    "label": f"{bench} / {e.get('variant', '-')} ({e['label']})",
+                    "verdict": e.get("verdict"),
                     "factor": norm(e["measured"]),
                     "low": min(lo, hi) if lo and hi else None,
                     "high": max(lo, hi) if lo and hi else None,
@@ -46,8 +52,8 @@ def against_reference(rows: list[dict[str, Any]], salt: str) -> str | None:
     fig, ax = _figure(0.5 + 0.38 * len(rows))
     ys = list(range(len(rows)))[::-1]
     for y, r in zip(ys, rows, strict=True):
-        ok = r["low"] is not None and r["low"] >= r["threshold"]
-        ax.barh(y, r["factor"], color=GOOD if ok else BAD, alpha=0.55, height=0.55)
+        colour = COLOURS.get(r.get("verdict") or "", UNDECIDED_COLOUR)
+        ax.barh(y, r["factor"], color=colour, alpha=0.55, height=0.55)
         if r["low"] is not None:
             ax.errorbar(r["factor"], y, xerr=[[r["factor"] - r["low"]], [r["high"] - r["factor"]]],
                         fmt="none", ecolor="#222", capsize=3, lw=1)  # fmt: skip
@@ -61,4 +67,15 @@ def against_reference(rows: list[dict[str, Any]], salt: str) -> str | None:
     top = max(max(r["high"] or r["factor"] for r in rows), 1.0) * 1.15
     ax.set_xlim(0, top)
     ax.set_xlabel("factor of the same-model reference (1 = reference; dotted: its threshold)")
+    shown = dict.fromkeys(r.get("verdict") or "UNDECIDED" for r in rows)
+    handles = [Patch(color=COLOURS.get(v, UNDECIDED_COLOUR), alpha=0.55, label=v) for v in shown]
+    ax.legend(
+        handles=handles,
+        fontsize=7,
+        frameon=False,
+        loc="lower right",
+        ncol=len(handles),
+        bbox_to_anchor=(1.0, 1.0),
+        borderaxespad=0.1,
+    )  # above the bars, never on one
     return to_svg(fig, salt)
