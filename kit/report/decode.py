@@ -67,6 +67,29 @@ def batch_one(bench: Benchmark) -> list[str]:
     return lines
 
 
+def label_places(
+    data: dict[str, dict[int, list[float]]],
+) -> list[tuple[str, int, float, tuple[int, str]]]:
+    """(variant, batch, median, (offset, anchor)) of each value label: at each batch the highest
+    median's label above its point, the next one's below, the rest further up, so curves close
+    together never print one label over another (the report review, 10)."""
+    out = []
+    for b in sorted({b for per in data.values() for b in per}):
+        meds = sorted(
+            ((statistics.median(per[b]), v) for v, per in data.items() if b in per), reverse=True
+        )
+        for rank, (m, v) in enumerate(meds):
+            place = (
+                (4, "bottom")
+                if rank == 0
+                else (-4, "top")
+                if rank == 1
+                else (4 + 9 * rank, "bottom")
+            )
+            out.append((v, b, m, place))
+    return out
+
+
 def decode_plot(data: dict[str, dict[int, list[float]]], title: str, salt: str) -> str | None:
     """Decode tokens/s against batch (log-log), a line per variant, the band min to max."""
     if not data:
@@ -86,9 +109,9 @@ def decode_plot(data: dict[str, dict[int, list[float]]], title: str, salt: str) 
                 alpha=0.2,
                 linewidth=0,
             )
-            for b, m in zip(batches, med, strict=True):
-                ax.annotate(plots.fmt_num(m), (b, m), textcoords="offset points", xytext=(3, 4),
-                            fontsize=7)  # fmt: skip
+        for variant, b, m, (dy, va) in label_places(data):
+            ax.annotate(plots.fmt_num(m), (b, m), textcoords="offset points", xytext=(3, dy),
+                        va=va, fontsize=7, color=col[variant])  # fmt: skip
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         every = sorted({b for per in data.values() for b in per})

@@ -9,11 +9,13 @@ import re
 import shutil
 import statistics
 
+import pytest
 from pypdf import PdfReader
 
 from kit.bundle import Bundle
 from kit.model import load_bundle
 from kit.report import analysis
+from kit.report.analysis.summary import SEQUENCE
 from kit.report.render import render_bundle, render_html
 from tests.conftest import ROOT, needs_pdf
 
@@ -49,6 +51,7 @@ def test_page_1_says_what_ran_and_the_batch_1_figures():
         assert summary.beside == [
             "time per output token at batch 1 (median)",
             "decode throughput at batch 1",
+            SEQUENCE,
         ]
         for vs in summary.variants:
             mine = [r for r in runs if (r.benchmark, r.variant) == (bench.name, vs.variant)]
@@ -58,6 +61,11 @@ def test_page_1_says_what_ran_and_the_batch_1_figures():
             )
             b1 = vs.beside["decode throughput at batch 1"]["median"]
             assert b1 == statistics.median(r.metrics["decode_tokens_per_s_b1"].value for r in mine)
+            # one stream's speed (the report review, 1): DP's batch-1 tokens/s adds streams up
+            one = vs.beside[SEQUENCE]
+            assert one["unit"] == "tokens/s" and one["median"] == pytest.approx(
+                statistics.median(1000 / r.metrics["tpot_median_ms"].value for r in mine)
+            )
 
 
 def test_no_p2p_verdict_for_data_parallel_decode_on_gpus():
@@ -82,3 +90,14 @@ def test_the_pdf_page_1_shows_them(tmp_path):
     assert "parameters not recorded" not in first
     assert "time per output token at batch 1" in first
     assert SILENT in first
+
+
+def test_two_curves_close_together_print_their_labels_apart():
+    """The report review, 10: "208.1" printed over "197.3". At each batch the higher median's
+    label sits above its point and the lower one's below."""
+    from kit.report.decode import label_places
+
+    data = {"p2p": {1: [208.1], 4: [400.0]}, "no-p2p": {1: [197.3], 4: [450.0]}}
+    places = {(v, b): place for v, b, _, place in label_places(data)}
+    assert places[("p2p", 1)] == (4, "bottom") and places[("no-p2p", 1)] == (-4, "top")
+    assert places[("no-p2p", 4)] == (4, "bottom") and places[("p2p", 4)] == (-4, "top")

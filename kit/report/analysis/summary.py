@@ -30,6 +30,7 @@ from kit.report.analysis.sweeps import sweep_curves
 from kit.report.analysis.trust import transports
 from kit.report.analysis.verdicts import expectations, verdict_metric
 from kit.shared import p2p
+from kit.stats import summarize as summarize_values
 
 MIN_SAMPLES_PER_GPU = 4
 """Energy and power are printed only when the window holds this many samples per GPU
@@ -137,7 +138,16 @@ def beside(bench: Benchmark, variant: str) -> dict[str, dict[str, Any]]:
         if row is not None and row.summary is not None:
             s = row.summary
             out[row.label] = {"median": s.median, "unit": row.unit, "interval": s.words()}
+    tpot = (bench.metrics.get("tpot_median_ms") or {}).get(variant)
+    if tpot is not None and tpot.values and all(x > 0 for x in tpot.values):
+        # what one user sees (the report review, 1): data parallel's batch-1 tokens/s adds up
+        # independent streams, tensor parallel's is one stream; 1/TPOT compares them
+        s = summarize_values([1000 / x for x in tpot.values])
+        out[SEQUENCE] = {"median": s.median, "unit": "tokens/s", "interval": s.words()}
     return out
+
+
+SEQUENCE = "one sequence's tokens/s at batch 1 (1 / time per output token)"
 
 
 def variant_definition(v: VariantBlock) -> str:
