@@ -125,6 +125,45 @@ def decode_plot(data: dict[str, dict[int, list[float]]], title: str, salt: str) 
         return plots.to_svg(fig, salt)
 
 
+def _tp(bench: Benchmark) -> int | None:
+    """The tensor-parallel degree the runs recorded (their data's `tp`)."""
+    for r in bench.runs:
+        tp = r.data.extra("tp") if r.data is not None else None
+        if isinstance(tp, int) and not isinstance(tp, bool) and tp >= 1:
+            return tp
+    return None
+
+
+def tp_speedups(benches: list[Benchmark]) -> list[str]:
+    """Tensor parallel's speed for one sequence at batch 1 against the data-parallel benchmark
+    (tp 1) of the same bundle, per variant both ran: the ratio of their median times per output
+    token (the report review, 1: per user, TP=2 was faster while its batch-1 tokens/s read lower
+    than data parallel's two streams added up)."""
+    decode = [b for b in benches if b.kind == "llm_decode"]
+    ones = [b for b in decode if _tp(b) == 1]
+    out = []
+    for b in decode:
+        tp = _tp(b)
+        if not ones or tp is None or tp < 2:
+            continue
+        one = ones[0]
+        for variant, row in (b.metrics.get("tpot_median_ms") or {}).items():
+            base = (one.metrics.get("tpot_median_ms") or {}).get(variant)
+            if base is None or row.summary is None or base.summary is None:
+                continue
+            mine, theirs = row.summary.median, base.summary.median
+            if mine <= 0:
+                continue
+            r = theirs / mine
+            how = f"{r:.2f}x faster than" if r >= 1 else f"{1 / r:.2f}x slower than"
+            out.append(
+                f"{b.name} (tp {tp}), {variant}: one sequence {how} on {one.name} (tp 1), "
+                f"{mine:.3g} against {theirs:.3g} ms per output token "
+                f"(medians of {row.summary.n} and {base.summary.n} runs)"
+            )
+    return out
+
+
 def figure(view: Any, salt: str) -> None:
     """The decode section's figure (kit.report.render.PLOTS["decode"])."""
     bench = view.bench

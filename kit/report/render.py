@@ -359,6 +359,7 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         "box": judge_box(benches, data.hardware, smoke),  # page 1's table, the per-GPU section
         "gpus_ran": gpus_ran(hardware, results),
         "ran_of_box": ran_of_box(hardware, results),
+        "tp_speedups": decode.tp_speedups(benches),
         "identity": identity(hardware, data.environment, results) if data.hardware else [],
         "hardware": hardware_view(hardware),
         "has_hardware": data.hardware is not None,

@@ -101,3 +101,22 @@ def test_two_curves_close_together_print_their_labels_apart():
     places = {(v, b): place for v, b, _, place in label_places(data)}
     assert places[("p2p", 1)] == (4, "bottom") and places[("no-p2p", 1)] == (-4, "top")
     assert places[("no-p2p", 4)] == (4, "bottom") and places[("p2p", 4)] == (-4, "top")
+
+
+def test_tensor_parallel_s_speed_for_one_sequence_against_data_parallel():
+    """The report review, 1: page 1 states TP's batch-1 speed-up per sequence (the ratio of the
+    median times per output token), which its batch-1 tokens/s column cannot show."""
+    from kit.report.decode import tp_speedups
+
+    dp, tp2 = _benches()
+    lines = tp_speedups([dp, tp2])
+    assert len(lines) == 2  # p2p and no-p2p
+    for variant, line in zip(("p2p", "no-p2p"), lines, strict=True):
+        mine = tp2.metrics["tpot_median_ms"][variant].summary.median
+        theirs = dp.metrics["tpot_median_ms"][variant].summary.median
+        r = theirs / mine  # the CPU smoke: two processes are slower than one
+        how = f"{r:.2f}x faster than" if r >= 1 else f"{1 / r:.2f}x slower than"
+        assert line.startswith(f"decode-tp2 (tp 2), {variant}: one sequence {how} on decode-dp")
+    assert tp_speedups([dp]) == []  # nothing to hold it against
+    first = _text(render_html(Bundle.load(DECODE)))
+    assert "Tensor parallel, one sequence at batch 1 : " + lines[0] in first
