@@ -365,8 +365,9 @@ def unlike(
     if "min_window_s" not in rb:
         if window:
             out.append("its timed window's rule not recorded there")
-    elif window != (rwindow or 0):
-        out.append(f"a timed window of at least {window:g} s here against {rwindow or 0:g} s there")
+    elif window != (rwindow or 0):  # 0 or none: the window lasted the steps, no minimum
+        mine, theirs = (f"at least {w:g} s" if w else "no minimum" for w in (window, rwindow))
+        out.append(f"a timed window of {mine} here against {theirs} there")
     if params:
         out.append("parameters that do not change the figure: " + "; ".join(params))
     return out

@@ -151,8 +151,11 @@ def test_a_known_machine_unlike_this_bundle_is_named_in_words():
     assert store.unlike(here, bench, there, {"world_size": 2, "min_window_s": 0}, 3, 1) == [
         "3 runs here against 1 there",
         "the docker runtime (pinned) here against the host runtime (not pinned) there",
-        "a timed window of at least 30 s here against 0 s there",
+        "a timed window of at least 30 s here against no minimum there",  # review 5: not 0 s
     ]
+    assert store.unlike(here, {**bench, "min_window_s": None}, there, bench, 1, 1)[-1] == (
+        "a timed window of no minimum here against at least 30 s there"
+    )
     assert store.unlike(here, bench, here, dict(bench), 3, 3) == []
     assert store.unlike(here, bench, {}, {"world_size": 4}, 1, 1) == [
         "2 GPUs here against 4 there",
