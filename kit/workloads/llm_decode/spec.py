@@ -40,7 +40,13 @@ SPEC = WorkloadSpec(
     params=LlmDecodeParams,
     headline="decode_tokens_per_s",
     secondary=("decode_tokens_per_s_b1", "hbm_share_b1"),
-    page1=("tpot_median_ms", "decode_tokens_per_s_b1"),
+    page1=(
+        "tpot_median_ms",
+        "tpot_p90_ms",
+        "decode_tokens_per_s_b1",
+        "hbm_share_b1",
+        "max_batch_fit",
+    ),
     ran=(
         Phrase(("num_layers",), "{} layers"),
         Phrase(("hidden_size",), "{} wide"),
