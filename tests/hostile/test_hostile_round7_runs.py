@@ -30,7 +30,7 @@ import pytest
 
 from kit.bundle import verify_manifest
 from kit.shared import files
-from tests.conftest import ROOT, run_kit, sigint_as_default
+from tests.conftest import ROOT, needs_pdf, run_kit, sigint_as_default
 
 OWNER = f"kit-test-r7-{os.getpid()}-{os.urandom(4).hex()}"
 BASE = os.environ.get("KIT_TEST_BASE_IMAGE", "kit-test-base:bookworm")
@@ -222,6 +222,7 @@ def test_a_stop_signal_at_any_moment_of_a_run_is_never_lost(tmp_path):
 
 
 @pytest.mark.slow
+@needs_pdf  # the signal lands while the PDF is made: without it the seal is over first
 def test_sighup_while_the_report_renders_exits_129_and_says_interrupted(tmp_path):
     proc, out, log = _host_run(tmp_path, "report")
     try:

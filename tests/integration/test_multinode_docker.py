@@ -28,7 +28,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 BASE = os.environ.get("KIT_TEST_BASE_IMAGE", "kit-test-base:bookworm")
 SOCKET = "unix:///var/run/docker.sock"
-NETWORK = "kit-test-multinode"
+# one per test process: pytest-xdist runs this module's tests on several workers at once, and each
+# asserts the network is gone after its run (the runtime removes the one it made)
+NETWORK = f"kit-test-multinode-{os.getpid()}"
 PY = sys.executable
 # what this test session's drivers create carries this owner; the tests touch nothing else
 OWNER = f"kit-test-{os.getpid()}-{os.urandom(4).hex()}"
