@@ -6,7 +6,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 RECIPE ?= recipes/fsdp_llama.yaml
 ARGS ?=
-# pytest-xdist workers: one per CPU (each test has its own HOME, TMPDIR and engine objects)
+# pytest-xdist workers: one per CPU (each test has its own HOME, TMPDIR and engine objects); a
+# test file goes to one worker whole (--dist loadfile), so its module fixtures are made once
 JOBS ?= auto
 
 .PHONY: run test test-fast lint format setup clean
@@ -23,7 +24,7 @@ run: $(VENV)/.installed
 	$(VENV)/bin/kit reproduce $(RECIPE) $(ARGS)
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -n $(JOBS) --dist loadgroup --durations=30 $(ARGS)
+	$(PY) -m pytest -n $(JOBS) --dist loadfile --durations=30 $(ARGS)
 
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -n $(JOBS) -m "not slow" tests/unit $(ARGS)

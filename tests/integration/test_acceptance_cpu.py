@@ -29,8 +29,7 @@ from kit.workloads.copy_bandwidth.worker import summarize
 from kit.workloads.matmul_ceiling.worker import outliers
 from tests.conftest import ROOT, needs_pdf, run_kit
 
-# one worker makes the module's bundle and runs every test of it (make test: --dist loadgroup)
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("acceptance_cpu")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -176,8 +176,11 @@ def test_inventory_rerun_on_a_planted_base_and_the_same_image(client, tmp_path, 
     said = " ".join(proc.stderr.split())
     same_image = f"Same image ({image.image_id[:19]}): the environment matches."
     assert same_image in said and "present, not loaded" not in said
+    assert f"loaded from {archive}" in said and "built image" not in said  # loaded, never built
     env = json.loads((same / "environment.json").read_text())
     assert env["image_id"] == image.image_id and env["pinned"] is True
+    assert env["loaded_from"] == str(archive)
+    assert json.loads((same / "results.json").read_text())["environment_diff"] == []
     assert env["pinning"] == f"the image of a kit export archive, by its image id {image.image_id}"
     assert json.loads((same / "results.json").read_text())["environment_check"]["same_image"]
     # every library the first bundle's run hashed is in the image's memo: none read again

@@ -20,8 +20,7 @@ from pypdf import PdfReader
 
 from tests.conftest import ROOT, needs_pdf, run_kit
 
-# one worker makes the module's bundle and runs every test of it (make test: --dist loadgroup)
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("llm_decode_cpu")]
+pytestmark = pytest.mark.slow
 
 SMOKE_BATCHES = [1, 2, 4]  # recipes/llm_decode.yaml's smoke batch_sizes
 

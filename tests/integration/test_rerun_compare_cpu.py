@@ -16,8 +16,7 @@ from kit.model import load_bundle
 from kit.report.machines import short_hardware
 from tests.conftest import needs_pdf, run_kit
 
-# one worker makes the module's bundle and runs every test of it (make test: --dist loadgroup)
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rerun_compare_cpu")]
+pytestmark = pytest.mark.slow
 
 RECIPE = """\
 kit: 1
