@@ -254,7 +254,8 @@ def test_llama_first_page_is_the_buyers_summary(tmp_path):
 
 
 @pytest.mark.skipif(not LLAMA.is_dir(), reason="the Llama example bundle is not here")
-def test_a_price_adds_cost_per_million(tmp_path):
+def test_a_price_adds_cost_per_million(tmp_path, monkeypatch):
+    monkeypatch.setenv("KIT_PDF", "0")  # the page's words are read, not its PDF
     b = tmp_path / "llama"
     shutil.copytree(LLAMA, b)
     render_bundle(Bundle.load(b), price_per_gpu_hour=parse_price("2.50USD", "list price, 2026"))
@@ -280,8 +281,9 @@ def test_cpu_bundle_says_smoke_and_cpu(once):
     assert "No GPU" in text and "host environment, not pinned" in text
 
 
-def test_rendering_is_deterministic(tmp_path, once):
-    a, _ = once("synthetic-2gpu")
+def test_rendering_is_deterministic(tmp_path, once, monkeypatch):
+    a, _ = once("synthetic-2gpu")  # with its PDF: the other tests read it
+    monkeypatch.setenv("KIT_PDF", "0")  # the second rendering's page is compared, not a PDF
     b = rendered(tmp_path / "b", "synthetic-2gpu")
     assert (a / "report.html").read_bytes() == (b / "report.html").read_bytes()
 
