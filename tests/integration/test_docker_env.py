@@ -476,7 +476,9 @@ def test_container_removed_from_outside_is_a_failed_run(
     """`docker rm -f` of a run's container mid-run: that run fails with the reason, the next
     run still goes, and the bundle is sealed partial (never complete)."""
     out = tmp_path / "bundle"
-    recipe = _recipe(tmp_path, iters=10**6, trials=10**4, timeout_s=60)
+    # the second run goes on to its timeout: 25 s, room for the first container to start and be
+    # removed under load
+    recipe = _recipe(tmp_path, iters=10**6, trials=10**4, timeout_s=25)
     proc = subprocess.Popen(_reproduce(recipe, out, base_image), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=_env())  # fmt: skip
     try:
