@@ -33,6 +33,9 @@ SAME_CALL_FROM = 1 << 20
 """From this size up busbw is held to SAME_CALL_FLOOR; below it the time is what matters."""
 SAME_CALL_TIME = 1.10
 """A size is named when the kit's time per call is over this multiple of nccl-tests'."""
+SAME_CALL_ABOVE = 1.03
+"""A size is named, with the reason, when the kit's spin-held busbw reads above this multiple of
+nccl-tests' without -G (the launches are in nccl-tests' time, not in the kit's)."""
 
 
 @dataclass(frozen=True)

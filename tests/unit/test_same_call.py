@@ -70,3 +70,19 @@ def test_an_interrupted_add_leaves_the_bundle_as_it_was(tmp_path, monkeypatch):
         same_call.add(bundle, [given])
     assert not (bundle / "nccl-tests").exists()
     assert verify_manifest(bundle).ok
+
+
+def test_busbw_above_nccl_tests_names_the_sizes_and_the_timing_that_explains_it():
+    """The report review, 7: the kit read 1.10x nccl-tests at 1 MiB on 4 GPUs, printed without a
+    reason. A spin-held size above SAME_CALL_ABOVE x nccl-tests' without -G is named with it."""
+    from kit.refs.nccl_tests import SAME_CALL_ABOVE
+    from kit.report.analysis.same_call import SameCall
+
+    sc = SameCall("p2p", "all_reduce_perf", "out-of-place", ["a.txt"], "spin-held")
+    assert "above" not in sc.verdict and sc.verdict.startswith("busbw at least 0.97x")
+    sc.above = [(1 << 20, 1.10), (2 << 20, 1.14)]
+    assert SAME_CALL_ABOVE < 1.10
+    words = sc.verdict
+    assert words.startswith("busbw at least 0.97x nccl-tests' at every size from 1 MiB")
+    assert "busbw above nccl-tests' at 1 MiB (1.10x), 2 MiB (1.14x): the kit queues" in words
+    assert "nccl-tests without -G launches each call as it goes" in words

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.refs.nccl_tests import (
+    SAME_CALL_ABOVE,
     SAME_CALL_FLOOR,
     SAME_CALL_FROM,
     SAME_CALL_TIME,
@@ -40,6 +41,7 @@ class SameCall:
     rows: list[dict[str, Any]] = field(default_factory=list)
     below: list[tuple[int, float]] = field(default_factory=list)  # busbw under the floor
     slow: list[tuple[int, float]] = field(default_factory=list)  # time over the ceiling
+    above: list[tuple[int, float]] = field(default_factory=list)  # spin-held over eager nccl-tests
     counts: str = ""  # nccl-tests' -w / -n / -G, as its headers printed them
     path: str = ""  # the call each side made
     note: str = ""  # why nothing was compared
@@ -71,6 +73,14 @@ class SameCall:
             parts.append(
                 f"busbw at least {SAME_CALL_FLOOR}x nccl-tests' at {every} from "
                 f"{size_words(SAME_CALL_FROM)}, and time within {SAME_CALL_TIME:.2f}x at {every}"
+            )
+        if self.above:  # above it, by more than noise: the reason, which is the timing mode
+            sizes = ", ".join(f"{size_words(s)} ({r:.2f}x)" for s, r in self.above)
+            parts.append(
+                f"busbw above nccl-tests' at {sizes}: the kit queues each batch of calls behind a "
+                "GPU spin (spin-held timing), so the host's launches are not in its time per "
+                "call, while nccl-tests without -G launches each call as it goes and its time "
+                "holds them (timing: graph against nccl-tests -G compares like for like)"
             )
         return "; ".join(parts + ([self.skipped] if self.skipped else []))
 
@@ -181,6 +191,9 @@ def same_call(bench: Benchmark, texts: dict[str, str]) -> dict[str, SameCall]:
                 sc.below.append((size, ratio))
             if time_ratio is not None and time_ratio > SAME_CALL_TIME:
                 sc.slow.append((size, time_ratio))
+            held = "spin-held" in p["timing"] and mode == "eager"
+            if held and size >= SAME_CALL_FROM and ratio is not None and ratio > SAME_CALL_ABOVE:
+                sc.above.append((size, ratio))
         sc.skipped = "; ".join(
             f"{n} size{'s' if n != 1 else ''} {SKIPPED_WORDS[m]}"
             for m, n in sorted(unmatched.items())
