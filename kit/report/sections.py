@@ -13,6 +13,7 @@ from kit.model.base import Open
 from kit.model.hardware import Detection, Host, Pcie
 from kit.report.plots import human_bytes as _human_bytes
 from kit.safeio import scan
+from kit.shared.engines import Engine
 
 
 def human_bytes(n: Any) -> str:
@@ -261,7 +262,7 @@ def environment_view(
         "fingerprint": fingerprint,
         "versions": versions,
         "packages": sorted(((container and container.packages) or {}).items()),
-        "in_container": engine != "none",
+        "in_container": engine != Engine.NONE,
         "engine": engine,
         # page 1 and the Environment section: "in a podman container", "in an apptainer container"
         "in_engine": f"in {'an' if engine[:1] in tuple('aeiou') else 'a'} {engine} container",

@@ -41,6 +41,7 @@ from kit.runtime.base import RuntimeRequest, check_device
 from kit.runtime.images import base_choice
 from kit.runtime.multinode.config import node_config
 from kit.shared import files
+from kit.shared.engines import Engine
 
 
 def base_image(env: Environment | None) -> str | None:
@@ -74,7 +75,7 @@ def check_image_given(
     file of the user's, never one the bundle names)."""
     if name != "apptainer" or apptainer is not None:
         return
-    if old_env is None or old_env.axes()[1] != "apptainer":  # the user's --runtime apptainer
+    if old_env is None or old_env.axes()[1] != Engine.APPTAINER:  # the user's --runtime apptainer
         raise InputError("--runtime apptainer: name the image: --apptainer IMAGE.sif")
     image = f" ({old_env.image[:200]!r})" if old_env.image else ""
     raise InputError(
@@ -188,7 +189,7 @@ def choose_base(
 ) -> tuple[str | None, str | None]:
     """The base image this rerun may build FROM and the line that says why (None, None for a
     runtime that builds no image), decided before anything is printed or prepared."""
-    if where not in registry.RUNTIMES or not registry.RUNTIMES[where].builds_image:
+    if not registry.builds_image(where):
         return None, None
     env_name = (old.environment.name if old.environment else None) or old.recipe.environment
     return base_choice.rerun_base(
@@ -212,7 +213,7 @@ def base_image_line(env: Environment) -> str:
     """What the bundle's environment record says it ran in: the base image its image was built
     FROM (any runtime that pins an image: docker, multinode), the image it was given (an
     Apptainer SIF), or that it ran on the host."""
-    if env.axes()[1] == "apptainer":
+    if env.axes()[1] == Engine.APPTAINER:
         image = repr(env.image[:200]) if env.image else "not recorded"
         return f"the bundle ran in an Apptainer image: {image}, {env.image_id or 'no sha256'}"
     base = base_image(env)
@@ -289,7 +290,8 @@ def rerun_bundle(
         done = k8s.submit(recipe, reproduces=source_record(path, old))
         return Bundle.load(Path(done)), k8s.code
     where = rerun_runtime(old.environment, runtime, options.apptainer)
-    builds = where not in registry.RUNTIMES or registry.RUNTIMES[where].builds_image
+    # a name no runtime here has (a Slurm bundle's recorded one) is refused where it is prepared
+    builds = where not in registry.RUNTIMES or registry.builds_image(where)
     for flag, given in (("--image-archive", options.image_archive),
                         ("--base-image", options.base_image)):  # fmt: skip
         if not builds and given is not None:

@@ -25,6 +25,7 @@ from kit.model.environment import axes_record
 from kit.runtime.base import RuntimeRequest
 from kit.runtime.containers.process import Apptainer
 from kit.runtime.local import LocalRuntime
+from kit.shared.engines import Engine
 from kit.terminal import console
 
 OPTION = "--apptainer"  # the option that names the SIF (kit reproduce, kit slurm)
@@ -78,9 +79,8 @@ class ApptainerRuntime(LocalRuntime):
     """Runs each launch as `apptainer exec [--nv] --bind RUN:/kit/run --pwd /kit/run SIF torchrun`."""
 
     name = "apptainer"
-    engine = "apptainer"
+    engine = Engine.APPTAINER
     pinned = True
-    builds_image = False  # the SIF is given, never built: --env, --base-image do not apply
 
     def __init__(self, image: Path, environment: dict[str, Any] | None = None) -> None:
         super().__init__(Apptainer(str(image)), environment)

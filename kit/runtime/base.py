@@ -117,7 +117,6 @@ class Runtime(Protocol):
     placement: str  # where the runs go: "local" | "multinode" (environment.json `placement`)
     engine: str  # what they run in: "none" | "docker" | "podman" | ... (environment.json)
     pinned: bool  # True when the environment is a pinned image
-    builds_image: bool  # True when it builds (or loads) the kit's image: --env, --base-image
     # environment.json: the fingerprint of what the runs will find (set by prepare)
     environment: dict[str, Any]
     # hardware.json's `nodes` (multi-node runtimes: each node's inventory), else None

@@ -16,6 +16,7 @@ from kit.model.environment import axes_record
 from kit.runtime.base import RuntimeRequest
 from kit.runtime.containers.process import KIT_ROOT, NoContainer
 from kit.runtime.local import LocalRuntime
+from kit.shared.engines import Engine
 from kit.worker.probe import driver_version
 
 PROBE_TIMEOUT_S = 120
@@ -23,7 +24,7 @@ PROBE_TIMEOUT_S = 120
 
 class HostRuntime(LocalRuntime):
     name = "host"
-    engine = "none"
+    engine = Engine.NONE
     pinned = False
 
     def __init__(self, python: str | None = None, environment_name: str | None = None) -> None:

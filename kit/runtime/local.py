@@ -28,7 +28,6 @@ class LocalRuntime:
     """Runs each planned launch on this machine, in `container`."""
 
     placement = "local"
-    builds_image = False  # a subclass that builds the kit's image says so (pinned.py)
 
     def __init__(self, container: Container, environment: dict[str, Any] | None = None) -> None:
         self.container = container

@@ -32,6 +32,7 @@ from kit.runtime.images import fingerprint as fp
 from kit.runtime.images import image as images
 from kit.runtime.images import software
 from kit.runtime.local import LocalRuntime
+from kit.shared.engines import Engine
 
 
 class PinnedRuntime(LocalRuntime):
@@ -40,9 +41,8 @@ class PinnedRuntime(LocalRuntime):
 
     container_class: type[DockerContainer] = DockerContainer
     name = "docker"
-    engine = "docker"
+    engine = Engine.DOCKER
     pinned = True
-    builds_image = True
 
     def __init__(
         self,
@@ -126,13 +126,13 @@ class PinnedRuntime(LocalRuntime):
 class DockerRuntime(PinnedRuntime):
     container_class = DockerContainer
     name = "docker"
-    engine = "docker"
+    engine = Engine.DOCKER
 
 
 class PodmanRuntime(PinnedRuntime):
     container_class = PodmanContainer
     name = "podman"
-    engine = "podman"
+    engine = Engine.PODMAN
 
 
 def prepare_runtime(

@@ -24,6 +24,7 @@ from kit.runtime.multinode.runtime import MultiNodeRuntime
 from kit.runtime.multinode.transport import nodes_device
 from kit.runtime.pinned import DockerRuntime, PodmanRuntime
 from kit.runtime.slurm.runtime import SlurmRuntime
+from kit.shared.engines import Engine
 
 # name -> runtime class (its classmethod `prepare(request)` makes it ready); each class names
 # its two axes: `placement` (local, multinode, slurm) and `engine` (none, docker, podman, ...)
@@ -41,7 +42,17 @@ BATCH_RUNTIMES: dict[str, type] = {
 # what --runtime accepts; "auto" picks apptainer when --apptainer names a SIF, else docker for GPU
 # runs when it can, host otherwise
 CHOICES = ("host", "docker", "podman", "apptainer", "auto")
-IMAGE_ENGINES = ("docker", "podman")  # the runtimes whose engine builds and exports images
+
+
+def builds_image(name: str) -> bool:
+    """Whether the named runtime builds (or loads) the kit's image, so that --env, --base-image
+    and --image-archive apply to it: the one answer, its engine's (Engine.builds_image); a batch
+    runtime or a name no runtime has builds none."""
+    return name in RUNTIMES and Engine.builds_image(RUNTIMES[name].engine)
+
+
+# the runtimes on this machine whose engine builds and exports images (`kit build`, `kit export`)
+IMAGE_ENGINES = tuple(n for n, c in RUNTIMES.items() if c.placement == "local" and builds_image(n))
 
 
 def axes(name: str) -> tuple[str, str]:
@@ -92,7 +103,7 @@ def choose(requested: str, request: RuntimeRequest) -> tuple[str, str | None]:
             note = f"{why}: host runtime (not pinned)" if why else None
     check_image_file(name, request.apptainer)
     # no image of the kit's is built (host, apptainer): an image option cannot apply
-    if not RUNTIMES[name].builds_image:
+    if not builds_image(name):
         for flag, given in (("--image-archive", request.image_archive),
                             ("--base-image", request.base_image)):  # fmt: skip
             if given is not None:
@@ -108,7 +119,7 @@ def fit_environment(
     """The request with the environment a runtime that builds the kit's image (its
     `builds_image`) builds for this device, and a line saying why when it is not the recipe's;
     any other runtime gets the request unchanged."""
-    if name not in RUNTIMES or not RUNTIMES[name].builds_image:
+    if not builds_image(name):
         if asked:
             what = (
                 "runs the image it is given"
@@ -127,7 +138,7 @@ def check_ready(name: str, request: RuntimeRequest) -> None:
     on PATH; docker, podman: the engine's daemon answers; one that builds the kit's image: one
     source of it, an --image-archive that is an image archive), for a caller that prints notices
     before it prepares the runtime."""
-    if name in RUNTIMES and RUNTIMES[name].builds_image:  # docker, podman, multinode
+    if builds_image(name):  # docker, podman, multinode
         one_image_source(request.base_image, request.image_archive)
         if request.base_image is not None:
             check_reference(request.base_image)

@@ -35,6 +35,7 @@ from kit.runtime.containers.client import (
 from kit.runtime.heartbeat import ENV_PATH as HEARTBEAT_ENV
 from kit.runtime.launch import MOUNT
 from kit.shared import stop
+from kit.shared.engines import Engine
 
 STOP_GRACE_S = 10
 GUARD = ("python", "-m", "kit.worker.guard", "--")  # kit.worker.guard: stops on a dead driver
@@ -280,7 +281,7 @@ class DockerContainer:
     options below), `probe_gpus` (what the image's probe asks for GPUs)."""
 
     name = "docker"
-    engine = "docker"
+    engine = Engine.DOCKER
     label = "Docker"  # the engine's name in a sentence
     pinned = True
     isolated = True

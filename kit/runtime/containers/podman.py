@@ -18,6 +18,7 @@ from kit.errors import KitError
 from kit.runtime.containers import gpus
 from kit.runtime.containers.client import podman_client
 from kit.runtime.containers.docker import DockerContainer
+from kit.shared.engines import Engine
 
 LIBPOD = "/v4.0.0/libpod"  # Podman 4's own API (Debian 12's podman is 4.3)
 
@@ -128,7 +129,7 @@ class PodmanContainer(DockerContainer):
     """Runs each launch in a fresh container of `image` on Podman (rootful), GPUs by CDI."""
 
     name = "podman"
-    engine = "podman"
+    engine = Engine.PODMAN
     label = "Podman"
 
     @classmethod

@@ -24,6 +24,7 @@ from kit.runtime.containers.base import Face, LaunchError
 from kit.runtime.launch import MOUNT
 from kit.shared import scratch as launch_dir
 from kit.shared import stop
+from kit.shared.engines import Engine
 from kit.shared.files import SPEC
 
 GRACE_S = 10
@@ -116,7 +117,7 @@ class NoContainer:
     """This machine's Python, as it is (not pinned): the host runtime's container."""
 
     name = "host"
-    engine = "none"
+    engine = Engine.NONE
     pinned = False
     isolated = False
 
@@ -192,7 +193,7 @@ class Apptainer(NoContainer):
     """
 
     name = "apptainer"
-    engine = "apptainer"
+    engine = Engine.APPTAINER
     pinned = True
     isolated = True
 

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 from kit.runtime.containers.base import Face
 from kit.runtime.launch import MOUNT
+from kit.shared.engines import Engine
 from kit.shared.files import SPEC
 
 
 @dataclass(frozen=True)
 class Pyxis:
-    engine = "pyxis"
+    engine = Engine.PYXIS
     pinned = True
 
     image: str  # a squashfs file or an image reference enroot imports

@@ -46,6 +46,7 @@ from kit.runtime.k8s.manifests import (
 )
 from kit.safeio import write_text
 from kit.shared import files
+from kit.shared.engines import Engine
 
 console = terminal.console(highlight=False)
 MAX_FILE = 16 * 1024 * 1024  # a result or an inventory larger than this is not one
@@ -311,7 +312,7 @@ class K8sRuntime:
     """The batch runtime chosen from kit.runtime.registry for `kit k8s` (see the module doc)."""
 
     name = "k8s"
-    placement, engine = "k8s", "kubernetes"
+    placement, engine = "k8s", Engine.KUBERNETES
     pinned = True  # the image by digest
 
     def __init__(

@@ -73,6 +73,7 @@ from kit.runtime.multinode.transport import (
     watch,
 )
 from kit.shared import files
+from kit.shared.engines import Engine
 
 # --- the runtime ------------------------------------------------------------------------------
 
@@ -82,9 +83,8 @@ class MultiNodeRuntime:
 
     name = "multinode"
     placement = "multinode"
-    engine = "docker"
+    engine = Engine.DOCKER
     pinned = True
-    builds_image = True
 
     def __init__(
         self,

@@ -39,6 +39,7 @@ from kit.runtime.containers.process import Apptainer, NoContainer
 from kit.runtime.containers.pyxis import Pyxis
 from kit.runtime.launch import Rendezvous, torchrun
 from kit.runtime.launch import environment as launch_environment
+from kit.shared.engines import Engine
 
 TIMEOUT_EXIT = 124  # timeout(1)'s status when the limit passed
 TIME_PATTERN = r"^(\d+-)?\d+(:\d{2}){0,2}$"
@@ -167,7 +168,7 @@ def container(job: Job) -> Any:
 
 def engine(launcher: str) -> str:
     """environment.json's `engine` of a job's launcher (pyxis, apptainer, host)."""
-    return {"pyxis": Pyxis.engine, "apptainer": Apptainer.engine}.get(launcher, "none")
+    return {"pyxis": Pyxis.engine, "apptainer": Apptainer.engine}.get(launcher, Engine.NONE)
 
 
 def render_script(job: Job) -> str:
