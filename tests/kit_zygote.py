@@ -43,7 +43,7 @@ PRELOAD = (
     "kit.report.render",
     "kit.report.compare",
     "kit.refs.store",
-    "kit.runtime.registry",
+    "kit.run.registry",
     "kit.inventory.cli",
 )
 """What most commands import; a module that fails to import here is imported by its command."""

@@ -227,7 +227,7 @@ def build(
 
     Example: kit build recipes/allreduce.yaml
     """
-    from kit.runtime import registry
+    from kit.run import registry
     from kit.runtime.images import image as images
 
     environment = _environment_of(target, env)  # refused before the engine is asked
@@ -262,7 +262,7 @@ def export_image(
     Example: kit export recipes/allreduce.yaml -o kit-cuda13.tar
     """
     from kit import outputs
-    from kit.runtime import registry
+    from kit.run import registry
     from kit.runtime.images import environments, image
 
     outputs.check_file(output, "-o")  # before anything: a regular file in a folder that exists
@@ -361,8 +361,8 @@ def slurm(
 
     Example: kit slurm collect reports/allreduce-20261121-120000
     """
-    from kit.runtime import registry
-    from kit.runtime.slurm import runtime as slurm_mod
+    from kit.run import registry
+    from kit.run.slurm import runtime as slurm_mod
 
     batch = registry.batch("slurm")  # a batch runtime: the scheduler runs the plan later
     if target == "collect":

@@ -1,7 +1,7 @@
 """results.json: the bundle's header, every run's result, and what the driver decided on the way.
 
 Written by kit.bundle (header), kit.run.engine (runs, adaptive repeats, status), kit.run.rerun
-(`reproduces`, `environment_diff`), kit.runtime.slurm (`slurm`) and kit.runtime.k8s (`k8s`).
+(`reproduces`, `environment_diff`), kit.run.slurm (`slurm`) and kit.run.k8s (`k8s`).
 """
 
 from __future__ import annotations

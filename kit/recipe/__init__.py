@@ -252,7 +252,7 @@ class Recipe(Strict):
     # bounded: every variant runs every benchmark every repeat (10,000 variants is no recipe)
     variants: list[str | Variant] = Field(default=["p2p", "no-p2p"], max_length=MAX_VARIANTS)
     benchmarks: list[Benchmark] = Field(min_length=1, max_length=MAX_BENCHMARKS)
-    nodes: Nodes | None = None  # several machines (kit/runtime/multinode.py); None: this one
+    nodes: Nodes | None = None  # several machines (kit/run/multinode.py); None: this one
 
     @field_validator("kit")
     @classmethod

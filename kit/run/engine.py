@@ -21,6 +21,7 @@ from kit.inventory import measure
 from kit.model import AdaptiveRecord, PreflightFinding, RunResult
 from kit.outputs import check_bundle_dir
 from kit.recipe import Recipe
+from kit.run import registry
 from kit.run.devices import detect_gpus, every_gpu, resolve_device
 from kit.run.memory import check_cpu_sweeps, check_gpu_sweeps
 from kit.run.plan import RunSpec, plan, plan_repeat
@@ -38,7 +39,6 @@ from kit.run.results import (
     result_of,
     write_specs,
 )
-from kit.runtime import registry
 from kit.runtime.base import LaunchRequest, RunOutcome, Runtime, RuntimeRequest
 from kit.shared import files, stop
 from kit.shared import scratch as launch_dir

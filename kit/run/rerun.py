@@ -32,14 +32,14 @@ from kit.model import (
 )
 from kit.outputs import check_bundle_dir, refuse_inside_bundle
 from kit.recipe import NAME_PATTERN, Recipe
+from kit.run import registry
 from kit.run.engine import Options, resolve_device, run_recipe
+from kit.run.multinode.config import node_config
 from kit.run.preflight import check_allowances
 from kit.run.rerun_paths import check_nodes, check_paths
 from kit.run.results import console
-from kit.runtime import registry
 from kit.runtime.base import RuntimeRequest, check_device
 from kit.runtime.images import base_choice
-from kit.runtime.multinode.config import node_config
 from kit.shared import files
 from kit.shared.engines import Engine
 

@@ -88,7 +88,7 @@ class ApptainerRuntime(LocalRuntime):
     @classmethod
     def check(cls, request: RuntimeRequest) -> Path:
         """The refusals that need no work (a SIF named, `apptainer` on PATH, the SIF a file):
-        a caller runs them before it prints anything (kit.runtime.registry.check_ready)."""
+        a caller runs them before it prints anything (kit.run.registry.check_ready)."""
         if request.apptainer is None:
             raise InputError(f"--runtime apptainer: name the image: {OPTION} IMAGE.sif")
         if why := missing():

@@ -4,11 +4,11 @@ A runtime launches one run: `torchrun -m kit.worker RUN_DIR/spec.json` with N pr
 some environment, and reports how the launch ended. The worker writes RUN_DIR/result.json; the
 driver reads it (the runtime does not interpret results).
 
-Two kinds, both registered by name in kit.runtime.registry:
+Two kinds, both registered by name in kit.run.registry:
 
 - an interactive `Runtime` (host, docker, multinode) is prepared once, then the engine calls
   `run` for each planned launch and waits for it, and `close` at the end;
-- a `BatchRuntime` (slurm) hands the whole plan to a scheduler that runs it later: it has no
+- a `BatchRuntime` (slurm, k8s; kit.run.batch) hands the whole plan to a scheduler that runs it later: it has no
   `run`; `submit` writes the plan where the job reads it, and `collect`, after the job, turns
   what the job left into results through the same code as the engine (kit.run.results).
 """
@@ -44,19 +44,6 @@ def check_no_control(name: str, value: str) -> None:
                          "not allowed")  # fmt: skip
 
 
-BATCH_DEVICES = tuple(d for d in DEVICES if d != "auto")
-"""What a batch command's --device may name: the cluster's device is not detected from here."""
-
-
-def check_batch_options(device: str, nodes: int | None, gpus_per_node: int | None) -> None:
-    """The checks `kit slurm` and `kit k8s` share: a device named, counts of at least one."""
-    if device not in BATCH_DEVICES:
-        raise InputError(f"--device {device!r}: allowed: {', '.join(BATCH_DEVICES)}")
-    for name, value in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node)):
-        if value is not None and value < 1:
-            raise InputError(f"{name} {value}: must be at least 1")
-
-
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     """The last lines of a run's log, kept with a failed run's result."""
     if not path.is_file():
@@ -86,7 +73,7 @@ class RuntimeRequest:
     gpus: int = 1  # processes per launch the recipe plans (multinode: per node by default)
     base_image: str | None = None  # --base-image: overrides the Dockerfile's BASE_IMAGE
     image_archive: Path | None = None  # --image-archive: run the image of a `kit export`
-    nodes: Any = None  # kit.runtime.multinode.config.NodeConfig when several nodes are asked
+    nodes: Any = None  # kit.run.multinode.config.NodeConfig when several nodes are asked
     apptainer: Path | None = None  # --apptainer: the SIF the apptainer runtime runs (no build)
 
 
@@ -138,20 +125,6 @@ class Runtime(Protocol):
 
     def close(self) -> None:
         """Remove what this runtime left (containers, networks); called once, after the runs."""
-        ...
-
-
-class BatchRuntime(Protocol):
-    """A runtime whose scheduler runs the planned launches later (no `run`, no waiting)."""
-
-    name: str
-
-    def submit(self, recipe: Any, dry_run: bool = False, wait: bool = False) -> str:
-        """Write the plan where the job reads it and submit it; what the command prints."""
-        ...
-
-    def collect(self, bundle: Path) -> tuple[Any, int]:
-        """After the job: results, inventory, environment and report; (bundle, exit code)."""
         ...
 
 

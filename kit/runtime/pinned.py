@@ -83,7 +83,7 @@ class PinnedRuntime(LocalRuntime):
     def check(cls, request: RuntimeRequest) -> None:
         """The refusals that need no work (the engine's daemon answers; for GPU runs, it can
         hand GPUs to containers): a caller runs them before it prints anything
-        (kit.runtime.registry.check_ready), so a refusal is the only line."""
+        (kit.run.registry.check_ready), so a refusal is the only line."""
         box = cls.container_class
         try:
             client = box.connect()

@@ -22,8 +22,8 @@ pytest.importorskip("kmock", reason="kmock (the localhost Kubernetes API) is a d
 from kubernetes import client
 
 from kit.errors import InputError
-from kit.runtime.k8s.manifests import validate
-from kit.runtime.k8s.runtime import split_log
+from kit.run.k8s.manifests import validate
+from kit.run.k8s.runtime import split_log
 from tests.conftest import sigint_as_default
 from tests.integration.k8s_cluster import NS, Controller, Emulator
 
@@ -188,7 +188,7 @@ def test_without_image_a_built_but_unpushed_image_is_named() -> None:
     pushed (no RepoDigests): the one line names that tag and how to push it."""
     docker = pytest.importorskip("docker")
     from kit.recipe import load_recipe
-    from kit.runtime.k8s.image import recipe_tag
+    from kit.run.k8s.image import recipe_tag
 
     try:
         daemon = docker.from_env(timeout=60)
@@ -213,9 +213,9 @@ def test_without_image_the_pushed_digest_is_taken(monkeypatch: pytest.MonkeyPatc
     from types import SimpleNamespace
 
     from kit.recipe import load_recipe
-    from kit.runtime.k8s import image as k8s_image
-    from kit.runtime.k8s.manifests import K8sOptions
-    from kit.runtime.k8s.runtime import K8sRuntime
+    from kit.run.k8s import image as k8s_image
+    from kit.run.k8s.manifests import K8sOptions
+    from kit.run.k8s.runtime import K8sRuntime
 
     recipe = load_recipe(ROOT / "recipes/allreduce.yaml")
     asked: list[str] = []

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from kit.run.multinode.config import NodeConfig
+from kit.run.multinode.runtime import MultiNodeRuntime
+from kit.run.multinode.transport import LABEL_NODE, Node
 from kit.runtime.base import LaunchRequest
 from kit.runtime.images import image as images
-from kit.runtime.multinode.config import NodeConfig
-from kit.runtime.multinode.runtime import MultiNodeRuntime
-from kit.runtime.multinode.transport import LABEL_NODE, Node
 from tests.conftest import sigint_as_default
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kit.errors import InputError
-from kit.runtime import registry
+from kit.run import registry
 from kit.runtime.apptainer import ApptainerRuntime
 from kit.runtime.base import RuntimeRequest
 from kit.runtime.containers.process import Apptainer

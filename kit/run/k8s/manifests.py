@@ -27,8 +27,8 @@ from kit.bundle import default_bundle_dir
 from kit.errors import InputError
 from kit.recipe import Recipe
 from kit.recipe import gpus as recipe_gpus
-from kit.run.plan import RunSpec, plan
-from kit.runtime.base import check_batch_options
+from kit.run.batch import BatchJob, check_batch_options
+from kit.run.plan import plan
 from kit.runtime.launch import MOUNT, Rendezvous, torchrun
 from kit.runtime.launch import environment as launch_environment
 from kit.shared.files import RESULT, SPEC
@@ -124,16 +124,9 @@ def check_options(o: K8sOptions) -> None:
 
 
 @dataclass
-class K8sJob:
-    """What the manifests are made of: the recipe, its runs, and where they go."""
+class K8sJob(BatchJob):
+    """What the manifests are made of: the batch job, and the names of its objects."""
 
-    recipe: Recipe
-    runs: list[RunSpec]
-    bundle: Path
-    nodes: int
-    gpus_per_node: int
-    rdzv_port: int
-    env: dict[str, str]
     name: str  # the Service's, and the prefix of every object
     opts: K8sOptions
 

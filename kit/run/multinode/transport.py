@@ -18,12 +18,12 @@ from typing import Any
 
 from kit.errors import InputError, KitError
 from kit.model import NodeInventory, validate
+from kit.run.multinode.config import NodeConfig
 from kit.runtime.base import check_device
 from kit.runtime.containers.client import LABEL_OWNER, remove_container
 from kit.runtime.containers.docker import STOP_GRACE_S
 from kit.runtime.containers.gpus import style as gpu_style
 from kit.runtime.launch import MOUNT
-from kit.runtime.multinode.config import NodeConfig
 from kit.shared import files
 
 LABEL_NODE = "kit.node"

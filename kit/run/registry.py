@@ -2,7 +2,7 @@
 
 The run engine never names a runtime class: it asks `choose` which one a request needs and
 `prepare` to make it ready. Interactive runtimes (kit.runtime.base.Runtime) are prepared here;
-batch runtimes (kit.runtime.base.BatchRuntime) hand a whole plan to a scheduler and are used by
+batch runtimes (kit.run.batch.BatchRuntime) hand a whole plan to a scheduler and are used by
 their own command (`kit slurm`).
 """
 
@@ -11,19 +11,20 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kit.errors import InputError
+from kit.run.batch import BatchRuntime
+from kit.run.k8s.runtime import K8sRuntime
+from kit.run.multinode.config import NodeConfig, node_config
+from kit.run.multinode.runtime import MultiNodeRuntime
+from kit.run.multinode.transport import nodes_device
+from kit.run.slurm.runtime import SlurmRuntime
 from kit.runtime.apptainer import OPTION as APPTAINER_OPTION
 from kit.runtime.apptainer import ApptainerRuntime
-from kit.runtime.base import BatchRuntime, Runtime, RuntimeRequest
+from kit.runtime.base import Runtime, RuntimeRequest
 from kit.runtime.host import HostRuntime
 from kit.runtime.images.base_choice import check_reference, one_image_source
 from kit.runtime.images.environments import for_device
 from kit.runtime.images.image import check_archive
-from kit.runtime.k8s.runtime import K8sRuntime
-from kit.runtime.multinode.config import NodeConfig, node_config
-from kit.runtime.multinode.runtime import MultiNodeRuntime
-from kit.runtime.multinode.transport import nodes_device
 from kit.runtime.pinned import DockerRuntime, PodmanRuntime
-from kit.runtime.slurm.runtime import SlurmRuntime
 from kit.shared.engines import Engine
 
 # name -> runtime class (its classmethod `prepare(request)` makes it ready); each class names

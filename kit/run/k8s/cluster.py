@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import InputError, KitError
-from kit.runtime.k8s.manifests import INDEX_LABEL, JOB_LABEL, JOBSET_API
+from kit.run.k8s.manifests import INDEX_LABEL, JOB_LABEL, JOBSET_API
 
 WATCH_S = 10  # one watch request's length; it is made again until the run ends
 GRACE_S = 30  # a pod's termination grace when the kit ends a run

@@ -32,9 +32,10 @@ from kit.bundle import default_bundle_dir
 from kit.errors import InputError
 from kit.recipe import Recipe
 from kit.recipe import gpus as recipe_gpus
-from kit.run.plan import RunSpec, plan
+from kit.run.batch import BatchJob, check_batch_options
+from kit.run.plan import plan
 from kit.runtime.apptainer import sif_file
-from kit.runtime.base import check_batch_options, check_no_control
+from kit.runtime.base import check_no_control
 from kit.runtime.containers.process import Apptainer, NoContainer
 from kit.runtime.containers.pyxis import Pyxis
 from kit.runtime.launch import Rendezvous, torchrun
@@ -112,16 +113,9 @@ def _q(text: str | Path) -> str:
 
 
 @dataclass
-class Job:
-    """What the script is made of: the recipe, its runs, and the launch settings."""
+class Job(BatchJob):
+    """What the script is made of: the batch job, and the launch settings."""
 
-    recipe: Recipe
-    runs: list[RunSpec]
-    bundle: Path
-    nodes: int
-    gpus_per_node: int
-    rdzv_port: int
-    env: dict[str, str]
     opts: SlurmOptions
 
 

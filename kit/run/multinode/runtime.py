@@ -40,23 +40,8 @@ from kit.errors import KitError
 from kit.model.environment import axes_record
 from kit.model.hardware import NodeInventory
 from kit.model.run import NodeRecord
-from kit.runtime import launch
-from kit.runtime.base import LaunchRequest, RunOutcome, RuntimeRequest, tail
-from kit.runtime.containers import gpus
-from kit.runtime.containers.client import (
-    LABEL_RUN,
-    cleanup,
-    cleanup_abandoned,
-    new_owner,
-    remove_container,
-    run_id_of,
-)
-from kit.runtime.containers.docker import DockerContainer, fault_reason, faults, launch_error
-from kit.runtime.images import fingerprint as fp
-from kit.runtime.images import image as images
-from kit.runtime.launch import MOUNT
-from kit.runtime.multinode.config import NodeConfig, host_of
-from kit.runtime.multinode.transport import (
+from kit.run.multinode.config import NodeConfig, host_of
+from kit.run.multinode.transport import (
     LABEL_NODE,
     Node,
     NodeLog,
@@ -72,6 +57,21 @@ from kit.runtime.multinode.transport import (
     tar_of,
     watch,
 )
+from kit.runtime import launch
+from kit.runtime.base import LaunchRequest, RunOutcome, RuntimeRequest, tail
+from kit.runtime.containers import gpus
+from kit.runtime.containers.client import (
+    LABEL_RUN,
+    cleanup,
+    cleanup_abandoned,
+    new_owner,
+    remove_container,
+    run_id_of,
+)
+from kit.runtime.containers.docker import DockerContainer, fault_reason, faults, launch_error
+from kit.runtime.images import fingerprint as fp
+from kit.runtime.images import image as images
+from kit.runtime.launch import MOUNT
 from kit.shared import files
 from kit.shared.engines import Engine
 

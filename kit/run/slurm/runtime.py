@@ -10,7 +10,6 @@ only: adaptive repeats need the driver between runs.
 from __future__ import annotations
 
 import contextlib
-import json
 import shlex
 import shutil
 import subprocess
@@ -20,14 +19,14 @@ from pathlib import Path
 from kit import terminal
 from kit.bundle import Bundle
 from kit.errors import InputError, KitError
-from kit.model import Hardware, NodeInventory, NodeRecord, SlurmInfo, load_bundle
+from kit.model import NodeRecord, SlurmInfo, load_bundle
 from kit.model.environment import axes_record
 from kit.outputs import check_bundle_dir
 from kit.recipe import Recipe, load_recipe
+from kit.run.batch import gather_inventory
 from kit.run.plan import plan
 from kit.run.results import close_bundle, open_bundle, record_container, result_of, write_specs
-from kit.runtime.base import RunOutcome, tail
-from kit.runtime.slurm.script import (
+from kit.run.slurm.script import (
     TIMEOUT_EXIT,
     Job,
     SlurmOptions,
@@ -35,8 +34,8 @@ from kit.runtime.slurm.script import (
     make_job,
     render_script,
 )
+from kit.runtime.base import RunOutcome, tail
 from kit.safeio import write_text
-from kit.shared import files
 
 console = terminal.console(highlight=False)
 
@@ -210,18 +209,9 @@ def collect(path: Path) -> tuple[Bundle, int]:
         console.print(f"kit: {spec.run_id}: {result.status}"
                       + (f" ({result.error})" if result.error else ""),
                       markup=False)  # fmt: skip
-    node_files = sorted((bundle.path / "slurm" / "nodes").glob("node*.json"))
-    inventory = []
-    for f in node_files:
-        try:
-            last = [ln for ln in f.read_text().splitlines() if ln.startswith("{")][-1]
-            record = {"node": int(f.stem.removeprefix("node")), **json.loads(last)}
-            inventory.append(NodeInventory.model_validate(record))
-        except (ValueError, TypeError, IndexError):  # pydantic's ValidationError is a ValueError
-            inventory.append(NodeInventory(node=f.stem, error=f"unreadable: {f.name}"))
-    hardware = Hardware(nodes=sorted(inventory, key=lambda n: str(n.node)),
-                        source="kit slurm: each node's kit.worker.nodeinfo")  # fmt: skip
-    bundle.write_json(files.HARDWARE, hardware.dump(as_written=True))
+    gather_inventory(
+        bundle, bundle.path / "slurm" / "nodes", "kit slurm: each node's kit.worker.nodeinfo"
+    )
     record_container(
         bundle,
         {**axes_record("slurm", engine(info.launcher)),
@@ -247,7 +237,7 @@ def command_line() -> str:
 
 
 class SlurmRuntime:
-    """The batch runtime chosen from kit.runtime.registry for `kit slurm` (see the module doc)."""
+    """The batch runtime chosen from kit.run.registry for `kit slurm` (see the module doc)."""
 
     name = "slurm"
 
