@@ -200,5 +200,7 @@ def to_stdout(lines: Iterable[str], what: str) -> None:
     except (OSError, ValueError) as exc:
         with contextlib.suppress(OSError, ValueError, AttributeError):  # nothing more to flush
             os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())  # at exit
-        raise InputError(f"standard output is closed or nobody reads it: {what} was not "
-                         f"written ({getattr(exc, 'strerror', None) or exc})") from None  # fmt: skip
+        raise InputError(
+            f"standard output is closed or nobody reads it: {what} was not "
+            f"written ({getattr(exc, 'strerror', None) or exc})"
+        ) from None

@@ -392,8 +392,10 @@ def reseal_report(root: Path, render: Any) -> Path:
             f"re-render a copy without {SIGNATURE}, then `kit sign` it"
         )
     if not os.access(root, os.W_OK | os.X_OK):  # a read-only mount, another user's folder
-        raise InputError(f"{root}: not writable for you; the report and MANIFEST.sha256 are "
-                         "written there: re-render a copy")  # fmt: skip
+        raise InputError(
+            f"{root}: not writable for you; the report and MANIFEST.sha256 are "
+            "written there: re-render a copy"
+        )
     recorded = read_manifest(root)
     try:
         return render()

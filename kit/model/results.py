@@ -29,7 +29,7 @@ class PreflightFinding(Open):
 
 
 class AdaptiveRecord(Closed):
-    """Whether a benchmark needed more repeats, and why (kit.run.engine.adaptive_record)."""
+    """Whether a benchmark needed more repeats, and why (kit.run.adaptive.adaptive_record)."""
 
     metric: str | None
     planned: int = Field(ge=1, le=MAX_REPEATS)

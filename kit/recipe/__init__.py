@@ -383,8 +383,11 @@ def parse_recipe(text: str, source: str) -> Recipe:
         recipe = Recipe.model_validate(data)
     except ValidationError as exc:
         # a variant given as a mapping fails the `str` branch too: report the mapping's error
-        errs = [e for e in exc.errors() if not (e["loc"][:1] == ("variants",) and
-                                                 e["loc"][-1:] == ("str",))] or exc.errors()  # fmt: skip
+        errs = [
+            e
+            for e in exc.errors()
+            if not (e["loc"][:1] == ("variants",) and e["loc"][-1:] == ("str",))
+        ] or exc.errors()
         # a list of references fails the one-reference branch too: report the list's error
         errs = [e for e in errs if e["type"] != "model_type"] or errs
         err = errs[0]

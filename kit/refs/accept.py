@@ -366,10 +366,17 @@ def accept(
                 there = Basis(None, None, None, "GPU", None)
                 decisions.append(
                     _bundle_not_comparable(
-                        bench.name, block, row, against, there, here, despite, value,
+                        bench.name,
+                        block,
+                        row,
+                        against,
+                        there,
+                        here,
+                        despite,
+                        value,
                         there_words="a figure to judge GPUs by",
                     )
-                )  # fmt: skip
+                )
                 continue
         if per_gpu and gpus:
             values = [v / gpus for v in values]

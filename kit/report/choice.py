@@ -60,8 +60,11 @@ def predicted(unit: str, machine: Any, base: Any, metric: str = "") -> tuple[flo
     return mine / theirs, words
 
 
-DATASHEET_LINE = (("memory", "memory bandwidth"), ("flops:bf16", "dense bf16 FLOP/s"),
-                  ("link", "NVLink bandwidth"))  # fmt: skip
+DATASHEET_LINE = (
+    ("memory", "memory bandwidth"),
+    ("flops:bf16", "dense bf16 FLOP/s"),
+    ("link", "NVLink bandwidth"),
+)
 
 
 def datasheets(machine: Any, base: Any) -> list[dict[str, Any]]:
@@ -110,8 +113,9 @@ def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
             seen.add(row.benchmark)
             if not ratio:
                 why = cell.get("ratio_error") or "no ratio: a side has no finished run"
-                lines.append({"benchmark": row.benchmark, "label": row.label, "factor": None,
-                              "why": why})  # fmt: skip
+                lines.append(
+                    {"benchmark": row.benchmark, "label": row.label, "factor": None, "why": why}
+                )
                 continue
             flip = not row.higher_is_better
             est, lo, hi = ratio["estimate"], ratio["ci_low"], ratio["ci_high"]

@@ -87,8 +87,9 @@ def decode_plot(data: dict[str, dict[int, list[float]]], title: str, salt: str) 
                 linewidth=0,
             )
             for b, m in zip(batches, med, strict=True):
-                ax.annotate(plots.fmt_num(m), (b, m), textcoords="offset points", xytext=(3, 4),
-                            fontsize=7)  # fmt: skip
+                ax.annotate(
+                    plots.fmt_num(m), (b, m), textcoords="offset points", xytext=(3, 4), fontsize=7
+                )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         every = sorted({b for per in data.values() for b in per})

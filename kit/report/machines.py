@@ -234,8 +234,13 @@ def load_machines(
     labels = labels or {}
     machines = []
     for i, path in enumerate(paths, 1):
-        data = receive(Path(path), "compare only untouched bundles", allowed_signers,
-                       allow_unsigned, read_broken)  # fmt: skip
+        data = receive(
+            Path(path),
+            "compare only untouched bundles",
+            allowed_signers,
+            allow_unsigned,
+            read_broken,
+        )
         machines.append(Machine(i, Path(path), data, labels.get(i - 1)))
     _name(machines)
     return machines

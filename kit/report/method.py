@@ -41,10 +41,13 @@ def _method_facts(group: list[analysis.Benchmark]) -> dict[str, Any]:
         "gc_frozen": bool(ok) and all(r.data.extra("gc_note") for r in ok),
         "gc_window": _span([r.data.extra("gc_window_s") for r in ok], "ms"),
         "energy": sorted(
-            {"counter" if (r.data.extra("energy_counter") or {}).get("complete")
-             else "sampled" for r in ok if r.device == "cuda"}
+            {
+                "counter" if (r.data.extra("energy_counter") or {}).get("complete") else "sampled"
+                for r in ok
+                if r.device == "cuda"
+            }
         ),
-    }  # fmt: skip
+    }
 
 
 SYNCED_PER_STEP = "the device synchronized before each clock read"

@@ -177,8 +177,12 @@ def interval_labels(bench: analysis.Benchmark, metric: str) -> str:
 
 def _methods(view: BenchView) -> list[str]:
     """The timing methods the sweep's figures show (the rows' `timing`), in the plots' words."""
-    found = {t for c in (view.curves or {}).get("curves", {}).values() for p in c.values()
-             for t in p.get("timing") or []}  # fmt: skip
+    found = {
+        t
+        for c in (view.curves or {}).get("curves", {}).values()
+        for p in c.values()
+        for t in p.get("timing") or []
+    }
     return [plots.TIMING_WORDS.get(t, t) for t in sorted(found)]
 
 

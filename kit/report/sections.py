@@ -136,12 +136,14 @@ def slice_words(hw: Hardware) -> list[tuple[str, str]]:
     if container.detected:
         kind = container.runtime or "a"
         evidence = ", ".join(container.evidence) or "its marks"
-        out.append((
-            f"inside a {kind} container",
-            f"the inventory was taken inside a {kind} container ({evidence}); runs on the host "
-            'runtime ran in that same container, so "host" in this report means that '
-            "container, not bare metal",
-        ))  # fmt: skip
+        out.append(
+            (
+                f"inside a {kind} container",
+                f"the inventory was taken inside a {kind} container ({evidence}); runs on the host "
+                'runtime ran in that same container, so "host" in this report means that '
+                "container, not bare metal",
+            )
+        )
     allowed, logical = host.allowed_cpus, host.logical_cpus
     if allowed and logical and allowed != f"0-{int(logical) - 1}":
         out.append(("a CPU slice", f"this process could use CPUs {allowed} of {logical}"))

@@ -64,8 +64,9 @@ def axes(name: str) -> tuple[str, str]:
 
 def local_runtime(engine: str) -> str | None:
     """The runtime on this machine that runs in `engine`, or None when none does."""
-    return next((n for n, c in RUNTIMES.items()
-                 if c.placement == "local" and c.engine == engine), None)  # fmt: skip
+    return next(
+        (n for n, c in RUNTIMES.items() if c.placement == "local" and c.engine == engine), None
+    )
 
 
 def engine_client(name: str) -> object:
@@ -78,8 +79,10 @@ def engine_client(name: str) -> object:
 def check_image_file(name: str, apptainer: object) -> None:
     """--apptainer names the image of the apptainer runtime only (never ignored by another)."""
     if apptainer is not None and name != "apptainer":
-        raise InputError(f"{APPTAINER_OPTION}: only for the apptainer runtime (--runtime "
-                         f"apptainer); this run uses the {name} runtime")  # fmt: skip
+        raise InputError(
+            f"{APPTAINER_OPTION}: only for the apptainer runtime (--runtime "
+            f"apptainer); this run uses the {name} runtime"
+        )
 
 
 def choose(requested: str, request: RuntimeRequest) -> tuple[str, str | None]:
@@ -105,12 +108,16 @@ def choose(requested: str, request: RuntimeRequest) -> tuple[str, str | None]:
     check_image_file(name, request.apptainer)
     # no image of the kit's is built (host, apptainer): an image option cannot apply
     if not builds_image(name):
-        for flag, given in (("--image-archive", request.image_archive),
-                            ("--base-image", request.base_image)):  # fmt: skip
+        for flag, given in (
+            ("--image-archive", request.image_archive),
+            ("--base-image", request.base_image),
+        ):
             if given is not None:
                 why = f" ({note})" if note else ""
-                raise InputError(f"{flag}: needs the docker runtime (--runtime docker); this run "
-                                 f"uses the {name} runtime{why}")  # fmt: skip
+                raise InputError(
+                    f"{flag}: needs the docker runtime (--runtime docker); this run "
+                    f"uses the {name} runtime{why}"
+                )
     return name, note
 
 
@@ -127,8 +134,10 @@ def fit_environment(
                 if RUNTIMES.get(name, HostRuntime).pinned
                 else "runs this machine's Python"
             )
-            raise InputError(f"--env {asked}: needs a runtime that builds an image (--runtime "
-                             f"docker); the {name} runtime {what}")  # fmt: skip
+            raise InputError(
+                f"--env {asked}: needs a runtime that builds an image (--runtime "
+                f"docker); the {name} runtime {what}"
+            )
         return request, None
     env, why = for_device(recipe_environment, request.device, asked)
     return replace(request, environment=env), why

@@ -99,9 +99,13 @@ def rerun_request(
     name = rerun_runtime(old_env, runtime, apptainer)
     request = RuntimeRequest(
         environment=(old_env.name if old_env else None) or recipe.environment,
-        device=device, gpus=recipe.gpus, base_image=None,
-        image_archive=image_archive, nodes=node_config(recipe.nodes, nodes), apptainer=apptainer,
-    )  # fmt: skip
+        device=device,
+        gpus=recipe.gpus,
+        base_image=None,
+        image_archive=image_archive,
+        nodes=node_config(recipe.nodes, nodes),
+        apptainer=apptainer,
+    )
     if request.nodes is not None and name == "docker":
         name = "multinode"  # the nodes the user named (--nodes), never this host alone
     return name, request
@@ -159,8 +163,9 @@ def load_for_rerun(
 ) -> BundleData:
     """The old bundle, checked (sealed, complete, signed when asked: kit.bundle.intake), then read once
     through the typed loader: its resolved recipe, results, environment and hardware."""
-    return receive(path, "a rerun needs an untouched bundle", allowed_signers, allow_unsigned,
-                   read_broken)  # fmt: skip
+    return receive(
+        path, "a rerun needs an untouched bundle", allowed_signers, allow_unsigned, read_broken
+    )
 
 
 def refuse_out_inside(out: Path | None) -> None:
@@ -278,22 +283,30 @@ def rerun_bundle(
         check_allowances(options.allow, asked, bool(options.nodes))
     if recorded.k8s is not None:  # made by `kit k8s`: it reruns there, with the recorded options
         if runtime is not None or strict_env or options.apptainer is not None:
-            flag = ("--strict-env" if strict_env else f"--runtime {runtime}" if runtime
-                    else "--apptainer")  # fmt: skip
+            flag = (
+                "--strict-env"
+                if strict_env
+                else f"--runtime {runtime}"
+                if runtime
+                else "--apptainer"
+            )
             raise InputError(f"{flag}: {path} was made by `kit k8s` and reruns on Kubernetes")
         console.print(f"kit: rerunning {path} on Kubernetes (recipe {recipe.name})", markup=False)
         batch = registry.batch("k8s")
         smoke = options.smoke if options.smoke is not None else recorded.smoke
         repeats = options.repeats or recorded.planned_repeats
-        k8s = batch(batch.options_of(recorded.k8s, asked, smoke, repeats, options.out,
-                                     options.command))  # fmt: skip
+        k8s = batch(
+            batch.options_of(recorded.k8s, asked, smoke, repeats, options.out, options.command)
+        )
         done = k8s.submit(recipe, reproduces=source_record(path, old))
         return Bundle.load(Path(done)), k8s.code
     where = rerun_runtime(old.environment, runtime, options.apptainer)
     # a name no runtime here has (a Slurm bundle's recorded one) is refused where it is prepared
     builds = where not in registry.RUNTIMES or registry.builds_image(where)
-    for flag, given in (("--image-archive", options.image_archive),
-                        ("--base-image", options.base_image)):  # fmt: skip
+    for flag, given in (
+        ("--image-archive", options.image_archive),
+        ("--base-image", options.base_image),
+    ):
         if not builds and given is not None:
             raise InputError(
                 f"{flag}: needs the docker runtime; this rerun uses the {where} runtime "
@@ -306,9 +319,14 @@ def rerun_bundle(
     # every check that can refuse comes before the first notice, so a refusal is the only line
     resolved = resolve_device(asked)  # once: the runtime and the engine both take this one
     name, request = rerun_request(
-        old.environment, runtime, resolved, recipe, options.image_archive, options.nodes,
+        old.environment,
+        runtime,
+        resolved,
+        recipe,
+        options.image_archive,
+        options.nodes,
         options.apptainer,
-    )  # fmt: skip
+    )
     registry.check_ready(name, request)
     if old.environment is not None:
         console.print(f"kit: {base_image_line(old.environment)}", markup=False)
@@ -339,17 +357,23 @@ def rerun_bundle(
     else:
         console.print("kit: the environment could not be probed; it is checked after the runs")
     run_options = replace(
-        options, device=resolved,
+        options,
+        device=resolved,
         smoke=options.smoke if options.smoke is not None else recorded.smoke,
-        repeats=options.repeats or recorded.planned_repeats, runtime=name,
-        environment=request.environment, base_image=request.base_image,
+        repeats=options.repeats or recorded.planned_repeats,
+        runtime=name,
+        environment=request.environment,
+        base_image=request.base_image,
         reproduces=source_record(path, old),
-    )  # fmt: skip
+    )
     # the engine knows nothing of reruns: this hook compares what the runs recorded
     return run_recipe(
-        recipe, run_options, after_runs=lambda new: check_after_run(new, bundle_side, old_hw),
-        runtime=prepared, device=resolved,
-    )  # fmt: skip
+        recipe,
+        run_options,
+        after_runs=lambda new: check_after_run(new, bundle_side, old_hw),
+        runtime=prepared,
+        device=resolved,
+    )
 
 
 def check_after_run(

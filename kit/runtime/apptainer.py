@@ -43,16 +43,23 @@ def probe(image: Path, device: str) -> dict[str, Any]:
     box = Apptainer(str(image))
     argv = [*box.prefix(None, device), "python", "-m", "kit.worker.probe"]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-                              env=box.process_env({}, None))  # fmt: skip
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            env=box.process_env({}, None),
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise KitError(f"probing {image}: {type(e).__name__}: {e}") from e
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     if proc.returncode != 0 or not lines:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise KitError(f"probing {image} failed (exit {proc.returncode}): {last[:200]} (a SIF of "
-                       "the kit's image: apptainer build kit.sif docker-archive://FILE.tar of a "
-                       "kit export)")  # fmt: skip
+        raise KitError(
+            f"probing {image} failed (exit {proc.returncode}): {last[:200]} (a SIF of "
+            "the kit's image: apptainer build kit.sif docker-archive://FILE.tar of a "
+            "kit export)"
+        )
     try:
         return json.loads(lines[-1])
     except json.JSONDecodeError as e:
@@ -92,8 +99,10 @@ class ApptainerRuntime(LocalRuntime):
         if request.apptainer is None:
             raise InputError(f"--runtime apptainer: name the image: {OPTION} IMAGE.sif")
         if why := missing():
-            raise InputError(f"--runtime apptainer: {why} (install Apptainer, or use another "
-                             "--runtime: host, docker, podman)")  # fmt: skip
+            raise InputError(
+                f"--runtime apptainer: {why} (install Apptainer, or use another "
+                "--runtime: host, docker, podman)"
+            )
         return sif_file(request.apptainer)
 
     @classmethod
@@ -104,9 +113,18 @@ class ApptainerRuntime(LocalRuntime):
         out = console(highlight=False, soft_wrap=True)
         out.print(f"kit: Apptainer image {image} (sha256:{digest})", markup=False)
         versions = probe(image, request.device)
-        return cls(image, {
-            **axes_record(cls.placement, cls.engine), "name": None, "pinned": True,
-            "runtime": cls.name, "image": str(image), "image_id": f"sha256:{digest}",
-            # what the image holds, as a rerun compares it (kit.envdiff): another SIF matters
-            "content_hash": digest, "kit_version": kit.__version__, "container": versions,
-        })  # fmt: skip
+        return cls(
+            image,
+            {
+                **axes_record(cls.placement, cls.engine),
+                "name": None,
+                "pinned": True,
+                "runtime": cls.name,
+                "image": str(image),
+                "image_id": f"sha256:{digest}",
+                # what the image holds, as a rerun compares it (kit.envdiff): another SIF matters
+                "content_hash": digest,
+                "kit_version": kit.__version__,
+                "container": versions,
+            },
+        )

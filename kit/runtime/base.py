@@ -40,8 +40,9 @@ def check_no_control(name: str, value: str) -> None:
     """A value refused if it holds a control character (kit.model.files.CONTROL): none belongs in
     a value that becomes one line of a script or a name a terminal shows."""
     if CONTROL.search(value):
-        raise InputError(f"{name} {value!r}: control characters (line breaks, NUL, ESC, tab) are "
-                         "not allowed")  # fmt: skip
+        raise InputError(
+            f"{name} {value!r}: control characters (line breaks, NUL, ESC, tab) are not allowed"
+        )
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:

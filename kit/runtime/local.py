@@ -87,9 +87,13 @@ class LocalRuntime:
                         started.stop()
                     raise
                 return RunOutcome(
-                    code, timed_out, False, time.perf_counter() - t0, shown,
+                    code,
+                    timed_out,
+                    False,
+                    time.perf_counter() - t0,
+                    shown,
                     None if code == 0 else started.reason(),
-                )  # fmt: skip
+                )
             finally:
                 if started is not None:
                     started.remove()

@@ -54,9 +54,13 @@ class PinnedRuntime(LocalRuntime):
         memlock: bool = True,
     ) -> None:
         self.docker = self.container_class(
-            image, client=client, shm_size=shm_size, echo=echo, gpu_style=gpu_style,
+            image,
+            client=client,
+            shm_size=shm_size,
+            echo=echo,
+            gpu_style=gpu_style,
             memlock=memlock,
-        )  # fmt: skip
+        )
         super().__init__(self.docker)
 
     @property
@@ -75,9 +79,12 @@ class PinnedRuntime(LocalRuntime):
     def prepare(cls, request: RuntimeRequest) -> PinnedRuntime:
         """Build (or reuse, or load) the pinned image and probe it: environment.json."""
         return prepare_runtime(
-            request.environment, request.device, base_image=request.base_image,
-            image_archive=request.image_archive, runtime=cls,
-        )  # fmt: skip
+            request.environment,
+            request.device,
+            base_image=request.base_image,
+            image_archive=request.image_archive,
+            runtime=cls,
+        )
 
     @classmethod
     def check(cls, request: RuntimeRequest) -> None:
@@ -109,8 +116,10 @@ class PinnedRuntime(LocalRuntime):
             try:
                 box.gpu_request_style(client)
             except KitError:
-                return (f"{box.label} cannot give GPUs to containers (no NVIDIA Container "
-                        "Toolkit or CDI spec)")  # fmt: skip
+                return (
+                    f"{box.label} cannot give GPUs to containers (no NVIDIA Container "
+                    "Toolkit or CDI spec)"
+                )
         return None
 
     def container_options(

@@ -255,8 +255,13 @@ def judged_note(named: str, headline: str) -> str:
     return f"judged on {there}, as the reference was measured; the figure above is {here}"
 
 
-def run_basis(bench: Benchmark, block: VariantBlock | None, hardware: Hardware | None,
-              metric: str, smoke: bool | None = None) -> Basis:  # fmt: skip
+def run_basis(
+    bench: Benchmark,
+    block: VariantBlock | None,
+    hardware: Hardware | None,
+    metric: str,
+    smoke: bool | None = None,
+) -> Basis:
     """What one variant of a benchmark ran on, for matching against a reference
     (kit.acceptance.mismatches): the GPU model hardware.json names, the runs' GPU count, the
     task, GPU or CPU (gloo), and the metric judged."""
@@ -314,9 +319,13 @@ def expectations(bench: Benchmark, hardware: Hardware | None = None) -> list[dic
             verdict, reason = "failed: no finished run", ""
         else:
             decision = decide(
-                list(row.values), exp.value, min(exp.tolerance, 0.99), row.higher_is_better,
-                named, unit,
-            )  # fmt: skip
+                list(row.values),
+                exp.value,
+                min(exp.tolerance, 0.99),
+                row.higher_is_better,
+                named,
+                unit,
+            )
             verdict, reason = decision.verdict, decision.reason
         out.append(
             {

@@ -75,8 +75,9 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
         if not sep or not LABEL_KEY.match(key) or not LABEL_VALUE.match(value):
             raise InputError(f"{what} {item!r}: expected KEY=VALUE (a Kubernetes label)")
         if out.get(key, value) != value:  # a node cannot carry both: one would be dropped
-            raise InputError(f"{what} {key!r} given twice, as {out[key]!r} and {value!r}; "
-                             "a key takes one value")  # fmt: skip
+            raise InputError(
+                f"{what} {key!r} given twice, as {out[key]!r} and {value!r}; a key takes one value"
+            )
         out[key] = value
     return out
 
@@ -115,8 +116,10 @@ def check_options(o: K8sOptions) -> None:
     ):
         raise InputError(f"--service-account {o.service_account!r}: not a Kubernetes name")
     if not 1 <= o.pending_timeout_s <= 7 * 86400:  # also NaN
-        raise InputError(f"--pending-timeout {o.pending_timeout_s:g}: expected a number of "
-                         "seconds from 1 s to 7 days (604800)")  # fmt: skip
+        raise InputError(
+            f"--pending-timeout {o.pending_timeout_s:g}: expected a number of "
+            "seconds from 1 s to 7 days (604800)"
+        )
     check_batch_options(o.device, o.nodes, o.gpus_per_node)
     _pairs(o.node_selector, "--node-selector")
     for t in o.tolerations:

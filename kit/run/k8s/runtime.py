@@ -347,12 +347,21 @@ class K8sRuntime:
     ) -> K8sOptions:
         """A rerun's options: the placement results.json recorded (kit reproduce BUNDLE)."""
         return K8sOptions(
-            image=record.image, nodes=record.pods, gpus_per_node=record.gpus_per_node,
-            namespace=record.namespace, node_selector=list(record.node_selector),
-            tolerations=list(record.tolerations), service_account=record.service_account,
-            host_network=record.host_network, jobset=record.jobset,
-            device=device or "cuda", smoke=smoke, repeats=repeats, out=out, command=command,
-        )  # fmt: skip
+            image=record.image,
+            nodes=record.pods,
+            gpus_per_node=record.gpus_per_node,
+            namespace=record.namespace,
+            node_selector=list(record.node_selector),
+            tolerations=list(record.tolerations),
+            service_account=record.service_account,
+            host_network=record.host_network,
+            jobset=record.jobset,
+            device=device or "cuda",
+            smoke=smoke,
+            repeats=repeats,
+            out=out,
+            command=command,
+        )
 
     @staticmethod
     def collect(bundle: Path) -> tuple[Bundle, int]:

@@ -309,13 +309,19 @@ def watch(containers: list[Any], timeout_s: float) -> tuple[list[dict[str, Any]]
             try:
                 c.reload()
             except docker.errors.NotFound:
-                states[i] = {"status": "vanished", "exit_code": None,
-                             "finished_at": f"~{time.time():.3f}"}  # fmt: skip
+                states[i] = {
+                    "status": "vanished",
+                    "exit_code": None,
+                    "finished_at": f"~{time.time():.3f}",
+                }
                 continue
             if c.status in ("exited", "dead"):
                 st = c.attrs["State"]
-                states[i] = {"status": "exited", "exit_code": st.get("ExitCode"),
-                             "finished_at": st.get("FinishedAt") or ""}  # fmt: skip
+                states[i] = {
+                    "status": "exited",
+                    "exit_code": st.get("ExitCode"),
+                    "finished_at": st.get("FinishedAt") or "",
+                }
         bad = [
             (s["finished_at"], i)
             for i, s in enumerate(states)
@@ -340,8 +346,11 @@ def stop_all(containers: list[Any], states: list[dict[str, Any]]) -> None:
             containers[i].stop(timeout=STOP_GRACE_S)
             containers[i].reload()
             st = containers[i].attrs["State"]
-            states[i] = {"status": "stopped", "exit_code": st.get("ExitCode"),
-                         "finished_at": st.get("FinishedAt") or ""}  # fmt: skip
+            states[i] = {
+                "status": "stopped",
+                "exit_code": st.get("ExitCode"),
+                "finished_at": st.get("FinishedAt") or "",
+            }
         except docker.errors.NotFound:
             states[i] = {"status": "vanished", "exit_code": None, "finished_at": ""}
 

@@ -44,10 +44,16 @@ def write_bundle(job: Job) -> Path:
     """The bundle before the job: recipe, results.json header, run specs, the script."""
     o = job.opts
     bundle = open_bundle(
-        job.bundle, job.recipe, o.device, "slurm", o.launcher != "host",
+        job.bundle,
+        job.recipe,
+        o.device,
+        "slurm",
+        o.launcher != "host",
         job.runs[0].smoke if job.runs else False,
-        1 + max((r.repeat for r in job.runs), default=0), o.command, len(job.runs),
-    )  # fmt: skip
+        1 + max((r.repeat for r in job.runs), default=0),
+        o.command,
+        len(job.runs),
+    )
     bundle.results.status = "submitted"
     bundle.results.slurm = SlurmInfo(
         nodes=job.nodes,
@@ -192,8 +198,14 @@ def collect(path: Path) -> tuple[Bundle, int]:
             command = ["sbatch", "slurm/job.sbatch", "run", spec.run_id]
             outcome = RunOutcome(status, status == TIMEOUT_EXIT, False, wall, command)
         else:
-            outcome = RunOutcome(None, False, False, 0.0, [],
-                                 f"the Slurm job did not run it (ended or was cancelled before; see {job_out})")  # fmt: skip
+            outcome = RunOutcome(
+                None,
+                False,
+                False,
+                0.0,
+                [],
+                f"the Slurm job did not run it (ended or was cancelled before; see {job_out})",
+            )
         if outcome.timed_out:
             # timeout(1)'s 124 is the script's, not the worker's: no status of the worker
             outcome = RunOutcome(None, True, False, outcome.wall_s, outcome.command)
@@ -206,20 +218,27 @@ def collect(path: Path) -> tuple[Bundle, int]:
         if result.launch is not None:  # result_of records it
             result.launch.launcher = info.launcher
         bundle.add_run(result)
-        console.print(f"kit: {spec.run_id}: {result.status}"
-                      + (f" ({result.error})" if result.error else ""),
-                      markup=False)  # fmt: skip
+        console.print(
+            f"kit: {spec.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""),
+            markup=False,
+        )
     gather_inventory(
         bundle, bundle.path / "slurm" / "nodes", "kit slurm: each node's kit.worker.nodeinfo"
     )
     record_container(
         bundle,
-        {**axes_record("slurm", engine(info.launcher)),
-         "name": recipe.environment, "pinned": info.launcher != "host", "runtime": "slurm",
-         "launcher": info.launcher, "image": info.image,
-         "python_executable": info.python, "kit_version": header.kit_version,
-         "container": None},
-    )  # fmt: skip
+        {
+            **axes_record("slurm", engine(info.launcher)),
+            "name": recipe.environment,
+            "pinned": info.launcher != "host",
+            "runtime": "slurm",
+            "launcher": info.launcher,
+            "image": info.image,
+            "python_executable": info.python,
+            "kit_version": header.kit_version,
+            "container": None,
+        },
+    )
     planned = header.planned_runs or len(header.runs)
     # what collect wrote reads back through the one loader, then the report and the manifest
     close_bundle(bundle, planned, check=load_bundle)

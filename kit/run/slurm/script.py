@@ -85,27 +85,39 @@ def check_options(opts: SlurmOptions) -> None:
         raise InputError(f"--time {opts.time!r}: expected MINUTES, HH:MM:SS or D-HH:MM:SS")
     # every value below becomes a line of the sbatch script: no control character (line break,
     # NUL, ESC)
-    for name, value in (("--partition", opts.partition), ("--time", opts.time),
-                        ("--container-image", opts.container_image),
-                        ("--apptainer", opts.apptainer), ("--host-python", opts.host_python),
-                        *(("--sbatch-arg", x) for x in opts.extra)):  # fmt: skip
+    for name, value in (
+        ("--partition", opts.partition),
+        ("--time", opts.time),
+        ("--container-image", opts.container_image),
+        ("--apptainer", opts.apptainer),
+        ("--host-python", opts.host_python),
+        *(("--sbatch-arg", x) for x in opts.extra),
+    ):
         if value is not None:
             check_no_control(name, str(value))
     if opts.container_image is not None and opts.container_image.startswith("-"):
-        raise InputError(f"--container-image {opts.container_image!r}: an option, not an image "
-                         "(a .sqsh file, docker://IMAGE or REGISTRY#IMAGE)")  # fmt: skip
+        raise InputError(
+            f"--container-image {opts.container_image!r}: an option, not an image "
+            "(a .sqsh file, docker://IMAGE or REGISTRY#IMAGE)"
+        )
     for arg in opts.extra:  # an #SBATCH line holds options: anything else is no sbatch's
         if not re.match(r"^--?[A-Za-z]", arg):
-            raise InputError(f"--sbatch-arg {arg!r}: expected an sbatch option, e.g. "
-                             "--sbatch-arg=--account=lab")  # fmt: skip
+            raise InputError(
+                f"--sbatch-arg {arg!r}: expected an sbatch option, e.g. --sbatch-arg=--account=lab"
+            )
     if opts.partition is not None and not PARTITION.fullmatch(opts.partition):
-        raise InputError(f"--partition {opts.partition!r}: expected a Slurm partition name "
-                         "(letters, digits, _ - ., starting with a letter, digit or _; several "
-                         "separated by commas)")  # fmt: skip
+        raise InputError(
+            f"--partition {opts.partition!r}: expected a Slurm partition name "
+            "(letters, digits, _ - ., starting with a letter, digit or _; several "
+            "separated by commas)"
+        )
     # the SIF may be only on the cluster's disk: said, not refused
     if opts.apptainer is not None and not sif_file(opts.apptainer, absent_ok=True).exists():
-        print(f"kit: note: --apptainer {opts.apptainer}: not on this machine; every node must "
-              "find it at that path", file=sys.stderr)  # fmt: skip
+        print(
+            f"kit: note: --apptainer {opts.apptainer}: not on this machine; every node must "
+            "find it at that path",
+            file=sys.stderr,
+        )
 
 
 def _q(text: str | Path) -> str:

@@ -63,8 +63,12 @@ def fault_reason(e: BaseException) -> str:
     return f"the Docker daemon stopped answering during the run ({type(e).__name__}: {first})"
 
 
-RLIMIT_NAMES = {7: "open-files (nofile)", 8: "memlock (pinned host memory)", 3: "stack",
-                6: "processes (nproc)"}  # fmt: skip
+RLIMIT_NAMES = {
+    7: "open-files (nofile)",
+    8: "memlock (pinned host memory)",
+    3: "stack",
+    6: "processes (nproc)",
+}
 
 
 def launch_error(e: BaseException) -> str:
@@ -104,8 +108,9 @@ class ExitWatch:
     def __init__(self, client: Any, container: Any) -> None:
         api = client.api
         url = api._url("/containers/{0}/wait", container.id)
-        self._response = api._post(url, params={"condition": "next-exit"}, stream=True,
-                                   timeout=None)  # fmt: skip
+        self._response = api._post(
+            url, params={"condition": "next-exit"}, stream=True, timeout=None
+        )
         api._raise_for_status(self._response)
         self._status: dict[str, Any] | None = None
         self._error: BaseException | None = None
@@ -141,14 +146,17 @@ def kill_reasons(client: Any, container: Any, since: float) -> list[str]:
     told before AutoRemove took it): its kernel OOM kills and the signals sent from outside."""
     with contextlib.suppress(*faults(), ValueError):
         found = client.events(
-            since=int(since) - 1, until=int(time.time()) + 1, decode=True,
+            since=int(since) - 1,
+            until=int(time.time()) + 1,
+            decode=True,
             filters={"container": container.id, "event": ["oom", "kill"]},
-        )  # fmt: skip
+        )
         return [
-            "oom" if (e.get("status") or e.get("Action")) == "oom"
+            "oom"
+            if (e.get("status") or e.get("Action")) == "oom"
             else f"kill {((e.get('Actor') or {}).get('Attributes') or {}).get('signal', '?')}"
             for e in found
-        ]  # fmt: skip
+        ]
     return []
 
 
@@ -157,9 +165,15 @@ class Running:
     status from the wait opened before it started."""
 
     def __init__(
-        self, client: Any, engine: Any, container: Any, output: Any, exit: ExitWatch,
-        log: IO[bytes], echo: Any = None,
-    ) -> None:  # fmt: skip
+        self,
+        client: Any,
+        engine: Any,
+        container: Any,
+        output: Any,
+        exit: ExitWatch,
+        log: IO[bytes],
+        echo: Any = None,
+    ) -> None:
         self.client = client
         self.engine = engine
         self.container = container
@@ -224,8 +238,10 @@ class Running:
             return f"the container was killed for lack of memory (OOMKilled){within}"
         if events and not self.stopped:
             signal = events[-1].removeprefix("kill ")
-            return (f"the container was killed from outside the kit (signal {signal}: "
-                    "docker kill, stop or rm -f?)")  # fmt: skip
+            return (
+                f"the container was killed from outside the kit (signal {signal}: "
+                "docker kill, stop or rm -f?)"
+            )
         return None
 
 

@@ -28,8 +28,11 @@ class Pyxis:
 
     def run_flags(self, run_dir: str) -> list[str]:
         """The srun flags of one run: the image, the run directory at /kit/run, its workdir."""
-        return [*self.flags(), f'--container-mounts="{run_dir}:{MOUNT}"',
-                f"--container-workdir={MOUNT}"]  # fmt: skip
+        return [
+            *self.flags(),
+            f'--container-mounts="{run_dir}:{MOUNT}"',
+            f"--container-workdir={MOUNT}",
+        ]
 
     def face(self, run_dir: str | None, device: str) -> Face:
         """srun's own flags: pyxis has no command of its own."""

@@ -44,14 +44,20 @@ def _pipe(engine: str) -> IO[bytes] | None:
     with _lock:
         if engine in _pipes:
             return _pipes[engine]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            p for p in (KIT_ROOT, os.environ.get("PYTHONPATH")) if p)}  # fmt: skip
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(p for p in (KIT_ROOT, os.environ.get("PYTHONPATH")) if p),
+        }
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "kit.runtime.containers.reaper", engine],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                env=env, start_new_session=True, close_fds=True,
-            )  # fmt: skip
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+            )
         except OSError:
             return None
         _reapers.append(proc)

@@ -205,11 +205,19 @@ def build(
     def made(image_id: str, cached: bool) -> Image:
         base_id, base_digest = _base_identity(client, base)
         return Image(
-            env=env.name, tag=tag, image_id=image_id, cached=cached, base_image=base,
-            base_image_id=base_id, base_image_digest=base_digest,
-            dockerfile_sha256=sha256_file(env.dockerfile), lock_sha256=lock_sha256(env),
-            content_hash=digest, build_args=args, base_image_content=_base_content(client, base),
-        )  # fmt: skip
+            env=env.name,
+            tag=tag,
+            image_id=image_id,
+            cached=cached,
+            base_image=base,
+            base_image_id=base_id,
+            base_image_digest=base_digest,
+            dockerfile_sha256=sha256_file(env.dockerfile),
+            lock_sha256=lock_sha256(env),
+            content_hash=digest,
+            build_args=args,
+            base_image_content=_base_content(client, base),
+        )
 
     try:
         return made(client.images.get(tag).id, cached=True)
@@ -226,11 +234,21 @@ def build(
         assemble_context(env, wheels, Path(ctx))
         try:
             stream = client.api.build(
-                path=ctx, tag=tag, buildargs=args, decode=True, rm=True, forcerm=True,
-                pull=False, labels={LABEL_ENV: env.name, LABEL_HASH: digest, LABEL_BASE: base,
-                                    LABEL_DOCKERFILE: sha256_file(env.dockerfile),
-                                    LABEL_LOCK: lock_sha256(env) or ""},
-            )  # fmt: skip
+                path=ctx,
+                tag=tag,
+                buildargs=args,
+                decode=True,
+                rm=True,
+                forcerm=True,
+                pull=False,
+                labels={
+                    LABEL_ENV: env.name,
+                    LABEL_HASH: digest,
+                    LABEL_BASE: base,
+                    LABEL_DOCKERFILE: sha256_file(env.dockerfile),
+                    LABEL_LOCK: lock_sha256(env) or "",
+                },
+            )
             for chunk in stream:
                 text = chunk.get("stream") or chunk.get("status") or ""
                 if text.strip():
@@ -317,11 +335,18 @@ def from_archive(path: Path, env_name: str, client: Any) -> Image:
     if base_digest is None and "@sha256:" in base:
         base_digest = base.split("@", 1)[1]
     return Image(
-        env=env_name, tag=tags[0], image_id=img.id, cached=True, base_image=base,
-        base_image_id=base_id, base_image_digest=base_digest,
-        dockerfile_sha256=labels.get(LABEL_DOCKERFILE, ""), lock_sha256=labels.get(LABEL_LOCK, ""),
-        content_hash=labels.get(LABEL_HASH, ""), build_args={"BASE_IMAGE": base},
-    )  # fmt: skip
+        env=env_name,
+        tag=tags[0],
+        image_id=img.id,
+        cached=True,
+        base_image=base,
+        base_image_id=base_id,
+        base_image_digest=base_digest,
+        dockerfile_sha256=labels.get(LABEL_DOCKERFILE, ""),
+        lock_sha256=labels.get(LABEL_LOCK, ""),
+        content_hash=labels.get(LABEL_HASH, ""),
+        build_args={"BASE_IMAGE": base},
+    )
 
 
 def obtain(

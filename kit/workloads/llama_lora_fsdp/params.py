@@ -54,8 +54,17 @@ class LlamaLoraFsdpParams:
     data_path: str = ""  # a LOCAL torch file holding integer token ids; "" = synthetic
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
-                     "num_kv_heads", "seq_len", "micro_batch", "lora_r"):  # fmt: skip
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_layers",
+            "num_heads",
+            "num_kv_heads",
+            "seq_len",
+            "micro_batch",
+            "lora_r",
+        ):
             check(getattr(self, name) >= 1, name, "at least 1")
         check(self.hidden_size % self.num_heads == 0, "hidden_size", "a multiple of num_heads")
         check(self.num_heads % self.num_kv_heads == 0, "num_kv_heads", "a divisor of num_heads")

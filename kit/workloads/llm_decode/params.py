@@ -53,8 +53,17 @@ class LlmDecodeParams:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
-                     "num_kv_heads", "prompt_len", "fit_seq_len", "fit_max_batch"):  # fmt: skip
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_layers",
+            "num_heads",
+            "num_kv_heads",
+            "prompt_len",
+            "fit_seq_len",
+            "fit_max_batch",
+        ):
             check(getattr(self, name) >= 1, name, "at least 1")
         check(self.hidden_size % self.num_heads == 0, "hidden_size", "a multiple of num_heads")
         check(self.num_heads % self.num_kv_heads == 0, "num_kv_heads", "a divisor of num_heads")
