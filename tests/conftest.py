@@ -57,6 +57,33 @@ def recipe_model(*kinds: str, **fields):
     return Recipe.model_validate({"kit": 1, "name": "test", "benchmarks": benchmarks, **fields})
 
 
+def one_line(proc, code: int | tuple[int, ...] = 2) -> str:
+    """A refused command: exit `code` (or one of them), no traceback, and stderr exactly one
+    line, `kit: error: ...`; returns that line (with its newline)."""
+    codes = code if isinstance(code, tuple) else (code,)
+    assert proc.returncode in codes, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("kit: error: "), proc.stderr
+    return proc.stderr
+
+
+def one_line_exit_2(proc, words: str) -> None:
+    """A usage refusal: exit 2, one line on stderr naming `words`, nothing on stdout."""
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and words in lines[0], proc.stderr
+    assert not proc.stdout.strip(), proc.stdout
+
+
+def allreduce_recipe(
+    name: str, params: str, gpus: int = 2, timeout_s: int = 120, variants: str = "p2p"
+) -> str:
+    """A one-benchmark allreduce recipe's YAML (one repeat), for a test that runs it."""
+    return (
+        f"kit: 1\nname: {name}\ngpus: {gpus}\nrepeats: 1\ntimeout_s: {timeout_s}\n"
+        f"variants: [{variants}]\nbenchmarks:\n  - kind: allreduce\n    params: {{{params}}}\n"
+    )
+
+
 def sigint_as_default() -> None:
     """Popen preexec_fn for a kit the test will Ctrl-C: a shell that started pytest in the
     background (`make test &`) leaves SIGINT ignored, and an ignored signal is inherited, so the

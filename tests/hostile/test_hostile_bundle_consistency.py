@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import write_manifest
-from tests.conftest import ROOT, run_kit
+from tests.conftest import ROOT, one_line, run_kit
 
 EXAMPLE = ROOT / "reports" / "examples" / "h200x2-allreduce"
 AGAINST = "325.6GB/s"
@@ -35,13 +35,6 @@ def edit(b: Path, change: Callable[[dict], None]) -> Path:
     (b / "results.json").write_text(json.dumps(data, indent=2))
     write_manifest(b)
     return b
-
-
-def one_line(proc, code: int = 2) -> str:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("kit: error: "), proc.stderr
-    return proc.stderr
 
 
 def _duplicate(data: dict) -> None:
