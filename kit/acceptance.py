@@ -1,5 +1,5 @@
 """Acceptance verdicts: PASS, FAIL or UNDECIDED, decided by the interval, never the point estimate;
-NOT COMPARABLE where the reference does not apply to the run (kit.refs.accept decides that).
+NOT COMPARABLE where the reference does not apply to the run (kit.report.accept decides that).
 
 The rule (for a higher-is-better metric; mirrored for times):
 

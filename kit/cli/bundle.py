@@ -71,7 +71,7 @@ def report(
     check_priced_device(price, b.results.device, b.path, "--price-per-gpu-hour")
     acceptance = None
     if against is not None:
-        from kit.refs.accept import accept as accept_bundle
+        from kit.report.accept import accept as accept_bundle
 
         acceptance = accept_bundle(
             b.path,
@@ -253,7 +253,7 @@ def accept(
     Example: kit accept reports/examples/h200x2-allreduce --against 300GB/s --tolerance 0.05
     """
     from kit.bundle.intake import check_signer_options
-    from kit.refs.accept import accept as accept_bundle
+    from kit.report.accept import accept as accept_bundle
     from kit.shared.jsonio import dumps
 
     check_signer_options(allowed_signers, allow_unsigned)

@@ -391,7 +391,7 @@ def render_bundle(
     """Write report.html and report.pdf into the bundle; returns the HTML's path.
 
     `price_per_gpu_hour` (kit.facts.price: amount, currency, source) adds the cost of 1M units
-    of work to page 1, in that currency; `acceptance` (kit.refs.accept's document) puts its
+    of work to page 1, in that currency; `acceptance` (kit.report.accept's document) puts its
     verdicts on page 1.
     Raises PdfNotWritten (after report.html is written) where WeasyPrint cannot run here."""
     ctx = context(bundle, price_per_gpu_hour)
