@@ -25,7 +25,7 @@ class ContainerVersions(Open):
     driver: str | None = None
     gpu: str | None = None
     packages: dict[str, str] | None = None
-    # the workload libraries, where the environment holds them (kit.envdiff compares them)
+    # the workload libraries, where the environment holds them (kit.env.diff compares them)
     transformers: str | None = None
     peft: str | None = None
     accelerate: str | None = None

@@ -59,7 +59,7 @@ class Reproduces(Open):
 
 
 class EnvironmentDifference(Closed):
-    """One field that differs between the reproduced bundle and the rerun (kit.envdiff)."""
+    """One field that differs between the reproduced bundle and the rerun (kit.env.diff)."""
 
     field: str
     old: str

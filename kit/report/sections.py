@@ -275,7 +275,7 @@ def environment_view(
         "pinning": env.pin()[1] if env else None,
         "shown_name": env.shown_name() if env else None,
         "disagree": disagree,
-        # a rerun's verdict on its environment against the bundle's (kit.envcheck)
+        # a rerun's verdict on its environment against the bundle's (kit.env.check)
         "check": results.environment_check,
         # software.json: what the image holds, counted (the file lists it)
         "software": software.summary() if software else None,

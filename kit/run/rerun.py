@@ -18,9 +18,9 @@ from rich.markup import escape
 
 from kit.bundle import MANIFEST, Bundle, content_sha256, sha256_file
 from kit.bundle.intake import receive
-from kit.envcheck import Check, check
-from kit.envcontent import Side, side
-from kit.envdiff import Difference
+from kit.env.check import Check, check
+from kit.env.content import Side, side
+from kit.env.diff import Difference
 from kit.errors import InputError
 from kit.model import (
     BundleData,
@@ -117,7 +117,7 @@ MAX_UNLOADED_SHOWN = 20
 
 def print_check(chk: Check, when: str) -> None:
     """Every difference, one line each: notes (cannot change a number), those present but not
-    loaded, those that differ (in red); then the verdict's sentence (kit.envcheck)."""
+    loaded, those that differ (in red); then the verdict's sentence (kit.env.check)."""
     lines = chk.lines("bundle", "here")
     for line in [ln for level, ln in lines if level == "note"]:
         console.print(f"kit: note: {line} (cannot change a number)", markup=False)
@@ -379,7 +379,7 @@ def rerun_bundle(
 def check_after_run(
     bundle: Bundle, expected: Side, expected_hardware: Hardware | None
 ) -> list[Difference]:
-    """Compare what the runs recorded with the reproduced bundle (kit.envcheck); store it in
+    """Compare what the runs recorded with the reproduced bundle (kit.env.check); store it in
     results.json: the versions that differ, the notes, and the verdict with every difference
     inside the environments, loaded by the runs or not."""
     env: Environment | None = bundle.read_typed(files.ENVIRONMENT)  # type: ignore[assignment]

@@ -122,7 +122,7 @@ class ApptainerRuntime(LocalRuntime):
                 "runtime": cls.name,
                 "image": str(image),
                 "image_id": f"sha256:{digest}",
-                # what the image holds, as a rerun compares it (kit.envdiff): another SIF matters
+                # what the image holds, as a rerun compares it (kit.env.diff): another SIF matters
                 "content_hash": digest,
                 "kit_version": kit.__version__,
                 "container": versions,
