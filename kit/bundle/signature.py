@@ -25,7 +25,7 @@ from pathlib import Path
 
 from kit.bundle import MANIFEST, SIGNATURE, require_sealed
 from kit.errors import InputError, KitError
-from kit.safeio import read_bytes, write_bytes
+from kit.io.safe import read_bytes, write_bytes
 
 NAMESPACE = "kit-bundle@kit"
 TIMEOUT_S = 60

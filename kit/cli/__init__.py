@@ -26,10 +26,10 @@ from kit.cli.options import (
 from kit.cli.refs import refs_app
 from kit.cli.slurm import slurm as slurm_command
 from kit.errors import InputError, KitError
+from kit.io.terminal import install as install_safe_streams
+from kit.io.terminal import settle
 from kit.shared.limits import MAX_REPEATS
 from kit.shared.stop import STOPS
-from kit.terminal import install as install_safe_streams
-from kit.terminal import settle
 
 app = typer.Typer(
     help="Reproducible GPU hardware benchmarks: pinned environments, standard workloads, "
@@ -282,7 +282,7 @@ def export_image(
 
     Example: kit export recipes/allreduce.yaml -o kit-cuda13.tar
     """
-    from kit import outputs
+    from kit.io import outputs
     from kit.run import registry
     from kit.runtime.images import environments, image
 
@@ -382,7 +382,7 @@ def recipes_validate(files: Annotated[list[Path], typer.Argument(help="Recipe fi
 
 def main() -> None:
     """Console entry point: every error is one line on stderr and an exit code (kit.cli.errors);
-    nothing reaches the terminal with a control sequence from a bundle in it (kit.terminal)."""
+    nothing reaches the terminal with a control sequence from a bundle in it (kit.io.terminal)."""
     install_safe_streams()
     code = run(app)
     # the command has ended: a later stop signal changes nothing (Python's shutdown puts its

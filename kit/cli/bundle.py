@@ -258,7 +258,7 @@ def accept(
 
     check_signer_options(allowed_signers, allow_unsigned)
     if json_out is not None and str(json_out) != "-":
-        from kit import outputs
+        from kit.io import outputs
 
         outputs.check_file(json_out, "--json")  # a regular file, writable, in no bundle
     doc = accept_bundle(
@@ -272,7 +272,7 @@ def accept(
         judge_anyway,
         read_broken_signature,
     )
-    from kit import outputs
+    from kit.io import outputs
 
     if json_out is not None and str(json_out) == "-":
         outputs.to_stdout([dumps(doc)], "the verdict")

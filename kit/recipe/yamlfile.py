@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from kit.errors import InputError
-from kit.safeio import kind
+from kit.io.safe import kind
 
 MAX_RECIPE_BYTES = 1 << 20
 MAX_DEPTH = 32  # YAML nesting; a recipe needs about 6

@@ -18,11 +18,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from kit import outputs
 from kit.bundle import MANIFEST, now_iso, sha256_file
 from kit.bundle.signature import signature_status
 from kit.env.diff import VERSION_KEYS
 from kit.facts.price import Price, check_priced_device, parse_price
+from kit.io import outputs
 from kit.report.choice import choice
 from kit.report.compare_figures import headline_figures, sweep_figures
 from kit.report.compare_notes import (

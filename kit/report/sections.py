@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import MANIFEST, REPORT_FILES, SIGNATURE, sha256_file
+from kit.io.safe import scan
 from kit.model import Environment, Hardware, Results, RunFiles, RunResult, Software
 from kit.model.base import Open
 from kit.model.hardware import Detection, Host, Pcie
 from kit.report.plots import human_bytes as _human_bytes
-from kit.safeio import scan
 from kit.shared.engines import Engine
 
 

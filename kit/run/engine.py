@@ -18,8 +18,8 @@ from typing import Any
 from kit.bundle import Bundle, default_bundle_dir, now_iso
 from kit.errors import KitError
 from kit.inventory import measure
+from kit.io.outputs import check_bundle_dir
 from kit.model import PreflightFinding, RunResult
-from kit.outputs import check_bundle_dir
 from kit.recipe import Recipe
 from kit.run import registry
 from kit.run.adaptive import adaptive_record

@@ -22,6 +22,7 @@ from kit.env.check import Check, check
 from kit.env.content import Side, side
 from kit.env.diff import Difference
 from kit.errors import InputError
+from kit.io.outputs import check_bundle_dir, refuse_inside_bundle
 from kit.model import (
     BundleData,
     Environment,
@@ -30,7 +31,6 @@ from kit.model import (
     Software,
     validate,
 )
-from kit.outputs import check_bundle_dir, refuse_inside_bundle
 from kit.recipe import NAME_PATTERN, Recipe
 from kit.run import registry
 from kit.run.engine import Options, resolve_device, run_recipe
@@ -170,7 +170,7 @@ def load_for_rerun(
 
 def refuse_out_inside(out: Path | None) -> None:
     """A rerun never writes inside its source (the old bundle would no longer verify) nor in
-    any other bundle, and its --out is one the engine takes (kit.outputs' checks): before the
+    any other bundle, and its --out is one the engine takes (kit.io.outputs' checks): before the
     old bundle is read and before any notice is printed, so a bad path is the only line."""
     where = "--out" if out is not None else "the default --out"
     refuse_inside_bundle(out if out is not None else Path("reports"), where)

@@ -18,9 +18,9 @@ from typing import Any
 from kit.bundle import MANIFEST, Bundle, write_manifest
 from kit.bundle.intake import missing_files
 from kit.errors import InputError, KitError
+from kit.io.safe import scan
 from kit.model import RunData, RunResult, RunSpec, SealedAfter, load_bundle, read_model
 from kit.runtime.heartbeat import FILE as HEARTBEAT
-from kit.safeio import scan
 from kit.shared import files, stop
 from kit.shared.atomic import TMP_SUFFIX
 from kit.shared.jsonio import now_iso

@@ -21,12 +21,12 @@ from typing import Any
 import kit
 from kit.bundle import sha256_file
 from kit.errors import InputError, KitError
+from kit.io.terminal import console
 from kit.model.environment import axes_record
 from kit.runtime.base import RuntimeRequest
 from kit.runtime.containers.process import Apptainer
 from kit.runtime.local import LocalRuntime
 from kit.shared.engines import Engine
-from kit.terminal import console
 
 OPTION = "--apptainer"  # the option that names the SIF (kit reproduce, kit slurm)
 PROBE_TIMEOUT_S = 120

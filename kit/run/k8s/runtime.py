@@ -22,13 +22,14 @@ from typing import Any
 
 import yaml
 
-from kit import terminal
 from kit.bundle import Bundle
 from kit.errors import InputError
+from kit.io import terminal
+from kit.io.outputs import check_bundle_dir
+from kit.io.safe import write_text
 from kit.model import NodeRecord, load_bundle
 from kit.model.environment import axes_record
 from kit.model.results import K8sInfo
-from kit.outputs import check_bundle_dir
 from kit.recipe import Recipe, load_recipe
 from kit.run.batch import gather_inventory
 from kit.run.k8s.cluster import Cluster, PodsEnd, exit_code, state
@@ -45,7 +46,6 @@ from kit.run.k8s.manifests import (
 )
 from kit.run.results import close_bundle, open_bundle, record_container, result_of, write_specs
 from kit.runtime.base import RunOutcome, tail
-from kit.safeio import write_text
 from kit.shared import files
 from kit.shared.engines import Engine
 

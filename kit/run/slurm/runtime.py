@@ -16,12 +16,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kit import terminal
 from kit.bundle import Bundle
 from kit.errors import InputError, KitError
+from kit.io import terminal
+from kit.io.outputs import check_bundle_dir
+from kit.io.safe import write_text
 from kit.model import NodeRecord, SlurmInfo, load_bundle
 from kit.model.environment import axes_record
-from kit.outputs import check_bundle_dir
 from kit.recipe import Recipe, load_recipe
 from kit.run.batch import gather_inventory
 from kit.run.plan import plan
@@ -35,7 +36,6 @@ from kit.run.slurm.script import (
     render_script,
 )
 from kit.runtime.base import RunOutcome, tail
-from kit.safeio import write_text
 
 console = terminal.console(highlight=False)
 

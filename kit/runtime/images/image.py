@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit import outputs, terminal
 from kit.bundle import sha256_file
 from kit.errors import InputError, KitError
+from kit.io import outputs, terminal
 from kit.recipe.environments import REPO_ROOT
 from kit.runtime.images.base_choice import check_reference
 from kit.runtime.images.environments import Environment, cache_dir, load, wheelhouse
@@ -284,7 +284,7 @@ def _build_failed(env: Environment, tag: str, err: str, log: list[str]) -> Build
 
 
 def console() -> Any:
-    """The terminal (stderr) through rich, as the rest of the driver prints (kit.terminal)."""
+    """The terminal (stderr) through rich, as the rest of the driver prints (kit.io.terminal)."""
     return terminal.console(highlight=False, soft_wrap=True)
 
 
@@ -297,7 +297,7 @@ def _terminal_echo() -> Callable[[str], None]:
 
 def export(tag: str, path: Path, client: Any, option: str = "-o") -> Path:
     """Save an image (by tag) as a tar archive that `docker load` or `load()` reads back, to the
-    user's `path` through kit.outputs (a regular file in a folder that exists, never a device,
+    user's `path` through kit.io.outputs (a regular file in a folder that exists, never a device,
     a link or a place in a bundle)."""
     import docker
 

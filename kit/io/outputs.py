@@ -1,7 +1,7 @@
 """Files the user asks for (`kit accept --json FILE`, `kit compare --out DIR`): written only as
 regular files in places the user named, checked before the work and after every write.
 
-Inside a bundle, kit.safeio replaces whatever stands at a name (a planted link is replaced, not
+Inside a bundle, kit.io.safe replaces whatever stands at a name (a planted link is replaced, not
 followed). A path the user names is different: what is there is the user's. A device
 (`/dev/full`, `/dev/null`), a FIFO, a socket, a symbolic link or a folder at that name is refused,
 never renamed over; so is a folder that is a bundle (its manifest would no longer match). The
@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from kit.errors import InputError, KitError
-from kit.safeio import kind, write_bytes
+from kit.io.safe import kind, write_bytes
 from kit.shared import files
 from kit.shared.atomic import write_atomic
 
