@@ -36,7 +36,7 @@ PRELOAD = (
     "kit.bundle.intake",
     "kit.model",
     "kit.recipe",
-    "kit.acceptance",
+    "kit.stats.acceptance",
     "kit.run.engine",
     "kit.run.rerun",
     "kit.run.seal",

@@ -27,7 +27,7 @@ import yaml
 from pydantic import BaseModel
 
 from kit import __version__
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.io.outputs import refuse_inside_bundle
 from kit.io.safe import check_folder, read_bytes, scan, write_bytes, write_text
 from kit.model import (

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.bundle import MANIFEST, SIGNATURE, require_sealed
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.io.safe import read_bytes, write_bytes
 
 NAMESPACE = "kit-bundle@kit"

@@ -25,7 +25,7 @@ from kit.cli.options import (
 )
 from kit.cli.refs import refs_app
 from kit.cli.slurm import slurm as slurm_command
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.io.terminal import install as install_safe_streams
 from kit.io.terminal import settle
 from kit.shared.limits import MAX_REPEATS

@@ -18,7 +18,7 @@ from kit.cli.options import (
     PriceSource,
     ReadBrokenSignature,
 )
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 
 
 def _warn(line: str) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from kit.cli.options import BatchDevice, BatchRepeats, BatchSmoke
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.shared.limits import MAX_GPUS, MAX_NODES
 
 

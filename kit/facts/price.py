@@ -11,7 +11,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 
 MAX_PRICE = 1000.0
 SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP"}

@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.text import Text
 
 from kit import inventory
-from kit.errors import InputError
 from kit.io import outputs, terminal
+from kit.io.errors import InputError
 from kit.io.safe import read_bytes
 from kit.model.hardware import Driver, Ecc, Gpu, Hardware, Host, NvLink, Pcie
 

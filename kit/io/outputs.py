@@ -22,7 +22,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.io.safe import kind, write_bytes
 from kit.shared import files
 from kit.shared.atomic import write_atomic

@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.shared.atomic import write_atomic
 
 MAX_READ_BYTES = 256 << 20  # no bundle file the kit reads is anywhere near this

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.model.hardware import Hardware
 from kit.model.results import Results
 from kit.model.run import RunResult

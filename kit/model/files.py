@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 
 MAX_JSON_BYTES = 64 << 20
 """Largest JSON file a bundle may hold (the largest committed results.json is under 1 MiB)."""

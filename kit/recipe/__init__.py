@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe.daemons import daemon_key, url_ok
 from kit.recipe.env import check_env
 from kit.recipe.environments import check_environment
@@ -129,7 +129,7 @@ class Benchmark(Strict):
     params: dict[str, Any] = {}
     smoke: dict[str, Any] = {}
     # per metric, one reference or a list of them, one per GPU model and count it was measured
-    # on: a run is judged only by the entry for its own model and count (kit.acceptance)
+    # on: a run is judged only by the entry for its own model and count (kit.stats.acceptance)
     expect: dict[str, Expectation | list[Expectation]] = {}
 
     @field_validator("expect")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.io.safe import kind
 
 MAX_RECIPE_BYTES = 1 << 20

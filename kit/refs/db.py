@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.io.outputs import refuse_inside_bundle
 
 DB_VERSION = 1

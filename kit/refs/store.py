@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle.intake import receive
-from kit.errors import InputError
 from kit.inventory.topology import first_pair_link
+from kit.io.errors import InputError
 from kit.model import BundleData, Hardware, load_bundle
 from kit.model.loader import validate
 from kit.refs.db import open_db

@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 
 
 def offline_fetcher() -> Any:

@@ -1,6 +1,6 @@
 """Page 1's chart: every workload against its same-model reference, as a factor of it (1 = the
 reference), with the interval's whiskers and the run count; only references that judge this
-machine (kit.acceptance.mismatches) are drawn, so no bar stands against another model."""
+machine (kit.stats.acceptance.mismatches) are drawn, so no bar stands against another model."""
 
 from __future__ import annotations
 

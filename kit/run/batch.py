@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kit.bundle import Bundle
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.model import Hardware, NodeInventory
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import Bundle, default_bundle_dir, now_iso
-from kit.errors import KitError
 from kit.inventory import measure
+from kit.io.errors import KitError
 from kit.io.outputs import check_bundle_dir
 from kit.model import PreflightFinding, RunResult
 from kit.recipe import Recipe

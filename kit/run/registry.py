@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.run.batch import BatchRuntime
 from kit.run.k8s.runtime import K8sRuntime
 from kit.run.multinode.config import NodeConfig, node_config

@@ -21,7 +21,7 @@ from kit.bundle.intake import receive
 from kit.env.check import Check, check
 from kit.env.content import Side, side
 from kit.env.diff import Difference
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.io.outputs import check_bundle_dir, refuse_inside_bundle
 from kit.model import (
     BundleData,

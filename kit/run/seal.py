@@ -17,7 +17,7 @@ from typing import Any
 
 from kit.bundle import MANIFEST, Bundle, write_manifest
 from kit.bundle.intake import missing_files
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.io.safe import scan
 from kit.model import RunData, RunResult, RunSpec, SealedAfter, load_bundle, read_model
 from kit.runtime.heartbeat import FILE as HEARTBEAT

@@ -20,7 +20,7 @@ from typing import Any
 
 import kit
 from kit.bundle import sha256_file
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.io.terminal import console
 from kit.model.environment import axes_record
 from kit.runtime.base import RuntimeRequest

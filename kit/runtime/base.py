@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.model.files import CONTROL
 from kit.model.hardware import NodeInventory
 from kit.model.run import NodeRecord

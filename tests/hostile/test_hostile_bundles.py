@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import MANIFEST, REPORT_FILES, Bundle, verify_manifest, write_manifest
-from kit.errors import InputError
+from kit.io.errors import InputError
 from tests.conftest import HEADER, ROOT, one_line, run_kit
 
 FIXTURE = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"

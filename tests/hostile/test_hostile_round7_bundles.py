@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import write_manifest
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.refs import store
 from tests.conftest import ROOT, one_line, run_kit
 

@@ -304,7 +304,7 @@ def test_a_cpu_sweep_beyond_this_host_s_memory_is_refused_before_any_work(tmp_pa
 def test_a_gpu_sweep_beyond_one_gpu_s_memory_is_refused():
     """No GPU here: the check itself, with the GPU memory an inventory reports (128 GiB per rank
     does not fit an 80 GiB GPU; it fits a 192 GiB one; unknown memory leaves the worker's stop)."""
-    from kit.errors import InputError
+    from kit.io.errors import InputError
     from kit.recipe import parse_recipe
     from kit.run.memory import check_gpu_sweeps
     from kit.run.plan import plan

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import sha256_file
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers.client import LABEL_OWNER, LABEL_RUN, cleanup, leftovers
 from kit.runtime.images import environments

@@ -21,7 +21,7 @@ import yaml
 pytest.importorskip("kmock", reason="kmock (the localhost Kubernetes API) is a dev dependency")
 from kubernetes import client
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.run.k8s.manifests import validate
 from kit.run.k8s.runtime import split_log
 from tests.conftest import sigint_as_default

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers import gpus
 from kit.runtime.containers.podman import PodmanContainer, podman_client

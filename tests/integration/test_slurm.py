@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import verify_manifest
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe import parse_recipe
 from kit.run import registry
 from kit.run.slurm.runtime import read_exit_codes, write_bundle

@@ -12,7 +12,7 @@ import json
 import pytest
 
 import kit.run.engine as engine
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe import parse_recipe
 from kit.run.adaptive import adaptive_record
 from kit.run.engine import Options, run_recipe

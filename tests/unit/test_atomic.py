@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from kit.errors import KitError
 from kit.io import safe as safeio
+from kit.io.errors import KitError
 from kit.shared.atomic import write_atomic
 from kit.worker.common import write_json
 from tests.conftest import ROOT

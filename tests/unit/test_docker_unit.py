@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import docker
 import pytest
 
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.model import Environment
 from kit.run import registry, rerun
 from kit.runtime import pinned as rt

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.model import load_bundle
 from kit.recipe import load_recipe, parse_recipe
 from kit.recipe.gpus import CPU_RANKS

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.model import Hardware, NodeInventory, NodeRecord
 from kit.recipe import load_recipe
 from kit.report import analysis

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.run.k8s.manifests import INDEX_LABEL, JOB_LABEL, JOBSET_API
 
 WATCH_S = 10  # one watch request's length; it is made again until the run ends

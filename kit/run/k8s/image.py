@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe import Recipe
 from kit.run.k8s.manifests import K8sOptions
 from kit.runtime.containers.client import docker_client

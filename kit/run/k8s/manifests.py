@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import default_bundle_dir
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe import Recipe
 from kit.recipe import gpus as recipe_gpus
 from kit.run.batch import BatchJob, check_batch_options

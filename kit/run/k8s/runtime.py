@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 
 from kit.bundle import Bundle
-from kit.errors import InputError
 from kit.io import terminal
+from kit.io.errors import InputError
 from kit.io.outputs import check_bundle_dir
 from kit.io.safe import write_text
 from kit.model import NodeRecord, load_bundle

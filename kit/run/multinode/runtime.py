@@ -36,7 +36,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.model.environment import axes_record
 from kit.model.hardware import NodeInventory
 from kit.model.run import NodeRecord

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.model import NodeInventory, validate
 from kit.run.multinode.config import NodeConfig
 from kit.runtime.base import check_device

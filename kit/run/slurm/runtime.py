@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 from kit.bundle import Bundle
-from kit.errors import InputError, KitError
 from kit.io import terminal
+from kit.io.errors import InputError, KitError
 from kit.io.outputs import check_bundle_dir
 from kit.io.safe import write_text
 from kit.model import NodeRecord, SlurmInfo, load_bundle

@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.shared import files
 
 LABEL_RUN = "kit.run"

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers import gpus, reaper
 from kit.runtime.containers.base import LaunchError, first_line

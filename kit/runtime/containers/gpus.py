@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 
 NVIDIA_KIND = "nvidia.com/gpu"
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")  # the defaults when the daemon does not list its own

@@ -14,7 +14,7 @@ from __future__ import annotations
 import resource
 from typing import Any
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.runtime.containers import gpus
 from kit.runtime.containers.client import podman_client
 from kit.runtime.containers.docker import DockerContainer

@@ -24,7 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kit.bundle import sha256_file
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.recipe.environments import ENV_ROOT, available
 
 

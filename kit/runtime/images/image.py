@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import sha256_file
-from kit.errors import InputError, KitError
 from kit.io import outputs, terminal
+from kit.io.errors import InputError, KitError
 from kit.recipe.environments import REPO_ROOT
 from kit.runtime.images.base_choice import check_reference
 from kit.runtime.images.environments import Environment, cache_dir, load, wheelhouse

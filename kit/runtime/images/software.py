@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.model.base import SOFTWARE_SCHEMA
 from kit.model.loader import validate
 from kit.model.software import Software
