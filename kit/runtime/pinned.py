@@ -132,16 +132,23 @@ class PinnedRuntime(LocalRuntime):
         )
 
 
-class DockerRuntime(PinnedRuntime):
-    container_class = DockerContainer
-    name = "docker"
-    engine = Engine.DOCKER
+def pinned_runtime(container_class: type[DockerContainer]) -> type[PinnedRuntime]:
+    """The runtime that runs the kit's pinned image in the engine of `container_class` (a
+    Docker-API engine): its name and engine are the container class's. A new such engine needs
+    no class here: its line in kit.run.registry's RUNTIMES calls this."""
+    runtime_name = container_class.__name__.removesuffix("Container") + "Runtime"
+    namespace = {
+        "container_class": container_class,
+        "name": container_class.name,
+        "engine": container_class.engine,
+        "__module__": __name__,
+        "__qualname__": runtime_name,
+    }
+    return type(runtime_name, (PinnedRuntime,), namespace)
 
 
-class PodmanRuntime(PinnedRuntime):
-    container_class = PodmanContainer
-    name = "podman"
-    engine = Engine.PODMAN
+DockerRuntime = pinned_runtime(DockerContainer)
+PodmanRuntime = pinned_runtime(PodmanContainer)
 
 
 def prepare_runtime(
