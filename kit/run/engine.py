@@ -47,7 +47,7 @@ from kit.stats import AdaptiveRepeats
 from kit.workloads.registry import headline_metric
 
 
-@dataclass
+@dataclass(frozen=True)
 class Options:
     device: str = "auto"  # auto | cuda | cpu (kit.runtime.base.DEVICES)
     smoke: bool | None = None  # None: smoke on the CPU, full size on GPUs

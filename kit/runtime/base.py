@@ -65,7 +65,7 @@ class RunOutcome:
     nodes: list[NodeRecord] | None = None  # multi-node runs: each node's status and log
 
 
-@dataclass
+@dataclass(frozen=True)
 class RuntimeRequest:
     """What the engine asks a runtime to prepare, from the recipe and the command line."""
 
