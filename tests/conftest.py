@@ -75,13 +75,33 @@ def one_line_exit_2(proc, words: str) -> None:
 
 
 def allreduce_recipe(
-    name: str, params: str, gpus: int = 2, timeout_s: int = 120, variants: str = "p2p"
+    name: str,
+    params: str,
+    gpus: int = 2,
+    timeout_s: int = 120,
+    variants: str = "p2p",
+    environment: str | None = None,
 ) -> str:
     """A one-benchmark allreduce recipe's YAML (one repeat), for a test that runs it."""
+    env = f"environment: {environment}\n" if environment else ""
     return (
-        f"kit: 1\nname: {name}\ngpus: {gpus}\nrepeats: 1\ntimeout_s: {timeout_s}\n"
+        f"kit: 1\nname: {name}\n{env}gpus: {gpus}\nrepeats: 1\ntimeout_s: {timeout_s}\n"
         f"variants: [{variants}]\nbenchmarks:\n  - kind: allreduce\n    params: {{{params}}}\n"
     )
+
+
+def edit_results(b: Path, change):
+    """Change a bundle's results.json and reseal it (the manifest matches again, as a sender
+    would)."""
+    import json
+
+    from kit.bundle import write_manifest
+
+    data = json.loads((b / "results.json").read_text())
+    change(data)
+    (b / "results.json").write_text(json.dumps(data, indent=2))
+    write_manifest(b)
+    return b
 
 
 def sigint_as_default() -> None:
