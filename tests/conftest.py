@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,24 @@ def edit_results(b: Path, change):
     (b / "results.json").write_text(json.dumps(data, indent=2))
     write_manifest(b)
     return b
+
+
+def kill_once_a_container_runs(proc, client, filters: dict, start_s: float) -> None:
+    """SIGKILL the driver `proc` two seconds after its first container (matching `filters`)
+    runs (within `start_s`), then wait until the engine has removed every such container,
+    stopped ones too, within 40 s."""
+    deadline = time.monotonic() + start_s
+    while not client.containers.list(filters=filters):
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "no container started"
+        time.sleep(0.2)
+    time.sleep(2)
+    proc.kill()
+    proc.communicate(timeout=30)
+    gone_by = time.monotonic() + 40
+    while client.containers.list(all=True, filters=filters):  # stopped ones too
+        assert time.monotonic() < gone_by, "the container outlived its killed driver"
+        time.sleep(1)
 
 
 def sigint_as_default() -> None:
