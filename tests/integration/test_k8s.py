@@ -30,6 +30,9 @@ from tests.integration.k8s_cluster import NS, Controller, Emulator
 ROOT = Path(__file__).resolve().parents[2]
 PY = Path(sys.executable)
 IMAGE = "registry.example/kit-cuda13@sha256:" + "0123456789abcdef" * 4
+# the issue's command: two nodes of eight GPUs, the image by digest, nothing submitted
+TWO_NODES_DRY = ("k8s", "recipes/allreduce.yaml", "--nodes", "2", "--gpus-per-node", "8",
+                 "--image", IMAGE, "--dry-run")  # fmt: skip
 
 
 def kit(*args: str, **kw) -> subprocess.CompletedProcess[str]:
@@ -63,15 +66,7 @@ def _models(objs: list[dict]) -> None:
 
 def test_dry_run_manifests_of_the_issue() -> None:
     proc = kit(
-        "k8s",
-        "recipes/allreduce.yaml",
-        "--nodes",
-        "2",
-        "--gpus-per-node",
-        "8",
-        "--image",
-        IMAGE,
-        "--dry-run",
+        *TWO_NODES_DRY,
         "--namespace",
         "ml",
         "--node-selector",
@@ -122,15 +117,7 @@ def test_dry_run_manifests_of_the_issue() -> None:
 
 def test_dry_run_jobset() -> None:
     proc = kit(
-        "k8s",
-        "recipes/allreduce.yaml",
-        "--nodes",
-        "2",
-        "--gpus-per-node",
-        "8",
-        "--image",
-        IMAGE,
-        "--dry-run",
+        *TWO_NODES_DRY,
         "--jobset",
         "--repeats",
         "1",
