@@ -123,6 +123,21 @@ def kill_once_a_container_runs(proc, client, filters: dict, start_s: float) -> N
         time.sleep(1)
 
 
+def docker_or_skip(timeout: int = 300):
+    """A Docker SDK client of this machine's daemon, or the test skipped saying how to get one."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+    except Exception as e:
+        pytest.skip(
+            f"needs a Docker daemon (none answers: {type(e).__name__}): as root, bash "
+            "scripts/ci-docker.sh (Docker 26 from Debian trixie's .deb files)"
+        )
+    return client
+
+
 def sigint_as_default() -> None:
     """Popen preexec_fn for a kit the test will Ctrl-C: a shell that started pytest in the
     background (`make test &`) leaves SIGINT ignored, and an ignored signal is inherited, so the
