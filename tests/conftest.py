@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,86 @@ def recipe_model(*kinds: str, **fields):
 
     benchmarks = fields.pop("benchmarks", None) or [{"kind": k} for k in kinds or ("allreduce",)]
     return Recipe.model_validate({"kit": 1, "name": "test", "benchmarks": benchmarks, **fields})
+
+
+def one_line(proc, code: int | tuple[int, ...] = 2) -> str:
+    """A refused command: exit `code` (or one of them), no traceback, and stderr exactly one
+    line, `kit: error: ...`; returns that line (with its newline)."""
+    codes = code if isinstance(code, tuple) else (code,)
+    assert proc.returncode in codes, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("kit: error: "), proc.stderr
+    return proc.stderr
+
+
+def one_line_exit_2(proc, words: str) -> None:
+    """A usage refusal: exit 2, one line on stderr naming `words`, nothing on stdout."""
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and words in lines[0], proc.stderr
+    assert not proc.stdout.strip(), proc.stdout
+
+
+def allreduce_recipe(
+    name: str,
+    params: str,
+    gpus: int = 2,
+    timeout_s: int = 120,
+    variants: str = "p2p",
+    environment: str | None = None,
+) -> str:
+    """A one-benchmark allreduce recipe's YAML (one repeat), for a test that runs it."""
+    env = f"environment: {environment}\n" if environment else ""
+    return (
+        f"kit: 1\nname: {name}\n{env}gpus: {gpus}\nrepeats: 1\ntimeout_s: {timeout_s}\n"
+        f"variants: [{variants}]\nbenchmarks:\n  - kind: allreduce\n    params: {{{params}}}\n"
+    )
+
+
+def edit_results(b: Path, change):
+    """Change a bundle's results.json and reseal it (the manifest matches again, as a sender
+    would)."""
+    import json
+
+    from kit.bundle import write_manifest
+
+    data = json.loads((b / "results.json").read_text())
+    change(data)
+    (b / "results.json").write_text(json.dumps(data, indent=2))
+    write_manifest(b)
+    return b
+
+
+def kill_once_a_container_runs(proc, client, filters: dict, start_s: float) -> None:
+    """SIGKILL the driver `proc` two seconds after its first container (matching `filters`)
+    runs (within `start_s`), then wait until the engine has removed every such container,
+    stopped ones too, within 40 s."""
+    deadline = time.monotonic() + start_s
+    while not client.containers.list(filters=filters):
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "no container started"
+        time.sleep(0.2)
+    time.sleep(2)
+    proc.kill()
+    proc.communicate(timeout=30)
+    gone_by = time.monotonic() + 40
+    while client.containers.list(all=True, filters=filters):  # stopped ones too
+        assert time.monotonic() < gone_by, "the container outlived its killed driver"
+        time.sleep(1)
+
+
+def docker_or_skip(timeout: int = 300):
+    """A Docker SDK client of this machine's daemon, or the test skipped saying how to get one."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+    except Exception as e:
+        pytest.skip(
+            f"needs a Docker daemon (none answers: {type(e).__name__}): as root, bash "
+            "scripts/ci-docker.sh (Docker 26 from Debian trixie's .deb files)"
+        )
+    return client
 
 
 def sigint_as_default() -> None:

@@ -8,7 +8,7 @@ loses what was already measured. MANIFEST.sha256 (sha256sum's format) is written
 every file, and a bundle may hold nothing else: no links, FIFOs, devices, empty folders or files
 the manifest does not name. The one entry beside it is MANIFEST.sha256.sig, the signature of
 the manifest (kit/bundle/signature.py), which the manifest cannot list since it signs the manifest.
-Every file is written through kit.safeio (new file, renamed into place, never through a link).
+Every file is written through kit.io.safe (new file, renamed into place, never through a link).
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ import yaml
 from pydantic import BaseModel
 
 from kit import __version__
-from kit.errors import InputError
+from kit.io.errors import InputError
+from kit.io.outputs import refuse_inside_bundle
+from kit.io.safe import check_folder, read_bytes, scan, write_bytes, write_text
 from kit.model import (
     BUNDLE_SCHEMA,
     BundleStatus,
@@ -43,9 +45,7 @@ from kit.model import (
 )
 from kit.model.files import read_json as read_model_json
 from kit.model.loader import read_recipe
-from kit.outputs import refuse_inside_bundle
 from kit.recipe import Recipe
-from kit.safeio import check_folder, read_bytes, scan, write_bytes, write_text
 from kit.shared import files
 from kit.shared.jsonio import dumps, now_iso
 
@@ -223,7 +223,7 @@ class Bundle:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """JSON into a bundle, created anew (kit.safeio.write_bytes), strict JSON: a NaN or infinity
+    """JSON into a bundle, created anew (kit.io.safe.write_bytes), strict JSON: a NaN or infinity
     is written as null (kit.shared.jsonio.dumps, as the worker writes), never as `NaN`."""
     write_bytes(path, dumps(data).encode("utf-8"))
 
@@ -392,8 +392,10 @@ def reseal_report(root: Path, render: Any) -> Path:
             f"re-render a copy without {SIGNATURE}, then `kit sign` it"
         )
     if not os.access(root, os.W_OK | os.X_OK):  # a read-only mount, another user's folder
-        raise InputError(f"{root}: not writable for you; the report and MANIFEST.sha256 are "
-                         "written there: re-render a copy")  # fmt: skip
+        raise InputError(
+            f"{root}: not writable for you; the report and MANIFEST.sha256 are "
+            "written there: re-render a copy"
+        )
     recorded = read_manifest(root)
     try:
         return render()

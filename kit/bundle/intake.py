@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kit.bundle import MANIFEST, read_manifest, require_sealed
 from kit.bundle.signature import check_allowed_signers, signature_status
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.model import BundleData, load_bundle
 from kit.model.files import as_recorded, read_json
 from kit.shared import files

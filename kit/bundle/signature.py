@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.bundle import MANIFEST, SIGNATURE, require_sealed
-from kit.errors import InputError, KitError
-from kit.safeio import read_bytes, write_bytes
+from kit.io.errors import InputError, KitError
+from kit.io.safe import read_bytes, write_bytes
 
 NAMESPACE = "kit-bundle@kit"
 TIMEOUT_S = 60
@@ -45,9 +45,12 @@ def ssh_keygen() -> str:
 def _run(args: list[str], data: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(
-            [ssh_keygen(), *args], input=data, capture_output=True, timeout=TIMEOUT_S,
+            [ssh_keygen(), *args],
+            input=data,
+            capture_output=True,
+            timeout=TIMEOUT_S,
             stdin=None if data is not None else subprocess.DEVNULL,
-        )  # fmt: skip
+        )
     except subprocess.TimeoutExpired:
         raise KitError(f"ssh-keygen {args[0]} {args[1]}: no answer in {TIMEOUT_S} s") from None
 
@@ -171,9 +174,20 @@ def signature_status(root: Path, allowed_signers: Path | None = None) -> Signatu
             "bad", key=key, reason=f"signed with {key}, which {allowed_signers} does not list"
         )
     proc = _run(
-        ["-Y", "verify", "-f", str(allowed_signers), "-I", principals[0], "-n", NAMESPACE,
-         "-s", str(sig)], manifest,
-    )  # fmt: skip
+        [
+            "-Y",
+            "verify",
+            "-f",
+            str(allowed_signers),
+            "-I",
+            principals[0],
+            "-n",
+            NAMESPACE,
+            "-s",
+            str(sig),
+        ],
+        manifest,
+    )
     if proc.returncode != 0:
         return SignatureStatus("bad", key=key, reason=_last_line(proc))
     return SignatureStatus("verified", key=key, signer=principals[0])

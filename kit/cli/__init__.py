@@ -21,17 +21,15 @@ from kit.cli.options import (
     AllowedSigners,
     AllowUnsigned,
     Apptainer,
-    BatchDevice,
-    BatchRepeats,
-    BatchSmoke,
     ReadBrokenSignature,
 )
 from kit.cli.refs import refs_app
-from kit.errors import InputError, KitError
-from kit.shared.limits import MAX_GPUS, MAX_NODES, MAX_REPEATS
+from kit.cli.slurm import slurm as slurm_command
+from kit.io.errors import InputError, KitError
+from kit.io.terminal import install as install_safe_streams
+from kit.io.terminal import settle
+from kit.shared.limits import MAX_REPEATS
 from kit.shared.stop import STOPS
-from kit.terminal import install as install_safe_streams
-from kit.terminal import settle
 
 app = typer.Typer(
     help="Reproducible GPU hardware benchmarks: pinned environments, standard workloads, "
@@ -66,8 +64,10 @@ def _node_list(nodes: str | None) -> tuple[str, ...]:
         return ()
     entries = tuple(n.strip() for n in nodes.split(","))
     if not all(entries):
-        raise InputError(f"--nodes {nodes[:200]!r}: an empty entry; name each node's daemon once, "
-                         "comma-separated")  # fmt: skip
+        raise InputError(
+            f"--nodes {nodes[:200]!r}: an empty entry; name each node's daemon once, "
+            "comma-separated"
+        )
     return entries
 
 
@@ -163,26 +163,45 @@ def reproduce(
     from kit.recipe import load_recipe
     from kit.run.engine import Options, command_line, run_recipe
 
-    options = Options(device=device or "auto", smoke=smoke, repeats=repeats, out=out,
-                      runtime=runtime or "auto",
-                      command=command_line(sys.argv[1:]), strict=strict,
-                      allow=tuple(a.strip() for a in (allow or "").split(",") if a.strip()),
-                      environment=env, base_image=base_image,
-                      image_archive=image_archive, apptainer=apptainer,
-                      nodes=_node_list(nodes))  # fmt: skip
+    options = Options(
+        device=device or "auto",
+        smoke=smoke,
+        repeats=repeats,
+        out=out,
+        runtime=runtime or "auto",
+        command=command_line(sys.argv[1:]),
+        strict=strict,
+        allow=tuple(a.strip() for a in (allow or "").split(",") if a.strip()),
+        environment=env,
+        base_image=base_image,
+        image_archive=image_archive,
+        apptainer=apptainer,
+        nodes=_node_list(nodes),
+    )
     if recipe.is_dir():
         from kit.bundle.intake import check_signer_options
         from kit.run.rerun import rerun_bundle
 
         check_signer_options(allowed_signers, allow_unsigned)
-        bundle, code = rerun_bundle(recipe, options, strict_env, allowed_signers, allow_unsigned,
-                                    tuple(allow_path or ()), read_broken_signature,
-                                    device=device, runtime=runtime)  # fmt: skip
+        bundle, code = rerun_bundle(
+            recipe,
+            options,
+            strict_env,
+            allowed_signers,
+            allow_unsigned,
+            tuple(allow_path or ()),
+            read_broken_signature,
+            device=device,
+            runtime=runtime,
+        )
     else:
-        for flag, given in (("--strict-env", strict_env), ("--allowed-signers", allowed_signers),
-                            ("--allow-unsigned", allow_unsigned),
-                            ("--read-broken-signature", read_broken_signature),
-                            ("--allow-path", allow_path)):  # fmt: skip
+        for flag, given in (
+            ("--strict-env", strict_env),
+            ("--allowed-signers", allowed_signers),
+            ("--allow-unsigned", allow_unsigned),
+            ("--read-broken-signature", read_broken_signature),
+            ("--allow-path", allow_path),
+        ):
             if given:
                 raise InputError(f"{flag}: only for rerunning a bundle directory")
         bundle, code = run_recipe(load_recipe(recipe), options)
@@ -196,8 +215,10 @@ def _environment_of(target: str, env: str | None) -> str:
     path = Path(target)
     is_recipe = path.suffix in (".yaml", ".yml") or path.is_file()
     if env and not is_recipe:
-        raise InputError(f"--env {env}: {target!r} is not a recipe; name an environment once "
-                         "(kit build ENV, or kit build RECIPE --env ENV)")  # fmt: skip
+        raise InputError(
+            f"--env {env}: {target!r} is not a recipe; name an environment once "
+            "(kit build ENV, or kit build RECIPE --env ENV)"
+        )
     if env:
         return env
     if is_recipe:
@@ -227,7 +248,7 @@ def build(
 
     Example: kit build recipes/allreduce.yaml
     """
-    from kit.runtime import registry
+    from kit.run import registry
     from kit.runtime.images import image as images
 
     environment = _environment_of(target, env)  # refused before the engine is asked
@@ -261,8 +282,8 @@ def export_image(
 
     Example: kit export recipes/allreduce.yaml -o kit-cuda13.tar
     """
-    from kit import outputs
-    from kit.runtime import registry
+    from kit.io import outputs
+    from kit.run import registry
     from kit.runtime.images import environments, image
 
     outputs.check_file(output, "-o")  # before anything: a regular file in a folder that exists
@@ -305,87 +326,7 @@ for _command in (
     app.command()(_command)
 
 
-@app.command()
-def slurm(
-    target: Annotated[
-        str, typer.Argument(help="A recipe YAML file, or `collect` to gather a finished job.")
-    ],
-    bundle: Annotated[
-        Path | None, typer.Argument(help="With `collect`: the bundle the job wrote into.")
-    ] = None,
-    nodes: Annotated[
-        int | None,
-        typer.Option(
-            min=1, max=MAX_NODES, help="Nodes (default: the recipe's nodes.hosts count, or 1)."
-        ),
-    ] = None,
-    gpus_per_node: Annotated[
-        int | None,
-        typer.Option(min=1, max=MAX_GPUS, help="Processes per node (default: the recipe's)."),
-    ] = None,
-    partition: Annotated[str | None, typer.Option(help="sbatch --partition.")] = None,
-    time: Annotated[str | None, typer.Option(help="sbatch --time, e.g. 01:00:00.")] = None,
-    container_image: Annotated[
-        str | None,
-        typer.Option(help="enroot/pyxis: srun --container-image (a .sqsh file or docker://...)."),
-    ] = None,
-    apptainer: Apptainer = None,
-    host_python: Annotated[
-        str | None,
-        typer.Option(help="No container: run the worker with this Python on the nodes."),
-    ] = None,
-    device: BatchDevice = "cuda",
-    smoke: BatchSmoke = None,
-    repeats: BatchRepeats = None,
-    out: Annotated[
-        Path | None, typer.Option(help="Bundle directory, on a filesystem the nodes share.")
-    ] = None,
-    sbatch_arg: Annotated[
-        list[str] | None,
-        typer.Option(help="Another #SBATCH option, e.g. --sbatch-arg=--account=lab (repeatable)."),
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the sbatch script; write and submit nothing.")
-    ] = False,
-    wait: Annotated[
-        bool, typer.Option("--wait", help="sbatch --wait, then collect the results at once.")
-    ] = False,
-) -> None:
-    """Run a recipe on a Slurm cluster (enroot/pyxis or Apptainer), or collect a finished job.
-
-    Writes the bundle's run specs and slurm/job.sbatch, submits it with sbatch when sbatch is on
-    PATH, and `kit slurm collect BUNDLE` gathers results, logs and each node's inventory into the
-    bundle and renders its report.
-
-    Example: kit slurm recipes/allreduce.yaml --nodes 2 --gpus-per-node 8 --container-image ~/kit-cuda13.sqsh --dry-run
-
-    Example: kit slurm collect reports/allreduce-20261121-120000
-    """
-    from kit.runtime import registry
-    from kit.runtime.slurm import runtime as slurm_mod
-
-    batch = registry.batch("slurm")  # a batch runtime: the scheduler runs the plan later
-    if target == "collect":
-        if bundle is None:
-            raise InputError("kit slurm collect BUNDLE: name the bundle the job wrote into")
-        b, code = batch.collect(bundle)
-        print(b.path)
-        raise typer.Exit(code)
-    if bundle is not None:
-        raise InputError(f"kit slurm {target}: unexpected argument {str(bundle)!r}")
-    if wait and dry_run:
-        raise InputError("--wait: --dry-run submits nothing to wait for; give one of them")
-    opts = slurm_mod.SlurmOptions(
-        nodes=nodes, gpus_per_node=gpus_per_node, partition=partition, time=time,
-        container_image=container_image, apptainer=str(apptainer) if apptainer else None,
-        host_python=host_python, device=device, smoke=smoke, repeats=repeats, out=out,
-        command=slurm_mod.command_line(), extra=list(sbatch_arg or []),
-    )  # fmt: skip
-    print(batch(opts).submit(slurm_mod.load(Path(target)), dry_run=dry_run, wait=wait), end="")
-    if not dry_run:
-        print()
-
-
+app.command("slurm")(slurm_command)
 app.command("compare")(compare_command)
 app.command("k8s")(k8s_command)
 
@@ -441,7 +382,7 @@ def recipes_validate(files: Annotated[list[Path], typer.Argument(help="Recipe fi
 
 def main() -> None:
     """Console entry point: every error is one line on stderr and an exit code (kit.cli.errors);
-    nothing reaches the terminal with a control sequence from a bundle in it (kit.terminal)."""
+    nothing reaches the terminal with a control sequence from a bundle in it (kit.io.terminal)."""
     install_safe_streams()
     code = run(app)
     # the command has ended: a later stop signal changes nothing (Python's shutdown puts its

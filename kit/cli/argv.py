@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 
 
 def _subcommand(command: Any, args: list[str]) -> tuple[Any, list[str]]:

@@ -18,7 +18,7 @@ from kit.cli.options import (
     PriceSource,
     ReadBrokenSignature,
 )
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 
 
 def _warn(line: str) -> None:
@@ -71,13 +71,20 @@ def report(
     check_priced_device(price, b.results.device, b.path, "--price-per-gpu-hour")
     acceptance = None
     if against is not None:
-        from kit.refs.accept import accept as accept_bundle
+        from kit.report.accept import accept as accept_bundle
 
-        acceptance = accept_bundle(b.path, against, tolerance or [], judge_anyway=judge_anyway,
-                                   read_broken=read_broken_signature)  # fmt: skip
-    print(reseal_report(
-        b.path, lambda: render_bundle(b, price_per_gpu_hour=price, acceptance=acceptance)
-    ))  # fmt: skip
+        acceptance = accept_bundle(
+            b.path,
+            against,
+            tolerance or [],
+            judge_anyway=judge_anyway,
+            read_broken=read_broken_signature,
+        )
+    print(
+        reseal_report(
+            b.path, lambda: render_bundle(b, price_per_gpu_hour=price, acceptance=acceptance)
+        )
+    )
 
 
 def verify(
@@ -104,21 +111,28 @@ def verify(
 
     check_signer_options(allowed_signers, False)
     result = verify_manifest(bundle)
-    for label, names in (("changed", result.changed), ("missing", result.missing),
-                         ("not in manifest", result.extra),
-                         ("not a regular file", result.odd)):  # fmt: skip
+    for label, names in (
+        ("changed", result.changed),
+        ("missing", result.missing),
+        ("not in manifest", result.extra),
+        ("not a regular file", result.odd),
+    ):
         for name in names:
             print(f"{label}: {name}")
     if not result.ok:
-        raise KitError(f"{bundle}: does not match its manifest ({len(result.changed)} changed, "
-                       f"{len(result.missing)} missing, {len(result.extra)} not listed, "
-                       f"{len(result.odd)} not regular files)")  # fmt: skip
+        raise KitError(
+            f"{bundle}: does not match its manifest ({len(result.changed)} changed, "
+            f"{len(result.missing)} missing, {len(result.extra)} not listed, "
+            f"{len(result.odd)} not regular files)"
+        )
     missing = missing_files(bundle)
     for name in missing:
         print(f"missing: {name} (every bundle holds it)")
     if missing:
-        raise KitError(f"{bundle}: incomplete bundle: no {', '.join(missing)} (every bundle holds "
-                       f"{', '.join(REQUIRED)}), though the manifest matches")  # fmt: skip
+        raise KitError(
+            f"{bundle}: incomplete bundle: no {', '.join(missing)} (every bundle holds "
+            f"{', '.join(REQUIRED)}), though the manifest matches"
+        )
     sig = signature_status(bundle, allowed_signers)
     if not sig.ok:
         raise KitError(f"{bundle}: {sig.line()}")
@@ -239,25 +253,35 @@ def accept(
     Example: kit accept reports/examples/h200x2-allreduce --against 300GB/s --tolerance 0.05
     """
     from kit.bundle.intake import check_signer_options
-    from kit.refs.accept import accept as accept_bundle
+    from kit.report.accept import accept as accept_bundle
     from kit.shared.jsonio import dumps
 
     check_signer_options(allowed_signers, allow_unsigned)
     if json_out is not None and str(json_out) != "-":
-        from kit import outputs
+        from kit.io import outputs
 
         outputs.check_file(json_out, "--json")  # a regular file, writable, in no bundle
-    doc = accept_bundle(bundle, against, tolerance or [], metric, variant, allowed_signers,
-                        allow_unsigned, judge_anyway, read_broken_signature)  # fmt: skip
-    from kit import outputs
+    doc = accept_bundle(
+        bundle,
+        against,
+        tolerance or [],
+        metric,
+        variant,
+        allowed_signers,
+        allow_unsigned,
+        judge_anyway,
+        read_broken_signature,
+    )
+    from kit.io import outputs
 
     if json_out is not None and str(json_out) == "-":
         outputs.to_stdout([dumps(doc)], "the verdict")
         raise typer.Exit(ACCEPT_EXIT[doc["verdict"]])
     lines = []
     for d in doc["decisions"]:
-        lines.append(f"{d['verdict']:9s} {d['benchmark']} {d['variant']} {d['label']}: "
-                     f"{d['reason']}\n")  # fmt: skip
+        lines.append(
+            f"{d['verdict']:9s} {d['benchmark']} {d['variant']} {d['label']}: {d['reason']}\n"
+        )
         for diff in d["differences"]:
             if diff not in d["unmet"]:  # those are named in the reason already
                 lines.append(f"          conditions differ: {diff}\n")

@@ -64,8 +64,16 @@ def compare(
     check_signer_options(allowed_signers, allow_unsigned)
     labels = parse_labels(label, bundles)
     each = parse_prices(price, bundles, labels, price_source)
-    paths = write_comparison(bundles, baseline, out, labels, one, allowed_signers,
-                             allow_unsigned, read_broken=read_broken_signature,
-                             prices=each)  # fmt: skip
+    paths = write_comparison(
+        bundles,
+        baseline,
+        out,
+        labels,
+        one,
+        allowed_signers,
+        allow_unsigned,
+        read_broken=read_broken_signature,
+        prices=each,
+    )
     for path in paths:
         print(path)

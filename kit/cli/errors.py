@@ -14,7 +14,7 @@ import typer
 
 from kit.cli import early
 from kit.cli.argv import check_argv
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.shared import stop
 
 

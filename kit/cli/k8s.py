@@ -1,4 +1,4 @@
-"""`kit k8s`: a recipe as Kubernetes jobs (kit.runtime.k8s); registered in kit.cli."""
+"""`kit k8s`: a recipe as Kubernetes jobs (kit.run.k8s); registered in kit.cli."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from kit.cli.options import BatchDevice, BatchRepeats, BatchSmoke
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.shared.limits import MAX_GPUS, MAX_NODES
 
 
@@ -60,7 +60,7 @@ def k8s(
     context: Annotated[str | None, typer.Option(help="Kubeconfig context.")] = None,
     pending_timeout: Annotated[
         float,
-        typer.Option(  # bounds: kit.runtime.k8s.manifests (one message for NaN and range)
+        typer.Option(  # bounds: kit.run.k8s.manifests (one message for NaN and range)
             help="Seconds for every pod of a run to start (pull, schedule): 1 s to 7 days."
         ),
     ] = 1800.0,
@@ -82,11 +82,11 @@ def k8s(
 
     Example: kit k8s recipes/allreduce.yaml --nodes 2 --gpus-per-node 8 --image registry.example/kit@sha256:... --dry-run
     """
-    from kit.runtime import registry
+    from kit.run import registry
+    from kit.run.k8s.manifests import K8sOptions
+    from kit.run.k8s.runtime import load
+    from kit.run.slurm.runtime import command_line
     from kit.runtime.base import check_no_control
-    from kit.runtime.k8s.manifests import K8sOptions
-    from kit.runtime.k8s.runtime import load
-    from kit.runtime.slurm.runtime import command_line
 
     opts = K8sOptions(
         image=image,

@@ -11,7 +11,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 
 MAX_PRICE = 1000.0
 SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP"}
@@ -59,8 +59,10 @@ def check_priced_device(
 
 def _expected(value: object) -> str:
     """The one line for any price this parser cannot take: its form and its range at once."""
-    return (f"--price-per-gpu-hour {str(value)[:40]!r}: expected the price of one GPU for one "
-            f"hour, more than 0 and less than {MAX_PRICE:g}, such as 3.50USD, USD3.50 or 3.50")  # fmt: skip
+    return (
+        f"--price-per-gpu-hour {str(value)[:40]!r}: expected the price of one GPU for one "
+        f"hour, more than 0 and less than {MAX_PRICE:g}, such as 3.50USD, USD3.50 or 3.50"
+    )
 
 
 def parse_price(value: str | float | Price | None, source: str | None = None) -> Price | None:

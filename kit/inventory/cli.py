@@ -19,10 +19,11 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from kit import inventory, outputs, terminal
-from kit.errors import InputError
+from kit import inventory
+from kit.io import outputs, terminal
+from kit.io.errors import InputError
+from kit.io.safe import read_bytes
 from kit.model.hardware import Driver, Ecc, Gpu, Hardware, Host, NvLink, Pcie
-from kit.safeio import read_bytes
 
 WIDTH = 80  # the text is laid out for this width, whatever the terminal says
 LINK_STYLES = {

@@ -164,7 +164,7 @@ def detect_virtualization(root: Path = Path("/"), hypervisor_flag: bool = False)
             "bhyve",
         )
     ):
-        evidence.append(f"DMI: {vendor} {product}".strip())  # fmt: skip
+        evidence.append(f"DMI: {vendor} {product}".strip())
     return {"detected": bool(evidence), "evidence": evidence, "vendor": vendor, "product": product}
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.model.hardware import Hardware
 from kit.model.results import Results
 from kit.model.run import RunResult
@@ -86,8 +86,9 @@ def check_results(
     recorded without its folder is refused.
     """
     if results.device not in DEVICES:
-        raise InputError(f"{shown}: device: expected one of {', '.join(DEVICES)}, "
-                         f"got {results.device[:40]!r}")  # fmt: skip
+        raise InputError(
+            f"{shown}: device: expected one of {', '.join(DEVICES)}, got {results.device[:40]!r}"
+        )
     kinds = {b.label: b.kind for b in recipe.benchmarks}
     benchmarks = list(kinds)
     variants = [v.name for v in recipe.resolved_variants()]
@@ -96,27 +97,37 @@ def check_results(
     for i, run in enumerate(results.runs):
         where = f"{shown}: runs.{i} ({run.run_id[:80]!r})"
         if run.run_id in seen:
-            raise InputError(f"{where}: the same run as runs.{seen[run.run_id]}; each run is "
-                             "recorded once")  # fmt: skip
+            raise InputError(
+                f"{where}: the same run as runs.{seen[run.run_id]}; each run is recorded once"
+            )
         seen[run.run_id] = i
         if run.benchmark not in benchmarks:
-            raise InputError(f"{where}: benchmark {run.benchmark[:40]!r} is not one of the "
-                             f"recipe's ({', '.join(benchmarks)})")  # fmt: skip
+            raise InputError(
+                f"{where}: benchmark {run.benchmark[:40]!r} is not one of the "
+                f"recipe's ({', '.join(benchmarks)})"
+            )
         if run.kind != kinds[run.benchmark]:
-            raise InputError(f"{where}: kind {run.kind[:40]!r}, but the recipe's benchmark "
-                             f"{run.benchmark!r} is {kinds[run.benchmark]!r}")  # fmt: skip
+            raise InputError(
+                f"{where}: kind {run.kind[:40]!r}, but the recipe's benchmark "
+                f"{run.benchmark!r} is {kinds[run.benchmark]!r}"
+            )
         if run.variant not in variants:
-            raise InputError(f"{where}: variant {run.variant[:40]!r} is not one of the "
-                             f"recipe's ({', '.join(variants)})")  # fmt: skip
+            raise InputError(
+                f"{where}: variant {run.variant[:40]!r} is not one of the "
+                f"recipe's ({', '.join(variants)})"
+            )
         expected = run_name(run.benchmark, run.variant, run.repeat)
         if run.run_id != expected:
             raise InputError(f"{where}: run_id: expected {expected!r} (benchmark.variant.rN)")
         if run.repeat >= bound:
-            raise InputError(f"{where}: repeat {run.repeat} is beyond the {bound} repeats this "
-                             "bundle planned or could add")  # fmt: skip
+            raise InputError(
+                f"{where}: repeat {run.repeat} is beyond the {bound} repeats this "
+                "bundle planned or could add"
+            )
         if run.device not in DEVICES:
-            raise InputError(f"{where}: device: expected one of {', '.join(DEVICES)}, "
-                             f"got {run.device[:40]!r}")  # fmt: skip
+            raise InputError(
+                f"{where}: device: expected one of {', '.join(DEVICES)}, got {run.device[:40]!r}"
+            )
         if nprocs is not None and run.run_id not in nprocs:
             raise InputError(f"{where}: no runs/{run.run_id} folder; a recorded run has one")
         started = nprocs[run.run_id] if nprocs is not None else recipe.gpus
@@ -131,22 +142,28 @@ def check_header(results: Results, recipe: Recipe, shown: Path) -> None:
     plan but those adaptive repeats added (results.adaptive); and the recipe it names is the
     recipe.yaml it holds."""
     if results.recipe != recipe.name:
-        raise InputError(f"{shown}: it names the recipe {results.recipe[:60]!r}, but "
-                         f"its recipe.yaml is {recipe.name!r}")  # fmt: skip
+        raise InputError(
+            f"{shown}: it names the recipe {results.recipe[:60]!r}, but "
+            f"its recipe.yaml is {recipe.name!r}"
+        )
     created = _timestamp(results.created_at, f"{shown}: created_at")
     if results.finished_at is not None:
         finished = _timestamp(results.finished_at, f"{shown}: finished_at")
         if (_seconds(created, finished) or 0) < 0:
-            raise InputError(f"{shown}: finished_at {results.finished_at[:40]} is before "
-                             f"created_at {results.created_at[:40]}")  # fmt: skip
+            raise InputError(
+                f"{shown}: finished_at {results.finished_at[:40]} is before "
+                f"created_at {results.created_at[:40]}"
+            )
         for i, run in enumerate(results.runs):
             if run.started_at is None:
                 continue
             began = _timestamp(run.started_at, f"{shown}: runs.{i}.started_at")
             skew = CLOCK_SKEW_S if run.nodes else 0.0  # one host, one clock
             if (_seconds(began, finished) or 0) < -skew:
-                raise InputError(f"{shown}: finished_at {results.finished_at[:40]} is before "
-                                 f"runs.{i} started ({run.started_at[:40]})")  # fmt: skip
+                raise InputError(
+                    f"{shown}: finished_at {results.finished_at[:40]} is before "
+                    f"runs.{i} started ({run.started_at[:40]})"
+                )
     if results.status == "complete" and results.planned_runs:  # 0: written before the count was
         status = bundle_status(results.runs, results.planned_runs)
         if status != "complete":
@@ -172,15 +189,19 @@ def check_run(run: RunResult, where: str, started: int) -> None:
         began = _timestamp(run.started_at, f"{where}: started_at")
         ended = _timestamp(run.finished_at, f"{where}: finished_at")
         if (_seconds(began, ended) or 0) < 0:
-            raise InputError(f"{where}: finished_at {run.finished_at[:40]} is before "
-                             f"started_at {run.started_at[:40]}")  # fmt: skip
+            raise InputError(
+                f"{where}: finished_at {run.finished_at[:40]} is before "
+                f"started_at {run.started_at[:40]}"
+            )
     for name, m in run.metrics.items():
         entry = catalog.metric(name)
         if entry is None:
             continue  # another kit's metric: check_agreement holds it to the other runs
         if m.value < 0 and not entry.signed:
-            raise InputError(f"{where}: metrics.{name[:40]}: {m.value:g} is below zero, which "
-                             f"{entry.label} cannot be")  # fmt: skip
+            raise InputError(
+                f"{where}: metrics.{name[:40]}: {m.value:g} is below zero, which "
+                f"{entry.label} cannot be"
+            )
         if m.unit not in entry.units() or m.higher_is_better != entry.higher_is_better:
             raise InputError(
                 f"{where}: metrics.{name[:40]}: {m.unit[:20]!r}, "
@@ -190,8 +211,10 @@ def check_run(run: RunResult, where: str, started: int) -> None:
     if run.status == "ok" and run.world_size is not None:
         expected = sum(n.nproc for n in run.nodes) if run.nodes else started
         if run.world_size != expected:
-            raise InputError(f"{where}: world_size {run.world_size}, but the driver started "
-                             f"{expected} process(es) for it")  # fmt: skip
+            raise InputError(
+                f"{where}: world_size {run.world_size}, but the driver started "
+                f"{expected} process(es) for it"
+            )
 
 
 def check_agreement(runs: list[RunResult], shown: Path) -> None:
@@ -203,15 +226,19 @@ def check_agreement(runs: list[RunResult], shown: Path) -> None:
         for name, m in run.metrics.items():
             first = seen.setdefault((run.benchmark, name), (m.unit, m.higher_is_better, i))
             if first[:2] != (m.unit, m.higher_is_better):
-                raise InputError(f"{shown}: runs.{i}: metrics.{name[:40]}: {m.unit[:20]!r} "
-                                 f"(higher is better: {m.higher_is_better}), runs.{first[2]} "
-                                 f"has {first[0][:20]!r} ({first[1]})")  # fmt: skip
+                raise InputError(
+                    f"{shown}: runs.{i}: metrics.{name[:40]}: {m.unit[:20]!r} "
+                    f"(higher is better: {m.higher_is_better}), runs.{first[2]} "
+                    f"has {first[0][:20]!r} ({first[1]})"
+                )
         if run.status == "ok" and run.world_size is not None:
             worlds.setdefault(run.world_size, i)
     if len(worlds) > 1:
         (a, i), (b, j) = list(worlds.items())[:2]
-        raise InputError(f"{shown}: runs.{i} ran on {a} processes, runs.{j} on {b}; every run "
-                         "of a bundle runs on as many")  # fmt: skip
+        raise InputError(
+            f"{shown}: runs.{i} ran on {a} processes, runs.{j} on {b}; every run "
+            "of a bundle runs on as many"
+        )
 
 
 def check_hardware(results: Results, hardware: Hardware | None, shown: Path) -> None:
@@ -228,9 +255,13 @@ def check_hardware(results: Results, hardware: Hardware | None, shown: Path) -> 
             continue
         where = f"{shown}: runs.{i} ({run.run_id[:80]!r})"
         if run.world_size is not None and run.world_size > len(hardware.gpus):
-            raise InputError(f"{where}: ran on {run.world_size} GPU processes, but hardware.json "
-                             f"lists {len(hardware.gpus)} GPU(s)")  # fmt: skip
+            raise InputError(
+                f"{where}: ran on {run.world_size} GPU processes, but hardware.json "
+                f"lists {len(hardware.gpus)} GPU(s)"
+            )
         gpu = run.versions.get("gpu")
         if gpu and names and gpu not in names:
-            raise InputError(f"{where}: ran on {gpu[:60]!r}, which hardware.json does not list "
-                             f"({', '.join(sorted(n[:60] for n in names))})")  # fmt: skip
+            raise InputError(
+                f"{where}: ran on {gpu[:60]!r}, which hardware.json does not list "
+                f"({', '.join(sorted(n[:60] for n in names))})"
+            )

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import Field
 
 from kit.model.base import ENVIRONMENT_SCHEMA, Open
+from kit.shared.engines import Engine
 
 
 class ContainerVersions(Open):
@@ -24,7 +25,7 @@ class ContainerVersions(Open):
     driver: str | None = None
     gpu: str | None = None
     packages: dict[str, str] | None = None
-    # the workload libraries, where the environment holds them (kit.envdiff compares them)
+    # the workload libraries, where the environment holds them (kit.env.diff compares them)
     transformers: str | None = None
     peft: str | None = None
     accelerate: str | None = None
@@ -33,11 +34,6 @@ class ContainerVersions(Open):
 
 PLACEMENTS = ("local", "multinode", "slurm", "k8s")
 """Where the runs went: this machine, several Docker daemons, a Slurm allocation, Kubernetes."""
-ENGINES = ("none", "docker", "podman", "apptainer", "pyxis", "enroot", "kubernetes")
-"""What the runs ran in: no container (this Python), or a container engine ("kubernetes": the
-pods of `kit k8s`, in whatever container runtime the cluster's nodes run)."""
-IMAGE_ENGINES = ("docker", "podman")
-"""Engines that run an image the kit builds FROM a base (or loads from a `kit export` archive)."""
 LOCAL_BASE = "local base image, not by digest"
 
 
@@ -60,7 +56,12 @@ def pin_of(
     return False, LOCAL_BASE
 
 
-OLD_LAUNCHERS = {"host": "none", "pyxis": "pyxis", "apptainer": "apptainer", "enroot": "enroot"}
+OLD_LAUNCHERS = {
+    "host": Engine.NONE,
+    "pyxis": Engine.PYXIS,
+    "apptainer": Engine.APPTAINER,
+    "enroot": Engine.ENROOT,
+}
 """A schema-1 Slurm bundle's `launcher` as the engine it names."""
 
 
@@ -107,19 +108,19 @@ class Environment(Open):
         if runtime == "slurm":
             return "slurm", OLD_LAUNCHERS.get(str(self.launcher or "host"), str(self.launcher))
         if runtime == "k8s":
-            return "k8s", "kubernetes"
+            return "k8s", Engine.KUBERNETES
         if runtime == "multinode" or (runtime == "docker" and self.nodes):
-            return "multinode", "docker"
-        return "local", "none" if runtime == "host" else runtime
+            return "multinode", Engine.DOCKER
+        return "local", Engine.NONE if runtime == "host" else runtime
 
     def in_container(self) -> bool:
-        return self.axes()[1] != "none"
+        return self.axes()[1] != Engine.NONE
 
     def pin(self) -> tuple[bool, str | None]:
         """(pinned, by what): for an image the kit built or loaded, `pin_of` its base and source
         (also for a file written before the rule, which called any such image pinned); for
         another runtime, what it recorded."""
-        if self.axes()[1] in IMAGE_ENGINES and (self.image_id or self.base_image):
+        if Engine.builds_image(self.axes()[1]) and (self.image_id or self.base_image):
             base = (self.build_args or {}).get("BASE_IMAGE") or self.base_image
             return pin_of(base, self.base_image_digest, self.loaded_from, self.image_id)
         return self.pinned, self.pinning
@@ -129,7 +130,7 @@ class Environment(Open):
         base, what it was built FROM (the name alone would claim the Dockerfile's pinned base)."""
         pinned, _ = self.pin()
         base = (self.build_args or {}).get("BASE_IMAGE") or self.base_image
-        if self.axes()[1] in IMAGE_ENGINES and not pinned and base:
+        if Engine.builds_image(self.axes()[1]) and not pinned and base:
             return f"{self.name or 'environment'} FROM {base} ({LOCAL_BASE})"
         return self.name
 

@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 
 MAX_JSON_BYTES = 64 << 20
 """Largest JSON file a bundle may hold (the largest committed results.json is under 1 MiB)."""
@@ -34,9 +34,14 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEX
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"),
-                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):  # fmt: skip
+    for test, name in (
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -84,8 +89,10 @@ def _check_recorded(root: Path, rel: str, data: bytes) -> None:
     want = held[1].get(rel)
     if want is None or hashlib.sha256(data).hexdigest() != want:
         how = "is not in its manifest" if want is None else "does not match its manifest"
-        raise InputError(f"{root / rel}: changed while it was read (what was read {how}); "
-                         "the bundle changed after its check, nothing of it was used")  # fmt: skip
+        raise InputError(
+            f"{root / rel}: changed while it was read (what was read {how}); "
+            "the bundle changed after its check, nothing of it was used"
+        )
 
 
 def read_bytes(root: Path, rel: str, limit: int) -> bytes:
@@ -221,8 +228,10 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise ValueError(f"duplicate key {key[:40]!r}")
         texts = value if isinstance(value, list) else [value]
         if _long(key) or any(_long(t) for t in texts):
-            raise ValueError(f"a text of more than {MAX_TEXT:,} characters at {key[:40]!r} "
-                             "(no field the kit writes is that long)")  # fmt: skip
+            raise ValueError(
+                f"a text of more than {MAX_TEXT:,} characters at {key[:40]!r} "
+                "(no field the kit writes is that long)"
+            )
         out[key] = value
     return out
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.model.base import SCHEMAS
 from kit.model.consistency import check_hardware, check_results
 from kit.model.environment import Environment

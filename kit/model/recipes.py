@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.model.loader import expected_text
 from kit.recipe import Recipe
 

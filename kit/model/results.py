@@ -1,7 +1,7 @@
 """results.json: the bundle's header, every run's result, and what the driver decided on the way.
 
 Written by kit.bundle (header), kit.run.engine (runs, adaptive repeats, status), kit.run.rerun
-(`reproduces`, `environment_diff`), kit.runtime.slurm (`slurm`) and kit.runtime.k8s (`k8s`).
+(`reproduces`, `environment_diff`), kit.run.slurm (`slurm`) and kit.run.k8s (`k8s`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class PreflightFinding(Open):
 
 
 class AdaptiveRecord(Closed):
-    """Whether a benchmark needed more repeats, and why (kit.run.engine.adaptive_record)."""
+    """Whether a benchmark needed more repeats, and why (kit.run.adaptive.adaptive_record)."""
 
     metric: str | None
     planned: int = Field(ge=1, le=MAX_REPEATS)
@@ -59,7 +59,7 @@ class Reproduces(Open):
 
 
 class EnvironmentDifference(Closed):
-    """One field that differs between the reproduced bundle and the rerun (kit.envdiff)."""
+    """One field that differs between the reproduced bundle and the rerun (kit.env.diff)."""
 
     field: str
     old: str

@@ -115,7 +115,7 @@ class Launch(Open):
 
 
 class NodeRecord(Open):
-    """One node of a multi-node run as the driver saw it (kit.runtime.multinode, kit slurm
+    """One node of a multi-node run as the driver saw it (kit.run.multinode, kit slurm
     collect): how it ended, its log, and what the driver set on it."""
 
     node: int = Field(ge=0)

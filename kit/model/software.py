@@ -4,7 +4,7 @@ software.json is the image's inventory (kit.shared.imagescan read inside it, cac
 kit.runtime.images.software): Python distributions with a sha256 over their RECORD, Debian
 packages with a sha256 over their md5sums and their shared libraries by real path, the CUDA,
 cuDNN, NCCL and driver libraries by path and sha256, the version variables. A run's `loaded`
-(kit.worker.loaded) is what rank 0 had mapped and imported. kit.envcontent compares both.
+(kit.worker.loaded) is what rank 0 had mapped and imported. kit.env.content compares both.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class Loaded(Closed):
 
 
 class ChangeRecord(Closed):
-    """One difference inside two environments (kit.envcontent.Change), as results.json keeps it."""
+    """One difference inside two environments (kit.env.content.Change), as results.json keeps it."""
 
     kind: str
     name: str
@@ -82,7 +82,7 @@ class ChangeRecord(Closed):
 
 
 class EnvironmentCheck(Closed):
-    """A rerun's verdict on its environment against the bundle's (kit.envcheck), in results.json:
+    """A rerun's verdict on its environment against the bundle's (kit.env.check), in results.json:
     the sentence its report's page 1 shows, and every difference sorted by loaded or not."""
 
     matches: bool

@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe.daemons import daemon_key, url_ok
 from kit.recipe.env import check_env
 from kit.recipe.environments import check_environment
@@ -129,7 +129,7 @@ class Benchmark(Strict):
     params: dict[str, Any] = {}
     smoke: dict[str, Any] = {}
     # per metric, one reference or a list of them, one per GPU model and count it was measured
-    # on: a run is judged only by the entry for its own model and count (kit.acceptance)
+    # on: a run is judged only by the entry for its own model and count (kit.stats.acceptance)
     expect: dict[str, Expectation | list[Expectation]] = {}
 
     @field_validator("expect")
@@ -252,7 +252,7 @@ class Recipe(Strict):
     # bounded: every variant runs every benchmark every repeat (10,000 variants is no recipe)
     variants: list[str | Variant] = Field(default=["p2p", "no-p2p"], max_length=MAX_VARIANTS)
     benchmarks: list[Benchmark] = Field(min_length=1, max_length=MAX_BENCHMARKS)
-    nodes: Nodes | None = None  # several machines (kit/runtime/multinode.py); None: this one
+    nodes: Nodes | None = None  # several machines (kit/run/multinode.py); None: this one
 
     @field_validator("kit")
     @classmethod
@@ -383,8 +383,11 @@ def parse_recipe(text: str, source: str) -> Recipe:
         recipe = Recipe.model_validate(data)
     except ValidationError as exc:
         # a variant given as a mapping fails the `str` branch too: report the mapping's error
-        errs = [e for e in exc.errors() if not (e["loc"][:1] == ("variants",) and
-                                                 e["loc"][-1:] == ("str",))] or exc.errors()  # fmt: skip
+        errs = [
+            e
+            for e in exc.errors()
+            if not (e["loc"][:1] == ("variants",) and e["loc"][-1:] == ("str",))
+        ] or exc.errors()
         # a list of references fails the one-reference branch too: report the list's error
         errs = [e for e in errs if e["type"] != "model_type"] or errs
         err = errs[0]

@@ -75,8 +75,17 @@ _ALLOC_CONF = _pattern(
 
 TUNING: dict[str, Check] = {
     # NCCL: algorithms, protocols, transports, channels and threads, IB and socket settings
-    "NCCL_ALGO": _words("Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree",
-                        "PAT", lists=True, negate=True),
+    "NCCL_ALGO": _words(
+        "Ring",
+        "Tree",
+        "CollnetDirect",
+        "CollnetChain",
+        "NVLS",
+        "NVLSTree",
+        "PAT",
+        lists=True,
+        negate=True,
+    ),
     "NCCL_PROTO": _words("LL", "LL128", "Simple", lists=True, negate=True),
     "NCCL_P2P_DISABLE": BOOL,
     "NCCL_P2P_LEVEL": _LEVEL,
@@ -125,9 +134,27 @@ TUNING: dict[str, Check] = {
     "NCCL_IB_PCI_RELAXED_ORDERING": _int(0, 2),
     "NCCL_IB_ADAPTIVE_ROUTING": BOOL,
     "NCCL_DEBUG": _words("VERSION", "WARN", "INFO", "TRACE"),
-    "NCCL_DEBUG_SUBSYS": _words("INIT", "COLL", "P2P", "SHM", "NET", "GRAPH", "TUNING", "ENV",
-                                "ALLOC", "CALL", "PROXY", "NVLS", "BOOTSTRAP", "REG", "PROFILE",
-                                "RAS", "ALL", lists=True, negate=True),
+    "NCCL_DEBUG_SUBSYS": _words(
+        "INIT",
+        "COLL",
+        "P2P",
+        "SHM",
+        "NET",
+        "GRAPH",
+        "TUNING",
+        "ENV",
+        "ALLOC",
+        "CALL",
+        "PROXY",
+        "NVLS",
+        "BOOTSTRAP",
+        "REG",
+        "PROFILE",
+        "RAS",
+        "ALL",
+        lists=True,
+        negate=True,
+    ),
     # CUDA runtime
     "CUDA_DEVICE_MAX_CONNECTIONS": _int(1, 32),
     "CUDA_LAUNCH_BLOCKING": BOOL,
@@ -135,7 +162,9 @@ TUNING: dict[str, Check] = {
     "CUDA_MODULE_LOADING": _words("LAZY", "EAGER"),
     "CUDA_AUTO_BOOST": BOOL,
     "CUDA_CACHE_DISABLE": BOOL,
-    "CUBLAS_WORKSPACE_CONFIG": _pattern(r"(:[0-9]{1,7}:[0-9]{1,4}){1,4}", ":SIZE:COUNT, e.g. :4096:8"),
+    "CUBLAS_WORKSPACE_CONFIG": _pattern(
+        r"(:[0-9]{1,7}:[0-9]{1,4}){1,4}", ":SIZE:COUNT, e.g. :4096:8"
+    ),
     "NVIDIA_TF32_OVERRIDE": BOOL,
     # PyTorch: distributed and the caching allocator
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": _int(0, 3),
@@ -148,8 +177,10 @@ TUNING: dict[str, Check] = {
     "TORCH_DISTRIBUTED_DEBUG": _words("OFF", "INFO", "DETAIL"),
     "TORCH_CPP_LOG_LEVEL": _words("INFO", "WARNING", "ERROR", "FATAL"),
     "TORCH_SHOW_CPP_STACKTRACES": BOOL,
-    "TORCH_LOGS": _pattern(r"[+-]?[a-z_.]{1,40}(,[+-]?[a-z_.]{1,40}){0,31}",
-                           "log names, comma-separated (e.g. +dynamo,graph_breaks)"),
+    "TORCH_LOGS": _pattern(
+        r"[+-]?[a-z_.]{1,40}(,[+-]?[a-z_.]{1,40}){0,31}",
+        "log names, comma-separated (e.g. +dynamo,graph_breaks)",
+    ),
     "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": BOOL,
     "PYTORCH_CUDA_ALLOC_CONF": _ALLOC_CONF,
     "PYTORCH_NO_CUDA_MEMORY_CACHING": BOOL,
@@ -160,7 +191,9 @@ TUNING: dict[str, Check] = {
     "OMP_PLACES": _words("threads", "cores", "sockets", "ll_caches", "numa_domains"),
     "OMP_WAIT_POLICY": _words("ACTIVE", "PASSIVE"),
     "OMP_DYNAMIC": _words("true", "false"),
-    "KMP_AFFINITY": _pattern(r"[A-Za-z0-9_,=]{1,100}", "KMP words, e.g. granularity=fine,compact,1,0"),
+    "KMP_AFFINITY": _pattern(
+        r"[A-Za-z0-9_,=]{1,100}", "KMP words, e.g. granularity=fine,compact,1,0"
+    ),
     "KMP_BLOCKTIME": _pattern(r"[0-9]{1,7}|infinite", "milliseconds or infinite"),
     "MKL_NUM_THREADS": _int(1, 4096),
     "MKL_DYNAMIC": _words("TRUE", "FALSE"),
@@ -169,7 +202,7 @@ TUNING: dict[str, Check] = {
     "GLOO_DEVICE_TRANSPORT": _words("TCP", "UV"),
     "NVSHMEM_DISABLE_NVLS": BOOL,
     "NVSHMEM_DISABLE_P2P": BOOL,
-}  # fmt: skip
+}
 """Every variable a recipe may set, and the check of its value."""
 
 REFUSED: dict[str, str] = {
@@ -197,7 +230,7 @@ REFUSED: dict[str, str] = {
     "PATH": "changes which programs run",
     "MASTER_ADDR": "the kit sets the rendezvous",
     "MASTER_PORT": "the kit sets the rendezvous",
-}  # fmt: skip
+}
 """Why some variables a sender may try are refused (the rest: not a known tuning variable)."""
 
 NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,127}$")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV_ROOT = REPO_ROOT / "docker"

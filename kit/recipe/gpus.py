@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Protocol, TypeVar
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.shared.limits import MAX_GPUS
 
 ALL: Literal["all"] = "all"

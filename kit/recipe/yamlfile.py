@@ -9,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from kit.errors import InputError
-from kit.safeio import kind
+from kit.io.errors import InputError
+from kit.io.safe import kind
 
 MAX_RECIPE_BYTES = 1 << 20
 MAX_DEPTH = 32  # YAML nesting; a recipe needs about 6
@@ -62,9 +62,10 @@ def line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):  # `? [a, b]`: a list or map as a key
                 raise LocatedError(
-                    key_node.start_mark.line + 1, ".".join(map(str, path)) or "(top)",
+                    key_node.start_mark.line + 1,
+                    ".".join(map(str, path)) or "(top)",
                     "a key must be a plain word, not a list or a mapping",
-                )  # fmt: skip
+                )
             _check_tag(key_node, path)
             key = key_node.value
             if key in seen:
@@ -102,10 +103,11 @@ def _check_tag(node: yaml.Node, path: tuple) -> None:
         )
     if node.tag.endswith(":int") and len(str(node.value)) > MAX_INT_CHARS:
         raise LocatedError(
-            node.start_mark.line + 1, where,
+            node.start_mark.line + 1,
+            where,
             f"{str(node.value)[:20]}...: a number of {len(str(node.value)):,} characters (no "
             "count in a recipe comes near it)",
-        )  # fmt: skip
+        )
     if node.tag.endswith(":float"):
         try:
             value = float(

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
-from kit.errors import InputError
-from kit.outputs import refuse_inside_bundle
+from kit.io.errors import InputError
+from kit.io.outputs import refuse_inside_bundle
 
 DB_VERSION = 1
 TABLES = {

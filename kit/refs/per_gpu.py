@@ -3,10 +3,10 @@
 A buyer accepts each GPU of a box against what a GPU of its model measures. The table holds
 kit measurements of single GPUs (HBM copy, matmul ceilings), each with its source, the
 conditions it was measured under, and a tolerance. `judge` gives one GPU's figure over the
-repeats a verdict by kit.acceptance's rule (decided by the interval, never the median alone;
+repeats a verdict by kit.stats.acceptance's rule (decided by the interval, never the median alone;
 fewer than 3 repeats: UNDECIDED), or NOT COMPARABLE with the reason: another model (by the
 NVML name, exactly: "H100 PCIe" and "H100 80GB HBM3" are different parts), a CPU or smoke run
-(kit.acceptance's device and scale rules), a condition that differs, or no figure for the model.
+(kit.stats.acceptance's device and scale rules), a condition that differs, or no figure for the model.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from kit.acceptance import NOT_COMPARABLE, Decision, decide, device_mismatch, scale_mismatch
+from kit.stats.acceptance import NOT_COMPARABLE, Decision, decide, device_mismatch, scale_mismatch
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from kit.errors import InputError
 from kit.inventory.topology import fabric_words, gpu_fabric
+from kit.io.errors import InputError
 from kit.model import Hardware, RunResult
 from kit.refs.nccl_tests import size_words
 

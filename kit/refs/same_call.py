@@ -16,12 +16,12 @@ import re
 from pathlib import Path
 
 from kit.bundle import SIGNATURE, add_to_manifest, require_sealed
-from kit.errors import InputError
+from kit.io.errors import InputError
+from kit.io.safe import read_bytes, write_text
 from kit.model import load_bundle
 from kit.model.files import decode, list_dir
 from kit.model.loader import MAX_NCCL_TESTS_BYTES
 from kit.refs.nccl_tests import NcclTestsRun, parse
-from kit.safeio import read_bytes, write_text
 from kit.shared import files
 
 

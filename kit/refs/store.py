@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle.intake import receive
-from kit.errors import InputError
 from kit.inventory.topology import first_pair_link
+from kit.io.errors import InputError
 from kit.model import BundleData, Hardware, load_bundle
 from kit.model.loader import validate
 from kit.refs.db import open_db
@@ -154,8 +154,13 @@ def add(
     """Add a bundle's reference to the user store; a label already there is an InputError.
     The bundle must be sealed, complete and (with `allowed_signers`) signed (kit.bundle.intake)."""
     # read_broken None: the database never holds a bundle whose signature is broken
-    data = receive(Path(bundle_dir), "add only an untouched bundle", allowed_signers,
-                   allow_unsigned, read_broken=None)  # fmt: skip
+    data = receive(
+        Path(bundle_dir),
+        "add only an untouched bundle",
+        allowed_signers,
+        allow_unsigned,
+        read_broken=None,
+    )
     if data.results.status != "complete":
         raise InputError(
             f"{bundle_dir}: status {data.results.status}, not every planned run finished; a "
@@ -322,20 +327,31 @@ def standing(
                 hib = catalog.higher_is_better(name, m.get("higher_is_better", True))
                 better = mine / theirs if hib else theirs / mine
                 gpus, rgpus = b.get("world_size"), rb.get("world_size")
-                rows.append({
-                    "benchmark": b["benchmark"], "variant": b["variant"], "metric": name,
-                    "unit": m["unit"], "value": mine, "n": len(vals),
-                    "reference": ref["label"], "origin": ref["origin"],
-                    "reference_value": theirs, "reference_n": len(rvals),
-                    "metric_label": catalog.label(name), "headline": name == head,
-                    "hardware": (ref.get("hardware") or {}).get("label") or "unknown hardware",
-                    "source": f"{ref.get('source')} ({ref['origin']})",
-                    "ratio_better": better, "gpus": gpus, "reference_gpus": rgpus,
-                    "unlike": unlike(new, b, ref, rb, len(vals), len(rvals), params),
-                    "ratio_better_per_gpu": better * rgpus / gpus
-                    if gpus and rgpus and gpus != rgpus and catalog.per_gpu(name)
-                    else None,
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "benchmark": b["benchmark"],
+                        "variant": b["variant"],
+                        "metric": name,
+                        "unit": m["unit"],
+                        "value": mine,
+                        "n": len(vals),
+                        "reference": ref["label"],
+                        "origin": ref["origin"],
+                        "reference_value": theirs,
+                        "reference_n": len(rvals),
+                        "metric_label": catalog.label(name),
+                        "headline": name == head,
+                        "hardware": (ref.get("hardware") or {}).get("label") or "unknown hardware",
+                        "source": f"{ref.get('source')} ({ref['origin']})",
+                        "ratio_better": better,
+                        "gpus": gpus,
+                        "reference_gpus": rgpus,
+                        "unlike": unlike(new, b, ref, rb, len(vals), len(rvals), params),
+                        "ratio_better_per_gpu": better * rgpus / gpus
+                        if gpus and rgpus and gpus != rgpus and catalog.per_gpu(name)
+                        else None,
+                    }
+                )
     return rows
 
 

@@ -5,17 +5,17 @@ memory bandwidth, link bandwidth or dense FLOP/s) and all three datasheet ratios
 geometric mean across workloads, and one plain sentence: which machine is faster for what, by how much, how
 sure. Ratios are stated as "better" factors (over 1: this machine does more, or takes less); the
 sentence states the larger over the smaller, so A against B and B against A read the same number,
-and with fewer than kit.acceptance.MIN_RUNS runs a side it is a screening that states no direction."""
+and with fewer than kit.stats.acceptance.MIN_RUNS runs a side it is a screening that states no direction."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from kit.acceptance import MIN_RUNS
 from kit.report.machines import same_machine
 from kit.shared import metrics as catalog
 from kit.shared.gpu_specs import spec_for
+from kit.stats.acceptance import MIN_RUNS
 
 BOUND_WORDS = {
     "link": "NVLink bandwidth",
@@ -60,8 +60,11 @@ def predicted(unit: str, machine: Any, base: Any, metric: str = "") -> tuple[flo
     return mine / theirs, words
 
 
-DATASHEET_LINE = (("memory", "memory bandwidth"), ("flops:bf16", "dense bf16 FLOP/s"),
-                  ("link", "NVLink bandwidth"))  # fmt: skip
+DATASHEET_LINE = (
+    ("memory", "memory bandwidth"),
+    ("flops:bf16", "dense bf16 FLOP/s"),
+    ("link", "NVLink bandwidth"),
+)
 
 
 def datasheets(machine: Any, base: Any) -> list[dict[str, Any]]:
@@ -110,8 +113,9 @@ def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
             seen.add(row.benchmark)
             if not ratio:
                 why = cell.get("ratio_error") or "no ratio: a side has no finished run"
-                lines.append({"benchmark": row.benchmark, "label": row.label, "factor": None,
-                              "why": why})  # fmt: skip
+                lines.append(
+                    {"benchmark": row.benchmark, "label": row.label, "factor": None, "why": why}
+                )
                 continue
             flip = not row.higher_is_better
             est, lo, hi = ratio["estimate"], ratio["ci_low"], ratio["ci_high"]

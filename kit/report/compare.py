@@ -18,11 +18,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from kit import outputs
 from kit.bundle import MANIFEST, now_iso, sha256_file
 from kit.bundle.signature import signature_status
-from kit.envdiff import VERSION_KEYS
+from kit.env.diff import VERSION_KEYS
 from kit.facts.price import Price, check_priced_device, parse_price
+from kit.io import outputs
 from kit.report.choice import choice
 from kit.report.compare_figures import headline_figures, sweep_figures
 from kit.report.compare_notes import (
@@ -122,7 +122,7 @@ def comparison(
         "reproductions": reproductions(machines),
         "hardware": hardware_rows(machines),
         "environment": environment_rows(machines, base),
-        # every difference inside the environments, loaded by the runs or not (kit.envcheck)
+        # every difference inside the environments, loaded by the runs or not (kit.env.check)
         "environment_checks": environment_checks(machines, base),
         "choice": choice(rows, machines, base),
         "workloads": [r.__dict__ for r in rows],

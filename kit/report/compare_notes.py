@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from kit.bundle import MANIFEST, content_sha256, sha256_file
-from kit.envcheck import Check, check
-from kit.envcontent import Side, side
-from kit.envdiff import environment_versions
+from kit.env.check import Check, check
+from kit.env.content import Side, side
+from kit.env.diff import environment_versions
 from kit.model import Hardware, recipe_differences
 from kit.model.results import Reproduces
 from kit.report.machines import Machine, same_machine
@@ -214,7 +214,7 @@ def machine_side(m: Machine) -> Side:
 
 
 def machine_check(ref: Machine, m: Machine) -> Check:
-    """The one verdict on m's environment against the baseline's (kit.envcheck): the page-1
+    """The one verdict on m's environment against the baseline's (kit.env.check): the page-1
     sentence, the section's list and compare.json all come from it."""
     return check(machine_side(ref), machine_side(m), ref.hardware, m.hardware)
 

@@ -11,16 +11,16 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.acceptance import scale_mismatch, scale_of
-from kit.errors import InputError
 from kit.facts.efficiency import cost_per_million, per_gpu, scaling_efficiency
 from kit.facts.price import Price, parse_price
+from kit.io.errors import InputError
 from kit.report import analysis
 from kit.report.choice import screening, screening_words
 from kit.report.common_size import SIZE_METRICS, common_sweep, run_sizes, value_at
 from kit.report.machines import Machine
 from kit.shared import metrics as catalog
 from kit.stats import Ratio, StatsError, summarize, unpaired_ratio
+from kit.stats.acceptance import scale_mismatch, scale_of
 
 
 def _scaled(r: Ratio, k: float) -> Ratio:
@@ -95,7 +95,7 @@ def unlike(m: Machine, base: Machine) -> str | None:
             "are not like for like"
         )
     scale = scale_mismatch(scale_of(theirs.smoke), scale_of(mine.smoke))
-    if scale:  # the rule acceptance judges by (kit.acceptance.mismatches)
+    if scale:  # the rule acceptance judges by (kit.stats.acceptance.mismatches)
         return f"no ratio against the baseline: {scale}"
     return None
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.workloads.registry import spec
 
 

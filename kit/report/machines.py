@@ -16,9 +16,9 @@ from functools import cached_property
 from pathlib import Path
 
 from kit.bundle.intake import receive
-from kit.errors import InputError
 from kit.facts.price import Price, parse_price
 from kit.inventory.topology import first_pair_link
+from kit.io.errors import InputError
 from kit.model import BundleData, Environment, Hardware, Results
 from kit.model.hardware import Host
 from kit.report import analysis
@@ -234,8 +234,13 @@ def load_machines(
     labels = labels or {}
     machines = []
     for i, path in enumerate(paths, 1):
-        data = receive(Path(path), "compare only untouched bundles", allowed_signers,
-                       allow_unsigned, read_broken)  # fmt: skip
+        data = receive(
+            Path(path),
+            "compare only untouched bundles",
+            allowed_signers,
+            allow_unsigned,
+            read_broken,
+        )
         machines.append(Machine(i, Path(path), data, labels.get(i - 1)))
     _name(machines)
     return machines

@@ -8,9 +8,9 @@ from typing import Any
 from jinja2 import Environment
 from markupsafe import Markup
 
-from kit.acceptance import MIN_RUNS
 from kit.model import RunData
 from kit.report import analysis
+from kit.stats.acceptance import MIN_RUNS
 
 
 def _method_facts(group: list[analysis.Benchmark]) -> dict[str, Any]:
@@ -41,10 +41,13 @@ def _method_facts(group: list[analysis.Benchmark]) -> dict[str, Any]:
         "gc_frozen": bool(ok) and all(r.data.extra("gc_note") for r in ok),
         "gc_window": _span([r.data.extra("gc_window_s") for r in ok], "ms"),
         "energy": sorted(
-            {"counter" if (r.data.extra("energy_counter") or {}).get("complete")
-             else "sampled" for r in ok if r.device == "cuda"}
+            {
+                "counter" if (r.data.extra("energy_counter") or {}).get("complete") else "sampled"
+                for r in ok
+                if r.device == "cuda"
+            }
         ),
-    }  # fmt: skip
+    }
 
 
 SYNCED_PER_STEP = "the device synchronized before each clock read"
@@ -101,7 +104,7 @@ def repeats_short(benches: list[analysis.Benchmark]) -> str:
 
 def evidence_grade(benches: list[analysis.Benchmark]) -> dict[str, Any]:
     """The grade of the evidence, from the fewest runs any variant finished: a screening below
-    kit.acceptance.MIN_RUNS (no confidence interval, so no finding and no acceptance), else an
+    kit.stats.acceptance.MIN_RUNS (no confidence interval, so no finding and no acceptance), else an
     acceptance. Page 1 states it; the verdicts and the trust note follow the same count."""
     counts = [len(v.ok) for b in benches for v in b.variants]
     finished = [c for c in counts if c]  # a variant with none finished is a failure, said apart

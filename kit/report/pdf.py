@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 
 
 def offline_fetcher() -> Any:

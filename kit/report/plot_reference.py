@@ -1,6 +1,6 @@
 """Page 1's chart: every workload against its same-model reference, as a factor of it (1 = the
 reference), with the interval's whiskers and the run count; only references that judge this
-machine (kit.acceptance.mismatches) are drawn, so no bar stands against another model."""
+machine (kit.stats.acceptance.mismatches) are drawn, so no bar stands against another model."""
 
 from __future__ import annotations
 
@@ -55,11 +55,23 @@ def against_reference(rows: list[dict[str, Any]], salt: str) -> str | None:
         colour = COLOURS.get(r.get("verdict") or "", UNDECIDED_COLOUR)
         ax.barh(y, r["factor"], color=colour, alpha=0.55, height=0.55)
         if r["low"] is not None:
-            ax.errorbar(r["factor"], y, xerr=[[r["factor"] - r["low"]], [r["high"] - r["factor"]]],
-                        fmt="none", ecolor="#222", capsize=3, lw=1)  # fmt: skip
+            ax.errorbar(
+                r["factor"],
+                y,
+                xerr=[[r["factor"] - r["low"]], [r["high"] - r["factor"]]],
+                fmt="none",
+                ecolor="#222",
+                capsize=3,
+                lw=1,
+            )
         interval = "" if r["low"] is not None else ", no interval"
-        ax.text(r["factor"], y + 0.32, f" {r['factor']:.2f}x, n={r['n']}{interval}", fontsize=7,
-                va="center")  # fmt: skip
+        ax.text(
+            r["factor"],
+            y + 0.32,
+            f" {r['factor']:.2f}x, n={r['n']}{interval}",
+            fontsize=7,
+            va="center",
+        )
         ax.plot([r["threshold"]] * 2, [y - 0.3, y + 0.3], color="#555", ls=":", lw=1)
     ax.axvline(1.0, color="#222", lw=1)
     ax.set_yticks(ys)

@@ -148,8 +148,11 @@ def _timing_edges(curves: dict[str, Any]) -> list[tuple[float, str, str]]:
             per_size.setdefault(size, set()).update(point.get("timing") or [])
     sizes = [x for x in sorted(per_size) if per_size[x]]
     words = lambda rules: "/".join(TIMING_WORDS.get(t, t) for t in sorted(rules))  # noqa: E731
-    return [(math.sqrt(a * b), words(per_size[a]), words(per_size[b]))
-            for a, b in itertools.pairwise(sizes) if per_size[a] != per_size[b]]  # fmt: skip
+    return [
+        (math.sqrt(a * b), words(per_size[a]), words(per_size[b]))
+        for a, b in itertools.pairwise(sizes)
+        if per_size[a] != per_size[b]
+    ]
 
 
 def _mark_timing(ax: Any, curves: dict[str, Any]) -> None:
@@ -157,9 +160,17 @@ def _mark_timing(ax: Any, curves: dict[str, Any]) -> None:
     of the legend and the curves): a step in the curve there is the clock's, not the link's."""
     for row, (edge, left, right) in enumerate(_timing_edges(curves)):
         ax.axvline(edge, color="#777", linewidth=0.8, linestyle=":")
-        ax.text(edge, 1.01 + 0.075 * row, f"timed by {left} | {right}",
-                transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=6.5,
-                color="#555", clip_on=False)  # fmt: skip
+        ax.text(
+            edge,
+            1.01 + 0.075 * row,
+            f"timed by {left} | {right}",
+            transform=ax.get_xaxis_transform(),
+            ha="center",
+            va="bottom",
+            fontsize=6.5,
+            color="#555",
+            clip_on=False,
+        )
 
 
 def _failed_note(ax: Any, curves: dict[str, Any]) -> None:
@@ -218,8 +229,7 @@ def _legend(ax: Any) -> None:
     if entries <= LEGEND_INSIDE:
         ax.legend(loc="upper left", frameon=False)
         return
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False, ncol=3,
-              fontsize=6)  # fmt: skip
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False, ncol=3, fontsize=6)
 
 
 def sweep_busbw(curves: dict[str, Any], title: str, salt: str) -> str | None:
@@ -342,8 +352,14 @@ def step_traces(traces: list[dict[str, Any]], title: str, salt: str) -> str | No
             ax.set_ylim(max(0, lo - pad), hi + pad * 3)
         # the line styles named: one grey proxy line per repeat drawn
         for rep in sorted({t["repeat"] for t in traces}):
-            ax.plot([], [], color="#555", linewidth=0.9, linestyle=styles[rep % len(styles)],
-                    label=f"repeat {rep}")  # fmt: skip
+            ax.plot(
+                [],
+                [],
+                color="#555",
+                linewidth=0.9,
+                linestyle=styles[rep % len(styles)],
+                label=f"repeat {rep}",
+            )
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
         ax.set_xlabel("step (colour: variant; line style: repeat)")
         ax.set_ylabel("step time (s)")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kit import __version__
 from kit.bundle import MANIFEST, kit_commit, read_manifest
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.model import Results
 from kit.shared import files
 

@@ -23,6 +23,8 @@ from kit import __version__
 from kit.bundle import Bundle
 from kit.facts.price import Price, parse_price
 from kit.inventory import summary_line
+from kit.io.safe import write_bytes, write_text
+from kit.io.terminal import printed
 from kit.model import BundleData, load_bundle
 from kit.model.hardware import Hardware, Host
 from kit.refs.nccl_tests import SAME_CALL_FLOOR, SAME_CALL_FROM
@@ -42,10 +44,8 @@ from kit.report.sections import (
     manifest_view,
     nodes_view,
 )
-from kit.safeio import write_bytes, write_text
 from kit.shared import files
 from kit.shared import metrics as catalog
-from kit.terminal import printed
 
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
@@ -87,7 +87,7 @@ human_bytes = sections.human_bytes
 def jinja_env() -> Environment:
     """The templates, autoescaping on, with the number and size filters both documents use.
     One per process: each template is compiled once, not once per render. Every value a page
-    prints passes kit.terminal.printed first: a control character from a bundle is written as
+    prints passes kit.io.terminal.printed first: a control character from a bundle is written as
     an escape on a page too, as on the terminal."""
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
@@ -177,8 +177,12 @@ def interval_labels(bench: analysis.Benchmark, metric: str) -> str:
 
 def _methods(view: BenchView) -> list[str]:
     """The timing methods the sweep's figures show (the rows' `timing`), in the plots' words."""
-    found = {t for c in (view.curves or {}).get("curves", {}).values() for p in c.values()
-             for t in p.get("timing") or []}  # fmt: skip
+    found = {
+        t
+        for c in (view.curves or {}).get("curves", {}).values()
+        for p in c.values()
+        for t in p.get("timing") or []
+    }
     return [plots.TIMING_WORDS.get(t, t) for t in sorted(found)]
 
 
@@ -389,7 +393,7 @@ def render_bundle(
     """Write report.html and report.pdf (unless KIT_PDF=0) into the bundle; returns the HTML's path.
 
     `price_per_gpu_hour` (kit.facts.price: amount, currency, source) adds the cost of 1M units
-    of work to page 1, in that currency; `acceptance` (kit.refs.accept's document) puts its
+    of work to page 1, in that currency; `acceptance` (kit.report.accept's document) puts its
     verdicts on page 1.
     Raises PdfNotWritten (after report.html is written) where WeasyPrint cannot run here."""
     ctx = context(bundle, price_per_gpu_hour)

@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import MANIFEST, REPORT_FILES, SIGNATURE, sha256_file
+from kit.io.safe import scan
 from kit.model import Environment, Hardware, Results, RunFiles, RunResult, Software
 from kit.model.base import Open
 from kit.model.hardware import Detection, Host, Pcie
 from kit.report.plots import human_bytes as _human_bytes
-from kit.safeio import scan
+from kit.shared.engines import Engine
 
 
 def human_bytes(n: Any) -> str:
@@ -135,12 +136,14 @@ def slice_words(hw: Hardware) -> list[tuple[str, str]]:
     if container.detected:
         kind = container.runtime or "a"
         evidence = ", ".join(container.evidence) or "its marks"
-        out.append((
-            f"inside a {kind} container",
-            f"the inventory was taken inside a {kind} container ({evidence}); runs on the host "
-            'runtime ran in that same container, so "host" in this report means that '
-            "container, not bare metal",
-        ))  # fmt: skip
+        out.append(
+            (
+                f"inside a {kind} container",
+                f"the inventory was taken inside a {kind} container ({evidence}); runs on the host "
+                'runtime ran in that same container, so "host" in this report means that '
+                "container, not bare metal",
+            )
+        )
     allowed, logical = host.allowed_cpus, host.logical_cpus
     if allowed and logical and allowed != f"0-{int(logical) - 1}":
         out.append(("a CPU slice", f"this process could use CPUs {allowed} of {logical}"))
@@ -261,7 +264,7 @@ def environment_view(
         "fingerprint": fingerprint,
         "versions": versions,
         "packages": sorted(((container and container.packages) or {}).items()),
-        "in_container": engine != "none",
+        "in_container": engine != Engine.NONE,
         "engine": engine,
         # page 1 and the Environment section: "in a podman container", "in an apptainer container"
         "in_engine": f"in {'an' if engine[:1] in tuple('aeiou') else 'a'} {engine} container",
@@ -272,7 +275,7 @@ def environment_view(
         "pinning": env.pin()[1] if env else None,
         "shown_name": env.shown_name() if env else None,
         "disagree": disagree,
-        # a rerun's verdict on its environment against the bundle's (kit.envcheck)
+        # a rerun's verdict on its environment against the bundle's (kit.env.check)
         "check": results.environment_check,
         # software.json: what the image holds, counted (the file lists it)
         "software": software.summary() if software else None,

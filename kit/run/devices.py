@@ -4,7 +4,7 @@ request, the plan, the preflight, recipe.yaml in the bundle) sees a count."""
 
 from __future__ import annotations
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe import Recipe
 from kit.recipe import gpus as recipe_gpus
 from kit.runtime.base import check_device

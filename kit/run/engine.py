@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import Bundle, default_bundle_dir, now_iso
-from kit.errors import KitError
 from kit.inventory import measure
-from kit.model import AdaptiveRecord, PreflightFinding, RunResult
-from kit.outputs import check_bundle_dir
+from kit.io.errors import KitError
+from kit.io.outputs import check_bundle_dir
+from kit.model import PreflightFinding, RunResult
 from kit.recipe import Recipe
+from kit.run import registry
+from kit.run.adaptive import adaptive_record
 from kit.run.devices import detect_gpus, every_gpu, resolve_device
 from kit.run.memory import check_cpu_sweeps, check_gpu_sweeps
 from kit.run.plan import RunSpec, plan, plan_repeat
@@ -38,16 +40,14 @@ from kit.run.results import (
     result_of,
     write_specs,
 )
-from kit.runtime import registry
 from kit.runtime.base import LaunchRequest, RunOutcome, Runtime, RuntimeRequest
 from kit.shared import files, stop
 from kit.shared import scratch as launch_dir
-from kit.shared.jsonio import finite
-from kit.stats import AdaptiveRepeats, coefficient_of_variation, is_noisy
+from kit.stats import AdaptiveRepeats
 from kit.workloads.registry import headline_metric
 
 
-@dataclass
+@dataclass(frozen=True)
 class Options:
     device: str = "auto"  # auto | cuda | cpu (kit.runtime.base.DEVICES)
     smoke: bool | None = None  # None: smoke on the CPU, full size on GPUs
@@ -123,10 +123,14 @@ def choose_runtime(name: str, recipe: Recipe, options: Options, device: str = "c
     """The runtime the user asked for and its request, refused now if it cannot be (an option
     it cannot take, no daemon answering): nothing is printed or built here."""
     request = RuntimeRequest(
-        environment=options.environment or recipe.environment, device=device, gpus=recipe.gpus,
-        base_image=options.base_image, image_archive=options.image_archive,
-        nodes=registry.nodes(recipe.nodes, options.nodes), apptainer=options.apptainer,
-    )  # fmt: skip
+        environment=options.environment or recipe.environment,
+        device=device,
+        gpus=recipe.gpus,
+        base_image=options.base_image,
+        image_archive=options.image_archive,
+        nodes=registry.nodes(recipe.nodes, options.nodes),
+        apptainer=options.apptainer,
+    )
     chosen, note = registry.choose(name, request)
     request, why = registry.fit_environment(  # refuses --env where no image is built: first
         chosen, request, recipe.environment, options.environment
@@ -210,9 +214,17 @@ def prepare(
     # pinned as environment.json says (an image FROM a local base is not: kit.model.pin_of)
     pinned = bool((runtime.environment or {}).get("pinned", runtime.pinned))
     bundle = open_bundle(
-        out, recipe, device, runtime.name, pinned, smoke, planned,
-        options.command or "kit reproduce", len(runs), options.reproduces,
-    )  # fmt: skip
+        out,
+        recipe,
+        device,
+        runtime.name,
+        pinned,
+        smoke,
+        planned,
+        options.command or "kit reproduce",
+        len(runs),
+        options.reproduces,
+    )
     # the machine first: a bundle is never without it, whenever a stop comes (kit seal needs it)
     if runtime.inventory:
         hardware.nodes = runtime.inventory
@@ -376,55 +388,6 @@ def run_recipe(
             f"bundle {p.bundle.path} is {status}"
         ) from state.fault
     return p.bundle, state.code
-
-
-def headline_name(runs: list[RunResult]) -> str | None:
-    """The metric adaptive repeats watch: each kind's headline, from its workload spec."""
-    names = {n for r in runs if r.status == "ok" for n in r.metrics}
-    wanted = [headline_metric(k) for k in dict.fromkeys(r.kind for r in runs)]
-    return next((n for n in wanted if n in names), min(names) if names else None)
-
-
-def adaptive_record(
-    runs: list[RunResult], benchmark: str, policy: AdaptiveRepeats
-) -> AdaptiveRecord:
-    """Whether a benchmark needs another repeat (all variants together), and why.
-
-    Repeats are counted whether they succeeded or not, so a failing benchmark never loops;
-    only the spread of the successful samples asks for more.
-    """
-    mine = [r for r in runs if r.benchmark == benchmark]
-    done = 1 + max((r.repeat for r in mine), default=-1)
-    metric = headline_name(mine)
-    cvs: dict[str, float | None] = {}
-    noisy: list[str] = []
-    more = cap_reached = False
-    for variant in dict.fromkeys(r.variant for r in mine):
-        samples = [
-            r.metrics[metric].value
-            for r in mine
-            if r.variant == variant and r.status == "ok" and metric in r.metrics
-        ]
-        cvs[variant] = coefficient_of_variation(samples) if samples else None
-        if samples and is_noisy(samples, policy.cv_threshold):
-            noisy.append(variant)
-            more = more or policy.needs_more(samples, done)
-            cap_reached = cap_reached or policy.cap_reached(samples, done)
-    reason = (
-        ", ".join(f"{v} CV {cvs[v]:.1%}" for v in noisy) + f" > {policy.cv_threshold * 100:.3g}%"
-    )
-    return AdaptiveRecord(
-        metric=metric,
-        planned=policy.min_repeats,
-        max_repeats=policy.max_repeats,
-        cv_threshold=policy.cv_threshold,
-        repeats=done,
-        cv={v: finite(cv) for v, cv in cvs.items()},  # inf (around a mean of 0): null
-        noisy=noisy,
-        more=more,
-        cap_reached=cap_reached,
-        reason=reason if noisy else "",
-    )
 
 
 def command_line(argv: list[str]) -> str:

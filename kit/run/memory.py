@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.model import RunSpec
 from kit.shared import hostmem
 

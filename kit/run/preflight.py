@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.model.hardware import Ecc, Gpu, Hardware, Pcie, RemappedRows, RetiredPages
 from kit.recipe import Recipe
 from kit.shared.p2p import p2p_off

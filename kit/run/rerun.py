@@ -18,10 +18,11 @@ from rich.markup import escape
 
 from kit.bundle import MANIFEST, Bundle, content_sha256, sha256_file
 from kit.bundle.intake import receive
-from kit.envcheck import Check, check
-from kit.envcontent import Side, side
-from kit.envdiff import Difference
-from kit.errors import InputError
+from kit.env.check import Check, check
+from kit.env.content import Side, side
+from kit.env.diff import Difference
+from kit.io.errors import InputError
+from kit.io.outputs import check_bundle_dir, refuse_inside_bundle
 from kit.model import (
     BundleData,
     Environment,
@@ -30,17 +31,17 @@ from kit.model import (
     Software,
     validate,
 )
-from kit.outputs import check_bundle_dir, refuse_inside_bundle
 from kit.recipe import NAME_PATTERN, Recipe
+from kit.run import registry
 from kit.run.engine import Options, resolve_device, run_recipe
+from kit.run.multinode.config import node_config
 from kit.run.preflight import check_allowances
 from kit.run.rerun_paths import check_nodes, check_paths
 from kit.run.results import console
-from kit.runtime import registry
 from kit.runtime.base import RuntimeRequest, check_device
 from kit.runtime.images import base_choice
-from kit.runtime.multinode.config import node_config
 from kit.shared import files
+from kit.shared.engines import Engine
 
 
 def base_image(env: Environment | None) -> str | None:
@@ -74,7 +75,7 @@ def check_image_given(
     file of the user's, never one the bundle names)."""
     if name != "apptainer" or apptainer is not None:
         return
-    if old_env is None or old_env.axes()[1] != "apptainer":  # the user's --runtime apptainer
+    if old_env is None or old_env.axes()[1] != Engine.APPTAINER:  # the user's --runtime apptainer
         raise InputError("--runtime apptainer: name the image: --apptainer IMAGE.sif")
     image = f" ({old_env.image[:200]!r})" if old_env.image else ""
     raise InputError(
@@ -98,9 +99,13 @@ def rerun_request(
     name = rerun_runtime(old_env, runtime, apptainer)
     request = RuntimeRequest(
         environment=(old_env.name if old_env else None) or recipe.environment,
-        device=device, gpus=recipe.gpus, base_image=None,
-        image_archive=image_archive, nodes=node_config(recipe.nodes, nodes), apptainer=apptainer,
-    )  # fmt: skip
+        device=device,
+        gpus=recipe.gpus,
+        base_image=None,
+        image_archive=image_archive,
+        nodes=node_config(recipe.nodes, nodes),
+        apptainer=apptainer,
+    )
     if request.nodes is not None and name == "docker":
         name = "multinode"  # the nodes the user named (--nodes), never this host alone
     return name, request
@@ -112,7 +117,7 @@ MAX_UNLOADED_SHOWN = 20
 
 def print_check(chk: Check, when: str) -> None:
     """Every difference, one line each: notes (cannot change a number), those present but not
-    loaded, those that differ (in red); then the verdict's sentence (kit.envcheck)."""
+    loaded, those that differ (in red); then the verdict's sentence (kit.env.check)."""
     lines = chk.lines("bundle", "here")
     for line in [ln for level, ln in lines if level == "note"]:
         console.print(f"kit: note: {line} (cannot change a number)", markup=False)
@@ -158,13 +163,14 @@ def load_for_rerun(
 ) -> BundleData:
     """The old bundle, checked (sealed, complete, signed when asked: kit.bundle.intake), then read once
     through the typed loader: its resolved recipe, results, environment and hardware."""
-    return receive(path, "a rerun needs an untouched bundle", allowed_signers, allow_unsigned,
-                   read_broken)  # fmt: skip
+    return receive(
+        path, "a rerun needs an untouched bundle", allowed_signers, allow_unsigned, read_broken
+    )
 
 
 def refuse_out_inside(out: Path | None) -> None:
     """A rerun never writes inside its source (the old bundle would no longer verify) nor in
-    any other bundle, and its --out is one the engine takes (kit.outputs' checks): before the
+    any other bundle, and its --out is one the engine takes (kit.io.outputs' checks): before the
     old bundle is read and before any notice is printed, so a bad path is the only line."""
     where = "--out" if out is not None else "the default --out"
     refuse_inside_bundle(out if out is not None else Path("reports"), where)
@@ -188,7 +194,7 @@ def choose_base(
 ) -> tuple[str | None, str | None]:
     """The base image this rerun may build FROM and the line that says why (None, None for a
     runtime that builds no image), decided before anything is printed or prepared."""
-    if where not in registry.RUNTIMES or not registry.RUNTIMES[where].builds_image:
+    if not registry.builds_image(where):
         return None, None
     env_name = (old.environment.name if old.environment else None) or old.recipe.environment
     return base_choice.rerun_base(
@@ -212,7 +218,7 @@ def base_image_line(env: Environment) -> str:
     """What the bundle's environment record says it ran in: the base image its image was built
     FROM (any runtime that pins an image: docker, multinode), the image it was given (an
     Apptainer SIF), or that it ran on the host."""
-    if env.axes()[1] == "apptainer":
+    if env.axes()[1] == Engine.APPTAINER:
         image = repr(env.image[:200]) if env.image else "not recorded"
         return f"the bundle ran in an Apptainer image: {image}, {env.image_id or 'no sha256'}"
     base = base_image(env)
@@ -277,21 +283,30 @@ def rerun_bundle(
         check_allowances(options.allow, asked, bool(options.nodes))
     if recorded.k8s is not None:  # made by `kit k8s`: it reruns there, with the recorded options
         if runtime is not None or strict_env or options.apptainer is not None:
-            flag = ("--strict-env" if strict_env else f"--runtime {runtime}" if runtime
-                    else "--apptainer")  # fmt: skip
+            flag = (
+                "--strict-env"
+                if strict_env
+                else f"--runtime {runtime}"
+                if runtime
+                else "--apptainer"
+            )
             raise InputError(f"{flag}: {path} was made by `kit k8s` and reruns on Kubernetes")
         console.print(f"kit: rerunning {path} on Kubernetes (recipe {recipe.name})", markup=False)
         batch = registry.batch("k8s")
         smoke = options.smoke if options.smoke is not None else recorded.smoke
         repeats = options.repeats or recorded.planned_repeats
-        k8s = batch(batch.options_of(recorded.k8s, asked, smoke, repeats, options.out,
-                                     options.command))  # fmt: skip
+        k8s = batch(
+            batch.options_of(recorded.k8s, asked, smoke, repeats, options.out, options.command)
+        )
         done = k8s.submit(recipe, reproduces=source_record(path, old))
         return Bundle.load(Path(done)), k8s.code
     where = rerun_runtime(old.environment, runtime, options.apptainer)
-    builds = where not in registry.RUNTIMES or registry.RUNTIMES[where].builds_image
-    for flag, given in (("--image-archive", options.image_archive),
-                        ("--base-image", options.base_image)):  # fmt: skip
+    # a name no runtime here has (a Slurm bundle's recorded one) is refused where it is prepared
+    builds = where not in registry.RUNTIMES or registry.builds_image(where)
+    for flag, given in (
+        ("--image-archive", options.image_archive),
+        ("--base-image", options.base_image),
+    ):
         if not builds and given is not None:
             raise InputError(
                 f"{flag}: needs the docker runtime; this rerun uses the {where} runtime "
@@ -304,9 +319,14 @@ def rerun_bundle(
     # every check that can refuse comes before the first notice, so a refusal is the only line
     resolved = resolve_device(asked)  # once: the runtime and the engine both take this one
     name, request = rerun_request(
-        old.environment, runtime, resolved, recipe, options.image_archive, options.nodes,
+        old.environment,
+        runtime,
+        resolved,
+        recipe,
+        options.image_archive,
+        options.nodes,
         options.apptainer,
-    )  # fmt: skip
+    )
     registry.check_ready(name, request)
     if old.environment is not None:
         console.print(f"kit: {base_image_line(old.environment)}", markup=False)
@@ -337,23 +357,29 @@ def rerun_bundle(
     else:
         console.print("kit: the environment could not be probed; it is checked after the runs")
     run_options = replace(
-        options, device=resolved,
+        options,
+        device=resolved,
         smoke=options.smoke if options.smoke is not None else recorded.smoke,
-        repeats=options.repeats or recorded.planned_repeats, runtime=name,
-        environment=request.environment, base_image=request.base_image,
+        repeats=options.repeats or recorded.planned_repeats,
+        runtime=name,
+        environment=request.environment,
+        base_image=request.base_image,
         reproduces=source_record(path, old),
-    )  # fmt: skip
+    )
     # the engine knows nothing of reruns: this hook compares what the runs recorded
     return run_recipe(
-        recipe, run_options, after_runs=lambda new: check_after_run(new, bundle_side, old_hw),
-        runtime=prepared, device=resolved,
-    )  # fmt: skip
+        recipe,
+        run_options,
+        after_runs=lambda new: check_after_run(new, bundle_side, old_hw),
+        runtime=prepared,
+        device=resolved,
+    )
 
 
 def check_after_run(
     bundle: Bundle, expected: Side, expected_hardware: Hardware | None
 ) -> list[Difference]:
-    """Compare what the runs recorded with the reproduced bundle (kit.envcheck); store it in
+    """Compare what the runs recorded with the reproduced bundle (kit.env.check); store it in
     results.json: the versions that differ, the notes, and the verdict with every difference
     inside the environments, loaded by the runs or not."""
     env: Environment | None = bundle.read_typed(files.ENVIRONMENT)  # type: ignore[assignment]

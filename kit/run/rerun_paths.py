@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe import Recipe
 
 PATH_SUFFIXES = ("_path", "_dir", "_file")

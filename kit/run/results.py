@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kit import terminal
 from kit.bundle import Bundle, write_json
-from kit.errors import InputError
+from kit.io import terminal
+from kit.io.errors import InputError
 from kit.model import RunData, RunResult, read_model
 from kit.model.consistency import bundle_status
 from kit.model.run import Launch, NcclRecord, Network, RunStatus

@@ -17,10 +17,10 @@ from typing import Any
 
 from kit.bundle import MANIFEST, Bundle, write_manifest
 from kit.bundle.intake import missing_files
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
+from kit.io.safe import scan
 from kit.model import RunData, RunResult, RunSpec, SealedAfter, load_bundle, read_model
 from kit.runtime.heartbeat import FILE as HEARTBEAT
-from kit.safeio import scan
 from kit.shared import files, stop
 from kit.shared.atomic import TMP_SUFFIX
 from kit.shared.jsonio import now_iso
@@ -124,10 +124,17 @@ def _in_flight(bundle: Bundle, orphaned: set[str], recorded: set[str]) -> list[R
         if spec.run_id != run_id:
             continue
         result = RunResult(
-            schema=files.RESULT_SCHEMA, **spec.identity(), status="failed", error=IN_FLIGHT,
-            world_size=spec.nproc, device=spec.device, env=spec.env, metrics={}, data=RunData(),
+            schema=files.RESULT_SCHEMA,
+            **spec.identity(),
+            status="failed",
+            error=IN_FLIGHT,
+            world_size=spec.nproc,
+            device=spec.device,
+            env=spec.env,
+            metrics={},
+            data=RunData(),
             recovered="recorded by `kit seal`: the run was in flight when its driver was killed",
-        )  # fmt: skip
+        )
         found.append(result)
     return found
 
@@ -160,9 +167,11 @@ def recover(path: Path, warn: Callable[[str], Any]) -> tuple[Bundle, dict[str, A
     _readable(path)  # before anything is touched: what no reader takes is never sealed
     # a write cut short (.tmp), and the heartbeat a killed driver could not remove
     removed = [
-        n for n in scan(path).files
-        if n.endswith(TMP_SUFFIX) or (n.startswith(f"{files.RUNS}/") and n.endswith("/" + HEARTBEAT))
-    ]  # fmt: skip
+        n
+        for n in scan(path).files
+        if n.endswith(TMP_SUFFIX)
+        or (n.startswith(f"{files.RUNS}/") and n.endswith("/" + HEARTBEAT))
+    ]
     memo = "/" + files.HASH_MEMO
     memos = [n for n in scan(path).files if n.startswith(f"{files.RUNS}/") and n.endswith(memo)]
     for name in memos:  # the library-hash memo a killed driver left: a cache, never a record

@@ -20,13 +20,14 @@ from typing import Any
 
 import kit
 from kit.bundle import sha256_file
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
+from kit.io.terminal import console
 from kit.model.environment import axes_record
 from kit.runtime.base import RuntimeRequest
 from kit.runtime.containers.process import Apptainer
 from kit.runtime.images import software
 from kit.runtime.local import LocalRuntime
-from kit.terminal import console
+from kit.shared.engines import Engine
 
 OPTION = "--apptainer"  # the option that names the SIF (kit reproduce, kit slurm)
 PROBE_TIMEOUT_S = 120
@@ -49,16 +50,23 @@ def probe(
     box = Apptainer(str(image))
     argv = [*box.prefix(None, device), "python", *command]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                              env=box.process_env({}, None))  # fmt: skip
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=box.process_env({}, None),
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise KitError(f"probing {image}: {type(e).__name__}: {e}") from e
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     if proc.returncode != 0 or not lines:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise KitError(f"probing {image} failed (exit {proc.returncode}): {last[:200]} (a SIF of "
-                       "the kit's image: apptainer build kit.sif docker-archive://FILE.tar of a "
-                       "kit export)")  # fmt: skip
+        raise KitError(
+            f"probing {image} failed (exit {proc.returncode}): {last[:200]} (a SIF of "
+            "the kit's image: apptainer build kit.sif docker-archive://FILE.tar of a "
+            "kit export)"
+        )
     try:
         return json.loads(lines[-1])
     except json.JSONDecodeError as e:
@@ -85,9 +93,8 @@ class ApptainerRuntime(LocalRuntime):
     """Runs each launch as `apptainer exec [--nv] --bind RUN:/kit/run --pwd /kit/run SIF torchrun`."""
 
     name = "apptainer"
-    engine = "apptainer"
+    engine = Engine.APPTAINER
     pinned = True
-    builds_image = False  # the SIF is given, never built: --env, --base-image do not apply
 
     def __init__(self, image: Path, environment: dict[str, Any] | None = None) -> None:
         super().__init__(Apptainer(str(image)), environment)
@@ -95,12 +102,14 @@ class ApptainerRuntime(LocalRuntime):
     @classmethod
     def check(cls, request: RuntimeRequest) -> Path:
         """The refusals that need no work (a SIF named, `apptainer` on PATH, the SIF a file):
-        a caller runs them before it prints anything (kit.runtime.registry.check_ready)."""
+        a caller runs them before it prints anything (kit.run.registry.check_ready)."""
         if request.apptainer is None:
             raise InputError(f"--runtime apptainer: name the image: {OPTION} IMAGE.sif")
         if why := missing():
-            raise InputError(f"--runtime apptainer: {why} (install Apptainer, or use another "
-                             "--runtime: host, docker, podman)")  # fmt: skip
+            raise InputError(
+                f"--runtime apptainer: {why} (install Apptainer, or use another "
+                "--runtime: host, docker, podman)"
+            )
         return sif_file(request.apptainer)
 
     @classmethod
@@ -111,12 +120,21 @@ class ApptainerRuntime(LocalRuntime):
         out = console(highlight=False, soft_wrap=True)
         out.print(f"kit: Apptainer image {image} (sha256:{digest})", markup=False)
         versions = probe(image, request.device)
-        made = cls(image, {
-            **axes_record(cls.placement, cls.engine), "name": None, "pinned": True,
-            "runtime": cls.name, "image": str(image), "image_id": f"sha256:{digest}",
-            # what the image holds, as a rerun compares it (kit.envdiff): another SIF matters
-            "content_hash": digest, "kit_version": kit.__version__, "container": versions,
-        })  # fmt: skip
+        made = cls(
+            image,
+            {
+                **axes_record(cls.placement, cls.engine),
+                "name": None,
+                "pinned": True,
+                "runtime": cls.name,
+                "image": str(image),
+                "image_id": f"sha256:{digest}",
+                # what the image holds, as a rerun compares it (kit.env.diff): another SIF matters
+                "content_hash": digest,
+                "kit_version": kit.__version__,
+                "container": versions,
+            },
+        )
         # what the SIF holds (software.json), made once per SIF content: a rerun names what differs
         scan = ("-c", software.SOURCE)
         try:

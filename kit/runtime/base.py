@@ -4,11 +4,11 @@ A runtime launches one run: `torchrun -m kit.worker RUN_DIR/spec.json` with N pr
 some environment, and reports how the launch ended. The worker writes RUN_DIR/result.json; the
 driver reads it (the runtime does not interpret results).
 
-Two kinds, both registered by name in kit.runtime.registry:
+Two kinds, both registered by name in kit.run.registry:
 
 - an interactive `Runtime` (host, docker, multinode) is prepared once, then the engine calls
   `run` for each planned launch and waits for it, and `close` at the end;
-- a `BatchRuntime` (slurm) hands the whole plan to a scheduler that runs it later: it has no
+- a `BatchRuntime` (slurm, k8s; kit.run.batch) hands the whole plan to a scheduler that runs it later: it has no
   `run`; `submit` writes the plan where the job reads it, and `collect`, after the job, turns
   what the job left into results through the same code as the engine (kit.run.results).
 """
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.model.files import CONTROL
 from kit.model.hardware import NodeInventory
 from kit.model.run import NodeRecord
@@ -40,21 +40,9 @@ def check_no_control(name: str, value: str) -> None:
     """A value refused if it holds a control character (kit.model.files.CONTROL): none belongs in
     a value that becomes one line of a script or a name a terminal shows."""
     if CONTROL.search(value):
-        raise InputError(f"{name} {value!r}: control characters (line breaks, NUL, ESC, tab) are "
-                         "not allowed")  # fmt: skip
-
-
-BATCH_DEVICES = tuple(d for d in DEVICES if d != "auto")
-"""What a batch command's --device may name: the cluster's device is not detected from here."""
-
-
-def check_batch_options(device: str, nodes: int | None, gpus_per_node: int | None) -> None:
-    """The checks `kit slurm` and `kit k8s` share: a device named, counts of at least one."""
-    if device not in BATCH_DEVICES:
-        raise InputError(f"--device {device!r}: allowed: {', '.join(BATCH_DEVICES)}")
-    for name, value in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node)):
-        if value is not None and value < 1:
-            raise InputError(f"{name} {value}: must be at least 1")
+        raise InputError(
+            f"{name} {value!r}: control characters (line breaks, NUL, ESC, tab) are not allowed"
+        )
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -77,7 +65,7 @@ class RunOutcome:
     nodes: list[NodeRecord] | None = None  # multi-node runs: each node's status and log
 
 
-@dataclass
+@dataclass(frozen=True)
 class RuntimeRequest:
     """What the engine asks a runtime to prepare, from the recipe and the command line."""
 
@@ -86,7 +74,7 @@ class RuntimeRequest:
     gpus: int = 1  # processes per launch the recipe plans (multinode: per node by default)
     base_image: str | None = None  # --base-image: overrides the Dockerfile's BASE_IMAGE
     image_archive: Path | None = None  # --image-archive: run the image of a `kit export`
-    nodes: Any = None  # kit.runtime.multinode.config.NodeConfig when several nodes are asked
+    nodes: Any = None  # kit.run.multinode.config.NodeConfig when several nodes are asked
     apptainer: Path | None = None  # --apptainer: the SIF the apptainer runtime runs (no build)
 
 
@@ -117,7 +105,6 @@ class Runtime(Protocol):
     placement: str  # where the runs go: "local" | "multinode" (environment.json `placement`)
     engine: str  # what they run in: "none" | "docker" | "podman" | ... (environment.json)
     pinned: bool  # True when the environment is a pinned image
-    builds_image: bool  # True when it builds (or loads) the kit's image: --env, --base-image
     # environment.json: the fingerprint of what the runs will find (set by prepare)
     environment: dict[str, Any]
     # hardware.json's `nodes` (multi-node runtimes: each node's inventory), else None
@@ -139,20 +126,6 @@ class Runtime(Protocol):
 
     def close(self) -> None:
         """Remove what this runtime left (containers, networks); called once, after the runs."""
-        ...
-
-
-class BatchRuntime(Protocol):
-    """A runtime whose scheduler runs the planned launches later (no `run`, no waiting)."""
-
-    name: str
-
-    def submit(self, recipe: Any, dry_run: bool = False, wait: bool = False) -> str:
-        """Write the plan where the job reads it and submit it; what the command prints."""
-        ...
-
-    def collect(self, bundle: Path) -> tuple[Any, int]:
-        """After the job: results, inventory, environment and report; (bundle, exit code)."""
         ...
 
 

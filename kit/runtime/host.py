@@ -16,6 +16,7 @@ from kit.model.environment import axes_record
 from kit.runtime.base import RuntimeRequest
 from kit.runtime.containers.process import KIT_ROOT, NoContainer
 from kit.runtime.local import LocalRuntime
+from kit.shared.engines import Engine
 from kit.worker.probe import driver_version
 
 PROBE_TIMEOUT_S = 120
@@ -23,16 +24,24 @@ PROBE_TIMEOUT_S = 120
 
 class HostRuntime(LocalRuntime):
     name = "host"
-    engine = "none"
+    engine = Engine.NONE
     pinned = False
 
     def __init__(self, python: str | None = None, environment_name: str | None = None) -> None:
         container = NoContainer(python)
         self.python = container.python
-        super().__init__(container, {
-            **axes_record(self.placement, self.engine), "name": environment_name, "pinned": False, "runtime": self.name,
-            "kit_version": kit.__version__, "python_executable": self.python, "container": None,
-        })  # fmt: skip
+        super().__init__(
+            container,
+            {
+                **axes_record(self.placement, self.engine),
+                "name": environment_name,
+                "pinned": False,
+                "runtime": self.name,
+                "kit_version": kit.__version__,
+                "python_executable": self.python,
+                "container": None,
+            },
+        )
 
     @classmethod
     def prepare(cls, request: RuntimeRequest) -> HostRuntime:
@@ -50,16 +59,25 @@ class HostRuntime(LocalRuntime):
             "import json, torch; from kit.worker.common import versions; "
             "print(json.dumps(versions()))"
         )
-        env = {**os.environ,
-               "PYTHONPATH": os.pathsep.join(p for p in (KIT_ROOT, os.environ.get("PYTHONPATH")) if p)}  # fmt: skip
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(p for p in (KIT_ROOT, os.environ.get("PYTHONPATH")) if p),
+        }
         try:
             proc = subprocess.run(
-                [self.python, "-c", code], capture_output=True, text=True,
-                timeout=PROBE_TIMEOUT_S, env=env,
-            )  # fmt: skip
+                [self.python, "-c", code],
+                capture_output=True,
+                text=True,
+                timeout=PROBE_TIMEOUT_S,
+                env=env,
+            )
             versions = json.loads(proc.stdout.strip().splitlines()[-1])
         except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
             return None
         versions["driver"] = driver_version()
-        return {**axes_record(self.placement, self.engine), "runtime": self.name,
-                "pinned": False, "container": versions}  # fmt: skip
+        return {
+            **axes_record(self.placement, self.engine),
+            "runtime": self.name,
+            "pinned": False,
+            "container": versions,
+        }

@@ -39,8 +39,14 @@ def torchrun(
     if rendezvous is None:
         return [*head, "--standalone", f"--nproc-per-node={nproc}", *WORKER, spec]
     r = rendezvous
-    args = [*head, f"--nnodes={r.nnodes}", f"--nproc-per-node={nproc}", "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={r.endpoint}", f"--rdzv-id={r.run_id}"]  # fmt: skip
+    args = [
+        *head,
+        f"--nnodes={r.nnodes}",
+        f"--nproc-per-node={nproc}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={r.endpoint}",
+        f"--rdzv-id={r.run_id}",
+    ]
     if r.is_host is not None:
         args.append(f"--rdzv-conf=is_host={1 if r.is_host else 0}")
     return [*args, "--max-restarts=0", *WORKER, spec]

@@ -28,7 +28,6 @@ class LocalRuntime:
     """Runs each planned launch on this machine, in `container`."""
 
     placement = "local"
-    builds_image = False  # a subclass that builds the kit's image says so (pinned.py)
 
     def __init__(self, container: Container, environment: dict[str, Any] | None = None) -> None:
         self.container = container
@@ -88,9 +87,13 @@ class LocalRuntime:
                         started.stop()
                     raise
                 return RunOutcome(
-                    code, timed_out, False, time.perf_counter() - t0, shown,
+                    code,
+                    timed_out,
+                    False,
+                    time.perf_counter() - t0,
+                    shown,
                     None if code == 0 else started.reason(),
-                )  # fmt: skip
+                )
             finally:
                 if started is not None:
                     started.remove()

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.model.environment import axes_record
 from kit.runtime.base import RuntimeRequest
 from kit.runtime.containers import gpus
@@ -32,6 +32,7 @@ from kit.runtime.images import fingerprint as fp
 from kit.runtime.images import image as images
 from kit.runtime.images import software
 from kit.runtime.local import LocalRuntime
+from kit.shared.engines import Engine
 
 
 class PinnedRuntime(LocalRuntime):
@@ -40,9 +41,8 @@ class PinnedRuntime(LocalRuntime):
 
     container_class: type[DockerContainer] = DockerContainer
     name = "docker"
-    engine = "docker"
+    engine = Engine.DOCKER
     pinned = True
-    builds_image = True
 
     def __init__(
         self,
@@ -54,9 +54,13 @@ class PinnedRuntime(LocalRuntime):
         memlock: bool = True,
     ) -> None:
         self.docker = self.container_class(
-            image, client=client, shm_size=shm_size, echo=echo, gpu_style=gpu_style,
+            image,
+            client=client,
+            shm_size=shm_size,
+            echo=echo,
+            gpu_style=gpu_style,
             memlock=memlock,
-        )  # fmt: skip
+        )
         super().__init__(self.docker)
 
     @property
@@ -75,15 +79,18 @@ class PinnedRuntime(LocalRuntime):
     def prepare(cls, request: RuntimeRequest) -> PinnedRuntime:
         """Build (or reuse, or load) the pinned image and probe it: environment.json."""
         return prepare_runtime(
-            request.environment, request.device, base_image=request.base_image,
-            image_archive=request.image_archive, runtime=cls,
-        )  # fmt: skip
+            request.environment,
+            request.device,
+            base_image=request.base_image,
+            image_archive=request.image_archive,
+            runtime=cls,
+        )
 
     @classmethod
     def check(cls, request: RuntimeRequest) -> None:
         """The refusals that need no work (the engine's daemon answers; for GPU runs, it can
         hand GPUs to containers): a caller runs them before it prints anything
-        (kit.runtime.registry.check_ready), so a refusal is the only line."""
+        (kit.run.registry.check_ready), so a refusal is the only line."""
         box = cls.container_class
         try:
             client = box.connect()
@@ -109,8 +116,10 @@ class PinnedRuntime(LocalRuntime):
             try:
                 box.gpu_request_style(client)
             except KitError:
-                return (f"{box.label} cannot give GPUs to containers (no NVIDIA Container "
-                        "Toolkit or CDI spec)")  # fmt: skip
+                return (
+                    f"{box.label} cannot give GPUs to containers (no NVIDIA Container "
+                    "Toolkit or CDI spec)"
+                )
         return None
 
     def container_options(
@@ -123,16 +132,23 @@ class PinnedRuntime(LocalRuntime):
         )
 
 
-class DockerRuntime(PinnedRuntime):
-    container_class = DockerContainer
-    name = "docker"
-    engine = "docker"
+def pinned_runtime(container_class: type[DockerContainer]) -> type[PinnedRuntime]:
+    """The runtime that runs the kit's pinned image in the engine of `container_class` (a
+    Docker-API engine): its name and engine are the container class's. A new such engine needs
+    no class here: its line in kit.run.registry's RUNTIMES calls this."""
+    runtime_name = container_class.__name__.removesuffix("Container") + "Runtime"
+    namespace = {
+        "container_class": container_class,
+        "name": container_class.name,
+        "engine": container_class.engine,
+        "__module__": __name__,
+        "__qualname__": runtime_name,
+    }
+    return type(runtime_name, (PinnedRuntime,), namespace)
 
 
-class PodmanRuntime(PinnedRuntime):
-    container_class = PodmanContainer
-    name = "podman"
-    engine = "podman"
+DockerRuntime = pinned_runtime(DockerContainer)
+PodmanRuntime = pinned_runtime(PodmanContainer)
 
 
 def prepare_runtime(

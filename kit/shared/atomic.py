@@ -1,4 +1,4 @@
-"""The one atomic write of both halves: the driver's bundle files (kit.safeio) and the worker's
+"""The one atomic write of both halves: the driver's bundle files (kit.io.safe) and the worker's
 result (kit.worker.common). Standard library only."""
 
 from __future__ import annotations

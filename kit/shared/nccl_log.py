@@ -160,9 +160,14 @@ def parse_tuning(text: str) -> list[dict[str, Any]]:
         else:
             continue
         calls.append(
-            {"func": m["func"], "bytes": int(m["bytes"]), "algo": algo, "proto": proto,
-             "channels": channels}
-        )  # fmt: skip
+            {
+                "func": m["func"],
+                "bytes": int(m["bytes"]),
+                "algo": algo,
+                "proto": proto,
+                "channels": channels,
+            }
+        )
     return calls
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy.special import stdtrit  # the t quantile; scipy.stats costs ~1 s to import
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.shared.metrics import CONFIDENCE, interval_rule
 
 

@@ -70,9 +70,14 @@ def lora_params(
     """LoRA weights: A (in x r) and B (r x out) for each adapted projection, r * (in + out)."""
     d_kv = n_kv * (d // n_heads)
     shapes = {
-        "q_proj": (d, d), "k_proj": (d, d_kv), "v_proj": (d, d_kv), "o_proj": (d, d),
-        "gate_proj": (d, inter), "up_proj": (d, inter), "down_proj": (inter, d),
-    }  # fmt: skip
+        "q_proj": (d, d),
+        "k_proj": (d, d_kv),
+        "v_proj": (d, d_kv),
+        "o_proj": (d, d),
+        "gate_proj": (d, inter),
+        "up_proj": (d, inter),
+        "down_proj": (inter, d),
+    }
     return n_layer * sum(r * (shapes[t][0] + shapes[t][1]) for t in targets)
 
 

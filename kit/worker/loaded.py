@@ -3,7 +3,7 @@ imported, each with a hash, read after the timed windows end.
 
 Why: an image holds far more than a run uses. When two environments differ, what decides
 whether the difference can have touched a number is whether the runs loaded it; the driver
-(kit.envcontent) sorts each difference by these records. Rank 0 records once, after the workload
+(kit.env.content) sorts each difference by these records. Rank 0 records once, after the workload
 returned (never inside a timed window). Each library is hashed once: the driver places a memo of
 earlier runs' hashes in the run directory (kit.runtime.hashmemo, files.HASH_MEMO), keyed by path,
 size and modification time, and this process adds what it hashed. Standard library only.

@@ -66,5 +66,10 @@ class ResultRecord(IdentityRecord, total=False):
 
 
 __all__ = [
-    "RESULT_SCHEMA", "SPEC_SCHEMA", "IdentityRecord", "MetricRecord", "ResultRecord", "SpecRecord",
-]  # fmt: skip
+    "RESULT_SCHEMA",
+    "SPEC_SCHEMA",
+    "IdentityRecord",
+    "MetricRecord",
+    "ResultRecord",
+    "SpecRecord",
+]

@@ -310,10 +310,12 @@ def summarize(
     if ctx.is_cuda:
         peak_mem, reserved = _reduce(
             ctx,
-            [torch.cuda.max_memory_allocated(ctx.device) / GIB,
-             torch.cuda.max_memory_reserved(ctx.device) / GIB],
+            [
+                torch.cuda.max_memory_allocated(ctx.device) / GIB,
+                torch.cuda.max_memory_reserved(ctx.device) / GIB,
+            ],
             dist.ReduceOp.MAX,
-        )  # fmt: skip
+        )
     gpu = torch.cuda.get_device_name(ctx.device) if ctx.is_cuda else None
     peak = peak_flops(gpu, precision) if ctx.is_cuda else None
     mfu = mfu_window = None

@@ -60,8 +60,9 @@ def _numbers(hint: Any) -> tuple[type, ...] | None:
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     if typing.get_origin(hint) is list and args == [int]:
         return (int,)
-    if hint in (int, float) or (len(args) == 1 and args[0] in (int, float) and
-                                typing.get_origin(hint) is not list):  # fmt: skip
+    if hint in (int, float) or (
+        len(args) == 1 and args[0] in (int, float) and typing.get_origin(hint) is not list
+    ):
         kind = hint if hint in (int, float) else args[0]
         return (int,) if kind is int else (int, float, str)
     return None

@@ -76,8 +76,11 @@ class CollectiveParams:
     def __post_init__(self) -> None:
         check(self.min_bytes >= 1, "min_bytes", "at least 1")
         check(self.max_bytes >= self.min_bytes, "max_bytes", "at least min_bytes")
-        check(self.max_bytes <= MAX_MESSAGE_BYTES, "max_bytes",
-              f"at most {MAX_MESSAGE_BYTES} (1 TiB: no machine holds a larger message)")  # fmt: skip
+        check(
+            self.max_bytes <= MAX_MESSAGE_BYTES,
+            "max_bytes",
+            f"at most {MAX_MESSAGE_BYTES} (1 TiB: no machine holds a larger message)",
+        )
         check(self.factor >= 2, "factor", "at least 2")
         check(self.warmup_iters >= 0, "warmup_iters", "0 or more")
         check(self.iters >= 1, "iters", "at least 1")

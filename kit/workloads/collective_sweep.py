@@ -326,8 +326,11 @@ def _sweep(ctx: Context, p: CollectiveParams, coll: Collective, log: TuningLog) 
         chunk, size = coll.layout(nbytes, elsize, ctx.world_size)
         fits, room = _room(ctx, MEMORY_PER_BYTE * size)
         if not fits and rows:
-            where = "device memory free on the fullest GPU" if ctx.is_cuda else (
-                "host memory available per rank")  # fmt: skip
+            where = (
+                "device memory free on the fullest GPU"
+                if ctx.is_cuda
+                else ("host memory available per rank")
+            )
             ctx.notes.append(
                 f"sweep stopped before {size} B: {room / 2**30:.1f} GiB of {where}, about "
                 f"{MEMORY_PER_BYTE}x the size needed; the largest size run is {rows[-1]['bytes']} B"

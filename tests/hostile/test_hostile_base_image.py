@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import write_manifest
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.runtime.images import base_choice
 from kit.runtime.images.environments import load
 from tests.conftest import ROOT, run_kit

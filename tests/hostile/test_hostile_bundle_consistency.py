@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from kit.bundle import write_manifest
-from tests.conftest import ROOT, run_kit
+from tests.conftest import ROOT, one_line, run_kit
+from tests.conftest import edit_results as edit
 
 EXAMPLE = ROOT / "reports" / "examples" / "h200x2-allreduce"
 AGAINST = "325.6GB/s"
@@ -26,22 +26,6 @@ def copy(tmp_path: Path, name: str = "b") -> Path:
     out = tmp_path / name
     shutil.copytree(EXAMPLE, out)
     return out
-
-
-def edit(b: Path, change: Callable[[dict], None]) -> Path:
-    """Change results.json and reseal the bundle (the manifest matches again)."""
-    data = json.loads((b / "results.json").read_text())
-    change(data)
-    (b / "results.json").write_text(json.dumps(data, indent=2))
-    write_manifest(b)
-    return b
-
-
-def one_line(proc, code: int = 2) -> str:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("kit: error: "), proc.stderr
-    return proc.stderr
 
 
 def _duplicate(data: dict) -> None:

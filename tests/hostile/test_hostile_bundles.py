@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import MANIFEST, REPORT_FILES, Bundle, verify_manifest, write_manifest
-from kit.errors import InputError
-from tests.conftest import HEADER, ROOT, run_kit
+from kit.io.errors import InputError
+from tests.conftest import HEADER, ROOT, one_line, run_kit
 
 FIXTURE = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"
 
@@ -27,14 +27,6 @@ def sealed(tmp_path: Path, name: str = "b") -> Path:
     out = tmp_path / name
     shutil.copytree(FIXTURE, out)
     return out
-
-
-def one_line(proc, code: int | tuple[int, ...] = 2) -> str:
-    codes = code if isinstance(code, tuple) else (code,)
-    assert proc.returncode in codes, (proc.returncode, proc.stderr)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("kit: error: "), proc.stderr
-    return proc.stderr
 
 
 def _link_outside(b: Path, tmp: Path) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import write_manifest
-from tests.conftest import ROOT, run_kit
+from tests.conftest import ROOT, one_line, run_kit
 
 FIXTURE = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"
 needs_ssh_keygen = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="no ssh-keygen")
@@ -25,13 +25,6 @@ needs_ssh_keygen = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason
 def copy(tmp_path: Path, name: str = "b") -> Path:
     shutil.copytree(FIXTURE, tmp_path / name)
     return tmp_path / name
-
-
-def one_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr
-    assert proc.stderr.startswith("kit: error: ") and proc.stderr.count("\n") == 1, proc.stderr
-    return proc.stderr
 
 
 def readers(b: Path, tmp_path: Path, *extra: str) -> dict[str, list[str]]:

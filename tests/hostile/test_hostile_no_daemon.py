@@ -1,7 +1,7 @@
 """A Docker or Podman run where no daemon answers is refused in one line (exit 2) before any
 notice: a rerun of a Docker bundle once printed its base image, its recipe's variables and the
 base it builds FROM, and only then that no daemon answers (exit 1). Every refusal that needs no
-work comes first, as the apptainer runtime's does (kit.runtime.registry.check_ready).
+work comes first, as the apptainer runtime's does (kit.run.registry.check_ready).
 
 The daemon is made absent by pointing DOCKER_HOST (KIT_PODMAN_HOST) at a socket that does not
 exist; the CLI is the real one.

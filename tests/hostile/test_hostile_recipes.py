@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from kit.bundle import write_manifest
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe import load_recipe
 from kit.recipe.env import why_refused
 from tests.conftest import ROOT, run_kit

@@ -148,7 +148,7 @@ def test_a_row_of_a_future_schema_is_refused_by_every_reader(tmp_path):
 def test_refs_add_reads_back_what_it_wrote(tmp_path, monkeypatch):
     """A database that answers with other rows than were written (here: a connection whose
     reads are forged) is refused and nothing is committed."""
-    from kit.errors import InputError
+    from kit.io.errors import InputError
     from kit.refs import store
 
     db = tmp_path / "refs.sqlite"

@@ -3,15 +3,9 @@ kubeconfig that is named but missing are refused in one line, exit 2, dry run or
 
 from __future__ import annotations
 
-from tests.conftest import run_kit
+from tests.conftest import one_line_exit_2, run_kit
 
 DIGEST = "reg.example/kit@sha256:" + "a" * 64
-
-
-def one_line_exit_2(proc, words: str) -> None:
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and len(lines) == 1 and words in lines[0], proc.stderr
-    assert not proc.stdout.strip(), proc.stdout
 
 
 def test_an_option_is_no_container_image():

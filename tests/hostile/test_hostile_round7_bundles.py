@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import write_manifest
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.refs import store
-from tests.conftest import ROOT, run_kit
+from tests.conftest import ROOT, one_line, run_kit
+from tests.conftest import edit_results as edit
 
 FIXTURE = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"
 EXAMPLES = ROOT / "reports" / "examples"
@@ -34,22 +35,6 @@ def copy(tmp_path: Path, name: str) -> Path:
     out = tmp_path / name
     shutil.copytree(FIXTURE, out)
     return out
-
-
-def edit(b: Path, change: Callable[[dict], None]) -> Path:
-    """Change results.json and reseal (the manifest matches again, as a sender would)."""
-    data = json.loads((b / "results.json").read_text())
-    change(data)
-    (b / "results.json").write_text(json.dumps(data, indent=2))
-    write_manifest(b)
-    return b
-
-
-def one_line(proc, code: int = 2) -> str:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("kit: error: "), proc.stderr
-    return proc.stderr
 
 
 def _metric(name: str, **fields) -> Callable[[dict], None]:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import InputError
-from kit.outputs import is_bundle, write_stream
+from kit.io.errors import InputError
+from kit.io.outputs import is_bundle, write_stream
 from kit.runtime.images.image import check_archive
 from tests.conftest import ROOT, run_kit
 

@@ -30,38 +30,26 @@ import pytest
 
 from kit.bundle import verify_manifest
 from kit.shared import files
-from tests.conftest import ROOT, needs_pdf, run_kit, sigint_as_default
+from tests.conftest import ROOT, allreduce_recipe, needs_pdf, run_kit, sigint_as_default
 
 OWNER = f"kit-test-r7-{os.getpid()}-{os.urandom(4).hex()}"
 BASE = os.environ.get("KIT_TEST_BASE_IMAGE", "kit-test-base:bookworm")
 
-SLOW = """\
-kit: 1
-name: r7-killed
-environment: cpu
-gpus: 2
-repeats: 1
-timeout_s: 600
-variants: [p2p]
-benchmarks:
-  - kind: allreduce
-    params: {max_bytes: 4096, factor: 4, iters: 1000000, warmup_iters: 1, trials: 100}
-"""
+SLOW = allreduce_recipe(
+    "r7-killed",
+    "max_bytes: 4096, factor: 4, iters: 1000000, warmup_iters: 1, trials: 100",
+    environment="cpu",
+    timeout_s=600,
+)
 
 # about 18 sizes of a few tenths of a second each: once the first size is logged, the rest of
 # the sweep ends within a few seconds, well before the heartbeat's 8 s
-SHORT = """\
-kit: 1
-name: r7-after
-environment: cpu
-gpus: 2
-repeats: 1
-timeout_s: 600
-variants: [p2p]
-benchmarks:
-  - kind: allreduce
-    params: {min_bytes: 8, max_bytes: 1048576, factor: 2, iters: 100, warmup_iters: 1, trials: 2}
-"""
+SHORT = allreduce_recipe(
+    "r7-after",
+    "min_bytes: 8, max_bytes: 1048576, factor: 2, iters: 100, warmup_iters: 1, trials: 2",
+    environment="cpu",
+    timeout_s=600,
+)
 
 
 def _env() -> dict[str, str]:
@@ -305,7 +293,7 @@ def test_a_cpu_sweep_beyond_this_host_s_memory_is_refused_before_any_work(tmp_pa
 def test_a_gpu_sweep_beyond_one_gpu_s_memory_is_refused():
     """No GPU here: the check itself, with the GPU memory an inventory reports (128 GiB per rank
     does not fit an 80 GiB GPU; it fits a 192 GiB one; unknown memory leaves the worker's stop)."""
-    from kit.errors import InputError
+    from kit.io.errors import InputError
     from kit.recipe import parse_recipe
     from kit.run.memory import check_gpu_sweeps
     from kit.run.plan import plan

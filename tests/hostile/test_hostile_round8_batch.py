@@ -11,17 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_kit
+from tests.conftest import ROOT, one_line_exit_2, run_kit
 
 DIGEST = "registry.example/kit@sha256:" + "a" * 64
 K8S = ("k8s", "recipes/allreduce.yaml", "--device", "cpu", "--image", DIGEST)
 SLURM = ("slurm", "recipes/allreduce.yaml", "--device", "cpu", "--dry-run")
-
-
-def one_line_exit_2(proc, words: str) -> None:
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and len(lines) == 1 and words in lines[0], proc.stderr
-    assert not proc.stdout.strip(), proc.stdout
 
 
 def test_a_context_is_no_option_and_has_no_control_characters():

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from kit.bundle import intake
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.report.machines import load_machines
 from tests.conftest import ROOT
 

@@ -21,7 +21,7 @@ import pytest
 from rich.table import Table
 
 from kit.bundle import MANIFEST, write_manifest
-from kit.terminal import SafeStream, console, escape, escape_stream
+from kit.io.terminal import SafeStream, console, escape, escape_stream
 from tests.conftest import ROOT
 
 FIXTURE = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"

@@ -13,7 +13,7 @@ import pytest
 
 from kit.bundle import MANIFEST, SIGNATURE, Bundle, verify_manifest
 from kit.bundle.signature import signature_status
-from kit.errors import KitError
+from kit.io.errors import KitError
 from tests.conftest import HEADER, ROOT, run_kit
 
 FIXTURE = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"

@@ -37,6 +37,12 @@ RESOURCES = (
 LOG_PATH = re.compile(r"/api/v1/namespaces/[^/]+/pods/([^/]+)/log")
 
 
+def _pod_status(phase: str, state: dict) -> dict:
+    """A pod's status: its phase, and its one container "worker" in `state`."""
+    worker = {"name": "worker", "ready": False, "restartCount": 0, "image": "i", "imageID": ""}
+    return {"phase": phase, "containerStatuses": [{**worker, "state": state}]}
+
+
 class Emulator:
     """kmock's emulator on 127.0.0.1:<free port>, in its own thread and event loop."""
 
@@ -162,9 +168,7 @@ class Controller:
         if self.mode == "pending":  # the image cannot be pulled: the pods never run
             waiting = {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}
             for name in pods:
-                self._status(name, {"phase": "Pending", "containerStatuses": [
-                    {"name": "worker", "ready": False, "restartCount": 0, "image": "i",
-                     "imageID": "", "state": {"waiting": waiting}}]})  # fmt: skip
+                self._status(name, _pod_status("Pending", {"waiting": waiting}))
             return
         for name in pods:
             self._status(name, {"phase": "Running"})
@@ -175,19 +179,7 @@ class Controller:
             time.sleep(0.3)
             if self.mode == "fail":
                 term = {"exitCode": 137, "reason": "OOMKilled"}
-                status = {
-                    "phase": "Failed",
-                    "containerStatuses": [
-                        {
-                            "name": "worker",
-                            "ready": False,
-                            "restartCount": 0,
-                            "image": "i",
-                            "imageID": "",
-                            "state": {"terminated": term},
-                        }
-                    ],
-                }
+                status = _pod_status("Failed", {"terminated": term})
             else:
                 status = {
                     "phase": "Failed",
@@ -243,22 +235,8 @@ class Controller:
                 "exitCode": proc.returncode,
                 "reason": "Completed" if proc.returncode == 0 else "Error",
             }
-            self._status(
-                pod,
-                {
-                    "phase": "Succeeded" if proc.returncode == 0 else "Failed",
-                    "containerStatuses": [
-                        {
-                            "name": "worker",
-                            "ready": False,
-                            "restartCount": 0,
-                            "image": "i",
-                            "imageID": "",
-                            "state": {"terminated": term},
-                        }
-                    ],
-                },
-            )
+            phase = "Succeeded" if proc.returncode == 0 else "Failed"
+            self._status(pod, _pod_status(phase, {"terminated": term}))
 
     def close(self) -> None:
         self._stop = True

@@ -19,21 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_kit
+from tests.conftest import ROOT, allreduce_recipe, run_kit
 
 pytestmark = pytest.mark.slow
 
-RECIPE = """\
-kit: 1
-name: apptainer-smoke
-gpus: 2
-repeats: 1
-timeout_s: 120
-variants: [p2p]
-benchmarks:
-  - kind: allreduce
-    params: {max_bytes: 4096, factor: 4, iters: 3, warmup_iters: 1, trials: 2}
-"""
+RECIPE = allreduce_recipe(
+    "apptainer-smoke", "max_bytes: 4096, factor: 4, iters: 3, warmup_iters: 1, trials: 2"
+)
 
 STAND_IN = """\
 #!{python}

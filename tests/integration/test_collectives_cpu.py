@@ -23,13 +23,8 @@ CALLS = {"allreduce": "all_reduce", "all_gather": "all_gather_into_tensor",
 PER_RANK_CHUNKS = {"allreduce": False, "all_gather": True, "reduce_scatter": True, "alltoall": True}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("kind", sorted(FACTORS_AT_2))
-def test_collective_sweep_on_two_gloo_ranks(kind, tmp_path):
-    spec = {"schema": 1, "run_id": f"{kind}.p2p.r0", "benchmark": kind, "kind": kind,
-            "variant": "p2p", "repeat": 0, "device": "cpu", "nproc": 2, "smoke": True,
-            "params": {"min_bytes": 4, "max_bytes": 4096, "factor": 8, "iters": 2,
-                       "warmup_iters": 1, "trials": 2}, "env": {}, "result_path": "result.json"}  # fmt: skip
+def run_two_gloo_ranks(tmp_path, spec: dict) -> None:
+    """The worker on two gloo ranks (torchrun), from `spec` written to tmp_path/spec.json."""
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
@@ -38,6 +33,16 @@ def test_collective_sweep_on_two_gloo_ranks(kind, tmp_path):
         env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(FACTORS_AT_2))
+def test_collective_sweep_on_two_gloo_ranks(kind, tmp_path):
+    spec = {"schema": 1, "run_id": f"{kind}.p2p.r0", "benchmark": kind, "kind": kind,
+            "variant": "p2p", "repeat": 0, "device": "cpu", "nproc": 2, "smoke": True,
+            "params": {"min_bytes": 4, "max_bytes": 4096, "factor": 8, "iters": 2,
+                       "warmup_iters": 1, "trials": 2}, "env": {}, "result_path": "result.json"}  # fmt: skip
+    run_two_gloo_ranks(tmp_path, spec)
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["status"] == "ok" and result["world_size"] == 2 and result["backend"] == "gloo"
     data = result["data"]
@@ -92,14 +97,7 @@ def test_a_size_budget_runs_fewer_calls_where_they_are_slow(tmp_path):
     spec = {"schema": 1, "run_id": "allreduce.p2p.r0", "benchmark": "allreduce",
             "kind": "allreduce", "variant": "p2p", "repeat": 0, "device": "cpu", "nproc": 2,
             "smoke": True, "params": params, "env": {}, "result_path": "result.json"}  # fmt: skip
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
-    proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-         "-m", "kit.worker", str(tmp_path / "spec.json")],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_two_gloo_ranks(tmp_path, spec)
     rows = json.loads((tmp_path / "result.json").read_text())["data"]["sizes"]
     p = AllreduceParams(**params)
     for r in rows:

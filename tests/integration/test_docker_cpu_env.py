@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_kit
+from tests.conftest import ROOT, docker_or_skip, run_kit
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -35,17 +35,7 @@ def base_image_of(env: str) -> str:
 
 @pytest.fixture(scope="module")
 def client():
-    try:
-        import docker
-
-        c = docker.from_env(timeout=60)
-        c.ping()
-    except Exception as e:
-        pytest.skip(
-            f"needs a Docker daemon (none answers: {type(e).__name__}): "
-            "as root, bash scripts/ci-docker.sh (Docker 26 from Debian trixie's .deb files)"
-        )
-    return c
+    return docker_or_skip(60)
 
 
 def test_cpu_run_in_docker_uses_the_cpu_environment(client, tmp_path: Path) -> None:

@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import sha256_file
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers.client import LABEL_OWNER, LABEL_RUN, cleanup, leftovers
 from kit.runtime.images import environments
 from kit.runtime.images import fingerprint as fingerprints
 from kit.runtime.images import image as images
 from kit.runtime.pinned import DockerRuntime
-from tests.conftest import sigint_as_default
+from tests.conftest import kill_once_a_container_runs, sigint_as_default
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -379,18 +379,7 @@ def test_sigkill_of_the_driver_stops_its_container(
                             stderr=subprocess.PIPE, text=True, env=_env())  # fmt: skip
     mine = {"label": [LABEL_RUN, f"{LABEL_OWNER}={OWNER}"]}
     try:
-        deadline = time.monotonic() + 120
-        while not client.containers.list(filters=mine):
-            assert proc.poll() is None, proc.communicate()[1][-2000:]
-            assert time.monotonic() < deadline, "no container started"
-            time.sleep(0.2)
-        time.sleep(2)
-        proc.kill()
-        proc.communicate(timeout=30)
-        stopped_by = time.monotonic() + 40
-        while client.containers.list(all=True, filters=mine):  # stopped ones too
-            assert time.monotonic() < stopped_by, "the container outlived its killed driver"
-            time.sleep(1)
+        kill_once_a_container_runs(proc, client, mine, 120)
     finally:
         cleanup(client, OWNER)
     sealed = subprocess.run([PY, "-m", "kit.cli", "seal", str(out)], capture_output=True,

@@ -25,7 +25,7 @@ import pytest
 from kit.runtime.containers.client import LABEL_OWNER, leftovers
 from kit.runtime.images import environments, software
 from kit.runtime.images import image as images
-from tests.conftest import run_kit
+from tests.conftest import docker_or_skip, run_kit
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -54,13 +54,7 @@ benchmarks:
 
 @pytest.fixture(scope="module")
 def client():
-    try:
-        import docker
-
-        c = docker.from_env(timeout=300)
-        c.ping()
-    except Exception as e:
-        pytest.skip(f"needs a Docker daemon (none answers: {type(e).__name__})")
+    c = docker_or_skip(300)
     try:
         c.images.get(BASE)
     except Exception:

@@ -18,21 +18,15 @@ from pathlib import Path
 import pytest
 
 from kit.runtime.heartbeat import Heartbeat
-from tests.conftest import ROOT, sigint_as_default
+from tests.conftest import ROOT, allreduce_recipe, sigint_as_default
 
 pytestmark = pytest.mark.slow
 
-RECIPE = """\
-kit: 1
-name: driver-death
-gpus: 2
-repeats: 1
-timeout_s: 600
-variants: [p2p]
-benchmarks:
-  - kind: allreduce
-    params: {max_bytes: 4096, factor: 4, iters: 1000000, warmup_iters: 1, trials: 100}
-"""
+RECIPE = allreduce_recipe(
+    "driver-death",
+    "max_bytes: 4096, factor: 4, iters: 1000000, warmup_iters: 1, trials: 100",
+    timeout_s=600,
+)
 
 
 def _processes_of(marker: str, exclude: int) -> dict[int, str]:

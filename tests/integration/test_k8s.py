@@ -21,15 +21,18 @@ import yaml
 pytest.importorskip("kmock", reason="kmock (the localhost Kubernetes API) is a dev dependency")
 from kubernetes import client
 
-from kit.errors import InputError
-from kit.runtime.k8s.manifests import validate
-from kit.runtime.k8s.runtime import split_log
+from kit.io.errors import InputError
+from kit.run.k8s.manifests import validate
+from kit.run.k8s.runtime import split_log
 from tests.conftest import sigint_as_default
 from tests.integration.k8s_cluster import NS, Controller, Emulator
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = Path(sys.executable)
 IMAGE = "registry.example/kit-cuda13@sha256:" + "0123456789abcdef" * 4
+# the issue's command: two nodes of eight GPUs, the image by digest, nothing submitted
+TWO_NODES_DRY = ("k8s", "recipes/allreduce.yaml", "--nodes", "2", "--gpus-per-node", "8",
+                 "--image", IMAGE, "--dry-run")  # fmt: skip
 
 
 def kit(*args: str, **kw) -> subprocess.CompletedProcess[str]:
@@ -63,15 +66,7 @@ def _models(objs: list[dict]) -> None:
 
 def test_dry_run_manifests_of_the_issue() -> None:
     proc = kit(
-        "k8s",
-        "recipes/allreduce.yaml",
-        "--nodes",
-        "2",
-        "--gpus-per-node",
-        "8",
-        "--image",
-        IMAGE,
-        "--dry-run",
+        *TWO_NODES_DRY,
         "--namespace",
         "ml",
         "--node-selector",
@@ -122,15 +117,7 @@ def test_dry_run_manifests_of_the_issue() -> None:
 
 def test_dry_run_jobset() -> None:
     proc = kit(
-        "k8s",
-        "recipes/allreduce.yaml",
-        "--nodes",
-        "2",
-        "--gpus-per-node",
-        "8",
-        "--image",
-        IMAGE,
-        "--dry-run",
+        *TWO_NODES_DRY,
         "--jobset",
         "--repeats",
         "1",
@@ -188,7 +175,7 @@ def test_without_image_a_built_but_unpushed_image_is_named() -> None:
     pushed (no RepoDigests): the one line names that tag and how to push it."""
     docker = pytest.importorskip("docker")
     from kit.recipe import load_recipe
-    from kit.runtime.k8s.image import recipe_tag
+    from kit.run.k8s.image import recipe_tag
 
     try:
         daemon = docker.from_env(timeout=60)
@@ -213,9 +200,9 @@ def test_without_image_the_pushed_digest_is_taken(monkeypatch: pytest.MonkeyPatc
     from types import SimpleNamespace
 
     from kit.recipe import load_recipe
-    from kit.runtime.k8s import image as k8s_image
-    from kit.runtime.k8s.manifests import K8sOptions
-    from kit.runtime.k8s.runtime import K8sRuntime
+    from kit.run.k8s import image as k8s_image
+    from kit.run.k8s.manifests import K8sOptions
+    from kit.run.k8s.runtime import K8sRuntime
 
     recipe = load_recipe(ROOT / "recipes/allreduce.yaml")
     asked: list[str] = []

@@ -11,21 +11,15 @@ import pytest
 
 from kit.model import load_bundle
 from kit.worker.records import ResultRecord, SpecRecord
-from tests.conftest import run_kit
+from tests.conftest import allreduce_recipe, run_kit
 
 pytestmark = pytest.mark.slow
 
-RECIPE = """\
-kit: 1
-name: model-check
-gpus: 2
-repeats: 1
-timeout_s: 120
-variants: [p2p, no-p2p]
-benchmarks:
-  - kind: allreduce
-    params: {max_bytes: 4096, factor: 4, iters: 2, warmup_iters: 1, trials: 2}
-"""
+RECIPE = allreduce_recipe(
+    "model-check",
+    "max_bytes: 4096, factor: 4, iters: 2, warmup_iters: 1, trials: 2",
+    variants="p2p, no-p2p",
+)
 
 
 def test_a_real_bundle_validates_and_the_worker_writes_only_known_fields(tmp_path: Path) -> None:

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from kit.run.multinode.config import NodeConfig
+from kit.run.multinode.runtime import MultiNodeRuntime
+from kit.run.multinode.transport import LABEL_NODE, Node
 from kit.runtime.base import LaunchRequest
 from kit.runtime.images import image as images
-from kit.runtime.multinode.config import NodeConfig
-from kit.runtime.multinode.runtime import MultiNodeRuntime
-from kit.runtime.multinode.transport import LABEL_NODE, Node
-from tests.conftest import sigint_as_default
+from tests.conftest import docker_or_skip, sigint_as_default
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -44,16 +44,7 @@ def _own_label(monkeypatch):
 
 @pytest.fixture(scope="module")
 def client():
-    try:
-        import docker
-
-        c = docker.from_env(timeout=300)
-        c.ping()
-    except Exception as e:
-        pytest.skip(
-            f"needs a Docker daemon (none answers: {type(e).__name__}): as root, bash scripts/ci-docker.sh (Docker 26 from Debian trixie's .deb files)"
-        )
-    return c
+    return docker_or_skip(300)
 
 
 @pytest.fixture(scope="module")

@@ -18,13 +18,13 @@ import time
 
 import pytest
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers import gpus
 from kit.runtime.containers.podman import PodmanContainer, podman_client
 from kit.runtime.images import environments
 from kit.runtime.images import image as images
-from tests.conftest import ROOT, run_kit
+from tests.conftest import ROOT, kill_once_a_container_runs, run_kit
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -161,18 +161,7 @@ def test_sigkill_of_the_driver_leaves_no_podman_container(podman, archive, tmp_p
                             env={**os.environ, "PYTHONPATH": str(ROOT), "KIT_OWNER": owner})  # fmt: skip
     mine = {"label": ["kit.run", f"kit.owner={owner}"]}
     try:
-        deadline = time.monotonic() + 300
-        while not podman.containers.list(filters=mine):
-            assert proc.poll() is None, proc.communicate()[1][-2000:]
-            assert time.monotonic() < deadline, "no container started"
-            time.sleep(0.2)
-        time.sleep(2)
-        proc.kill()
-        proc.communicate(timeout=30)
-        gone_by = time.monotonic() + 40
-        while podman.containers.list(all=True, filters=mine):
-            assert time.monotonic() < gone_by, "the container outlived its killed driver"
-            time.sleep(1)
+        kill_once_a_container_runs(proc, podman, mine, 300)
     finally:
         if proc.poll() is None:
             proc.kill()

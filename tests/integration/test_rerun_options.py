@@ -9,21 +9,13 @@ from pathlib import Path
 import pytest
 
 from kit.run import engine, rerun
-from tests.conftest import run_kit
+from tests.conftest import allreduce_recipe, run_kit
 
 pytestmark = pytest.mark.slow
 
-RECIPE = """\
-kit: 1
-name: rerun-options
-gpus: 1
-repeats: 1
-timeout_s: 120
-variants: [p2p]
-benchmarks:
-  - kind: allreduce
-    params: {max_bytes: 1024, factor: 4, iters: 1, warmup_iters: 1, trials: 1}
-"""
+RECIPE = allreduce_recipe(
+    "rerun-options", "max_bytes: 1024, factor: 4, iters: 1, warmup_iters: 1, trials: 1", gpus=1
+)
 
 
 def test_a_rerun_leaves_options_alone_and_resolves_the_device_once(tmp_path: Path, monkeypatch):

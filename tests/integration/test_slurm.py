@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import verify_manifest
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe import parse_recipe
-from kit.runtime import registry
-from kit.runtime.slurm.runtime import read_exit_codes, write_bundle
-from kit.runtime.slurm.script import SlurmOptions, check_options, make_job, render_script
+from kit.run import registry
+from kit.run.slurm.runtime import read_exit_codes, write_bundle
+from kit.run.slurm.script import SlurmOptions, check_options, make_job, render_script
 from tests.conftest import needs_pdf
 
 ROOT = Path(__file__).resolve().parents[2]

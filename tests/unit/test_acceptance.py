@@ -1,4 +1,4 @@
-"""Acceptance verdicts decided by the interval (kit.acceptance), the published figures they are
+"""Acceptance verdicts decided by the interval (kit.stats.acceptance), the published figures they are
 placed against (kit.refs.published), and `kit accept` end to end on the committed bundles."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from scipy.special import stdtrit
 
-from kit.acceptance import FAIL, NOT_COMPARABLE, PASS, UNDECIDED, decide, overall
 from kit.model import load_bundle
 from kit.refs.published import by_id, figures, run_conditions
 from kit.stats import summarize
+from kit.stats.acceptance import FAIL, NOT_COMPARABLE, PASS, UNDECIDED, decide, overall
 from tests.conftest import ROOT, run_kit
 
 EXAMPLES = ROOT / "reports" / "examples"
@@ -307,7 +307,7 @@ def test_the_sizes_below_nccl_tests_are_named():
 
 
 def test_one_rule_names_every_mismatch():
-    from kit.acceptance import Basis, gpu_model_key, mismatches
+    from kit.stats.acceptance import Basis, gpu_model_key, mismatches
 
     assert gpu_model_key("NVIDIA H100 80GB HBM3") == gpu_model_key("H100 SXM") == "H100"
     assert gpu_model_key("NVIDIA A100-SXM4-80GB") == "A100" and gpu_model_key(None) is None

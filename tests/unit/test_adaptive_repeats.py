@@ -12,9 +12,10 @@ import json
 import pytest
 
 import kit.run.engine as engine
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe import parse_recipe
-from kit.run.engine import Options, adaptive_record, run_recipe
+from kit.run.adaptive import adaptive_record
+from kit.run.engine import Options, run_recipe
 from kit.runtime.base import LaunchRequest, RunOutcome
 from kit.stats import AdaptiveRepeats
 from tests.conftest import results_model

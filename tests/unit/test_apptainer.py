@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import InputError
-from kit.runtime import registry
+from kit.io.errors import InputError
+from kit.run import registry
 from kit.runtime.apptainer import ApptainerRuntime
 from kit.runtime.base import RuntimeRequest
 from kit.runtime.containers.process import Apptainer
@@ -111,7 +111,7 @@ def test_a_run_directory_apptainer_bind_cannot_take_fails_the_launch_with_the_re
 def test_a_sif_without_the_kit_fails_its_probe_in_one_line_that_says_what_to_build(
     tmp_path, monkeypatch
 ):
-    from kit.errors import KitError
+    from kit.io.errors import KitError
     from kit.runtime.apptainer import probe
 
     exe = tmp_path / "apptainer"

@@ -1,5 +1,5 @@
 """The atomic write exists once (kit.shared.atomic) and both halves use it: the driver's
-bundle files (kit.safeio) and the worker's result (kit.worker.common)."""
+bundle files (kit.io.safe) and the worker's result (kit.worker.common)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from kit import safeio
-from kit.errors import KitError
+from kit.io import safe as safeio
+from kit.io.errors import KitError
 from kit.shared.atomic import write_atomic
 from kit.worker.common import write_json
 from tests.conftest import ROOT

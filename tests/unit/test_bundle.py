@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import MANIFEST, Bundle, verify_manifest, write_manifest
-from kit.errors import InputError
+from kit.io.errors import InputError
 from tests.conftest import HEADER
 
 

@@ -11,7 +11,7 @@ import pytest
 from pypdf import PdfReader
 
 from kit.bundle import Bundle, write_manifest
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.model import Hardware, RunResult
 from kit.report.compare import (
     comparison,

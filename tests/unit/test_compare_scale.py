@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import Bundle, write_manifest
-from kit.errors import InputError
 from kit.facts.efficiency import cost_per_million
+from kit.io.errors import InputError
 from kit.model import RunResult
 from kit.report.compare import check_price, comparison, load_machines, parse_labels
 from tests.conftest import ROOT

@@ -68,15 +68,19 @@ def test_collectives_check_judges_the_in_place_column(tmp_path: Path) -> None:
     assert set(summary) == {"allreduce/p2p", "allreduce/no-p2p"}
 
 
+def _tool(script: Path, bundles: list[Path], out: Path):
+    """A measurement's table tool run over `bundles` into `out`: (its process, the file)."""
+    proc = subprocess.run(
+        [sys.executable, str(script), *map(str, bundles), "--out", str(out)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return proc, out.read_text()
+
+
 def test_runtime_ratio_pairs_rounds_in_the_order_they_ran(tmp_path: Path) -> None:
     bundles = sorted(ROUNDS.iterdir(), reverse=True)  # any order on the command line
     out = tmp_path / "ratio.md"
-    proc = subprocess.run(
-        [sys.executable, str(ROUNDS_TOOLS / "runtime_ratio.py"), *map(str, bundles),
-         "--out", str(out)],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    text = out.read_text()
+    proc, text = _tool(ROUNDS_TOOLS / "runtime_ratio.py", bundles, out)
     assert text.strip() in proc.stdout  # the file holds what was printed
     assert "Bundles: 6 docker, 6 host" in text
     # the first container round ran first: 6709.4 tokens/s, then the host's 6542.0
@@ -93,12 +97,7 @@ PLACES = ROOT / "reports/measurements/2026-11-24-h100x1-llama-container-places/b
 def test_place_table_reads_each_run_and_groups_by_place(tmp_path: Path) -> None:
     bundles = sorted(PLACES.iterdir(), reverse=True)
     out = tmp_path / "places.md"
-    proc = subprocess.run(
-        [sys.executable, str(VARIANTS_TOOLS / "place_table.py"), *map(str, bundles),
-         "--out", str(out)],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    text = out.read_text()
+    proc, text = _tool(VARIANTS_TOOLS / "place_table.py", bundles, out)
     assert text.strip() in proc.stdout
     rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| call")]
     assert [r[0].strip("| ") for r in rows] == sorted(b.name for b in bundles)  # in the order run

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.runtime.base import check_device
 from tests.conftest import ROOT
 

@@ -12,11 +12,10 @@ from types import SimpleNamespace
 import docker
 import pytest
 
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.model import Environment
-from kit.run import rerun
+from kit.run import registry, rerun
 from kit.runtime import pinned as rt
-from kit.runtime import registry
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers import client as dclient
 from kit.runtime.containers import gpus

@@ -2,7 +2,7 @@
 
 In-process and fast: the worker's record of what it loaded (kit.worker.loaded) and the
 library-hash memo the driver places for it (kit.runtime.hashmemo), the content diff sorted loaded
-/ not loaded (kit.envcontent), its sentence (kit.envcheck), and kit.model.environment.pin_of.
+/ not loaded (kit.env.content), its sentence (kit.env.check), and kit.model.environment.pin_of.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import hashlib
 import json
 import os
 
-from kit.envcheck import check
-from kit.envcontent import Side, content_diff
+from kit.env.check import check
+from kit.env.content import Side, content_diff
 from kit.model import Environment, Loaded, Software
 from kit.model.environment import LOCAL_BASE, pin_of
 from kit.runtime.hashmemo import HashMemo, scope_of

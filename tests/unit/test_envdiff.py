@@ -1,6 +1,6 @@
 """Environment fingerprints: what counts as a difference, and what is only unknown."""
 
-from kit.envdiff import Difference, environment_diff, environment_versions, unknown_fields
+from kit.env.diff import Difference, environment_diff, environment_versions, unknown_fields
 from kit.model import Environment, Hardware
 
 
@@ -60,7 +60,7 @@ def test_image_hashes_are_compared_only_between_pinned_environments():
     local = env("docker", True, image_id="sha256:cc", lock_sha256="1" * 64, base_image="mine:x")
     assert [d.field for d in environment_diff(a, local)] == ["pinned"]
     assert local.pin() == (False, "local base image, not by digest")
-    # the contents compared (kit.envcontent): how each image was made is only a note
+    # the contents compared (kit.env.content): how each image was made is only a note
     assert environment_diff(a, b, by_content=True) == []
     assert environment_diff(a, local, by_content=True) == []
 

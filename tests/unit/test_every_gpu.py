@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.model import load_bundle
 from kit.recipe import load_recipe, parse_recipe
 from kit.recipe.gpus import CPU_RANKS
 from kit.run import devices
 from kit.run.plan import plan
-from kit.runtime.slurm.script import SlurmOptions, make_job
+from kit.run.slurm.script import SlurmOptions, make_job
 from tests.conftest import ROOT
 
 ALL = "kit: 1\nname: box\ngpus: all\nrepeats: 1\nbenchmarks:\n  - kind: allreduce\n"

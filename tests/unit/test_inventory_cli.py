@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from kit.errors import InputError
 from kit.inventory import build_inventory
 from kit.inventory.cli import inspect_command, topology_text
+from kit.io.errors import InputError
 from kit.model import Hardware
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nvml"

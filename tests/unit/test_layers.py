@@ -38,6 +38,11 @@ WORKER_THIRD_PARTY = {
     "torch", "torchvision", "transformers", "peft", "accelerate", "pynvml", "numpy",
 }  # fmt: skip
 
+# Where a run goes and who waits for it (kit.run's placements): several Docker daemons, a Slurm
+# allocation, a Kubernetes namespace. They launch through kit.runtime; the engine reaches them
+# through kit.run.registry only.
+PLACEMENTS = ("kit.run.slurm", "kit.run.slurm.*", "kit.run.k8s", "kit.run.k8s.*",
+              "kit.run.multinode", "kit.run.multinode.*")  # fmt: skip
 # (modules the rule covers, kit modules they must not reach, directly or through others, why)
 FORBIDDEN: list[tuple[tuple[str, ...], tuple[str, ...], str]] = [
     (("kit.report", "kit.report.*"), ("kit.runtime", "kit.runtime.*", "kit.run", "kit.run.*",
@@ -50,21 +55,35 @@ FORBIDDEN: list[tuple[tuple[str, ...], tuple[str, ...], str]] = [
                                             "kit.runtime", "kit.runtime.*", "kit.report", "kit.report.*"),
      "the inventory measures a machine; the engine, runtimes and report read it, never the reverse"),
     (("kit.runtime", "kit.runtime.*"), ("kit.run", "kit.run.*", "kit.cli", "kit.cli.*"),
-     "runtimes are plug-ins the engine chooses; they never call the engine, rerun, the preflight "
-     "or the CLI (a batch runtime writes its plan, reads its results and seals its bundle through "
-     "run.plan, run.results and run.seal: ALLOWED)"),
+     "runtimes are plug-ins the engine chooses; they launch a process in an engine and never call "
+     "the engine, a placement, rerun, the preflight or the CLI"),
+    (PLACEMENTS, ("kit.run.engine", "kit.run.rerun", "kit.run.preflight", "kit.run.registry",
+                  "kit.cli", "kit.cli.*"),
+     "a placement submits, waits and collects; it never calls the engine, rerun, the preflight, "
+     "the registry or the CLI (a batch placement writes its plan, reads its results and seals its "
+     "bundle through run.plan, run.results and run.seal)"),
     (("kit.run.engine",), ("kit.run.rerun", "kit.cli", "kit.cli.*"),
      "rerun wraps the engine (a hook); the engine never imports rerun"),
+    (("kit.runtime", "kit.runtime.*"), ("kit.report", "kit.report.*"),
+     "a runtime launches a process in an engine; it never reads or renders a report"),
 ]  # fmt: skip
-# Targets a FORBIDDEN rule lets through: (modules the rule covers, targets allowed). What an
-# allowed module reaches is checked all the same: a chain through it is no excuse.
-ALLOWED = {"kit.runtime": ("kit.run.plan", "kit.run.results", "kit.run.seal")}
+# The engines' SDKs: imported (at the top or inside a function) only where an engine is driven.
+# The bundle model, the report, the inventory and every other room never import them.
+ENGINE_SDKS = ("docker", "podman", "kubernetes")
+SDK_HOMES = ("kit.runtime.*", "kit.run.k8s.*", "kit.run.multinode.*")
+# Every top-level module and package of kit/: a new one is a new room of the house, which this
+# table (and ARCHITECTURE.md) must name before the rules above can place it.
+TOP_LEVEL = (
+    "kit", "kit.__main__", "kit.bundle", "kit.cli", "kit.env",
+    "kit.facts", "kit.inventory", "kit.io", "kit.model", "kit.recipe", "kit.refs", "kit.report",
+    "kit.run", "kit.runtime", "kit.shared", "kit.stats", "kit.worker", "kit.workloads",
+)  # fmt: skip
 # Gateways: (modules covered, a family of targets, the only members reached other than through
 # them, why). Direct or through any chain of other modules; what lies behind a gateway is its own.
 GATEWAYS = [
     # kit.runtime.heartbeat: the heartbeat file's name, which `kit seal` reads (standard library)
-    (("kit.run.engine",), ("kit.runtime.*",), ("kit.runtime", "kit.runtime.registry",
-                                               "kit.runtime.base", "kit.runtime.heartbeat"),
+    (("kit.run.engine",), ("kit.runtime.*", *PLACEMENTS),
+     ("kit.runtime", "kit.run.registry", "kit.runtime.base", "kit.runtime.heartbeat"),
      "the engine reaches runtimes through the registry and the protocol, never one runtime"),
 ]  # fmt: skip
 # What the driver may not load: the worker package runs inside the container; what both sides
@@ -325,18 +344,17 @@ def _chain_words(chain: list[Import], why: str) -> str:
 
 
 def layer_violations(imports: list[Import], modules: dict[str, Path]) -> list[str]:
-    """FORBIDDEN (reach, less ALLOWED), GATEWAYS and DRIVER_NEVER, as one list of lines;
+    """FORBIDDEN (reach), GATEWAYS and DRIVER_NEVER, as one list of lines;
     imports inside functions count (a lazy import loads the module all the same)."""
     edges = graph(imports, functions=True)
     worker = worker_side(imports)
     bad = []
     for covered, forbidden, why in FORBIDDEN:
-        allowed = next((v for k, v in ALLOWED.items() if k in covered), ())
         for module in sorted(modules):
             if not matches(module, covered):
                 continue
             for target, chain in reach(module, edges).items():
-                if chain and matches(target, forbidden) and not matches(target, allowed):
+                if chain and matches(target, forbidden):
                     bad.append(_chain_words(chain, why))
                     break
     for covered, family, gateways, why in GATEWAYS:
@@ -363,7 +381,37 @@ def layer_violations(imports: list[Import], modules: dict[str, Path]) -> list[st
                     )
                 )
                 break
+    return bad + sdk_violations(imports) + top_level_violations(modules)
+
+
+def sdk_violations(imports: list[Import]) -> list[str]:
+    """An engine's SDK imported outside SDK_HOMES, at the top of a module or inside a function
+    (a lazy import drives the engine all the same)."""
+    return [
+        i.where() + f" ({i.imported.split('.')[0]}: an engine's SDK is imported only by the "
+        "runtimes; the bundle model, report and inventory never drive an engine)"
+        for i in imports
+        if i.imported.split(".")[0] in ENGINE_SDKS and not matches(i.importer, SDK_HOMES)
+    ]
+
+
+def top_level_violations(modules: dict[str, Path]) -> list[str]:
+    """A top-level module or package of kit/ that TOP_LEVEL does not name: a room no rule knows."""
+    bad = []
+    for name in sorted(modules):
+        top = ".".join(name.split(".")[:2])
+        if top not in TOP_LEVEL:
+            shown = modules[name].relative_to(ROOT) if modules[name].is_relative_to(ROOT) else name
+            bad.append(f"{shown}:1: {name} -> {top} (a top-level module of kit/ that the layer "
+                       "table's TOP_LEVEL does not name: place it in a room, or name it)")  # fmt: skip
     return bad
+
+
+def circle_violations(imports: list[Import]) -> list[str]:
+    """Each import circle as one line; imports inside functions count (a lazy import closes a
+    circle as soon as its function runs)."""
+    found = cycles(graph(imports, functions=True, packages=True))
+    return [_chain_words(chain, "an import circle") for chain in found]
 
 
 def test_worker_side_imports_nothing_from_the_driver():
@@ -390,7 +438,8 @@ def test_forbidden_layers():
 
 
 def test_no_import_circles():
-    found = cycles(graph(all_imports(), packages=True))
+    """At module level and through imports inside functions (the CLI's lazy imports too)."""
+    found = cycles(graph(all_imports(), functions=True, packages=True))
     text = "\n\n".join("\n".join(e.where() for e in chain) for chain in found)
     assert not found, "import circles:\n" + text
 
@@ -439,6 +488,7 @@ def _plant(tmp_path: Path, modules: dict[str, Path], name: str, source: str) -> 
 
 ENGINE = (KIT / "run" / "engine.py").read_text()
 RESULTS = (KIT / "run" / "results.py").read_text()
+WINDOW = (KIT / "facts" / "window.py").read_text()
 
 # Each planted violation: (modules planted over the tree, by name: their source), the module
 # that must be named, the words of the rule it breaks. The review that set these rules planted
@@ -460,10 +510,16 @@ PLANTED: dict[str, tuple[dict[str, str], str, str]] = {
     "driver -> worker": (
         {"kit.facts.planted": "from kit.worker import telemetry\n"},
         "kit.facts.planted", "never loads the worker"),
-    "runtime -> preflight through the allowed run.results": (
-        {"kit.runtime.planted": "from kit.run import results\n",
+    "placement -> preflight through run.results, which it may use": (
+        {"kit.run.slurm.planted": "from kit.run import results\n",
          "kit.run.results": RESULTS + "\nfrom kit.run import preflight\n"},
+        "kit.run.slurm.planted", "a placement submits"),
+    "runtime -> a placement": (
+        {"kit.runtime.planted": "from kit.run.slurm import script\n"},
         "kit.runtime.planted", "runtimes are plug-ins"),
+    "engine -> one placement": (
+        {"kit.run.engine": ENGINE + "\nfrom kit.run.multinode import runtime\n"},
+        "kit.run.engine", "never one runtime"),
     "engine -> one runtime through another module": (
         {"kit.run.planted": "from kit.runtime.images import image\n",
          "kit.run.engine": ENGINE + "\nfrom kit.run import planted\n"},
@@ -486,11 +542,28 @@ PLANTED: dict[str, tuple[dict[str, str], str, str]] = {
                                "E = load(name='kit.run.engine')\n"},
         "kit.report.planted", "the report reads bundles"),
     "__import__": (
-        {"kit.report.planted": "E = __import__('kit.runtime.registry')\n"},
+        {"kit.report.planted": "E = __import__('kit.run.registry')\n"},
         "kit.report.planted", "the report reads bundles"),
     "runpy.run_module under another name": (
         {"kit.inventory.planted": "from runpy import run_module as go\ngo('kit.run.engine')\n"},
         "kit.inventory.planted", "the inventory measures a machine"),
+    # the kinds issue 50 planted, which the rules once missed
+    "model -> docker": (
+        {"kit.model.planted": "import docker\n"},
+        "kit.model.planted", "an engine's SDK"),
+    "a new top-level module": (
+        {"kit.planted": "X = 1\n"},
+        "kit.planted", "does not name"),
+    "runtime -> report": (
+        {"kit.runtime.planted": "from kit.report import kinds\n"},
+        "kit.runtime.planted", "never reads or renders a report"),
+    "a lazy import docker inside a function": (
+        {"kit.report.planted": "def f():\n    import docker\n\n    return docker\n"},
+        "kit.report.planted", "an engine's SDK"),
+    "a circle through a function-level import": (
+        {"kit.facts.planted": "from kit.facts import window\n",
+         "kit.facts.window": WINDOW + "\ndef planted():\n    from kit.facts import planted\n"},
+        "kit.facts.planted", "an import circle"),
 }  # fmt: skip
 
 
@@ -502,7 +575,8 @@ def test_planted_violations_fail(tmp_path, case):
     modules = kit_modules()
     for name, source in plants.items():
         _plant(tmp_path, modules, name, source)
-    bad = layer_violations(all_imports(modules), modules)
+    imports = all_imports(modules)
+    bad = layer_violations(imports, modules) + circle_violations(imports)
     assert any(f" {who} -> " in line and words in line for line in bad), bad
 
 
@@ -533,7 +607,7 @@ def test_the_checker_sees_what_it_checks():
     """The rules hold because the walker reads real imports, not because it reads none."""
     imports = all_imports()
     edges = graph(imports)
-    assert any(e.imported == "kit.runtime.registry" for e in edges["kit.run.engine"])
+    assert any(e.imported == "kit.run.registry" for e in edges["kit.run.engine"])
     assert any(i.in_function and i.imported == "kit.run.engine" for i in imports
                if i.importer == "kit.cli")  # fmt: skip
     assert any(e.imported == "kit.workloads.allreduce.spec" and e.dynamic

@@ -52,16 +52,22 @@ def hf_twin(model: Llama, p: LlmDecodeParams):
     return hf
 
 
+def _twins(batch: int, seed: int):
+    """The TINY decode model, its transformers twin, a generation of `batch` sequences and a
+    random prompt for it: (params, twin, generation, prompt)."""
+    p = LlmDecodeParams(**TINY)
+    model = Llama(p, Shard(0, 1), torch.device("cpu"))
+    gen = Generation(model, batch, p.prompt_len, p.decode_steps)
+    prompt = torch.randint(
+        0, p.vocab_size, (batch, p.prompt_len), generator=torch.Generator().manual_seed(seed)
+    )
+    return p, hf_twin(model, p), gen, prompt
+
+
 def test_prefill_and_every_decode_step_match_transformers_llama():
     """The same weights in transformers' LlamaForCausalLM, run over the whole sequence without a
     cache: the prefill's logits and each cached decode step's logits are its logits there."""
-    p = LlmDecodeParams(**TINY)
-    model = Llama(p, Shard(0, 1), torch.device("cpu"))
-    hf = hf_twin(model, p)
-    gen = Generation(model, 2, p.prompt_len, p.decode_steps)
-    prompt = torch.randint(
-        0, p.vocab_size, (2, p.prompt_len), generator=torch.Generator().manual_seed(3)
-    )
+    p, hf, gen, prompt = _twins(2, seed=3)
     with torch.no_grad():
         ours = [gen.start(prompt)]
         for _ in range(p.decode_steps):
@@ -77,13 +83,7 @@ def test_prefill_and_every_decode_step_match_transformers_llama():
 
 def test_a_wrong_position_is_caught_by_the_comparison():
     """The comparison above can fail: a decode step at the wrong position gives other logits."""
-    p = LlmDecodeParams(**TINY)
-    model = Llama(p, Shard(0, 1), torch.device("cpu"))
-    hf = hf_twin(model, p)
-    gen = Generation(model, 1, p.prompt_len, p.decode_steps)
-    prompt = torch.randint(
-        0, p.vocab_size, (1, p.prompt_len), generator=torch.Generator().manual_seed(4)
-    )
+    _, hf, gen, prompt = _twins(1, seed=4)
     with torch.no_grad():
         gen.start(prompt)
         gen.pos.add_(1)  # one position too far

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.model import (
     BUNDLE_SCHEMA,
     Environment,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.model import load_bundle, recipe_differences
 from kit.recipe import load_recipe
 from tests.conftest import ROOT

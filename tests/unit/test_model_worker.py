@@ -71,7 +71,7 @@ def test_the_model_imports_neither_cli_nor_runtime() -> None:
     loaded = _modules_after("import kit.model, kit.model.schema")
     banned = {m for m in loaded if m.split(".")[:2] in (["kit", "cli"], ["kit", "runtime"])}
     banned |= {
-        m for m in loaded if m in ("kit.run.engine", "kit.run.rerun", "kit.runtime.slurm", "docker")
+        m for m in loaded if m in ("kit.run.engine", "kit.run.rerun", "kit.run.slurm", "docker")
     }
     assert banned == set()
 

@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.model import Hardware, NodeInventory, NodeRecord
 from kit.recipe import load_recipe
 from kit.report import analysis
 from kit.report.render import nodes_view
+from kit.run.multinode.config import NodeConfig, host_of, node_config
+from kit.run.multinode.runtime import MultiNodeRuntime
+from kit.run.multinode.transport import LABEL_NODE, Node, node_inventory, node_log_path
 from kit.run.results import annotate_result
 from kit.runtime.base import RunOutcome
 from kit.runtime.containers import gpus
-from kit.runtime.multinode.config import NodeConfig, host_of, node_config
-from kit.runtime.multinode.runtime import MultiNodeRuntime
-from kit.runtime.multinode.transport import LABEL_NODE, Node, node_inventory, node_log_path
 from kit.shared.nccl_log import contradiction
 from kit.worker import nodeinfo
 from tests.conftest import results_model

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import KitError
 from kit.inventory import build_inventory
+from kit.io.errors import KitError
 from kit.model import Hardware
 from kit.recipe import load_recipe
 from kit.run.preflight import (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe import load_recipe, recipe_dir
 from kit.workloads import registry
 

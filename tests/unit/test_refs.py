@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kit.cli.refs import refs_app
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.model import load_bundle
 from kit.refs import store
 from tests.conftest import ROOT

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.recipe import parse_recipe
 from kit.run import engine
 from kit.run import results as run_results

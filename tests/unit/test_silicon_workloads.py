@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe import load_recipe
 from kit.workloads.copy_bandwidth import matrix
 from kit.workloads.copy_bandwidth.params import CopyBandwidthParams

@@ -14,7 +14,7 @@ from scipy.special import ndtr, ndtri
 from scipy.stats import binom
 from scipy.stats import t as t_dist
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.stats import (
     AdaptiveRepeats,
     StatsError,

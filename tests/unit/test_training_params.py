@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe import load_recipe, parse_recipe
 from kit.workloads.gpt2_ddp.params import Gpt2DdpParams
 from kit.workloads.llama_lora_fsdp.params import LlamaLoraFsdpParams

@@ -6,7 +6,7 @@ Per GPU: HBM copy (device-local), host to device and device to host, the matmul 
 dtype held on the GPU alone (all at once where it was not held alone), its weakest GPU pair,
 and hardware.json's power limit, ECC, clocks and NVLinks. Each figure is the median of its
 repeats, and stands twice: (a) against kit/refs/per_gpu.json's figure for the GPU's model
-(kit.refs.per_gpu.judge: kit.acceptance's rule, PASS / FAIL / UNDECIDED by the interval, NOT
+(kit.refs.per_gpu.judge: kit.stats.acceptance's rule, PASS / FAIL / UNDECIDED by the interval, NOT
 COMPARABLE without a figure for the model and conditions) and (b) against the median of the
 box's GPUs: more than the margin below it, the GPU is named with its UUID, bus id and NVLinks.
 With fewer than 3 repeats the box is a screening: no PASS or FAIL, the slow ones still named.
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kit.acceptance import FAIL, MIN_RUNS, NOT_COMPARABLE, PASS, UNDECIDED, overall
 from kit.model import BundleData, Hardware, RunResult
 from kit.model.hardware import Gpu
 from kit.refs.per_gpu import GpuReference, Standing, judge
@@ -31,6 +30,7 @@ from kit.report.analysis.gpu_figures import (
 from kit.report.analysis.grouping import build_benchmarks
 from kit.report.analysis.model import Benchmark
 from kit.shared.gpu_specs import spec_for
+from kit.stats.acceptance import FAIL, MIN_RUNS, NOT_COMPARABLE, PASS, UNDECIDED, overall
 
 COPY_MARGIN = 0.05
 """How far below the box's median a copy figure (HBM, host link, a GPU pair) may read before the
@@ -116,7 +116,7 @@ class GpuRow:
 
     @property
     def verdict(self) -> str:
-        """Its figures against the model's reference, together (kit.acceptance.overall); NOT
+        """Its figures against the model's reference, together (kit.stats.acceptance.overall); NOT
         COMPARABLE when no figure had a reference to judge it."""
         judged = [
             f.standing.verdict
@@ -232,7 +232,7 @@ class Box:
 
     @property
     def screening(self) -> bool:
-        """Fewer than 3 repeats: no interval, so no PASS or FAIL (kit.acceptance.MIN_RUNS)."""
+        """Fewer than 3 repeats: no interval, so no PASS or FAIL (kit.stats.acceptance.MIN_RUNS)."""
         return self.repeats < MIN_RUNS
 
     @property

@@ -93,7 +93,7 @@ class Benchmark:
     cv_threshold: float = CV_THRESHOLD
     # three counts that are easy to confuse: what the plan asked for (the recipe, or the
     # command's --repeats), what ran (adaptive repeats may add whole repeats), and the
-    # adaptive decision itself (kit.run.engine.adaptive_record), None where none was recorded
+    # adaptive decision itself (kit.run.adaptive.adaptive_record), None where none was recorded
     planned_repeats: int = 0
     repeats_ran: int = 0
     adaptive: AdaptiveRecord | None = None

@@ -18,8 +18,12 @@ IDLE_OR_CAP = {"GpuIdle", POWER_CAP_REASON, "ApplicationsClocksSetting", "SwPowe
 
 
 def _line(ok: bool | None, item: str, evidence: str) -> dict[str, Any]:
-    return {"ok": ok, "mark": {True: "yes", False: "NO", None: "not recorded"}[ok],
-            "item": item, "evidence": evidence}  # fmt: skip
+    return {
+        "ok": ok,
+        "mark": {True: "yes", False: "NO", None: "not recorded"}[ok],
+        "item": item,
+        "evidence": evidence,
+    }
 
 
 def _same(values: list[Any]) -> bool:
@@ -66,9 +70,12 @@ def as_ordered(hardware: Hardware, results: Results) -> list[dict[str, Any]]:
     names = [g.name or "?" for g in gpus]
     spec = spec_for(names[0])
     out = [
-        _line(_same(names), "GPU model and count",
-              f"{len(gpus)}x {names[0]}" if _same(names) else "mixed: " + ", ".join(names))
-    ]  # fmt: skip
+        _line(
+            _same(names),
+            "GPU model and count",
+            f"{len(gpus)}x {names[0]}" if _same(names) else "mixed: " + ", ".join(names),
+        )
+    ]
     mems = [g.memory_total_gib for g in gpus]
     out.append(
         _line(None, "memory", "not recorded")
@@ -85,18 +92,23 @@ def as_ordered(hardware: Hardware, results: Results) -> list[dict[str, Any]]:
     else:
         low = [f"GPU {g.index} {a:,.0f} W" for g, (a, b) in zip(gpus, pairs, strict=True) if a < b]
         out.append(
-            _line(not low, "power limit at its default",
-                  f"{pairs[0][0]:,.0f} W of {pairs[0][1]:,.0f} W default on every GPU"
-                  if not low else "below the default: " + ", ".join(low))
-        )  # fmt: skip
+            _line(
+                not low,
+                "power limit at its default",
+                f"{pairs[0][0]:,.0f} W of {pairs[0][1]:,.0f} W default on every GPU"
+                if not low
+                else "below the default: " + ", ".join(low),
+            )
+        )
     if any(g.nvlinks is None for g in gpus) and all(g.nvlink_active is None for g in gpus):
         out.append(_line(None, "NVLinks up", "NVLink not read by this inventory"))
     else:
         up = [
-            sum(1 for x in g.nvlinks or [] if x.active) if g.nvlinks is not None
+            sum(1 for x in g.nvlinks or [] if x.active)
+            if g.nvlinks is not None
             else g.nvlink_active or 0
             for g in gpus
-        ]  # fmt: skip
+        ]
         want = spec.nvlink_links if spec else None
         ok = all(u == want for u in up) if want else (None if not up else _same(up))
         expect = f" of {want} ({spec.key} datasheet)" if want else ""
@@ -110,8 +122,11 @@ def as_ordered(hardware: Hardware, results: Results) -> list[dict[str, Any]]:
     if any(p is None or p.width_current is None or p.gen_max is None for p in pcie):
         out.append(_line(None, "PCIe generation and width", "not recorded"))
     else:
-        narrow = [f"GPU {g.index} x{p.width_current} of x{p.width_max}"
-                  for g, p in zip(gpus, pcie, strict=True) if p.width_max and p.width_current < p.width_max]  # fmt: skip
+        narrow = [
+            f"GPU {g.index} x{p.width_current} of x{p.width_max}"
+            for g, p in zip(gpus, pcie, strict=True)
+            if p.width_max and p.width_current < p.width_max
+        ]
         gen = max(p.gen_max for p in pcie)
         old = spec is not None and gen < spec.pcie_gen
         words = (
@@ -129,8 +144,13 @@ def as_ordered(hardware: Hardware, results: Results) -> list[dict[str, Any]]:
     else:
         on = all(e.mode_current == 1 for e in ecc)
         errs = sum(e.volatile_uncorrected or 0 for e in ecc)
-        out.append(_line(on and not errs, "ECC on, no uncorrected errors",
-                         f"{'enabled' if on else 'OFF'} on every GPU, {errs} uncorrected since boot"))  # fmt: skip
+        out.append(
+            _line(
+                on and not errs,
+                "ECC on, no uncorrected errors",
+                f"{'enabled' if on else 'OFF'} on every GPU, {errs} uncorrected since boot",
+            )
+        )
     reasons: dict[str, int] = {}
     seen_telemetry = False
     for r in results.runs:
@@ -144,13 +164,25 @@ def as_ordered(hardware: Hardware, results: Results) -> list[dict[str, Any]]:
     if not seen_telemetry:
         out.append(_line(None, "no thermal or hardware slowdown", "no telemetry recorded"))
     else:
-        out.append(_line(not reasons, "no thermal or hardware slowdown",
-                         "none in any run's telemetry (a power cap is normal operation)"
-                         if not reasons else ", ".join(f"{k} in {n} runs" for k, n in reasons.items())))  # fmt: skip
+        out.append(
+            _line(
+                not reasons,
+                "no thermal or hardware slowdown",
+                "none in any run's telemetry (a power cap is normal operation)"
+                if not reasons
+                else ", ".join(f"{k} in {n} runs" for k, n in reasons.items()),
+            )
+        )
     bad = [f for f in results.preflight if f.level == "error"]
-    out.append(_line(not bad, "preflight",
-                     "passed" + (f", {len(results.preflight)} note(s)" if results.preflight else "")
-                     if not bad else "; ".join(f"{f.check}: {f.message}" for f in bad)))  # fmt: skip
+    out.append(
+        _line(
+            not bad,
+            "preflight",
+            "passed" + (f", {len(results.preflight)} note(s)" if results.preflight else "")
+            if not bad
+            else "; ".join(f"{f.check}: {f.message}" for f in bad),
+        )
+    )
     return out
 
 

@@ -31,10 +31,13 @@ def _phrase(phrase: Phrase, values: dict[str, Any]) -> str | None:
     if isinstance(chosen[0], bool):
         return phrase.words if chosen[0] else phrase.off
     shown = [
-        size_words(v) if phrase.sizes else "/".join(map(str, v)) if isinstance(v, list | tuple)
+        size_words(v)
+        if phrase.sizes
+        else "/".join(map(str, v))
+        if isinstance(v, list | tuple)
         else v
         for v in chosen
-    ]  # fmt: skip
+    ]
     return phrase.words.format(*shown)
 
 

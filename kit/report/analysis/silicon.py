@@ -30,8 +30,13 @@ from kit.shared.gpu_specs import pcie_gbs, peak_flops, spec_for
 from kit.workloads.copy_bandwidth import matrix
 
 MATRICES = [  # the pair matrices, in the order nvbandwidth lists its testcases
-    "ce_one_way", "ce_both_ways", "sm_one_way", "sm_both_ways", "latency_us", "staged_one_way",
-]  # fmt: skip
+    "ce_one_way",
+    "ce_both_ways",
+    "sm_one_way",
+    "sm_both_ways",
+    "latency_us",
+    "staged_one_way",
+]
 
 
 @dataclass

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from kit.acceptance import (
+from kit.facts.window import power_capped
+from kit.model import Hardware, RunResult
+from kit.report.analysis.model import Benchmark, VariantBlock, Verdict
+from kit.report.analysis.ran import recorded
+from kit.report.analysis.training import DRIFT_THRESHOLD, run_drift
+from kit.shared import metrics as catalog
+from kit.stats import StatsError, paired_ratio
+from kit.stats.acceptance import (
     MIN_RUNS,
     NOT_COMPARABLE,
     WINDOW_WORDS,
@@ -13,13 +20,6 @@ from kit.acceptance import (
     mismatches,
     scale_of,
 )
-from kit.facts.window import power_capped
-from kit.model import Hardware, RunResult
-from kit.report.analysis.model import Benchmark, VariantBlock, Verdict
-from kit.report.analysis.ran import recorded
-from kit.report.analysis.training import DRIFT_THRESHOLD, run_drift
-from kit.shared import metrics as catalog
-from kit.stats import StatsError, paired_ratio
 from kit.workloads.registry import headline_metric
 
 
@@ -255,15 +255,20 @@ def judged_note(named: str, headline: str) -> str:
     return f"judged on {there}, as the reference was measured; the figure above is {here}"
 
 
-def run_basis(bench: Benchmark, block: VariantBlock | None, hardware: Hardware | None,
-              metric: str, smoke: bool | None = None) -> Basis:  # fmt: skip
+def run_basis(
+    bench: Benchmark,
+    block: VariantBlock | None,
+    hardware: Hardware | None,
+    metric: str,
+    smoke: bool | None = None,
+) -> Basis:
     """What one variant of a benchmark ran on, for matching against a reference
-    (kit.acceptance.mismatches): the GPU model hardware.json names, the runs' GPU count, the
+    (kit.stats.acceptance.mismatches): the GPU model hardware.json names, the runs' GPU count, the
     task, GPU or CPU (gloo), and the metric judged."""
     names = sorted({g.name for g in (hardware.gpus if hardware else []) if g.name})
     runs = block.ok if block else []
     cpu = bool(runs) and all(r.backend == "gloo" or r.device == "cpu" for r in runs)
-    if cpu:  # the CPU's model stands where a GPU's would (kit.acceptance.Basis)
+    if cpu:  # the CPU's model stands where a GPU's would (kit.stats.acceptance.Basis)
         host = hardware.host if hardware else None
         names = [host.cpu_model] if host and host.cpu_model else []
     return Basis(
@@ -278,11 +283,11 @@ def run_basis(bench: Benchmark, block: VariantBlock | None, hardware: Hardware |
 
 def expectations(bench: Benchmark, hardware: Hardware | None = None) -> list[dict[str, Any]]:
     """The recipe's `expect:` references against the first variant with P2P on, each an
-    acceptance verdict decided by the interval (kit.acceptance: PASS only when the interval's
+    acceptance verdict decided by the interval (kit.stats.acceptance: PASS only when the interval's
     lower end clears the reference less its tolerance; UNDECIDED when it straddles it or fewer
     than 3 runs finished), never by the median alone.
 
-    One rule for every reference (kit.acceptance.mismatches): an `expect` judges only runs on
+    One rule for every reference (kit.stats.acceptance.mismatches): an `expect` judges only runs on
     the GPU model and count it was measured on, on the metric it names (a median-step figure
     never judges the whole window); anything else is NOT COMPARABLE, with the reason, and the
     page says there is no reference for this machine."""
@@ -314,9 +319,13 @@ def expectations(bench: Benchmark, hardware: Hardware | None = None) -> list[dic
             verdict, reason = "failed: no finished run", ""
         else:
             decision = decide(
-                list(row.values), exp.value, min(exp.tolerance, 0.99), row.higher_is_better,
-                named, unit,
-            )  # fmt: skip
+                list(row.values),
+                exp.value,
+                min(exp.tolerance, 0.99),
+                row.higher_is_better,
+                named,
+                unit,
+            )
             verdict, reason = decision.verdict, decision.reason
         out.append(
             {

@@ -17,7 +17,7 @@ class LaunchError(Exception):
 @dataclass(frozen=True)
 class Face:
     """A container as words of a shell script (its command-line face): what a scheduler
-    composes into a task's line, `srun FLAGS PREFIX torchrun ... SPEC` (kit.runtime.slurm)."""
+    composes into a task's line, `srun FLAGS PREFIX torchrun ... SPEC` (kit.run.slurm)."""
 
     flags: list[str] = field(default_factory=list)  # the scheduler's own (pyxis: --container-*)
     prefix: list[str] = field(default_factory=list)  # before the command (apptainer exec SIF)

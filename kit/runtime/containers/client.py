@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.shared import files
 
 LABEL_RUN = "kit.run"
@@ -130,10 +130,7 @@ def cleanup_abandoned(client: Any) -> int:
     both missed (the reaper killed too) goes here. Containers of live drivers, other hosts and other owners are left
     alone."""
     listed = client.containers.list(all=True, filters={"label": LABEL_OWNER}, ignore_removed=True)
-    found = [
-        c for c in listed
-        if owner_is_dead((c.labels or {}).get(LABEL_OWNER, ""))
-    ]  # fmt: skip
+    found = [c for c in listed if owner_is_dead((c.labels or {}).get(LABEL_OWNER, ""))]
     for c in found:
         remove_container(c)
     return len(found)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers import gpus, reaper
 from kit.runtime.containers.base import LaunchError, first_line
@@ -35,6 +35,7 @@ from kit.runtime.containers.client import (
 from kit.runtime.heartbeat import ENV_PATH as HEARTBEAT_ENV
 from kit.runtime.launch import MOUNT
 from kit.shared import stop
+from kit.shared.engines import Engine
 
 STOP_GRACE_S = 10
 GUARD = ("python", "-m", "kit.worker.guard", "--")  # kit.worker.guard: stops on a dead driver
@@ -62,8 +63,12 @@ def fault_reason(e: BaseException) -> str:
     return f"the Docker daemon stopped answering during the run ({type(e).__name__}: {first})"
 
 
-RLIMIT_NAMES = {7: "open-files (nofile)", 8: "memlock (pinned host memory)", 3: "stack",
-                6: "processes (nproc)"}  # fmt: skip
+RLIMIT_NAMES = {
+    7: "open-files (nofile)",
+    8: "memlock (pinned host memory)",
+    3: "stack",
+    6: "processes (nproc)",
+}
 
 
 def launch_error(e: BaseException) -> str:
@@ -103,8 +108,9 @@ class ExitWatch:
     def __init__(self, client: Any, container: Any) -> None:
         api = client.api
         url = api._url("/containers/{0}/wait", container.id)
-        self._response = api._post(url, params={"condition": "next-exit"}, stream=True,
-                                   timeout=None)  # fmt: skip
+        self._response = api._post(
+            url, params={"condition": "next-exit"}, stream=True, timeout=None
+        )
         api._raise_for_status(self._response)
         self._status: dict[str, Any] | None = None
         self._error: BaseException | None = None
@@ -140,14 +146,17 @@ def kill_reasons(client: Any, container: Any, since: float) -> list[str]:
     told before AutoRemove took it): its kernel OOM kills and the signals sent from outside."""
     with contextlib.suppress(*faults(), ValueError):
         found = client.events(
-            since=int(since) - 1, until=int(time.time()) + 1, decode=True,
+            since=int(since) - 1,
+            until=int(time.time()) + 1,
+            decode=True,
             filters={"container": container.id, "event": ["oom", "kill"]},
-        )  # fmt: skip
+        )
         return [
-            "oom" if (e.get("status") or e.get("Action")) == "oom"
+            "oom"
+            if (e.get("status") or e.get("Action")) == "oom"
             else f"kill {((e.get('Actor') or {}).get('Attributes') or {}).get('signal', '?')}"
             for e in found
-        ]  # fmt: skip
+        ]
     return []
 
 
@@ -156,9 +165,15 @@ class Running:
     status from the wait opened before it started."""
 
     def __init__(
-        self, client: Any, engine: Any, container: Any, output: Any, exit: ExitWatch,
-        log: IO[bytes], echo: Any = None,
-    ) -> None:  # fmt: skip
+        self,
+        client: Any,
+        engine: Any,
+        container: Any,
+        output: Any,
+        exit: ExitWatch,
+        log: IO[bytes],
+        echo: Any = None,
+    ) -> None:
         self.client = client
         self.engine = engine
         self.container = container
@@ -223,8 +238,10 @@ class Running:
             return f"the container was killed for lack of memory (OOMKilled){within}"
         if events and not self.stopped:
             signal = events[-1].removeprefix("kill ")
-            return (f"the container was killed from outside the kit (signal {signal}: "
-                    "docker kill, stop or rm -f?)")  # fmt: skip
+            return (
+                f"the container was killed from outside the kit (signal {signal}: "
+                "docker kill, stop or rm -f?)"
+            )
         return None
 
 
@@ -280,7 +297,7 @@ class DockerContainer:
     options below), `probe_gpus` (what the image's probe asks for GPUs)."""
 
     name = "docker"
-    engine = "docker"
+    engine = Engine.DOCKER
     label = "Docker"  # the engine's name in a sentence
     pinned = True
     isolated = True

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 
 NVIDIA_KIND = "nvidia.com/gpu"
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")  # the defaults when the daemon does not list its own
@@ -127,8 +127,11 @@ def read_cdi_specs(dirs: list[str] | tuple[str, ...], kind: str) -> tuple[set[st
                 continue
             if not isinstance(data, dict) or data.get("kind") != kind:
                 continue
-            found = {str(dev.get("name")) for dev in data.get("devices") or []
-                     if isinstance(dev, dict) and dev.get("name") is not None}  # fmt: skip
+            found = {
+                str(dev.get("name"))
+                for dev in data.get("devices") or []
+                if isinstance(dev, dict) and dev.get("name") is not None
+            }
             if found:
                 names |= found
                 files.append(str(f))

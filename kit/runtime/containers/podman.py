@@ -14,10 +14,11 @@ from __future__ import annotations
 import resource
 from typing import Any
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.runtime.containers import gpus
 from kit.runtime.containers.client import podman_client
 from kit.runtime.containers.docker import DockerContainer
+from kit.shared.engines import Engine
 
 LIBPOD = "/v4.0.0/libpod"  # Podman 4's own API (Debian 12's podman is 4.3)
 
@@ -91,16 +92,26 @@ def libpod_spec(opts: dict[str, Any]) -> dict[str, Any]:
     asked = {u["Name"]: u for u in opts.get("ulimits") or []}
     if "memlock" not in asked:
         asked = {}  # CPU runs, a nested daemon: the stack is then Podman's default
-    spec["r_limits"] = [{"type": n, "soft": _rlim(u["Soft"]), "hard": _rlim(u["Hard"])}
-                        for n, u in asked.items()] + [
+    spec["r_limits"] = [
+        {"type": n, "soft": _rlim(u["Soft"]), "hard": _rlim(u["Hard"])} for n, u in asked.items()
+    ] + [
         {"type": n, "soft": soft, "hard": hard}
-        for n, (soft, hard) in engine_limits().items() if n not in asked
-    ]  # fmt: skip
-    mounts = [{"destination": dest, "type": "tmpfs", "source": "tmpfs", "options": how.split(",")}
-              for dest, how in (opts.get("tmpfs") or {}).items()]  # fmt: skip
+        for n, (soft, hard) in engine_limits().items()
+        if n not in asked
+    ]
+    mounts = [
+        {"destination": dest, "type": "tmpfs", "source": "tmpfs", "options": how.split(",")}
+        for dest, how in (opts.get("tmpfs") or {}).items()
+    ]
     for source, bind in (opts.get("volumes") or {}).items():
-        mounts.append({"destination": bind["bind"], "type": "bind", "source": source,
-                       "options": ["rbind", bind.get("mode", "rw")]})  # fmt: skip
+        mounts.append(
+            {
+                "destination": bind["bind"],
+                "type": "bind",
+                "source": source,
+                "options": ["rbind", bind.get("mode", "rw")],
+            }
+        )
     if mounts:
         spec["mounts"] = mounts
     if opts.get("init"):
@@ -128,7 +139,7 @@ class PodmanContainer(DockerContainer):
     """Runs each launch in a fresh container of `image` on Podman (rootful), GPUs by CDI."""
 
     name = "podman"
-    engine = "podman"
+    engine = Engine.PODMAN
     label = "Podman"
 
     @classmethod
@@ -152,7 +163,8 @@ class PodmanContainer(DockerContainer):
     def create(cls, client: Any, opts: dict[str, Any]) -> Any:
         """Created through libpod (CDI devices), then handled through the compatible API."""
         api = client.api
-        response = api._post_json(f"{api.base_url}{LIBPOD}/containers/create",
-                                  data=libpod_spec(opts))  # fmt: skip
+        response = api._post_json(
+            f"{api.base_url}{LIBPOD}/containers/create", data=libpod_spec(opts)
+        )
         made = api._result(response, json=True)
         return client.containers.get(made["Id"])

@@ -24,6 +24,7 @@ from kit.runtime.containers.base import Face, LaunchError
 from kit.runtime.launch import MOUNT
 from kit.shared import scratch as launch_dir
 from kit.shared import stop
+from kit.shared.engines import Engine
 from kit.shared.files import SPEC
 
 GRACE_S = 10
@@ -116,7 +117,7 @@ class NoContainer:
     """This machine's Python, as it is (not pinned): the host runtime's container."""
 
     name = "host"
-    engine = "none"
+    engine = Engine.NONE
     pinned = False
     isolated = False
 
@@ -166,11 +167,15 @@ class NoContainer:
             if scratch is not None:
                 env["TMPDIR"] = scratch
             proc = subprocess.Popen(
-                self.command(argv, req.run_dir, req.device), stdout=log, stderr=subprocess.STDOUT,
-                env=env, cwd=req.run_dir,
+                self.command(argv, req.run_dir, req.device),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=req.run_dir,
                 # its own group (the driver stops it whole); dies with the driver
-                start_new_session=True, preexec_fn=parent_death_signal(),
-            )  # fmt: skip
+                start_new_session=True,
+                preexec_fn=parent_death_signal(),
+            )
         except BaseException as exc:  # a stop signal while it starts included: no Process to
             if scratch is not None:  # remove it later, so its TMPDIR goes now
                 shutil.rmtree(scratch, ignore_errors=True)
@@ -192,7 +197,7 @@ class Apptainer(NoContainer):
     """
 
     name = "apptainer"
-    engine = "apptainer"
+    engine = Engine.APPTAINER
     pinned = True
     isolated = True
 
@@ -225,6 +230,8 @@ class Apptainer(NoContainer):
     def command(self, argv: list[str], run_dir: Path, device: str) -> list[str]:
         where = str(run_dir.resolve())
         if any(c in where for c in ":,"):  # --bind SRC:DST[,SRC:DST]: its separators
-            raise LaunchError(f"apptainer --bind cannot take the run directory {where!r} "
-                              "(a ':' or ','): choose another --out")  # fmt: skip
+            raise LaunchError(
+                f"apptainer --bind cannot take the run directory {where!r} "
+                "(a ':' or ','): choose another --out"
+            )
         return [*self.prefix(where, device), *argv]

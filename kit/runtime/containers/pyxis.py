@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 from kit.runtime.containers.base import Face
 from kit.runtime.launch import MOUNT
+from kit.shared.engines import Engine
 from kit.shared.files import SPEC
 
 
 @dataclass(frozen=True)
 class Pyxis:
-    engine = "pyxis"
+    engine = Engine.PYXIS
     pinned = True
 
     image: str  # a squashfs file or an image reference enroot imports
@@ -27,8 +28,11 @@ class Pyxis:
 
     def run_flags(self, run_dir: str) -> list[str]:
         """The srun flags of one run: the image, the run directory at /kit/run, its workdir."""
-        return [*self.flags(), f'--container-mounts="{run_dir}:{MOUNT}"',
-                f"--container-workdir={MOUNT}"]  # fmt: skip
+        return [
+            *self.flags(),
+            f'--container-mounts="{run_dir}:{MOUNT}"',
+            f"--container-workdir={MOUNT}",
+        ]
 
     def face(self, run_dir: str | None, device: str) -> Face:
         """srun's own flags: pyxis has no command of its own."""

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kit.runtime.containers.client import docker_client, podman_client, remove_container
+from kit.shared.engines import Engine
 
 KIT_ROOT = str(Path(__file__).resolve().parents[3])
 
@@ -43,14 +44,20 @@ def _pipe(engine: str) -> IO[bytes] | None:
     with _lock:
         if engine in _pipes:
             return _pipes[engine]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            p for p in (KIT_ROOT, os.environ.get("PYTHONPATH")) if p)}  # fmt: skip
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(p for p in (KIT_ROOT, os.environ.get("PYTHONPATH")) if p),
+        }
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "kit.runtime.containers.reaper", engine],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                env=env, start_new_session=True, close_fds=True,
-            )  # fmt: skip
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+            )
         except OSError:
             return None
         _reapers.append(proc)
@@ -78,11 +85,11 @@ def forget(engine: str, name: str) -> None:
 
 
 def _connect(engine: str) -> Any:
-    return podman_client() if engine == "podman" else docker_client()
+    return podman_client() if engine == Engine.PODMAN else docker_client()
 
 
 def main(argv: list[str]) -> int:
-    engine = argv[0] if argv else "docker"
+    engine = argv[0] if argv else Engine.DOCKER
     names: set[str] = set()
     for raw in sys.stdin.buffer:  # until the driver's end of the pipe closes
         line = raw.decode(errors="replace").strip()

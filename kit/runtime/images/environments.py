@@ -24,7 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kit.bundle import sha256_file
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.recipe.environments import ENV_ROOT, available
 
 
@@ -159,9 +159,22 @@ def compile_lock(env: Environment, requirements_in: Path | None = None) -> str:
     req = requirements_in or env.path / "requirements.in"
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
-        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
-               "--quiet", "--report", str(report), "--target", str(Path(tmp) / "t"),
-               *pip_target_args(env), "-r", str(req)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--report",
+            str(report),
+            "--target",
+            str(Path(tmp) / "t"),
+            *pip_target_args(env),
+            "-r",
+            str(req),
+        ]
         _run_pip(cmd, "resolve the lock")
         items = json.loads(report.read_text())["install"]
     lines = [
@@ -207,9 +220,20 @@ def wheelhouse(env: Environment, cache: Path | None = None) -> dict[str, Path]:
     with _held(cache / ".lock"):  # another kit on this host may fill the same cache meanwhile
         found = _index_wheels(cache, wanted)
         if set(found) != wanted:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes",
-                   "--disable-pip-version-check", "-d", str(cache), *pip_target_args(env),
-                   "-r", str(env.lock)]  # fmt: skip
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--require-hashes",
+                "--disable-pip-version-check",
+                "-d",
+                str(cache),
+                *pip_target_args(env),
+                "-r",
+                str(env.lock),
+            ]
             _run_pip(cmd, f"download the wheels of {env.lock}")
             found = _index_wheels(cache, wanted)
     missing = wanted - set(found)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import kit
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.model.environment import pin_of
 from kit.runtime.containers.client import LABEL_OWNER, new_owner
 from kit.runtime.containers.docker import (

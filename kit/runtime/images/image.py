@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit import outputs, terminal
 from kit.bundle import sha256_file
-from kit.errors import InputError, KitError
+from kit.io import outputs, terminal
+from kit.io.errors import InputError, KitError
 from kit.recipe.environments import REPO_ROOT
 from kit.runtime.images.base_choice import check_reference
 from kit.runtime.images.environments import Environment, cache_dir, load, wheelhouse
@@ -205,11 +205,19 @@ def build(
     def made(image_id: str, cached: bool) -> Image:
         base_id, base_digest = _base_identity(client, base)
         return Image(
-            env=env.name, tag=tag, image_id=image_id, cached=cached, base_image=base,
-            base_image_id=base_id, base_image_digest=base_digest,
-            dockerfile_sha256=sha256_file(env.dockerfile), lock_sha256=lock_sha256(env),
-            content_hash=digest, build_args=args, base_image_content=_base_content(client, base),
-        )  # fmt: skip
+            env=env.name,
+            tag=tag,
+            image_id=image_id,
+            cached=cached,
+            base_image=base,
+            base_image_id=base_id,
+            base_image_digest=base_digest,
+            dockerfile_sha256=sha256_file(env.dockerfile),
+            lock_sha256=lock_sha256(env),
+            content_hash=digest,
+            build_args=args,
+            base_image_content=_base_content(client, base),
+        )
 
     try:
         return made(client.images.get(tag).id, cached=True)
@@ -226,11 +234,21 @@ def build(
         assemble_context(env, wheels, Path(ctx))
         try:
             stream = client.api.build(
-                path=ctx, tag=tag, buildargs=args, decode=True, rm=True, forcerm=True,
-                pull=False, labels={LABEL_ENV: env.name, LABEL_HASH: digest, LABEL_BASE: base,
-                                    LABEL_DOCKERFILE: sha256_file(env.dockerfile),
-                                    LABEL_LOCK: lock_sha256(env) or ""},
-            )  # fmt: skip
+                path=ctx,
+                tag=tag,
+                buildargs=args,
+                decode=True,
+                rm=True,
+                forcerm=True,
+                pull=False,
+                labels={
+                    LABEL_ENV: env.name,
+                    LABEL_HASH: digest,
+                    LABEL_BASE: base,
+                    LABEL_DOCKERFILE: sha256_file(env.dockerfile),
+                    LABEL_LOCK: lock_sha256(env) or "",
+                },
+            )
             for chunk in stream:
                 text = chunk.get("stream") or chunk.get("status") or ""
                 if text.strip():
@@ -266,7 +284,7 @@ def _build_failed(env: Environment, tag: str, err: str, log: list[str]) -> Build
 
 
 def console() -> Any:
-    """The terminal (stderr) through rich, as the rest of the driver prints (kit.terminal)."""
+    """The terminal (stderr) through rich, as the rest of the driver prints (kit.io.terminal)."""
     return terminal.console(highlight=False, soft_wrap=True)
 
 
@@ -279,7 +297,7 @@ def _terminal_echo() -> Callable[[str], None]:
 
 def export(tag: str, path: Path, client: Any, option: str = "-o") -> Path:
     """Save an image (by tag) as a tar archive that `docker load` or `load()` reads back, to the
-    user's `path` through kit.outputs (a regular file in a folder that exists, never a device,
+    user's `path` through kit.io.outputs (a regular file in a folder that exists, never a device,
     a link or a place in a bundle)."""
     import docker
 
@@ -317,11 +335,18 @@ def from_archive(path: Path, env_name: str, client: Any) -> Image:
     if base_digest is None and "@sha256:" in base:
         base_digest = base.split("@", 1)[1]
     return Image(
-        env=env_name, tag=tags[0], image_id=img.id, cached=True, base_image=base,
-        base_image_id=base_id, base_image_digest=base_digest,
-        dockerfile_sha256=labels.get(LABEL_DOCKERFILE, ""), lock_sha256=labels.get(LABEL_LOCK, ""),
-        content_hash=labels.get(LABEL_HASH, ""), build_args={"BASE_IMAGE": base},
-    )  # fmt: skip
+        env=env_name,
+        tag=tags[0],
+        image_id=img.id,
+        cached=True,
+        base_image=base,
+        base_image_id=base_id,
+        base_image_digest=base_digest,
+        dockerfile_sha256=labels.get(LABEL_DOCKERFILE, ""),
+        lock_sha256=labels.get(LABEL_LOCK, ""),
+        content_hash=labels.get(LABEL_HASH, ""),
+        build_args={"BASE_IMAGE": base},
+    )
 
 
 def obtain(

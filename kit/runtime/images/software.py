@@ -2,7 +2,7 @@
 cache.
 
 Why: a rerun or a comparison can only name what differs between two images if each image's
-contents were listed (kit.envcontent compares them). The list is made by kit.shared.imagescan,
+contents were listed (kit.env.content compares them). The list is made by kit.shared.imagescan,
 run inside the image as `python -c SOURCE` in a throwaway container through the engine's client
 (the probe's path: kit.runtime.images.fingerprint.probe), so an image exported by another kit
 needs nothing of ours. An image id is a hash of the image's content, so the inventory of an id
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.model.base import SOFTWARE_SCHEMA
 from kit.model.loader import validate
 from kit.model.software import Software

@@ -35,10 +35,15 @@ def build_model(ctx: Context, p: Gpt2DdpParams) -> tuple[torch.nn.Module, str]:
         config = found
     else:
         config = GPT2Config(
-            n_layer=p.n_layer, n_embd=p.n_embd, n_head=p.n_head, vocab_size=p.vocab_size,
-            n_positions=max(1024, p.seq_len), attn_implementation="sdpa",
-            bos_token_id=min(50256, p.vocab_size - 1), eos_token_id=min(50256, p.vocab_size - 1),
-        )  # fmt: skip
+            n_layer=p.n_layer,
+            n_embd=p.n_embd,
+            n_head=p.n_head,
+            vocab_size=p.vocab_size,
+            n_positions=max(1024, p.seq_len),
+            attn_implementation="sdpa",
+            bos_token_id=min(50256, p.vocab_size - 1),
+            eos_token_id=min(50256, p.vocab_size - 1),
+        )
         weights = "random (from config)"
     with torch.device(ctx.device):
         model = GPT2LMHeadModel(config)

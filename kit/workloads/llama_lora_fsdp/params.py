@@ -6,12 +6,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kit.workloads.base import STRICT, check, check_steps
+from kit.workloads.llama_shape import SHAPE_SIZES, LlamaShape
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 @dataclass
-class LlamaLoraFsdpParams:
+class LlamaLoraFsdpParams(LlamaShape):
     """Llama-3.1-8B architecture, LoRA (peft) on all linear layers, FSDP2 per decoder layer, bf16.
 
     The shape of the forum post's NVLink result: sequence 4096, micro batch 1, gradient
@@ -27,13 +28,6 @@ class LlamaLoraFsdpParams:
     # among them: the values a GPU multiplies can change its power, so its clocks under a cap.
     SAME_FIGURE: ClassVar[frozenset[str]] = frozenset({"warmup_steps", "steps", "min_window_s"})
 
-    vocab_size: int = 128256
-    hidden_size: int = 4096
-    intermediate_size: int = 14336
-    num_layers: int = 32
-    num_heads: int = 32
-    num_kv_heads: int = 8
-    rope_theta: float = 500000.0
     max_position: int = 131072
     seq_len: int = 4096
     micro_batch: int = 1
@@ -54,11 +48,14 @@ class LlamaLoraFsdpParams:
     data_path: str = ""  # a LOCAL torch file holding integer token ids; "" = synthetic
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
-                     "num_kv_heads", "seq_len", "micro_batch", "lora_r"):  # fmt: skip
+        for name in (
+            *SHAPE_SIZES,
+            "seq_len",
+            "micro_batch",
+            "lora_r",
+        ):
             check(getattr(self, name) >= 1, name, "at least 1")
-        check(self.hidden_size % self.num_heads == 0, "hidden_size", "a multiple of num_heads")
-        check(self.num_heads % self.num_kv_heads == 0, "num_kv_heads", "a divisor of num_heads")
+        self.check_heads()
         check(self.max_position >= self.seq_len, "max_position", "at least seq_len")
         check(0 <= self.lora_dropout < 1, "lora_dropout", "in [0, 1)")
         check(self.rope_theta > 0, "rope_theta", "greater than 0")

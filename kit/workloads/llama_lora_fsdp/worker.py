@@ -62,13 +62,21 @@ def build_base(ctx: Context, p: LlamaLoraFsdpParams) -> tuple[torch.nn.Module, s
         config = found
     else:
         config = LlamaConfig(
-            vocab_size=p.vocab_size, hidden_size=p.hidden_size,
-            intermediate_size=p.intermediate_size, num_hidden_layers=p.num_layers,
-            num_attention_heads=p.num_heads, num_key_value_heads=p.num_kv_heads,
-            rope_theta=p.rope_theta, max_position_embeddings=p.max_position, rms_norm_eps=1e-5,
-            tie_word_embeddings=False, use_cache=False, attn_implementation="sdpa",
-            bos_token_id=min(128000, p.vocab_size - 1), eos_token_id=min(128001, p.vocab_size - 1),
-        )  # fmt: skip
+            vocab_size=p.vocab_size,
+            hidden_size=p.hidden_size,
+            intermediate_size=p.intermediate_size,
+            num_hidden_layers=p.num_layers,
+            num_attention_heads=p.num_heads,
+            num_key_value_heads=p.num_kv_heads,
+            rope_theta=p.rope_theta,
+            max_position_embeddings=p.max_position,
+            rms_norm_eps=1e-5,
+            tie_word_embeddings=False,
+            use_cache=False,
+            attn_implementation="sdpa",
+            bos_token_id=min(128000, p.vocab_size - 1),
+            eos_token_id=min(128001, p.vocab_size - 1),
+        )
         weights = "random (from config)"
     with torch.device(ctx.device), default_dtype(torch.bfloat16):
         model = LlamaForCausalLM(config)
@@ -95,9 +103,13 @@ def build(ctx: Context, p: LlamaLoraFsdpParams) -> Built:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         model.enable_input_require_grads()
     lora = LoraConfig(
-        r=p.lora_r, lora_alpha=p.lora_alpha, lora_dropout=p.lora_dropout,
-        target_modules=list(p.lora_targets), bias="none", task_type="CAUSAL_LM",
-    )  # fmt: skip
+        r=p.lora_r,
+        lora_alpha=p.lora_alpha,
+        lora_dropout=p.lora_dropout,
+        target_modules=list(p.lora_targets),
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
     model = get_peft_model(model, lora)
     model.train()
     layers = model.base_model.model.model.layers
@@ -126,9 +138,12 @@ def build(ctx: Context, p: LlamaLoraFsdpParams) -> Built:
 
     tokens = p.micro_batch * p.seq_len * ctx.world_size
     shape = (
-        cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size,
-        cfg.num_attention_heads, cfg.num_key_value_heads,
-    )  # fmt: skip
+        cfg.num_hidden_layers,
+        cfg.hidden_size,
+        cfg.intermediate_size,
+        cfg.num_attention_heads,
+        cfg.num_key_value_heads,
+    )
     fl = llama_lora_flops_per_token(
         *shape, cfg.vocab_size, p.seq_len, p.lora_r, list(p.lora_targets)
     )

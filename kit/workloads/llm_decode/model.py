@@ -231,9 +231,11 @@ class Llama:
             n = b * self.hkv
             qg = q.reshape(n, group, self.dh)
             scores = torch.baddbmm(
-                bias.expand(n, group, -1), qg, cache.k[i].view(n, -1, self.dh).transpose(1, 2),
+                bias.expand(n, group, -1),
+                qg,
+                cache.k[i].view(n, -1, self.dh).transpose(1, 2),
                 alpha=scale,
-            )  # fmt: skip
+            )
             probs = scores.softmax(-1, dtype=torch.float32).to(self.dtype)
             a = torch.bmm(probs, cache.v[i].view(n, -1, self.dh)).reshape(b, 1, -1)
             h = h + self._reduce(F.linear(a, layer.wo), collectives)

@@ -6,12 +6,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from kit.workloads.base import STRICT, check
+from kit.workloads.llama_shape import SHAPE_SIZES, LlamaShape
 
 StepMode = Literal["graph", "compile", "eager"]
 
 
 @dataclass
-class LlmDecodeParams:
+class LlmDecodeParams(LlamaShape):
     """Random bf16 weights of the Llama-3.1-8B shape; per batch size a prefill of `prompt_len`
     tokens, then `decode_steps` greedy decode steps from a static KV cache.
 
@@ -32,13 +33,6 @@ class LlmDecodeParams:
     # Untimed and timed generations per batch size: each figure is a median over them.
     SAME_FIGURE: ClassVar[frozenset[str]] = frozenset({"warmup", "trials"})
 
-    vocab_size: int = 128256
-    hidden_size: int = 4096
-    intermediate_size: int = 14336
-    num_layers: int = 32
-    num_heads: int = 32
-    num_kv_heads: int = 8
-    rope_theta: float = 500000.0
     rms_eps: float = 1e-5
     dtype: Literal["bf16", "fp32"] = "bf16"
     tp: int = 1
@@ -53,11 +47,14 @@ class LlmDecodeParams:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
-                     "num_kv_heads", "prompt_len", "fit_seq_len", "fit_max_batch"):  # fmt: skip
+        for name in (
+            *SHAPE_SIZES,
+            "prompt_len",
+            "fit_seq_len",
+            "fit_max_batch",
+        ):
             check(getattr(self, name) >= 1, name, "at least 1")
-        check(self.hidden_size % self.num_heads == 0, "hidden_size", "a multiple of num_heads")
-        check(self.num_heads % self.num_kv_heads == 0, "num_kv_heads", "a divisor of num_heads")
+        self.check_heads()
         check(((self.hidden_size // self.num_heads) % 2) == 0, "hidden_size", "an even head dim")
         check(self.tp in (1, 2, 4, 8), "tp", "1, 2, 4 or 8")
         check(self.num_kv_heads % self.tp == 0, "tp", "a divisor of num_kv_heads")

@@ -2,7 +2,7 @@
 
 The run engine never names a runtime class: it asks `choose` which one a request needs and
 `prepare` to make it ready. Interactive runtimes (kit.runtime.base.Runtime) are prepared here;
-batch runtimes (kit.runtime.base.BatchRuntime) hand a whole plan to a scheduler and are used by
+batch runtimes (kit.run.batch.BatchRuntime) hand a whole plan to a scheduler and are used by
 their own command (`kit slurm`).
 """
 
@@ -10,20 +10,22 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kit.errors import InputError
+from kit.io.errors import InputError
+from kit.run.batch import BatchRuntime
+from kit.run.k8s.runtime import K8sRuntime
+from kit.run.multinode.config import NodeConfig, node_config
+from kit.run.multinode.runtime import MultiNodeRuntime
+from kit.run.multinode.transport import nodes_device
+from kit.run.slurm.runtime import SlurmRuntime
 from kit.runtime.apptainer import OPTION as APPTAINER_OPTION
 from kit.runtime.apptainer import ApptainerRuntime
-from kit.runtime.base import BatchRuntime, Runtime, RuntimeRequest
+from kit.runtime.base import Runtime, RuntimeRequest
 from kit.runtime.host import HostRuntime
 from kit.runtime.images.base_choice import check_reference, one_image_source
 from kit.runtime.images.environments import for_device
 from kit.runtime.images.image import check_archive
-from kit.runtime.k8s.runtime import K8sRuntime
-from kit.runtime.multinode.config import NodeConfig, node_config
-from kit.runtime.multinode.runtime import MultiNodeRuntime
-from kit.runtime.multinode.transport import nodes_device
 from kit.runtime.pinned import DockerRuntime, PodmanRuntime
-from kit.runtime.slurm.runtime import SlurmRuntime
+from kit.shared.engines import Engine
 
 # name -> runtime class (its classmethod `prepare(request)` makes it ready); each class names
 # its two axes: `placement` (local, multinode, slurm) and `engine` (none, docker, podman, ...)
@@ -41,7 +43,17 @@ BATCH_RUNTIMES: dict[str, type] = {
 # what --runtime accepts; "auto" picks apptainer when --apptainer names a SIF, else docker for GPU
 # runs when it can, host otherwise
 CHOICES = ("host", "docker", "podman", "apptainer", "auto")
-IMAGE_ENGINES = ("docker", "podman")  # the runtimes whose engine builds and exports images
+
+
+def builds_image(name: str) -> bool:
+    """Whether the named runtime builds (or loads) the kit's image, so that --env, --base-image
+    and --image-archive apply to it: the one answer, its engine's (Engine.builds_image); a batch
+    runtime or a name no runtime has builds none."""
+    return name in RUNTIMES and Engine.builds_image(RUNTIMES[name].engine)
+
+
+# the runtimes on this machine whose engine builds and exports images (`kit build`, `kit export`)
+IMAGE_ENGINES = tuple(n for n, c in RUNTIMES.items() if c.placement == "local" and builds_image(n))
 
 
 def axes(name: str) -> tuple[str, str]:
@@ -52,8 +64,9 @@ def axes(name: str) -> tuple[str, str]:
 
 def local_runtime(engine: str) -> str | None:
     """The runtime on this machine that runs in `engine`, or None when none does."""
-    return next((n for n, c in RUNTIMES.items()
-                 if c.placement == "local" and c.engine == engine), None)  # fmt: skip
+    return next(
+        (n for n, c in RUNTIMES.items() if c.placement == "local" and c.engine == engine), None
+    )
 
 
 def engine_client(name: str) -> object:
@@ -66,8 +79,10 @@ def engine_client(name: str) -> object:
 def check_image_file(name: str, apptainer: object) -> None:
     """--apptainer names the image of the apptainer runtime only (never ignored by another)."""
     if apptainer is not None and name != "apptainer":
-        raise InputError(f"{APPTAINER_OPTION}: only for the apptainer runtime (--runtime "
-                         f"apptainer); this run uses the {name} runtime")  # fmt: skip
+        raise InputError(
+            f"{APPTAINER_OPTION}: only for the apptainer runtime (--runtime "
+            f"apptainer); this run uses the {name} runtime"
+        )
 
 
 def choose(requested: str, request: RuntimeRequest) -> tuple[str, str | None]:
@@ -92,13 +107,17 @@ def choose(requested: str, request: RuntimeRequest) -> tuple[str, str | None]:
             note = f"{why}: host runtime (not pinned)" if why else None
     check_image_file(name, request.apptainer)
     # no image of the kit's is built (host, apptainer): an image option cannot apply
-    if not RUNTIMES[name].builds_image:
-        for flag, given in (("--image-archive", request.image_archive),
-                            ("--base-image", request.base_image)):  # fmt: skip
+    if not builds_image(name):
+        for flag, given in (
+            ("--image-archive", request.image_archive),
+            ("--base-image", request.base_image),
+        ):
             if given is not None:
                 why = f" ({note})" if note else ""
-                raise InputError(f"{flag}: needs the docker runtime (--runtime docker); this run "
-                                 f"uses the {name} runtime{why}")  # fmt: skip
+                raise InputError(
+                    f"{flag}: needs the docker runtime (--runtime docker); this run "
+                    f"uses the {name} runtime{why}"
+                )
     return name, note
 
 
@@ -108,15 +127,17 @@ def fit_environment(
     """The request with the environment a runtime that builds the kit's image (its
     `builds_image`) builds for this device, and a line saying why when it is not the recipe's;
     any other runtime gets the request unchanged."""
-    if name not in RUNTIMES or not RUNTIMES[name].builds_image:
+    if not builds_image(name):
         if asked:
             what = (
                 "runs the image it is given"
                 if RUNTIMES.get(name, HostRuntime).pinned
                 else "runs this machine's Python"
             )
-            raise InputError(f"--env {asked}: needs a runtime that builds an image (--runtime "
-                             f"docker); the {name} runtime {what}")  # fmt: skip
+            raise InputError(
+                f"--env {asked}: needs a runtime that builds an image (--runtime "
+                f"docker); the {name} runtime {what}"
+            )
         return request, None
     env, why = for_device(recipe_environment, request.device, asked)
     return replace(request, environment=env), why
@@ -127,7 +148,7 @@ def check_ready(name: str, request: RuntimeRequest) -> None:
     on PATH; docker, podman: the engine's daemon answers; one that builds the kit's image: one
     source of it, an --image-archive that is an image archive), for a caller that prints notices
     before it prepares the runtime."""
-    if name in RUNTIMES and RUNTIMES[name].builds_image:  # docker, podman, multinode
+    if builds_image(name):  # docker, podman, multinode
         one_image_source(request.base_image, request.image_archive)
         if request.base_image is not None:
             check_reference(request.base_image)

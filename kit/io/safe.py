@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.shared.atomic import write_atomic
 
 MAX_READ_BYTES = 256 << 20  # no bundle file the kit reads is anywhere near this
@@ -118,9 +118,11 @@ def scan(root: Path) -> Tree:
                 try:
                     mode = entry.stat(follow_symlinks=False).st_mode
                 except FileNotFoundError:  # removed or renamed away while it was listed
-                    raise InputError(f"{Path(root) / name}: changed while it was read (gone "
-                                     "as it was listed); read it again when nothing writes "
-                                     "there")  from None  # fmt: skip
+                    raise InputError(
+                        f"{Path(root) / name}: changed while it was read (gone "
+                        "as it was listed); read it again when nothing writes "
+                        "there"
+                    ) from None
                 if _bad_name(entry.name):
                     tree.odd.append(f"{name!a} (a name with control characters)")
                 elif stat.S_ISDIR(mode):

@@ -10,24 +10,24 @@ only: adaptive repeats need the driver between runs.
 from __future__ import annotations
 
 import contextlib
-import json
 import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from kit import terminal
 from kit.bundle import Bundle
-from kit.errors import InputError, KitError
-from kit.model import Hardware, NodeInventory, NodeRecord, SlurmInfo, load_bundle
+from kit.io import terminal
+from kit.io.errors import InputError, KitError
+from kit.io.outputs import check_bundle_dir
+from kit.io.safe import write_text
+from kit.model import NodeRecord, SlurmInfo, load_bundle
 from kit.model.environment import axes_record
-from kit.outputs import check_bundle_dir
 from kit.recipe import Recipe, load_recipe
+from kit.run.batch import gather_inventory
 from kit.run.plan import plan
 from kit.run.results import close_bundle, open_bundle, record_container, result_of, write_specs
-from kit.runtime.base import RunOutcome, tail
-from kit.runtime.slurm.script import (
+from kit.run.slurm.script import (
     TIMEOUT_EXIT,
     Job,
     SlurmOptions,
@@ -35,8 +35,7 @@ from kit.runtime.slurm.script import (
     make_job,
     render_script,
 )
-from kit.safeio import write_text
-from kit.shared import files
+from kit.runtime.base import RunOutcome, tail
 
 console = terminal.console(highlight=False)
 
@@ -45,10 +44,16 @@ def write_bundle(job: Job) -> Path:
     """The bundle before the job: recipe, results.json header, run specs, the script."""
     o = job.opts
     bundle = open_bundle(
-        job.bundle, job.recipe, o.device, "slurm", o.launcher != "host",
+        job.bundle,
+        job.recipe,
+        o.device,
+        "slurm",
+        o.launcher != "host",
         job.runs[0].smoke if job.runs else False,
-        1 + max((r.repeat for r in job.runs), default=0), o.command, len(job.runs),
-    )  # fmt: skip
+        1 + max((r.repeat for r in job.runs), default=0),
+        o.command,
+        len(job.runs),
+    )
     bundle.results.status = "submitted"
     bundle.results.slurm = SlurmInfo(
         nodes=job.nodes,
@@ -193,8 +198,14 @@ def collect(path: Path) -> tuple[Bundle, int]:
             command = ["sbatch", "slurm/job.sbatch", "run", spec.run_id]
             outcome = RunOutcome(status, status == TIMEOUT_EXIT, False, wall, command)
         else:
-            outcome = RunOutcome(None, False, False, 0.0, [],
-                                 f"the Slurm job did not run it (ended or was cancelled before; see {job_out})")  # fmt: skip
+            outcome = RunOutcome(
+                None,
+                False,
+                False,
+                0.0,
+                [],
+                f"the Slurm job did not run it (ended or was cancelled before; see {job_out})",
+            )
         if outcome.timed_out:
             # timeout(1)'s 124 is the script's, not the worker's: no status of the worker
             outcome = RunOutcome(None, True, False, outcome.wall_s, outcome.command)
@@ -207,29 +218,27 @@ def collect(path: Path) -> tuple[Bundle, int]:
         if result.launch is not None:  # result_of records it
             result.launch.launcher = info.launcher
         bundle.add_run(result)
-        console.print(f"kit: {spec.run_id}: {result.status}"
-                      + (f" ({result.error})" if result.error else ""),
-                      markup=False)  # fmt: skip
-    node_files = sorted((bundle.path / "slurm" / "nodes").glob("node*.json"))
-    inventory = []
-    for f in node_files:
-        try:
-            last = [ln for ln in f.read_text().splitlines() if ln.startswith("{")][-1]
-            record = {"node": int(f.stem.removeprefix("node")), **json.loads(last)}
-            inventory.append(NodeInventory.model_validate(record))
-        except (ValueError, TypeError, IndexError):  # pydantic's ValidationError is a ValueError
-            inventory.append(NodeInventory(node=f.stem, error=f"unreadable: {f.name}"))
-    hardware = Hardware(nodes=sorted(inventory, key=lambda n: str(n.node)),
-                        source="kit slurm: each node's kit.worker.nodeinfo")  # fmt: skip
-    bundle.write_json(files.HARDWARE, hardware.dump(as_written=True))
+        console.print(
+            f"kit: {spec.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""),
+            markup=False,
+        )
+    gather_inventory(
+        bundle, bundle.path / "slurm" / "nodes", "kit slurm: each node's kit.worker.nodeinfo"
+    )
     record_container(
         bundle,
-        {**axes_record("slurm", engine(info.launcher)),
-         "name": recipe.environment, "pinned": info.launcher != "host", "runtime": "slurm",
-         "launcher": info.launcher, "image": info.image,
-         "python_executable": info.python, "kit_version": header.kit_version,
-         "container": None},
-    )  # fmt: skip
+        {
+            **axes_record("slurm", engine(info.launcher)),
+            "name": recipe.environment,
+            "pinned": info.launcher != "host",
+            "runtime": "slurm",
+            "launcher": info.launcher,
+            "image": info.image,
+            "python_executable": info.python,
+            "kit_version": header.kit_version,
+            "container": None,
+        },
+    )
     planned = header.planned_runs or len(header.runs)
     # what collect wrote reads back through the one loader, then the report and the manifest
     close_bundle(bundle, planned, check=load_bundle)
@@ -247,7 +256,7 @@ def command_line() -> str:
 
 
 class SlurmRuntime:
-    """The batch runtime chosen from kit.runtime.registry for `kit slurm` (see the module doc)."""
+    """The batch runtime chosen from kit.run.registry for `kit slurm` (see the module doc)."""
 
     name = "slurm"
 

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import default_bundle_dir
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe import Recipe
 from kit.recipe import gpus as recipe_gpus
-from kit.run.plan import RunSpec, plan
-from kit.runtime.base import check_batch_options
+from kit.run.batch import BatchJob, check_batch_options
+from kit.run.plan import plan
 from kit.runtime.launch import MOUNT, Rendezvous, torchrun
 from kit.runtime.launch import environment as launch_environment
 from kit.shared.files import RESULT, SPEC
@@ -75,8 +75,9 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
         if not sep or not LABEL_KEY.match(key) or not LABEL_VALUE.match(value):
             raise InputError(f"{what} {item!r}: expected KEY=VALUE (a Kubernetes label)")
         if out.get(key, value) != value:  # a node cannot carry both: one would be dropped
-            raise InputError(f"{what} {key!r} given twice, as {out[key]!r} and {value!r}; "
-                             "a key takes one value")  # fmt: skip
+            raise InputError(
+                f"{what} {key!r} given twice, as {out[key]!r} and {value!r}; a key takes one value"
+            )
         out[key] = value
     return out
 
@@ -115,8 +116,10 @@ def check_options(o: K8sOptions) -> None:
     ):
         raise InputError(f"--service-account {o.service_account!r}: not a Kubernetes name")
     if not 1 <= o.pending_timeout_s <= 7 * 86400:  # also NaN
-        raise InputError(f"--pending-timeout {o.pending_timeout_s:g}: expected a number of "
-                         "seconds from 1 s to 7 days (604800)")  # fmt: skip
+        raise InputError(
+            f"--pending-timeout {o.pending_timeout_s:g}: expected a number of "
+            "seconds from 1 s to 7 days (604800)"
+        )
     check_batch_options(o.device, o.nodes, o.gpus_per_node)
     _pairs(o.node_selector, "--node-selector")
     for t in o.tolerations:
@@ -124,16 +127,9 @@ def check_options(o: K8sOptions) -> None:
 
 
 @dataclass
-class K8sJob:
-    """What the manifests are made of: the recipe, its runs, and where they go."""
+class K8sJob(BatchJob):
+    """What the manifests are made of: the batch job, and the names of its objects."""
 
-    recipe: Recipe
-    runs: list[RunSpec]
-    bundle: Path
-    nodes: int
-    gpus_per_node: int
-    rdzv_port: int
-    env: dict[str, str]
     name: str  # the Service's, and the prefix of every object
     opts: K8sOptions
 

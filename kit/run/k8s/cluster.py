@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.errors import InputError, KitError
-from kit.runtime.k8s.manifests import INDEX_LABEL, JOB_LABEL, JOBSET_API
+from kit.io.errors import InputError, KitError
+from kit.run.k8s.manifests import INDEX_LABEL, JOB_LABEL, JOBSET_API
 
 WATCH_S = 10  # one watch request's length; it is made again until the run ends
 GRACE_S = 30  # a pod's termination grace when the kit ends a run
@@ -126,12 +126,15 @@ class Cluster:
                 self.server_version = git[:100] if isinstance(git, str) else None
         except ApiException as exc:  # it answered; only refused credentials stop here
             if exc.status in (401, 403):
-                raise InputError(f"kit k8s: the API server refused the credentials: "
-                                 f"{exc.status} {exc.reason}") from exc  # fmt: skip
+                raise InputError(
+                    f"kit k8s: the API server refused the credentials: {exc.status} {exc.reason}"
+                ) from exc
         except HTTPError as exc:
             host = client.Configuration.get_default_copy().host
-            raise InputError(f"kit k8s: the API server at {host} does not answer: "
-                             f"{str(exc).splitlines()[0][:200]}") from exc  # fmt: skip
+            raise InputError(
+                f"kit k8s: the API server at {host} does not answer: "
+                f"{str(exc).splitlines()[0][:200]}"
+            ) from exc
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         from kubernetes.client.exceptions import ApiException

@@ -10,7 +10,7 @@ one of its modules (a variable: when it is read at run time, not a version label
 environments match when nothing loaded differs; the unloaded differences are counted beside.
 
 One function (`content_diff`) decides; the rerun's lines, the comparison's page-1 sentence, its
-section and compare.json all read its result (kit.envcheck).
+section and compare.json all read its result (kit.env.check).
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ def environment_diff(
     """Every field known on both sides whose values differ, in a fixed order: the differences
     that can change a number, and with `informational` also those that cannot (image ids).
 
-    `by_content`: both images' contents were listed and compared (kit.envcontent), so how the
+    `by_content`: both images' contents were listed and compared (kit.env.content), so how the
     images were made (base digest, base layers, lock, Dockerfile, content hash) is
     informational too, and so is whether each was pinned: what they hold, and whether the runs
     loaded it, decides."""

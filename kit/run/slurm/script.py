@@ -29,16 +29,18 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import default_bundle_dir
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe import Recipe
 from kit.recipe import gpus as recipe_gpus
-from kit.run.plan import RunSpec, plan
+from kit.run.batch import BatchJob, check_batch_options
+from kit.run.plan import plan
 from kit.runtime.apptainer import sif_file
-from kit.runtime.base import check_batch_options, check_no_control
+from kit.runtime.base import check_no_control
 from kit.runtime.containers.process import Apptainer, NoContainer
 from kit.runtime.containers.pyxis import Pyxis
 from kit.runtime.launch import Rendezvous, torchrun
 from kit.runtime.launch import environment as launch_environment
+from kit.shared.engines import Engine
 
 TIMEOUT_EXIT = 124  # timeout(1)'s status when the limit passed
 TIME_PATTERN = r"^(\d+-)?\d+(:\d{2}){0,2}$"
@@ -83,27 +85,39 @@ def check_options(opts: SlurmOptions) -> None:
         raise InputError(f"--time {opts.time!r}: expected MINUTES, HH:MM:SS or D-HH:MM:SS")
     # every value below becomes a line of the sbatch script: no control character (line break,
     # NUL, ESC)
-    for name, value in (("--partition", opts.partition), ("--time", opts.time),
-                        ("--container-image", opts.container_image),
-                        ("--apptainer", opts.apptainer), ("--host-python", opts.host_python),
-                        *(("--sbatch-arg", x) for x in opts.extra)):  # fmt: skip
+    for name, value in (
+        ("--partition", opts.partition),
+        ("--time", opts.time),
+        ("--container-image", opts.container_image),
+        ("--apptainer", opts.apptainer),
+        ("--host-python", opts.host_python),
+        *(("--sbatch-arg", x) for x in opts.extra),
+    ):
         if value is not None:
             check_no_control(name, str(value))
     if opts.container_image is not None and opts.container_image.startswith("-"):
-        raise InputError(f"--container-image {opts.container_image!r}: an option, not an image "
-                         "(a .sqsh file, docker://IMAGE or REGISTRY#IMAGE)")  # fmt: skip
+        raise InputError(
+            f"--container-image {opts.container_image!r}: an option, not an image "
+            "(a .sqsh file, docker://IMAGE or REGISTRY#IMAGE)"
+        )
     for arg in opts.extra:  # an #SBATCH line holds options: anything else is no sbatch's
         if not re.match(r"^--?[A-Za-z]", arg):
-            raise InputError(f"--sbatch-arg {arg!r}: expected an sbatch option, e.g. "
-                             "--sbatch-arg=--account=lab")  # fmt: skip
+            raise InputError(
+                f"--sbatch-arg {arg!r}: expected an sbatch option, e.g. --sbatch-arg=--account=lab"
+            )
     if opts.partition is not None and not PARTITION.fullmatch(opts.partition):
-        raise InputError(f"--partition {opts.partition!r}: expected a Slurm partition name "
-                         "(letters, digits, _ - ., starting with a letter, digit or _; several "
-                         "separated by commas)")  # fmt: skip
+        raise InputError(
+            f"--partition {opts.partition!r}: expected a Slurm partition name "
+            "(letters, digits, _ - ., starting with a letter, digit or _; several "
+            "separated by commas)"
+        )
     # the SIF may be only on the cluster's disk: said, not refused
     if opts.apptainer is not None and not sif_file(opts.apptainer, absent_ok=True).exists():
-        print(f"kit: note: --apptainer {opts.apptainer}: not on this machine; every node must "
-              "find it at that path", file=sys.stderr)  # fmt: skip
+        print(
+            f"kit: note: --apptainer {opts.apptainer}: not on this machine; every node must "
+            "find it at that path",
+            file=sys.stderr,
+        )
 
 
 def _q(text: str | Path) -> str:
@@ -111,16 +125,9 @@ def _q(text: str | Path) -> str:
 
 
 @dataclass
-class Job:
-    """What the script is made of: the recipe, its runs, and the launch settings."""
+class Job(BatchJob):
+    """What the script is made of: the batch job, and the launch settings."""
 
-    recipe: Recipe
-    runs: list[RunSpec]
-    bundle: Path
-    nodes: int
-    gpus_per_node: int
-    rdzv_port: int
-    env: dict[str, str]
     opts: SlurmOptions
 
 
@@ -167,7 +174,7 @@ def container(job: Job) -> Any:
 
 def engine(launcher: str) -> str:
     """environment.json's `engine` of a job's launcher (pyxis, apptainer, host)."""
-    return {"pyxis": Pyxis.engine, "apptainer": Apptainer.engine}.get(launcher, "none")
+    return {"pyxis": Pyxis.engine, "apptainer": Apptainer.engine}.get(launcher, Engine.NONE)
 
 
 def render_script(job: Job) -> str:

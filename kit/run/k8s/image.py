@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe import Recipe
+from kit.run.k8s.manifests import K8sOptions
 from kit.runtime.containers.client import docker_client
 from kit.runtime.images import environments
 from kit.runtime.images.image import image_tag
-from kit.runtime.k8s.manifests import K8sOptions
 
 
 def recipe_tag(recipe: Recipe, device: str) -> str:

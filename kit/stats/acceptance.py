@@ -1,5 +1,5 @@
 """Acceptance verdicts: PASS, FAIL or UNDECIDED, decided by the interval, never the point estimate;
-NOT COMPARABLE where the reference does not apply to the run (kit.refs.accept decides that).
+NOT COMPARABLE where the reference does not apply to the run (kit.report.accept decides that).
 
 The rule (for a higher-is-better metric; mirrored for times):
 
@@ -143,8 +143,15 @@ def decide(
             f"{MAX_PROJECTED} projected)"
         )
         verdict, reason = UNDECIDED, f"{span} straddles {limit}; {settle}"
-    return Decision(verdict, low=s.ci_low, high=s.ci_high, interval=s.label, reason=reason,
-                    more_repeats=more, **base)  # fmt: skip
+    return Decision(
+        verdict,
+        low=s.ci_low,
+        high=s.ci_high,
+        interval=s.label,
+        reason=reason,
+        more_repeats=more,
+        **base,
+    )
 
 
 def _more_repeats(values: Sequence[float], threshold: float) -> int | None:
@@ -240,8 +247,10 @@ def scale_mismatch(ref: str | None, run: str | None) -> str | None:
     numbers never judge, and are never judged by, a full run's."""
     if not (ref and run) or ref == run:
         return None
-    return (f"{ref}-scale runs there, {run}-scale here (smoke shrinks the sizes to check the "
-            "method: its numbers do not measure the hardware)")  # fmt: skip
+    return (
+        f"{ref}-scale runs there, {run}-scale here (smoke shrinks the sizes to check the "
+        "method: its numbers do not measure the hardware)"
+    )
 
 
 def _cpu_machine(ref: Basis, run: Basis) -> list[str]:
@@ -253,8 +262,10 @@ def _cpu_machine(ref: Basis, run: Basis) -> list[str]:
     elif ref.gpu_model != run.gpu_model:
         out.append(f"CPU {ref.gpu_model} there, {run.gpu_model} here")
     if ref.gpus != run.gpus:
-        out.append(f"{ref.gpus or 'an unrecorded count of'} processes there, "
-                   f"{run.gpus or 'an unrecorded count'} here")  # fmt: skip
+        out.append(
+            f"{ref.gpus or 'an unrecorded count of'} processes there, "
+            f"{run.gpus or 'an unrecorded count'} here"
+        )
     return out
 
 

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.errors import InputError, KitError
+from kit.io.errors import InputError, KitError
 from kit.model import NodeInventory, validate
+from kit.run.multinode.config import NodeConfig
 from kit.runtime.base import check_device
 from kit.runtime.containers.client import LABEL_OWNER, remove_container
 from kit.runtime.containers.docker import STOP_GRACE_S
 from kit.runtime.containers.gpus import style as gpu_style
 from kit.runtime.launch import MOUNT
-from kit.runtime.multinode.config import NodeConfig
 from kit.shared import files
 
 LABEL_NODE = "kit.node"
@@ -309,13 +309,19 @@ def watch(containers: list[Any], timeout_s: float) -> tuple[list[dict[str, Any]]
             try:
                 c.reload()
             except docker.errors.NotFound:
-                states[i] = {"status": "vanished", "exit_code": None,
-                             "finished_at": f"~{time.time():.3f}"}  # fmt: skip
+                states[i] = {
+                    "status": "vanished",
+                    "exit_code": None,
+                    "finished_at": f"~{time.time():.3f}",
+                }
                 continue
             if c.status in ("exited", "dead"):
                 st = c.attrs["State"]
-                states[i] = {"status": "exited", "exit_code": st.get("ExitCode"),
-                             "finished_at": st.get("FinishedAt") or ""}  # fmt: skip
+                states[i] = {
+                    "status": "exited",
+                    "exit_code": st.get("ExitCode"),
+                    "finished_at": st.get("FinishedAt") or "",
+                }
         bad = [
             (s["finished_at"], i)
             for i, s in enumerate(states)
@@ -340,8 +346,11 @@ def stop_all(containers: list[Any], states: list[dict[str, Any]]) -> None:
             containers[i].stop(timeout=STOP_GRACE_S)
             containers[i].reload()
             st = containers[i].attrs["State"]
-            states[i] = {"status": "stopped", "exit_code": st.get("ExitCode"),
-                         "finished_at": st.get("FinishedAt") or ""}  # fmt: skip
+            states[i] = {
+                "status": "stopped",
+                "exit_code": st.get("ExitCode"),
+                "finished_at": st.get("FinishedAt") or "",
+            }
         except docker.errors.NotFound:
             states[i] = {"status": "vanished", "exit_code": None, "finished_at": ""}
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from kit.errors import InputError
+from kit.io.errors import InputError
 from kit.recipe import Nodes
 
 

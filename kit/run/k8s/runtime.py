@@ -1,7 +1,7 @@
 """`kit k8s RECIPE`: the plan as Kubernetes jobs, one after the other, gathered into a bundle.
 
 The driver stays while the cluster runs: for each planned run it creates the run's ConfigMap and
-Job (kit.runtime.k8s.manifests), watches the pods (kit.runtime.k8s.cluster), reads each pod's
+Job (kit.run.k8s.manifests), watches the pods (kit.run.k8s.cluster), reads each pod's
 log through the API (the run's output, then its result and its node's inventory between the
 run's markers), deletes the run's objects and turns what came back into a result through the
 engine's own code (kit.run.results), as `kit slurm collect` does. A failed or evicted pod ends
@@ -22,19 +22,19 @@ from typing import Any
 
 import yaml
 
-from kit import terminal
 from kit.bundle import Bundle
-from kit.errors import InputError
-from kit.model import Hardware, NodeInventory, NodeRecord, load_bundle
+from kit.io import terminal
+from kit.io.errors import InputError
+from kit.io.outputs import check_bundle_dir
+from kit.io.safe import write_text
+from kit.model import NodeRecord, load_bundle
 from kit.model.environment import axes_record
 from kit.model.results import K8sInfo
-from kit.outputs import check_bundle_dir
 from kit.recipe import Recipe, load_recipe
-from kit.run.results import close_bundle, open_bundle, record_container, result_of, write_specs
-from kit.runtime.base import RunOutcome, tail
-from kit.runtime.k8s.cluster import Cluster, PodsEnd, exit_code, state
-from kit.runtime.k8s.image import with_image
-from kit.runtime.k8s.manifests import (
+from kit.run.batch import gather_inventory
+from kit.run.k8s.cluster import Cluster, PodsEnd, exit_code, state
+from kit.run.k8s.image import with_image
+from kit.run.k8s.manifests import (
     FILES,
     K8sJob,
     K8sOptions,
@@ -44,8 +44,10 @@ from kit.runtime.k8s.manifests import (
     service,
     validate,
 )
-from kit.safeio import write_text
+from kit.run.results import close_bundle, open_bundle, record_container, result_of, write_specs
+from kit.runtime.base import RunOutcome, tail
 from kit.shared import files
+from kit.shared.engines import Engine
 
 console = terminal.console(highlight=False)
 MAX_FILE = 16 * 1024 * 1024  # a result or an inventory larger than this is not one
@@ -233,19 +235,7 @@ def _interrupted(bundle: Bundle, job: K8sJob, index: int, exc: BaseException) ->
 
 
 def _hardware(bundle: Bundle) -> None:
-    inventory = []
-    for f in sorted((bundle.path / NODES_DIR).glob("node*.json")):
-        try:
-            last = [ln for ln in f.read_text().splitlines() if ln.startswith("{")][-1]
-            record = {"node": int(f.stem.removeprefix("node")), **json.loads(last)}
-            inventory.append(NodeInventory.model_validate(record))
-        except (ValueError, TypeError, IndexError):  # pydantic's ValidationError is a ValueError
-            inventory.append(NodeInventory(node=f.stem, error=f"unreadable: {f.name}"))
-    hardware = Hardware(
-        nodes=sorted(inventory, key=lambda n: str(n.node)),
-        source="kit k8s: each pod's kit.worker.nodeinfo",
-    )
-    bundle.write_json(files.HARDWARE, hardware.dump(as_written=True))
+    gather_inventory(bundle, bundle.path / NODES_DIR, "kit k8s: each pod's kit.worker.nodeinfo")
 
 
 def run(
@@ -308,10 +298,10 @@ def load(path: Path) -> Recipe:
 
 
 class K8sRuntime:
-    """The batch runtime chosen from kit.runtime.registry for `kit k8s` (see the module doc)."""
+    """The batch runtime chosen from kit.run.registry for `kit k8s` (see the module doc)."""
 
     name = "k8s"
-    placement, engine = "k8s", "kubernetes"
+    placement, engine = "k8s", Engine.KUBERNETES
     pinned = True  # the image by digest
 
     def __init__(
@@ -357,12 +347,21 @@ class K8sRuntime:
     ) -> K8sOptions:
         """A rerun's options: the placement results.json recorded (kit reproduce BUNDLE)."""
         return K8sOptions(
-            image=record.image, nodes=record.pods, gpus_per_node=record.gpus_per_node,
-            namespace=record.namespace, node_selector=list(record.node_selector),
-            tolerations=list(record.tolerations), service_account=record.service_account,
-            host_network=record.host_network, jobset=record.jobset,
-            device=device or "cuda", smoke=smoke, repeats=repeats, out=out, command=command,
-        )  # fmt: skip
+            image=record.image,
+            nodes=record.pods,
+            gpus_per_node=record.gpus_per_node,
+            namespace=record.namespace,
+            node_selector=list(record.node_selector),
+            tolerations=list(record.tolerations),
+            service_account=record.service_account,
+            host_network=record.host_network,
+            jobset=record.jobset,
+            device=device or "cuda",
+            smoke=smoke,
+            repeats=repeats,
+            out=out,
+            command=command,
+        )
 
     @staticmethod
     def collect(bundle: Path) -> tuple[Bundle, int]:

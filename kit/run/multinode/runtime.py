@@ -36,27 +36,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kit.errors import KitError
+from kit.io.errors import KitError
 from kit.model.environment import axes_record
 from kit.model.hardware import NodeInventory
 from kit.model.run import NodeRecord
-from kit.runtime import launch
-from kit.runtime.base import LaunchRequest, RunOutcome, RuntimeRequest, tail
-from kit.runtime.containers import gpus
-from kit.runtime.containers.client import (
-    LABEL_RUN,
-    cleanup,
-    cleanup_abandoned,
-    new_owner,
-    remove_container,
-    run_id_of,
-)
-from kit.runtime.containers.docker import DockerContainer, fault_reason, faults, launch_error
-from kit.runtime.images import fingerprint as fp
-from kit.runtime.images import image as images
-from kit.runtime.launch import MOUNT
-from kit.runtime.multinode.config import NodeConfig, host_of
-from kit.runtime.multinode.transport import (
+from kit.run.multinode.config import NodeConfig, host_of
+from kit.run.multinode.transport import (
     LABEL_NODE,
     Node,
     NodeLog,
@@ -72,7 +57,23 @@ from kit.runtime.multinode.transport import (
     tar_of,
     watch,
 )
+from kit.runtime import launch
+from kit.runtime.base import LaunchRequest, RunOutcome, RuntimeRequest, tail
+from kit.runtime.containers import gpus
+from kit.runtime.containers.client import (
+    LABEL_RUN,
+    cleanup,
+    cleanup_abandoned,
+    new_owner,
+    remove_container,
+    run_id_of,
+)
+from kit.runtime.containers.docker import DockerContainer, fault_reason, faults, launch_error
+from kit.runtime.images import fingerprint as fp
+from kit.runtime.images import image as images
+from kit.runtime.launch import MOUNT
 from kit.shared import files
+from kit.shared.engines import Engine
 
 # --- the runtime ------------------------------------------------------------------------------
 
@@ -82,9 +83,8 @@ class MultiNodeRuntime:
 
     name = "multinode"
     placement = "multinode"
-    engine = "docker"
+    engine = Engine.DOCKER
     pinned = True
-    builds_image = True
 
     def __init__(
         self,
@@ -107,9 +107,13 @@ class MultiNodeRuntime:
     def prepare(cls, request: RuntimeRequest) -> MultiNodeRuntime:
         """Reach every node, put the pinned image on each, take each node's inventory."""
         return prepare_runtime(
-            request.nodes, request.environment, request.device, base_image=request.base_image,
-            image_archive=request.image_archive, gpus=request.gpus,
-        )  # fmt: skip
+            request.nodes,
+            request.environment,
+            request.device,
+            base_image=request.base_image,
+            image_archive=request.image_archive,
+            gpus=request.gpus,
+        )
 
     def known_environment(self) -> dict[str, Any] | None:
         """The pinned image's fingerprint, probed on the first node when prepared."""
@@ -138,9 +142,11 @@ class MultiNodeRuntime:
 
     def command(self, index: int, nproc_per_node: int, run: str) -> list[str]:
         rdzv = launch.Rendezvous(
-            nnodes=len(self.nodes), endpoint=self.rdzv_endpoint(run), run_id=run,
+            nnodes=len(self.nodes),
+            endpoint=self.rdzv_endpoint(run),
+            run_id=run,
             is_host=index == 0,
-        )  # fmt: skip
+        )
         return launch.torchrun(nproc_per_node, f"{MOUNT}/{files.SPEC}", rendezvous=rdzv)
 
     def node_env(self, env: dict[str, str], device: str) -> dict[str, str]:
@@ -165,13 +171,20 @@ class MultiNodeRuntime:
         """What `containers.create` gets on one node (separate so tests can read it)."""
         name = self.container_name(launch, node.index)
         container = DockerContainer(
-            self.image, client=node.client, shm_size=self.shm_size, owner=self.owner,
+            self.image,
+            client=node.client,
+            shm_size=self.shm_size,
+            owner=self.owner,
             gpu_style=self.gpu_styles.get(node.index),
-        )  # fmt: skip
+        )
         opts = container.options(
-            self.command(node.index, nproc_per_node, launch), self.node_env(env, device), None,
-            gpu_ids, device, labels={LABEL_RUN: run_id, LABEL_NODE: str(node.index)},
-        )  # fmt: skip
+            self.command(node.index, nproc_per_node, launch),
+            self.node_env(env, device),
+            None,
+            gpu_ids,
+            device,
+            labels={LABEL_RUN: run_id, LABEL_NODE: str(node.index)},
+        )
         opts["name"] = name
         if node.devices:  # InfiniBand verbs devices, found by the node inventory
             opts["devices"] = [f"{d}:{d}" for d in node.devices]
@@ -227,24 +240,27 @@ class MultiNodeRuntime:
                         )
                     except KitError as exc:  # a GPU the node's CDI spec does not declare
                         error = f"node {node.index} ({node.url}): {exc}"
-                        return RunOutcome(None, False, False, time.perf_counter() - t0, shown,
-                                          error, nodes=[])  # fmt: skip
+                        return RunOutcome(
+                            None, False, False, time.perf_counter() - t0, shown, error, nodes=[]
+                        )
                     log.file.write(f"$ {' '.join(opts['command'])}\n".encode())
                     try:
                         containers[node.index] = node.client.containers.create(**opts)
                         containers[node.index].put_archive(MOUNT, tar_of({files.SPEC: spec}))
                     except docker.errors.APIError as exc:
                         error = f"node {node.index} ({node.url}): {launch_error(exc)}"
-                        return RunOutcome(None, False, False, time.perf_counter() - t0, shown,
-                                          error, nodes=[])  # fmt: skip
+                        return RunOutcome(
+                            None, False, False, time.perf_counter() - t0, shown, error, nodes=[]
+                        )
                 for node in self.nodes:
                     try:
                         containers[node.index].start()
                         addresses[node.index] = _address(containers[node.index], self.config)
                     except docker.errors.APIError as exc:
                         error = f"node {node.index} ({node.url}): {launch_error(exc)}"
-                        return RunOutcome(None, False, False, time.perf_counter() - t0, shown,
-                                          error, nodes=[])  # fmt: skip
+                        return RunOutcome(
+                            None, False, False, time.perf_counter() - t0, shown, error, nodes=[]
+                        )
                 streamers = [
                     threading.Thread(target=stream_logs, args=(c, log), daemon=True)
                     for c, log in zip(containers, logs, strict=True)
@@ -262,14 +278,18 @@ class MultiNodeRuntime:
                 for log in logs:
                     log.close()
                 records = self._records(states, failed, timed_out, log_path, per_node)
-                extra = {k: v for k, v in self.node_env({}, device).items()
-                         if k in self.config.env or k.endswith("_SOCKET_IFNAME")}  # fmt: skip
+                extra = {
+                    k: v
+                    for k, v in self.node_env({}, device).items()
+                    if k in self.config.env or k.endswith("_SOCKET_IFNAME")
+                }
                 for record, address in zip(records, addresses, strict=True):
                     record.address, record.env = address, extra
                 return self._outcome(records, failed, timed_out, time.perf_counter() - t0, shown)
             except faults() as exc:  # a container or a daemon failed under the run
-                return RunOutcome(None, False, False, time.perf_counter() - t0, shown,
-                                  fault_reason(exc), nodes=[])  # fmt: skip
+                return RunOutcome(
+                    None, False, False, time.perf_counter() - t0, shown, fault_reason(exc), nodes=[]
+                )
             finally:
                 # also on KeyboardInterrupt / SIGTERM (raised in this thread by the driver)
                 for c in containers:

@@ -1,7 +1,7 @@
 """Files the user asks for (`kit accept --json FILE`, `kit compare --out DIR`): written only as
 regular files in places the user named, checked before the work and after every write.
 
-Inside a bundle, kit.safeio replaces whatever stands at a name (a planted link is replaced, not
+Inside a bundle, kit.io.safe replaces whatever stands at a name (a planted link is replaced, not
 followed). A path the user names is different: what is there is the user's. A device
 (`/dev/full`, `/dev/null`), a FIFO, a socket, a symbolic link or a folder at that name is refused,
 never renamed over; so is a folder that is a bundle (its manifest would no longer match). The
@@ -22,8 +22,8 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from kit.errors import InputError, KitError
-from kit.safeio import kind, write_bytes
+from kit.io.errors import InputError, KitError
+from kit.io.safe import kind, write_bytes
 from kit.shared import files
 from kit.shared.atomic import write_atomic
 
@@ -200,5 +200,7 @@ def to_stdout(lines: Iterable[str], what: str) -> None:
     except (OSError, ValueError) as exc:
         with contextlib.suppress(OSError, ValueError, AttributeError):  # nothing more to flush
             os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())  # at exit
-        raise InputError(f"standard output is closed or nobody reads it: {what} was not "
-                         f"written ({getattr(exc, 'strerror', None) or exc})") from None  # fmt: skip
+        raise InputError(
+            f"standard output is closed or nobody reads it: {what} was not "
+            f"written ({getattr(exc, 'strerror', None) or exc})"
+        ) from None

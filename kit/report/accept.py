@@ -8,7 +8,7 @@ REF is one of
 - a number with its unit ("330GB/s", "14000tokens/s"): every benchmark whose judged metric has
   that unit (a bare number is a usage error).
 
-One rule for every reference (kit.acceptance.mismatches): a published figure or a bundle judges
+One rule for every reference (kit.stats.acceptance.mismatches): a published figure or a bundle judges
 a run only on the same GPU model and count, the same task, on GPUs, in the same metric (a
 median-step figure never judges a whole-window one); a published figure's `requires` conditions
 (NVLS, fabric) must match too. Otherwise the decision is NOT COMPARABLE, naming the reasons, and
@@ -17,7 +17,7 @@ same and says "judged despite: ...".
 
 Tolerance: a fraction for every metric ("0.05") or per metric ("busbw_largest=0.03"); defaults:
 0 against a published floor or a number, 0.05 against a published figure or a bundle. The
-verdicts are kit.acceptance's (PASS only when the interval's lower end clears the threshold).
+verdicts are kit.stats.acceptance's (PASS only when the interval's lower end clears the threshold).
 """
 
 from __future__ import annotations
@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from kit import __version__
-from kit.acceptance import (
+from kit.bundle.intake import receive
+from kit.io.errors import InputError
+from kit.model import Hardware, Results
+from kit.refs.published import Figure, by_id, differences, figures, run_conditions, unmet
+from kit.report import analysis
+from kit.report.analysis.verdicts import run_basis
+from kit.stats.acceptance import (
     NOT_COMPARABLE,
     RULE,
     Basis,
@@ -38,12 +44,6 @@ from kit.acceptance import (
     mismatches,
     overall,
 )
-from kit.bundle.intake import receive
-from kit.errors import InputError
-from kit.model import Hardware, Results
-from kit.refs.published import Figure, by_id, differences, figures, run_conditions, unmet
-from kit.report import analysis
-from kit.report.analysis.verdicts import run_basis
 
 SCHEMA = 1
 DEFAULT_TOLERANCE = 0.05
@@ -318,7 +318,7 @@ def accept(
             continue
         gpus = block.gpus
         values = list(row.values)
-        # the scale is matched only against another bundle (kit.acceptance.Basis.scale)
+        # the scale is matched only against another bundle (kit.stats.acceptance.Basis.scale)
         here = run_basis(bench, block, hardware, name, results.smoke if ref.bundle else None)
         per_gpu, differ, source, despite = False, [], "", []
         if ref.figure is not None:
@@ -360,16 +360,23 @@ def accept(
                 continue
             value, unit, default = float(ref.value), row.unit, 0.0
             source = "the figure given on the command line"
-            # a figure to buy GPUs by: a run on the CPU measured no GPU (kit.acceptance)
+            # a figure to buy GPUs by: a run on the CPU measured no GPU (kit.stats.acceptance)
             despite = [w for w in [device_mismatch("GPU", here.device)] if w]
             if despite and not judge_anyway:
                 there = Basis(None, None, None, "GPU", None)
                 decisions.append(
                     _bundle_not_comparable(
-                        bench.name, block, row, against, there, here, despite, value,
+                        bench.name,
+                        block,
+                        row,
+                        against,
+                        there,
+                        here,
+                        despite,
+                        value,
                         there_words="a figure to judge GPUs by",
                     )
-                )  # fmt: skip
+                )
                 continue
         if per_gpu and gpus:
             values = [v / gpus for v in values]

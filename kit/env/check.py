@@ -1,5 +1,5 @@
-"""Two environments, one verdict: the versions the runs read (kit.envdiff) and what differs inside
-the images, loaded by the runs or not (kit.envcontent), said in one sentence.
+"""Two environments, one verdict: the versions the runs read (kit.env.diff) and what differs inside
+the images, loaded by the runs or not (kit.env.content), said in one sentence.
 
 Why one place: a rerun prints it, stores it in its results.json and its report's page 1 shows it;
 a comparison's page 1, its environment section and compare.json show it. Each reads `check`,
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kit.envcontent import Change, ContentDiff, Side, content_diff
-from kit.envdiff import Difference, environment_diff
+from kit.env.content import Change, ContentDiff, Side, content_diff
+from kit.env.diff import Difference, environment_diff
 from kit.model import Hardware
 from kit.model.software import ChangeRecord, EnvironmentCheck
 
