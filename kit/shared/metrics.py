@@ -127,10 +127,7 @@ class Metric:
 
 
 _FAST = {"better": "faster", "worse": "slower"}
-_BUSBW = (
-    "not divided per GPU: busbw is a bus rate (algbw x 2(n-1)/n, nccl-tests' definition), "
-    "comparable across GPU counts as it stands"
-)
+_BUSBW = "not divided per GPU: busbw is a bus rate (nccl-tests' algbw x 2(n-1)/n)"
 
 CATALOG: dict[str, Metric] = {
     m.name: m
