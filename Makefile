@@ -7,7 +7,9 @@ PY := $(VENV)/bin/python
 RECIPE ?= recipes/fsdp_llama.yaml
 ARGS ?=
 # pytest-xdist workers: one per CPU (each test has its own HOME, TMPDIR and engine objects); a
-# test file goes to one worker whole (--dist loadfile), so its module fixtures are made once
+# test file goes to one worker whole (--dist loadfile: its module fixtures are made once), in
+# tests/conftest.py's order (--no-loadscope-reorder: the files with slow tests first, not the
+# files with the most tests)
 JOBS ?= auto
 
 .PHONY: run test test-fast lint format setup clean
@@ -24,7 +26,7 @@ run: $(VENV)/.installed
 	$(VENV)/bin/kit reproduce $(RECIPE) $(ARGS)
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -n $(JOBS) --dist loadfile --durations=30 $(ARGS)
+	$(PY) -m pytest -n $(JOBS) --dist loadfile --no-loadscope-reorder --durations=30 $(ARGS)
 
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -n $(JOBS) -m "not slow" tests/unit $(ARGS)

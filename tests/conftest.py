@@ -139,10 +139,12 @@ def docker_or_skip(timeout: int = 300):
 
 
 def sigint_as_default() -> None:
-    """Popen preexec_fn for a kit the test will Ctrl-C: a shell that started pytest in the
-    background (`make test &`) leaves SIGINT ignored, and an ignored signal is inherited, so the
-    child would never see it. A terminal's Ctrl-C reaches a foreground kit the same way."""
+    """Popen preexec_fn for a kit the test will Ctrl-C or hang up: a shell that started pytest in
+    the background (`make test &`) leaves SIGINT ignored, `nohup make test` SIGHUP, and an
+    ignored signal is inherited, so the child would never see it (the kit keeps an inherited
+    SIGHUP ignored, as nohup asks). A terminal's Ctrl-C and hang-up reach a foreground kit so."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _kit_env(kw: dict) -> dict[str, str]:

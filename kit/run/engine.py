@@ -87,7 +87,13 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 def _install() -> dict[int, Any]:
     """The run's handlers (each records its signal before raising); the ones they replace."""
-    previous = {sig: signal.signal(sig, _on_sigterm) for sig in STOP_SIGNALS}
+    previous = {
+        sig: signal.signal(sig, _on_sigterm)
+        for sig in STOP_SIGNALS
+        # a SIGHUP ignored when the kit started (nohup) stays ignored: the user asked the run
+        # to outlive the terminal, and the report's rendering would ignore it anyway
+        if not (sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN)
+    }
     # Ctrl-C, kept as SIGTERM is (stop_code gives 130 either way), unless ignored (nohup, &)
     if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, stop.interrupt):
         previous[signal.SIGINT] = signal.signal(signal.SIGINT, stop.interrupt)

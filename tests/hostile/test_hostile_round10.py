@@ -4,6 +4,7 @@ exit 1; a closed terminal (SIGHUP, then every write EIO) ended 1 or 2 instead of
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -15,7 +16,7 @@ import time
 import pytest
 
 from kit.bundle import verify_manifest
-from tests.conftest import ROOT, needs_pdf
+from tests.conftest import ROOT, needs_pdf, sigint_as_default
 
 
 def test_sigterm_while_podman_s_api_is_awaited_is_a_stop_not_a_missing_service(tmp_path):
@@ -57,7 +58,7 @@ def test_a_closed_terminal_ends_the_run_as_sighup_with_its_bundle_sealed(tmp_pat
     args = [sys.executable, "-m", "kit", "reproduce", "recipes/allreduce.yaml", "--device",
             "cpu", "--smoke", "--repeats", "1", "--runtime", "host", "--out", str(out)]  # fmt: skip
     proc = subprocess.Popen(args, cwd=ROOT, env=env, stdin=sub, stdout=sub, stderr=sub,
-                            preexec_fn=lambda: os.login_tty(sub))  # fmt: skip
+                            preexec_fn=lambda: (sigint_as_default(), os.login_tty(sub)))  # fmt: skip
     os.close(sub)
     seen = b""
     deadline = time.monotonic() + 240
@@ -106,7 +107,8 @@ def test_a_second_sighup_after_the_stop_still_exits_129(tmp_path):
     args = [sys.executable, "-m", "kit", "reproduce", "recipes/allreduce.yaml", "--device", "cpu",
             "--smoke", "--repeats", "1", "--runtime", "host", "--out", str(tmp_path / "o")]  # fmt: skip
     proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=sigint_as_default)  # fmt: skip
     assert proc.stdout is not None
     for line in proc.stdout:
         if line.startswith("[2/2]") and " ok " in line:
@@ -117,3 +119,30 @@ def test_a_second_sighup_after_the_stop_still_exits_129(tmp_path):
     rest = proc.stdout.read()
     assert proc.wait(timeout=120) == 129, rest
     assert verify_manifest(tmp_path / "o").ok
+
+
+def _hang_up_ignored() -> None:
+    """What `nohup` leaves a command: SIGHUP ignored (an ignored signal is inherited)."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+def test_a_run_under_nohup_outlives_a_hang_up(tmp_path):
+    """`nohup kit reproduce ... &` and the ssh session closes: the run goes on to the end. A
+    SIGHUP ignored when the kit starts stays ignored while the runs go as while the report
+    renders (the run's handler used to replace it, and stopped the run the user had asked to
+    outlive the terminal)."""
+    out = tmp_path / "o"
+    args = [sys.executable, "-m", "kit", "reproduce", "recipes/allreduce.yaml", "--device", "cpu",
+            "--smoke", "--repeats", "1", "--runtime", "host", "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen(args, cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=_hang_up_ignored)  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("[1/2]"):  # the first run has finished, the second is starting
+            proc.send_signal(signal.SIGHUP)
+            break
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=180) == 0, rest
+    assert json.loads((out / "results.json").read_text())["status"] == "complete"
+    assert verify_manifest(out).ok

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from kit.bundle import verify_manifest
-from tests.conftest import ROOT
+from tests.conftest import ROOT, sigint_as_default
 
 EXAMPLE = ROOT / "reports" / "examples" / "h200x2-allreduce"
 
@@ -23,7 +23,8 @@ def test_a_stopped_report_says_so(tmp_path, sig):
     shutil.copytree(EXAMPLE, b)
     (b / "MANIFEST.sha256.sig").unlink(missing_ok=True)
     proc = subprocess.Popen([sys.executable, "-m", "kit", "report", str(b)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_as_default)  # fmt: skip
     time.sleep(2.5)  # imports done, rendering
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
