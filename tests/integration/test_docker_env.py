@@ -8,18 +8,21 @@ interrupts leave no container, network or volume behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from kit.bundle import sha256_file
+from kit.io import locks
 from kit.io.errors import KitError
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers.client import LABEL_OWNER, LABEL_RUN, cleanup, leftovers
@@ -201,6 +204,40 @@ def test_export_and_load_round_trip(client, base_image, tmp_path):
     assert images.build(env, base_image_override=base_image, client=client).cached
     client.images.remove(image.tag, force=True)
     archive.unlink()
+
+
+def test_a_second_kit_waits_for_the_build_of_its_tag_and_reuses_it(client, base_image, tmp_path):
+    """Two kits that need one image (parallel tests, two jobs on a node) build it once: the
+    second says it waits, then takes the first one's image. Here the test is the first kit."""
+    env = _tiny_env(tmp_path, f"RUN echo {os.urandom(6).hex()}\n")  # a tag nobody has built
+    args = images.build_args(env, base_image)
+    digest = images.content_hash(env, args)
+    tag = f"kit-tiny:{digest[:12]}"
+    said: list[str] = []
+    waiting = threading.Event()
+    second: list[images.Image] = []
+
+    def echo(line: str) -> None:
+        said.append(line)
+        if line.startswith("waiting for another kit"):
+            waiting.set()
+
+    def build_second() -> None:
+        second.append(images.build(env, base_image, client=client, echo=echo))
+
+    try:
+        with locks.held(images._build_lock(client, tag)):
+            thread = threading.Thread(target=build_second)
+            thread.start()
+            assert waiting.wait(60), said
+            first = images._build(env, tag, args, digest, client, lambda _: None)
+        thread.join(120)
+        assert not thread.is_alive()
+        assert said == [f"waiting for another kit on this host that builds {tag}"]
+        assert second[0].cached and second[0].tag == tag and second[0].image_id == first
+    finally:
+        with contextlib.suppress(Exception):
+            client.images.remove(tag, force=True)
 
 
 # --- runs in containers -----------------------------------------------------------------------
@@ -505,32 +542,6 @@ def test_containers_carry_the_run_label(client, cpu_image, tmp_path):
     )
     assert opts["labels"][LABEL_RUN] == "label.check.r0"
     assert opts["device_requests"] == []
-
-
-def test_a_recipe_runs_in_the_image_of_an_exported_archive(
-    client, cpu_image, daemon_state, tmp_path
-):
-    archive = tmp_path / "kit-cpu.tar"
-    export = subprocess.run([PY, "-m", "kit.cli", "export", cpu_image.tag, "-o", str(archive)],
-                            capture_output=True, text=True, env=_env())  # fmt: skip
-    assert export.returncode == 0, export.stderr
-    out = tmp_path / "bundle"
-    recipe = _recipe(tmp_path, variants="[p2p]")
-    cmd = [PY, "-m", "kit.cli", "reproduce", str(recipe), "--device", "cpu", "--smoke",
-           "--repeats", "1", "--runtime", "docker", "--env", "cpu", "--image-archive",
-           str(archive), "--out", str(out)]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    env = json.loads((out / "environment.json").read_text())
-    assert env["loaded_from"] == str(archive)
-    assert env["image_id"] == cpu_image.image_id and env["image_tag"] == cpu_image.tag
-    assert env["lock_sha256"] == cpu_image.lock_sha256
-    assert env["dockerfile_sha256"] == cpu_image.dockerfile_sha256
-    runs = json.loads((out / "results.json").read_text())["runs"]
-    assert [r["status"] for r in runs] == ["ok"]
-    # a rerun of a bundle from the archive ("same image") is test_docker_env_identity's
-    archive.unlink()  # about a gigabyte
-    _assert_nothing_left(client, daemon_state)
 
 
 def test_image_archive_needs_the_docker_runtime(tmp_path):

@@ -9,6 +9,7 @@ Docker's daemon the way a user carries it to another machine: `kit export`, then
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -67,7 +68,11 @@ def archive(podman, tmp_path_factory):
     image = images.build("cpu", base_image_override=BASE, client=dclient, echo=lambda _: None)
     path = tmp_path_factory.mktemp("podman") / "kit-cpu.tar"
     images.export(image.tag, path, client=dclient)
-    return path, image
+    yield path, image
+    # a gigabyte each, in the test's folder and in Podman's store: CI's disk is not ours
+    path.unlink(missing_ok=True)
+    with contextlib.suppress(Exception):
+        podman.images.remove(image.tag, force=True)
 
 
 def test_a_cpu_recipe_runs_under_podman_and_records_the_engine(podman, archive, tmp_path):

@@ -4,7 +4,7 @@ batch is kept, which is dropped on every rank, how the spin grows, and what is r
 
 from __future__ import annotations
 
-import time
+import functools
 
 import pytest
 
@@ -80,27 +80,42 @@ def test_every_method_names_how_it_takes_the_ranks():
     assert ct.RANK_TIME["spin-held"] == "mean" and ct.RANK_TIME["host-clock"] == "slowest"
 
 
+class Host:
+    """The host's clock, virtual: a queued call costs QUEUE_S, a stall what it is told. The
+    test's outcome then never hangs on how busy the machine is (a real clock under load
+    stretched the warm-up, and so the spin, past the planted stall)."""
+
+    QUEUE_S = 20e-6
+
+    def __init__(self):
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+
 class FakeGpu:
     """A stream on a virtual clock that never blocks the host: the spin and each call move it
     on, an event reads it (never earlier than the host queued the event), as a GPU's would."""
 
     CALL_S = 10e-6
 
-    def __init__(self):
+    def __init__(self, host: Host):
+        self.host = host
         self.t = 0.0
 
     def sleep(self, cycles: int) -> None:  # 1e9 cycles a second
-        self.t = max(self.t, time.perf_counter()) + cycles / 1e9
+        self.t = max(self.t, self.host.t) + cycles / 1e9
 
     def call(self) -> None:
-        self.t = max(self.t, time.perf_counter()) + self.CALL_S
+        self.t = max(self.t, self.host.t) + self.CALL_S
 
     def event(self, enable_timing: bool = False):
         gpu = self
 
         class Event:
             def record(self):
-                gpu.t = self.t = max(gpu.t, time.perf_counter())
+                gpu.t = self.t = max(gpu.t, gpu.host.t)
 
             def synchronize(self):
                 pass
@@ -121,7 +136,11 @@ def test_the_spin_held_path_runs_end_to_end_on_one_gloo_rank(monkeypatch, tmp_pa
     from kit.worker.common import Context
     from kit.workloads.allreduce.params import AllreduceParams
 
-    gpu = FakeGpu()
+    host = Host()
+    gpu = FakeGpu(host)
+    # the host's queueing read on the virtual clock (what a real perf_counter would read)
+    monkeypatch.setattr(ct, "queue_cost", functools.partial(ct.queue_cost, now=host.now))
+    monkeypatch.setattr(ct, "spin_batch", functools.partial(ct.spin_batch, now=host.now))
     monkeypatch.setattr(torch.cuda, "Event", gpu.event)
     monkeypatch.setattr(torch.cuda, "_sleep", gpu.sleep)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
@@ -137,6 +156,7 @@ def test_the_spin_held_path_runs_end_to_end_on_one_gloo_rank(monkeypatch, tmp_pa
         def op():
             calls.append(1)
             dist.all_reduce(buf)
+            host.t += host.QUEUE_S
             gpu.call()
 
         p = AllreduceParams(warmup_iters=3, iters=4, trials=2)
@@ -148,7 +168,7 @@ def test_the_spin_held_path_runs_end_to_end_on_one_gloo_rank(monkeypatch, tmp_pa
         stall = iter([0.0] * 3 + [3e-3] * 4)
 
         def stalling():
-            time.sleep(next(stall, 0.0))
+            host.t += next(stall, 0.0)
             op()
 
         slow = ct.timed(ctx, p, 1.0, (stalling, lambda: buf.fill_(1), 1024), None, "spin-held")

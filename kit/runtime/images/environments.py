@@ -7,15 +7,12 @@ index: clusters are often offline and our containers reach no index).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kit.bundle import sha256_file
 from kit.io.errors import InputError, KitError
+from kit.io.locks import held
 from kit.recipe.environments import ENV_ROOT, available
 
 
@@ -217,7 +215,9 @@ def wheelhouse(env: Environment, cache: Path | None = None) -> dict[str, Path]:
     cache = cache or cache_dir() / "wheels" / f"cp{env.python.replace('.', '')}-{env.arch}"
     cache.mkdir(parents=True, exist_ok=True)
     wanted = lock_hashes(env.lock)
-    with _held(cache / ".lock"):  # another kit on this host may fill the same cache meanwhile
+    # another kit on this host (a second user, parallel tests) may fill the same cache meanwhile,
+    # and would hash a wheel pip is still writing
+    with held(cache / ".lock"):
         found = _index_wheels(cache, wanted)
         if set(found) != wanted:
             cmd = [
@@ -243,18 +243,6 @@ def wheelhouse(env: Environment, cache: Path | None = None) -> dict[str, Path]:
             f"(e.g. sha256 {sorted(missing)[0]}); the lock may name a wheel for another platform"
         )
     return found
-
-
-@contextlib.contextmanager
-def _held(path: Path) -> Iterator[None]:
-    """An exclusive lock on the wheel cache while it is read and filled: two builds at once (two
-    users' kits, parallel tests) would otherwise hash a wheel pip is still writing."""
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _index_wheels(cache: Path, wanted: set[str]) -> dict[str, Path]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import sha256_file
-from kit.io import outputs, terminal
+from kit.io import locks, outputs, terminal
 from kit.io.errors import InputError, KitError
 from kit.recipe.environments import REPO_ROOT
 from kit.runtime.images.base_choice import check_reference
@@ -219,11 +219,38 @@ def build(
             base_image_content=_base_content(client, base),
         )
 
-    try:
-        return made(client.images.get(tag).id, cached=True)
-    except docker.errors.ImageNotFound:
-        pass
+    def waiting() -> None:
+        echo(f"waiting for another kit on this host that builds {tag}")
 
+    # one build of a tag at a time on this engine: a second kit (parallel tests, two users, two
+    # jobs on one node) waits, then reuses the image, instead of building gigabytes twice
+    with locks.held(_build_lock(client, tag), waiting):
+        try:
+            return made(client.images.get(tag).id, cached=True)
+        except docker.errors.ImageNotFound:
+            pass
+        return made(_build(env, tag, args, digest, client, echo), cached=False)
+
+
+def _build_lock(client: Any, tag: str) -> Path:
+    """The lock file of `tag` on the engine `client` talks to (Docker's and Podman's images are
+    apart), under the kit's cache."""
+    engine = hashlib.sha256(str(getattr(client.api, "base_url", "")).encode()).hexdigest()[:12]
+    return cache_dir() / "locks" / f"build-{engine}-{tag.replace(':', '-')}.lock"
+
+
+def _build(
+    env: Environment,
+    tag: str,
+    args: dict[str, str],
+    digest: str,
+    client: Any,
+    echo: Callable[[str], None],
+) -> str:
+    """Build `tag` and return its image id (the caller holds the tag's lock)."""
+    import docker
+
+    base = args["BASE_IMAGE"]
     echo(f"building {tag} (environment {env.name}, base {base})")
     ensure_base(client, base, echo, env.name)  # before downloading gigabytes of wheels for nothing
     wheels = wheelhouse(env) if env.locked else {}
@@ -264,10 +291,9 @@ def build(
         except docker.errors.APIError as e:
             raise _build_failed(env, tag, str(e.explanation or e), log) from e
     try:
-        image_id = client.images.get(tag).id
+        return str(client.images.get(tag).id)
     except docker.errors.ImageNotFound as e:
         raise _build_failed(env, tag, "the build ended but the tag does not exist", log) from e
-    return made(image_id, cached=False)
 
 
 def _build_failed(env: Environment, tag: str, err: str, log: list[str]) -> BuildError:
@@ -343,7 +369,8 @@ def from_archive(path: Path, env_name: str, client: Any) -> Image:
         base_image_id=base_id,
         base_image_digest=base_digest,
         dockerfile_sha256=labels.get(LABEL_DOCKERFILE, ""),
-        lock_sha256=labels.get(LABEL_LOCK, ""),
+        # "" on an image of an environment of the image's own packages (no lock)
+        lock_sha256=labels.get(LABEL_LOCK) or None,
         content_hash=labels.get(LABEL_HASH, ""),
         build_args={"BASE_IMAGE": base},
     )
