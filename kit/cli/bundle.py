@@ -14,6 +14,7 @@ import typer
 from kit.cli.options import (
     AllowedSigners,
     AllowUnsigned,
+    Ordered,
     PricePerGpuHour,
     PriceSource,
     ReadBrokenSignature,
@@ -45,6 +46,7 @@ def report(
         typer.Option("--judge-anyway", help="With --against: as kit accept's --judge-anyway."),
     ] = False,
     read_broken_signature: ReadBrokenSignature = False,
+    ordered: Ordered = None,
 ) -> None:
     """Re-render a bundle's report from its files; re-seal the report files and nothing else.
 
@@ -53,14 +55,18 @@ def report(
     new report would void the signature: so there is no --allowed-signers here).
 
     Example: kit report reports/allreduce-20261121-120000 --price-per-gpu-hour 3.50USD --price-source "vendor quote, 2026-11" --against h100x8-allreduce-ring-nccl-tests-212
+
+    Example: kit report reports/acceptance-20261128-120000 --ordered "4x H200 SXM 141GB 700W"
     """
     from kit.bundle import Bundle, reseal_report
     from kit.bundle.intake import check_complete
+    from kit.facts.order import parse_order
     from kit.facts.price import check_priced_device
     from kit.report.compare import check_price
     from kit.report.render import render_bundle
 
     price = check_price(price_per_gpu_hour, price_source)
+    order = parse_order(ordered) if ordered is not None else None
     if (tolerance or judge_anyway or read_broken_signature) and against is None:
         flag = "--tolerance" if tolerance else "--judge-anyway"
         if read_broken_signature:  # the bundle re-rendered here is never a signed one
@@ -82,7 +88,8 @@ def report(
         )
     print(
         reseal_report(
-            b.path, lambda: render_bundle(b, price_per_gpu_hour=price, acceptance=acceptance)
+            b.path,
+            lambda: render_bundle(b, price_per_gpu_hour=price, acceptance=acceptance, order=order),
         )
     )
 

@@ -20,6 +20,13 @@ PriceSource = Annotated[
     str | None,
     typer.Option(help="Where the price comes from (a quote, a list price and its date)."),
 ]
+Ordered = Annotated[
+    str | None,
+    typer.Option(
+        help='The machine as ordered, in a quote\'s words ("4x H200 SXM 141GB 700W"; the model '
+        "is required): page 1 checks count, model, memory and power rating against it."
+    ),
+]
 AllowedSigners = Annotated[
     Path | None,
     typer.Option(

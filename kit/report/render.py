@@ -21,6 +21,7 @@ from markupsafe import Markup
 
 from kit import __version__
 from kit.bundle import Bundle
+from kit.facts.order import Order
 from kit.facts.price import Price, parse_price
 from kit.inventory import summary_line
 from kit.io.safe import write_bytes, write_text
@@ -301,7 +302,9 @@ def ran_lines(benches: list[analysis.Benchmark], smoke: bool) -> list[str]:
     return [f"{b.label}: {analysis.ran_line(b, smoke)}" for b in benches]
 
 
-def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> dict[str, Any]:
+def context(
+    bundle: Bundle, price_per_gpu_hour: Price | float | None = None, order: Order | None = None
+) -> dict[str, Any]:
     data = load(bundle)
     results = data.results
     hardware = data.hardware or Hardware()  # none recorded: an inventory that knows nothing
@@ -359,7 +362,8 @@ def context(bundle: Bundle, price_per_gpu_hour: Price | float | None = None) -> 
         "transports": {b.name: analysis.transports(b) for b in benches},
         "findings": analysis.findings(results, benches, data.environment),
         "trust": analysis.trust_facts(results, hardware),
-        "as_ordered": as_ordered(hardware, results) if data.hardware is not None else [],
+        "as_ordered": as_ordered(hardware, results, order) if data.hardware is not None else [],
+        "order": order,
         "box": judge_box(benches, data.hardware, smoke),  # page 1's table, the per-GPU section
         "gpus_ran": gpus_ran(hardware, results),
         "ran_of_box": ran_of_box(hardware, results),
@@ -389,14 +393,15 @@ def render_bundle(
     bundle: Bundle,
     price_per_gpu_hour: Price | float | None = None,
     acceptance: dict[str, Any] | None = None,
+    order: Order | None = None,
 ) -> Path:
     """Write report.html and report.pdf (unless KIT_PDF=0) into the bundle; returns the HTML's path.
 
     `price_per_gpu_hour` (kit.facts.price: amount, currency, source) adds the cost of 1M units
     of work to page 1, in that currency; `acceptance` (kit.report.accept's document) puts its
-    verdicts on page 1.
+    verdicts on page 1; `order` (kit.facts.order) checks the machine against what was ordered.
     Raises PdfNotWritten (after report.html is written) where WeasyPrint cannot run here."""
-    ctx = context(bundle, price_per_gpu_hour)
+    ctx = context(bundle, price_per_gpu_hour, order)
     ctx["acceptance"] = acceptance
     out = bundle.path / files.REPORT_HTML
     html = render_html(bundle, ctx)

@@ -2,12 +2,15 @@
 checklist, each line a tick or a cross with its evidence from hardware.json and the runs
 (never assumed): GPU model and count, memory, power limit against the default, NVLinks up of
 the datasheet's count, PCIe generation and width, ECC, no thermal or hardware slowdown while
-busy, preflight. A line the inventory could not read is neither: "not recorded"."""
+busy, preflight. A line the inventory could not read is neither: "not recorded". Given the
+order (`kit report --ordered`, kit.facts.order), its count, model, memory and power come first,
+checked against it; without one, the machine is checked against itself only, and page 1 says so."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kit.facts.order import MEMORY_SLACK, Order
 from kit.facts.window import POWER_CAP_REASON, used_gpus
 from kit.model import Environment, Hardware, Results
 from kit.model.hardware import Gpu
@@ -62,20 +65,83 @@ def identity(
     return out
 
 
-def as_ordered(hardware: Hardware, results: Results) -> list[dict[str, Any]]:
-    """The checklist: one line per property a buyer checks against the order."""
+def against_order(gpus: list[Gpu], order: Order) -> list[dict[str, Any]]:
+    """The order's lines: count, model, memory and power rating, each against what was ordered."""
+    out = []
+    if order.count is not None:
+        out.append(
+            _line(
+                len(gpus) == order.count,
+                "GPU count as ordered",
+                f"{len(gpus)}, {order.count} ordered",
+            )
+        )
+    keys = sorted({(s.key if (s := spec_for(g.name)) else g.name or "?") for g in gpus})
+    out.append(
+        _line(
+            keys == [order.spec.key],
+            "GPU model as ordered",
+            f"{', '.join(keys)} (kit's datasheet table), {order.spec.key} ordered",
+        )
+    )
+    if order.memory_gb is not None:
+        mems = [g.memory_total_gib for g in gpus]
+        if None in mems:
+            out.append(_line(None, "memory as ordered", "not recorded"))
+        else:
+            low = min(m for m in mems if m is not None)
+            floor = order.memory_gb * (1 - MEMORY_SLACK)
+            out.append(
+                _line(
+                    low >= floor,
+                    "memory as ordered",
+                    f"{low:g} GiB usable on the smallest GPU, {order.memory_gb:g} GB ordered "
+                    f"(the driver keeps up to {MEMORY_SLACK:.0%} for itself)",
+                )
+            )
+    if order.power_w is not None:
+        rated = [g.power_default_limit_w for g in gpus]
+        if None in rated:
+            out.append(_line(None, "power rating as ordered", "default power limit not recorded"))
+        else:
+            found = sorted({r for r in rated if r is not None})
+            out.append(
+                _line(
+                    found == [order.power_w],
+                    "power rating as ordered",
+                    f"{' / '.join(f'{r:,.0f} W' for r in found)} default limit, "
+                    f"{order.power_w:,.0f} W ordered",
+                )
+            )
+    return out
+
+
+def as_ordered(
+    hardware: Hardware, results: Results, order: Order | None = None
+) -> list[dict[str, Any]]:
+    """The checklist: one line per property a buyer checks, against the order where given."""
     gpus = hardware.gpus
     if not gpus:
         return [_line(None, "GPUs", "no GPU recorded in hardware.json")]
+    if order is not None:
+        return against_order(gpus, order) + _checks(gpus, results, ordered=True)
+    return _checks(gpus, results, ordered=False)
+
+
+def _checks(gpus: list[Gpu], results: Results, ordered: bool) -> list[dict[str, Any]]:
+    """The lines that need no order: the machine against itself and its datasheet (its model
+    and count only where no order's lines say them)."""
     names = [g.name or "?" for g in gpus]
     spec = spec_for(names[0])
-    out = [
-        _line(
-            _same(names),
-            "GPU model and count",
-            f"{len(gpus)}x {names[0]}" if _same(names) else "mixed: " + ", ".join(names),
+    out = []
+    if not ordered:
+        out.append(
+            _line(
+                _same(names),
+                "GPU model and count",
+                f"{len(gpus)}x {names[0]}" if _same(names) else "mixed: " + ", ".join(names),
+            )
         )
-    ]
     mems = [g.memory_total_gib for g in gpus]
     out.append(
         _line(None, "memory", "not recorded")

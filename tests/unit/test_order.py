@@ -1,0 +1,44 @@
+"""`kit report --ordered`: a quote's words read as count, model, memory and power rating."""
+
+from __future__ import annotations
+
+import pytest
+
+from kit.facts.order import parse_order
+from kit.io.errors import InputError
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "count", "memory", "power"),
+    [
+        ("4x H200 SXM 141GB 700W", "H200 SXM", 4, 141.0, 700.0),
+        ("8 x H100 SXM 80 GB 700 W", "H100 SXM", 8, 80.0, 700.0),
+        ("2× H200 NVL", "H200 NVL", 2, None, None),
+        ("H100 PCIe 80GB", "H100 PCIe", None, 80.0, None),
+    ],
+)
+def test_a_quote_is_read_as_count_model_memory_and_power(text, key, count, memory, power):
+    order = parse_order(text)
+    assert (order.spec.key, order.count, order.memory_gb, order.power_w) == (
+        key,
+        count,
+        memory,
+        power,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("4x 141GB 700W", "no GPU model is not a GPU of kit's datasheet table (GH200, "),
+        ("4x MI300X", "MI300X is not a GPU of kit's datasheet table"),
+        ("0x H200", "a count of 0 GPUs"),
+        ("", "give the order in a quote's words"),
+        ("H200\x1b[2J", "at most 200 printable characters"),
+        ("H200 " * 60, "at most 200 printable characters"),
+    ],
+)
+def test_an_order_kit_cannot_read_is_one_line(text, words):
+    with pytest.raises(InputError) as e:
+        parse_order(text)
+    assert words in str(e.value) and "\n" not in str(e.value)
