@@ -53,7 +53,7 @@ def test_the_order_is_checked_line_by_line_and_its_absence_is_said(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     page = flat((b / "report.html").read_text())
     assert "Ordered : 2x H200 SXM 141GB 700W" in page
-    assert "GPU count as ordered yes 2, 2 ordered" in page
+    assert "GPU count as ordered yes 2 GPUs, 2 ordered" in page
     assert "GPU model as ordered yes H200 SXM (kit's datasheet table), H200 SXM ordered" in page
     assert re.search(r"memory as ordered yes 140\.\d+ GiB usable on the smallest GPU, 141 GB", page)
     assert "power rating as ordered yes 700 W default limit, 700 W ordered" in page
@@ -62,7 +62,7 @@ def test_the_order_is_checked_line_by_line_and_its_absence_is_said(tmp_path):
     proc = run_kit("report", str(b), "--ordered", "4x H100 SXM 94GB 600W")
     assert proc.returncode == 0, proc.stderr[-2000:]
     page = flat((b / "report.html").read_text())
-    assert "GPU count as ordered NO 2, 4 ordered" in page
+    assert "GPU count as ordered NO 2 GPUs, 4 ordered" in page
     assert "GPU model as ordered NO H200 SXM (kit's datasheet table), H100 SXM ordered" in page
     assert "memory as ordered yes" in page  # 140 GiB is not less than 94 GB
     assert "power rating as ordered NO 700 W default limit, 600 W ordered" in page
