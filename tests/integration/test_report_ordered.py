@@ -72,6 +72,10 @@ def test_the_order_is_checked_line_by_line_and_its_absence_is_said(tmp_path):
     page = flat((b / "report.html").read_text())
     assert "No order given: the machine is checked against itself" in page
     assert "GPU model and count yes 2x NVIDIA H200" in page
+    # one rule for references (report review item 3): page 1 judges, the known machines place
+    assert (
+        "Context, not a verdict : page 1 judges this bundle against the recipe's reference" in page
+    )
 
     bad = run_kit("report", str(b), "--ordered", "2x MI300X")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
