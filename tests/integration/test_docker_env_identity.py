@@ -26,7 +26,7 @@ import pytest
 from kit.runtime.containers.client import LABEL_OWNER, leftovers
 from kit.runtime.images import environments, software
 from kit.runtime.images import image as images
-from tests.conftest import docker_or_skip, run_kit
+from tests.conftest import allreduce_recipe, docker_or_skip, run_kit
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -48,16 +48,12 @@ RUN printf '\\nPackage: kit-planted\\nStatus: install ok installed\\nArchitectur
 """
 
 
-RECIPE = """kit: 1
-name: env-identity
-environment: cpu
-gpus: 2
-repeats: 1
-variants: [p2p]
-benchmarks:
-  - kind: allreduce
-    params: {min_bytes: 8, max_bytes: 1024, factor: 8, iters: 2, warmup_iters: 1, trials: 1}
-"""
+RECIPE = allreduce_recipe(
+    "env-identity",
+    "min_bytes: 8, max_bytes: 1024, factor: 8, iters: 2, warmup_iters: 1, trials: 1",
+    timeout_s=300,
+    environment="cpu",
+)
 
 
 @pytest.fixture(scope="module")

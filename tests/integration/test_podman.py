@@ -25,25 +25,18 @@ from kit.runtime.containers import gpus
 from kit.runtime.containers.podman import PodmanContainer, podman_client
 from kit.runtime.images import environments
 from kit.runtime.images import image as images
-from tests.conftest import ROOT, kill_once_a_container_runs, run_kit
+from tests.conftest import ROOT, allreduce_recipe, kill_once_a_container_runs, run_kit
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 KIND = "kit.test/gpu"
 BASE = "kit-test-base:bookworm"
-RECIPE = """\
-kit: 1
-name: podman-smoke
-description: all-reduce in Podman containers, two gloo processes
-environment: cpu
-gpus: 2
-repeats: 1
-timeout_s: 300
-variants: [p2p]
-benchmarks:
-  - kind: allreduce
-    params: {min_bytes: 8, max_bytes: 64, factor: 8, iters: 3, warmup_iters: 1, trials: 1}
-"""
+RECIPE = allreduce_recipe(
+    "podman-smoke",
+    "min_bytes: 8, max_bytes: 64, factor: 8, iters: 3, warmup_iters: 1, trials: 1",
+    timeout_s=300,
+    environment="cpu",
+)
 
 
 @pytest.fixture(scope="module")
