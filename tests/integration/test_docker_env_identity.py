@@ -48,12 +48,8 @@ RUN printf '\\nPackage: kit-planted\\nStatus: install ok installed\\nArchitectur
 """
 
 
-RECIPE = allreduce_recipe(
-    "env-identity",
-    "min_bytes: 8, max_bytes: 1024, factor: 8, iters: 2, warmup_iters: 1, trials: 1",
-    timeout_s=300,
-    environment="cpu",
-)
+SIZES = "min_bytes: 8, max_bytes: 1024, factor: 8, iters: 2, warmup_iters: 1, trials: 1"
+RECIPE = allreduce_recipe("env-identity", SIZES, timeout_s=300, environment="cpu")
 
 
 @pytest.fixture(scope="module")

@@ -31,12 +31,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 KIND = "kit.test/gpu"
 BASE = "kit-test-base:bookworm"
-RECIPE = allreduce_recipe(
-    "podman-smoke",
-    "min_bytes: 8, max_bytes: 64, factor: 8, iters: 3, warmup_iters: 1, trials: 1",
-    timeout_s=300,
-    environment="cpu",
-)
+SIZES = "min_bytes: 8, max_bytes: 64, factor: 8, iters: 3, warmup_iters: 1, trials: 1"
+RECIPE = allreduce_recipe("podman-smoke", SIZES, timeout_s=300, environment="cpu")
 
 
 @pytest.fixture(scope="module")
