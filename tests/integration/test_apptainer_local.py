@@ -90,8 +90,9 @@ def calls_of(path: Path) -> list[list[str]]:
 def test_a_recipe_runs_in_the_sif_and_the_bundle_says_so(tmp_path, stand_in):
     env, calls = stand_in
     sif = tmp_path / "kit-cpu.sif"
-    # any bytes, the kit records their sha256; this test's own (the inventory cache is shared)
-    sif.write_bytes(f"stand-in SIF of {tmp_path}\n".encode())
+    # any bytes, the kit records their sha256; this run's own: the inventory cache is shared
+    # and outlives the run (tmp_path repeats from one pytest session to the next)
+    sif.write_bytes(f"stand-in SIF of {tmp_path} {os.urandom(8).hex()}\n".encode())
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(RECIPE)
     out = tmp_path / "bundle"
@@ -151,7 +152,7 @@ def test_a_recipe_runs_in_the_sif_and_the_bundle_says_so(tmp_path, stand_in):
     # another SIF that holds what this one holds (the stand-in runs every SIF on this machine):
     # its hash is a note that cannot change a number, the contents match, and it runs
     other = tmp_path / "other.sif"
-    other.write_bytes(f"another image of {tmp_path}\n".encode())
+    other.write_bytes(f"another image of {tmp_path} {os.urandom(8).hex()}\n".encode())
     proc = run_kit("reproduce", str(out), "--apptainer", str(other), "--strict-env",
                    "--out", str(tmp_path / "other"), env=env)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
