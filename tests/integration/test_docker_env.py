@@ -192,7 +192,8 @@ def test_failed_build_names_the_error_and_keeps_the_log(client, base_image, tmp_
 def test_export_and_load_round_trip(client, base_image, tmp_path):
     import docker
 
-    env = _tiny_env(tmp_path)
+    # a tag of this test's own: it removes the image, which another session's test may share
+    env = _tiny_env(tmp_path, f"RUN echo {os.urandom(6).hex()}\n")
     image = images.build(env, base_image_override=base_image, client=client, echo=lambda _: None)
     archive = images.export(image.tag, tmp_path / "tiny.tar", client=client)
     assert archive.stat().st_size > 1_000_000
