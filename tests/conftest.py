@@ -75,6 +75,32 @@ def one_line_exit_2(proc, words: str) -> None:
     assert not proc.stdout.strip(), proc.stdout
 
 
+def cpu_image_in_podman(podman, base: str) -> str:
+    """The cpu image's tag in Podman's store, copied there from Docker's daemon (built there
+    if needed, under the kit's build lock) rather than built again by Podman: a torch install,
+    minutes and 2.5 GB of CI's disk. One copy at a time across test workers."""
+    import docker
+
+    from kit.io import locks
+    from kit.runtime.images import environments
+    from kit.runtime.images import image as images
+
+    tag = images.image_tag(environments.load("cpu"), base)
+    with locks.held(environments.cache_dir() / "locks" / "test-cpu-image-in-podman.lock"):
+        try:
+            podman.images.get(tag)
+            return tag
+        except docker.errors.ImageNotFound:
+            pass
+        dclient = docker_or_skip(300)
+        built = images.build("cpu", base_image_override=base, client=dclient, echo=lambda _: None)
+        with tempfile.TemporaryDirectory() as folder:
+            archive = Path(folder) / "kit-cpu.tar"
+            images.export(built.tag, archive, client=dclient)
+            images.load_archive(archive, client=podman)
+    return tag
+
+
 def allreduce_recipe(
     name: str,
     params: str,

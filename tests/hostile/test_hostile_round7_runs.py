@@ -30,7 +30,14 @@ import pytest
 
 from kit.bundle import verify_manifest
 from kit.shared import files
-from tests.conftest import ROOT, allreduce_recipe, needs_pdf, run_kit, sigint_as_default
+from tests.conftest import (
+    ROOT,
+    allreduce_recipe,
+    cpu_image_in_podman,
+    needs_pdf,
+    run_kit,
+    sigint_as_default,
+)
 
 OWNER = f"kit-test-r7-{os.getpid()}-{os.urandom(4).hex()}"
 BASE = os.environ.get("KIT_TEST_BASE_IMAGE", "kit-test-base:bookworm")
@@ -111,6 +118,8 @@ def _seal(out: Path) -> tuple[str, dict]:
 @pytest.mark.parametrize("engine", ["docker", "podman"])
 def test_a_killed_driver_s_container_stops_itself_within_seconds(tmp_path, engine):
     client = _client(engine)
+    if engine == "podman":  # the image Docker's tests built, not a second torch install
+        cpu_image_in_podman(client, BASE)
     proc, out = _start_in_container(tmp_path, engine, SLOW, None, client)
     try:
         assert _running(client), "no container of this run"
