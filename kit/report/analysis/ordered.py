@@ -196,8 +196,8 @@ def _checks(gpus: list[Gpu], results: Results, ordered: bool) -> list[dict[str, 
         gen = max(p.gen_max for p in pcie)
         old = spec is not None and gen < spec.pcie_gen
         words = (
-            f"gen {gen} x{pcie[0].width_current} on every GPU (the generation in use drops "
-            "at idle, so the link's maximum is checked)"
+            f"gen {gen} x{pcie[0].width_current} on every GPU (the link's maximum: in use it "
+            "drops at idle)"
         )
         if narrow:
             words = "narrower than the slot: " + ", ".join(narrow)
