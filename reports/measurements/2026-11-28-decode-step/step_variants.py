@@ -21,7 +21,9 @@ Writes $OUT/step_variants.json and prints one table. `--cpu` runs a tiny shape o
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import math
 import os
 import statistics
 import sys
@@ -35,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from kit.workloads.llm_decode.model import Generation, Llama, Shard  # noqa: E402
+from kit.workloads.llm_decode.model import Generation, Llama, Shard, rotate  # noqa: E402
 from kit.workloads.llm_decode.params import LlmDecodeParams  # noqa: E402
 from kit.workloads.llm_decode.worker import bytes_per_step  # noqa: E402
 
@@ -56,13 +58,17 @@ def ceiling(device: torch.device) -> float:
     return 2 * n / best / 1e9
 
 
-def graphed(fn: Any, reps: int) -> torch.cuda.CUDAGraph:
+def graphed(fn: Any, reps: int, reset: Any = None) -> torch.cuda.CUDAGraph:
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):
+            if reset:
+                reset()
             fn()
     torch.cuda.current_stream().wait_stream(side)
+    if reset:
+        reset()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(reps):
@@ -70,13 +76,17 @@ def graphed(fn: Any, reps: int) -> torch.cuda.CUDAGraph:
     return graph
 
 
-def timed(replay: Any, n: int) -> float:
-    """Median seconds of one replay over n, after 3 untimed."""
+def timed(replay: Any, n: int, reset: Any = None) -> float:
+    """Median seconds of one replay over n, after 3 untimed; `reset` runs before each, untimed."""
     for _ in range(3):
+        if reset:
+            reset()
         replay()
     torch.cuda.synchronize()
     times = []
     for _ in range(n):
+        if reset:
+            reset()
         t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         t0.record()
         replay()
@@ -86,13 +96,19 @@ def timed(replay: Any, n: int) -> float:
     return statistics.median(times)
 
 
-def kernels(replay: Any) -> int:
+def kernels(replay: Any) -> tuple[int, list[dict[str, Any]]]:
+    """Kernels one replay launches, and the 12 that take the most device time in it."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         replay()
         torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if e.device_type.name == "CUDA")
+    events = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    by: dict[str, list[float]] = {}
+    for e in events:
+        by.setdefault(e.name[:90], []).append(e.device_time_total)
+    top = sorted(by.items(), key=lambda kv: -sum(kv[1]))[:12]
+    return len(events), [{"kernel": k, "n": len(v), "us": sum(v)} for k, v in top]
 
 
 def gemv(model: Llama, device: torch.device) -> list[dict[str, Any]]:
@@ -126,6 +142,104 @@ def gemv(model: Llama, device: torch.device) -> list[dict[str, Any]]:
     return rows
 
 
+def pieces(model: Llama, gen: Generation, attention: str) -> Any:
+    """The kit's decode step with its small kernels fused by torch.compile, piece by piece (the
+    matmuls stay cuBLAS's): residual add + RMSNorm one kernel, RoPE + K/V packing one, K and V
+    written to one combined cache by one index_copy_, softmax + cast one, SiLU * up one. With
+    `attention` "sdpa": torch's scaled_dot_product_attention over the grouped queries instead of
+    baddbmm / softmax / bmm. Returns a step() like Generation.step (same state, same outputs)."""
+    p, b = model.p, gen.tokens.shape[0]
+    hq, hkv, dh = p.num_heads, model.hkv, model.dh
+    group, eps, scale = hq // hkv, p.rms_eps, 1.0 / math.sqrt(dh)
+    compiled = functools.partial(torch.compile, dynamic=False, fullgraph=True)
+    kv = torch.stack([gen.cache.k, gen.cache.v], dim=1).contiguous()  # [L, 2, B, hkv, len, dh]
+
+    @compiled
+    def norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, (x.shape[-1],), w, eps)
+
+    @compiled
+    def add_norm(h: torch.Tensor, d: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        h = h + d
+        return h, F.rms_norm(h, (h.shape[-1],), w, eps)
+
+    @compiled
+    def rope_kv(qkv: torch.Tensor, cs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        rotated = rotate(qkv[:, :, : hq + hkv], cs)
+        q = rotated[:, :, :hq].reshape(b * hkv, group, dh)
+        k = rotated[:, :, hq:].transpose(1, 2)
+        v = qkv[:, :, hq + hkv :].transpose(1, 2)
+        return q.contiguous(), torch.stack([k, v]).contiguous()
+
+    @compiled
+    def softmax(scores: torch.Tensor) -> torch.Tensor:
+        return scores.softmax(-1, dtype=torch.float32).to(scores.dtype)
+
+    @compiled
+    def swiglu(gu: torch.Tensor) -> torch.Tensor:
+        gate, up = gu.chunk(2, dim=-1)
+        return F.silu(gate) * up
+
+    def attend(q: torch.Tensor, layer_kv: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        n = b * hkv
+        k, v = layer_kv[0].view(n, -1, dh), layer_kv[1].view(n, -1, dh)
+        if attention == "sdpa":
+            a = F.scaled_dot_product_attention(
+                q.view(b, hkv, group, dh),
+                layer_kv[0],
+                layer_kv[1],
+                attn_mask=bias.view(1, 1, 1, -1).expand(b, hkv, group, -1),
+            )
+            return a.reshape(b, 1, hq * dh)
+        scores = torch.baddbmm(bias.expand(n, group, -1), q, k.transpose(1, 2), alpha=scale)
+        return torch.bmm(softmax(scores), v).reshape(b, 1, hq * dh)
+
+    def decode() -> torch.Tensor:
+        pos = gen.pos
+        assert model.rope is not None
+        cs = model.rope.index_select(1, pos).to(model.dtype)
+        hidden = torch.full((), float("-inf"), device=model.device, dtype=model.dtype)
+        bias = torch.where(gen.cache.positions <= pos, torch.zeros_like(hidden), hidden)
+        h = F.embedding(gen.tokens, model.embed)
+        x = norm(h, model.layers[0].norm1)
+        delta: torch.Tensor | None = None
+        for i, layer in enumerate(model.layers):
+            if delta is not None:
+                h, x = add_norm(h, delta, layer.norm1)
+            qkv = F.linear(x, layer.wqkv).view(b, 1, hq + 2 * hkv, dh)
+            q, new = rope_kv(qkv, cs)
+            kv[i].index_copy_(3, pos, new)
+            h, x = add_norm(h, F.linear(attend(q, kv[i], bias), layer.wo), layer.norm2)
+            delta = F.linear(swiglu(F.linear(x, layer.wgu)), layer.wdown)
+        assert delta is not None
+        return F.linear(norm(h + delta, model.norm), model.head).float()[:, -1]
+
+    def step() -> torch.Tensor:
+        logits = decode()
+        nxt = logits.argmax(-1, keepdim=True)
+        gen.tokens.copy_(nxt)
+        gen.out.index_copy_(1, gen.pos - (gen.prompt_len - 1), nxt)
+        gen.pos.add_(1)
+        return logits
+
+    return step
+
+
+def agreement(model: Llama, p: LlmDecodeParams, device: torch.device, mode: str) -> float:
+    """Largest |difference| of one step's logits, the variant against the kit's step, from the
+    same state (the logits are about +-1: bf16 rounding reads about 1e-2)."""
+    gen = Generation(model, 1, p.prompt_len, p.decode_steps)
+    gen.start(torch.randint(0, p.vocab_size, (1, p.prompt_len), device=device))
+    step = pieces(model, gen, "sdpa" if mode == "pieces_sdpa" else "bmm")
+    tokens = gen.tokens.clone()
+    gen.pos.fill_(p.prompt_len)
+    theirs = step().clone()
+    gen.pos.fill_(p.prompt_len)
+    gen.tokens.copy_(tokens)  # the step wrote its next token there
+    ours = model.decode(gen.tokens, gen.pos, gen.cache)
+    return float((theirs - ours).abs().max())
+
+
 def step_variant(
     model: Llama, p: LlmDecodeParams, mode: str, device: torch.device
 ) -> dict[str, Any]:
@@ -133,29 +247,41 @@ def step_variant(
     prompt = torch.randint(0, p.vocab_size, (1, p.prompt_len), device=device)
     gen.start(prompt)
     fn = gen.step
-    if mode == "compile":
+    # every replay decodes the same position (the graph would otherwise walk past the cache's
+    # end); the reset is a kernel outside the graph and outside the timed window
+    where = p.prompt_len + p.decode_steps // 2
+
+    def reset() -> None:
+        gen.pos.fill_(where)
+
+    if mode.startswith("pieces"):
+        fn = pieces(model, gen, "sdpa" if mode == "pieces_sdpa" else "bmm")
+    elif mode == "compile":
         fn = torch.compile(gen.step, dynamic=False)
     elif mode == "autotune":
         fn = torch.compile(gen.step, dynamic=False, mode="max-autotune-no-cudagraphs")
     t0 = time.perf_counter()
-    g = graphed(fn, 1)
+    g = graphed(fn, 1, reset)
     prepared_s = time.perf_counter() - t0
-    # replays past the cache's end only re-read the last position's K/V slot: same bytes
-    s = timed(g.replay, 200)
+    s = timed(g.replay, 200, reset)
     need = bytes_per_step(model, p, 1, gen.cache.max_len)["needed"]
-    return {
+    out: dict[str, Any] = {
         "mode": mode,
         "ms": s * 1e3,
         "GB_s": need / s / 1e9,
         "bytes": need,
-        "kernels": kernels(g.replay),
         "prepare_s": prepared_s,
     }
+    reset()
+    out["kernels"], out["top"] = kernels(g.replay)
+    if mode.startswith("pieces"):
+        out["max_abs_diff_vs_kit"] = agreement(model, p, device, mode)
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--variants", default="graph,compile,autotune")
+    ap.add_argument("--variants", default="graph,pieces,pieces_sdpa,compile")
     ap.add_argument("--cpu", action="store_true", help="a tiny shape, eager, on the CPU")
     args = ap.parse_args()
     out = Path(os.environ.get("OUT", "/tmp/out"))
@@ -175,6 +301,14 @@ def main() -> None:
         gen = Generation(model, 1, p.prompt_len, p.decode_steps)
         gen.start(torch.randint(0, p.vocab_size, (1, p.prompt_len)))
         gen.step()
+        for attention in ("bmm", "sdpa"):
+            tokens = gen.tokens.clone()
+            gen.pos.fill_(p.prompt_len)
+            theirs = pieces(model, gen, attention)().clone()
+            gen.pos.fill_(p.prompt_len)
+            gen.tokens.copy_(tokens)
+            ours = model.decode(gen.tokens, gen.pos, gen.cache)
+            print(f"cpu: pieces ({attention}) against the kit's step:", (theirs - ours).abs().max())
         print("cpu: one step ran;", bytes_per_step(model, p, 1, gen.cache.max_len))
         return
     device = torch.device("cuda", 0)
@@ -210,6 +344,8 @@ def main() -> None:
                 f"({r['GB_s'] / result['ceiling_GB_s']:.0%} of the ceiling), "
                 f"{r['kernels']} kernels, prepared in {r['prepare_s']:.0f} s"
             )
+            for k in r["top"]:
+                print(f"      {k['us']:8.1f} us {k['n']:4d}x {k['kernel']}")
         (out / "step_variants.json").write_text(json.dumps(result, indent=1))
 
 
