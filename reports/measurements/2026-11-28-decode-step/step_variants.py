@@ -142,12 +142,13 @@ def gemv(model: Llama, device: torch.device) -> list[dict[str, Any]]:
     return rows
 
 
-def pieces(model: Llama, gen: Generation, attention: str) -> Any:
+def pieces(model: Llama, gen: Generation, attention: str, write: str = "eager") -> Any:
     """The kit's decode step with its small kernels fused by torch.compile, piece by piece (the
     matmuls stay cuBLAS's): residual add + RMSNorm one kernel, RoPE + K/V packing one, K and V
     written to one combined cache by one index_copy_, softmax + cast one, SiLU * up one. With
     `attention` "sdpa": torch's scaled_dot_product_attention over the grouped queries instead of
-    baddbmm / softmax / bmm. Returns a step() like Generation.step (same state, same outputs)."""
+    baddbmm / softmax / bmm. With `write` "compiled": the cache write inside RoPE's compiled
+    region. Returns a step() like Generation.step (same state, same outputs)."""
     p, b = model.p, gen.tokens.shape[0]
     hq, hkv, dh = p.num_heads, model.hkv, model.dh
     group, eps, scale = hq // hkv, p.rms_eps, 1.0 / math.sqrt(dh)
@@ -170,6 +171,15 @@ def pieces(model: Llama, gen: Generation, attention: str) -> Any:
         k = rotated[:, :, hq:].transpose(1, 2)
         v = qkv[:, :, hq + hkv :].transpose(1, 2)
         return q.contiguous(), torch.stack([k, v]).contiguous()
+
+    @compiled
+    def rope_write(
+        qkv: torch.Tensor, cs: torch.Tensor, layer_kv: torch.Tensor, pos: torch.Tensor
+    ) -> torch.Tensor:
+        """rope_kv and the cache write in one compiled region (pieces2)."""
+        q, new = rope_kv.__wrapped__(qkv, cs)  # type: ignore[attr-defined]
+        layer_kv.index_copy_(3, pos, new)
+        return q
 
     @compiled
     def softmax(scores: torch.Tensor) -> torch.Tensor:
@@ -207,8 +217,11 @@ def pieces(model: Llama, gen: Generation, attention: str) -> Any:
             if delta is not None:
                 h, x = add_norm(h, delta, layer.norm1)
             qkv = F.linear(x, layer.wqkv).view(b, 1, hq + 2 * hkv, dh)
-            q, new = rope_kv(qkv, cs)
-            kv[i].index_copy_(3, pos, new)
+            if write == "compiled":
+                q = rope_write(qkv, cs, kv[i], pos)
+            else:
+                q, new = rope_kv(qkv, cs)
+                kv[i].index_copy_(3, pos, new)
             h, x = add_norm(h, F.linear(attend(q, kv[i], bias), layer.wo), layer.norm2)
             delta = F.linear(swiglu(F.linear(x, layer.wgu)), layer.wdown)
         assert delta is not None
@@ -230,7 +243,7 @@ def agreement(model: Llama, p: LlmDecodeParams, device: torch.device, mode: str)
     same state (the logits are about +-1: bf16 rounding reads about 1e-2)."""
     gen = Generation(model, 1, p.prompt_len, p.decode_steps)
     gen.start(torch.randint(0, p.vocab_size, (1, p.prompt_len), device=device))
-    step = pieces(model, gen, "sdpa" if mode == "pieces_sdpa" else "bmm")
+    step = variant(model, gen, mode)
     tokens = gen.tokens.clone()
     gen.pos.fill_(p.prompt_len)
     theirs = step().clone()
@@ -240,11 +253,29 @@ def agreement(model: Llama, p: LlmDecodeParams, device: torch.device, mode: str)
     return float((theirs - ours).abs().max())
 
 
+def variant(model: Llama, gen: Generation, mode: str) -> Any:
+    """The step function of a variant name."""
+    if mode == "pieces":
+        return pieces(model, gen, "bmm")
+    if mode == "pieces_sdpa":
+        return pieces(model, gen, "sdpa")
+    if mode == "pieces2":
+        return pieces(model, gen, "bmm", write="compiled")
+    if mode == "compile":
+        return torch.compile(gen.step, dynamic=False)
+    if mode == "autotune":
+        return torch.compile(gen.step, dynamic=False, mode="max-autotune-no-cudagraphs")
+    return gen.step
+
+
 def step_variant(
-    model: Llama, p: LlmDecodeParams, mode: str, device: torch.device
+    model: Llama, p: LlmDecodeParams, spec: str, device: torch.device
 ) -> dict[str, Any]:
-    gen = Generation(model, 1, p.prompt_len, p.decode_steps)
-    prompt = torch.randint(0, p.vocab_size, (1, p.prompt_len), device=device)
+    """One variant at one batch ("pieces@8"; batch 1 without @)."""
+    mode, _, batch_text = spec.partition("@")
+    batch = int(batch_text or 1)
+    gen = Generation(model, batch, p.prompt_len, p.decode_steps)
+    prompt = torch.randint(0, p.vocab_size, (batch, p.prompt_len), device=device)
     gen.start(prompt)
     fn = gen.step
     # every replay decodes the same position (the graph would otherwise walk past the cache's
@@ -254,19 +285,16 @@ def step_variant(
     def reset() -> None:
         gen.pos.fill_(where)
 
-    if mode.startswith("pieces"):
-        fn = pieces(model, gen, "sdpa" if mode == "pieces_sdpa" else "bmm")
-    elif mode == "compile":
-        fn = torch.compile(gen.step, dynamic=False)
-    elif mode == "autotune":
-        fn = torch.compile(gen.step, dynamic=False, mode="max-autotune-no-cudagraphs")
+    fn = variant(model, gen, mode)
     t0 = time.perf_counter()
     g = graphed(fn, 1, reset)
     prepared_s = time.perf_counter() - t0
     s = timed(g.replay, 200, reset)
-    need = bytes_per_step(model, p, 1, gen.cache.max_len)["needed"]
+    need = bytes_per_step(model, p, batch, gen.cache.max_len)["needed"]
     out: dict[str, Any] = {
-        "mode": mode,
+        "mode": spec,
+        "batch": batch,
+        "tokens_s": batch / s,
         "ms": s * 1e3,
         "GB_s": need / s / 1e9,
         "bytes": need,
@@ -274,7 +302,7 @@ def step_variant(
     }
     reset()
     out["kernels"], out["top"] = kernels(g.replay)
-    if mode.startswith("pieces"):
+    if mode.startswith("pieces") and batch == 1:
         out["max_abs_diff_vs_kit"] = agreement(model, p, device, mode)
     return out
 
@@ -301,16 +329,19 @@ def main() -> None:
         gen = Generation(model, 1, p.prompt_len, p.decode_steps)
         gen.start(torch.randint(0, p.vocab_size, (1, p.prompt_len)))
         gen.step()
-        for attention in ("bmm", "sdpa"):
+        for mode in ("pieces", "pieces_sdpa", "pieces2"):
             tokens = gen.tokens.clone()
             gen.pos.fill_(p.prompt_len)
-            theirs = pieces(model, gen, attention)().clone()
+            theirs = variant(model, gen, mode)().clone()
             gen.pos.fill_(p.prompt_len)
             gen.tokens.copy_(tokens)
             ours = model.decode(gen.tokens, gen.pos, gen.cache)
-            print(f"cpu: pieces ({attention}) against the kit's step:", (theirs - ours).abs().max())
+            print(f"cpu: {mode} against the kit's step:", (theirs - ours).abs().max())
         print("cpu: one step ran;", bytes_per_step(model, p, 1, gen.cache.max_len))
         return
+    for name in ("cache_size_limit", "recompile_limit"):  # a closure per variant and batch
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, 256)
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
     p = LlmDecodeParams()
@@ -340,9 +371,11 @@ def main() -> None:
             print(f"  step {mode}: {r['error']}")
         else:
             print(
-                f"  step {mode:8s} {r['ms']:.3f} ms {r['GB_s']:6.0f} GB/s "
+                f"  step {mode:8s} {r['ms']:.3f} ms {r['tokens_s']:8.0f} tokens/s "
+                f"{r['GB_s']:6.0f} GB/s "
                 f"({r['GB_s'] / result['ceiling_GB_s']:.0%} of the ceiling), "
                 f"{r['kernels']} kernels, prepared in {r['prepare_s']:.0f} s"
+                + (f", |diff| {r['max_abs_diff_vs_kit']:.3g}" if "max_abs_diff_vs_kit" in r else "")
             )
             for k in r["top"]:
                 print(f"      {k['us']:8.1f} us {k['n']:4d}x {k['kernel']}")
