@@ -112,12 +112,14 @@ class Layer:
 
 
 class Cache:
-    """The static KV cache: K and V per layer, [B, kv heads on this rank, max_len, head_dim]."""
+    """The static KV cache: K and V per layer, [B, kv heads on this rank, max_len, head_dim].
+    Both live in one tensor, kv [layers, 2, B, kv heads, max_len, head_dim], so that the fused
+    step writes a layer's new K and V with one kernel; k and v are its two views."""
 
     def __init__(self, model: Llama, batch: int, max_len: int) -> None:
-        shape = (model.p.num_layers, batch, model.hkv, max_len, model.dh)
-        self.k = torch.zeros(shape, device=model.device, dtype=model.dtype)
-        self.v = torch.zeros(shape, device=model.device, dtype=model.dtype)
+        shape = (model.p.num_layers, 2, batch, model.hkv, max_len, model.dh)
+        self.kv = torch.zeros(shape, device=model.device, dtype=model.dtype)
+        self.k, self.v = self.kv[:, 0], self.kv[:, 1]
         self.max_len = max_len
         self.positions = torch.arange(max_len, device=model.device)
 
@@ -266,7 +268,10 @@ class Generation:
 
     def step(self) -> torch.Tensor:
         """One greedy decode step, all on the device: no value comes back to the host."""
-        logits = self.model.decode(self.tokens, self.pos, self.cache)
+        return self.advance(self.model.decode(self.tokens, self.pos, self.cache))
+
+    def advance(self, logits: torch.Tensor) -> torch.Tensor:
+        """The greedy token of a step's logits becomes the next input; the position moves on."""
         nxt = logits.argmax(-1, keepdim=True)
         self.tokens.copy_(nxt)
         self.out.index_copy_(1, self.pos - (self.prompt_len - 1), nxt)

@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 from kit.workloads.base import STRICT, check
 from kit.workloads.llama_shape import SHAPE_SIZES, LlamaShape
 
-StepMode = Literal["graph", "compile", "eager"]
+StepMode = Literal["fused", "graph", "compile", "eager"]
 
 
 @dataclass
@@ -18,9 +18,10 @@ class LlmDecodeParams(LlamaShape):
 
     tp: ranks per model (1: every rank serves its own copy, data parallel; 2: tensor parallel
     across pairs of ranks, an all-reduce after each layer's attention and MLP).
-    step_mode: how the decode step runs on a GPU: "graph" (its eager kernels captured as one
-    CUDA graph per batch size), "compile" (torch.compile'd first, elementwise kernels fused, then
-    captured the same way), "eager"; the CPU always runs eager.
+    step_mode: how the decode step runs on a GPU: "fused" (its small kernels fused piece by
+    piece by torch.compile, the matmuls cuBLAS's, kit.workloads.llm_decode.fused; captured as one
+    CUDA graph per batch size), "graph" (its eager kernels captured the same way), "compile" (the
+    whole step torch.compile'd, then captured), "eager"; the CPU always runs eager.
     trials: timed generations per batch size, after `warmup` untimed ones.
     fit_seq_len / fit_max_batch: the largest batch whose KV cache at this sequence length fits
     with the weights, searched up to fit_max_batch (GPU only).

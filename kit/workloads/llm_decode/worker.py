@@ -5,7 +5,7 @@ untimed and `trials` timed generations, each a prefill of B random prompts of pr
 and decode_steps greedy decode steps. Ranks form groups of `tp` (tp 1: every rank serves its own
 copy of the model, data parallel, no traffic between GPUs; tp 2: each pair of ranks one model,
 two all-reduces per layer per step). On a GPU the decode step is one CUDA graph per batch size
-("graph"; or torch.compile's reduce-overhead, or eager), replayed back to back: the host only
+("fused", "graph" or "compile"; or eager), replayed back to back: the host only
 queues replays and CUDA events, and reads nothing back until the generation ends.
 
 Timing (CUDA events on a GPU, kit.workloads.timing.StepTimer; the wall clock on the CPU): an event
@@ -38,6 +38,7 @@ import torch.distributed as dist
 from kit.shared.gpu_specs import spec_for
 from kit.shared.metrics import record
 from kit.worker.common import Context, FrozenHeap
+from kit.workloads.llm_decode.fused import fused_step
 from kit.workloads.llm_decode.model import Cache, Generation, Llama, Shard
 from kit.workloads.llm_decode.params import LlmDecodeParams
 from kit.workloads.timing import StepTimer
@@ -74,15 +75,17 @@ def _p90(xs: list[float]) -> float:
 
 def stepper(ctx: Context, gen: Generation, mode: str, notes: list[str]) -> Callable[[], Any]:
     """The decode step as the timed loop calls it: on a GPU one CUDA graph of the step, captured
-    after warm-up steps on a side stream ("graph": the eager step's kernels; "compile": the step
-    compiled by torch.compile first, its elementwise kernels fused, then captured the same way);
-    "eager", and the CPU, call the step itself. A compile that fails falls back to the eager
-    step's graph, and the result's notes say so."""
+    after warm-up steps on a side stream ("fused": the step with its small kernels fused piece by
+    piece, kit.workloads.llm_decode.fused; "graph": the eager step's kernels; "compile": the
+    whole step compiled by torch.compile first); "eager", and the CPU, call the step itself. A
+    compile that fails falls back to the eager step's graph, and the result's notes say so."""
     if not ctx.is_cuda or mode == "eager":
         return gen.step
     fn: Callable[[], Any] = gen.step
     if mode == "compile":
         fn = torch.compile(gen.step, dynamic=False)
+    elif mode == "fused":
+        fn = fused_step(gen)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     try:
@@ -90,9 +93,11 @@ def stepper(ctx: Context, gen: Generation, mode: str, notes: list[str]) -> Calla
             for _ in range(3):
                 fn()
     except Exception as exc:  # a compile failure: the eager step instead, said in the notes
-        if mode != "compile":
+        if fn is gen.step:
             raise
-        notes.append(f"torch.compile of the decode step failed ({type(exc).__name__}); eager step")
+        notes.append(
+            f"torch.compile of the {mode} decode step failed ({type(exc).__name__}); eager step"
+        )
         fn = gen.step
         with torch.cuda.stream(side):
             fn()
@@ -100,9 +105,10 @@ def stepper(ctx: Context, gen: Generation, mode: str, notes: list[str]) -> Calla
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
+    what = {"fused": " (its small kernels fused)", "compile": " (torch.compile'd step)"}
     notes.append(
         "decode step captured as one CUDA graph per batch size"
-        + (" (torch.compile'd step)" if fn is not gen.step else "")
+        + (what.get(mode, "") if fn is not gen.step else "")
     )
     return graph.replay
 

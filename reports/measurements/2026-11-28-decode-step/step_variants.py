@@ -295,6 +295,10 @@ def variant(model: Llama, gen: Generation, mode: str) -> Any:
         return pieces(model, gen, "sdpa")
     if mode == "pieces2":
         return pieces(model, gen, "bmm", write="compiled")
+    if mode == "kit_fused":  # the kit's step_mode fused, as landed from pieces2
+        from kit.workloads.llm_decode.fused import fused_step
+
+        return fused_step(gen, backend="inductor" if gen.tokens.is_cuda else "aot_eager")
     if mode == "compile":
         return torch.compile(gen.step, dynamic=False)
     if mode == "autotune":
@@ -336,7 +340,7 @@ def step_variant(
     }
     reset()
     out["kernels"], out["top"] = kernels(g.replay)
-    if mode.startswith("pieces") and batch == 1:
+    if (mode.startswith("pieces") or mode == "kit_fused") and batch == 1:
         out["agreement"] = agreement(model, p, device, mode)
     return out
 
@@ -363,7 +367,7 @@ def main() -> None:
         gen = Generation(model, 1, p.prompt_len, p.decode_steps)
         gen.start(torch.randint(0, p.vocab_size, (1, p.prompt_len)))
         gen.step()
-        for mode in ("pieces", "pieces_sdpa", "pieces2"):
+        for mode in ("pieces", "pieces_sdpa", "pieces2", "kit_fused"):
             tokens = gen.tokens.clone()
             gen.pos.fill_(p.prompt_len)
             theirs = variant(model, gen, mode)().clone()
