@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kit.workloads.llm_decode.fused import fused_step
 from kit.workloads.llm_decode.model import Generation, Llama, Shard
 from kit.workloads.llm_decode.params import LlmDecodeParams
 from kit.workloads.llm_decode.worker import bytes_per_step, largest_batch
@@ -79,6 +80,30 @@ def test_prefill_and_every_decode_step_match_transformers_llama():
     # the greedy tokens are the argmax of the logits that preceded them
     assert gen.out[:, 0].tolist() == ours[0].argmax(-1).tolist()
     assert gen.out[:, -1].tolist() == ours[-1].argmax(-1).tolist()
+
+
+def test_the_fused_step_matches_transformers_llama_at_every_step():
+    """step_mode fused: the same pieces the GPU compiles with inductor, traced by torch.compile
+    here without code generation (aot_eager): its logits at every step are transformers', and it
+    leaves the same state (tokens, positions, cache) as the eager step."""
+    p, hf, gen, prompt = _twins(2, seed=5)
+    _, _, twin, _ = _twins(2, seed=5)
+    step = fused_step(gen, backend="aot_eager")
+    with torch.no_grad():
+        ours = [gen.start(prompt)]
+        twin.start(prompt)
+        for _ in range(p.decode_steps):
+            ours.append(step())
+            twin.step()
+        seq = torch.cat([prompt, gen.out[:, : p.decode_steps]], dim=1)
+        theirs = hf(seq).logits.float()
+    for i, logits in enumerate(ours):
+        torch.testing.assert_close(logits, theirs[:, p.prompt_len - 1 + i], atol=2e-5, rtol=1e-4)
+    assert torch.equal(gen.out, twin.out) and torch.equal(gen.pos, twin.pos)
+    torch.testing.assert_close(gen.cache.kv, twin.cache.kv, atol=1e-6, rtol=1e-5)
+    # the cache's written positions hold K and V, the rest is still zero
+    written = p.prompt_len + p.decode_steps
+    assert gen.cache.k[:, :, :, written - 1].abs().sum() > 0
 
 
 def test_a_wrong_position_is_caught_by_the_comparison():

@@ -96,7 +96,7 @@ def against_order(gpus: list[Gpu], order: Order) -> list[dict[str, Any]]:
                     low >= floor,
                     "memory as ordered",
                     f"{low:g} GiB usable on the smallest GPU, {order.memory_gb:g} GB ordered "
-                    f"(the driver keeps up to {MEMORY_SLACK:.0%} for itself)",
+                    f"(kit allows {MEMORY_SLACK:.0%} under it for what the driver keeps)",
                 )
             )
     if order.power_w is not None:

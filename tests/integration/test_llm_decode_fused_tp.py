@@ -1,0 +1,67 @@
+"""step_mode fused under tensor parallel: two gloo ranks started by torchrun, each holding half
+of every layer, run the fused step (traced by torch.compile's aot_eager on the CPU: the GPU's
+pieces, its all-reduces between them, without code generation); their logits at every step are
+those of the unsplit model's eager step."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+SCRIPT = """
+import json, sys
+import torch
+import torch.distributed as dist
+from kit.workloads.llm_decode.fused import fused_step
+from kit.workloads.llm_decode.model import Generation, Llama, Shard
+from kit.workloads.llm_decode.params import LlmDecodeParams
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+p = LlmDecodeParams(vocab_size=96, hidden_size=64, intermediate_size=96, num_layers=2,
+                    num_heads=4, num_kv_heads=2, dtype="fp32", prompt_len=12, decode_steps=5)
+prompt = torch.randint(0, p.vocab_size, (2, p.prompt_len),
+                       generator=torch.Generator().manual_seed(7))
+half = Llama(p, Shard(rank, 2, dist.group.WORLD), torch.device("cpu"))
+gen = Generation(half, 2, p.prompt_len, p.decode_steps)
+step = fused_step(gen, backend="aot_eager")
+whole = Llama(p, Shard(0, 1), torch.device("cpu"))
+ref = Generation(whole, 2, p.prompt_len, p.decode_steps)
+worst = 0.0
+with torch.no_grad():
+    gen.start(prompt)
+    ref.start(prompt)
+    for _ in range(p.decode_steps):
+        worst = max(worst, float((step() - ref.step()).abs().max()))
+print("RESULT " + json.dumps({"rank": rank, "worst": worst, "same": torch.equal(gen.out, ref.out),
+                              "tokens": gen.out.tolist()}))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_the_fused_step_split_over_two_ranks_gives_the_unsplit_logits(tmp_path):
+    script = tmp_path / "fused_tp.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+         "--standalone", str(script)],
+        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = [
+        json.loads(line.removeprefix("RESULT "))
+        for line in proc.stdout.splitlines()
+        if line.startswith("RESULT ")
+    ]
+    assert sorted(r["rank"] for r in results) == [0, 1]
+    for r in results:
+        assert r["same"] and r["worst"] < 1e-4, r
+    assert results[0]["tokens"] == results[1]["tokens"]
