@@ -384,10 +384,12 @@ def recipe_for(
 ) -> Path:
     """The recipe with `gpus` set to what this machine has (the recipe is written for 8); with
     `only`, just that benchmark kind; with `timeout_s`, that limit per run (a hung run then
-    costs its rows, and the call still writes its comparison and raw outputs)."""
+    costs its rows, and the call still writes its comparison and raw outputs). Its
+    `verified_on` is dropped: it tells of the recipe as written, not of this derived one."""
     import yaml
 
     data = yaml.safe_load(recipe.read_text())
+    data.pop("verified_on", None)
     data["gpus"] = gpus
     if timeout_s is not None:
         data["timeout_s"] = timeout_s

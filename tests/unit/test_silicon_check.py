@@ -369,6 +369,10 @@ def test_the_pairs_recipe_holds_only_the_copy_benchmark_on_the_machine_s_gpus(tm
     )
     with pytest.raises(ValueError, match="no nothing benchmark"):
         sc.recipe_for(ROOT / "recipes/silicon.yaml", 2, tmp_path, "nothing")
+    # a derived recipe does not carry the verified_on of the one it came from (report review 8)
+    gpt2 = yaml.safe_load(sc.recipe_for(ROOT / "recipes/gpt2_ddp.yaml", 4, tmp_path).read_text())
+    assert "verified_on" in yaml.safe_load((ROOT / "recipes/gpt2_ddp.yaml").read_text())
+    assert "verified_on" not in gpt2 and gpt2["gpus"] == 4
     p = data["benchmarks"][0]["params"]
     assert sc.nvbandwidth_args(p["pair_size_mib"], p["pair_loop_count"], p["pair_samples"],
                                list(sc.NVB_PAIR_TESTS))[:6] == [
