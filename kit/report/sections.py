@@ -219,6 +219,16 @@ def _listed(record: Open | None, apart: str) -> list[tuple[str, Any]]:
     return [(k, v) for k, v in fields if k != apart and v not in (None, "")]
 
 
+def _recorded_pin(recorded: Any, pinned: bool, how: str | None) -> Any:
+    """environment.json's `pinned` as the run recorded it; where the report's rule reads the
+    environment otherwise (a bundle written before the rule: an image FROM a local base was
+    recorded as pinned), both, so the table never contradicts the sentence above it."""
+    if bool(recorded) == pinned:
+        return recorded
+    rule = "pinned" if pinned else f"not pinned ({how})" if how else "not pinned"
+    return f"{recorded} as recorded; by the rule this report applies: {rule}"
+
+
 def axes_of(env: Environment | None, results: Results) -> tuple[str, str]:
     """(placement, engine) of the runs: environment.json's (kit.model.Environment.axes reads an
     older file's from its runtime and launcher); without one, results.json's runtime and Slurm
@@ -250,7 +260,11 @@ def environment_view(
     and the versions each run saw."""
     container = env.container if env else None
     versions = _listed(container, "packages")
-    fingerprint = _listed(env, "container")
+    pinned, pinning = env.pin() if env else (results.pinned, None)
+    fingerprint = [
+        (k, _recorded_pin(v, pinned, pinning) if k == "pinned" else v)
+        for k, v in _listed(env, "container")
+    ]
     runtime = (env.runtime if env else None) or results.runtime
     # versions seen by the runs themselves: they must agree with each other
     seen: dict[str, set[str]] = {}
@@ -271,8 +285,8 @@ def environment_view(
         "placement": placement,
         "runtime": placement_words(results) or runtime,
         # pinned by the one rule (kit.model.environment.pin_of): an image FROM a local base is not
-        "pinned": env.pin()[0] if env else results.pinned,
-        "pinning": env.pin()[1] if env else None,
+        "pinned": pinned,
+        "pinning": pinning,
         "shown_name": env.shown_name() if env else None,
         "disagree": disagree,
         # a rerun's verdict on its environment against the bundle's (kit.env.check)

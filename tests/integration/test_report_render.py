@@ -588,6 +588,11 @@ def test_real_h100_one_gpu_all_reduce_is_not_placed_against_published_machines(t
     )
     assert "gpu_request cdi" in text and "from an unpinned image" in text
     assert "container, pinned image" not in text and "from a pinned image" not in text
+    # its environment.json, written before the rule, recorded pinned: true; the Fingerprint
+    # table shows that beside the rule's reading, never a bare "pinned True"
+    assert (
+        "pinned True as recorded; by the rule this report applies: not pinned (local base" in text
+    )
 
 
 def test_energy_per_unit_keeps_three_significant_figures(tmp_path):
