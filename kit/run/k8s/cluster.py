@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -238,13 +239,17 @@ class Cluster:
         selector = f"{JOB_LABEL}={job}"
         while True:
             w = watch.Watch()
+            # a watch ends by WATCH_S or by the limit now running, whichever is first: a quiet
+            # watch (pods pending, no events) must not hold the verdict past its limit
+            left = self._left(start, running_since, pending_s, run_s)
+            length = max(1, min(WATCH_S, math.ceil(left)))
             try:
                 stream = w.stream(
                     self.core.list_namespaced_pod,
                     self.namespace,
                     label_selector=selector,
-                    timeout_seconds=WATCH_S,
-                    _request_timeout=WATCH_S + 5,
+                    timeout_seconds=length,
+                    _request_timeout=length + 5,
                 )
                 for event in stream:
                     pod = event["object"]
@@ -298,6 +303,12 @@ class Cluster:
                     running_since,
                     time.monotonic() - start,
                 )
+
+    @staticmethod
+    def _left(start: float, running: float | None, pending_s: float, run_s: float) -> float:
+        """Seconds until the limit now running passes (pending_s, then run_s)."""
+        now = time.monotonic()
+        return pending_s - (now - start) if running is None else run_s - (now - running)
 
     @staticmethod
     def _late(start: float, running: float | None, pending_s: float, run_s: float) -> str:
