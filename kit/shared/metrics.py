@@ -213,6 +213,24 @@ CATALOG: dict[str, Metric] = {
         Metric(
             "hbm_share_b1", "batch-1 decode reads, share of datasheet HBM", "fraction", bound="none"
         ),
+        Metric(
+            "j_per_token_b1",
+            "energy per output token at batch 1 (GPU boards)",
+            "J",
+            False,
+            better="lower",
+            worse="higher",
+            bound="none",
+        ),
+        Metric(
+            "j_per_token",
+            "energy per output token at the largest batch (GPU boards)",
+            "J",
+            False,
+            better="lower",
+            worse="higher",
+            bound="none",
+        ),
         # copy bandwidth (nvbandwidth's testcases): the weakest GPU or pair, never summed
         Metric(
             "device_local_gbps",

@@ -217,3 +217,46 @@ def test_the_decode_figure_leaves_out_what_is_not_a_row():
     svg = decode_plot(curves(bench), "t", "salt")
     assert svg is not None and svg.startswith("<svg") and "700" in svg
     assert decode_plot({}, "t", "salt") is None
+
+
+class _Counter:
+    """NVML's energy counter stand-in (no GPU in CI): millijoules in the order they are read."""
+
+    def __init__(self, *readings: float | None) -> None:
+        self.readings = list(readings)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        value = self.readings.pop(0)
+        if value is None:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        return value
+
+
+@pytest.fixture
+def one_rank():
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    yield
+    dist.destroy_process_group()
+
+
+def test_energy_per_output_token_is_the_counter_at_the_batch_s_edges_over_its_tokens(one_rank):
+    """J per output token: the GPU's counter after the timed generations minus before, over the
+    tokens they generated; a counter that cannot be read gives no figure and says why."""
+    from types import SimpleNamespace
+
+    from kit.worker.energy import EnergyCounter
+    from kit.workloads.llm_decode.worker import batch_energy
+
+    ctx = SimpleNamespace(world_size=1, synchronize=lambda: None)
+    counter = EnergyCounter(_Counter(1_000.0, 61_000.0), object(), 0, "GPU-test")
+    e = batch_energy(ctx, counter, counter.read(), tokens=120)
+    assert e["complete"] and e["energy_j"] == pytest.approx(60.0)
+    assert e["j_per_token"] == pytest.approx(0.5) and e["tokens"] == 120
+    assert e["gpus"][0]["uuid"] == "GPU-test" and "timed generations" in e["read_at"]
+    broken = EnergyCounter(_Counter(1_000.0, None), object(), 0, "GPU-test")
+    e = batch_energy(ctx, broken, broken.read(), tokens=120)
+    assert e["j_per_token"] is None and "NVML_ERROR_NOT_SUPPORTED" in e["reason"]
+    e = batch_energy(ctx, None, None, tokens=120)
+    assert e["j_per_token"] is None and e["reason"] == "no GPU: no energy counter"

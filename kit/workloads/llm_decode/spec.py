@@ -29,7 +29,11 @@ of every position already written, the mean over the steps) over the mean step t
 datasheet HBM bandwidth of the GPU (kit.shared.gpu_specs) and, where this bundle measured it, the
 device-local copy traffic of the silicon section. <b>Largest batch that fits</b>: the largest batch
 whose KV cache of {{ a.params.fit_seq_len }} positions and one decode step fit beside the weights
-(doubling, then bisection, up to {{ a.params.fit_max_batch }}). vLLM and TensorRT-LLM are not run:
+(doubling, then bisection, up to {{ a.params.fit_max_batch }}). <b>Energy per output token</b> (GPU
+only): NVML's total-energy counter of every GPU the runs drove, read after a synchronize at the
+edges of a batch size's timed generations, over the tokens every model copy generated in them
+(each generation's prefill included: an output token's cost with its share of its prompt); GPU
+boards only, not the CPU, memory, fans or power supplies. vLLM and TensorRT-LLM are not run:
 they cannot be installed on the machines this kit was developed on; the plain reference loop in
 benchmarks/reference/ is the yardstick."""
 
@@ -46,6 +50,8 @@ SPEC = WorkloadSpec(
         "tpot_p90_ms",
         "decode_tokens_per_s_b1",
         "hbm_share_b1",
+        "j_per_token_b1",
+        "j_per_token",
         "max_batch_fit",
     ),
     ran=(
@@ -76,6 +82,8 @@ SPEC = WorkloadSpec(
         "max_batch_fit",
         "decode_read_gbps_b1",
         "hbm_share_b1",
+        "j_per_token_b1",
+        "j_per_token",
     ),
     smoke_model=True,
 )

@@ -38,6 +38,7 @@ import torch.distributed as dist
 from kit.shared.gpu_specs import spec_for
 from kit.shared.metrics import record
 from kit.worker.common import Context, FrozenHeap
+from kit.worker.energy import EnergyCounter, gathered
 from kit.workloads.llm_decode.fused import fused_step
 from kit.workloads.llm_decode.model import Cache, Generation, Llama, Shard
 from kit.workloads.llm_decode.params import LlmDecodeParams
@@ -143,8 +144,41 @@ def bytes_per_step(model: Llama, p: LlmDecodeParams, batch: int, cache_len: int)
     }
 
 
+def batch_energy(
+    ctx: Context, counter: EnergyCounter | None, start: float | None, tokens: int
+) -> dict[str, Any]:
+    """Every GPU's energy over one batch size's timed generations (NVML's total-energy counter
+    read after a synchronize at their edges, each rank its own GPU) and the joules per output
+    token: all GPUs' energy over the tokens every model copy generated (each generation's
+    prefill included: an output token's cost with its share of the prompt). On the CPU, or
+    where the counter cannot be read, `j_per_token` is None and `reason` says why."""
+    if counter is None:
+        record: dict[str, Any] = {"energy_j": None, "reason": "no GPU: no energy counter"}
+    else:
+        ctx.synchronize()
+        record = counter.record(start, counter.read())
+    records: list[Any] = [None] * ctx.world_size
+    dist.all_gather_object(records, record)
+    energy = gathered(records)
+    energy["read_at"] = (
+        "the edges of this batch size's timed generations, after a device synchronize, on each "
+        "rank's GPU"
+    )
+    energy["j_per_token"] = energy["energy_j"] / tokens if energy["complete"] else None
+    energy["tokens"] = tokens
+    if not energy["complete"]:
+        energy["reason"] = next((r["reason"] for r in records if r.get("reason")), None)
+    return energy
+
+
 def measure_batch(
-    ctx: Context, model: Llama, p: LlmDecodeParams, batch: int, groups: int, notes: list[str]
+    ctx: Context,
+    model: Llama,
+    p: LlmDecodeParams,
+    batch: int,
+    groups: int,
+    notes: list[str],
+    counter: EnergyCounter | None = None,
 ) -> dict[str, Any]:
     gen = Generation(model, batch, p.prompt_len, p.decode_steps)
     rng = torch.Generator(device=ctx.device).manual_seed(p.seed * 7919 + batch)
@@ -154,14 +188,18 @@ def measure_batch(
     for _ in range(p.warmup):
         generate(ctx, gen, step, prompt, p.decode_steps)
     prefills, decodes, steps = [], [], []
+    start: float | None = None
     with FrozenHeap():
-        for _ in range(p.trials):
+        for trial in range(p.trials):
             dist.barrier()
             ctx.synchronize()
+            if trial == 0 and counter is not None:
+                start = counter.read()
             pre, times = generate(ctx, gen, step, prompt, p.decode_steps)
             prefills.append(pre)
             decodes.append(sum(times))
             steps += times
+    energy = batch_energy(ctx, counter, start, batch * p.decode_steps * groups * p.trials)
     # the slowest rank's: prefill and decode per trial, and each step
     n = p.trials
     got = _reduce(ctx, prefills + decodes + steps, dist.ReduceOp.MAX)
@@ -181,6 +219,7 @@ def measure_batch(
         "bytes_per_step": read,
         "read_gbps": read["needed"] / mean_step / 1e9,
         "tokens_sample": gen.out[0, :8].tolist(),
+        "energy": energy,
     }
     ctx.log(
         f"batch {batch}: prefill {out['prefill_tokens_per_s']:,.0f} tokens/s, decode "
@@ -266,8 +305,11 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     )
     notes: list[str] = []
     mono_t0 = time.monotonic()
-    batches = [measure_batch(ctx, model, p, b, groups, notes) for b in p.batch_sizes]
+    counter = EnergyCounter.open(ctx.local_rank) if ctx.is_cuda else None
+    batches = [measure_batch(ctx, model, p, b, groups, notes, counter) for b in p.batch_sizes]
     window = [mono_t0, time.monotonic()]
+    if counter is not None:
+        counter.close()
     probed = probe(ctx, model, p)
     fit = None
     if ctx.is_cuda:
@@ -291,6 +333,10 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         }
         if hbm:
             metrics["hbm_share_b1"] = record("hbm_share_b1", one["read_gbps"] / hbm)
+        if one["energy"]["j_per_token"] is not None:
+            metrics["j_per_token_b1"] = record("j_per_token_b1", one["energy"]["j_per_token"])
+    if top["energy"]["j_per_token"] is not None:
+        metrics["j_per_token"] = record("j_per_token", top["energy"]["j_per_token"])
     if fit is not None and not fit["capped"]:
         metrics["max_batch_fit"] = record("max_batch_fit", fit["largest_batch"])
     if fit is None:
