@@ -26,14 +26,23 @@ SMOKE_BATCHES = [1, 2, 4]  # recipes/llm_decode.yaml's smoke batch_sizes
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("decode") / "bundle"
-    proc = run_kit(
-        "reproduce", str(ROOT / "recipes" / "llm_decode.yaml"), "--device", "cpu", "--smoke",
-        "--repeats", "1", "--out", str(out),
+def checked(tmp_path_factory) -> Path:
+    """scripts/device/decode_check.py --cpu, as a device call runs it: the plain reference loop,
+    then `kit reproduce recipes/llm_decode.yaml --device cpu --smoke --runtime host` (the
+    bundle every test here reads: one smoke run of the recipe serves them all), compared."""
+    out = tmp_path_factory.mktemp("decode")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "device" / "decode_check.py"), "--cpu"],
+        capture_output=True, text=True, timeout=900,
+        env={**os.environ, "OUT": str(out), "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
+
+
+@pytest.fixture(scope="module")
+def bundle(checked) -> Path:
+    return checked / "bundle"
 
 
 def runs(bundle: Path) -> dict[tuple[str, str], dict]:
@@ -113,19 +122,21 @@ def test_the_report_draws_decode_against_batch(bundle):
     assert html.count('id="fig-decode-tp2-decode"') == 1
 
 
-def test_the_reference_loop_runs_on_cpu():
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "reference" / "plain_llm_decode.py"), "--cpu",
-         "--layers", "2", "--hidden", "64", "--intermediate", "128", "--heads", "4",
-         "--kv-heads", "2", "--vocab", "256", "--prompt", "16", "--new", "8", "--batches", "1", "2",
-         "--trials", "2"],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("REFERENCE ")]
+def test_the_reference_loop_runs_on_cpu(checked):
+    """benchmarks/reference/plain_llm_decode.py as the device check ran it (the recipe's smoke
+    shape and batches): one REFERENCE record, every batch timed over its trials."""
+    (line,) = [
+        x
+        for x in (checked / "reference.log").read_text().splitlines()
+        if x.startswith("REFERENCE ")
+    ]
     record = json.loads(line.removeprefix("REFERENCE "))
-    assert [r["batch"] for r in record["batches"]] == [1, 2]
-    assert all(r["decode_tokens_per_s"] > 0 and len(r["decode_s"]) == 2 for r in record["batches"])
+    assert [r["batch"] for r in record["batches"]] == SMOKE_BATCHES
+    trials = yaml.safe_load((ROOT / "recipes" / "llm_decode.yaml").read_text())["benchmarks"][0]
+    trials = {**trials["params"], **trials["smoke"]}["trials"]
+    assert all(
+        r["decode_tokens_per_s"] > 0 and len(r["decode_s"]) == trials for r in record["batches"]
+    )
 
 
 @needs_pdf
@@ -175,22 +186,16 @@ def test_tensor_parallel_on_too_few_ranks_fails_its_run_with_one_line(tmp_path):
 
 
 @needs_pdf
-def test_the_device_check_compares_the_kit_with_the_reference_on_cpu(tmp_path):
+def test_the_device_check_compares_the_kit_with_the_reference_on_cpu(checked):
     """scripts/device/decode_check.py --cpu: the reference and the kit's smoke recipe in one
     call, their per-GPU decode tokens/s side by side per batch size."""
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "device" / "decode_check.py"), "--cpu"],
-        capture_output=True, text=True, timeout=900,
-        env={**os.environ, "OUT": str(tmp_path), "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    c = json.loads((tmp_path / "comparison.json").read_text())
+    c = json.loads((checked / "comparison.json").read_text())
     assert [r["batch"] for r in c["rows"]] == SMOKE_BATCHES
     for r in c["rows"]:
         assert r["ratio"] == pytest.approx(r["kit_per_gpu"] / r["reference_tokens_per_s"])
     assert set(c["tp2"]) == {"p2p", "no-p2p"} and all(c["tp2"].values())
-    assert (tmp_path / "comparison.md").read_text().startswith("# Decode: the kit against")
-    assert (tmp_path / "bundle" / "report.pdf").is_file()
+    assert (checked / "comparison.md").read_text().startswith("# Decode: the kit against")
+    assert (checked / "bundle" / "report.pdf").is_file()
 
 
 @needs_pdf
