@@ -581,6 +581,11 @@ def test_real_h100_one_gpu_all_reduce_is_not_placed_against_published_machines(t
     assert "On one GPU a collective moves no data between GPUs" in text
     assert "0.00x its figure" not in text
     assert "0% of the PCIe raw rate" not in text  # no link crossed: no share of a link's peak
+    # one GPU: no NVLink peer, so no link is expected up (was "NVLinks up NO 0 of 18")
+    assert (
+        "NVLinks up not applicable 0 of 18 (H100 SXM datasheet): one GPU in this machine, no peer"
+        in text
+    )
     # built FROM kit-host-stack:local, an imported stack: never called pinned (issue 49)
     assert (
         "docker runtime (in a docker container, image not pinned: local base image, not by digest"

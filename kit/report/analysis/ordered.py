@@ -20,10 +20,10 @@ IDLE_OR_CAP = {"GpuIdle", POWER_CAP_REASON, "ApplicationsClocksSetting", "SwPowe
 """Clock reasons that are normal operation (idle, the board's power limit, a set clock)."""
 
 
-def _line(ok: bool | None, item: str, evidence: str) -> dict[str, Any]:
+def _line(ok: bool | None, item: str, evidence: str, mark: str | None = None) -> dict[str, Any]:
     return {
         "ok": ok,
-        "mark": {True: "yes", False: "NO", None: "not recorded"}[ok],
+        "mark": mark or {True: "yes", False: "NO", None: "not recorded"}[ok],
         "item": item,
         "evidence": evidence,
     }
@@ -178,12 +178,18 @@ def _checks(gpus: list[Gpu], results: Results, ordered: bool) -> list[dict[str, 
         want = spec.nvlink_links if spec else None
         ok = all(u == want for u in up) if want else (None if not up else _same(up))
         expect = f" of {want} ({spec.key} datasheet)" if want else ""
-        counts = (
-            f"{up[0]}{expect} on every GPU"
-            if _same(up)
-            else ", ".join(f"GPU {g.index} {u}" for g, u in zip(gpus, up, strict=True)) + expect
-        )
-        out.append(_line(ok, "NVLinks up", counts))
+        if len(gpus) == 1 and up == [0]:
+            # one GPU (a one-GPU instance or VM): no peer to link to, so no link is expected up
+            lone = f"0{expect}: one GPU in this machine, no peer to link to"
+            out.append(_line(None, "NVLinks up", lone, mark="not applicable"))
+            up = []
+        if up:
+            counts = (
+                f"{up[0]}{expect} on every GPU"
+                if _same(up)
+                else ", ".join(f"GPU {g.index} {u}" for g, u in zip(gpus, up, strict=True)) + expect
+            )
+            out.append(_line(ok, "NVLinks up", counts))
     pcie = [g.pcie for g in gpus]
     if any(p is None or p.width_current is None or p.gen_max is None for p in pcie):
         out.append(_line(None, "PCIe generation and width", "not recorded"))
