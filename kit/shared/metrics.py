@@ -127,6 +127,13 @@ class Metric:
 
 
 _FAST = {"better": "faster", "worse": "slower"}
+_ENERGY: dict[str, Any] = {
+    "unit": "J",
+    "higher_is_better": False,
+    "better": "lower",
+    "worse": "higher",
+    "bound": "none",
+}
 _BUSBW = "not divided per GPU: busbw is a bus rate (nccl-tests' algbw x 2(n-1)/n)"
 
 CATALOG: dict[str, Metric] = {
@@ -213,23 +220,9 @@ CATALOG: dict[str, Metric] = {
         Metric(
             "hbm_share_b1", "batch-1 decode reads, share of datasheet HBM", "fraction", bound="none"
         ),
+        Metric("j_per_token_b1", "energy per output token at batch 1 (GPU boards)", **_ENERGY),
         Metric(
-            "j_per_token_b1",
-            "energy per output token at batch 1 (GPU boards)",
-            "J",
-            False,
-            better="lower",
-            worse="higher",
-            bound="none",
-        ),
-        Metric(
-            "j_per_token",
-            "energy per output token at the largest batch (GPU boards)",
-            "J",
-            False,
-            better="lower",
-            worse="higher",
-            bound="none",
+            "j_per_token", "energy per output token at the largest batch (GPU boards)", **_ENERGY
         ),
         # copy bandwidth (nvbandwidth's testcases): the weakest GPU or pair, never summed
         Metric(
