@@ -74,14 +74,17 @@ def _p90(xs: list[float]) -> float:
     return statistics.quantiles(xs, n=10, method="inclusive")[-1] if len(xs) > 1 else xs[0]
 
 
-def stepper(ctx: Context, gen: Generation, mode: str, notes: list[str]) -> Callable[[], Any]:
+def stepper(
+    ctx: Context, gen: Generation, mode: str, notes: list[str]
+) -> tuple[Callable[[], Any], str]:
     """The decode step as the timed loop calls it: on a GPU one CUDA graph of the step, captured
     after warm-up steps on a side stream ("fused": the step with its small kernels fused piece by
     piece, kit.workloads.llm_decode.fused; "graph": the eager step's kernels; "compile": the
     whole step compiled by torch.compile first); "eager", and the CPU, call the step itself. A
-    compile that fails falls back to the eager step's graph, and the result's notes say so."""
+    compile that fails falls back to the eager step's graph, and the result's notes say so.
+    Returns the step and the mode that ran ("graph" after such a fallback)."""
     if not ctx.is_cuda or mode == "eager":
-        return gen.step
+        return gen.step, "eager"
     fn: Callable[[], Any] = gen.step
     if mode == "compile":
         fn = torch.compile(gen.step, dynamic=False)
@@ -99,7 +102,7 @@ def stepper(ctx: Context, gen: Generation, mode: str, notes: list[str]) -> Calla
         notes.append(
             f"torch.compile of the {mode} decode step failed ({type(exc).__name__}); eager step"
         )
-        fn = gen.step
+        fn, mode = gen.step, "graph"
         with torch.cuda.stream(side):
             fn()
     torch.cuda.current_stream().wait_stream(side)
@@ -107,11 +110,8 @@ def stepper(ctx: Context, gen: Generation, mode: str, notes: list[str]) -> Calla
     with torch.cuda.graph(graph):
         fn()
     what = {"fused": " (its small kernels fused)", "compile": " (torch.compile'd step)"}
-    notes.append(
-        "decode step captured as one CUDA graph per batch size"
-        + (what.get(mode, "") if fn is not gen.step else "")
-    )
-    return graph.replay
+    notes.append("decode step captured as one CUDA graph per batch size" + what.get(mode, ""))
+    return graph.replay, mode
 
 
 def generate(
@@ -184,7 +184,7 @@ def measure_batch(
     rng = torch.Generator(device=ctx.device).manual_seed(p.seed * 7919 + batch)
     prompt = torch.randint(0, p.vocab_size, (batch, p.prompt_len), device=ctx.device, generator=rng)
     gen.start(prompt)
-    step = stepper(ctx, gen, p.step_mode, notes)
+    step, ran = stepper(ctx, gen, p.step_mode, notes)
     for _ in range(p.warmup):
         generate(ctx, gen, step, prompt, p.decode_steps)
     prefills, decodes, steps = [], [], []
@@ -220,6 +220,7 @@ def measure_batch(
         "read_gbps": read["needed"] / mean_step / 1e9,
         "tokens_sample": gen.out[0, :8].tolist(),
         "energy": energy,
+        "step_mode": ran,
     }
     ctx.log(
         f"batch {batch}: prefill {out['prefill_tokens_per_s']:,.0f} tokens/s, decode "
@@ -295,9 +296,7 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     model = Llama(p, shard, ctx.device)
     ctx.synchronize()
     build_s = time.perf_counter() - t0
-    mode = p.step_mode if ctx.is_cuda else "eager"
-    if mode != p.step_mode:
-        ctx.notes.append(f"step_mode {p.step_mode} asked; the CPU runs the eager step")
+    mode = p.step_mode if ctx.is_cuda else "eager"  # what the log line announces
     ctx.log(
         f"llm decode: {model.param_count() * p.tp / 1e9:.3f}B params, tp {p.tp} x {groups} "
         f"groups, {p.dtype}, prompt {p.prompt_len}, {p.decode_steps} decode steps, step {mode}, "
@@ -344,6 +343,12 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     elif fit["capped"]:
         ctx.notes.append(f"largest batch that fits: at least fit_max_batch {p.fit_max_batch}")
     ctx.notes.extend(sorted(set(notes)))
+    # the mode every batch size ran (a compile that failed at one fell back to graph there)
+    ran = sorted({b["step_mode"] for b in batches})
+    if ran != [p.step_mode]:
+        where = "the CPU runs the eager step" if not ctx.is_cuda else f"ran {', '.join(ran)}"
+        ctx.notes.append(f"step_mode {p.step_mode} asked; {where}")
+    mode = ran[0] if len(ran) == 1 else "+".join(ran)
     data = {
         "params": asdict(p),
         "tp": p.tp,
