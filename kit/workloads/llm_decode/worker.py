@@ -97,7 +97,7 @@ def stepper(
             for _ in range(3):
                 fn()
     except Exception as exc:  # a compile failure: the eager step instead, said in the notes
-        if fn is gen.step:
+        if mode == "graph":  # (never `fn is gen.step`: each gen.step is a new bound method)
             raise
         notes.append(
             f"torch.compile of the {mode} decode step failed ({type(exc).__name__}); eager step"
