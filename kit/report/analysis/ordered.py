@@ -182,8 +182,7 @@ def _checks(gpus: list[Gpu], results: Results, ordered: bool) -> list[dict[str, 
             # one GPU (a one-GPU instance or VM): no peer to link to, so no link is expected up
             lone = f"0{expect}: one GPU in this machine, no peer to link to"
             out.append(_line(None, "NVLinks up", lone, mark="not applicable"))
-            up = []
-        if up:
+        else:
             counts = (
                 f"{up[0]}{expect} on every GPU"
                 if _same(up)

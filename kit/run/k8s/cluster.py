@@ -312,10 +312,9 @@ class Cluster:
 
     @staticmethod
     def _late(start: float, running: float | None, pending_s: float, run_s: float) -> str:
-        now = time.monotonic()
-        if running is None:
-            return "pending-timeout" if now - start > pending_s else ""
-        return "timeout" if now - running > run_s else ""
+        if Cluster._left(start, running, pending_s, run_s) >= 0:
+            return ""
+        return "pending-timeout" if running is None else "timeout"
 
     @staticmethod
     def _verdict(

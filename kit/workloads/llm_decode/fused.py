@@ -6,7 +6,7 @@ cache writes, the softmax, SiLU, the residual adds), each a launch and a wait in
 Here torch.compile fuses each run of them into one Triton kernel and leaves the matmuls to
 cuBLAS: per layer the residual add and RMSNorm one kernel (twice), RoPE with the K/V write into
 the cache one, softmax and its cast one, SiLU * up one. Measured on an H200 (one GPU, the
-Llama-3.1-8B shape, reports/measurements/2026-11-28-decode-step): 4.8-4.9 ms a step at batch 1
+Llama-3.1-8B shape, reports/measurements/2026-11-28-decode-step): 4.8-5.0 ms a step at batch 1
 against 5.9 ms (497 kernels against 816), 1.2x at batch 8 to 128; against an fp32 step of the
 same weights its logits are as close as the eager step's, the same greedy token.
 
@@ -28,9 +28,7 @@ import torch.nn.functional as F
 from kit.workloads.llm_decode.model import Generation, rotate
 
 
-def fused_step(
-    gen: Generation, collectives: bool = True, backend: str = "inductor"
-) -> Callable[[], torch.Tensor]:
+def fused_step(gen: Generation, backend: str = "inductor") -> Callable[[], torch.Tensor]:
     """A step() for `gen` like Generation.step: the same state, the same outputs."""
     model, cache = gen.model, gen.cache
     p, b = model.p, gen.tokens.shape[0]
@@ -70,10 +68,7 @@ def fused_step(
 
     def decode() -> torch.Tensor:
         pos = gen.pos
-        assert model.rope is not None
-        cs = model.rope.index_select(1, pos).to(model.dtype)
-        hidden = torch.full((), float("-inf"), device=model.device, dtype=model.dtype)
-        bias = torch.where(cache.positions <= pos, torch.zeros_like(hidden), hidden)
+        cs, bias = model.step_tables(pos, cache)
         n = b * hkv
         h = F.embedding(gen.tokens, model.embed)
         x = norm(h, model.layers[0].norm1)
@@ -86,11 +81,11 @@ def fused_step(
             keys, values = cache.kv[i, 0].view(n, -1, dh), cache.kv[i, 1].view(n, -1, dh)
             scores = torch.baddbmm(bias.expand(n, group, -1), q, keys.transpose(1, 2), alpha=scale)
             a = torch.bmm(softmax(scores), values).reshape(b, 1, hq * dh)
-            attended = model._reduce(F.linear(a, layer.wo), collectives)
+            attended = model._reduce(F.linear(a, layer.wo), True)
             h, x = add_norm(h, attended, layer.norm2)
             up = swiglu(F.linear(x, layer.wgu))
-            delta = model._reduce(F.linear(up, layer.wdown), collectives)
+            delta = model._reduce(F.linear(up, layer.wdown), True)
         assert delta is not None
-        return model._logits((h + delta)[:, -1], collectives)
+        return model._logits((h + delta)[:, -1], True)
 
     return lambda: gen.advance(decode())

@@ -209,17 +209,21 @@ class Llama:
             h = h + self._mlp(layer, self._norm(h, layer.norm2), True)
         return self._logits(h[:, -1], True)
 
+    def step_tables(self, pos: torch.Tensor, cache: Cache) -> tuple[torch.Tensor, torch.Tensor]:
+        """A decode step's RoPE row (cos and sin at `pos`, [2, 1, dh]) and its attention bias:
+        0 where a position is written, -inf past it, one for every layer of the step."""
+        assert self.rope is not None
+        cs = self.rope.index_select(1, pos).to(self.dtype)
+        hidden = torch.full((), float("-inf"), device=self.device, dtype=self.dtype)
+        return cs, torch.where(cache.positions <= pos, torch.zeros_like(hidden), hidden)
+
     def decode(
         self, tokens: torch.Tensor, pos: torch.Tensor, cache: Cache, collectives: bool = True
     ) -> torch.Tensor:
         """One token per sequence: tokens [B, 1] at position `pos` (a one-element device
         tensor); writes its K and V there and returns the logits [B, vocab]."""
         b = tokens.shape[0]
-        assert self.rope is not None
-        cs = self.rope.index_select(1, pos).to(self.dtype)
-        # 0 where a position is written, -inf past it: one bias for every layer of this step
-        hidden = torch.full((), float("-inf"), device=self.device, dtype=self.dtype)
-        bias = torch.where(cache.positions <= pos, torch.zeros_like(hidden), hidden)
+        cs, bias = self.step_tables(pos, cache)
         group = self.p.num_heads // self.p.num_kv_heads
         scale = 1.0 / math.sqrt(self.dh)
         h = F.embedding(tokens, self.embed)
