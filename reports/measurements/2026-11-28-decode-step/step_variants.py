@@ -34,6 +34,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # triton_step, this study's kernels
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -151,6 +152,94 @@ def gemv(model: Llama, device: torch.device, autotune: bool = False) -> list[dic
     return rows
 
 
+def tri_alone(model: Llama, p: LlmDecodeParams, device: torch.device) -> list[dict[str, Any]]:
+    """Each Triton kernel of triton_step alone at batch 1 (a CUDA graph of 20, autotuned first),
+    against what it replaces: us, GB/s of the weights (or the cache) it reads, its config."""
+    import triton_step as ts
+
+    gen = Generation(model, 1, p.prompt_len, p.decode_steps)
+    gen.start(torch.randint(0, p.vocab_size, (1, p.prompt_len), device=device))
+    gen.pos.fill_(p.prompt_len + p.decode_steps // 2)
+    layer, kv, pos = model.layers[0], gen.cache.kv[0], gen.pos
+    hq, hkv, dh, d, inter = p.num_heads, model.hkv, model.dh, p.hidden_size, p.intermediate_size
+    group, eps = hq // hkv, p.rms_eps
+    h = torch.randn(d, device=device, dtype=model.dtype)
+    q = torch.randn(hq * dh, device=device, dtype=model.dtype)
+    a = torch.empty_like(q)
+    act = torch.randn(inter, device=device, dtype=model.dtype)
+    maxlen = gen.cache.max_len
+    assert model.rope is not None
+    rope = model.rope
+
+    def qkv() -> None:
+        ts.qkv_kernel[lambda meta: ((hq + 2 * hkv) * (dh // 2) // meta["R"],)](
+            h, layer.norm1, layer.wqkv, rope, pos, kv, q,
+            d, dh // 2, hq, hkv, maxlen, rope.stride(0), eps,
+        )  # fmt: skip
+
+    def wo() -> None:
+        ts.gemv_add_kernel[lambda meta: (d // meta["R"],)](a, layer.wo, h, d, hq * dh)
+
+    def down() -> None:
+        ts.gemv_add_kernel[lambda meta: (d // meta["R"],)](act, layer.wdown, h, d, inter)
+
+    def gu() -> None:
+        ts.gu_kernel[lambda meta: (inter // meta["R"],)](
+            h, layer.norm2, layer.wgu, act, inter, d, eps
+        )
+
+    def attn(splits: int, bl: int = 64) -> Any:
+        gp = 16
+        part = torch.empty((hkv * splits * gp, dh), device=device, dtype=torch.float32)
+        stat = torch.empty((hkv * splits * gp, 2), device=device, dtype=torch.float32)
+        chunk = math.ceil(math.ceil(maxlen / splits) / bl) * bl
+
+        def run() -> None:
+            ts.attn_kernel[(hkv, splits)](
+                q, kv, pos, a, part, stat, dh**-0.5, hkv, group, gp, dh, maxlen, splits, chunk, bl
+            )
+            if splits > 1:
+                ts.combine_kernel[(hq,)](part, stat, a, group, gp, dh, splits)
+
+        return run
+
+    _, bias = model.step_tables(pos, gen.cache)
+
+    def attn_bmm() -> None:
+        keys, values = kv[0].view(hkv, -1, dh), kv[1].view(hkv, -1, dh)
+        sc = torch.baddbmm(
+            bias.expand(hkv, group, -1),
+            q.view(hkv, group, dh),
+            keys.transpose(1, 2),
+            alpha=dh**-0.5,
+        )
+        a.copy_(torch.bmm(sc.softmax(-1, dtype=torch.float32).to(model.dtype), values).view(-1))
+
+    filled = 2 * hkv * (int(pos) + 1) * dh * 2
+    cases = [
+        ("qkv (norm, RoPE, cache write)", qkv, layer.wqkv, ts.qkv_kernel),
+        ("wo (+ residual)", wo, layer.wo, ts.gemv_add_kernel),
+        ("gu (norm, SiLU * up)", gu, layer.wgu, ts.gu_kernel),
+        ("down (+ residual)", down, layer.wdown, ts.gemv_add_kernel),
+    ]
+    rows = []
+    for name, fn, w, kernel in cases:
+        fn()  # autotune outside the graph
+        torch.cuda.synchronize()
+        config = str(getattr(kernel, "best_config", ""))
+        g = graphed(fn, 20)
+        s = timed(g.replay, 20) / 20
+        nbytes = w.numel() * w.element_size()
+        rows.append({"kernel": name, "us": s * 1e6, "GB_s": nbytes / s / 1e9, "config": config})
+    for name, fn in [(f"attn splits {n}", attn(n)) for n in (1, 4, 8, 16, 32)] + [
+        ("attn baddbmm/softmax/bmm", attn_bmm)
+    ]:
+        g = graphed(fn, 20)
+        s = timed(g.replay, 20) / 20
+        rows.append({"kernel": name, "us": s * 1e6, "GB_s": filled / s / 1e9, "config": ""})
+    return rows
+
+
 def pieces(model: Llama, gen: Generation, attention: str, write: str = "eager") -> Any:
     """The kit's decode step with its small kernels fused by torch.compile, piece by piece (the
     matmuls stay cuBLAS's): residual add + RMSNorm one kernel, RoPE + K/V packing one, K and V
@@ -259,6 +348,9 @@ def agreement(model: Llama, p: LlmDecodeParams, device: torch.device, mode: str)
     step = variant(model, gen, mode)
     tokens = gen.tokens.clone()
     gen.pos.fill_(p.prompt_len)
+    step()  # compiled, autotuned; the same position again below
+    gen.pos.fill_(p.prompt_len)
+    gen.tokens.copy_(tokens)
     theirs = step().clone()
     gen.pos.fill_(p.prompt_len)
     gen.tokens.copy_(tokens)  # the step wrote its next token there
@@ -307,6 +399,12 @@ def variant(model: Llama, gen: Generation, mode: str) -> Any:
         from kit.workloads.llm_decode.fused import fused_step
 
         return fused_step(gen, backend="inductor" if gen.tokens.is_cuda else "aot_eager")
+    if mode.startswith("tri"):  # tri, tri_s1 (attention splits), tri/qkv+attn (those pieces)
+        from triton_step import ALL, tri_step
+
+        head, _, named = mode.partition("/")
+        splits = int(head.partition("_s")[2] or 8)
+        return tri_step(gen, frozenset(named.split("+")) if named else ALL, splits=splits)
     if mode == "compile":
         return torch.compile(gen.step, dynamic=False)
     if mode == "autotune":
@@ -348,7 +446,7 @@ def step_variant(
     }
     reset()
     out["kernels"], out["top"] = kernels(g.replay)
-    if (mode.startswith("pieces") or mode == "kit_fused") and batch == 1:
+    if mode.startswith(("pieces", "kit_fused", "tri")) and batch == 1:
         out["agreement"] = agreement(model, p, device, mode)
     return out
 
@@ -358,6 +456,7 @@ def main() -> None:
     ap.add_argument("--variants", default="graph,pieces,pieces_sdpa,compile")
     ap.add_argument("--cpu", action="store_true", help="a tiny shape, eager, on the CPU")
     ap.add_argument("--autotune-gemv", action="store_true", help="max-autotune each matmul too")
+    ap.add_argument("--tri-alone", action="store_true", help="triton_step's kernels alone")
     args = ap.parse_args()
     out = Path(os.environ.get("OUT", "/tmp/out"))
     out.mkdir(parents=True, exist_ok=True)
@@ -404,6 +503,13 @@ def main() -> None:
     print(
         f"{result['gpu']}, torch {result['torch']}: copy ceiling {result['ceiling_GB_s']:.0f} GB/s"
     )
+    if args.tri_alone:
+        try:
+            result["tri_alone"] = tri_alone(model, p, device)
+        except Exception as exc:
+            result["tri_alone"] = [{"kernel": "all", "error": f"{type(exc).__name__}: {exc}"[:600]}]
+        for r in result["tri_alone"]:
+            print("  alone", r)
     for r in result["gemv"]:
         print(
             f"  gemv {r['weight']:6s} {r['MB']:7.1f} MB {r['us']:7.1f} us {r['GB_s']:6.0f} GB/s "
