@@ -33,17 +33,25 @@ from kit.workloads.llm_decode.model import Generation, rotate
 ALL = frozenset({"qkv", "attn", "wo", "gu", "down"})
 
 
-def _configs(rows: tuple[int, ...], blocks: tuple[int, ...]) -> list[triton.Config]:
+def _configs(
+    rows: tuple[int, ...],
+    blocks: tuple[int, ...],
+    warps: tuple[int, ...] = (4, 8),
+    stages: tuple[int, ...] = (1, 3),
+) -> list[triton.Config]:
+    """Call 11 swept R (4-32), BK (256, 512), 4/8 warps, 1/3 stages; call 12 wider, around
+    call 11's winners (qkv R4 BK256 w4 s1, wo R4 BK512 w4 s3, gu R8 BK256 w4 s3, down R4
+    BK512 w8 s3)."""
     return [
         triton.Config({"R": r, "BK": bk}, num_warps=w, num_stages=s)
         for r in rows
         for bk in blocks
-        for w in (4, 8)
-        for s in (1, 3)
+        for w in warps
+        for s in stages
     ]
 
 
-@triton.autotune(configs=_configs((4, 8, 16), (256, 512)), key=["K", "HALF"])
+@triton.autotune(configs=_configs((2, 4), (128, 256, 512), (2, 4, 8)), key=["K", "HALF"])
 @triton.jit
 def qkv_kernel(
     h_ptr, g_ptr, w_ptr, rope_ptr, pos_ptr, kv_ptr, q_ptr,
@@ -93,7 +101,9 @@ def qkv_kernel(
 
 
 @triton.autotune(
-    configs=_configs((4, 8, 16, 32), (256, 512)), key=["N", "K"], restore_value=["h_ptr"]
+    configs=_configs((2, 4, 8), (256, 512, 1024), (4, 8), (3, 4)),
+    key=["N", "K"],
+    restore_value=["h_ptr"],
 )
 @triton.jit
 def gemv_add_kernel(
@@ -112,7 +122,9 @@ def gemv_add_kernel(
     tl.store(h_ptr + rows, out.to(h_ptr.dtype.element_ty))
 
 
-@triton.autotune(configs=_configs((4, 8, 16), (256, 512)), key=["N", "K"])
+@triton.autotune(
+    configs=_configs((4, 8, 16), (128, 256, 512, 1024), (2, 4, 8), (1, 3, 4)), key=["N", "K"]
+)
 @triton.jit
 def gu_kernel(
     h_ptr, g_ptr, w_ptr, out_ptr, N: tl.constexpr, K: tl.constexpr, eps,
