@@ -1,7 +1,8 @@
 """step_mode fused under tensor parallel: two gloo ranks started by torchrun, each holding half
 of every layer, run the fused step (traced by torch.compile's aot_eager on the CPU: the GPU's
-pieces, its all-reduces between them, without code generation); their logits at every step are
-those of the unsplit model's eager step."""
+pieces, its all-reduces between them, without code generation; and at batch 1 the Triton
+kernels, run by Triton's interpreter); their logits at every step are those of the unsplit
+model's eager step."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ SCRIPT = """
 import json, sys
 import torch
 import torch.distributed as dist
-from kit.workloads.llm_decode.fused import fused_step
+from kit.workloads.llm_decode.fused import fused_step, kernel_step
 from kit.workloads.llm_decode.model import Generation, Llama, Shard
 from kit.workloads.llm_decode.params import LlmDecodeParams
 
@@ -26,13 +27,15 @@ dist.init_process_group("gloo")
 rank = dist.get_rank()
 p = LlmDecodeParams(vocab_size=96, hidden_size=64, intermediate_size=96, num_layers=2,
                     num_heads=4, num_kv_heads=2, dtype="fp32", prompt_len=12, decode_steps=5)
-prompt = torch.randint(0, p.vocab_size, (2, p.prompt_len),
+kind = sys.argv[1]  # "pieces" at batch 2, "kernels" at batch 1
+batch = 2 if kind == "pieces" else 1
+prompt = torch.randint(0, p.vocab_size, (batch, p.prompt_len),
                        generator=torch.Generator().manual_seed(7))
 half = Llama(p, Shard(rank, 2, dist.group.WORLD), torch.device("cpu"))
-gen = Generation(half, 2, p.prompt_len, p.decode_steps)
-step = fused_step(gen, backend="aot_eager")
+gen = Generation(half, batch, p.prompt_len, p.decode_steps)
+step = fused_step(gen, backend="aot_eager") if kind == "pieces" else kernel_step(gen)
 whole = Llama(p, Shard(0, 1), torch.device("cpu"))
-ref = Generation(whole, 2, p.prompt_len, p.decode_steps)
+ref = Generation(whole, batch, p.prompt_len, p.decode_steps)
 worst = 0.0
 with torch.no_grad():
     gen.start(prompt)
@@ -48,13 +51,16 @@ dist.destroy_process_group()
 
 
 @pytest.mark.slow
-def test_the_fused_step_split_over_two_ranks_gives_the_unsplit_logits(tmp_path):
+@pytest.mark.parametrize("kind", ["pieces", "kernels"])
+def test_the_fused_step_split_over_two_ranks_gives_the_unsplit_logits(tmp_path, kind):
     script = tmp_path / "fused_tp.py"
     script.write_text(SCRIPT)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    if kind == "kernels":
+        env["TRITON_INTERPRET"] = "1"
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-         "--standalone", str(script)],
+         "--standalone", str(script), kind],
         capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -4,6 +4,11 @@ the parameter checks."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -11,6 +16,7 @@ from kit.workloads.llm_decode.fused import fused_step
 from kit.workloads.llm_decode.model import Generation, Llama, Shard
 from kit.workloads.llm_decode.params import LlmDecodeParams
 from kit.workloads.llm_decode.worker import bytes_per_step, largest_batch
+from tests.conftest import ROOT
 
 TINY = {
     "vocab_size": 96, "hidden_size": 64, "intermediate_size": 96, "num_layers": 2, "num_heads": 4,
@@ -53,10 +59,10 @@ def hf_twin(model: Llama, p: LlmDecodeParams):
     return hf
 
 
-def _twins(batch: int, seed: int):
+def _twins(batch: int, seed: int, prompt_len: int = TINY["prompt_len"]):
     """The TINY decode model, its transformers twin, a generation of `batch` sequences and a
     random prompt for it: (params, twin, generation, prompt)."""
-    p = LlmDecodeParams(**TINY)
+    p = LlmDecodeParams(**{**TINY, "prompt_len": prompt_len})
     model = Llama(p, Shard(0, 1), torch.device("cpu"))
     gen = Generation(model, batch, p.prompt_len, p.decode_steps)
     prompt = torch.randint(
@@ -260,3 +266,44 @@ def test_energy_per_output_token_is_the_counter_at_the_batch_s_edges_over_its_to
     assert e["j_per_token"] is None and "NVML_ERROR_NOT_SUPPORTED" in e["reason"]
     e = batch_energy(ctx, None, None, tokens=120)
     assert e["j_per_token"] is None and e["reason"] == "no GPU: no energy counter"
+
+
+KERNEL_SCRIPT = """
+import json, sys
+import torch
+from tests.unit.test_llm_decode import _twins
+from kit.workloads.llm_decode.fused import kernel_step
+
+p, hf, gen, prompt = _twins(1, seed=11, prompt_len=int(sys.argv[1]))
+_, _, twin, _ = _twins(1, seed=11, prompt_len=int(sys.argv[1]))
+step = kernel_step(gen)
+with torch.no_grad():
+    ours = [gen.start(prompt)]
+    twin.start(prompt)
+    for _ in range(p.decode_steps):
+        ours.append(step())
+        twin.step()
+    seq = torch.cat([prompt, gen.out[:, : p.decode_steps]], dim=1)
+    theirs = hf(seq).logits.float()
+worst = max(float((o - theirs[:, p.prompt_len - 1 + i]).abs().max()) for i, o in enumerate(ours))
+print(json.dumps({"worst": worst, "same_tokens": torch.equal(gen.out, twin.out),
+                  "same_pos": torch.equal(gen.pos, twin.pos),
+                  "cache": float((gen.cache.kv - twin.cache.kv).abs().max()),
+                  "largest": float(theirs.abs().max())}))
+"""
+
+
+def test_the_batch_1_triton_step_matches_transformers_llama_at_every_step():
+    """kernel_step's Triton kernels, run by Triton's interpreter on the CPU in fp32 (the GPU
+    compiles the same kernels): its logits at every step are transformers', its cache the eager
+    step's. A prompt of 150 spreads the positions over three of the attention's chunks, so their
+    combination is checked too."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", KERNEL_SCRIPT, "150"],
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert r["worst"] < 2e-4 and r["largest"] > 0.1, r
+    assert r["same_tokens"] and r["same_pos"] and r["cache"] < 1e-5, r

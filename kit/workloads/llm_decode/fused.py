@@ -3,17 +3,23 @@
 A batch-1 decode step reads 15 GB of weights in about 3.9 ms of matmuls on an H200, and the
 kit's eager step spent 2 ms more in some 600 small kernels between them (RMSNorm, RoPE, the
 cache writes, the softmax, SiLU, the residual adds), each a launch and a wait in the CUDA graph.
-Here torch.compile fuses each run of them into one Triton kernel and leaves the matmuls to
-cuBLAS: per layer the residual add and RMSNorm one kernel (twice), RoPE with the K/V write into
-the cache one, softmax and its cast one, SiLU * up one. Measured on an H200 (one GPU, the
-Llama-3.1-8B shape, reports/measurements/2026-11-28-decode-step): 4.8-5.0 ms a step at batch 1
-against 5.9 ms (497 kernels against 816), 1.2x at batch 8 to 128; against an fp32 step of the
-same weights its logits are as close as the eager step's, the same greedy token.
+Two forms, measured on an H200 (one GPU, the Llama-3.1-8B shape,
+reports/measurements/2026-11-28-decode-step):
 
-The step is the eager one's arithmetic in the same order (kit.workloads.llm_decode.model.Llama
-.decode), only fused; the tensor-parallel all-reduces stay where they are, between the pieces.
-`backend` is torch.compile's: "inductor" on a GPU; the CPU tests pass "aot_eager", which traces
-and runs the same pieces without generating code.
+- batch 1 on a GPU (kernel_step): Triton kernels that carry each matmul's neighbours, five a
+  layer (kit.workloads.llm_decode.kernels): 4.1 ms a step, 87% of the GPU's copy ceiling,
+  against 4.9 ms for the pieces below and 6.0 ms for the eager step's kernels;
+- any batch (pieces_step): torch.compile fuses each run of small kernels into one Triton kernel
+  and leaves the matmuls to cuBLAS: per layer the residual add and RMSNorm one kernel (twice),
+  RoPE with the K/V write into the cache one, softmax and its cast one, SiLU * up one: 4.8-5.0
+  ms at batch 1 (497 kernels against 816), 1.2x the eager step's kernels at batch 8 to 128.
+
+Both are the eager step's arithmetic (kit.workloads.llm_decode.model.Llama.decode) with fp32
+accumulation where the kernels fuse; against an fp32 step of the same weights their logits are as
+close as the eager step's, the same greedy token. The tensor-parallel all-reduces stay between
+the pieces. `backend` is torch.compile's: "inductor" on a GPU; the CPU tests pass "aot_eager",
+which traces and runs the same pieces without generating code (and TRITON_INTERPRET=1 runs
+kernel_step's kernels on the CPU).
 """
 
 from __future__ import annotations
@@ -29,7 +35,60 @@ from kit.workloads.llm_decode.model import Generation, rotate
 
 
 def fused_step(gen: Generation, backend: str = "inductor") -> Callable[[], torch.Tensor]:
-    """A step() for `gen` like Generation.step: the same state, the same outputs."""
+    """A step() for `gen` like Generation.step: the same state, the same outputs. Batch 1 on a
+    GPU runs the Triton kernels (kernel_step); the rest torch.compile's pieces (pieces_step)."""
+    if gen.tokens.shape[0] == 1 and gen.tokens.is_cuda:
+        from kit.workloads.llm_decode import kernels  # Triton: imported where a GPU runs it
+
+        if kernels.usable(gen.model.dh):
+            return kernel_step(gen)
+    return pieces_step(gen, backend)
+
+
+def kernel_step(gen: Generation) -> Callable[[], torch.Tensor]:
+    """The batch-1 step in five Triton kernels a layer (kit.workloads.llm_decode.kernels); with
+    tensor parallel the output and down matmuls leave the residual add until after the
+    all-reduce."""
+    from kit.workloads.llm_decode import kernels
+
+    model, cache = gen.model, gen.cache
+    p = model.p
+    assert gen.tokens.shape[0] == 1 and model.rope is not None
+    hq, hkv, dh, eps = p.num_heads // model.shard.size, model.hkv, model.dh, p.rms_eps
+    parallel = model.shard.size > 1
+    attention = kernels.Attention(hq, hkv, dh, cache.max_len, model.device)
+
+    def decode() -> torch.Tensor:
+        assert model.rope is not None
+        h = F.embedding(gen.tokens, model.embed).view(-1)
+        q = torch.empty(hq * dh, device=h.device, dtype=h.dtype)
+        a = torch.empty_like(q)
+        act = torch.empty(model.layers[0].wdown.shape[1], device=h.device, dtype=h.dtype)
+        part = torch.empty_like(h)
+
+        def residual(x: torch.Tensor, w: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+            """h + x W^T: in place on one GPU; across the group the all-reduce comes first."""
+            if not parallel:
+                kernels.gemv(x, w, h, add=True)
+                return h
+            kernels.gemv(x, w, part, add=False)
+            return h + model._reduce(part, True)
+
+        for i, layer in enumerate(model.layers):
+            kernels.qkv_rope_write(
+                h, layer.norm1, layer.wqkv, model.rope, gen.pos, cache.kv[i], q, hq, hkv, eps
+            )
+            attention(q, cache.kv[i], gen.pos, a)
+            h = residual(a, layer.wo, h)
+            kernels.swiglu_gemv(h, layer.norm2, layer.wgu, act, eps)
+            h = residual(act, layer.wdown, h)
+        return model._logits(h.view(1, -1), True)
+
+    return lambda: gen.advance(decode())
+
+
+def pieces_step(gen: Generation, backend: str = "inductor") -> Callable[[], torch.Tensor]:
+    """torch.compile's pieces around cuBLAS's matmuls, at any batch."""
     model, cache = gen.model, gen.cache
     p, b = model.p, gen.tokens.shape[0]
     hq, hkv, dh = p.num_heads // model.shard.size, model.hkv, model.dh

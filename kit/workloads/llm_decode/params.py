@@ -18,9 +18,10 @@ class LlmDecodeParams(LlamaShape):
 
     tp: ranks per model (1: every rank serves its own copy, data parallel; 2: tensor parallel
     across pairs of ranks, an all-reduce after each layer's attention and MLP).
-    step_mode: how the decode step runs on a GPU: "fused" (its small kernels fused piece by
-    piece by torch.compile, the matmuls cuBLAS's, kit.workloads.llm_decode.fused; captured as one
-    CUDA graph per batch size), "graph" (its eager kernels captured the same way), "compile" (the
+    step_mode: how the decode step runs on a GPU: "fused" (kit.workloads.llm_decode.fused: at
+    batch 1 Triton kernels that carry each matmul's neighbours, five a layer; at larger batches
+    its small kernels fused by torch.compile around cuBLAS's matmuls; captured as one CUDA graph
+    per batch size), "graph" (its eager kernels captured the same way), "compile" (the
     whole step torch.compile'd, then captured), "eager"; the CPU always runs eager.
     trials: timed generations per batch size, after `warmup` untimed ones.
     fit_seq_len / fit_max_batch: the largest batch whose KV cache at this sequence length fits

@@ -16,7 +16,10 @@ parameters are listed below) says how many GPUs serve one model: tp 1, every GPU
 copy (data parallel, no traffic between GPUs); tp 2 or more, each group of that many GPUs serves
 one model, attention heads and MLP columns split as Megatron-LM splits them, two all-reduces per
 layer per decode step and the logits all-gathered. On a GPU the decode step is a CUDA graph per
-batch size (step_mode fused: its small kernels fused by torch.compile, the matmuls cuBLAS's;
+batch size (step_mode fused: at batch 1 five Triton kernels a layer, each matmul with its neighbours
+(RMSNorm, RoPE and the cache write, SiLU, the residual add) and one flash-decoding attention
+over the written positions; at larger batches the small kernels fused by torch.compile, the
+matmuls cuBLAS's;
 graph: its eager kernels; compile: the whole step torch.compile'd, then captured),
 replayed back to back with nothing
 read back until the generation ends; CUDA events time the prefill and every step (the host

@@ -78,8 +78,8 @@ def stepper(
     ctx: Context, gen: Generation, mode: str, notes: list[str]
 ) -> tuple[Callable[[], Any], str]:
     """The decode step as the timed loop calls it: on a GPU one CUDA graph of the step, captured
-    after warm-up steps on a side stream ("fused": the step with its small kernels fused piece by
-    piece, kit.workloads.llm_decode.fused; "graph": the eager step's kernels; "compile": the
+    after warm-up steps on a side stream ("fused": the step with its small kernels fused,
+    kit.workloads.llm_decode.fused: Triton kernels at batch 1, torch.compile's pieces above; "graph": the eager step's kernels; "compile": the
     whole step compiled by torch.compile first); "eager", and the CPU, call the step itself. A
     compile that fails falls back to the eager step's graph, and the result's notes say so.
     Returns the step and the mode that ran ("graph" after such a fallback)."""
@@ -109,7 +109,11 @@ def stepper(
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    what = {"fused": " (its small kernels fused)", "compile": " (torch.compile'd step)"}
+    what = {
+        "fused": " (fused: Triton kernels at batch 1, five a layer; at larger batches "
+        "torch.compile's small kernels around cuBLAS's matmuls)",
+        "compile": " (torch.compile'd step)",
+    }
     notes.append("decode step captured as one CUDA graph per batch size" + what.get(mode, ""))
     return graph.replay, mode
 

@@ -1,0 +1,252 @@
+"""Triton kernels of the batch-1 decode step: each matmul carries its neighbours.
+
+At batch 1 a decode step is a row vector times each weight: the time is the weight's bytes over
+HBM bandwidth, and whatever runs between the matmuls is lost. cuBLAS's matmuls with torch.compile's
+small kernels around them left 15 kernels a layer and about 1 ms of a 4.9 ms step between them on
+an H200. Here one program holds a few rows of a weight and the whole reduction over its columns
+(no split-K, no second kernel), so the step needs five kernels a layer:
+
+  qkv_rope_write   RMSNorm of the residual (its 1/rms folded in after the dot), the q/k/v matmul,
+                   RoPE on q and k, K and V written into the cache at the step's position
+  attend           flash decoding over the written positions only: the query heads of one KV head
+                   together, the positions in `splits` chunks, then one kernel combines the chunks
+  gemv             the output and down matmuls, with the residual add in place (one GPU) or
+                   without it (tensor parallel: the all-reduce comes first)
+  swiglu_gemv      RMSNorm, the gate/up matmul, SiLU(gate) * up
+
+Measured on an H200 (reports/measurements/2026-11-28-decode-step, calls 11-12): 4.11 ms a step of
+the Llama-3.1-8B shape against 4.91 ms for the compiled pieces, 87% of the GPU's copy ceiling; each
+launch's block sizes are the ones that study's sweep picked, fixed here so that every run launches
+the same kernels. Accumulation is fp32; a step's logits are at least as close to an fp32 step of
+the same weights as the eager bf16 step's.
+
+The position is read from device memory, so a CUDA graph of the step replays at every position.
+`TRITON_INTERPRET=1` runs the same kernels on the CPU (the unit tests do, in fp32).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+SPLITS, BLOCK_L = 8, 64  # attention: position chunks per KV head, positions per block
+
+
+@triton.jit
+def _qkv_kernel(
+    h_ptr, g_ptr, w_ptr, rope_ptr, pos_ptr, kv_ptr, q_ptr, eps,
+    K: tl.constexpr, HALF: tl.constexpr, HQ: tl.constexpr, HKV: tl.constexpr,
+    MAXLEN: tl.constexpr, RSTRIDE: tl.constexpr, R: tl.constexpr, BK: tl.constexpr,
+):  # fmt: skip
+    """R rows of a head's first half and the R rows HALF later (RoPE's pairs meet in one
+    program). Grid: heads x cdiv(HALF, R). kv: [2, 1, HKV, MAXLEN, 2 HALF] (this layer's)."""
+    pid = tl.program_id(0)
+    parts = tl.cdiv(HALF, R)
+    head = pid // parts
+    d_lo = (pid % parts) * R + tl.arange(0, R)
+    ok = d_lo < HALF
+    rows = head * (2 * HALF) + d_lo
+    acc_lo = tl.zeros((R, BK), tl.float32)
+    acc_hi = tl.zeros((R, BK), tl.float32)
+    ss = tl.zeros((BK,), tl.float32)
+    for k0 in range(0, K, BK):
+        cols = k0 + tl.arange(0, BK)
+        inside = cols < K
+        x = tl.load(h_ptr + cols, mask=inside, other=0.0).to(tl.float32)
+        ss += x * x
+        xg = (x * tl.load(g_ptr + cols, mask=inside, other=0.0).to(tl.float32))[None, :]
+        both = ok[:, None] & inside[None, :]
+        w_lo = tl.load(w_ptr + rows[:, None] * K + cols[None, :], mask=both, other=0.0)
+        w_hi = tl.load(w_ptr + (rows + HALF)[:, None] * K + cols[None, :], mask=both, other=0.0)
+        acc_lo += w_lo.to(tl.float32) * xg
+        acc_hi += w_hi.to(tl.float32) * xg
+    scale = 1.0 / tl.sqrt(tl.sum(ss, 0) / K + eps)
+    lo = tl.sum(acc_lo, 1) * scale
+    hi = tl.sum(acc_hi, 1) * scale
+    pos = tl.load(pos_ptr)
+    if head < HQ + HKV:  # q and k heads are rotated (cos and sin repeat after HALF)
+        cos = tl.load(rope_ptr + pos * (2 * HALF) + d_lo, mask=ok, other=0.0)
+        sin = tl.load(rope_ptr + RSTRIDE + pos * (2 * HALF) + d_lo, mask=ok, other=0.0)
+        lo, hi = lo * cos - hi * sin, hi * cos + lo * sin
+    if head < HQ:
+        dst = q_ptr + head * (2 * HALF) + d_lo
+    else:  # K heads at [0, 0, head - HQ], V heads at [1, 0, head - HQ - HKV]: both head - HQ
+        dst = kv_ptr + ((head - HQ) * MAXLEN + pos) * (2 * HALF) + d_lo
+    tl.store(dst, lo.to(q_ptr.dtype.element_ty), mask=ok)
+    tl.store(dst + HALF, hi.to(q_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _gemv_kernel(
+    x_ptr, w_ptr, h_ptr, out_ptr, N: tl.constexpr, K: tl.constexpr, ADD: tl.constexpr,
+    R: tl.constexpr, BK: tl.constexpr,
+):  # fmt: skip
+    """out[n] = (h[n] +) sum_k W[n, k] x[k] for the program's R rows."""
+    rows = tl.program_id(0) * R + tl.arange(0, R)
+    ok = rows < N
+    acc = tl.zeros((R, BK), tl.float32)
+    for k0 in range(0, K, BK):
+        cols = k0 + tl.arange(0, BK)
+        inside = cols < K
+        x = tl.load(x_ptr + cols, mask=inside, other=0.0).to(tl.float32)
+        both = ok[:, None] & inside[None, :]
+        w = tl.load(w_ptr + rows[:, None] * K + cols[None, :], mask=both, other=0.0)
+        acc += w.to(tl.float32) * x[None, :]
+    out = tl.sum(acc, 1)
+    if ADD:
+        out += tl.load(h_ptr + rows, mask=ok, other=0.0).to(tl.float32)
+    tl.store(out_ptr + rows, out.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _swiglu_kernel(
+    h_ptr, g_ptr, w_ptr, out_ptr, eps, N: tl.constexpr, K: tl.constexpr,
+    R: tl.constexpr, BK: tl.constexpr,
+):  # fmt: skip
+    """out[n] = SiLU(gate[n]) * up[n] of RMSNorm(h): rows n of the gate and n + N of up."""
+    rows = tl.program_id(0) * R + tl.arange(0, R)
+    ok = rows < N
+    acc_g = tl.zeros((R, BK), tl.float32)
+    acc_u = tl.zeros((R, BK), tl.float32)
+    ss = tl.zeros((BK,), tl.float32)
+    for k0 in range(0, K, BK):
+        cols = k0 + tl.arange(0, BK)
+        inside = cols < K
+        x = tl.load(h_ptr + cols, mask=inside, other=0.0).to(tl.float32)
+        ss += x * x
+        xg = (x * tl.load(g_ptr + cols, mask=inside, other=0.0).to(tl.float32))[None, :]
+        both = ok[:, None] & inside[None, :]
+        wg = tl.load(w_ptr + rows[:, None] * K + cols[None, :], mask=both, other=0.0)
+        wu = tl.load(w_ptr + (rows + N)[:, None] * K + cols[None, :], mask=both, other=0.0)
+        acc_g += wg.to(tl.float32) * xg
+        acc_u += wu.to(tl.float32) * xg
+    scale = 1.0 / tl.sqrt(tl.sum(ss, 0) / K + eps)
+    # gate and up rounded as a matmul's output in the weights' dtype would be; SiLU * up in fp32
+    gate = (tl.sum(acc_g, 1) * scale).to(out_ptr.dtype.element_ty).to(tl.float32)
+    up = (tl.sum(acc_u, 1) * scale).to(out_ptr.dtype.element_ty).to(tl.float32)
+    act = gate / (1.0 + tl.exp(-gate)) * up
+    tl.store(out_ptr + rows, act.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _attend_kernel(
+    q_ptr, kv_ptr, pos_ptr, part_ptr, stat_ptr, scale,
+    HKV: tl.constexpr, G: tl.constexpr, GP: tl.constexpr, DH: tl.constexpr,
+    MAXLEN: tl.constexpr, CHUNK: tl.constexpr, BL: tl.constexpr,
+):  # fmt: skip
+    """Grid (KV heads, splits): the G query heads of one KV head (GP rows, padded for the dot)
+    over positions [split * CHUNK, min(+CHUNK, pos + 1)), online softmax in fp32; writes the
+    chunk's unnormalised sum, its running max and its denominator."""
+    j = tl.program_id(0)
+    s = tl.program_id(1)
+    pos = tl.load(pos_ptr)
+    r = tl.arange(0, GP)
+    d = tl.arange(0, DH)
+    q = tl.load(q_ptr + (j * G + r)[:, None] * DH + d[None, :], mask=(r < G)[:, None], other=0.0)
+    m = tl.full((GP,), float("-inf"), tl.float32)
+    lsum = tl.zeros((GP,), tl.float32)
+    acc = tl.zeros((GP, DH), tl.float32)
+    start = s * CHUNK
+    end = tl.minimum(start + CHUNK, pos + 1)
+    k_base = kv_ptr + j * MAXLEN * DH
+    v_base = kv_ptr + (HKV + j) * MAXLEN * DH
+    for p0 in range(start, end, BL):
+        p = p0 + tl.arange(0, BL)
+        valid = p < end
+        k = tl.load(k_base + p[:, None] * DH + d[None, :], mask=valid[:, None], other=0.0)
+        v = tl.load(v_base + p[:, None] * DH + d[None, :], mask=valid[:, None], other=0.0)
+        sc = tl.dot(q, tl.trans(k)) * scale
+        sc = tl.where(valid[None, :], sc, float("-inf"))
+        m_new = tl.maximum(m, tl.max(sc, 1))
+        alpha = tl.exp(m - m_new)
+        pr = tl.exp(sc - m_new[:, None])
+        lsum = lsum * alpha + tl.sum(pr, 1)
+        acc = acc * alpha[:, None] + tl.dot(pr.to(v.dtype), v)
+        m = m_new
+    base = (j * tl.num_programs(1) + s) * GP
+    tl.store(part_ptr + (base + r)[:, None] * DH + d[None, :], acc)
+    tl.store(stat_ptr + 2 * (base + r), m)
+    tl.store(stat_ptr + 2 * (base + r) + 1, lsum)
+
+
+@triton.jit
+def _combine_kernel(
+    part_ptr, stat_ptr, out_ptr, G: tl.constexpr, GP: tl.constexpr, DH: tl.constexpr,
+    SPLITS: tl.constexpr,
+):  # fmt: skip
+    """One query head: its chunks' sums weighted by exp(m_chunk - max m), over the weighted
+    denominators (an empty chunk, past the position, weighs 0)."""
+    j = tl.program_id(0) // G
+    r = tl.program_id(0) % G
+    s = tl.arange(0, SPLITS)
+    d = tl.arange(0, DH)
+    row = (j * SPLITS + s) * GP + r
+    m = tl.load(stat_ptr + 2 * row)
+    lsum = tl.load(stat_ptr + 2 * row + 1)
+    w = tl.where(m == float("-inf"), 0.0, tl.exp(m - tl.max(m, 0)))
+    acc = tl.load(part_ptr + row[:, None] * DH + d[None, :])
+    out = tl.sum(acc * w[:, None], 0) / tl.sum(lsum * w, 0)
+    tl.store(out_ptr + (j * G + r) * DH + d, out.to(out_ptr.dtype.element_ty))
+
+
+def usable(head_dim: int) -> bool:
+    """The attention kernel's head dim is a power of two, at least 16 (a dot's smallest side)."""
+    return head_dim >= 16 and head_dim & (head_dim - 1) == 0
+
+
+def qkv_rope_write(
+    h: torch.Tensor, norm: torch.Tensor, w: torch.Tensor, rope: torch.Tensor,
+    pos: torch.Tensor, layer_kv: torch.Tensor, q: torch.Tensor, hq: int, hkv: int, eps: float,
+) -> None:  # fmt: skip
+    """q = RoPE(RMSNorm(h) Wq), K and V into layer_kv [2, 1, hkv, max_len, dh] at `pos`."""
+    dh = layer_kv.shape[-1]
+    half = dh // 2
+    grid = ((hq + 2 * hkv) * triton.cdiv(half, 4),)
+    _qkv_kernel[grid](
+        h, norm, w, rope, pos, layer_kv, q, eps,
+        h.numel(), half, hq, hkv, layer_kv.shape[-2], rope.stride(0), 4, 512,
+        num_warps=2, num_stages=1,
+    )  # fmt: skip
+
+
+def gemv(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, add: bool) -> None:
+    """out = x W^T, plus out's own values when `add` (the residual, in place)."""
+    n, k = w.shape
+    r, bk, warps = (4, 512, 8) if k > 8192 else (2, 1024, 4)  # the down matmul, the output's
+    _gemv_kernel[(triton.cdiv(n, r),)](
+        x, w, out, out, n, k, add, r, bk, num_warps=warps, num_stages=3
+    )
+
+
+def swiglu_gemv(
+    h: torch.Tensor, norm: torch.Tensor, w: torch.Tensor, out: torch.Tensor, eps: float
+) -> None:
+    """out = SiLU(x Wgate^T) * (x Wup^T) with x = RMSNorm(h); w is gate and up stacked."""
+    n = w.shape[0] // 2
+    _swiglu_kernel[(triton.cdiv(n, 4),)](
+        h, norm, w, out, eps, n, w.shape[1], 4, 512, num_warps=2, num_stages=1
+    )
+
+
+class Attention:
+    """Flash decoding of one layer at a time: the scratch of the chunks, kept for the graph."""
+
+    def __init__(self, hq: int, hkv: int, dh: int, max_len: int, device: torch.device) -> None:
+        self.hq, self.hkv, self.dh, self.max_len = hq, hkv, dh, max_len
+        self.group = hq // hkv
+        self.gp = max(16, triton.next_power_of_2(self.group))
+        self.chunk = triton.cdiv(triton.cdiv(max_len, SPLITS), BLOCK_L) * BLOCK_L
+        rows = hkv * SPLITS * self.gp
+        self.part = torch.empty((rows, dh), device=device, dtype=torch.float32)
+        self.stat = torch.empty((rows, 2), device=device, dtype=torch.float32)
+
+    def __call__(
+        self, q: torch.Tensor, layer_kv: torch.Tensor, pos: torch.Tensor, out: torch.Tensor
+    ) -> None:
+        """out [hq dh] = softmax(q K^T / sqrt(dh)) V over positions 0..pos."""
+        _attend_kernel[(self.hkv, SPLITS)](
+            q, layer_kv, pos, self.part, self.stat, self.dh**-0.5,
+            self.hkv, self.group, self.gp, self.dh, self.max_len, self.chunk, BLOCK_L,
+        )  # fmt: skip
+        _combine_kernel[(self.hq,)](self.part, self.stat, out, self.group, self.gp, self.dh, SPLITS)
