@@ -40,9 +40,9 @@ SHAPE = {  # the reference's flag -> the recipe's parameter
 }  # fmt: skip
 
 
-def params(smoke: bool) -> dict[str, Any]:
+def params(recipe: Path, smoke: bool) -> dict[str, Any]:
     bench = next(
-        b for b in yaml.safe_load(RECIPE.read_text())["benchmarks"] if b["params"]["tp"] == 1
+        b for b in yaml.safe_load(recipe.read_text())["benchmarks"] if b["params"]["tp"] == 1
     )
     return {**bench["params"], **(bench["smoke"] if smoke else {})}
 
@@ -62,9 +62,9 @@ def reference(p: dict[str, Any], cpu: bool, out: Path) -> dict[str, Any]:
     return json.loads(line.removeprefix("REFERENCE "))
 
 
-def kit(cpu: bool, repeats: int, out: Path) -> dict[str, Any]:
+def kit(recipe: Path, cpu: bool, repeats: int, out: Path) -> dict[str, Any]:
     bundle = out / "bundle"
-    argv = [sys.executable, "-m", "kit", "reproduce", str(RECIPE), "--runtime", "host",
+    argv = [sys.executable, "-m", "kit", "reproduce", str(recipe), "--runtime", "host",
             "--repeats", str(repeats), "--out", str(bundle)]  # fmt: skip
     argv += ["--device", "cpu", "--smoke"] if cpu else ["--device", "cuda"]
     env = {
@@ -144,11 +144,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cpu", action="store_true", help="smoke scale on the CPU")
     ap.add_argument("--repeats", type=int, default=int(os.environ.get("REPEATS", "1")))
+    ap.add_argument("--recipe", type=Path, default=RECIPE, help="a one-GPU machine: one with tp 1")
     a = ap.parse_args()
     out = Path(os.environ.get("OUT", "/tmp/out"))
     out.mkdir(parents=True, exist_ok=True)
-    ref = reference(params(a.cpu), a.cpu, out)
-    c = compare(ref, kit(a.cpu, a.repeats, out))
+    ref = reference(params(a.recipe, a.cpu), a.cpu, out)
+    c = compare(ref, kit(a.recipe, a.cpu, a.repeats, out))
     (out / "comparison.json").write_text(json.dumps(c, indent=1) + "\n")
     (out / "comparison.md").write_text(markdown(c))
     print(markdown(c))
