@@ -16,8 +16,9 @@ an H200. Here one program holds a few rows of a weight and the whole reduction o
 
 Measured on an H200 (reports/measurements/2026-11-28-decode-step, calls 11-12): 4.11 ms a step of
 the Llama-3.1-8B shape against 4.91 ms for the compiled pieces, 87% of the GPU's copy ceiling; each
-launch's block sizes are the ones that study's sweep picked, fixed here so that every run launches
-the same kernels. Accumulation is fp32; a step's logits are at least as close to an fp32 step of
+kernel's block sizes are autotuned at the first step from the few that won that study's sweeps on
+two H200s (the best differed between them: fixed ones cost 0.3 ms a step on the second), and the
+result's notes name the ones picked (`picked`). Accumulation is fp32; a step's logits are at least as close to an fp32 step of
 the same weights as the eager bf16 step's.
 
 The position is read from device memory, so a CUDA graph of the step replays at every position.
@@ -26,6 +27,8 @@ The position is read from device memory, so a CUDA graph of the step replays at 
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -33,6 +36,28 @@ import triton.language as tl
 SPLITS, BLOCK_L = 8, 64  # attention: position chunks per KV head, positions per block
 
 
+def _configs(*choices: tuple[int, int, int, int]) -> list[triton.Config]:
+    """(rows a program, columns a block, warps, stages); the interpreter takes the first only
+    (it cannot time them)."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        choices = choices[:1]
+    return [triton.Config({"R": r, "BK": bk}, num_warps=w, num_stages=s) for r, bk, w, s in choices]
+
+
+# the winners of the study's sweeps (calls 11, 12, 14) and their neighbours
+QKV = _configs(
+    (4, 512, 2, 1), (4, 256, 4, 1), (2, 512, 2, 1), (2, 256, 4, 1), (4, 512, 4, 1), (2, 1024, 2, 1)
+)
+GEMV = _configs(
+    (4, 512, 8, 3), (2, 1024, 4, 3), (4, 512, 4, 3), (2, 512, 4, 3), (4, 1024, 8, 3),
+    (8, 256, 4, 3), (8, 512, 8, 3), (4, 256, 4, 3),
+)  # fmt: skip
+SWIGLU = _configs(
+    (4, 512, 2, 1), (8, 256, 4, 3), (4, 256, 2, 1), (8, 512, 4, 3), (4, 512, 4, 3), (8, 256, 4, 1)
+)
+
+
+@triton.autotune(configs=QKV, key=["K", "HALF", "HQ", "HKV"])
 @triton.jit
 def _qkv_kernel(
     h_ptr, g_ptr, w_ptr, rope_ptr, pos_ptr, kv_ptr, q_ptr, eps,
@@ -77,6 +102,7 @@ def _qkv_kernel(
     tl.store(dst + HALF, hi.to(q_ptr.dtype.element_ty), mask=ok)
 
 
+@triton.autotune(configs=GEMV, key=["N", "K", "ADD"], restore_value=["out_ptr"])
 @triton.jit
 def _gemv_kernel(
     x_ptr, w_ptr, h_ptr, out_ptr, N: tl.constexpr, K: tl.constexpr, ADD: tl.constexpr,
@@ -99,6 +125,7 @@ def _gemv_kernel(
     tl.store(out_ptr + rows, out.to(out_ptr.dtype.element_ty), mask=ok)
 
 
+@triton.autotune(configs=SWIGLU, key=["N", "K"])
 @triton.jit
 def _swiglu_kernel(
     h_ptr, g_ptr, w_ptr, out_ptr, eps, N: tl.constexpr, K: tl.constexpr,
@@ -200,23 +227,17 @@ def qkv_rope_write(
     pos: torch.Tensor, layer_kv: torch.Tensor, q: torch.Tensor, hq: int, hkv: int, eps: float,
 ) -> None:  # fmt: skip
     """q = RoPE(RMSNorm(h) Wq), K and V into layer_kv [2, 1, hkv, max_len, dh] at `pos`."""
-    dh = layer_kv.shape[-1]
-    half = dh // 2
-    grid = ((hq + 2 * hkv) * triton.cdiv(half, 4),)
-    _qkv_kernel[grid](
+    half = layer_kv.shape[-1] // 2
+    _qkv_kernel[lambda c: ((hq + 2 * hkv) * triton.cdiv(half, c["R"]),)](
         h, norm, w, rope, pos, layer_kv, q, eps,
-        h.numel(), half, hq, hkv, layer_kv.shape[-2], rope.stride(0), 4, 512,
-        num_warps=2, num_stages=1,
+        h.numel(), half, hq, hkv, layer_kv.shape[-2], rope.stride(0),
     )  # fmt: skip
 
 
 def gemv(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, add: bool) -> None:
     """out = x W^T, plus out's own values when `add` (the residual, in place)."""
     n, k = w.shape
-    r, bk, warps = (4, 512, 8) if k > 8192 else (2, 1024, 4)  # the down matmul, the output's
-    _gemv_kernel[(triton.cdiv(n, r),)](
-        x, w, out, out, n, k, add, r, bk, num_warps=warps, num_stages=3
-    )
+    _gemv_kernel[lambda c: (triton.cdiv(n, c["R"]),)](x, w, out, out, n, k, add)
 
 
 def swiglu_gemv(
@@ -224,9 +245,20 @@ def swiglu_gemv(
 ) -> None:
     """out = SiLU(x Wgate^T) * (x Wup^T) with x = RMSNorm(h); w is gate and up stacked."""
     n = w.shape[0] // 2
-    _swiglu_kernel[(triton.cdiv(n, 4),)](
-        h, norm, w, out, eps, n, w.shape[1], 4, 512, num_warps=2, num_stages=1
-    )
+    _swiglu_kernel[lambda c: (triton.cdiv(n, c["R"]),)](h, norm, w, out, eps, n, w.shape[1])
+
+
+def picked() -> str:
+    """The block sizes the autotuner picked, one phrase per kernel and shape (for the notes)."""
+    parts = []
+    for name, kernel in (("qkv", _qkv_kernel), ("gemv", _gemv_kernel), ("swiglu", _swiglu_kernel)):
+        for key, c in sorted(getattr(kernel, "cache", {}).items(), key=str):
+            shape = "x".join(str(v) for v in key if isinstance(v, int) and not isinstance(v, bool))
+            parts.append(
+                f"{name} {shape}: {c.kwargs['R']} rows, {c.kwargs['BK']} columns, "
+                f"{c.num_warps} warps, {c.num_stages} stages"
+            )
+    return "; ".join(parts)
 
 
 class Attention:

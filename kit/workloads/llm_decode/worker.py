@@ -115,6 +115,11 @@ def stepper(
         "compile": " (torch.compile'd step)",
     }
     notes.append("decode step captured as one CUDA graph per batch size" + what.get(mode, ""))
+    if mode == "fused" and gen.tokens.shape[0] == 1:
+        from kit.workloads.llm_decode.kernels import picked
+
+        if text := picked():  # empty where the head dim sent batch 1 to the compiled pieces
+            notes.append(f"batch 1's Triton block sizes, autotuned at its first step: {text}")
     return graph.replay, mode
 
 
