@@ -40,7 +40,8 @@ def fused_step(gen: Generation, backend: str = "inductor") -> Callable[[], torch
     if gen.tokens.shape[0] == 1 and gen.tokens.is_cuda:
         from kit.workloads.llm_decode import kernels  # Triton: imported where a GPU runs it
 
-        if kernels.usable(gen.model.dh):
+        layer = gen.model.layers[0]
+        if kernels.usable(gen.model.dh, [layer.wo.shape[0], layer.wgu.shape[0] // 2]):
             return kernel_step(gen)
     return pieces_step(gen, backend)
 

@@ -70,7 +70,6 @@ def _qkv_kernel(
     parts = tl.cdiv(HALF, R)
     head = pid // parts
     d_lo = (pid % parts) * R + tl.arange(0, R)
-    ok = d_lo < HALF
     rows = head * (2 * HALF) + d_lo
     acc_lo = tl.zeros((R, BK), tl.float32)
     acc_hi = tl.zeros((R, BK), tl.float32)
@@ -81,9 +80,10 @@ def _qkv_kernel(
         x = tl.load(h_ptr + cols, mask=inside, other=0.0).to(tl.float32)
         ss += x * x
         xg = (x * tl.load(g_ptr + cols, mask=inside, other=0.0).to(tl.float32))[None, :]
-        both = ok[:, None] & inside[None, :]
-        w_lo = tl.load(w_ptr + rows[:, None] * K + cols[None, :], mask=both, other=0.0)
-        w_hi = tl.load(w_ptr + (rows + HALF)[:, None] * K + cols[None, :], mask=both, other=0.0)
+        w_lo = tl.load(w_ptr + rows[:, None] * K + cols[None, :], mask=inside[None, :], other=0.0)
+        w_hi = tl.load(
+            w_ptr + (rows + HALF)[:, None] * K + cols[None, :], mask=inside[None, :], other=0.0
+        )
         acc_lo += w_lo.to(tl.float32) * xg
         acc_hi += w_hi.to(tl.float32) * xg
     scale = 1.0 / tl.sqrt(tl.sum(ss, 0) / K + eps)
@@ -91,15 +91,15 @@ def _qkv_kernel(
     hi = tl.sum(acc_hi, 1) * scale
     pos = tl.load(pos_ptr)
     if head < HQ + HKV:  # q and k heads are rotated (cos and sin repeat after HALF)
-        cos = tl.load(rope_ptr + pos * (2 * HALF) + d_lo, mask=ok, other=0.0)
-        sin = tl.load(rope_ptr + RSTRIDE + pos * (2 * HALF) + d_lo, mask=ok, other=0.0)
+        cos = tl.load(rope_ptr + pos * (2 * HALF) + d_lo)
+        sin = tl.load(rope_ptr + RSTRIDE + pos * (2 * HALF) + d_lo)
         lo, hi = lo * cos - hi * sin, hi * cos + lo * sin
     if head < HQ:
         dst = q_ptr + head * (2 * HALF) + d_lo
     else:  # K heads at [0, 0, head - HQ], V heads at [1, 0, head - HQ - HKV]: both head - HQ
         dst = kv_ptr + ((head - HQ) * MAXLEN + pos) * (2 * HALF) + d_lo
-    tl.store(dst, lo.to(q_ptr.dtype.element_ty), mask=ok)
-    tl.store(dst + HALF, hi.to(q_ptr.dtype.element_ty), mask=ok)
+    tl.store(dst, lo.to(q_ptr.dtype.element_ty))
+    tl.store(dst + HALF, hi.to(q_ptr.dtype.element_ty))
 
 
 @triton.autotune(configs=GEMV, key=["N", "K", "ADD"], restore_value=["out_ptr"])
@@ -110,19 +110,17 @@ def _gemv_kernel(
 ):  # fmt: skip
     """out[n] = (h[n] +) sum_k W[n, k] x[k] for the program's R rows."""
     rows = tl.program_id(0) * R + tl.arange(0, R)
-    ok = rows < N
     acc = tl.zeros((R, BK), tl.float32)
     for k0 in range(0, K, BK):
         cols = k0 + tl.arange(0, BK)
         inside = cols < K
         x = tl.load(x_ptr + cols, mask=inside, other=0.0).to(tl.float32)
-        both = ok[:, None] & inside[None, :]
-        w = tl.load(w_ptr + rows[:, None] * K + cols[None, :], mask=both, other=0.0)
+        w = tl.load(w_ptr + rows[:, None] * K + cols[None, :], mask=inside[None, :], other=0.0)
         acc += w.to(tl.float32) * x[None, :]
     out = tl.sum(acc, 1)
     if ADD:
-        out += tl.load(h_ptr + rows, mask=ok, other=0.0).to(tl.float32)
-    tl.store(out_ptr + rows, out.to(out_ptr.dtype.element_ty), mask=ok)
+        out += tl.load(h_ptr + rows).to(tl.float32)
+    tl.store(out_ptr + rows, out.to(out_ptr.dtype.element_ty))
 
 
 @triton.autotune(configs=SWIGLU, key=["N", "K"])
@@ -133,7 +131,6 @@ def _swiglu_kernel(
 ):  # fmt: skip
     """out[n] = SiLU(gate[n]) * up[n] of RMSNorm(h): rows n of the gate and n + N of up."""
     rows = tl.program_id(0) * R + tl.arange(0, R)
-    ok = rows < N
     acc_g = tl.zeros((R, BK), tl.float32)
     acc_u = tl.zeros((R, BK), tl.float32)
     ss = tl.zeros((BK,), tl.float32)
@@ -143,9 +140,10 @@ def _swiglu_kernel(
         x = tl.load(h_ptr + cols, mask=inside, other=0.0).to(tl.float32)
         ss += x * x
         xg = (x * tl.load(g_ptr + cols, mask=inside, other=0.0).to(tl.float32))[None, :]
-        both = ok[:, None] & inside[None, :]
-        wg = tl.load(w_ptr + rows[:, None] * K + cols[None, :], mask=both, other=0.0)
-        wu = tl.load(w_ptr + (rows + N)[:, None] * K + cols[None, :], mask=both, other=0.0)
+        wg = tl.load(w_ptr + rows[:, None] * K + cols[None, :], mask=inside[None, :], other=0.0)
+        wu = tl.load(
+            w_ptr + (rows + N)[:, None] * K + cols[None, :], mask=inside[None, :], other=0.0
+        )
         acc_g += wg.to(tl.float32) * xg
         acc_u += wu.to(tl.float32) * xg
     scale = 1.0 / tl.sqrt(tl.sum(ss, 0) / K + eps)
@@ -153,7 +151,7 @@ def _swiglu_kernel(
     gate = (tl.sum(acc_g, 1) * scale).to(out_ptr.dtype.element_ty).to(tl.float32)
     up = (tl.sum(acc_u, 1) * scale).to(out_ptr.dtype.element_ty).to(tl.float32)
     act = gate / (1.0 + tl.exp(-gate)) * up
-    tl.store(out_ptr + rows, act.to(out_ptr.dtype.element_ty), mask=ok)
+    tl.store(out_ptr + rows, act.to(out_ptr.dtype.element_ty))
 
 
 @triton.jit
@@ -217,9 +215,11 @@ def _combine_kernel(
     tl.store(out_ptr + (j * G + r) * DH + d, out.to(out_ptr.dtype.element_ty))
 
 
-def usable(head_dim: int) -> bool:
-    """The attention kernel's head dim is a power of two, at least 16 (a dot's smallest side)."""
-    return head_dim >= 16 and head_dim & (head_dim - 1) == 0
+def usable(head_dim: int, rows: list[int]) -> bool:
+    """The attention kernel's head dim is a power of two, at least 16 (a dot's smallest side);
+    every weight's rows a multiple of 8, so that a program's rows need no mask (a row mask on
+    the weight's loads cost the down matmul 10%: the study's call 16)."""
+    return head_dim >= 16 and head_dim & (head_dim - 1) == 0 and all(n % 8 == 0 for n in rows)
 
 
 def qkv_rope_write(
