@@ -28,7 +28,11 @@ export PYTHONPATH="/tmp/site:$PWD:${PYTHONPATH:-}"
 log() { echo "[$(date -u +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$WORK/call.log"; }
 containers() { OUT=$WORK bash scripts/device/containers.sh "$@"; }
 HARD_S=${HARD_S:-540}
-( sleep "$HARD_S"; pkill -TERM -f "kit reproduce" && echo "[+${HARD_S}s] HARD_S: SIGTERM to kit reproduce" >>"$WORK/call.log" ) &
+# the watchdog's sleep dies with it: on 2026-11-29 a sleep left behind held a finished call
+# open until HARD_S (540 s of device time for 333 s of work)
+( trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
+  sleep "$HARD_S" & sleeper=$!; wait "$sleeper"
+  pkill -TERM -f "kit reproduce" && echo "[+${HARD_S}s] HARD_S: SIGTERM to kit reproduce" >>"$WORK/call.log" ) &
 watchdog=$!
 log "call $name, kit commit ${KIT_COMMIT:-not stated}, budget ${BUDGET_S:-none}"
 nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,driver_version,power.limit,clocks.max.sm \
