@@ -68,6 +68,8 @@ class Heartbeat:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self.path.unlink(missing_ok=True)
+        try:  # a stop signal that lands in the join still removes the file before the seal
+            if self._thread is not None:
+                self._thread.join(timeout=5)
+        finally:
+            self.path.unlink(missing_ok=True)

@@ -199,7 +199,8 @@ def _assert_stopped(proc: subprocess.Popen, out: Path, log: Path, sig: signal.Si
     assert len(said) == 1, text  # one line names the stop
     results = json.loads((out / files.RESULTS).read_text())
     assert results["status"] == "interrupted", text
-    assert verify_manifest(out).ok
+    check = verify_manifest(out)
+    assert check.ok, (check, text)  # which file differs from the seal, and the run's output
 
 
 @pytest.mark.slow

@@ -33,7 +33,9 @@ KIT_ROOT = str(Path(__file__).resolve().parents[3])
 
 
 def kill_group(proc: subprocess.Popen) -> None:
-    """Stop torchrun and every rank it started: TERM first, KILL after a grace period.
+    """Stop torchrun and every rank it started: TERM first, KILL after a grace period; return
+    once no process of the group runs (torchrun can exit before its ranks, and a rank still
+    writing into the run folder after the bundle was sealed broke its manifest).
 
     A second Ctrl-C during the grace period skips to KILL (and still propagates).
     """
@@ -43,15 +45,51 @@ def kill_group(proc: subprocess.Popen) -> None:
                 os.killpg(proc.pid, sig)
             except ProcessLookupError:
                 return
-            try:
-                proc.wait(timeout=wait)
+            if _ended(proc, wait):
                 return
-            except subprocess.TimeoutExpired:
-                continue
     except BaseException:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         raise
+
+
+def _ended(proc: subprocess.Popen, timeout_s: float) -> bool:
+    """Whether the group's leader and every other member ended within timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return False
+    while group_runs(proc.pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def group_runs(pgid: int) -> bool:
+    """Whether a process of group `pgid` still runs. Linux reads /proc (a zombie, which writes
+    nothing, does not count: a member whose parent died waits there to be reaped); elsewhere
+    whether the group can still be signalled."""
+    if not os.path.isdir("/proc/self"):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(os.path.join(entry.path, "stat")) as f:
+                fields = f.read().rpartition(")")[2].split()  # state, ppid, pgrp, ...
+        except OSError:  # ended while read
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
