@@ -293,6 +293,7 @@ print(json.dumps({"worst": worst, "same_tokens": torch.equal(gen.out, twin.out),
 """
 
 
+@pytest.mark.slow  # Triton's interpreter: about 30 s
 def test_the_batch_1_triton_step_matches_transformers_llama_at_every_step():
     """kernel_step's Triton kernels, run by Triton's interpreter on the CPU in fp32 (the GPU
     compiles the same kernels): its logits at every step are transformers', its cache the eager
