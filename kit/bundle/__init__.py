@@ -252,10 +252,17 @@ def sha256_file(path: Path) -> str:
 
 
 def _remove_empty_dirs(root: Path) -> None:
-    """Empty folders cannot be listed in a manifest: a bundle is sealed without them."""
-    for folder in sorted(scan(root).empty_dirs, key=lambda n: -n.count("/")):
-        with contextlib.suppress(OSError):
-            os.rmdir(root / folder)
+    """Empty folders cannot be listed in a manifest: a bundle is sealed without them, and
+    without the folders that only held them (a run stopped before its spec was written left
+    runs/<run>/ empty: removing it left runs/ empty, and the sealed bundle failed its check)."""
+    while True:
+        removed = False
+        for folder in sorted(scan(root).empty_dirs, key=lambda n: -n.count("/")):
+            with contextlib.suppress(OSError):
+                os.rmdir(root / folder)
+                removed = True
+        if not removed:
+            return
 
 
 def _entries(root: Path) -> dict[str, Path]:

@@ -190,9 +190,12 @@ def open_bundle(
 
 
 def write_specs(bundle: Bundle, runs: list[RunSpec]) -> None:
-    """runs/<id>/spec.json of each planned run: what its worker reads."""
+    """runs/<id>/spec.json of each planned run: what its worker reads. A stop waits for each
+    (a stop between the folder and its spec left runs/<id>/ empty, and the report, which
+    reads a spec in every run folder, was not rendered)."""
     for spec in runs:
-        write_json(bundle.run_dir(spec.run_id) / files.SPEC, spec.to_json())
+        with stop.held():
+            write_json(bundle.run_dir(spec.run_id) / files.SPEC, spec.to_json())
 
 
 def record_container(bundle: Bundle, environment: dict[str, Any] | None = None) -> None:

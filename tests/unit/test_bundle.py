@@ -42,6 +42,16 @@ def test_verify_finds_changed_missing_and_extra(tmp_path):
     )
 
 
+def test_a_folder_left_empty_by_removing_an_empty_folder_is_removed_too(tmp_path):
+    """A run stopped before its spec was written leaves runs/<run>/ empty: the seal removes it
+    and then runs/, which only held it (a stop-signal test found the bundle failing its check)."""
+    bundle = Bundle.create(tmp_path / "b", {"kit": 1, "name": "x"}, {**HEADER, "recipe": "x"})
+    (bundle.path / "runs" / "allreduce.p2p.r0" / "deeper").mkdir(parents=True)
+    write_manifest(bundle.path)
+    assert not (bundle.path / "runs").exists()
+    assert verify_manifest(bundle.path).ok
+
+
 def test_unsealed_bundle(tmp_path):
     bundle = Bundle.create(tmp_path / "b", {}, HEADER)
     with pytest.raises(InputError, match="never sealed"):

@@ -57,6 +57,31 @@ SWIGLU = _configs(
 )
 
 
+@triton.jit
+def _norm_dot_pair(
+    h_ptr, g_ptr, w_ptr, rows, other, eps, K: tl.constexpr, R: tl.constexpr, BK: tl.constexpr
+):
+    """RMSNorm(h) (with its weight g) against the weight's `rows` and the rows `other` further
+    on: both dot products in fp32, the norm's 1/rms applied after them (it is one number)."""
+    acc_a = tl.zeros((R, BK), tl.float32)
+    acc_b = tl.zeros((R, BK), tl.float32)
+    ss = tl.zeros((BK,), tl.float32)
+    for k0 in range(0, K, BK):
+        cols = k0 + tl.arange(0, BK)
+        inside = cols < K
+        x = tl.load(h_ptr + cols, mask=inside, other=0.0).to(tl.float32)
+        ss += x * x
+        xg = (x * tl.load(g_ptr + cols, mask=inside, other=0.0).to(tl.float32))[None, :]
+        wa = tl.load(w_ptr + rows[:, None] * K + cols[None, :], mask=inside[None, :], other=0.0)
+        wb = tl.load(
+            w_ptr + (rows + other)[:, None] * K + cols[None, :], mask=inside[None, :], other=0.0
+        )
+        acc_a += wa.to(tl.float32) * xg
+        acc_b += wb.to(tl.float32) * xg
+    scale = 1.0 / tl.sqrt(tl.sum(ss, 0) / K + eps)
+    return tl.sum(acc_a, 1) * scale, tl.sum(acc_b, 1) * scale
+
+
 @triton.autotune(configs=QKV, key=["K", "HALF", "HQ", "HKV"])
 @triton.jit
 def _qkv_kernel(
@@ -70,25 +95,7 @@ def _qkv_kernel(
     parts = tl.cdiv(HALF, R)
     head = pid // parts
     d_lo = (pid % parts) * R + tl.arange(0, R)
-    rows = head * (2 * HALF) + d_lo
-    acc_lo = tl.zeros((R, BK), tl.float32)
-    acc_hi = tl.zeros((R, BK), tl.float32)
-    ss = tl.zeros((BK,), tl.float32)
-    for k0 in range(0, K, BK):
-        cols = k0 + tl.arange(0, BK)
-        inside = cols < K
-        x = tl.load(h_ptr + cols, mask=inside, other=0.0).to(tl.float32)
-        ss += x * x
-        xg = (x * tl.load(g_ptr + cols, mask=inside, other=0.0).to(tl.float32))[None, :]
-        w_lo = tl.load(w_ptr + rows[:, None] * K + cols[None, :], mask=inside[None, :], other=0.0)
-        w_hi = tl.load(
-            w_ptr + (rows + HALF)[:, None] * K + cols[None, :], mask=inside[None, :], other=0.0
-        )
-        acc_lo += w_lo.to(tl.float32) * xg
-        acc_hi += w_hi.to(tl.float32) * xg
-    scale = 1.0 / tl.sqrt(tl.sum(ss, 0) / K + eps)
-    lo = tl.sum(acc_lo, 1) * scale
-    hi = tl.sum(acc_hi, 1) * scale
+    lo, hi = _norm_dot_pair(h_ptr, g_ptr, w_ptr, head * (2 * HALF) + d_lo, HALF, eps, K, R, BK)
     pos = tl.load(pos_ptr)
     if head < HQ + HKV:  # q and k heads are rotated (cos and sin repeat after HALF)
         cos = tl.load(rope_ptr + pos * (2 * HALF) + d_lo)
@@ -131,25 +138,10 @@ def _swiglu_kernel(
 ):  # fmt: skip
     """out[n] = SiLU(gate[n]) * up[n] of RMSNorm(h): rows n of the gate and n + N of up."""
     rows = tl.program_id(0) * R + tl.arange(0, R)
-    acc_g = tl.zeros((R, BK), tl.float32)
-    acc_u = tl.zeros((R, BK), tl.float32)
-    ss = tl.zeros((BK,), tl.float32)
-    for k0 in range(0, K, BK):
-        cols = k0 + tl.arange(0, BK)
-        inside = cols < K
-        x = tl.load(h_ptr + cols, mask=inside, other=0.0).to(tl.float32)
-        ss += x * x
-        xg = (x * tl.load(g_ptr + cols, mask=inside, other=0.0).to(tl.float32))[None, :]
-        wg = tl.load(w_ptr + rows[:, None] * K + cols[None, :], mask=inside[None, :], other=0.0)
-        wu = tl.load(
-            w_ptr + (rows + N)[:, None] * K + cols[None, :], mask=inside[None, :], other=0.0
-        )
-        acc_g += wg.to(tl.float32) * xg
-        acc_u += wu.to(tl.float32) * xg
-    scale = 1.0 / tl.sqrt(tl.sum(ss, 0) / K + eps)
+    gate, up = _norm_dot_pair(h_ptr, g_ptr, w_ptr, rows, N, eps, K, R, BK)
     # gate and up rounded as a matmul's output in the weights' dtype would be; SiLU * up in fp32
-    gate = (tl.sum(acc_g, 1) * scale).to(out_ptr.dtype.element_ty).to(tl.float32)
-    up = (tl.sum(acc_u, 1) * scale).to(out_ptr.dtype.element_ty).to(tl.float32)
+    gate = gate.to(out_ptr.dtype.element_ty).to(tl.float32)
+    up = up.to(out_ptr.dtype.element_ty).to(tl.float32)
     act = gate / (1.0 + tl.exp(-gate)) * up
     tl.store(out_ptr + rows, act.to(out_ptr.dtype.element_ty))
 
