@@ -36,6 +36,7 @@ WORKER_SIDE = (
 # Third-party packages the worker side may import (besides the standard library).
 WORKER_THIRD_PARTY = {
     "torch", "torchvision", "transformers", "peft", "accelerate", "pynvml", "numpy",
+    "triton",  # torch's own dependency where it has CUDA (the decode kernels; guarded elsewhere)
 }  # fmt: skip
 
 # Where a run goes and who waits for it (kit.run's placements): several Docker daemons, a Slurm

@@ -31,18 +31,17 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from kit.workloads.llm_decode import kernels
 from kit.workloads.llm_decode.model import Generation, rotate
 
 
 def fused_step(gen: Generation, backend: str = "inductor") -> Callable[[], torch.Tensor]:
     """A step() for `gen` like Generation.step: the same state, the same outputs. Batch 1 on a
     GPU runs the Triton kernels (kernel_step); the rest torch.compile's pieces (pieces_step)."""
-    if gen.tokens.shape[0] == 1 and gen.tokens.is_cuda:
-        from kit.workloads.llm_decode import kernels  # Triton: imported where a GPU runs it
-
-        layer = gen.model.layers[0]
-        if kernels.usable(gen.model.dh, [layer.wo.shape[0], layer.wgu.shape[0] // 2]):
-            return kernel_step(gen)
+    layer = gen.model.layers[0]
+    rows = [layer.wo.shape[0], layer.wgu.shape[0] // 2]
+    if gen.tokens.shape[0] == 1 and gen.tokens.is_cuda and kernels.usable(gen.model.dh, rows):
+        return kernel_step(gen)
     return pieces_step(gen, backend)
 
 
@@ -50,8 +49,6 @@ def kernel_step(gen: Generation) -> Callable[[], torch.Tensor]:
     """The batch-1 step in five Triton kernels a layer (kit.workloads.llm_decode.kernels); with
     tensor parallel the output and down matmuls leave the residual add until after the
     all-reduce."""
-    from kit.workloads.llm_decode import kernels
-
     model, cache = gen.model, gen.cache
     p = model.p
     assert gen.tokens.shape[0] == 1 and model.rope is not None

@@ -28,17 +28,35 @@ The position is read from device memory, so a CUDA graph of the step replays at 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 import torch
-import triton
-import triton.language as tl
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # a torch without Triton (CPU-only wheels): usable() says no, nothing runs
+    triton = tl = None  # type: ignore[assignment]
 
 SPLITS, BLOCK_L = 8, 64  # attention: position chunks per KV head, positions per block
 
 
-def _configs(*choices: tuple[int, int, int, int]) -> list[triton.Config]:
+def _jit(fn: Callable[..., Any]) -> Any:
+    return triton.jit(fn) if triton is not None else fn
+
+
+def _autotune(configs: list[Any], key: list[str], **kwargs: Any) -> Callable[..., Any]:
+    if triton is None or not configs:
+        return lambda fn: fn
+    return triton.autotune(configs=configs, key=key, **kwargs)
+
+
+def _configs(*choices: tuple[int, int, int, int]) -> list[Any]:
     """(rows a program, columns a block, warps, stages); the interpreter takes the first only
     (it cannot time them)."""
+    if triton is None:
+        return []
     if os.environ.get("TRITON_INTERPRET") == "1":
         choices = choices[:1]
     return [triton.Config({"R": r, "BK": bk}, num_warps=w, num_stages=s) for r, bk, w, s in choices]
@@ -57,7 +75,7 @@ SWIGLU = _configs(
 )
 
 
-@triton.jit
+@_jit
 def _norm_dot_pair(
     h_ptr, g_ptr, w_ptr, rows, other, eps, K: tl.constexpr, R: tl.constexpr, BK: tl.constexpr
 ):
@@ -82,8 +100,8 @@ def _norm_dot_pair(
     return tl.sum(acc_a, 1) * scale, tl.sum(acc_b, 1) * scale
 
 
-@triton.autotune(configs=QKV, key=["K", "HALF", "HQ", "HKV"])
-@triton.jit
+@_autotune(QKV, key=["K", "HALF", "HQ", "HKV"])
+@_jit
 def _qkv_kernel(
     h_ptr, g_ptr, w_ptr, rope_ptr, pos_ptr, kv_ptr, q_ptr, eps,
     K: tl.constexpr, HALF: tl.constexpr, HQ: tl.constexpr, HKV: tl.constexpr,
@@ -109,8 +127,8 @@ def _qkv_kernel(
     tl.store(dst + HALF, hi.to(q_ptr.dtype.element_ty))
 
 
-@triton.autotune(configs=GEMV, key=["N", "K", "ADD"], restore_value=["out_ptr"])
-@triton.jit
+@_autotune(GEMV, key=["N", "K", "ADD"], restore_value=["out_ptr"])
+@_jit
 def _gemv_kernel(
     x_ptr, w_ptr, h_ptr, out_ptr, N: tl.constexpr, K: tl.constexpr, ADD: tl.constexpr,
     R: tl.constexpr, BK: tl.constexpr,
@@ -130,8 +148,8 @@ def _gemv_kernel(
     tl.store(out_ptr + rows, out.to(out_ptr.dtype.element_ty))
 
 
-@triton.autotune(configs=SWIGLU, key=["N", "K"])
-@triton.jit
+@_autotune(SWIGLU, key=["N", "K"])
+@_jit
 def _swiglu_kernel(
     h_ptr, g_ptr, w_ptr, out_ptr, eps, N: tl.constexpr, K: tl.constexpr,
     R: tl.constexpr, BK: tl.constexpr,
@@ -146,7 +164,7 @@ def _swiglu_kernel(
     tl.store(out_ptr + rows, act.to(out_ptr.dtype.element_ty))
 
 
-@triton.jit
+@_jit
 def _attend_kernel(
     q_ptr, kv_ptr, pos_ptr, part_ptr, stat_ptr, scale,
     HKV: tl.constexpr, G: tl.constexpr, GP: tl.constexpr, DH: tl.constexpr,
@@ -187,7 +205,7 @@ def _attend_kernel(
     tl.store(stat_ptr + 2 * (base + r) + 1, lsum)
 
 
-@triton.jit
+@_jit
 def _combine_kernel(
     part_ptr, stat_ptr, out_ptr, G: tl.constexpr, GP: tl.constexpr, DH: tl.constexpr,
     SPLITS: tl.constexpr,
@@ -208,10 +226,16 @@ def _combine_kernel(
 
 
 def usable(head_dim: int, rows: list[int]) -> bool:
-    """The attention kernel's head dim is a power of two, at least 16 (a dot's smallest side);
+    """Triton is here; the attention kernel's head dim is a power of two, at least 16 (a dot's
+    smallest side);
     every weight's rows a multiple of 8, so that a program's rows need no mask (a row mask on
     the weight's loads cost the down matmul 10%: the study's call 16)."""
-    return head_dim >= 16 and head_dim & (head_dim - 1) == 0 and all(n % 8 == 0 for n in rows)
+    return (
+        triton is not None
+        and head_dim >= 16
+        and head_dim & (head_dim - 1) == 0
+        and all(n % 8 == 0 for n in rows)
+    )
 
 
 def qkv_rope_write(

@@ -40,6 +40,7 @@ from kit.shared.metrics import record
 from kit.worker.common import Context, FrozenHeap
 from kit.worker.energy import EnergyCounter, gathered
 from kit.workloads.llm_decode.fused import fused_step
+from kit.workloads.llm_decode.kernels import picked
 from kit.workloads.llm_decode.model import Cache, Generation, Llama, Shard
 from kit.workloads.llm_decode.params import LlmDecodeParams
 from kit.workloads.timing import StepTimer
@@ -115,11 +116,9 @@ def stepper(
         "compile": " (torch.compile'd step)",
     }
     notes.append("decode step captured as one CUDA graph per batch size" + what.get(mode, ""))
-    if mode == "fused" and gen.tokens.shape[0] == 1:
-        from kit.workloads.llm_decode.kernels import picked
-
-        if text := picked():  # empty where the head dim sent batch 1 to the compiled pieces
-            notes.append(f"batch 1's Triton block sizes, autotuned at its first step: {text}")
+    # empty where batch 1 ran the compiled pieces (no Triton, or a head dim the kernels refuse)
+    if mode == "fused" and gen.tokens.shape[0] == 1 and (text := picked()):
+        notes.append(f"batch 1's Triton block sizes, autotuned at its first step: {text}")
     return graph.replay, mode
 
 
