@@ -8,18 +8,20 @@ an H200. Here one program holds a few rows of a weight and the whole reduction o
 
   qkv_rope_write   RMSNorm of the residual (its 1/rms folded in after the dot), the q/k/v matmul,
                    RoPE on q and k, K and V written into the cache at the step's position
-  attend           flash decoding over the written positions only: the query heads of one KV head
-                   together, the positions in `splits` chunks, then one kernel combines the chunks
+  Attention        flash decoding over the written positions only: the query heads of one KV head
+                   together, the positions in SPLITS chunks, then one kernel combines the chunks
   gemv             the output and down matmuls, with the residual add in place (one GPU) or
                    without it (tensor parallel: the all-reduce comes first)
   swiglu_gemv      RMSNorm, the gate/up matmul, SiLU(gate) * up
 
-Measured on an H200 (reports/measurements/2026-11-28-decode-step, calls 11-12): 4.11 ms a step of
-the Llama-3.1-8B shape against 4.91 ms for the compiled pieces, 87% of the GPU's copy ceiling; each
-kernel's block sizes are autotuned at the first step from the few that won that study's sweeps on
-two H200s (the best differed between them: fixed ones cost 0.3 ms a step on the second), and the
-result's notes name the ones picked (`picked`). Accumulation is fp32; a step's logits are at least as close to an fp32 step of
-the same weights as the eager bf16 step's.
+Measured on H200s (reports/measurements/2026-11-28-decode-step): the study's form of these
+kernels took 4.11-4.25 ms a step of the Llama-3.1-8B shape (84-87% of the GPU's copy ceiling)
+where the compiled pieces took 4.90-4.91 ms (calls 11-12); these, with a row mask on the weight
+loads since removed, 4.36-4.44 ms a token in the kit's pinned container (call 15). Each kernel's
+block sizes are autotuned at the first step among the ones that won the study's sweeps (calls
+11-12) and their neighbours; the result's notes name the picks (`picked`). Accumulation is fp32:
+a step's logits are at least as close to an fp32 step of the same weights as the eager bf16
+step's.
 
 The position is read from device memory, so a CUDA graph of the step replays at every position.
 `TRITON_INTERPRET=1` runs the same kernels on the CPU (the unit tests do, in fp32).
@@ -62,7 +64,7 @@ def _configs(*choices: tuple[int, int, int, int]) -> list[Any]:
     return [triton.Config({"R": r, "BK": bk}, num_warps=w, num_stages=s) for r, bk, w, s in choices]
 
 
-# the winners of the study's sweeps (calls 11, 12, 14) and their neighbours
+# the winners of the study's sweeps (calls 11, 12) and their neighbours
 QKV = _configs(
     (4, 512, 2, 1), (4, 256, 4, 1), (2, 512, 2, 1), (2, 256, 4, 1), (4, 512, 4, 1), (2, 1024, 2, 1)
 )
@@ -226,10 +228,9 @@ def _combine_kernel(
 
 
 def usable(head_dim: int, rows: list[int]) -> bool:
-    """Triton is here; the attention kernel's head dim is a power of two, at least 16 (a dot's
-    smallest side);
-    every weight's rows a multiple of 8, so that a program's rows need no mask (a row mask on
-    the weight's loads cost the down matmul 10%: the study's call 16)."""
+    """Triton is here; the head dim is a power of two, at least 16 (a dot's smallest side); every
+    weight's rows a multiple of 8, so that a program's rows need no mask (a row mask on the
+    weight's loads cost the down matmul 10%: the study's call 16)."""
     return (
         triton is not None
         and head_dim >= 16

@@ -80,8 +80,9 @@ def stepper(
 ) -> tuple[Callable[[], Any], str]:
     """The decode step as the timed loop calls it: on a GPU one CUDA graph of the step, captured
     after warm-up steps on a side stream ("fused": the step with its small kernels fused,
-    kit.workloads.llm_decode.fused: Triton kernels at batch 1, torch.compile's pieces above; "graph": the eager step's kernels; "compile": the
-    whole step compiled by torch.compile first); "eager", and the CPU, call the step itself. A
+    kit.workloads.llm_decode.fused: Triton kernels at batch 1, torch.compile's pieces above;
+    "graph": the eager step's kernels; "compile": the whole step compiled by torch.compile
+    first); "eager", and the CPU, call the step itself. A
     compile that fails falls back to the eager step's graph, and the result's notes say so.
     Returns the step and the mode that ran ("graph" after such a fallback)."""
     if not ctx.is_cuda or mode == "eager":
@@ -111,14 +112,17 @@ def stepper(
     with torch.cuda.graph(graph):
         fn()
     what = {
-        "fused": " (fused: Triton kernels at batch 1, five a layer; at larger batches "
-        "torch.compile's small kernels around cuBLAS's matmuls)",
+        "fused": " (fused: torch.compile's small kernels around cuBLAS's matmuls, where batch 1"
+        " does not run Triton's kernels)",
         "compile": " (torch.compile'd step)",
     }
     notes.append("decode step captured as one CUDA graph per batch size" + what.get(mode, ""))
     # empty where batch 1 ran the compiled pieces (no Triton, or a head dim the kernels refuse)
     if mode == "fused" and gen.tokens.shape[0] == 1 and (text := picked()):
-        notes.append(f"batch 1's Triton block sizes, autotuned at its first step: {text}")
+        notes.append(
+            "batch 1: five Triton kernels a layer (kit.workloads.llm_decode.kernels), block sizes"
+            f" autotuned at its first step: {text}"
+        )
     return graph.replay, mode
 
 
