@@ -38,6 +38,12 @@ RUN_MADE = ("/tmp/", "/dev/shm/", "/kit/run/", "/.cache/", "/.triton/")
 folder or a cache): products of the run, not of the environment, and named by content hashes."""
 
 
+RUN_MADE_MODULES = ("/.triton/", "/.cache/", "/torchinductor_")
+"""Modules a run builds for itself: Triton's launcher (`cuda_utils`, compiled into its cache on
+each machine, so its bytes differ from machine to machine) and torch.compile's generated code.
+Narrower than RUN_MADE: the kit itself may run from a clone under /tmp."""
+
+
 def made_by_run(path: str) -> bool:
     tmp = os.environ.get("TMPDIR")
     return any(part in path for part in RUN_MADE) or bool(tmp and path.startswith(tmp + "/"))
@@ -62,11 +68,14 @@ def mapped_paths(maps: str, executable: str | None = None) -> list[str]:
 
 def top_modules(modules: dict[str, Any]) -> dict[str, tuple[str, bool]]:
     """Each imported top-level name: its file (absolute: a module found through the working
-    directory may name it relative to it) and whether it is a package (a folder of modules)."""
+    directory may name it relative to it) and whether it is a package (a folder of modules); not
+    the modules the run compiled for itself (RUN_MADE_MODULES)."""
     out: dict[str, tuple[str, bool]] = {}
     for name, module in list(modules.items()):
         path = getattr(module, "__file__", None)
         if "." in name or not isinstance(path, str) or not path:
+            continue
+        if any(part in path for part in RUN_MADE_MODULES):
             continue
         out[name] = (os.path.abspath(path), hasattr(module, "__path__"))
     return out
