@@ -191,6 +191,8 @@ def _busbw(view: BenchView, salt: str) -> None:
     bench = view.bench
     if not view.curves or not view.curves["sizes"]:
         return
+    if {v.gpus for v in bench.variants if v.ok} == {1}:
+        return  # one rank: the bus factor is 0, a line of zeros (the method says so)
     svg = plots.sweep_busbw(view.curves, f"{bench.label}: bus bandwidth", f"{salt}-busbw")
     methods = _methods(view)
     view.add(

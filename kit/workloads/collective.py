@@ -113,7 +113,9 @@ SWEEP_METRICS = metrics("busbw_largest", "busbw_peak", "time_small_us", "wrong_t
 SWEEP_METHOD = """\
 <b>{{ a.label }}.</b> Measured as nccl-tests' {{ s.sweep.tool }} measures it: for each size,
 algbw = bytes / time (decimal GB/s) and busbw = algbw &times; {{ s.sweep.bus_factor }}{% if a.world %} with
-n = {{ a.world|join(", ") }} ranks{% endif %}{% if a.bus_factor %} (factor {{ a.bus_factor|num }}){% endif %}.
+n = {{ a.world|join(", ") }} ranks{% endif %}{% if a.bus_factor %} (factor {{ a.bus_factor|num }}){% endif %}.{% if a.world == [1] %}
+One rank: the bus factor is 0 and no data crosses a link, so no bus bandwidth is stated (nor
+drawn), only the times and the check.{% endif %}
 {{ s.sweep.size }}
 Sizes from {{ a.params.min_bytes|bytes }} to {{ a.params.max_bytes|bytes }}, factor {{ a.params.factor }},
 {{ a.params.dtype }}; per size {{ a.params.warmup_iters }} untimed warm-up operations, then

@@ -380,6 +380,12 @@ def _sweep(ctx: Context, p: CollectiveParams, coll: Collective, log: TuningLog) 
         "time_small_us": record("time_small_us", statistics.median(rows[0]["time_us"])),
         "wrong_total": record("wrong_total", sum(r["wrong"] for r in rows)),
     }
+    if factor == 0:  # one rank: nothing crosses a link, and a "0 GB/s" reads as a dead one
+        del metrics["busbw_peak"], metrics["busbw_largest"]
+        ctx.notes.append(
+            "one rank: no bus bandwidth (nccl-tests' bus factor is 0 at n = 1, and no data "
+            "crosses a link); the times and the check are recorded"
+        )
     data = {
         "params": asdict(p),
         "collective": coll.name,

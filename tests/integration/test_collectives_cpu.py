@@ -23,11 +23,11 @@ CALLS = {"allreduce": "all_reduce", "all_gather": "all_gather_into_tensor",
 PER_RANK_CHUNKS = {"allreduce": False, "all_gather": True, "reduce_scatter": True, "alltoall": True}
 
 
-def run_two_gloo_ranks(tmp_path, spec: dict) -> None:
+def run_two_gloo_ranks(tmp_path, spec: dict, ranks: int = 2) -> None:
     """The worker on two gloo ranks (torchrun), from `spec` written to tmp_path/spec.json."""
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
          "-m", "kit.worker", str(tmp_path / "spec.json")],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
         env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)},
@@ -84,6 +84,24 @@ def test_collective_sweep_on_two_gloo_ranks(kind, tmp_path):
     assert m["wrong_total"]["value"] == 0
     assert m["busbw_largest"]["value"] == pytest.approx(statistics.median(rows[-1]["busbw_gbps"]))
     assert m["busbw_peak"]["value"] >= m["busbw_largest"]["value"]
+
+
+@pytest.mark.slow
+def test_one_rank_states_no_bus_bandwidth_rather_than_zero(tmp_path):
+    """An all-reduce on a one-GPU box (the acceptance recipe on one H200, 2026-11-29) printed
+    "busbw_largest 0 GB/s": the bus factor 2(n-1)/n is 0 at n = 1, and a 0 reads as a dead link."""
+    spec = {"schema": 1, "run_id": "allreduce.p2p.r0", "benchmark": "allreduce",
+            "kind": "allreduce", "variant": "p2p", "repeat": 0, "device": "cpu", "nproc": 1,
+            "smoke": True, "params": {"min_bytes": 4, "max_bytes": 256, "factor": 8, "iters": 2,
+                                      "warmup_iters": 1, "trials": 2},
+            "env": {}, "result_path": "result.json"}  # fmt: skip
+    run_two_gloo_ranks(tmp_path, spec, ranks=1)
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["status"] == "ok" and result["world_size"] == 1
+    assert result["data"]["bus_factor"] == 0
+    assert "busbw_largest" not in result["metrics"] and "busbw_peak" not in result["metrics"]
+    assert result["metrics"]["wrong_total"]["value"] == 0
+    assert any(n.startswith("one rank: no bus bandwidth") for n in result["notes"])
 
 
 @pytest.mark.slow
