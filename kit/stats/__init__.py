@@ -77,13 +77,20 @@ class Summary:
         differ in print when they differ ("1.01 to 1.01" would hide the spread)."""
         if not self.ci_available:
             return self.label
+        return f"{self.centred_label(with_value=True)}: {self.ends(unit)}"
+
+    def ends(self, unit: str = "") -> str:
+        """The interval's ends alone ("13,640 to 14,353 tokens/s"), for a table that names the
+        interval once; the label where there is none."""
+        if not self.ci_available:
+            return self.label
         unit = f" {unit}" if unit else ""
         lo, hi = _num(self.ci_low), _num(self.ci_high)
         for digits in (4, 5, 6):
             if lo != hi or self.ci_low == self.ci_high:
                 break
             lo, hi = _num(self.ci_low, digits), _num(self.ci_high, digits)
-        return f"{self.centred_label(with_value=True)}: {lo} to {hi}{unit}"
+        return f"{lo} to {hi}{unit}"
 
     def centred_label(self, with_value: bool = False) -> str:
         """The label with the centre the interval belongs to ("95% t-interval of the geometric

@@ -9,7 +9,6 @@ import re
 import shutil
 import subprocess
 import threading
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import ClassVar
@@ -49,13 +48,11 @@ def rendered(tmp_path: Path, name: str) -> Path:
 @pytest.fixture(scope="module")
 def once(tmp_path_factory):
     """Each fixture bundle rendered once for the tests that only read the result (CI has 2 cores)."""
-    cache: dict[str, tuple[Path, float]] = {}
+    cache: dict[str, Path] = {}
 
-    def get(name: str) -> tuple[Path, float]:
+    def get(name: str) -> Path:
         if name not in cache:
-            t0 = time.perf_counter()
-            path = rendered(tmp_path_factory.mktemp("once"), name)
-            cache[name] = (path, time.perf_counter() - t0)
+            cache[name] = rendered(tmp_path_factory.mktemp("once"), name)
         return cache[name]
 
     return get
@@ -100,8 +97,9 @@ class Cells(HTMLParser):
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_fixture_renders_to_html_and_pdf(once, name):
     low, high, keys = EXPECTED[name]
-    b, took = once(name)
-    assert took < 20, f"rendering took {took:.1f} s"
+    # no time limit here: a render's speed is measured as a benchmark
+    # (reports/measurements/2026-11-23-report-speed), never as a timed test that fails under load
+    b = once(name)
     html = (b / "report.html").read_text()
     pdf = b / "report.pdf"
     pages = len(PdfReader(pdf).pages)
@@ -127,7 +125,7 @@ def test_fixture_renders_to_html_and_pdf(once, name):
 
 
 def test_failed_runs_show_as_failed_never_as_numbers(once):
-    b, _ = once("synthetic-failures")
+    b = once("synthetic-failures")
     html = (b / "report.html").read_text()
     parser = Cells()
     parser.feed(html)
@@ -152,7 +150,7 @@ def test_failed_runs_show_as_failed_never_as_numbers(once):
 
 @pytest.mark.skipif(not H200.is_dir(), reason="the real 2x H200 example bundle is not here")
 def test_real_h200_bundle_proves_the_transport(once):
-    text = pdf_text(once("h200")[0] / "report.pdf")
+    text = pdf_text(once("h200") / "report.pdf")
     first = "\n".join(text.split("\f")[:2])  # page 1, whose workload notes run onto page 2
     assert "2x NVIDIA H200, NV18" in first
     # two repeats: a screening, so the P2P ratio is no finding, and never called a 95% CI
@@ -269,20 +267,20 @@ def test_a_price_adds_cost_per_million(tmp_path, monkeypatch):
 
 
 def test_method_page_defines_the_headline_as_the_median_step_time(once):
-    text = " ".join(pdf_text(once("synthetic-2gpu")[0] / "report.pdf").split())
+    text = " ".join(pdf_text(once("synthetic-2gpu") / "report.pdf").split())
     assert "divided by the median step time of the timed window" in text
     assert "work per second over the measured steps" not in text  # the old, wrong definition
     assert not re.search(r"peak\.Weights|\.[A-Z][a-z]+: random", text)  # no glued sentences
 
 
 def test_cpu_bundle_says_smoke_and_cpu(once):
-    text = pdf_text(once("cpu-smoke")[0] / "report.pdf")
+    text = pdf_text(once("cpu-smoke") / "report.pdf")
     assert "smoke scale" in text and "ran on the CPU (gloo)" in text
     assert "No GPU" in text and "host environment, not pinned" in text
 
 
 def test_rendering_is_deterministic(tmp_path, once, monkeypatch):
-    a, _ = once("synthetic-2gpu")  # with its PDF: the other tests read it
+    a = once("synthetic-2gpu")  # with its PDF: the other tests read it
     monkeypatch.setenv("KIT_PDF", "0")  # the second rendering's page is compared, not a PDF
     b = rendered(tmp_path / "b", "synthetic-2gpu")
     assert (a / "report.html").read_bytes() == (b / "report.html").read_bytes()
@@ -395,7 +393,7 @@ def test_html_opens_in_headless_chromium(tmp_path, once):
     bad.write_text("<html><body><script>undefined_function()</script></body></html>")
     _, console = chromium(bad, tmp_path)
     assert "Uncaught" in console  # the check below would see an error
-    b, _ = once("synthetic-failures")
+    b = once("synthetic-failures")
     dom, console = chromium(b / "report.html", tmp_path)
     assert console == "", console
     assert dom.count("<svg") == dom.count('<figure class="plot"') >= 5
@@ -453,7 +451,7 @@ def test_page_one_tables_name_every_cell_for_phones(once, name):
     """At phone width page 1's tables become one card per row and each cell shows its column's
     name (data-label): every cell but the first must carry exactly its header's text."""
     parser = StackTables()
-    parser.feed((once(name)[0] / "report.html").read_text())
+    parser.feed((once(name) / "report.html").read_text())
     assert parser.tables, "page 1 has no stacked table"
     for table in parser.tables:
         rows = [r for r in table["rows"] if r]

@@ -121,3 +121,40 @@ def test_tensor_parallel_s_speed_for_one_sequence_against_data_parallel():
     assert tp_speedups([dp]) == []  # nothing to hold it against
     first = _text(render_html(Bundle.load(DECODE)))
     assert "Tensor parallel, one sequence at batch 1 : " + lines[0] in first
+
+
+def test_one_model_copy_prints_its_batch_1_tokens_per_s_once():
+    """One model copy on one GPU: batch-1 tokens/s and 1 / time per output token are one figure
+    (237.7 twice on the H200 bundle of 2026-11-29); the second column is left out."""
+    data = load_bundle(DECODE)
+    runs = []
+    for r in data.results.runs:
+        one = r.metrics["decode_tokens_per_s_b1"].model_copy(
+            update={"value": 1000 / r.metrics["tpot_median_ms"].value}
+        )
+        runs.append(r.model_copy(update={"metrics": {**r.metrics, "decode_tokens_per_s_b1": one}}))
+    results = data.results.model_copy(update={"runs": runs})
+    for bench in analysis.build_benchmarks(results, data.recipe):
+        summary = analysis.summarize_bench(bench, data.hardware, "")
+        assert "decode throughput at batch 1" in summary.beside
+        assert SEQUENCE not in summary.beside
+
+
+H200_DECODE = ROOT / "reports/measurements/2026-11-28-decode-step/call-17-h200"
+
+
+def test_page_1_holds_batch_1_reads_against_the_copy_ceiling_measured_beside_them(tmp_path):
+    """Issue 47: a decode bundle that ran the copy check on the same GPU states the batch-1 reads'
+    share of that measured ceiling on page 1 (not only in the silicon section). The pinned H200
+    bundle of 2026-11-29 as it came back: 3,586 GB/s, 85% of 4,220 GB/s."""
+    import tarfile
+
+    with tarfile.open(H200_DECODE / "c5-decode-h200x1.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    bundle = tmp_path / "c5-decode-h200x1" / "bundles" / "docker-llm_decode_1gpu"
+    text = _text(render_html(Bundle.load(bundle)))
+    first = text[: text.index("The variants")]
+    line = "a batch-1 decode step reads 3,586 GB/s per GPU, 85% of the 4,220 GB/s device-local copy"
+    assert line in first
+    assert text.count(line) == 2  # page 1 and the silicon section: one sentence, one definition
+    assert first.count("237.7") == 1  # batch-1 tokens/s once (one model copy)

@@ -47,6 +47,7 @@ class Silicon:
     matrices: list[dict[str, Any]] = field(default_factory=list)  # key, title, matrix, text
     ceilings: list[dict[str, Any]] = field(default_factory=list)  # per dtype
     placements: list[str] = field(default_factory=list)  # the other workloads against these
+    against: dict[str, list[str]] = field(default_factory=dict)  # benchmark -> its placements
     notes: list[str] = field(default_factory=list)
 
 
@@ -171,8 +172,9 @@ def _placements(s: Silicon, benches: list[Benchmark]) -> None:
                     f"{b.label}, {v.name}: {achieved:.0f} TFLOP/s per GPU, {mfu:.0%} of the "
                     f"datasheet's {basis['peak_flops_per_gpu'] / 1e12:g} TFLOP/s and {measured}."
                 )
-        elif b.figures.placed == "hbm":
-            s.placements += _hbm(s, b)
+        elif b.figures.placed == "hbm":  # page 1 shows these beside the decode table too
+            s.against[b.name] = _hbm(s, b)
+            s.placements += s.against[b.name]
         elif b.figures.placed == "busbw":  # a collective: its bus bandwidth is per link
             pair = {m["key"]: matrix.off_diagonal(m["matrix"]) for m in s.matrices}
             one, both = pair.get("ce_one_way"), pair.get("ce_both_ways")

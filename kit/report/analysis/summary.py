@@ -137,14 +137,22 @@ def beside(bench: Benchmark, variant: str) -> dict[str, dict[str, Any]]:
         row = (bench.metrics.get(name) or {}).get(variant)
         if row is not None and row.summary is not None:
             s = row.summary
-            out[row.label] = {"median": s.median, "unit": row.unit, "interval": s.words()}
+            out[row.label] = {"median": s.median, "unit": row.unit, "interval": s.ends()}
     tpot = (bench.metrics.get("tpot_median_ms") or {}).get(variant)
+    b1 = (bench.metrics.get("decode_tokens_per_s_b1") or {}).get(variant)
     if tpot is not None and tpot.values and all(x > 0 for x in tpot.values):
         # what one user sees (the report review, 1): data parallel's batch-1 tokens/s adds up
-        # independent streams, tensor parallel's is one stream; 1/TPOT compares them
+        # independent streams, tensor parallel's is one stream; 1/TPOT compares them. Where
+        # they agree (one model copy on one GPU) the column would print one figure twice.
         s = summarize_values([1000 / x for x in tpot.values])
-        out[SEQUENCE] = {"median": s.median, "unit": "tokens/s", "interval": s.words()}
+        same = b1 is not None and b1.summary is not None and _within(s.median, b1.summary.median)
+        if not same:
+            out[SEQUENCE] = {"median": s.median, "unit": "tokens/s", "interval": s.ends()}
     return out
+
+
+def _within(a: float, b: float, share: float = 0.005) -> bool:
+    return abs(a - b) <= share * max(abs(a), abs(b))
 
 
 SEQUENCE = "one sequence's tokens/s at batch 1 (1 / time per output token)"
