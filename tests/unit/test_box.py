@@ -74,13 +74,15 @@ def copy_data(local: list[float], pair=lambda a, b: 370.0) -> dict:
     }
 
 
-def mm_data(alone: list[float], shape: list[int] = BF16) -> dict:
+def mm_data(
+    alone: list[float], shape: list[int] = BF16, name: str = NAME, search: dict | None = None
+) -> dict:
     def trial(v: float) -> dict:
         return {"shape": shape, "matmuls": 50, "trials": [v, v, v], "tflops": v}
 
     return {
-        "params": {"sustain_s": 0.3, "trials": 3},
-        "gpus": [NAME] * len(alone),
+        "params": {"sustain_s": 0.3, "trials": 3, **(search or {})},
+        "gpus": [name] * len(alone),
         "skipped": {},
         "dtypes": {
             "bf16": {
@@ -178,15 +180,45 @@ def test_one_repeat_is_a_screening_no_pass_or_fail_but_the_slow_gpu_is_named():
 
 
 def test_another_model_or_another_shape_is_not_comparable_and_says_why():
-    b = box(steady([1490] * N), steady([700] * N), hw=hardware(name="NVIDIA H200"))
+    b = box(steady([1490] * N), steady([700] * N), hw=hardware(name="NVIDIA A100-SXM4-80GB"))
     f = b.rows[0].figures["tflops_bf16"]
     assert f.standing.verdict == "NOT COMPARABLE" and b.rows[0].verdict == "NOT COMPARABLE"
-    assert "NVIDIA H100 80GB HBM3 there, NVIDIA H200 here" in f.standing.reason
+    assert "NVIDIA H100 80GB HBM3 there, NVIDIA A100-SXM4-80GB here" in f.standing.reason
     assert any(n.startswith("Not judged against a model's reference (HBM copy, ") for n in b.notes)
     b = box(steady([1490] * N), steady([700] * N), shape=[8192, 8192, 8192])
     f = b.rows[0].figures["tflops_bf16"]
     assert f.standing.reason == "shape 4096x4096x16384 there, 8192x8192x8192 here"
     assert b.rows[0].figures["local_gbps"].standing.verdict == "PASS"
+
+
+H200 = "NVIDIA H200"
+SEARCH = {"m_sizes": [4096, 8192], "n_sizes": [4096, 8192], "k_sizes": [8192, 16384]}
+
+
+def h200_box(alone: float, search: dict) -> analysis.box.Box:
+    """An H200 box whose matmul search's winner changes from repeat to repeat (as it did on one
+    H200 on 2026-11-29: shapes within 2% trade places)."""
+    shapes = [[4096, 4096, 8192], [8192, 4096, 16384], [4096, 4096, 8192]]
+    runs = [
+        run("matmul_ceiling", r, mm_data([alone * (1 + 0.002 * r)] * N, shapes[r], H200, search))
+        for r in range(3)
+    ]
+    results = results_model(runs, repeats=3)
+    benches = analysis.build_benchmarks(results, recipe_model("matmul_ceiling"))
+    return judge_box(benches, hardware(name=H200), smoke=False)
+
+
+def test_a_reference_of_a_search_judges_whichever_shape_won_it():
+    b = h200_box(676.0, SEARCH)
+    f = b.rows[0].figures["tflops_bf16"]
+    assert f.standing.verdict == "PASS" and f.standing.reference.id == "h200-bf16-2026-11-29"
+    slow = h200_box(560.0, SEARCH).rows[0].figures["tflops_bf16"]
+    assert slow.standing.verdict == "FAIL"
+    other = h200_box(676.0, {**SEARCH, "k_sizes": [4096]}).rows[0].figures["tflops_bf16"]
+    assert other.standing.verdict == "NOT COMPARABLE"
+    assert other.standing.reason == (
+        "search m 4096/8192, n 4096/8192, k 8192/16384 there, m 4096/8192, n 4096/8192, k 4096 here"
+    )
 
 
 def test_a_pair_is_held_against_the_pairs_of_its_own_path():

@@ -319,7 +319,10 @@ def judge_box(benches: list[Benchmark], hardware: Hardware | None, smoke: bool) 
         held = "alone" if c.alone or len(per_gpu) == 1 else "all at once"
         shapes = {tuple(s) for s in c.shapes}
         shape = list(shapes.pop()) if len(shapes) == 1 else "several (the runs differ)"
-        cond = {"shape": shape, "sustain_s": c.sustain_s, "held": held}
+        # a figure is either the one shape's (a reference that names it) or the best of one
+        # search (a reference that names the search: which near-equal shape wins a search
+        # changes from repeat to repeat, 2026-11-29 on one H200)
+        cond = {"shape": shape, "search": c.search, "sustain_s": c.sustain_s, "held": held}
         key, label = f"tflops_{c.dtype}", f"matmul {c.dtype} {held}"
         columns.append((key, label, "TFLOP/s"))
         for i, row in enumerate(rows):

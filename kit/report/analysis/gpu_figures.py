@@ -65,6 +65,16 @@ class Ceiling:
     together: list[list[float]] = field(default_factory=list)
     shapes: list[list[int]] = field(default_factory=list)  # the best shape of each run
     sustain_s: float | None = None
+    search: str | None = None  # the shapes searched (search_words), the same in every run
+
+
+def search_words(params: dict[str, Any]) -> str | None:
+    """The shapes a matmul ceiling searched, as a reference's condition names them:
+    "m 4096/8192, n 4096/8192, k 8192/16384"; None where the run did not record them."""
+    sizes = [params.get(f"{d}_sizes") for d in "mnk"]
+    if not all(isinstance(x, list) and x for x in sizes):
+        return None
+    return ", ".join(f"{d} {'/'.join(map(str, x))}" for d, x in zip("mnk", sizes, strict=True))
 
 
 def _column(found: list[dict[str, Any]], where: str) -> list[list[float]]:
@@ -81,8 +91,12 @@ def ceilings(runs: list[RunResult]) -> list[Ceiling]:
         found = [d.extra("dtypes")[dtype] for d in datas if dtype in (d.extra("dtypes") or {})]
         shapes = [list(f["best_shape"]) for f in found if f.get("best_shape")]
         sustain = median([(d.params or {}).get("sustain_s") for d in datas])
+        searched = {search_words(d.params or {}) for d in datas}
+        search = searched.pop() if len(searched) == 1 else "several (the runs differ)"
         out.append(
-            Ceiling(dtype, _column(found, "alone"), _column(found, "together"), shapes, sustain)
+            Ceiling(
+                dtype, _column(found, "alone"), _column(found, "together"), shapes, sustain, search
+            )
         )
     return out
 
