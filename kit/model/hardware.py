@@ -110,6 +110,16 @@ class Ecc(Record):
     aggregate_uncorrected: int | None = Field(default=None, ge=0)
 
 
+def uncorrected_words(eccs: list[Ecc]) -> str:
+    """The uncorrected ECC errors of one GPU or of several, as every report line says them:
+    "0 uncorrected since boot", and the lifetime count where it is not 0 (a GPU the preflight
+    warned about read "0 uncorrected" on page 1 while it held 2 over its lifetime)."""
+    boot = sum(e.volatile_uncorrected or 0 for e in eccs)
+    life = sum(e.aggregate_uncorrected or 0 for e in eccs)
+    whose = "its lifetime" if len(eccs) == 1 else "their lifetimes"
+    return f"{boot} uncorrected since boot" + (f", {life} over {whose}" if life else "")
+
+
 class GpuProcess(Record):
     pid: int
     used_memory_bytes: int | None = Field(default=None, ge=0)

@@ -15,6 +15,7 @@ import pytest
 
 from kit.bundle import Bundle, write_manifest
 from kit.model import Hardware
+from kit.model.hardware import uncorrected_words
 from kit.report import analysis
 from kit.report.analysis.box import COPY_MARGIN, MATMUL_MARGIN, judge_box
 from kit.report.analysis.ordered import gpus_ran, identity
@@ -141,7 +142,7 @@ def test_a_slow_gpu_is_named_with_its_uuid_bus_and_nvlinks_and_fails_its_referen
         assert r.figures["local_gbps"].standing.verdict == "PASS"
         # the host link is the server's (slot, CPU), not the model's: no reference judges it
         assert r.figures["h2d_gbps"].standing.verdict == "NOT COMPARABLE"
-    assert (b.rows[0].power, b.rows[0].ecc) == ("700 W of 700", "on, 0 uncorrected")
+    assert (b.rows[0].power, b.rows[0].ecc) == ("700 W of 700", "on, 0 uncorrected since boot")
     assert b.rows[0].clocks == "SM max 1,980 MHz"
     assert b.link_outliers == [] and b.rows[0].weakest_pair == pytest.approx(370)
 
@@ -219,6 +220,19 @@ def test_a_reference_of_a_search_judges_whichever_shape_won_it():
     assert other.standing.reason == (
         "search m 4096/8192, n 4096/8192, k 8192/16384 there, m 4096/8192, n 4096/8192, k 4096 here"
     )
+
+
+def test_a_gpus_lifetime_ecc_errors_show_in_its_row_and_the_checklist():
+    """An H200 whose preflight warned "2 uncorrected ECC error(s) over its lifetime" read "ECC on,
+    0 uncorrected" in page 1's row and checklist (2026-11-29): the lifetime count is said too."""
+    hw = hardware()
+    worn = hw.gpus[2].ecc.model_copy(update={"aggregate_uncorrected": 2})
+    hw.gpus[2] = hw.gpus[2].model_copy(update={"ecc": worn})
+    b = box(steady([1490] * N), steady([700] * N), hw=hw)
+    assert b.rows[2].ecc == "on, 0 uncorrected since boot, 2 over its lifetime"
+    assert b.rows[0].ecc == "on, 0 uncorrected since boot"
+    eccs = [g.ecc for g in hw.gpus]
+    assert uncorrected_words(eccs) == "0 uncorrected since boot, 2 over their lifetimes"
 
 
 def test_a_pair_is_held_against_the_pairs_of_its_own_path():

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kit.model import BundleData, Hardware, RunResult
-from kit.model.hardware import Gpu
+from kit.model.hardware import Gpu, uncorrected_words
 from kit.refs.per_gpu import GpuReference, Standing, judge
 from kit.report.analysis.box_links import LinkRow, links_of, named_links, weakest_pair
 from kit.report.analysis.gpu_figures import (
@@ -158,9 +158,9 @@ class GpuRow:
         e = self.gpu.ecc if self.gpu else None
         if e is None or e.mode_current is None:
             return None
-        errs = e.volatile_uncorrected
+        recorded = e.volatile_uncorrected is not None or e.aggregate_uncorrected is not None
         return ("on" if e.mode_current == 1 else "OFF") + (
-            f", {errs} uncorrected" if errs is not None else ""
+            f", {uncorrected_words([e])}" if recorded else ""
         )
 
     @property

@@ -13,7 +13,7 @@ from typing import Any
 from kit.facts.order import MEMORY_SLACK, Order
 from kit.facts.window import POWER_CAP_REASON, used_gpus
 from kit.model import Environment, Hardware, Results
-from kit.model.hardware import Gpu
+from kit.model.hardware import Gpu, uncorrected_words
 from kit.shared.gpu_specs import spec_for
 
 IDLE_OR_CAP = {"GpuIdle", POWER_CAP_REASON, "ApplicationsClocksSetting", "SwPowerCap"}
@@ -219,7 +219,7 @@ def _checks(gpus: list[Gpu], results: Results, ordered: bool) -> list[dict[str, 
             _line(
                 on and not errs,
                 "ECC on, no uncorrected errors",
-                f"{'enabled' if on else 'OFF'} on every GPU, {errs} uncorrected since boot",
+                f"{'enabled' if on else 'OFF'} on every GPU, {uncorrected_words(ecc)}",
             )
         )
     reasons: dict[str, int] = {}

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from kit.facts.window import POWER_CAP_REASON
 from kit.model import Environment, Hardware, Results, RunResult
-from kit.model.hardware import Ecc
+from kit.model.hardware import Ecc, uncorrected_words
 from kit.report.analysis.model import Benchmark, is_ok, p2p_disabled
 from kit.report.analysis.training import DRIFT_THRESHOLD, drifting
 from kit.shared.nccl_log import contradiction
@@ -220,7 +220,6 @@ def trust_facts(results: Results, hardware: Hardware) -> list[tuple[str, str]]:
     if gpus:
         eccs = [g.ecc or Ecc() for g in gpus]
         modes = {e.mode_current for e in eccs}
-        errs = sum(e.volatile_uncorrected or 0 for e in eccs)
         ecc = (
             "on"
             if modes == {1}
@@ -231,7 +230,7 @@ def trust_facts(results: Results, hardware: Hardware) -> list[tuple[str, str]]:
             else "mixed"
         )
         if modes != {None}:
-            ecc += f", {errs} uncorrected errors since boot (volatile)"
+            ecc += f", {uncorrected_words(eccs)}"
         out.append(("ECC", ecc))
         vbios = sorted({g.vbios_version for g in gpus if g.vbios_version})
         out.append(("VBIOS", ", ".join(vbios) if vbios else "not recorded by this inventory"))
