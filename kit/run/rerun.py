@@ -28,6 +28,7 @@ from kit.model import (
     Environment,
     EnvironmentDifference,
     Hardware,
+    Loaded,
     Software,
     validate,
 )
@@ -40,6 +41,7 @@ from kit.run.rerun_paths import check_nodes, check_paths
 from kit.run.results import console
 from kit.runtime.base import RuntimeRequest, check_device
 from kit.runtime.images import base_choice
+from kit.runtime.images.image import worker_module_digest
 from kit.shared import files
 from kit.shared.engines import Engine
 
@@ -342,6 +344,8 @@ def rerun_bundle(
         here = validate(Environment, known, Path(f"the {name} runtime's environment"))
         software = getattr(prepared, "software", None)
         mine = side(here, validate(Software, software, "software.json") if software else None, ())
+        if builds and options.image_archive is None:  # the image holds this kit's worker files
+            mine = replace(mine, loaded=(Loaded(modules={"kit": worker_module_digest()}),))
         chk = check(bundle_side, mine, old_hw)
         print_check(chk, "before running")
         if not chk.matches and strict_env:

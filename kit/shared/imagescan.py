@@ -20,6 +20,7 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Iterable
 from importlib import metadata
 from typing import Any
 
@@ -87,6 +88,21 @@ def record_rows(text: str) -> list[tuple[str, str]]:
             continue
         rows.append((path, row[1]))
     return sorted(rows)
+
+
+MODULE_DIGITS = 16
+"""A module's digest is cut to 16 hex digits (64 bits): it is only compared, one run's with
+another's, and a run imports hundreds of top-level modules."""
+
+
+def files_digest(rows: Iterable[tuple[str, str]]) -> str:
+    """A package's digest over (path inside its folder of packages, sha256) of every file: what a
+    run records for a module no distribution lists (kit.worker.loaded.module_digest), and what
+    the driver computes for the kit's own files in an image before a run (a rerun's check)."""
+    h = hashlib.sha256()
+    for rel, sha in sorted(set(rows)):
+        h.update(f"{rel}\0{sha}\n".encode())
+    return h.hexdigest()[:MODULE_DIGITS]
 
 
 def record_digest(text: str | None) -> str | None:

@@ -22,13 +22,10 @@ from typing import Any
 
 from kit.shared import files
 from kit.shared.atomic import write_atomic
-from kit.shared.imagescan import record_digest
+from kit.shared.imagescan import MODULE_DIGITS, files_digest, record_digest
 
 MAX_LIBRARIES = 4000
 MAX_MODULES = 4000
-MODULE_DIGITS = 16
-"""A module's digest is cut to 16 hex digits (64 bits): it is only compared, one run's with
-another's, and a run imports hundreds of top-level modules."""
 MAX_PACKAGE_FILES = 5000
 """A package of more files than this (and no distribution's RECORD) is hashed by its one file."""
 
@@ -174,10 +171,7 @@ def module_digest(name: str, path: str, package: bool, owners: Owners, memo: Mem
     if listed is not None:
         return hashlib.sha256(f"distribution {listed}".encode()).hexdigest()[:MODULE_DIGITS]
     paths = (package_files(os.path.dirname(path)) if package else None) or [path]
-    h = hashlib.sha256()
-    for p in sorted(set(paths)):
-        h.update(f"{os.path.relpath(p, site)}\0{memo.sha256(p) or '-'}\n".encode())
-    return h.hexdigest()[:MODULE_DIGITS]
+    return files_digest((os.path.relpath(p, site), memo.sha256(p) or "-") for p in set(paths))
 
 
 def record(run_dir: Path, maps_path: str = "/proc/self/maps") -> dict[str, Any] | None:

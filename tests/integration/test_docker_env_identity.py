@@ -155,6 +155,8 @@ def test_inventory_rerun_on_a_planted_base_and_the_same_image(client, tmp_path, 
         "not loaded)."
     )
     assert f"environment matches the bundle's (as the runs recorded it): {sentence}" in said
+    # before the runs too, the kit's own files in the image included (worker_module_digest)
+    assert "environment matches the bundle's (before running)" in said
     assert "ENVIRONMENT DIFFERS" not in said and "differ in software" not in said
     results = json.loads((rerun / "results.json").read_text())
     check = results["environment_check"]

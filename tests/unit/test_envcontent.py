@@ -16,6 +16,7 @@ from kit.env.content import Side, content_diff
 from kit.model import Environment, Loaded, Software
 from kit.model.environment import LOCAL_BASE, pin_of
 from kit.runtime.hashmemo import HashMemo, scope_of
+from kit.runtime.images.image import _worker_sources, worker_module_digest
 from kit.shared import files
 from kit.worker import loaded
 
@@ -325,3 +326,31 @@ def test_pinned_only_by_digest_or_an_exported_archive():
     assert old.shown_name() == f"ngc-pytorch FROM kit-test-base:bookworm ({LOCAL_BASE})"
     host = Environment.model_validate({"pinned": False, "runtime": "host", "name": "cuda13"})
     assert host.pin() == (False, None) and host.shown_name() == "cuda13"
+
+
+def test_the_driver_knows_the_kit_digest_a_run_in_its_image_records(tmp_path):
+    """A rerun's check before the runs compares the kit's own code (no inventory lists it): the
+    driver's digest of the files it puts in the image is the one a run there records."""
+    site = tmp_path / "opt" / "kit"  # as the Dockerfile lays the worker out: /opt/kit/kit
+    for rel, f in _worker_sources():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_bytes(f.read_bytes())
+    init = str(site / "kit" / "__init__.py")
+    recorded = loaded.module_digest("kit", init, True, loaded.Owners(), loaded.Memo())
+    assert worker_module_digest() == recorded
+    (site / "kit" / "workloads" / "llm_decode" / "kernels.py").write_text("# changed\n")
+    changed = loaded.module_digest("kit", init, True, loaded.Owners(), loaded.Memo())
+    assert changed != recorded
+
+
+def test_before_the_runs_a_changed_kit_is_named_as_loaded():
+    """Call 18 (2026-11-29): a rerun read "environment matches" before its runs though the kit's
+    decode kernels had changed since the bundle; the runs' record named it only afterwards."""
+    env = Environment(runtime="docker", name="cpu", pinned=False)
+    bundle = Side(env, None, (Loaded(modules={"kit": "440f3cdb29d78b19", "torch": "t"}),))
+    here = Side(env, None, (Loaded(modules={"kit": worker_module_digest()}),))
+    chk = check(bundle, here)
+    assert not chk.matches
+    assert [(c.kind, c.name, c.loaded) for c in chk.content.loaded] == [("module", "kit", True)]
+    same = Side(env, None, (Loaded(modules={"kit": worker_module_digest()}),))
+    assert check(same, here).matches

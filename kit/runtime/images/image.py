@@ -23,6 +23,7 @@ from kit.recipe.environments import REPO_ROOT
 from kit.runtime.images.base_choice import check_reference
 from kit.runtime.images.environments import Environment, cache_dir, load, wheelhouse
 from kit.shared import scratch
+from kit.shared.imagescan import files_digest
 
 LABEL_ENV = "kit.env"
 LABEL_HASH = "kit.content-hash"
@@ -52,6 +53,14 @@ def _worker_sources() -> Iterator[tuple[str, Path]]:
         files = [src] if src.is_file() else sorted(src.rglob("*.py"))
         for f in files:
             yield f.relative_to(REPO_ROOT).as_posix(), f
+
+
+def worker_module_digest() -> str:
+    """The digest a run in an image built here records for the `kit` module (kit.worker.loaded:
+    every file the image holds under /opt/kit/kit, which is _worker_sources'), known before the
+    run: a rerun compares it with the bundle's runs' (the kit's own code, which no inventory of
+    the image's packages lists)."""
+    return files_digest((rel, sha256_file(f)) for rel, f in _worker_sources())
 
 
 def content_hash(env: Environment, build_args: dict[str, str]) -> str:
