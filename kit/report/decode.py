@@ -58,12 +58,13 @@ def batch_one(bench: Benchmark) -> list[str]:
         median = statistics.median(gbps)
         hbm = next((h for _, h in rows if _number(h)), None)
         if hbm:
-            share = f", {median / hbm:.0%} of the datasheet's {hbm:g} GB/s HBM bandwidth"
+            share = f", {median / hbm:.0%} of the datasheet's {hbm:,.0f} GB/s HBM bandwidth"
         elif all(r.device == "cpu" for r in v.ok):
             share = " (a CPU run: host memory, no HBM figure)"
         else:
             share = " (no datasheet HBM figure for this GPU)"
-        lines.append(f"{v.name}: a batch-1 step reads {median:,.1f} GB/s per GPU{share}")
+        read = f"{median:,.0f}" if median >= 100 else f"{median:.3g}"  # as the silicon section
+        lines.append(f"{v.name}: a batch-1 step reads {read} GB/s per GPU{share}")
     return lines
 
 

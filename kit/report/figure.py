@@ -11,12 +11,20 @@ from typing import Any
 from kit.model.hardware import Hardware
 from kit.report import analysis, plot_silicon
 
+FIRST_PAGE = ("decode",)
+"""Figure kinds drawn on page 1 beside their benchmark's table (a decode report's tokens/s
+against batch), their section pointing there."""
+
 
 @dataclass
 class Figure:
     key: str
     caption: str
     svg: str
+
+    @property
+    def first(self) -> bool:
+        return self.key in FIRST_PAGE
 
     @property
     def uri(self) -> str:

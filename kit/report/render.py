@@ -341,6 +341,7 @@ def context(
         "benches": views,
         "silicon": silicon,
         "summaries": summaries,
+        "first_figures": {v.bench.name: [f for f in v.figures if f.first] for v in views},
         "price_per_gpu_hour": price_per_gpu_hour,
         "price": parse_price(price_per_gpu_hour),
         # shipped references only: a sealed report reads the same on every machine

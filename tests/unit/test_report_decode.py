@@ -86,7 +86,8 @@ def test_the_pdf_page_1_shows_them(tmp_path):
     shutil.copytree(DECODE, b)
     render_bundle(Bundle.load(b))
     pages = PdfReader(b / "report.pdf").pages
-    first = re.sub(r"\s+", " ", pages[0].extract_text() + " " + pages[1].extract_text())
+    # page 1's block (it runs onto the next pages: each decode table with its figure)
+    first = re.sub(r"\s+", " ", " ".join(page.extract_text() for page in pages))
     first = first[: first.index("The variants")]
     assert "parameters not recorded" not in first
     assert "time per output token at batch 1" in first
@@ -157,4 +158,13 @@ def test_page_1_holds_batch_1_reads_against_the_copy_ceiling_measured_beside_the
     line = "a batch-1 decode step reads 3,586 GB/s per GPU, 85% of the 4,220 GB/s device-local copy"
     assert line in first
     assert text.count(line) == 2  # page 1 and the silicon section: one sentence, one definition
-    assert first.count("237.7") == 1  # batch-1 tokens/s once (one model copy)
+    assert first.count("237.7 tokens/s") == 1  # batch-1 tokens/s once (one model copy)
+    # tokens/s against batch on page 1 (issue 47), its section pointing there
+    html = render_html(Bundle.load(bundle))
+    head = html[: html.index("The variants")]
+    assert 'id="fig-decode-dp-decode"' in head and html.count('id="fig-decode-dp-decode"') == 1
+    assert "Figure 1. LLM decode: decode throughput against batch" in _text(head)
+    assert (
+        "Figure 1 (LLM decode: decode throughput against batch, all GPUs of the run) is on "
+        "page 1" in text
+    )
