@@ -88,13 +88,9 @@ def test_prefill_and_every_decode_step_match_transformers_llama():
     assert gen.out[:, -1].tolist() == ours[-1].argmax(-1).tolist()
 
 
-def test_the_fused_step_matches_transformers_llama_at_every_step():
-    """step_mode fused: the same pieces the GPU compiles with inductor, traced by torch.compile
-    here without code generation (aot_eager): its logits at every step are transformers', and it
-    leaves the same state (tokens, positions, cache) as the eager step."""
-    p, hf, gen, prompt = _twins(2, seed=5)
-    _, _, twin, _ = _twins(2, seed=5)
-    step = fused_step(gen, backend="aot_eager")
+def beside(p, hf, gen, twin, prompt, step):
+    """A generation by `step` beside its eager twin's: every step's logits, and transformers'
+    logits over the whole sequence it generated (one forward, the reference)."""
     with torch.no_grad():
         ours = [gen.start(prompt)]
         twin.start(prompt)
@@ -102,7 +98,16 @@ def test_the_fused_step_matches_transformers_llama_at_every_step():
             ours.append(step())
             twin.step()
         seq = torch.cat([prompt, gen.out[:, : p.decode_steps]], dim=1)
-        theirs = hf(seq).logits.float()
+        return ours, hf(seq).logits.float()
+
+
+def test_the_fused_step_matches_transformers_llama_at_every_step():
+    """step_mode fused: the same pieces the GPU compiles with inductor, traced by torch.compile
+    here without code generation (aot_eager): its logits at every step are transformers', and it
+    leaves the same state (tokens, positions, cache) as the eager step."""
+    p, hf, gen, prompt = _twins(2, seed=5)
+    _, _, twin, _ = _twins(2, seed=5)
+    ours, theirs = beside(p, hf, gen, twin, prompt, fused_step(gen, backend="aot_eager"))
     for i, logits in enumerate(ours):
         torch.testing.assert_close(logits, theirs[:, p.prompt_len - 1 + i], atol=2e-5, rtol=1e-4)
     assert torch.equal(gen.out, twin.out) and torch.equal(gen.pos, twin.pos)
@@ -271,20 +276,12 @@ def test_energy_per_output_token_is_the_counter_at_the_batch_s_edges_over_its_to
 KERNEL_SCRIPT = """
 import json, sys
 import torch
-from tests.unit.test_llm_decode import _twins
+from tests.unit.test_llm_decode import _twins, beside
 from kit.workloads.llm_decode.fused import kernel_step
 
 p, hf, gen, prompt = _twins(1, seed=11, prompt_len=int(sys.argv[1]))
 _, _, twin, _ = _twins(1, seed=11, prompt_len=int(sys.argv[1]))
-step = kernel_step(gen)
-with torch.no_grad():
-    ours = [gen.start(prompt)]
-    twin.start(prompt)
-    for _ in range(p.decode_steps):
-        ours.append(step())
-        twin.step()
-    seq = torch.cat([prompt, gen.out[:, : p.decode_steps]], dim=1)
-    theirs = hf(seq).logits.float()
+ours, theirs = beside(p, hf, gen, twin, prompt, kernel_step(gen))
 worst = max(float((o - theirs[:, p.prompt_len - 1 + i]).abs().max()) for i, o in enumerate(ours))
 print(json.dumps({"worst": worst, "same_tokens": torch.equal(gen.out, twin.out),
                   "same_pos": torch.equal(gen.pos, twin.pos),
