@@ -344,7 +344,7 @@ def rerun_bundle(
         here = validate(Environment, known, Path(f"the {name} runtime's environment"))
         software = getattr(prepared, "software", None)
         mine = side(here, validate(Software, software, "software.json") if software else None, ())
-        if builds and options.image_archive is None:  # the image holds this kit's worker files
+        if registry.builds_image(name) and options.image_archive is None:  # this kit's worker files
             mine = replace(mine, loaded=(Loaded(modules={"kit": worker_module_digest()}),))
         chk = check(bundle_side, mine, old_hw)
         print_check(chk, "before running")
