@@ -84,6 +84,14 @@ def check_numbers(params_class: type, params: dict[str, Any]) -> None:
                 check(False, name, f"{word} (got {item!r})")
 
 
+# What every training workload's SAME_FIGURE names: the parameters that change how long or how
+# often a figure is measured, never the figure (kit.refs matches on every other parameter and
+# names these). How many steps are warm-up and timed, and how long the window lasts at least:
+# the throughput is per step of the same shape. The seed (random weights and data) is not among
+# them: the values a GPU multiplies can change its power, so its clocks under a cap.
+TRAINING_SAME_FIGURE = frozenset({"warmup_steps", "steps", "min_window_s"})
+
+
 def check_steps(
     warmup_steps: int, steps: int, data_batches: int, min_window_s: float = 0.0
 ) -> None:
