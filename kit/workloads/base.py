@@ -7,6 +7,7 @@ inside the container, where the driver's packages are absent.
 from __future__ import annotations
 
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,13 @@ def check(ok: bool, field_name: str, allowed: str) -> None:
     """A parameter check whose message names its field first (the recipe loader points there)."""
     if not ok:
         raise ValueError(f"{field_name}: must be {allowed}")
+
+
+def check_sizes(params: Any, names: Iterable[str]) -> None:
+    """Each named size or count is at least 1, checked in the order given: the first wrong one
+    is the one the message names."""
+    for name in names:
+        check(getattr(params, name) >= 1, name, "at least 1")
 
 
 COUNT_BOUNDS = {

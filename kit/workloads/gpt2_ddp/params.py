@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from kit.workloads.base import STRICT, TRAINING_SAME_FIGURE, check, check_steps
+from kit.workloads.base import STRICT, TRAINING_SAME_FIGURE, check, check_sizes, check_steps
 
 
 @dataclass
@@ -38,8 +38,7 @@ class Gpt2DdpParams:
     data_path: str = ""  # a LOCAL torch file holding integer token ids; "" = synthetic
 
     def __post_init__(self) -> None:
-        for name in ("n_layer", "n_embd", "n_head", "vocab_size", "seq_len", "batch_per_gpu"):
-            check(getattr(self, name) >= 1, name, "at least 1")
+        check_sizes(self, ("n_layer", "n_embd", "n_head", "vocab_size", "seq_len", "batch_per_gpu"))
         check(self.n_embd % self.n_head == 0, "n_embd", "a multiple of n_head")
         check(self.lr > 0, "lr", "greater than 0")
         check(self.max_grad_norm >= 0, "max_grad_norm", "0 (off) or more")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kit.workloads.base import STRICT, TRAINING_SAME_FIGURE, check, check_steps
-from kit.workloads.llama_shape import SHAPE_SIZES, LlamaShape
+from kit.workloads.llama_shape import LlamaShape
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -43,14 +43,7 @@ class LlamaLoraFsdpParams(LlamaShape):
     data_path: str = ""  # a LOCAL torch file holding integer token ids; "" = synthetic
 
     def __post_init__(self) -> None:
-        for name in (
-            *SHAPE_SIZES,
-            "seq_len",
-            "micro_batch",
-            "lora_r",
-        ):
-            check(getattr(self, name) >= 1, name, "at least 1")
-        self.check_heads()
+        self.check_shape("seq_len", "micro_batch", "lora_r")
         check(self.max_position >= self.seq_len, "max_position", "at least seq_len")
         check(0 <= self.lora_dropout < 1, "lora_dropout", "in [0, 1)")
         check(self.rope_theta > 0, "rope_theta", "greater than 0")
