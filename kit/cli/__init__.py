@@ -21,6 +21,7 @@ from kit.cli.options import (
     AllowedSigners,
     AllowUnsigned,
     Apptainer,
+    EnvName,
     ReadBrokenSignature,
 )
 from kit.cli.refs import refs_app
@@ -231,9 +232,7 @@ def _environment_of(target: str, env: str | None) -> str:
 @app.command()
 def build(
     target: Annotated[str, typer.Argument(help="A recipe YAML file, or an environment name.")],
-    env: Annotated[
-        str | None, typer.Option("--env", help="Environment instead of the recipe's.")
-    ] = None,
+    env: EnvName = None,
     base_image: Annotated[
         str | None, typer.Option(help="Base image instead of the Dockerfile's pinned one.")
     ] = None,
@@ -265,9 +264,7 @@ def export_image(
         str, typer.Argument(help="A recipe YAML file, an environment name, or an image tag.")
     ],
     output: Annotated[Path, typer.Option("-o", "--output", help="The archive to write (.tar).")],
-    env: Annotated[
-        str | None, typer.Option("--env", help="Environment instead of the recipe's.")
-    ] = None,
+    env: EnvName = None,
     base_image: Annotated[
         str | None, typer.Option(help="Base image the environment was built with.")
     ] = None,

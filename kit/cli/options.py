@@ -51,6 +51,7 @@ Apptainer = Annotated[
         help="Apptainer: the .sif image each run executes in (apptainer exec, --nv on CUDA)."
     ),
 ]
+EnvName = Annotated[str | None, typer.Option("--env", help="Environment instead of the recipe's.")]
 # the batch commands (kit slurm, kit k8s): the cluster's device is named, never detected here
 BatchDevice = Annotated[str, typer.Option(help="cuda | cpu (gloo).")]
 BatchSmoke = Annotated[

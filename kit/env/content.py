@@ -16,16 +16,20 @@ section and compare.json all read its result (kit.env.check).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from typing import TypeVar
 
 from kit.model import Environment, Loaded, RunResult, Software
+from kit.model.software import DebianPackage, Distribution
 
 KINDS = ("python", "debian", "library", "module", "variable")
 """What a difference is, in the order a list shows them."""
 LABEL_PREFIXES = ("NV_", "NVIDIA_REQUIRE")
 """Variables that only label versions (NGC's NV_CUDNN_VERSION...): nothing reads them at run
 time; a `*_VERSION` variable is one too."""
+
+P = TypeVar("P", Distribution, DebianPackage)  # a package list _package_changes compares
 
 
 @dataclass(frozen=True)
@@ -176,30 +180,10 @@ def _inventory_changes(a: Software, b: Software, paths: set[str], names: set[str
     out: list[Change] = []
     da = {d.name: d for d in a.distributions}
     db = {d.name: d for d in b.distributions}
-    for name in sorted(da.keys() | db.keys()):
-        x, y = da.get(name), db.get(name)
-        change = _pair(
-            "python",
-            name,
-            (x.version, x.sha256) if x else None,
-            (y.version, y.sha256) if y else None,
-        )
-        if change is not None:
-            tops = set((x.top if x else []) + (y.top if y else []))
-            out.append(_marked(change, bool(tops & names)))
+    out += _package_changes("python", da, db, lambda d: d.top, names)
     pa = {f"{p.name}:{p.arch}" if p.arch else p.name: p for p in a.debian}
     pb = {f"{p.name}:{p.arch}" if p.arch else p.name: p for p in b.debian}
-    for name in sorted(pa.keys() | pb.keys()):
-        x, y = pa.get(name), pb.get(name)
-        change = _pair(
-            "debian",
-            name,
-            (x.version, x.sha256) if x else None,
-            (y.version, y.sha256) if y else None,
-        )
-        if change is not None:
-            libs = set((x.libs if x else []) + (y.libs if y else []))
-            out.append(_marked(change, bool(libs & paths)))
+    out += _package_changes("debian", pa, pb, lambda p: p.libs, paths)
     la = {lib.path: lib.sha256 for lib in a.libraries}
     lb = {lib.path: lib.sha256 for lib in b.libraries}
     for path in sorted(la.keys() | lb.keys()):
@@ -213,6 +197,30 @@ def _inventory_changes(a: Software, b: Software, paths: set[str], names: set[str
         x, y = a.variables.get(name), b.variables.get(name)
         if x != y:
             out.append(Change("variable", name, x, y, not is_label(name)))
+    return out
+
+
+def _package_changes(
+    kind: str,
+    a: Mapping[str, P],
+    b: Mapping[str, P],
+    owns: Callable[[P], list[str]],
+    loaded: set[str],
+) -> list[Change]:
+    """Packages (Python distributions, Debian packages) by key whose version or hash differs;
+    each marked loaded when a run loaded one of the names it owns (import names, library paths)."""
+    out: list[Change] = []
+    for name in sorted(a.keys() | b.keys()):
+        x, y = a.get(name), b.get(name)
+        change = _pair(
+            kind,
+            name,
+            (x.version, x.sha256) if x else None,
+            (y.version, y.sha256) if y else None,
+        )
+        if change is not None:
+            mine = set((owns(x) if x else []) + (owns(y) if y else []))
+            out.append(_marked(change, bool(mine & loaded)))
     return out
 
 

@@ -164,3 +164,20 @@ class RunResult(RunIdentity):
     nodes: list[NodeRecord] | None = None
     network: Network | None = None
     recovered: str | None = None  # added by `kit seal` to a result the driver never recorded
+
+
+def failed_result(spec: RunSpec, status: RunStatus, error: str, **driver: Any) -> RunResult:
+    """The driver's record of a run whose worker left no valid result; `driver`: fields the
+    one recording it adds (`kit seal`'s `recovered`), set only where given."""
+    return RunResult(
+        schema=files.RESULT_SCHEMA,
+        **spec.identity(),
+        status=status,
+        error=error,
+        world_size=spec.nproc,
+        device=spec.device,
+        env=spec.env,
+        metrics={},
+        data=RunData(),
+        **driver,
+    )

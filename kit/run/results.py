@@ -17,15 +17,14 @@ from typing import Any
 from kit.bundle import Bundle, write_json
 from kit.io import terminal
 from kit.io.errors import InputError
-from kit.model import RunData, RunResult, read_model
+from kit.model import RunResult, read_model
 from kit.model.consistency import bundle_status
-from kit.model.run import Launch, NcclRecord, Network, RunStatus
+from kit.model.run import Launch, NcclRecord, Network, failed_result
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec
 from kit.run.seal import seal_bundle
 from kit.runtime.base import RunOutcome, tail
 from kit.shared import files, stop
-from kit.shared.files import RESULT_SCHEMA
 from kit.shared.nccl_log import parse_nccl_log, verdict
 from kit.shared.p2p import p2p_off
 
@@ -72,21 +71,6 @@ def worker_result(spec: RunSpec, run_dir: Path) -> tuple[RunResult | None, str |
             else:  # a link, FIFO or device: nothing to keep, and no bundle may hold one
                 os.unlink(file)
         return None, str(exc)
-
-
-def failed_result(spec: RunSpec, status: RunStatus, error: str) -> RunResult:
-    """The driver's record of a run whose worker left no valid result."""
-    return RunResult(
-        schema=RESULT_SCHEMA,
-        **spec.identity(),
-        status=status,
-        error=error,
-        world_size=spec.nproc,
-        device=spec.device,
-        env=spec.env,
-        metrics={},
-        data=RunData(),
-    )
 
 
 def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path) -> RunResult:

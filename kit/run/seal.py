@@ -19,7 +19,8 @@ from kit.bundle import MANIFEST, Bundle, write_manifest
 from kit.bundle.intake import missing_files
 from kit.io.errors import InputError, KitError
 from kit.io.safe import scan
-from kit.model import RunData, RunResult, RunSpec, SealedAfter, load_bundle, read_model
+from kit.model import RunResult, RunSpec, SealedAfter, load_bundle, read_model
+from kit.model.run import failed_result
 from kit.runtime.heartbeat import FILE as HEARTBEAT
 from kit.shared import files, stop
 from kit.shared.atomic import TMP_SUFFIX
@@ -123,16 +124,10 @@ def _in_flight(bundle: Bundle, orphaned: set[str], recorded: set[str]) -> list[R
             ) from None
         if spec.run_id != run_id:
             continue
-        result = RunResult(
-            schema=files.RESULT_SCHEMA,
-            **spec.identity(),
-            status="failed",
-            error=IN_FLIGHT,
-            world_size=spec.nproc,
-            device=spec.device,
-            env=spec.env,
-            metrics={},
-            data=RunData(),
+        result = failed_result(
+            spec,
+            "failed",
+            IN_FLIGHT,
             recovered="recorded by `kit seal`: the run was in flight when its driver was killed",
         )
         found.append(result)

@@ -163,7 +163,9 @@ def sha256_of(path: str) -> str:
     return h.hexdigest()
 
 
-def _read(path: str) -> str | None:
+def read_or_none(path: str) -> str | None:
+    """A metadata file's text (bad bytes replaced), or None where it cannot be read: a scan
+    records what it finds and passes over what it cannot open."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read()
@@ -199,14 +201,14 @@ def distributions(truncated: list[str]) -> list[dict[str, Any]]:
 def debian(truncated: list[str], root: str = "/var/lib/dpkg") -> list[dict[str, Any]]:
     """Each installed package with the sha256 of its md5sums (the files it shipped) and its
     shared libraries by real path (what a run's mapped libraries are matched against)."""
-    status = _read(f"{root}/status")
+    status = read_or_none(f"{root}/status")
     if status is None:
         return []
     out = []
     for pkg in parse_dpkg_status(status)[:MAX_DEBIAN]:
         stems = [f"{root}/info/{pkg['name']}:{pkg['arch']}", f"{root}/info/{pkg['name']}"]
-        sums = next((t for s in stems if (t := _read(s + ".md5sums")) is not None), None)
-        listed = next((t for s in stems if (t := _read(s + ".list")) is not None), "")
+        sums = next((t for s in stems if (t := read_or_none(s + ".md5sums")) is not None), None)
+        listed = next((t for s in stems if (t := read_or_none(s + ".list")) is not None), "")
         found = (_real_file(ln.strip()) for ln in listed.splitlines() if SHARED_LIBRARY.search(ln))
         libs = sorted({r for r in found if r})
         if len(libs) > MAX_PACKAGE_LIBS:
@@ -255,7 +257,7 @@ def variables(environ: dict[str, str]) -> dict[str, str]:
 
 
 def os_name() -> str | None:
-    text = _read("/etc/os-release") or ""
+    text = read_or_none("/etc/os-release") or ""
     m = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', text, re.MULTILINE)
     return m.group(1) if m else None
 

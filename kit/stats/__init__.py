@@ -239,14 +239,7 @@ def paired_ratio(
     back to back, so drift that hits both (clocks, temperature, a neighbour's job) cancels inside
     each pair; the ratio of medians would throw that pairing away.
     """
-    x, y = _clean(a, "a"), _clean(b, "b")
-    if len(x) != len(y):
-        raise StatsError(
-            f"paired ratio needs the same number of samples on both sides, got {len(x)} and "
-            f"{len(y)}; use unpaired_ratio for samples that are not paired"
-        )
-    _positive(x, "a")
-    _positive(y, "b")
+    x, y = _ratio_sides(a, b, paired=True)
     r = x / y
     estimate = float(np.median(r))
     lo, hi, method = choose_interval(
@@ -274,9 +267,7 @@ def unpaired_ratio(
     smaller side the interval is the range of the cross ratios; with 3 to 5, Welch's t-interval
     on the difference of mean logs.
     """
-    x, y = _clean(a, "a"), _clean(b, "b")
-    _positive(x, "a")
-    _positive(y, "b")
+    x, y = _ratio_sides(a, b, paired=False)
     estimate = float(np.median(x) / np.median(y))
     lo, hi, method = choose_interval(
         min(len(x), len(y)),
@@ -403,6 +394,22 @@ def _clean(samples: Sequence[float], name: str) -> np.ndarray:
             f"{np.flatnonzero(bad).tolist()}"
         )
     return x
+
+
+def _ratio_sides(
+    a: Sequence[float], b: Sequence[float], paired: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Both sides of a ratio as clean arrays of positive values, checked in one order for both
+    kinds of ratio; a paired one also needs as many samples on each side."""
+    x, y = _clean(a, "a"), _clean(b, "b")
+    if paired and len(x) != len(y):
+        raise StatsError(
+            f"paired ratio needs the same number of samples on both sides, got {len(x)} and "
+            f"{len(y)}; use unpaired_ratio for samples that are not paired"
+        )
+    _positive(x, "a")
+    _positive(y, "b")
+    return x, y
 
 
 def _positive(x: np.ndarray, name: str) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from kit.shared import files
 from kit.shared.atomic import write_atomic
-from kit.shared.imagescan import MODULE_DIGITS, files_digest, record_digest
+from kit.shared.imagescan import MODULE_DIGITS, files_digest, read_or_none, record_digest
 
 MAX_LIBRARIES = 4000
 MAX_MODULES = 4000
@@ -78,14 +78,6 @@ def top_modules(modules: dict[str, Any]) -> dict[str, tuple[str, bool]]:
     return out
 
 
-def _text(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
 class Owners:
     """Which installed distribution provides a top-level name, per folder of distributions: a
     *.dist-info's top_level.txt, else the distribution's own name (`torch-2.13.0.dist-info`)."""
@@ -98,7 +90,7 @@ class Owners:
         table: dict[str, str] = {}
         for info in sorted(glob.glob(os.path.join(glob.escape(folder), "*.dist-info"))):
             dist = os.path.basename(info)[: -len(".dist-info")].rsplit("-", 1)[0]
-            names = _text(os.path.join(info, "top_level.txt")) or dist
+            names = read_or_none(os.path.join(info, "top_level.txt")) or dist
             for name in names.split():
                 table.setdefault(name.lower().replace("-", "_"), info)
         return table
@@ -108,7 +100,7 @@ class Owners:
         if folder not in self.folders:
             self.folders[folder] = self._table(folder)
         info = self.folders[folder].get(name.lower())
-        return _text(os.path.join(info, "RECORD")) if info else None
+        return read_or_none(os.path.join(info, "RECORD")) if info else None
 
 
 def package_files(folder: str) -> list[str] | None:

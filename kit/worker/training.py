@@ -33,13 +33,14 @@ import math
 import resource
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from kit.shared.gpu_specs import peak_flops  # one table of datasheet peaks, shared with the report
 from kit.shared.metrics import record
@@ -72,6 +73,34 @@ class Built:
 
 
 Builder = Callable[[Context, Any], Built]
+
+DDP_PARALLELISM = "DistributedDataParallel (gradient_as_bucket_view)"  # the facts' words for ddp()
+
+
+def ddp(ctx: Context, model: torch.nn.Module) -> DistributedDataParallel:
+    """The model in DDP as every DDP workload wraps it: gradients are views into the all-reduce
+    buckets (no copy between them), on the rank's own GPU (no device ids on the CPU)."""
+    return DistributedDataParallel(
+        model,
+        device_ids=[ctx.device.index] if ctx.is_cuda else None,
+        gradient_as_bucket_view=True,
+    )
+
+
+def optimizer_step(
+    loss: torch.Tensor,
+    opt: torch.optim.Optimizer,
+    params: Iterable[torch.nn.Parameter] = (),
+    max_grad_norm: float = 0.0,
+) -> torch.Tensor:
+    """A step's backward, clipping (max_grad_norm > 0: the params' gradient norm), optimizer step
+    and gradient release, the same in every training workload; the loss detached, for the loop."""
+    loss.backward()
+    if max_grad_norm > 0:
+        torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.detach()
 
 
 def train(ctx: Context, p: Any, build: Builder) -> dict[str, Any]:

@@ -7,6 +7,7 @@ inside the container, where the driver's packages are absent.
 from __future__ import annotations
 
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,13 @@ def check(ok: bool, field_name: str, allowed: str) -> None:
     """A parameter check whose message names its field first (the recipe loader points there)."""
     if not ok:
         raise ValueError(f"{field_name}: must be {allowed}")
+
+
+def check_sizes(params: Any, names: Iterable[str]) -> None:
+    """Each named size or count is at least 1, checked in the order given: the first wrong one
+    is the one the message names."""
+    for name in names:
+        check(getattr(params, name) >= 1, name, "at least 1")
 
 
 COUNT_BOUNDS = {
@@ -82,6 +90,14 @@ def check_numbers(params_class: type, params: dict[str, Any]) -> None:
             if type(item) not in allowed:  # bool is a subclass of int: type(), not isinstance
                 word = "an integer" if allowed == (int,) else "a number"
                 check(False, name, f"{word} (got {item!r})")
+
+
+# What every training workload's SAME_FIGURE names: the parameters that change how long or how
+# often a figure is measured, never the figure (kit.refs matches on every other parameter and
+# names these). How many steps are warm-up and timed, and how long the window lasts at least:
+# the throughput is per step of the same shape. The seed (random weights and data) is not among
+# them: the values a GPU multiplies can change its power, so its clocks under a cap.
+TRAINING_SAME_FIGURE = frozenset({"warmup_steps", "steps", "min_window_s"})
 
 
 def check_steps(

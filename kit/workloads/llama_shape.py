@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kit.workloads.base import check
+from kit.workloads.base import check, check_sizes
 
 # the shape's sizes, each at least 1 (a params class checks them first, in this order)
 SHAPE_SIZES = (
@@ -31,7 +31,9 @@ class LlamaShape:
     num_kv_heads: int = 8
     rope_theta: float = 500000.0
 
-    def check_heads(self) -> None:
-        """Heads split the hidden size evenly, key/value heads the query heads."""
+    def check_shape(self, *more_sizes: str) -> None:
+        """The shape's sizes, then a params class's own (`more_sizes`), each at least 1; then the
+        heads: they split the hidden size evenly, key/value heads the query heads."""
+        check_sizes(self, (*SHAPE_SIZES, *more_sizes))
         check(self.hidden_size % self.num_heads == 0, "hidden_size", "a multiple of num_heads")
         check(self.num_heads % self.num_kv_heads == 0, "num_kv_heads", "a divisor of num_heads")

@@ -23,6 +23,7 @@ from kit.report.analysis.box_links import LinkRow, links_of, named_links, weakes
 from kit.report.analysis.gpu_figures import (
     ceilings,
     copy_values,
+    distance,
     hardware_of,
     median,
     silicon_runs,
@@ -74,8 +75,7 @@ class GpuFigure:
     @property
     def vs_box(self) -> float | None:
         """The median's distance from the box's median (-0.21: 21% below)."""
-        m, b = self.median, self.box_median
-        return m / b - 1 if m is not None and b else None
+        return distance(self.median, self.box_median)
 
     @property
     def vs_words(self) -> str | None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from kit.model import Hardware, RunResult
 from kit.model.hardware import Gpu
-from kit.report.analysis.gpu_figures import median, pair_values
+from kit.report.analysis.gpu_figures import distance, median, pair_values
 
 LINK_TESTS = (  # the pair matrix, its words, how a pair is written
     ("ce_one_way", "copy engine one way", "->"),
@@ -46,8 +46,7 @@ class LinkRow:
 
     @property
     def vs_class(self) -> float | None:
-        m, c = self.median, self.class_median
-        return m / c - 1 if m is not None and c else None
+        return distance(self.median, self.class_median)
 
     @property
     def below(self) -> bool:

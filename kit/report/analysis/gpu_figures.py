@@ -41,6 +41,12 @@ def median(values: list[Any]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def distance(value: float | None, reference: float | None) -> float | None:
+    """How far a median is from the one it is held against (-0.21: 21% below); None when
+    either is unknown or the reference is 0 (no ratio)."""
+    return value / reference - 1 if value is not None and reference else None
+
+
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 

@@ -109,6 +109,20 @@ def split_log(data: bytes, marker: str) -> tuple[str, dict[str, bytes], int | No
     return head + ("\n" if head and not head.endswith("\n") else ""), found, code
 
 
+def _placement(src: K8sOptions | K8sInfo) -> dict[str, Any]:
+    """The placement both the options and results.json's k8s record carry: one list, so a rerun
+    (options from the record) asks for what the first run recorded (record from the options)."""
+    return {
+        "namespace": src.namespace,
+        "image": src.image,
+        "jobset": src.jobset,
+        "node_selector": list(src.node_selector),
+        "tolerations": list(src.tolerations),
+        "service_account": src.service_account,
+        "host_network": src.host_network,
+    }
+
+
 def write_bundle(
     job: K8sJob, reproduces: dict[str, Any] | None = None, server: str | None = None
 ) -> Bundle:
@@ -129,15 +143,9 @@ def write_bundle(
     bundle.results.k8s = K8sInfo(
         pods=job.nodes,
         gpus_per_node=job.gpus_per_node,
-        namespace=o.namespace,
-        image=o.image,
         service=job.name,
-        jobset=o.jobset,
-        node_selector=list(o.node_selector),
-        tolerations=list(o.tolerations),
-        service_account=o.service_account,
-        host_network=o.host_network,
         server_version=server,
+        **_placement(o),
     )
     bundle.save()
     write_specs(bundle, job.runs)
@@ -347,15 +355,9 @@ class K8sRuntime:
     ) -> K8sOptions:
         """A rerun's options: the placement results.json recorded (kit reproduce BUNDLE)."""
         return K8sOptions(
-            image=record.image,
             nodes=record.pods,
             gpus_per_node=record.gpus_per_node,
-            namespace=record.namespace,
-            node_selector=list(record.node_selector),
-            tolerations=list(record.tolerations),
-            service_account=record.service_account,
-            host_network=record.host_network,
-            jobset=record.jobset,
+            **_placement(record),
             device=device or "cuda",
             smoke=smoke,
             repeats=repeats,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from kit.workloads.base import STRICT, check, check_steps
+from kit.workloads.base import STRICT, TRAINING_SAME_FIGURE, check, check_sizes, check_steps
 
 
 @dataclass
@@ -17,13 +17,8 @@ class Gpt2DdpParams:
     """
 
     __pydantic_config__ = STRICT
-    # The parameters that change how long or how often a figure is measured, never the figure:
-    # a known machine that differs from a run only in these measured the same workload
-    # (kit.refs matches on every other parameter, one this list lacks included, and names these).
-    # How many steps are warm-up and timed, and how long the window lasts at least: the
-    # throughput is per step of the same shape. The seed (random weights and data) is not
-    # among them: the values a GPU multiplies can change its power, so its clocks under a cap.
-    SAME_FIGURE: ClassVar[frozenset[str]] = frozenset({"warmup_steps", "steps", "min_window_s"})
+    # measured the same figure whatever these are (base.py says why)
+    SAME_FIGURE: ClassVar[frozenset[str]] = TRAINING_SAME_FIGURE
 
     n_layer: int = 12
     n_embd: int = 768
@@ -43,8 +38,7 @@ class Gpt2DdpParams:
     data_path: str = ""  # a LOCAL torch file holding integer token ids; "" = synthetic
 
     def __post_init__(self) -> None:
-        for name in ("n_layer", "n_embd", "n_head", "vocab_size", "seq_len", "batch_per_gpu"):
-            check(getattr(self, name) >= 1, name, "at least 1")
+        check_sizes(self, ("n_layer", "n_embd", "n_head", "vocab_size", "seq_len", "batch_per_gpu"))
         check(self.n_embd % self.n_head == 0, "n_embd", "a multiple of n_head")
         check(self.lr > 0, "lr", "greater than 0")
         check(self.max_grad_norm >= 0, "max_grad_norm", "0 (off) or more")

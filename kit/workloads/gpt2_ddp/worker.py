@@ -15,12 +15,19 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 from kit.shared.metrics import record
 from kit.worker.common import Context
 from kit.worker.flops import gpt2_flops_per_token, gpt2_param_count
-from kit.worker.training import Built, local_model, runner, token_batches
+from kit.worker.training import (
+    DDP_PARALLELISM,
+    Built,
+    ddp,
+    local_model,
+    optimizer_step,
+    runner,
+    token_batches,
+)
 from kit.workloads.gpt2_ddp.params import Gpt2DdpParams
 
 
@@ -56,11 +63,7 @@ def build(ctx: Context, p: Gpt2DdpParams) -> Built:
     model, weights = build_model(ctx, p)
     cfg = model.config
     model.train()
-    ddp = DDP(
-        model,
-        device_ids=[ctx.device.index] if ctx.is_cuda else None,
-        gradient_as_bucket_view=True,
-    )
+    wrapped = ddp(ctx, model)
     fused = ctx.is_cuda
     opt = torch.optim.AdamW(model.parameters(), lr=p.lr, fused=fused)
     batches, data_source = token_batches(
@@ -70,13 +73,8 @@ def build(ctx: Context, p: Gpt2DdpParams) -> Built:
 
     def step(batch: torch.Tensor) -> torch.Tensor:
         with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=bf16):
-            loss = ddp(input_ids=batch, labels=batch, use_cache=False).loss
-        loss.backward()
-        if p.max_grad_norm > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), p.max_grad_norm)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss.detach()
+            loss = wrapped(input_ids=batch, labels=batch, use_cache=False).loss
+        return optimizer_step(loss, opt, model.parameters(), p.max_grad_norm)
 
     samples = p.batch_per_gpu * ctx.world_size
     tokens = samples * p.seq_len
@@ -104,7 +102,7 @@ def build(ctx: Context, p: Gpt2DdpParams) -> Built:
                 cfg.n_layer, cfg.n_embd, cfg.vocab_size, cfg.n_positions
             ),
             "attn_implementation": cfg._attn_implementation,
-            "parallelism": "DistributedDataParallel (gradient_as_bucket_view)",
+            "parallelism": DDP_PARALLELISM,
             "optimizer": f"AdamW lr {p.lr}{' fused' if fused else ''}",
             "tokens_per_step": tokens,
             "flops_per_token": per_token,

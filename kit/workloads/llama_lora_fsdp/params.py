@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kit.workloads.base import STRICT, check, check_steps
-from kit.workloads.llama_shape import SHAPE_SIZES, LlamaShape
+from kit.workloads.base import STRICT, TRAINING_SAME_FIGURE, check, check_steps
+from kit.workloads.llama_shape import LlamaShape
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -20,13 +20,8 @@ class LlamaLoraFsdpParams(LlamaShape):
     """
 
     __pydantic_config__ = STRICT
-    # The parameters that change how long or how often a figure is measured, never the figure:
-    # a known machine that differs from a run only in these measured the same workload
-    # (kit.refs matches on every other parameter, one this list lacks included, and names these).
-    # How many steps are warm-up and timed, and how long the window lasts at least: the
-    # throughput is per step of the same shape. The seed (random weights and data) is not
-    # among them: the values a GPU multiplies can change its power, so its clocks under a cap.
-    SAME_FIGURE: ClassVar[frozenset[str]] = frozenset({"warmup_steps", "steps", "min_window_s"})
+    # measured the same figure whatever these are (base.py says why)
+    SAME_FIGURE: ClassVar[frozenset[str]] = TRAINING_SAME_FIGURE
 
     max_position: int = 131072
     seq_len: int = 4096
@@ -48,14 +43,7 @@ class LlamaLoraFsdpParams(LlamaShape):
     data_path: str = ""  # a LOCAL torch file holding integer token ids; "" = synthetic
 
     def __post_init__(self) -> None:
-        for name in (
-            *SHAPE_SIZES,
-            "seq_len",
-            "micro_batch",
-            "lora_r",
-        ):
-            check(getattr(self, name) >= 1, name, "at least 1")
-        self.check_heads()
+        self.check_shape("seq_len", "micro_batch", "lora_r")
         check(self.max_position >= self.seq_len, "max_position", "at least seq_len")
         check(0 <= self.lora_dropout < 1, "lora_dropout", "in [0, 1)")
         check(self.rope_theta > 0, "rope_theta", "greater than 0")

@@ -27,7 +27,7 @@ import torch
 
 from kit.worker.common import Context
 from kit.worker.flops import llama_lora_flops_per_token, llama_param_count
-from kit.worker.training import Built, local_model, runner, token_batches
+from kit.worker.training import Built, local_model, optimizer_step, runner, token_batches
 from kit.workloads.llama_lora_fsdp.params import LlamaLoraFsdpParams
 
 
@@ -131,10 +131,7 @@ def build(ctx: Context, p: LlamaLoraFsdpParams) -> Built:
 
     def step(batch: torch.Tensor) -> torch.Tensor:
         loss = model(input_ids=batch, labels=batch, use_cache=False).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss.detach()
+        return optimizer_step(loss, opt)
 
     tokens = p.micro_batch * p.seq_len * ctx.world_size
     shape = (

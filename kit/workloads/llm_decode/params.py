@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from kit.workloads.base import STRICT, check
-from kit.workloads.llama_shape import SHAPE_SIZES, LlamaShape
+from kit.workloads.llama_shape import LlamaShape
 
 StepMode = Literal["fused", "graph", "compile", "eager"]
 
@@ -49,14 +49,7 @@ class LlmDecodeParams(LlamaShape):
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in (
-            *SHAPE_SIZES,
-            "prompt_len",
-            "fit_seq_len",
-            "fit_max_batch",
-        ):
-            check(getattr(self, name) >= 1, name, "at least 1")
-        self.check_heads()
+        self.check_shape("prompt_len", "fit_seq_len", "fit_max_batch")
         check(((self.hidden_size // self.num_heads) % 2) == 0, "hidden_size", "an even head dim")
         check(self.tp in (1, 2, 4, 8), "tp", "1, 2, 4 or 8")
         check(self.num_kv_heads % self.tp == 0, "tp", "a divisor of num_kv_heads")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from kit.workloads.base import STRICT, check, check_steps
+from kit.workloads.base import STRICT, TRAINING_SAME_FIGURE, check, check_steps
 
 
 @dataclass
@@ -13,13 +13,8 @@ class ResnetDdpParams:
     """A torchvision ResNet with random weights, DistributedDataParallel, SGD with momentum."""
 
     __pydantic_config__ = STRICT
-    # The parameters that change how long or how often a figure is measured, never the figure:
-    # a known machine that differs from a run only in these measured the same workload
-    # (kit.refs matches on every other parameter, one this list lacks included, and names these).
-    # How many steps are warm-up and timed, and how long the window lasts at least: the
-    # throughput is per step of the same shape. The seed (random weights and data) is not
-    # among them: the values a GPU multiplies can change its power, so its clocks under a cap.
-    SAME_FIGURE: ClassVar[frozenset[str]] = frozenset({"warmup_steps", "steps", "min_window_s"})
+    # measured the same figure whatever these are (base.py says why)
+    SAME_FIGURE: ClassVar[frozenset[str]] = TRAINING_SAME_FIGURE
 
     arch: Literal[
         "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2"

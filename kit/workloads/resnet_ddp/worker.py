@@ -13,10 +13,9 @@ images before the run (what autograd executes: no input gradient for the first c
 from __future__ import annotations
 
 import torch
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 from kit.worker.common import Context
-from kit.worker.training import Built, runner
+from kit.worker.training import DDP_PARALLELISM, Built, ddp, optimizer_step, runner
 from kit.workloads.resnet_ddp.params import ResnetDdpParams
 
 
@@ -54,11 +53,7 @@ def build(ctx: Context, p: ResnetDdpParams) -> Built:
     model = model.to(ctx.device, memory_format=memory_format)
     model.train()
     flops_per_image = count_flops_per_image(model, p, ctx.device)
-    ddp = DDP(
-        model,
-        device_ids=[ctx.device.index] if ctx.is_cuda else None,
-        gradient_as_bucket_view=True,
-    )
+    wrapped = ddp(ctx, model)
     opt = torch.optim.SGD(
         model.parameters(), lr=p.lr, momentum=p.momentum, weight_decay=p.weight_decay
     )
@@ -76,11 +71,8 @@ def build(ctx: Context, p: ResnetDdpParams) -> Built:
     def step(batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         images, labels = batch
         with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=bf16):
-            loss = torch.nn.functional.cross_entropy(ddp(images), labels)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss.detach()
+            loss = torch.nn.functional.cross_entropy(wrapped(images), labels)
+        return optimizer_step(loss, opt)
 
     images = p.batch_per_gpu * ctx.world_size
     n_params = sum(x.numel() for x in model.parameters())
@@ -96,7 +88,7 @@ def build(ctx: Context, p: ResnetDdpParams) -> Built:
             "weights": "random (from torchvision's architecture)",
             "data": "synthetic (normal random images, uniform random labels)",
             "param_count": n_params,
-            "parallelism": "DistributedDataParallel (gradient_as_bucket_view)",
+            "parallelism": DDP_PARALLELISM,
             "optimizer": f"SGD lr {p.lr} momentum {p.momentum} weight decay {p.weight_decay}",
             "cudnn_benchmark": torch.backends.cudnn.benchmark,
             "flops_per_image": flops_per_image,
