@@ -30,15 +30,13 @@ MAX_PACKAGE_FILES = 5000
 """A package of more files than this (and no distribution's RECORD) is hashed by its one file."""
 
 
-RUN_MADE = ("/tmp/", "/dev/shm/", "/kit/run/", "/.cache/", "/.triton/")
-"""Libraries a run builds for itself (torch.compile's and Triton's kernels, under the temporary
-folder or a cache): products of the run, not of the environment, and named by content hashes."""
-
-
 RUN_MADE_MODULES = ("/.triton/", "/.cache/", "/torchinductor_")
 """Modules a run builds for itself: Triton's launcher (`cuda_utils`, compiled into its cache on
 each machine, so its bytes differ from machine to machine) and torch.compile's generated code.
 Narrower than RUN_MADE: the kit itself may run from a clone under /tmp."""
+RUN_MADE = ("/tmp/", "/dev/shm/", "/kit/run/", *RUN_MADE_MODULES)
+"""Libraries a run builds for itself (torch.compile's and Triton's kernels, under the temporary
+folder or a cache): products of the run, not of the environment, and named by content hashes."""
 
 
 def made_by_run(path: str) -> bool:

@@ -158,9 +158,8 @@ class GpuRow:
         e = self.gpu.ecc if self.gpu else None
         if e is None or e.mode_current is None:
             return None
-        recorded = e.volatile_uncorrected is not None or e.aggregate_uncorrected is not None
         return ("on" if e.mode_current == 1 else "OFF") + (
-            f", {uncorrected_words([e])}" if recorded else ""
+            f", {uncorrected_words([e])}" if e.volatile_uncorrected is not None else ""
         )
 
     @property
