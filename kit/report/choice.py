@@ -194,18 +194,25 @@ def _sentence(mine: str, base: str, lines: list[dict[str, Any]], gmean: float | 
     how_sure = (
         f"{len(sure)} of {n} ratio{'s' if n > 1 else ''} with a confidence interval that excludes 1"
     )
-    if n == 1:
-        where = f"on {measured[0]['benchmark']}"
-    else:
-        where = (
-            f"across {workloads} (geometric mean; "
-            + "; ".join(
-                f"{x['benchmark']} {_times(x['apart'])}, {mine if x['factor'] >= 1 else base} ahead"
-                for x in sorted(measured, key=lambda x: x["benchmark"])
-            )
-            + ")"
+
+    def where(named: bool) -> str:
+        """The workloads, each with its spread; the machine ahead only where one is stated."""
+        if n == 1:
+            return f"on {measured[0]['benchmark']}"
+        parts = (
+            f"{x['benchmark']} {_times(x['apart'])} apart"
+            + (f", {mine if x['factor'] >= 1 else base} ahead" if named else "")
+            for x in sorted(measured, key=lambda x: x["benchmark"])
         )
-    return f"{ahead} is {_times(apart(gmean))} better than {behind} {where}; {how_sure}."
+        return f"across {workloads} (geometric mean; {'; '.join(parts)})"
+
+    if not sure:  # every interval holds 1: a spread, not a direction (silicon, 2026-11-29)
+        return (
+            f"No measurable difference between {mine} and {base} {where(False)}: none of the "
+            f"{n} ratio{'s' if n > 1 else ''} has a confidence interval that excludes 1; they "
+            f"are {_times(apart(gmean))} apart, the larger over the smaller."
+        )
+    return f"{ahead} is {_times(apart(gmean))} better than {behind} {where(True)}; {how_sure}."
 
 
 def _times(factor: float) -> str:

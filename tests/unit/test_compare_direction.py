@@ -57,3 +57,18 @@ def test_the_headline_is_one_number_whichever_machine_is_the_baseline():
     assert first["sentence"] == second["sentence"]
     assert first["sentence"].startswith(("box (2x H200 NV18) is ", "lab (2x H200 NV18) is "))
     assert first["lines"][0]["apart"] == pytest.approx(second["lines"][0]["apart"])
+
+
+SILICON = EXAMPLES / "h200x1-silicon-container"  # 3 runs a variant, H200 GPU-2185b559
+RERUN = EXAMPLES / "h200x1-silicon-container-rerun"  # the same, rerun on GPU-5d5ef7b4
+
+
+@pytest.mark.skipif(not RERUN.is_dir(), reason="the silicon rerun example is not here")
+def test_no_interval_excluding_one_names_no_machine_ahead():
+    """Two H200s, every ratio's interval holding 1: the headline said "A is 1.02x better than
+    B" over a line that read "0 of 2 ratios with a confidence interval that excludes 1"."""
+    _, ch = _choice([SILICON, RERUN], {0: "a", 1: "b"})
+    assert not any(x["sure"] for x in ch["lines"] if x["factor"])
+    assert ch["sentence"].startswith("No measurable difference between b (1x H200) and a (1x H200)")
+    assert "none of the 2 ratios has a confidence interval that excludes 1" in ch["sentence"]
+    assert not DIRECTION.search(ch["sentence"])
