@@ -113,9 +113,12 @@ def _run(app: typer.Typer) -> int:
         if early.installed(signal.SIGINT):  # Ctrl-C: a KeyboardInterrupt again, 130 below
             signal.signal(signal.SIGINT, stop.interrupt)
         _contradictions(sys.argv[1:])
-        check_argv(typer.main.get_command(app), sys.argv[1:])
-        # in this mode typer returns the exit code of typer.Exit instead of exiting
-        code = app(standalone_mode=False, prog_name="kit")
+        # the click command is built once (building it reads every command's signature: a
+        # third of `kit --version`); app() would build it again (issue 46)
+        command = typer.main.get_command(app)
+        check_argv(command, sys.argv[1:])
+        # in this mode click returns the exit code of typer.Exit instead of exiting
+        code = command(standalone_mode=False, prog_name="kit")
         if stop.pending is not None and code != 128 + stop.pending:  # its exception was lost
             raise _Stopped(stop.pending)
     except KitError as exc:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -180,13 +182,14 @@ def _dynamic_target(call: ast.Call, aliases: dict[str, str] | None = None) -> st
     return "?"
 
 
-def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[Import]:
-    """Every import statement of one module, each resolved to the module it loads; importlib
-    calls too (a computed name counts as every module it can match)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: list[Import] = []
+@functools.cache
+def _statements(name: str, text: str) -> tuple[tuple[str, int, bool, Any], ...]:
+    """One module's import statements as read from its text, before any is resolved against a
+    module map: parsed once a session (each planted case reads the whole tree again over a map
+    that differs only in its planted modules; the walk was 3 s a case, issue 46)."""
+    tree = ast.parse(text)
     aliases = _loader_aliases(tree)
+    found: list[tuple[str, int, bool, Any]] = []
 
     def visit(node: ast.AST, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):
@@ -195,24 +198,43 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[Import]:
             if target == "?":
                 target = DYNAMIC_IMPORTS.get(name, "?")
             if target is not None and (is_kit(target) or target == "?"):
-                hits = [m for m in modules if fnmatchcase(m, target)] if "*" in target else []
-                for t in hits or [target]:
-                    found.append(Import(name, t, path, child.lineno, in_function, dynamic=True))
+                found.append(("dynamic", child.lineno, in_function, target))
             if isinstance(child, ast.Import):
-                for alias in child.names:
-                    found.append(Import(name, alias.name, path, child.lineno, in_function))
+                names = tuple(alias.name for alias in child.names)
+                found.append(("import", child.lineno, in_function, names))
             elif isinstance(child, ast.ImportFrom):
-                base = child.module or ""
-                if child.level:
-                    anchor = package.split(".")[: len(package.split(".")) - child.level + 1]
-                    base = ".".join([*anchor, base] if base else anchor)
-                for alias in child.names:
-                    target = f"{base}.{alias.name}"
-                    target = target if target in modules else base
-                    found.append(Import(name, target, path, child.lineno, in_function))
+                names = tuple(alias.name for alias in child.names)
+                found.append(
+                    ("from", child.lineno, in_function, (child.module, child.level, names))
+                )
             visit(child, nested)
 
     visit(tree, False)
+    return tuple(found)
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[Import]:
+    """Every import statement of one module, each resolved to the module it loads; importlib
+    calls too (a computed name counts as every module it can match)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[Import] = []
+    for kind, line, in_function, what in _statements(name, path.read_text()):
+        if kind == "dynamic":
+            hits = [m for m in modules if fnmatchcase(m, what)] if "*" in what else []
+            for t in hits or [what]:
+                found.append(Import(name, t, path, line, in_function, dynamic=True))
+        elif kind == "import":
+            found.extend(Import(name, alias, path, line, in_function) for alias in what)
+        else:
+            module, level, names = what
+            base = module or ""
+            if level:
+                anchor = package.split(".")[: len(package.split(".")) - level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in names:
+                target = f"{base}.{alias}"
+                target = target if target in modules else base
+                found.append(Import(name, target, path, line, in_function))
     return found
 
 
