@@ -5,3 +5,8 @@ benchmark images, and it imports kit's top level.
 """
 
 __version__ = "0.1.0"
+
+
+def version_line() -> str:
+    """What `kit --version` prints (kit.__main__ answers it alone; the CLI's option too)."""
+    return f"kit {__version__}"

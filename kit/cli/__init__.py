@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from kit import __version__
+from kit import version_line
 from kit.cli import bundle as bundle_commands
 from kit.cli.compare import compare as compare_command
 from kit.cli.errors import error_line, one_line, run
@@ -46,7 +46,7 @@ app.add_typer(refs_app, name="refs")
 
 def _version(value: bool) -> None:
     if value:
-        print(f"kit {__version__}")
+        print(version_line())
         raise typer.Exit()
 
 

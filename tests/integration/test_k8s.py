@@ -24,7 +24,7 @@ from kubernetes import client
 from kit.io.errors import InputError
 from kit.run.k8s.manifests import validate
 from kit.run.k8s.runtime import split_log
-from tests.conftest import sigint_as_default
+from tests.conftest import run_kit, sigint_as_default
 from tests.integration.k8s_cluster import NS, Controller, Emulator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,17 +35,9 @@ TWO_NODES_DRY = ("k8s", "recipes/allreduce.yaml", "--nodes", "2", "--gpus-per-no
                  "--image", IMAGE, "--dry-run")  # fmt: skip
 
 
-def kit(*args: str, **kw) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [str(PY), "-m", "kit", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=600,
-        **kw,
-    )
+def kit(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m kit ARGS` in the checkout, forked from the test worker's kit zygote."""
+    return run_kit(*args, cwd=ROOT, timeout=600)
 
 
 def docs(text: str) -> list[dict]:

@@ -3,10 +3,8 @@ cost; and the one-line errors of --label and --price-per-gpu-hour."""
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ from kit.facts.efficiency import cost_per_million
 from kit.io.errors import InputError
 from kit.model import RunResult
 from kit.report.compare import check_price, comparison, load_machines, parse_labels
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_kit
 from tests.unit.test_compare import hardware
 
 FSDP = "FSDP2 fully_shard per decoder layer + root"
@@ -146,9 +144,7 @@ def test_price_out_of_bounds_is_refused(price):
 
 
 def kit(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "kit", *args], capture_output=True, text=True,
-                          env=env, cwd=ROOT)  # fmt: skip
+    return run_kit(*args, cwd=ROOT)
 
 
 @pytest.mark.parametrize("command", ["report", "compare"])

@@ -95,7 +95,7 @@ DRIVER_NEVER = ("kit.worker", "kit.worker.*")
 DRIVER_MAY_LAUNCH = ("kit.runtime", "kit.runtime.*")
 # Modules that may import kit modules inside functions: the CLI imports each command's
 # modules when the command runs, so that `kit --help` starts in a fraction of a second.
-LAZY_IMPORTS_ALLOWED = ("kit.cli", "kit.cli.*")
+LAZY_IMPORTS_ALLOWED = ("kit.__main__", "kit.cli", "kit.cli.*")  # __main__: --version first
 # importlib with a name computed at run time: what each such call may load (anything else is a
 # dynamic import the rules cannot see, and fails).
 # None: the call loads no kit module.

@@ -37,9 +37,13 @@ def test_recorded_metrics_agree_with_the_catalog():
             assert m["higher_is_better"] == entry.higher_is_better, (path, name)
             assert m["unit"] == entry.unit_for(work.get(result["kind"], "")), (path, name)
             seen.add(name)
-    # every metric of every kind an example holds was recorded; a kind with no example yet
-    # (the silicon workloads, until a GPU bundle is committed) is checked by its own tests
-    assert seen == {m.name for k in kinds for m in registry.spec(k).metrics}
+    # every metric of every kind an example holds was recorded, but those that exist only where
+    # the run asks for them: GPU pairs (the committed silicon examples are one H200 each), fp32
+    # (the CPU smoke's dtype), a dtype alone other than the recipe's alone_dtypes (bf16)
+    declared = {m.name for k in kinds for m in registry.spec(k).metrics}
+    optional = {n for n in declared if n.startswith("pair_") or "fp32" in n}
+    optional |= {f"tflops_{d}_alone" for d in ("fp16", "tf32", "fp8")}
+    assert seen <= declared and declared - optional <= seen, sorted(declared - optional - seen)
     assert set(catalog.CATALOG) == {
         m.name for k in registry.KINDS for m in registry.spec(k).metrics
     }

@@ -6,7 +6,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from kit.runtime.base import RunOutcome
 from kit.shared.files import RESULT_SCHEMA
 from kit.shared.metrics import record
 from kit.worker import common
+from tests.conftest import run_kit
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "allreduce.yaml"
@@ -147,11 +147,8 @@ def sealed_bundle(path: Path, environment: object) -> Path:
 
 
 def rerun(bundle: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "kit", "reproduce", str(bundle), "--out", str(out)],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
-    )  # fmt: skip
+    env = {**os.environ, "COLUMNS": "200"}
+    return run_kit("reproduce", str(bundle), "--out", str(out), env=env, cwd=ROOT, timeout=120)
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,6 @@
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -13,7 +11,7 @@ from kit.cli.refs import refs_app
 from kit.io.errors import InputError
 from kit.model import load_bundle
 from kit.refs import store
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_kit
 
 EXAMPLES = ROOT / "reports" / "examples"
 X2, X4 = EXAMPLES / "h200x2-fsdp-llama", EXAMPLES / "h200x4-fsdp-llama"
@@ -88,9 +86,7 @@ def test_cli_add_and_list(db):
 
 
 def kit(db, *args):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "KIT_REFS_DB": str(db)}
-    return subprocess.run([sys.executable, "-m", "kit", "refs", *args], capture_output=True,
-                          text=True, env=env, cwd=ROOT)  # fmt: skip
+    return run_kit("refs", *args, cwd=ROOT, env={**os.environ, "KIT_REFS_DB": str(db)})
 
 
 def test_kit_refs_is_mounted_and_its_errors_are_one_line(db, tmp_path):

@@ -50,3 +50,23 @@ def test_validating_a_recipe_loads_only_the_recipe_model(recipe: str) -> None:
     )
     # pydantic is the recipe's model; nothing else a validation does not use
     assert loaded_after(code) <= {"pydantic"}
+
+
+def test_the_version_answers_before_the_cli_is_built() -> None:
+    """`kit --version` (the console script is kit.__main__:main) prints the same line as the
+    CLI's option and imports neither the CLI nor typer nor rich: building the CLI was most of
+    its start-up."""
+    probe = (
+        "import sys\nsys.argv = ['kit', '--version']\nfrom kit.__main__ import main\nmain()\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'typer', 'rich', 'click'}),"
+        " 'kit.cli' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, check=True)  # fmt: skip
+    from kit import __version__
+
+    assert out.stdout.splitlines() == [f"kit {__version__}", "[] False"]
+    # the CLI's own option (after another option, the CLI answers) says the same
+    cli = subprocess.run([sys.executable, "-m", "kit", "--version", "--help"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert cli.stdout.splitlines()[0] == f"kit {__version__}"
