@@ -274,6 +274,20 @@ def own_home_and_tmpdir(
     return base
 
 
+def fixture_env(factory: pytest.TempPathFactory, pdf: bool = False) -> dict[str, str]:
+    """The environment for the commands of a module- or session-scoped fixture: pytest makes a
+    wider fixture before the function-scoped own_home_and_tmpdir, so without this its commands
+    shared the real HOME and TMPDIR and wrote a PDF no test read (10-15 s each, issue 46)."""
+    base = factory.mktemp("fixture-own")
+    env = {k: v for k, v in os.environ.items() if k not in ("KIT_REFS_DB", "KIT_PDF")}
+    for name in ("home", "tmp"):
+        (base / name).mkdir()
+    env.update(HOME=str(base / "home"), TMPDIR=str(base / "tmp"))
+    if not pdf:
+        env["KIT_PDF"] = "0"
+    return env
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The long tests first: pytest-xdist hands tests out in this order, so the minutes-long ones
     (real runs in containers, torchrun, rendering) start while the short ones fill the gaps,

@@ -27,7 +27,7 @@ from kit.report.render import render_bundle, render_html
 from kit.shared.metrics import record
 from kit.workloads.copy_bandwidth.worker import summarize
 from kit.workloads.matmul_ceiling.worker import outliers
-from tests.conftest import ROOT, needs_pdf, run_kit
+from tests.conftest import ROOT, fixture_env, needs_pdf, run_kit
 
 pytestmark = pytest.mark.slow
 
@@ -44,6 +44,7 @@ def bundle(tmp_path_factory) -> Path:
         "3",
         "--out",
         str(out),
+        env=fixture_env(tmp_path_factory),  # the tests that read a PDF render their own copy
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out

@@ -6,7 +6,6 @@ PDF; and the plain reference loop at smoke scale."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import statistics
@@ -18,7 +17,7 @@ import pytest
 import yaml
 from pypdf import PdfReader
 
-from tests.conftest import ROOT, needs_pdf, run_kit
+from tests.conftest import ROOT, fixture_env, needs_pdf, run_kit
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +33,7 @@ def checked(tmp_path_factory) -> Path:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "device" / "decode_check.py"), "--cpu"],
         capture_output=True, text=True, timeout=900,
-        env={**os.environ, "OUT": str(out), "OMP_NUM_THREADS": "1"},
+        env={**fixture_env(tmp_path_factory, pdf=True), "OUT": str(out), "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out

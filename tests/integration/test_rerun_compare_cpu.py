@@ -14,7 +14,7 @@ from pypdf import PdfReader
 from kit.bundle import MANIFEST, content_sha256, sha256_file, verify_manifest, write_manifest
 from kit.model import load_bundle
 from kit.report.machines import short_hardware
-from tests.conftest import needs_pdf, run_kit
+from tests.conftest import fixture_env, needs_pdf, run_kit
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +48,10 @@ def original(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("rerun")
     (root / "recipe.yaml").write_text(RECIPE)
     out = root / "a"
-    proc = run_kit("reproduce", str(root / "recipe.yaml"), "--device", "cpu", "--out", str(out))
+    proc = run_kit(
+        "reproduce", str(root / "recipe.yaml"), "--device", "cpu", "--out", str(out),
+        env=fixture_env(tmp_path_factory),  # no test reads its PDF: a rerun or a copy makes one
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return out
 
