@@ -16,14 +16,14 @@ line.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import sys
-from collections.abc import Iterable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from rich.console import Console
-from rich.segment import Segment
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # C0 but newline and tab, DEL, C1; bidi marks, embeddings, overrides and isolates; zero-width
 # and other invisible format characters; line and paragraph separators
@@ -163,15 +163,23 @@ class _Beneath:
         return getattr(self._stream(), "encoding", None) or "utf-8"
 
 
-class _SafeConsole(Console):
+@functools.cache
+def _safe_console() -> type[Console]:
     """A rich Console that escapes the text of every segment it renders (escape_stream) before
-    it adds its own styles: the colours are the kit's, the text can hold no control sequence."""
+    it adds its own styles: the colours are the kit's, the text can hold no control sequence.
+    rich is imported here, when the kit first colours something: `kit --help` and `kit recipes
+    validate` never do (40 ms of their start-up, issue 46)."""
+    from rich.console import Console
+    from rich.segment import Segment
 
-    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
-        safe = (s if s.control else Segment(escape_stream(s.text), s.style) for s in buffer)
-        return super()._render_buffer(safe)
+    class SafeConsole(Console):
+        def _render_buffer(self, buffer: Any) -> str:
+            safe = (s if s.control else Segment(escape_stream(s.text), s.style) for s in buffer)
+            return super()._render_buffer(safe)
+
+    return SafeConsole
 
 
 def console(stderr: bool = True, **options: Any) -> Console:
     """The kit's rich console: coloured on a terminal, every rendered text escaped."""
-    return _SafeConsole(file=_Beneath(stderr), **options)  # type: ignore[arg-type]
+    return _safe_console()(file=_Beneath(stderr), **options)  # type: ignore[arg-type]

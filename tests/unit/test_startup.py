@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import ROOT
 
 HEAVY = ("scipy", "numpy", "matplotlib", "weasyprint", "jinja2", "docker", "torch",
-         "kubernetes", "pydantic")  # fmt: skip
+         "kubernetes", "pydantic", "rich")  # fmt: skip
 """What no command's start-up needs: each is imported where it is used."""
 
 
