@@ -70,3 +70,11 @@ def test_the_version_answers_before_the_cli_is_built() -> None:
     cli = subprocess.run([sys.executable, "-m", "kit", "--version", "--help"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert cli.stdout.splitlines()[0] == f"kit {__version__}"
+
+
+def test_the_version_on_a_full_disk_is_one_line_and_exit_2() -> None:
+    """Answered before the CLI, the version still fails as the CLI fails: one line, exit 2."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "kit", "--version"], cwd=ROOT, stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120)  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (2, "kit: error: No space left on device\n")
