@@ -134,9 +134,10 @@ def edit_results(b: Path, change):
 def kill_once_a_container_runs(proc, client, filters: dict, start_s: float) -> None:
     """SIGKILL the driver `proc` two seconds after its first container (matching `filters`)
     runs (within `start_s`), then wait until the engine has removed every such container,
-    stopped ones too, within 40 s."""
+    stopped ones too, within 40 s. The lists are sparse: docker-py lists, then inspects each
+    container, and one removed in between failed the test (Podman answers 500, 2026-11-29)."""
     deadline = time.monotonic() + start_s
-    while not client.containers.list(filters=filters):
+    while not client.containers.list(filters=filters, sparse=True):
         assert proc.poll() is None, proc.communicate()[1][-2000:]
         assert time.monotonic() < deadline, "no container started"
         time.sleep(0.2)
@@ -144,7 +145,7 @@ def kill_once_a_container_runs(proc, client, filters: dict, start_s: float) -> N
     proc.kill()
     proc.communicate(timeout=30)
     gone_by = time.monotonic() + 40
-    while client.containers.list(all=True, filters=filters):  # stopped ones too
+    while client.containers.list(all=True, filters=filters, sparse=True):  # stopped ones too
         assert time.monotonic() < gone_by, "the container outlived its killed driver"
         time.sleep(1)
 

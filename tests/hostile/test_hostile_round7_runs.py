@@ -75,7 +75,7 @@ def _client(engine: str):
 
 def _running(client) -> list:
     """This session's run containers that are up (a probe's has no kit.run label)."""
-    return client.containers.list(filters={"label": ["kit.run", f"kit.owner={OWNER}"]})
+    return client.containers.list(filters={"label": ["kit.run", f"kit.owner={OWNER}"]}, sparse=True)
 
 
 def _cleanup(client) -> None:

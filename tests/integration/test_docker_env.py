@@ -383,7 +383,9 @@ def test_interrupted_run_leaves_nothing_behind(
                             preexec_fn=sigint_as_default)  # fmt: skip
     try:
         deadline = time.monotonic() + 120
-        while not client.containers.list(filters={"label": [LABEL_RUN, f"{LABEL_OWNER}={OWNER}"]}):
+        while not client.containers.list(
+            filters={"label": [LABEL_RUN, f"{LABEL_OWNER}={OWNER}"]}, sparse=True
+        ):
             # wait until the first run's container exists (not the probe's)
             assert proc.poll() is None, proc.communicate()[1][-2000:]
             assert time.monotonic() < deadline, "no container started"
@@ -437,14 +439,14 @@ def test_sigkill_of_the_driver_while_it_probes_leaves_no_probe_container(
     probes = {"label": ["kit.probe", f"{LABEL_OWNER}={OWNER}"]}
     try:
         deadline = time.monotonic() + 120
-        while not client.containers.list(all=True, filters=probes):
+        while not client.containers.list(all=True, filters=probes, sparse=True):
             assert proc.poll() is None, proc.communicate()[1][-2000:]
             assert time.monotonic() < deadline, "no probe container started"
             time.sleep(0.05)
         proc.kill()
         proc.communicate(timeout=30)
         gone_by = time.monotonic() + 60  # the probe ends itself; the engine removes it
-        while client.containers.list(all=True, filters=probes):
+        while client.containers.list(all=True, filters=probes, sparse=True):
             assert time.monotonic() < gone_by, "the probe container outlived its killed driver"
             time.sleep(1)
     finally:
@@ -483,13 +485,13 @@ def killed_after_create(client, image: str, module: str, engine: str) -> None:
         proc.kill()
         proc.wait(timeout=30)
         gone_by = time.monotonic() + 20
-        while client.containers.list(all=True, filters=mine):
+        while client.containers.list(all=True, filters=mine, sparse=True):
             assert time.monotonic() < gone_by, "a created container outlived its killed driver"
             time.sleep(0.5)
     finally:
         if proc.poll() is None:
             proc.kill()
-        for c in client.containers.list(all=True, filters=mine):
+        for c in client.containers.list(all=True, filters=mine, sparse=True):
             c.remove(force=True)
 
 

@@ -224,7 +224,7 @@ def test_node_lost_before_the_rendezvous_is_stopped_by_the_driver(client, image,
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             for c in client.containers.list(
-                filters={"label": [f"{LABEL_NODE}=1", f"kit.owner={OWNER}"]}
+                filters={"label": [f"{LABEL_NODE}=1", f"kit.owner={OWNER}"]}, sparse=True
             ):
                 c.kill()
                 return
@@ -256,7 +256,12 @@ def test_ctrl_c_removes_every_node(client, image, tmp_path):
     try:
         deadline = time.monotonic() + 120
         while (
-            len(client.containers.list(filters={"label": [LABEL_NODE, f"kit.owner={OWNER}"]})) < 2
+            len(
+                client.containers.list(
+                    filters={"label": [LABEL_NODE, f"kit.owner={OWNER}"]}, sparse=True
+                )
+            )
+            < 2
         ):
             assert proc.poll() is None, proc.communicate()[1][-3000:]
             assert time.monotonic() < deadline, "the nodes never started"

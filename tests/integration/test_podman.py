@@ -157,7 +157,9 @@ def test_sigkill_of_the_driver_leaves_no_podman_container(podman, archive, tmp_p
     finally:
         if proc.poll() is None:
             proc.kill()
-        for c in podman.containers.list(all=True, filters={"label": f"kit.owner={owner}"}):
+        for c in podman.containers.list(
+            all=True, filters={"label": f"kit.owner={owner}"}, sparse=True
+        ):
             c.remove(force=True)
 
 
