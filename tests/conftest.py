@@ -250,6 +250,11 @@ def kit_cmd():
     return run_kit
 
 
+INHERITED = ("KIT_REFS_DB", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "KIT_PDF")
+"""What a test's commands never inherit from the session: the user's references, data and
+config folders, a PDF choice (own_home_and_tmpdir and fixture_env both drop them)."""
+
+
 @pytest.fixture(autouse=True)
 def own_home_and_tmpdir(
     tmp_path_factory: pytest.TempPathFactory,
@@ -268,7 +273,7 @@ def own_home_and_tmpdir(
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("TMPDIR", str(tmp))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-    for inherited in ("KIT_REFS_DB", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "KIT_PDF"):
+    for inherited in INHERITED:
         monkeypatch.delenv(inherited, raising=False)
     if request.node.get_closest_marker("pdf") is None:
         monkeypatch.setenv("KIT_PDF", "0")  # no PDF unless the test reads one (needs_pdf)
@@ -280,7 +285,7 @@ def fixture_env(factory: pytest.TempPathFactory, pdf: bool = False) -> dict[str,
     wider fixture before the function-scoped own_home_and_tmpdir, so without this its commands
     shared the real HOME and TMPDIR and wrote a PDF no test read (10-15 s each, issue 46)."""
     base = factory.mktemp("fixture-own")
-    env = {k: v for k, v in os.environ.items() if k not in ("KIT_REFS_DB", "KIT_PDF")}
+    env = {k: v for k, v in os.environ.items() if k not in INHERITED}
     for name in ("home", "tmp"):
         (base / name).mkdir()
     env.update(HOME=str(base / "home"), TMPDIR=str(base / "tmp"))
