@@ -60,9 +60,9 @@ def report(
     """
     from kit.bundle import Bundle, reseal_report
     from kit.bundle.intake import check_complete
-    from kit.facts.order import parse_order
-    from kit.facts.price import check_priced_device
     from kit.report.compare import check_price
+    from kit.report.facts.order import parse_order
+    from kit.report.facts.price import check_priced_device
     from kit.report.render import render_bundle
 
     price = check_price(price_per_gpu_hour, price_source)

@@ -21,7 +21,6 @@ from typing import Any
 from kit.bundle import MANIFEST, now_iso, sha256_file
 from kit.bundle.signature import signature_status
 from kit.env.diff import VERSION_KEYS
-from kit.facts.price import Price, check_priced_device, parse_price
 from kit.io import outputs
 from kit.report.choice import choice
 from kit.report.compare_figures import headline_figures, sweep_figures
@@ -40,6 +39,7 @@ from kit.report.compare_rows import (
     unlike,
     workload_rows,
 )
+from kit.report.facts.price import Price, check_priced_device, parse_price
 from kit.report.machines import Machine, load_machines, parse_labels, pick_baseline
 from kit.report.pdf import pdf_wanted
 from kit.report.render import Figure, jinja_env, write_pdf
@@ -152,7 +152,7 @@ def render_html(data: dict[str, Any], figures: list[Figure]) -> str:
 
 
 def check_price(price: str | float | Price | None, source: str | None = None) -> Price | None:
-    """The price per GPU-hour with its currency and source (kit.facts.price); one-line error
+    """The price per GPU-hour with its currency and source (kit.report.facts.price); one-line error
     for anything else."""
     return parse_price(price, source)
 

@@ -11,12 +11,12 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.facts.efficiency import cost_per_million, per_gpu, scaling_efficiency
-from kit.facts.price import Price, parse_price
 from kit.io.errors import InputError
 from kit.report import analysis
 from kit.report.choice import screening, screening_words
 from kit.report.common_size import SIZE_METRICS, common_sweep, run_sizes, value_at
+from kit.report.facts.efficiency import cost_per_million, per_gpu, scaling_efficiency
+from kit.report.facts.price import Price, parse_price
 from kit.report.machines import Machine
 from kit.shared import metrics as catalog
 from kit.stats import Ratio, StatsError, summarize, unpaired_ratio

@@ -16,12 +16,12 @@ from functools import cached_property
 from pathlib import Path
 
 from kit.bundle.intake import receive
-from kit.facts.price import Price, parse_price
 from kit.inventory.topology import first_pair_link
 from kit.io.errors import InputError
 from kit.model import BundleData, Environment, Hardware, Results
 from kit.model.hardware import Host
 from kit.report import analysis
+from kit.report.facts.price import Price, parse_price
 from kit.report.render import machine_line
 
 MAX_LABEL = 40

@@ -21,8 +21,6 @@ from markupsafe import Markup
 
 from kit import __version__
 from kit.bundle import Bundle
-from kit.facts.order import Order
-from kit.facts.price import Price, parse_price
 from kit.inventory import summary_line
 from kit.io.safe import write_bytes, write_text
 from kit.io.terminal import printed
@@ -34,6 +32,8 @@ from kit.report import analysis, decode, plots, sections
 from kit.report.analysis.box import judge_box
 from kit.report.analysis.ordered import as_ordered, gpus_ran, identity, ran_of_box
 from kit.report.analysis.same_call import SameCall, same_call
+from kit.report.facts.order import Order
+from kit.report.facts.price import Price, parse_price
 from kit.report.figure import Figure, silicon_view
 from kit.report.method import method_view
 from kit.report.pdf import PdfNotWritten, pdf_wanted, write_pdf
@@ -400,9 +400,9 @@ def render_bundle(
 ) -> Path:
     """Write report.html and report.pdf (unless KIT_PDF=0) into the bundle; returns the HTML's path.
 
-    `price_per_gpu_hour` (kit.facts.price: amount, currency, source) adds the cost of 1M units
+    `price_per_gpu_hour` (kit.report.facts.price: amount, currency, source) adds the cost of 1M units
     of work to page 1, in that currency; `acceptance` (kit.report.accept's document) puts its
-    verdicts on page 1; `order` (kit.facts.order) checks the machine against what was ordered.
+    verdicts on page 1; `order` (kit.report.facts.order) checks the machine against what was ordered.
     Raises PdfNotWritten (after report.html is written) where WeasyPrint cannot run here."""
     ctx = context(bundle, price_per_gpu_hour, order)
     ctx["acceptance"] = acceptance

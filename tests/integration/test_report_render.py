@@ -17,8 +17,8 @@ import pytest
 from pypdf import PdfReader
 
 from kit.bundle import Bundle, verify_manifest, write_manifest
-from kit.facts.price import parse_price
 from kit.model import load_bundle
+from kit.report.facts.price import parse_price
 from kit.report.pdf import offline_fetcher, write_pdf
 from kit.report.render import render_bundle
 from kit.stats import summarize
@@ -170,7 +170,7 @@ LLAMA = ROOT / "reports" / "examples" / "h200x2-fsdp-llama"
 def test_llama_first_page_is_the_buyers_summary(tmp_path):
     """Page 1 of the committed 2x H200 Llama bundle: per GPU, J/token (GPU board power), MFU with
     its peak, the reference with its source, power capping sized, the variants defined."""
-    from kit.facts.efficiency import energy_per_unit
+    from kit.report.facts.efficiency import energy_per_unit
 
     b = tmp_path / "llama"
     shutil.copytree(LLAMA, b)

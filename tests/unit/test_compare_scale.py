@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import Bundle, write_manifest
-from kit.facts.efficiency import cost_per_million
 from kit.io.errors import InputError
 from kit.model import RunResult
 from kit.report.compare import check_price, comparison, load_machines, parse_labels
+from kit.report.facts.efficiency import cost_per_million
 from tests.conftest import ROOT, run_kit
 from tests.unit.test_compare import hardware
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from kit.facts.efficiency import COUNTER, SAMPLED, energy_per_unit
 from kit.model import Hardware, RunResult, load_bundle
+from kit.report.facts.efficiency import COUNTER, SAMPLED, energy_per_unit
 from kit.worker.energy import EnergyCounter, gathered
 from tests.conftest import ROOT
 from tests.unit.fake_nvml import FakeNvml

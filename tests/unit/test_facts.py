@@ -1,11 +1,14 @@
-"""kit.facts on the committed 2x H200 bundles: energy, power in the window, share of peak, cost."""
+"""kit.report.facts on the committed 2x H200 bundles: energy, power in the window, share of peak, cost."""
 
 import json
 import statistics
 
 import pytest
 
-from kit.facts.efficiency import (
+from kit.model import load_bundle
+from kit.report import analysis
+from kit.report.analysis.summary import summarize_bench
+from kit.report.facts.efficiency import (
     cost_per_million,
     energy_per_unit,
     link_share,
@@ -13,10 +16,7 @@ from kit.facts.efficiency import (
     power_sentence,
     scaling_efficiency,
 )
-from kit.facts.window import integrate, timed_window, used_gpus, window_facts
-from kit.model import load_bundle
-from kit.report import analysis
-from kit.report.analysis.summary import summarize_bench
+from kit.report.facts.window import integrate, timed_window, used_gpus, window_facts
 from kit.shared.gpu_specs import SPECS, pcie_gbs, peak_flops, spec_for
 from tests.conftest import ROOT
 

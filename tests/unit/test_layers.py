@@ -78,7 +78,7 @@ SDK_HOMES = ("kit.runtime.*", "kit.run.k8s.*", "kit.run.multinode.*")
 # table (and ARCHITECTURE.md) must name before the rules above can place it.
 TOP_LEVEL = (
     "kit", "kit.__main__", "kit.bundle", "kit.cli", "kit.env",
-    "kit.facts", "kit.inventory", "kit.io", "kit.model", "kit.recipe", "kit.refs", "kit.report",
+    "kit.inventory", "kit.io", "kit.model", "kit.recipe", "kit.refs", "kit.report",
     "kit.run", "kit.runtime", "kit.shared", "kit.stats", "kit.worker", "kit.workloads",
 )  # fmt: skip
 # Gateways: (modules covered, a family of targets, the only members reached other than through
@@ -511,7 +511,7 @@ def _plant(tmp_path: Path, modules: dict[str, Path], name: str, source: str) -> 
 
 ENGINE = (KIT / "run" / "engine.py").read_text()
 RESULTS = (KIT / "run" / "results.py").read_text()
-WINDOW = (KIT / "facts" / "window.py").read_text()
+WINDOW = (KIT / "report" / "facts" / "window.py").read_text()
 
 # Each planted violation: (modules planted over the tree, by name: their source), the module
 # that must be named, the words of the rule it breaks. The review that set these rules planted
@@ -531,8 +531,8 @@ PLANTED: dict[str, tuple[dict[str, str], str, str]] = {
         {"kit.run.engine": ENGINE + "\nfrom kit.runtime.images import image\n"},
         "kit.run.engine", "never one runtime"),
     "driver -> worker": (
-        {"kit.facts.planted": "from kit.worker import telemetry\n"},
-        "kit.facts.planted", "never loads the worker"),
+        {"kit.report.facts.planted": "from kit.worker import telemetry\n"},
+        "kit.report.facts.planted", "never loads the worker"),
     "placement -> preflight through run.results, which it may use": (
         {"kit.run.slurm.planted": "from kit.run import results\n",
          "kit.run.results": RESULTS + "\nfrom kit.run import preflight\n"},
@@ -584,9 +584,9 @@ PLANTED: dict[str, tuple[dict[str, str], str, str]] = {
         {"kit.report.planted": "def f():\n    import docker\n\n    return docker\n"},
         "kit.report.planted", "an engine's SDK"),
     "a circle through a function-level import": (
-        {"kit.facts.planted": "from kit.facts import window\n",
-         "kit.facts.window": WINDOW + "\ndef planted():\n    from kit.facts import planted\n"},
-        "kit.facts.planted", "an import circle"),
+        {"kit.report.facts.planted": "from kit.report.facts import window\n",
+         "kit.report.facts.window": WINDOW + "\ndef planted():\n    from kit.report.facts import planted\n"},
+        "kit.report.facts.planted", "an import circle"),
 }  # fmt: skip
 
 
@@ -605,25 +605,28 @@ def test_planted_violations_fail(tmp_path, case):
 
 def test_a_file_run_by_its_path_is_a_dynamic_import_the_rules_cannot_see(tmp_path):
     modules = kit_modules()
-    _plant(tmp_path, modules, "kit.facts.planted", "import runpy\nrunpy.run_path('x.py')\n")
+    _plant(tmp_path, modules, "kit.report.facts.planted", "import runpy\nrunpy.run_path('x.py')\n")
     assert any(
-        i.importer == "kit.facts.planted" and i.imported == "?" for i in all_imports(modules)
+        i.importer == "kit.report.facts.planted" and i.imported == "?" for i in all_imports(modules)
     )
 
 
 def test_planted_worker_and_lazy_violations_fail(tmp_path):
     modules = kit_modules()
     _plant(tmp_path, modules, "kit.shared.planted", "import numpy\nfrom kit.worker import common\n")
-    _plant(tmp_path, modules, "kit.facts.lazy", "def f():\n    from kit import stats\n")
+    _plant(tmp_path, modules, "kit.report.facts.lazy", "def f():\n    from kit import stats\n")
     _plant(
-        tmp_path, modules, "kit.facts.hidden", "import importlib\nM = importlib.import_module(x)\n"
+        tmp_path,
+        modules,
+        "kit.report.facts.hidden",
+        "import importlib\nM = importlib.import_module(x)\n",
     )
     imports = all_imports(modules)
     worker = worker_violations(imports)
     assert any("numpy: kit.shared is standard library only" in b for b in worker)
     assert any("kit.shared imports only kit.shared" in b for b in worker)
-    assert any("kit.facts.lazy" in b for b in lazy_violations(imports))
-    assert any(i.importer == "kit.facts.hidden" and i.imported == "?" for i in imports)
+    assert any("kit.report.facts.lazy" in b for b in lazy_violations(imports))
+    assert any(i.importer == "kit.report.facts.hidden" and i.imported == "?" for i in imports)
 
 
 def test_the_checker_sees_what_it_checks():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kit.facts.order import parse_order
 from kit.io.errors import InputError
+from kit.report.facts.order import parse_order
 
 
 @pytest.mark.parametrize(

@@ -291,7 +291,7 @@ def test_resnet_example_withholds_the_noisy_drifting_verdict():
 
 
 def test_summary_per_gpu_and_energy_match_kit_facts_on_the_llama_example():
-    from kit.facts.efficiency import energy_per_unit
+    from kit.report.facts.efficiency import energy_per_unit
 
     b, benches = load("h200x2-fsdp-llama", EXAMPLES)
     hw = b.read_typed("hardware.json")

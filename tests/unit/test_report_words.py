@@ -153,7 +153,7 @@ def test_a_variant_at_the_cap_is_headlined_by_its_whole_window():
     """4x H200 Llama: P2P sat at the 700 W cap in both runs (SwPowerCap in every sample), the
     no-P2P runs in neither; counted over all four runs that was not "most", so page 1 printed
     "power-limited ... the figure is what this cap allows" beside the median step's figure."""
-    from kit.facts.window import power_capped
+    from kit.report.facts.window import power_capped
 
     b, benches = load("h200x4-fsdp-llama", EXAMPLES)
     hw = b.read_typed("hardware.json")

@@ -14,10 +14,10 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.facts.window import used_gpus
 from kit.model import Hardware, RunResult
 from kit.model.hardware import Gpu
 from kit.report.analysis.model import Benchmark, is_ok
+from kit.report.facts.window import used_gpus
 
 COPY_KEYS = ("h2d_gbps", "d2h_gbps", "local_gbps")
 """The copy worker's per-GPU figures (kit/workloads/copy_bandwidth/worker.py)."""
@@ -122,7 +122,7 @@ def pair_values(runs: list[RunResult], key: str) -> list[list[list[float]]] | No
 
 def hardware_of(runs: list[RunResult], hardware: Hardware | None, n: int) -> list[Gpu | None]:
     """The hardware.json GPU at each of `n` positions: by the UUIDs the runs' telemetry names
-    for the GPUs they drove (kit.facts.window.used_gpus, in CUDA's order), else the i-th GPU
+    for the GPUs they drove (kit.report.facts.window.used_gpus, in CUDA's order), else the i-th GPU
     recorded (the launch hands a run the first GPUs); None on the CPU."""
     gpus = hardware.gpus if hardware else []
     if not gpus:

@@ -3,17 +3,17 @@ checklist, each line a tick or a cross with its evidence from hardware.json and 
 (never assumed): GPU model and count, memory, power limit against the default, NVLinks up of
 the datasheet's count, PCIe generation and width, ECC, no thermal or hardware slowdown while
 busy, preflight. A line the inventory could not read is neither: "not recorded". Given the
-order (`kit report --ordered`, kit.facts.order), its count, model, memory and power come first,
+order (`kit report --ordered`, kit.report.facts.order), its count, model, memory and power come first,
 checked against it; without one, the machine is checked against itself only, and page 1 says so."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kit.facts.order import MEMORY_SLACK, Order
-from kit.facts.window import POWER_CAP_REASON, used_gpus
 from kit.model import Environment, Hardware, Results
 from kit.model.hardware import Gpu, uncorrected_words
+from kit.report.facts.order import MEMORY_SLACK, Order
+from kit.report.facts.window import POWER_CAP_REASON, used_gpus
 from kit.shared.gpu_specs import spec_for
 
 IDLE_OR_CAP = {"GpuIdle", POWER_CAP_REASON, "ApplicationsClocksSetting", "SwPowerCap"}
@@ -260,7 +260,7 @@ def _checks(gpus: list[Gpu], results: Results, ordered: bool) -> list[dict[str, 
 def measured(hardware: Hardware, results: Results) -> tuple[list[Gpu], list[Gpu], str] | None:
     """(the GPUs of the box the runs drove, those they did not, how that is known): a recipe of
     2 GPUs on a 4-GPU box judged GPUs 0 and 1 only. The GPUs a run drove are those its telemetry
-    names as its own (kit.facts.window.used_gpus); a bundle whose runs recorded none is counted
+    names as its own (kit.report.facts.window.used_gpus); a bundle whose runs recorded none is counted
     by its processes (the launch hands a run the first GPUs). None on the CPU, for several nodes
     (each node's GPUs are its own) and without a finished GPU run."""
     gpus = hardware.gpus

@@ -13,7 +13,6 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.facts.efficiency import link_share, mfu_basis
 from kit.model import Hardware, RunResult
 from kit.model.hardware import Pcie
 from kit.report.analysis.gpu_figures import (
@@ -26,6 +25,7 @@ from kit.report.analysis.gpu_figures import (
 )
 from kit.report.analysis.gpu_figures import median as _median
 from kit.report.analysis.model import Benchmark
+from kit.report.facts.efficiency import link_share, mfu_basis
 from kit.shared.gpu_specs import pcie_gbs, peak_flops, spec_for
 from kit.workloads.copy_bandwidth import matrix
 

@@ -3,7 +3,7 @@
 Throughput in total and per GPU, energy per unit of work (GPU board power, inside the timed
 window), share of peak (MFU against a named peak, bus bandwidth against the link's spec figure),
 the reference with its source, power capping sized, and cost per 1M units when a price is given.
-Every number comes from kit.facts (the one place that computes them) over the finished runs.
+Every number comes from kit.report.facts (the one place that computes them) over the finished runs.
 """
 
 from __future__ import annotations
@@ -12,16 +12,6 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.facts.efficiency import (
-    COUNTER,
-    SAMPLED,
-    cost_per_million,
-    energy_per_unit,
-    link_share,
-    mfu_basis,
-)
-from kit.facts.price import Price, parse_price
-from kit.facts.window import POWER_CAP_REASON, WindowFacts, window_facts
 from kit.model import Hardware, RunResult
 from kit.refs.nccl_tests import BELOW, SHIPPED_VARIANTS, below, reference_for, size_words
 from kit.refs.published import for_kind, place, run_conditions
@@ -29,6 +19,16 @@ from kit.report.analysis.model import Benchmark, VariantBlock
 from kit.report.analysis.sweeps import sweep_curves
 from kit.report.analysis.trust import transports
 from kit.report.analysis.verdicts import expectations, verdict_metric
+from kit.report.facts.efficiency import (
+    COUNTER,
+    SAMPLED,
+    cost_per_million,
+    energy_per_unit,
+    link_share,
+    mfu_basis,
+)
+from kit.report.facts.price import Price, parse_price
+from kit.report.facts.window import POWER_CAP_REASON, WindowFacts, window_facts
 from kit.shared import p2p
 from kit.stats import summarize as summarize_values
 

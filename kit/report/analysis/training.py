@@ -5,9 +5,9 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from kit.facts.window import timed_window, used_gpus
 from kit.model import RunResult
 from kit.report.analysis.model import Benchmark
+from kit.report.facts.window import timed_window, used_gpus
 
 # A training run whose median step time differs this much between the first and second half
 # of its timed window had not settled (on 2x H200 every steady run stayed within 2%).
@@ -83,7 +83,7 @@ def drifting(bench: Benchmark) -> list[str]:
 
 def telemetry_series(bench: Benchmark) -> list[dict[str, Any]]:
     """Telemetry samples of every finished run that has them, per GPU the run drove (an idle
-    GPU of the box beside them is not drawn: kit.facts.window.used_gpus, the power line's
+    GPU of the box beside them is not drawn: kit.report.facts.window.used_gpus, the power line's
     rule), with the run's timed window on the telemetry clock ((start, end) s, or None where it
     cannot be placed)."""
     out = []

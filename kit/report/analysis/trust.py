@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kit.facts.window import POWER_CAP_REASON
 from kit.model import Environment, Hardware, Results, RunResult
 from kit.model.hardware import Ecc, uncorrected_words
 from kit.report.analysis.model import Benchmark, is_ok, p2p_disabled
 from kit.report.analysis.training import DRIFT_THRESHOLD, drifting
+from kit.report.facts.window import POWER_CAP_REASON
 from kit.shared.nccl_log import contradiction
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kit.facts.window import power_capped
 from kit.model import Hardware, RunResult
 from kit.report.analysis.model import Benchmark, VariantBlock, Verdict
 from kit.report.analysis.ran import recorded
 from kit.report.analysis.training import DRIFT_THRESHOLD, run_drift
+from kit.report.facts.window import power_capped
 from kit.shared import metrics as catalog
 from kit.stats import StatsError, paired_ratio
 from kit.stats.acceptance import (

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kit.facts.window import WindowFacts, window_facts, window_label
 from kit.model import Hardware, RunResult
+from kit.report.facts.window import WindowFacts, window_facts, window_label
 from kit.shared.gpu_specs import pcie_gbs, peak_flops, spec_for
 
 KWH_J = 3.6e6
