@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.model import Hardware, RunResult
-from kit.refs.nccl_tests import BELOW, SHIPPED_VARIANTS, below, reference_for, size_words
 from kit.refs.published import for_kind, place, run_conditions
 from kit.report.analysis.model import Benchmark, VariantBlock
-from kit.report.analysis.sweeps import sweep_curves
+from kit.report.analysis.sweeps import below_nccl_tests, plateau_words
 from kit.report.analysis.trust import transports
 from kit.report.analysis.verdicts import expectations, verdict_metric
 from kit.report.facts.efficiency import (
@@ -344,67 +343,6 @@ def terms_used(variants: list[VariantSummary]) -> list[tuple[str, str]]:
     seen = {t for v in variants for t in v.transports}
     seen |= {k for v in variants if v.power for k in v.power.throttle_share}
     return [(t, w) for t, w in TERMS.items() if t in seen]
-
-
-PLATEAU_RISE = 0.02
-"""Bus bandwidth still rising by more than this from the size before the largest: the sweep
-stopped before the plateau."""
-
-
-def plateau_words(runs: list[RunResult]) -> str:
-    """Whether the largest size of a sweep sits on the bandwidth plateau, in words, from the
-    median busbw over the runs at the last two sizes."""
-    per_size: dict[int, list[float]] = {}
-    for r in runs:
-        for row in r.data.sizes or []:
-            if row.busbw_gbps:
-                per_size.setdefault(row.bytes, []).append(statistics.median(row.busbw_gbps))
-    sizes = sorted(per_size)
-    if len(sizes) < 2:
-        return ""
-    last, before = sizes[-1], sizes[-2]
-    b_last, b_before = (statistics.median(per_size[x]) for x in (last, before))
-    if b_before <= 0:
-        return ""
-    rise = b_last / b_before - 1
-    if rise > PLATEAU_RISE:
-        return (
-            f"taken at {size_words(last)}, where bus bandwidth was still rising ({rise:+.1%} from "
-            f"{size_words(before)}): below the plateau, so it understates the link; nccl-tests "
-            "practice sweeps to 8 or 16 GiB where memory allows"
-        )
-    return f"taken at {size_words(last)}, on the plateau ({rise:+.1%} from {size_words(before)})"
-
-
-def below_nccl_tests(
-    bench: Benchmark, v: VariantBlock, gpus: int | None, hardware: Hardware
-) -> str:
-    """The sizes where this variant's busbw is below the shipped nccl-tests run of the same
-    program on the same GPU model and count (kit/refs/nccl_tests), in words; "" without one."""
-    names = sorted({g.name for g in hardware.gpus if g.name})
-    tool = bench.spec.sweep.tool if bench.spec and bench.spec.sweep else ""
-    ref = reference_for(tool, names[0] if len(names) == 1 else None, gpus, v.name)
-    if ref is None:
-        if len(names) == 1 and gpus and gpus > 1 and tool and v.name in SHIPPED_VARIANTS:
-            return (
-                f"no {tool} run of {gpus}x {names[0]} ships with kit (kit/refs/nccl_tests), so "
-                "no size is checked against nccl-tests"
-            )
-        return ""
-    curve = sweep_curves(bench)["curves"].get(v.name) or {}
-    placement = bench.spec.sweep.placement if bench.spec and bench.spec.sweep else "out-of-place"
-    low = below(curve, ref, placement)
-    where = (
-        f"nccl-tests {ref.test} on {gpus}x {ref.gpu}, its {placement} column "
-        f"(kit/refs/nccl_tests/{ref.name})"
-    )
-    if not low:
-        return f"within {1 - BELOW:.0%} of {where} at every size it moved 1 GB/s or more"
-    sizes = ", ".join(f"{size_words(size)} ({ratio:.2f}x)" for size, ratio in low)
-    return (
-        f"below {BELOW:.0%} of {where} at {sizes} (of the sizes where nccl-tests moved 1 GB/s "
-        "or more; under that the figure is latency: see the time column)"
-    )
 
 
 def against_published(bench: Benchmark, hardware: Hardware) -> tuple[list[dict[str, Any]], str]:
