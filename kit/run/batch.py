@@ -1,5 +1,6 @@
 """What the batch placements (`kit slurm`, `kit k8s`) share: the protocol, the option checks,
-the job's fields and each node's inventory gathered into hardware.json, written once."""
+the job's fields, the bundle's header and each node's inventory gathered into hardware.json,
+written once."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from kit.io.errors import InputError
 from kit.model import Hardware, NodeInventory
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec
+from kit.run.results import open_bundle
 from kit.runtime.base import DEVICES
 from kit.shared import files
 
@@ -55,6 +57,30 @@ class BatchJob:
     gpus_per_node: int
     rdzv_port: int
     env: dict[str, str]
+
+
+def open_batch_bundle(
+    job: BatchJob,
+    device: str,
+    runtime: str,
+    pinned: bool,
+    command: str,
+    reproduces: dict[str, Any] | None = None,
+) -> Bundle:
+    """The bundle of a batch job, its results.json header read off the planned runs (smoke, the
+    repeats, how many): what the scheduler will run is all there is to count here."""
+    return open_bundle(
+        job.bundle,
+        job.recipe,
+        device,
+        runtime,
+        pinned,
+        job.runs[0].smoke if job.runs else False,
+        1 + max((r.repeat for r in job.runs), default=0),
+        command,
+        len(job.runs),
+        reproduces,
+    )
 
 
 def gather_inventory(bundle: Bundle, folder: Path, source: str) -> None:

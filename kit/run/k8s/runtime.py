@@ -31,7 +31,7 @@ from kit.model import NodeRecord, load_bundle
 from kit.model.environment import axes_record
 from kit.model.results import K8sInfo
 from kit.recipe import Recipe, load_recipe
-from kit.run.batch import gather_inventory
+from kit.run.batch import gather_inventory, open_batch_bundle
 from kit.run.k8s.cluster import Cluster, PodsEnd, exit_code, state
 from kit.run.k8s.image import with_image
 from kit.run.k8s.manifests import (
@@ -44,7 +44,7 @@ from kit.run.k8s.manifests import (
     service,
     validate,
 )
-from kit.run.results import close_bundle, open_bundle, record_container, result_of, write_specs
+from kit.run.results import close_bundle, record_container, result_of, write_specs
 from kit.runtime.base import RunOutcome, tail
 from kit.shared import files
 from kit.shared.engines import Engine
@@ -128,18 +128,7 @@ def write_bundle(
 ) -> Bundle:
     """The bundle before the first job: recipe, results.json header, run specs."""
     o = job.opts
-    bundle = open_bundle(
-        job.bundle,
-        job.recipe,
-        o.device,
-        "k8s",
-        True,
-        job.runs[0].smoke if job.runs else False,
-        1 + max((r.repeat for r in job.runs), default=0),
-        o.command,
-        len(job.runs),
-        reproduces,
-    )
+    bundle = open_batch_bundle(job, o.device, "k8s", True, o.command, reproduces)
     bundle.results.k8s = K8sInfo(
         pods=job.nodes,
         gpus_per_node=job.gpus_per_node,

@@ -24,9 +24,9 @@ from kit.io.safe import write_text
 from kit.model import NodeRecord, SlurmInfo, load_bundle
 from kit.model.environment import axes_record
 from kit.recipe import Recipe, load_recipe
-from kit.run.batch import gather_inventory
+from kit.run.batch import gather_inventory, open_batch_bundle
 from kit.run.plan import plan
-from kit.run.results import close_bundle, open_bundle, record_container, result_of, write_specs
+from kit.run.results import close_bundle, record_container, result_of, write_specs
 from kit.run.slurm.script import (
     TIMEOUT_EXIT,
     Job,
@@ -43,17 +43,7 @@ console = terminal.console(highlight=False)
 def write_bundle(job: Job) -> Path:
     """The bundle before the job: recipe, results.json header, run specs, the script."""
     o = job.opts
-    bundle = open_bundle(
-        job.bundle,
-        job.recipe,
-        o.device,
-        "slurm",
-        o.launcher != "host",
-        job.runs[0].smoke if job.runs else False,
-        1 + max((r.repeat for r in job.runs), default=0),
-        o.command,
-        len(job.runs),
-    )
+    bundle = open_batch_bundle(job, o.device, "slurm", o.launcher != "host", o.command)
     bundle.results.status = "submitted"
     bundle.results.slurm = SlurmInfo(
         nodes=job.nodes,
