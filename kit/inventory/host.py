@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import re
 import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from kit.io.child import ChildFailed, child_json
 
 
 def read_file(path: Path) -> str | None:
@@ -250,20 +250,7 @@ def collect_cuda_peer_access(timeout_s: float = 120.0) -> dict[str, Any]:
     """
     env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     try:
-        proc = subprocess.run(
-            [sys.executable, "-c", _CUDA_PEER_SCRIPT],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=env,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"available": False, "reason": f"CUDA probe did not finish: {exc}"}
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"available": False, "reason": f"CUDA probe failed: {last}"}
-    try:
-        data = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {"available": False, "reason": "CUDA probe printed no JSON"}
+        data = child_json([sys.executable, "-c", _CUDA_PEER_SCRIPT], timeout_s, env)
+    except ChildFailed as why:
+        return {"available": False, "reason": f"CUDA probe {why}"}
     return {"available": True, "reason": None, **data}

@@ -6,12 +6,11 @@ environment is not pinned: the report says so, and the versions come from the ru
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from typing import Any
 
 import kit
+from kit.io.child import ChildFailed, child_json
 from kit.model.environment import axes_record
 from kit.runtime.base import RuntimeRequest
 from kit.runtime.containers.process import KIT_ROOT, NoContainer
@@ -64,15 +63,8 @@ class HostRuntime(LocalRuntime):
             "PYTHONPATH": os.pathsep.join(p for p in (KIT_ROOT, os.environ.get("PYTHONPATH")) if p),
         }
         try:
-            proc = subprocess.run(
-                [self.python, "-c", code],
-                capture_output=True,
-                text=True,
-                timeout=PROBE_TIMEOUT_S,
-                env=env,
-            )
-            versions = json.loads(proc.stdout.strip().splitlines()[-1])
-        except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
+            versions = child_json([self.python, "-c", code], PROBE_TIMEOUT_S, env)
+        except ChildFailed:
             return None
         versions["driver"] = driver_version()
         return {
