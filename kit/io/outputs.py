@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from kit.io.errors import InputError, KitError
-from kit.io.safe import kind, write_bytes
+from kit.io.safe import kind, stat_or_refuse, write_bytes
 from kit.shared import files
 from kit.shared.atomic import write_atomic
 
@@ -86,12 +86,11 @@ def check_bundle_dir(path: Path, option: str = "--out") -> None:
 
 
 def _check_folder(folder: Path, option: str, path: Path) -> None:
-    try:
-        st = os.stat(folder)
-    except FileNotFoundError:
-        raise InputError(f"{option} {path}: no such folder {folder}") from None
-    except OSError as e:
-        raise InputError(f"{option} {path}: {folder}: {e.strerror}") from None
+    st = stat_or_refuse(
+        folder,
+        f"{option} {path}: no such folder {folder}",
+        lambda why: f"{option} {path}: {folder}: {why}",
+    )
     if not stat.S_ISDIR(st.st_mode):
         raise InputError(f"{option} {path}: {folder} is not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):

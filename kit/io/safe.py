@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,20 +74,37 @@ def read_bytes(path: Path, limit: int = MAX_READ_BYTES) -> bytes:
         return f.read(limit + 1)[:limit]
 
 
+_KINDS = (  # the test, its word, and the phrase a bundle file's reader says (kit.model.files)
+    (stat.S_ISLNK, "symbolic link", "a symlink"),
+    (stat.S_ISFIFO, "FIFO", "a FIFO"),
+    (stat.S_ISSOCK, "socket", "a socket"),
+    (stat.S_ISCHR, "character device", "a device"),
+    (stat.S_ISBLK, "block device", "a device"),
+    (stat.S_ISDIR, "folder", "a directory"),
+    (stat.S_ISREG, "file", "not a regular file"),
+)
+
+
 def kind(mode: int) -> str:
     """A file type in words, for error messages."""
-    for test, word in (
-        (stat.S_ISLNK, "symbolic link"),
-        (stat.S_ISFIFO, "FIFO"),
-        (stat.S_ISSOCK, "socket"),
-        (stat.S_ISCHR, "character device"),
-        (stat.S_ISBLK, "block device"),
-        (stat.S_ISDIR, "folder"),
-        (stat.S_ISREG, "file"),
-    ):
-        if test(mode):
-            return word
-    return "unknown file type"
+    return next((word for test, word, _ in _KINDS if test(mode)), "unknown file type")
+
+
+def bundle_kind(mode: int) -> str:
+    """A file type as a bundle file's reader names what stands where it expected another
+    ("is a symlink, expected a regular file")."""
+    return next((said for test, _, said in _KINDS if test(mode)), "not a regular file")
+
+
+def stat_or_refuse(path: Path, missing: str, failed: Callable[[str], str]) -> os.stat_result:
+    """`path`'s stat, links followed, for a path the user named: nothing there is the one line
+    `missing`, any other failure the line `failed` makes of the system's reason."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        raise InputError(missing) from None
+    except OSError as exc:
+        raise InputError(failed(exc.strerror)) from None
 
 
 @dataclass

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.io.errors import InputError
+from kit.io.safe import bundle_kind
 
 MAX_JSON_BYTES = 64 << 20
 """Largest JSON file a bundle may hold (the largest committed results.json is under 1 MiB)."""
@@ -31,20 +32,6 @@ MAX_DEPTH = 64
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-
-
-def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISLNK, "a symlink"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a device"),
-        (stat.S_ISBLK, "a device"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def _open_dir(parent_fd: int, name: str, shown: Path) -> int:
@@ -63,7 +50,7 @@ def _why(exc: OSError, parent_fd: int, name: str, expected: str) -> str:
     except OSError:
         return exc.strerror or "cannot be opened"
     if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) or stat.S_ISLNK(mode):
-        return f"is {_kind(mode)}, expected {expected}"
+        return f"is {bundle_kind(mode)}, expected {expected}"
     return exc.strerror or "cannot be opened"
 
 
@@ -117,7 +104,7 @@ def read_bytes(root: Path, rel: str, limit: int) -> bytes:
     info = os.fstat(file_fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(file_fd)
-        raise InputError(f"{shown}: is {_kind(info.st_mode)}, expected a regular file")
+        raise InputError(f"{shown}: is {bundle_kind(info.st_mode)}, expected a regular file")
     with os.fdopen(file_fd, "rb") as f:
         if info.st_size > limit:
             raise InputError(f"{shown}: {info.st_size} bytes is over the {limit}-byte limit")

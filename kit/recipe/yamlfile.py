@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from kit.io.errors import InputError
-from kit.io.safe import kind
+from kit.io.safe import kind, stat_or_refuse
 
 MAX_RECIPE_BYTES = 1 << 20
 MAX_DEPTH = 32  # YAML nesting; a recipe needs about 6
@@ -128,12 +128,7 @@ class LocatedError(Exception):
 
 def read_text(path: Path) -> str:
     """The recipe's text; a FIFO, device or folder is refused before it is opened (no hang)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    st = stat_or_refuse(path, f"{path}: no such file", lambda why: f"{path}: cannot read ({why})")
     if stat.S_ISDIR(st.st_mode):
         raise InputError(f"{path}: is a directory, expected a recipe YAML file")
     if not stat.S_ISREG(st.st_mode):
