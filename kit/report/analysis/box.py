@@ -21,9 +21,9 @@ from kit.model.hardware import Gpu, uncorrected_words
 from kit.refs.per_gpu import GpuReference, Standing, judge
 from kit.report.analysis.box_links import LinkRow, links_of, named_links, weakest_pair
 from kit.report.analysis.gpu_figures import (
+    HeldAgainstPeers,
     ceilings,
     copy_values,
-    distance,
     hardware_of,
     median,
     silicon_runs,
@@ -56,7 +56,7 @@ COPY_FIGURES = (  # the copy worker's per-GPU figure, the words for it, the unit
 
 
 @dataclass
-class GpuFigure:
+class GpuFigure(HeldAgainstPeers):
     """One figure of one GPU: its value in each repeat, its standing against the model's
     reference, and the box's median it is held against (None: no other GPU)."""
 
@@ -69,18 +69,13 @@ class GpuFigure:
     box_median: float | None = None
 
     @property
-    def median(self) -> float | None:
-        return median(self.values)
-
-    @property
-    def vs_box(self) -> float | None:
-        """The median's distance from the box's median (-0.21: 21% below)."""
-        return distance(self.median, self.box_median)
+    def peers_median(self) -> float | None:
+        return self.box_median
 
     @property
     def vs_words(self) -> str | None:
         """ "-21% vs box", "at the box's median" (within half a percent), None: no box."""
-        x = self.vs_box
+        x = self.vs_peers
         if x is None:
             return None
         return "at the box's median" if abs(x) < 0.005 else f"{x:+.0%} vs box"
@@ -88,13 +83,8 @@ class GpuFigure:
     @property
     def vs_short(self) -> str:
         """Page 1's cell: "-21%", "" within half a percent of the box's median or without one."""
-        x = self.vs_box
+        x = self.vs_peers
         return "" if x is None or abs(x) < 0.005 else f"{x:+.0%}"
-
-    @property
-    def below(self) -> bool:
-        """More than the margin below the box's median: the GPU is named for it."""
-        return self.vs_box is not None and self.vs_box < -self.margin
 
 
 @dataclass
@@ -249,7 +239,7 @@ def named_sentence(row: GpuRow) -> str:
     """ "GPU 1 (GPU-…, bus …, NVLinks 18 of 18 up): matmul bf16 alone 351 TFLOP/s, 50% below
     the box's median 702 (named beyond 10%)"."""
     parts = [
-        f"{f.label} {_num(f.median)} {f.unit}, {-(f.vs_box or 0):.0%} below the box's median "
+        f"{f.label} {_num(f.median)} {f.unit}, {-(f.vs_peers or 0):.0%} below the box's median "
         f"{_num(f.box_median)} (named beyond {f.margin:.0%})"
         for f in row.below
     ]

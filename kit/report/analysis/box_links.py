@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from kit.model import Hardware, RunResult
 from kit.model.hardware import Gpu
-from kit.report.analysis.gpu_figures import distance, median, pair_values
+from kit.report.analysis.gpu_figures import HeldAgainstPeers, median, pair_values
 
 LINK_TESTS = (  # the pair matrix, its words, how a pair is written
     ("ce_one_way", "copy engine one way", "->"),
@@ -19,7 +19,7 @@ LINK_TESTS = (  # the pair matrix, its words, how a pair is written
 
 
 @dataclass
-class LinkRow:
+class LinkRow(HeldAgainstPeers):
     """One GPU pair in one test: its value in each repeat, its path, and the median of the
     box's pairs on that path in that test."""
 
@@ -41,16 +41,8 @@ class LinkRow:
         return "NVLink" if self.path.startswith("NV") else self.path
 
     @property
-    def median(self) -> float | None:
-        return median(self.values)
-
-    @property
-    def vs_class(self) -> float | None:
-        return distance(self.median, self.class_median)
-
-    @property
-    def below(self) -> bool:
-        return self.vs_class is not None and self.vs_class < -self.margin
+    def peers_median(self) -> float | None:
+        return self.class_median
 
     def words(self, identities: list[str]) -> str:
         """ "GPU 0 -> GPU 3 (NV18) copy engine one way 300 GB/s, 19% below its path's median
@@ -58,7 +50,7 @@ class LinkRow:
         path = f" ({self.path})" if self.path else ""
         return (
             f"{self.pair_words(identities)}{path} {self.label} {median_words(self.median)} GB/s, "
-            f"{-(self.vs_class or 0):.0%} below its path's median "
+            f"{-(self.vs_peers or 0):.0%} below its path's median "
             f"{median_words(self.class_median)} GB/s"
         )
 

@@ -47,6 +47,33 @@ def distance(value: float | None, reference: float | None) -> float | None:
     return value / reference - 1 if value is not None and reference else None
 
 
+class HeldAgainstPeers:
+    """A figure's value in each repeat held against the median of its peers (the box's GPUs,
+    the pairs on its path): named when its own median is more than `margin` below theirs. For
+    the dataclasses that carry `values` and `margin` and say which median is their peers'."""
+
+    values: list[float]
+    margin: float
+
+    @property
+    def peers_median(self) -> float | None:
+        raise NotImplementedError
+
+    @property
+    def median(self) -> float | None:
+        return median(self.values)
+
+    @property
+    def vs_peers(self) -> float | None:
+        """The median's distance from the peers' median (-0.21: 21% below)."""
+        return distance(self.median, self.peers_median)
+
+    @property
+    def below(self) -> bool:
+        """More than the margin below the peers' median: the GPU or the pair is named for it."""
+        return self.vs_peers is not None and self.vs_peers < -self.margin
+
+
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
