@@ -8,6 +8,7 @@ checked against it; without one, the machine is checked against itself only, and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kit.model import Environment, Hardware, Results
@@ -86,34 +87,41 @@ def against_order(gpus: list[Gpu], order: Order) -> list[dict[str, Any]]:
     )
     if order.memory_gb is not None:
         mems = [g.memory_total_gib for g in gpus]
-        if None in mems:
-            out.append(_line(None, "memory as ordered", "not recorded"))
-        else:
-            low = min(m for m in mems if m is not None)
-            floor = order.memory_gb * (1 - MEMORY_SLACK)
-            out.append(
-                _line(
-                    low >= floor,
-                    "memory as ordered",
-                    f"{low:g} GiB usable on the smallest GPU, {order.memory_gb:g} GB ordered "
-                    f"(kit allows {MEMORY_SLACK:.0%} under it for what the driver keeps)",
-                )
-            )
+        out.append(_every_gpu("memory as ordered", mems, "not recorded", order.memory_gb, _memory))
     if order.power_w is not None:
         rated = [g.power_default_limit_w for g in gpus]
-        if None in rated:
-            out.append(_line(None, "power rating as ordered", "default power limit not recorded"))
-        else:
-            found = sorted({r for r in rated if r is not None})
-            out.append(
-                _line(
-                    found == [order.power_w],
-                    "power rating as ordered",
-                    f"{' / '.join(f'{r:,.0f} W' for r in found)} default limit, "
-                    f"{order.power_w:,.0f} W ordered",
-                )
-            )
+        missing = "default power limit not recorded"
+        out.append(_every_gpu("power rating as ordered", rated, missing, order.power_w, _power))
     return out
+
+
+_Held = Callable[[list[float], float], tuple[bool, str]]
+"""Every GPU's figure and the ordered one -> (as ordered?, the evidence)."""
+
+
+def _every_gpu(
+    item: str, values: list[float | None], missing: str, ordered: float, held: _Held
+) -> dict[str, Any]:
+    """An order line that needs every GPU's figure: "not recorded" where one GPU lacks it."""
+    if None in values:
+        return _line(None, item, missing)
+    ok, evidence = held([v for v in values if v is not None], ordered)
+    return _line(ok, item, evidence)
+
+
+def _memory(mems: list[float], ordered_gb: float) -> tuple[bool, str]:
+    low = min(mems)
+    return low >= ordered_gb * (1 - MEMORY_SLACK), (
+        f"{low:g} GiB usable on the smallest GPU, {ordered_gb:g} GB ordered "
+        f"(kit allows {MEMORY_SLACK:.0%} under it for what the driver keeps)"
+    )
+
+
+def _power(rated: list[float], ordered_w: float) -> tuple[bool, str]:
+    found = sorted(set(rated))
+    return found == [ordered_w], (
+        f"{' / '.join(f'{r:,.0f} W' for r in found)} default limit, {ordered_w:,.0f} W ordered"
+    )
 
 
 def as_ordered(
