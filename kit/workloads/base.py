@@ -9,7 +9,7 @@ from __future__ import annotations
 import typing
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from kit.shared.metrics import CATALOG, Metric
 
@@ -100,14 +100,23 @@ def check_numbers(params_class: type, params: dict[str, Any]) -> None:
 TRAINING_SAME_FIGURE = frozenset({"warmup_steps", "steps", "min_window_s"})
 
 
-def check_steps(
-    warmup_steps: int, steps: int, data_batches: int, min_window_s: float = 0.0
-) -> None:
-    """The checks every training workload's steps and timed window need (one place)."""
-    check(warmup_steps >= 0, "warmup_steps", "0 or more")
-    check(steps >= 2, "steps", "at least 2 (a loss that changes needs two steps)")
-    check(data_batches >= 1, "data_batches", "at least 1")
-    check(0 <= min_window_s <= 3600, "min_window_s", "between 0 and 3600 seconds")
+class TrainingParams:
+    """What every training workload's params class shares besides its fields: strict keys, the
+    parameters that leave the figure unchanged, and the checks of the one loop's fields.
+
+    A mixin without fields: each params class declares the loop's fields (warmup_steps, steps,
+    min_window_s, data_batches, seed) itself, with its own defaults and in its own place, since
+    results and recipes record parameters in declaration order (a base dataclass's come first)."""
+
+    __pydantic_config__ = STRICT
+    SAME_FIGURE: ClassVar[frozenset[str]] = TRAINING_SAME_FIGURE
+
+    def check_loop(self: Any) -> None:
+        """The checks every training workload's steps and timed window need (one place)."""
+        check(self.warmup_steps >= 0, "warmup_steps", "0 or more")
+        check(self.steps >= 2, "steps", "at least 2 (a loss that changes needs two steps)")
+        check(self.data_batches >= 1, "data_batches", "at least 1")
+        check(0 <= self.min_window_s <= 3600, "min_window_s", "between 0 and 3600 seconds")
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from kit.workloads.base import STRICT, check
+from kit.workloads.base import STRICT, check, check_sizes
 
 
 @dataclass
@@ -43,14 +43,10 @@ class CopyBandwidthParams:
     latency_copies: int = 100
 
     def __post_init__(self) -> None:
-        check(self.size_mib >= 1, "size_mib", "at least 1")
-        check(self.loop_count >= 1, "loop_count", "at least 1")
-        check(self.samples >= 1, "samples", "at least 1")
+        check_sizes(self, ("size_mib", "loop_count", "samples"))
         check(1 <= self.plateau_min_mib <= self.size_mib, "plateau_min_mib", "1 to size_mib")
         check(self.plateau_factor >= 2, "plateau_factor", "at least 2")
-        check(self.pair_size_mib >= 1, "pair_size_mib", "at least 1")
-        check(self.pair_loop_count >= 1, "pair_loop_count", "at least 1")
-        check(self.pair_samples >= 1, "pair_samples", "at least 1")
+        check_sizes(self, ("pair_size_mib", "pair_loop_count", "pair_samples"))
         check(
             1 <= self.staged_size_mib <= self.pair_size_mib, "staged_size_mib", "1 to pair_size_mib"
         )

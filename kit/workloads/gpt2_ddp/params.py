@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Literal
 
-from kit.workloads.base import STRICT, TRAINING_SAME_FIGURE, check, check_sizes, check_steps
+from kit.workloads.base import TrainingParams, check, check_sizes
 
 
 @dataclass
-class Gpt2DdpParams:
+class Gpt2DdpParams(TrainingParams):
     """GPT-2 (124M by default) from its config, random weights, DistributedDataParallel, AdamW.
 
     The shape the Hugging Face hardware guide timed with run_clm.py: 4 sequences of 1024 tokens
     per GPU, fp32 (torch's default matmul precision "highest": no TF32, as the HF Trainer runs).
     """
-
-    __pydantic_config__ = STRICT
-    # measured the same figure whatever these are (base.py says why)
-    SAME_FIGURE: ClassVar[frozenset[str]] = TRAINING_SAME_FIGURE
 
     n_layer: int = 12
     n_embd: int = 768
@@ -42,4 +38,4 @@ class Gpt2DdpParams:
         check(self.n_embd % self.n_head == 0, "n_embd", "a multiple of n_head")
         check(self.lr > 0, "lr", "greater than 0")
         check(self.max_grad_norm >= 0, "max_grad_norm", "0 (off) or more")
-        check_steps(self.warmup_steps, self.steps, self.data_batches, self.min_window_s)
+        self.check_loop()

@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
 
-from kit.workloads.base import STRICT, TRAINING_SAME_FIGURE, check, check_steps
+from kit.workloads.base import TrainingParams, check
 from kit.workloads.llama_shape import LlamaShape
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 @dataclass
-class LlamaLoraFsdpParams(LlamaShape):
+class LlamaLoraFsdpParams(LlamaShape, TrainingParams):
     """Llama-3.1-8B architecture, LoRA (peft) on all linear layers, FSDP2 per decoder layer, bf16.
 
     The shape of the forum post's NVLink result: sequence 4096, micro batch 1, gradient
     checkpointing, AdamW on the LoRA parameters.
     """
-
-    __pydantic_config__ = STRICT
-    # measured the same figure whatever these are (base.py says why)
-    SAME_FIGURE: ClassVar[frozenset[str]] = TRAINING_SAME_FIGURE
 
     max_position: int = 131072
     seq_len: int = 4096
@@ -53,4 +48,4 @@ class LlamaLoraFsdpParams(LlamaShape):
             "lora_targets",
             f"a non-empty list of {', '.join(LORA_TARGETS)}",
         )
-        check_steps(self.warmup_steps, self.steps, self.data_batches, self.min_window_s)
+        self.check_loop()

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Literal
 
-from kit.workloads.base import STRICT, TRAINING_SAME_FIGURE, check, check_steps
+from kit.workloads.base import TrainingParams, check
 
 
 @dataclass
-class ResnetDdpParams:
+class ResnetDdpParams(TrainingParams):
     """A torchvision ResNet with random weights, DistributedDataParallel, SGD with momentum."""
-
-    __pydantic_config__ = STRICT
-    # measured the same figure whatever these are (base.py says why)
-    SAME_FIGURE: ClassVar[frozenset[str]] = TRAINING_SAME_FIGURE
 
     arch: Literal[
         "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2"
@@ -40,4 +36,4 @@ class ResnetDdpParams:
         check(self.lr > 0, "lr", "greater than 0")
         check(0 <= self.momentum < 1, "momentum", "in [0, 1)")
         check(self.weight_decay >= 0, "weight_decay", "0 or more")
-        check_steps(self.warmup_steps, self.steps, self.data_batches, self.min_window_s)
+        self.check_loop()
