@@ -103,6 +103,27 @@ def optimizer_step(
     return loss.detach()
 
 
+def autocast_step(
+    ctx: Context,
+    precision: str,
+    loss_of: Callable[[Any], torch.Tensor],
+    opt: torch.optim.Optimizer,
+    params: Iterable[torch.nn.Parameter] = (),
+    max_grad_norm: float = 0.0,
+) -> tuple[Callable[[Any], torch.Tensor], str]:
+    """The step of a workload whose weights stay fp32 (the DDP ones): the forward and loss
+    (`loss_of(batch)`) under bf16 autocast when `precision` is "bf16", then optimizer_step; and
+    the precision its Built records ("bf16", else "fp32"). `params`: a list, read every step."""
+    bf16 = precision == "bf16"
+
+    def step(batch: Any) -> torch.Tensor:
+        with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = loss_of(batch)
+        return optimizer_step(loss, opt, params, max_grad_norm)
+
+    return step, "bf16" if bf16 else "fp32"
+
+
 def train(ctx: Context, p: Any, build: Builder) -> dict[str, Any]:
     """Seed, build (timed apart: init_s), run warm-up and measured steps, summarize."""
     seed_all(p.seed)
@@ -126,22 +147,6 @@ def runner(params: type, build: Builder) -> Callable[[Context, dict[str, Any]], 
         return train(ctx, params(**raw), build)
 
     return run
-
-
-def local_model(path_text: str, config_cls: Any, model_cls: Any, **load: Any) -> tuple[Any, str]:
-    """A recipe's model_path: its pretrained model when it holds weights (safetensors or
-    pytorch_model*.bin), else its config (random weights); and words saying which."""
-    path = Path(path_text)
-    if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"model_path {path_text}: no config.json there")
-    if any(path.glob("*.safetensors")) or any(path.glob("pytorch_model*.bin")):
-        model = model_cls.from_pretrained(
-            path, local_files_only=True, attn_implementation="sdpa", **load
-        )
-        return model, f"pretrained weights from {path_text}"
-    config = config_cls.from_pretrained(path, local_files_only=True)
-    config._attn_implementation = "sdpa"
-    return config, f"random (from config at {path_text})"
 
 
 def seed_all(seed: int) -> None:

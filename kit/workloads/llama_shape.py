@@ -4,6 +4,7 @@ the decode workload both default to, and the checks every Llama shape must pass.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kit.workloads.base import check, check_sizes
 
@@ -16,6 +17,18 @@ SHAPE_SIZES = (
     "num_heads",
     "num_kv_heads",
 )
+
+TRANSFORMERS_NAMES = {
+    "num_layers": "num_hidden_layers",
+    "hidden_size": "hidden_size",
+    "intermediate_size": "intermediate_size",
+    "num_heads": "num_attention_heads",
+    "num_kv_heads": "num_key_value_heads",
+    "vocab_size": "vocab_size",
+}
+"""The shape's sizes under the names transformers' LlamaConfig gives them: one table for a
+config made from the shape and for the shape read back from a config (a training result's
+`config` fact records the sizes in this order)."""
 
 
 @dataclass
@@ -30,6 +43,11 @@ class LlamaShape:
     num_heads: int = 32
     num_kv_heads: int = 8
     rope_theta: float = 500000.0
+
+    def transformers_config(self) -> dict[str, Any]:
+        """The shape as keyword arguments of transformers' LlamaConfig."""
+        sizes = {theirs: getattr(self, ours) for ours, theirs in TRANSFORMERS_NAMES.items()}
+        return {**sizes, "rope_theta": self.rope_theta}
 
     def check_shape(self, *more_sizes: str) -> None:
         """The shape's sizes, then a params class's own (`more_sizes`), each at least 1; then the

@@ -19,15 +19,8 @@ import torch
 from kit.shared.metrics import record
 from kit.worker.common import Context
 from kit.worker.flops import gpt2_flops_per_token, gpt2_param_count
-from kit.worker.training import (
-    DDP_PARALLELISM,
-    Built,
-    ddp,
-    local_model,
-    optimizer_step,
-    runner,
-    token_batches,
-)
+from kit.worker.hf_models import hf_model
+from kit.worker.training import DDP_PARALLELISM, Built, autocast_step, ddp, runner, token_batches
 from kit.workloads.gpt2_ddp.params import Gpt2DdpParams
 
 
@@ -35,13 +28,8 @@ def build_model(ctx: Context, p: Gpt2DdpParams) -> tuple[torch.nn.Module, str]:
     """GPT-2 on the device: from GPT2Config (random weights) or from a local directory."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    if p.model_path:
-        found, weights = local_model(p.model_path, GPT2Config, GPT2LMHeadModel)
-        if isinstance(found, GPT2LMHeadModel):
-            return found.to(ctx.device), weights
-        config = found
-    else:
-        config = GPT2Config(
+    def own_config() -> GPT2Config:
+        return GPT2Config(
             n_layer=p.n_layer,
             n_embd=p.n_embd,
             n_head=p.n_head,
@@ -51,10 +39,8 @@ def build_model(ctx: Context, p: Gpt2DdpParams) -> tuple[torch.nn.Module, str]:
             bos_token_id=min(50256, p.vocab_size - 1),
             eos_token_id=min(50256, p.vocab_size - 1),
         )
-        weights = "random (from config)"
-    with torch.device(ctx.device):
-        model = GPT2LMHeadModel(config)
-    return model, weights
+
+    return hf_model(ctx, p.model_path, GPT2Config, GPT2LMHeadModel, own_config)
 
 
 def build(ctx: Context, p: Gpt2DdpParams) -> Built:
@@ -69,12 +55,13 @@ def build(ctx: Context, p: Gpt2DdpParams) -> Built:
     batches, data_source = token_batches(
         ctx, cfg.vocab_size, p.batch_per_gpu, p.seq_len, p.data_batches, p.data_path, p.seed
     )
-    bf16 = p.precision == "bf16"
 
-    def step(batch: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=bf16):
-            loss = wrapped(input_ids=batch, labels=batch, use_cache=False).loss
-        return optimizer_step(loss, opt, model.parameters(), p.max_grad_norm)
+    def loss_of(batch: torch.Tensor) -> torch.Tensor:
+        return wrapped(input_ids=batch, labels=batch, use_cache=False).loss
+
+    step, precision = autocast_step(
+        ctx, p.precision, loss_of, opt, list(model.parameters()), p.max_grad_norm
+    )
 
     samples = p.batch_per_gpu * ctx.world_size
     tokens = samples * p.seq_len
@@ -92,7 +79,7 @@ def build(ctx: Context, p: Gpt2DdpParams) -> Built:
         work="samples",
         work_per_step=samples,
         flops_per_step=per_token * tokens,
-        precision="bf16" if bf16 else "fp32",
+        precision=precision,
         facts={
             "model": "GPT2LMHeadModel",
             "weights": weights,

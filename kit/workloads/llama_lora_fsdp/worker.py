@@ -18,57 +18,26 @@ Recomputation under checkpointing is not model work; it is reported as `hfu` (ha
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from kit.worker.common import Context
 from kit.worker.flops import llama_lora_flops_per_token, llama_param_count
-from kit.worker.training import Built, local_model, optimizer_step, runner, token_batches
+from kit.worker.hf_models import hf_model
+from kit.worker.training import Built, optimizer_step, runner, token_batches
 from kit.workloads.llama_lora_fsdp.params import LlamaLoraFsdpParams
-
-
-@contextlib.contextmanager
-def default_dtype(dtype: torch.dtype) -> Iterator[None]:
-    """Create parameters in `dtype` (transformers' rotary inv_freq stays fp32: it asks for it)."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(previous)
-
-
-def _dtype_kwarg() -> str:
-    """transformers 5 names the load dtype `dtype`; 4.x named it `torch_dtype`."""
-    import transformers
-
-    return "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+from kit.workloads.llama_shape import TRANSFORMERS_NAMES
 
 
 def build_base(ctx: Context, p: LlamaLoraFsdpParams) -> tuple[torch.nn.Module, str]:
     """The bf16 base model on the device, and a sentence saying where its weights came from."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    if p.model_path:
-        found, weights = local_model(
-            p.model_path, LlamaConfig, LlamaForCausalLM, **{_dtype_kwarg(): torch.bfloat16}
-        )
-        if isinstance(found, LlamaForCausalLM):
-            return found.to(ctx.device), weights
-        config = found
-    else:
-        config = LlamaConfig(
-            vocab_size=p.vocab_size,
-            hidden_size=p.hidden_size,
-            intermediate_size=p.intermediate_size,
-            num_hidden_layers=p.num_layers,
-            num_attention_heads=p.num_heads,
-            num_key_value_heads=p.num_kv_heads,
-            rope_theta=p.rope_theta,
+    def own_config() -> LlamaConfig:
+        return LlamaConfig(
+            **p.transformers_config(),
             max_position_embeddings=p.max_position,
             rms_norm_eps=1e-5,
             tie_word_embeddings=False,
@@ -77,10 +46,8 @@ def build_base(ctx: Context, p: LlamaLoraFsdpParams) -> tuple[torch.nn.Module, s
             bos_token_id=min(128000, p.vocab_size - 1),
             eos_token_id=min(128001, p.vocab_size - 1),
         )
-        weights = "random (from config)"
-    with torch.device(ctx.device), default_dtype(torch.bfloat16):
-        model = LlamaForCausalLM(config)
-    return model, weights
+
+    return hf_model(ctx, p.model_path, LlamaConfig, LlamaForCausalLM, own_config, torch.bfloat16)
 
 
 def build(ctx: Context, p: LlamaLoraFsdpParams) -> Built:
@@ -162,12 +129,7 @@ def build(ctx: Context, p: LlamaLoraFsdpParams) -> Built:
             "weights": weights,
             "data": data_source,
             "config": {
-                "num_layers": cfg.num_hidden_layers,
-                "hidden_size": cfg.hidden_size,
-                "intermediate_size": cfg.intermediate_size,
-                "num_heads": cfg.num_attention_heads,
-                "num_kv_heads": cfg.num_key_value_heads,
-                "vocab_size": cfg.vocab_size,
+                **{ours: getattr(cfg, theirs) for ours, theirs in TRANSFORMERS_NAMES.items()},
                 "rope": getattr(cfg, "rope_parameters", None) or {"rope_theta": cfg.rope_theta},
                 "attn_implementation": cfg._attn_implementation,
             },

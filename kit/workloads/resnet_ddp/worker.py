@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from kit.worker.common import Context
-from kit.worker.training import DDP_PARALLELISM, Built, ddp, optimizer_step, runner
+from kit.worker.training import DDP_PARALLELISM, Built, autocast_step, ddp, runner
 from kit.workloads.resnet_ddp.params import ResnetDdpParams
 
 
@@ -66,13 +66,12 @@ def build(ctx: Context, p: ResnetDdpParams) -> Built:
             0, p.num_classes, (p.batch_per_gpu,), device=ctx.device, generator=gen
         )
         batches.append((images.contiguous(memory_format=memory_format), labels))
-    bf16 = p.precision == "bf16"
 
-    def step(batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def loss_of(batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         images, labels = batch
-        with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=bf16):
-            loss = torch.nn.functional.cross_entropy(wrapped(images), labels)
-        return optimizer_step(loss, opt)
+        return torch.nn.functional.cross_entropy(wrapped(images), labels)
+
+    step, precision = autocast_step(ctx, p.precision, loss_of, opt)
 
     images = p.batch_per_gpu * ctx.world_size
     n_params = sum(x.numel() for x in model.parameters())
@@ -82,7 +81,7 @@ def build(ctx: Context, p: ResnetDdpParams) -> Built:
         work="images",
         work_per_step=images,
         flops_per_step=flops_per_image * images,
-        precision="bf16" if bf16 else "fp32",
+        precision=precision,
         facts={
             "model": f"torchvision.models.{p.arch}",
             "weights": "random (from torchvision's architecture)",
