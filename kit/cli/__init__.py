@@ -21,15 +21,19 @@ from kit.cli.options import (
     AllowedSigners,
     AllowUnsigned,
     Apptainer,
+    BundleOut,
     EnvName,
     ReadBrokenSignature,
+    base_image_option,
+    engine_option,
+    repeats_option,
+    smoke_option,
 )
 from kit.cli.refs import refs_app
 from kit.cli.slurm import slurm as slurm_command
 from kit.io.errors import InputError, KitError
 from kit.io.terminal import install as install_safe_streams
 from kit.io.terminal import settle
-from kit.shared.limits import MAX_REPEATS
 from kit.shared.stop import STOPS
 
 app = typer.Typer(
@@ -72,6 +76,14 @@ def _node_list(nodes: str | None) -> tuple[str, ...]:
     return entries
 
 
+# the options reproduce shares with other commands, in its words (kit.cli.options)
+Smoke = smoke_option("Shrink every benchmark to CPU-smoke size (default: on CPU).")
+Repeats = repeats_option("Override the recipe's repeats.")
+DockerBaseImage = base_image_option(
+    "Docker runtime: base image instead of the Dockerfile's pinned one."
+)
+
+
 @app.command()
 def reproduce(
     recipe: Annotated[
@@ -83,18 +95,9 @@ def reproduce(
             help="auto | cuda | cpu (auto: cuda when NVML sees a GPU; a bundle: its device)."
         ),
     ] = None,
-    out: Annotated[
-        Path | None, typer.Option(help="Bundle directory (default reports/NAME-TIME).")
-    ] = None,
-    smoke: Annotated[
-        bool | None,
-        typer.Option(
-            "--smoke/--full", help="Shrink every benchmark to CPU-smoke size (default: on CPU)."
-        ),
-    ] = None,
-    repeats: Annotated[
-        int | None, typer.Option(min=1, max=MAX_REPEATS, help="Override the recipe's repeats.")
-    ] = None,
+    out: BundleOut = None,
+    smoke: Smoke = None,
+    repeats: Repeats = None,
     runtime: Annotated[
         str | None,
         typer.Option(
@@ -111,10 +114,7 @@ def reproduce(
             "--env", help="Docker runtime: environment (docker/NAME) instead of the recipe's."
         ),
     ] = None,
-    base_image: Annotated[
-        str | None,
-        typer.Option(help="Docker runtime: base image instead of the Dockerfile's pinned one."),
-    ] = None,
+    base_image: DockerBaseImage = None,
     image_archive: Annotated[
         Path | None,
         typer.Option(
@@ -229,16 +229,16 @@ def _environment_of(target: str, env: str | None) -> str:
     return target
 
 
+BuildBaseImage = base_image_option("Base image instead of the Dockerfile's pinned one.")
+BuildEngine = engine_option("builds it")
+
+
 @app.command()
 def build(
     target: Annotated[str, typer.Argument(help="A recipe YAML file, or an environment name.")],
     env: EnvName = None,
-    base_image: Annotated[
-        str | None, typer.Option(help="Base image instead of the Dockerfile's pinned one.")
-    ] = None,
-    runtime: Annotated[
-        str, typer.Option(help="The container engine that builds it: docker or podman.")
-    ] = "docker",
+    base_image: BuildBaseImage = None,
+    runtime: BuildEngine = "docker",
 ) -> None:
     """Build (or reuse) the pinned image of a recipe's environment; print its tag.
 
@@ -258,6 +258,10 @@ def build(
     print(image.tag)
 
 
+ExportBaseImage = base_image_option("Base image the environment was built with.")
+ExportEngine = engine_option("holds the image")
+
+
 @app.command("export")
 def export_image(
     target: Annotated[
@@ -265,12 +269,8 @@ def export_image(
     ],
     output: Annotated[Path, typer.Option("-o", "--output", help="The archive to write (.tar).")],
     env: EnvName = None,
-    base_image: Annotated[
-        str | None, typer.Option(help="Base image the environment was built with.")
-    ] = None,
-    runtime: Annotated[
-        str, typer.Option(help="The container engine that holds the image: docker or podman.")
-    ] = "docker",
+    base_image: ExportBaseImage = None,
+    runtime: ExportEngine = "docker",
 ) -> None:
     """Save an environment's image as a tar archive for a machine with no registry.
 

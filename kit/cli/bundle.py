@@ -14,6 +14,7 @@ import typer
 from kit.cli.options import (
     AllowedSigners,
     AllowUnsigned,
+    BundleDir,
     Ordered,
     PricePerGpuHour,
     PriceSource,
@@ -27,7 +28,7 @@ def _warn(line: str) -> None:
 
 
 def report(
-    bundle: Annotated[Path, typer.Argument(help="A bundle directory.")],
+    bundle: BundleDir,
     price_per_gpu_hour: PricePerGpuHour = None,
     price_source: PriceSource = None,
     against: Annotated[
@@ -95,7 +96,7 @@ def report(
 
 
 def verify(
-    bundle: Annotated[Path, typer.Argument(help="A bundle directory.")],
+    bundle: BundleDir,
     allowed_signers: Annotated[
         Path | None,
         typer.Option(help="OpenSSH allowed_signers file: check the signature and name the signer."),
@@ -206,7 +207,7 @@ ACCEPT_EXIT = {"PASS": 0, "FAIL": 1, "UNDECIDED": 3, "NOT COMPARABLE": 4}
 
 
 def accept(
-    bundle: Annotated[Path, typer.Argument(help="A bundle directory.")],
+    bundle: BundleDir,
     against: Annotated[
         str,
         typer.Option(

@@ -1,9 +1,10 @@
-"""Options that more than one command takes, declared once (their help cannot drift apart)."""
+"""Options that more than one command takes, declared once: their flags, types and bounds (and
+their help, where the commands word it alike) cannot drift apart."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -52,6 +53,34 @@ Apptainer = Annotated[
     ),
 ]
 EnvName = Annotated[str | None, typer.Option("--env", help="Environment instead of the recipe's.")]
+BundleDir = Annotated[Path, typer.Argument(help="A bundle directory.")]
+BundleOut = Annotated[
+    Path | None, typer.Option(help="Bundle directory (default reports/NAME-TIME).")
+]
+# The options below mean one thing wherever they are taken, but each command words its help:
+# the command passes its words, the flag, type and bounds stay here.
+
+
+def base_image_option(words: str) -> Any:
+    """--base-image (reproduce, build, export): the image an environment builds FROM."""
+    return Annotated[str | None, typer.Option(help=words)]
+
+
+def engine_option(role: str) -> Any:
+    """--runtime of the commands that drive a container engine themselves (build, export)."""
+    return Annotated[str, typer.Option(help=f"The container engine that {role}: docker or podman.")]
+
+
+def smoke_option(words: str) -> Any:
+    """--smoke/--full (reproduce): the benchmarks' scale; unset, the device's."""
+    return Annotated[bool | None, typer.Option("--smoke/--full", help=words)]
+
+
+def repeats_option(words: str) -> Any:
+    """--repeats (reproduce): instead of the recipe's, within the same bounds."""
+    return Annotated[int | None, typer.Option(min=1, max=MAX_REPEATS, help=words)]
+
+
 # the batch commands (kit slurm, kit k8s): the cluster's device is named, never detected here
 BatchDevice = Annotated[str, typer.Option(help="cuda | cpu (gloo).")]
 BatchSmoke = Annotated[

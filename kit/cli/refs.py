@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kit.cli.options import AllowedSigners, AllowUnsigned
+from kit.cli.options import AllowedSigners, AllowUnsigned, BundleDir
 
 refs_app = typer.Typer(
     help="Known machines: list, add and remove reference results.", no_args_is_help=True
@@ -30,7 +30,7 @@ def list_cmd() -> None:
 
 @refs_app.command("add")
 def add_cmd(
-    bundle: Annotated[Path, typer.Argument(help="A bundle directory.")],
+    bundle: BundleDir,
     label: Annotated[str | None, typer.Option(help="Name it (default: the hardware).")] = None,
     allowed_signers: AllowedSigners = None,
     allow_unsigned: AllowUnsigned = False,
@@ -62,7 +62,7 @@ def remove_cmd(label: Annotated[str, typer.Argument(help="The reference's label.
 
 
 @refs_app.command("standing")
-def standing_cmd(bundle: Annotated[Path, typer.Argument(help="A bundle directory.")]) -> None:
+def standing_cmd(bundle: BundleDir) -> None:
     """Where a bundle stands against every known machine that ran the same workload.
 
     Example: kit refs standing reports/fsdp-llama-20261121-130936
