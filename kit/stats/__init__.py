@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -224,59 +225,68 @@ def summarize(
     )
 
 
-def paired_ratio(
+def ratio(
     a: Sequence[float],
     b: Sequence[float],
     higher_is_better: bool = True,
     confidence: float = CONFIDENCE,
     n_resamples: int = N_RESAMPLES,
+    *,
+    paired: bool,
 ) -> Ratio:
-    """Ratio of a over b from paired samples: repeat i of a goes with repeat i of b.
+    """Ratio of a over b with an interval by the module's rule on n (pairs, when paired).
 
-    The estimate is the median of the per-pair ratios a[i] / b[i], and the interval resamples
-    whole pairs (n >= 6); from 3 to 5 pairs it is a t-interval on the log ratios, and for 2 pairs
-    the range of the two ratios. Why per-pair ratios and not the ratio of medians: repeats i of both variants run
-    back to back, so drift that hits both (clocks, temperature, a neighbour's job) cancels inside
-    each pair; the ratio of medians would throw that pairing away.
+    Paired (`paired_ratio`): repeat i of a goes with repeat i of b. The estimate is the median of
+    the per-pair ratios a[i] / b[i], and the interval resamples whole pairs (n >= 6); from 3 to 5
+    pairs it is a t-interval on the log ratios, and for 2 pairs the range of the two ratios. Why
+    per-pair ratios and not the ratio of medians: repeats i of both variants run back to back, so
+    drift that hits both (clocks, temperature, a neighbour's job) cancels inside each pair; the
+    ratio of medians would throw that pairing away.
+
+    Not paired (`unpaired_ratio`): the ratio of medians, median(a) / median(b). For machine
+    against machine: the repeats on two machines have nothing in common, so each side is
+    resampled on its own (scipy's multi-sample bootstrap with paired=False). With a single sample
+    on either side there is no interval: its spread is unknown. With 2 on the smaller side the
+    interval is the range of the cross ratios; with 3 to 5, Welch's t-interval on the difference
+    of mean logs.
     """
-    x, y = _ratio_sides(a, b, paired=True)
+    x, y = _ratio_sides(a, b, paired=paired)
+    of = _per_pair if paired else _of_medians
+    estimate, (lo, hi, method) = of(x, y, confidence, n_resamples)
+    return _ratio(estimate, lo, hi, method, confidence, len(x), len(y), paired, higher_is_better)
+
+
+paired_ratio = partial(ratio, paired=True)
+"""`ratio` of paired samples: repeat i of a goes with repeat i of b (a variant against another)."""
+
+unpaired_ratio = partial(ratio, paired=False)
+"""`ratio` of samples that are not paired (a machine against another)."""
+
+_Estimate = tuple[float, tuple[float, float, str]]
+"""A ratio's estimate and its (low, high, method)."""
+
+
+def _per_pair(x: np.ndarray, y: np.ndarray, confidence: float, n_resamples: int) -> _Estimate:
     r = x / y
     estimate = float(np.median(r))
-    lo, hi, method = choose_interval(
+    return estimate, choose_interval(
         len(r),
         estimate,
         lambda: (float(np.min(r)), float(np.max(r))),
         lambda: t_interval(r, confidence, log=True),
         lambda: bootstrap_interval((r,), median_of, confidence, n_resamples),
     )
-    return _ratio(estimate, lo, hi, method, confidence, len(x), len(y), True, higher_is_better)
 
 
-def unpaired_ratio(
-    a: Sequence[float],
-    b: Sequence[float],
-    higher_is_better: bool = True,
-    confidence: float = CONFIDENCE,
-    n_resamples: int = N_RESAMPLES,
-) -> Ratio:
-    """Ratio of medians, median(a) / median(b), for samples that are not paired.
-
-    For machine against machine: the repeats on two machines have nothing in common, so each
-    side is resampled on its own (scipy's multi-sample bootstrap with paired=False). With a
-    single sample on either side there is no interval: its spread is unknown. With 2 on the
-    smaller side the interval is the range of the cross ratios; with 3 to 5, Welch's t-interval
-    on the difference of mean logs.
-    """
-    x, y = _ratio_sides(a, b, paired=False)
+def _of_medians(x: np.ndarray, y: np.ndarray, confidence: float, n_resamples: int) -> _Estimate:
     estimate = float(np.median(x) / np.median(y))
-    lo, hi, method = choose_interval(
+    return estimate, choose_interval(
         min(len(x), len(y)),
         estimate,
         lambda: (float(x.min() / y.max()), float(x.max() / y.min())),  # every cross ratio
         lambda: welch_log_interval(x, y, confidence),
         lambda: bootstrap_interval((x, y), ratio_of_medians, confidence, n_resamples),
     )
-    return _ratio(estimate, lo, hi, method, confidence, len(x), len(y), False, higher_is_better)
 
 
 def coefficient_of_variation(samples: Sequence[float]) -> float | None:
