@@ -1,6 +1,6 @@
 """What the batch placements (`kit slurm`, `kit k8s`) share: the protocol, the option checks,
-the job's fields, the bundle's header and each node's inventory gathered into hardware.json,
-written once."""
+the job's fields, the bundle written before the job and each node's inventory gathered into
+hardware.json, written once."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from kit.io.errors import InputError
 from kit.model import Hardware, NodeInventory
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec
-from kit.run.results import open_bundle
+from kit.run.results import open_bundle, write_specs
 from kit.runtime.base import DEVICES
 from kit.shared import files
 
@@ -59,17 +59,19 @@ class BatchJob:
     env: dict[str, str]
 
 
-def open_batch_bundle(
+def write_batch_bundle(
     job: BatchJob,
     device: str,
     runtime: str,
     pinned: bool,
     command: str,
     reproduces: dict[str, Any] | None = None,
+    **placed: Any,
 ) -> Bundle:
-    """The bundle of a batch job, its results.json header read off the planned runs (smoke, the
-    repeats, how many): what the scheduler will run is all there is to count here."""
-    return open_bundle(
+    """The bundle before the job is submitted: recipe, results.json with the header read off
+    the planned runs (smoke, the repeats, how many: all the driver can count here) and `placed`
+    (the placement's own record and fields), and each run's spec."""
+    bundle = open_bundle(
         job.bundle,
         job.recipe,
         device,
@@ -81,6 +83,11 @@ def open_batch_bundle(
         len(job.runs),
         reproduces,
     )
+    for name, value in placed.items():
+        setattr(bundle.results, name, value)
+    bundle.save()
+    write_specs(bundle, job.runs)
+    return bundle
 
 
 def gather_inventory(bundle: Bundle, folder: Path, source: str) -> None:

@@ -31,7 +31,7 @@ from kit.model import NodeRecord, load_bundle
 from kit.model.environment import axes_record
 from kit.model.results import K8sInfo
 from kit.recipe import Recipe, load_recipe
-from kit.run.batch import gather_inventory, open_batch_bundle
+from kit.run.batch import gather_inventory, write_batch_bundle
 from kit.run.k8s.cluster import Cluster, PodsEnd, exit_code, state
 from kit.run.k8s.image import with_image
 from kit.run.k8s.manifests import (
@@ -44,7 +44,7 @@ from kit.run.k8s.manifests import (
     service,
     validate,
 )
-from kit.run.results import close_bundle, record_container, result_of, write_specs
+from kit.run.results import close_bundle, record_container, result_of
 from kit.runtime.base import RunOutcome, tail
 from kit.shared import files
 from kit.shared.engines import Engine
@@ -128,17 +128,14 @@ def write_bundle(
 ) -> Bundle:
     """The bundle before the first job: recipe, results.json header, run specs."""
     o = job.opts
-    bundle = open_batch_bundle(job, o.device, "k8s", True, o.command, reproduces)
-    bundle.results.k8s = K8sInfo(
+    record = K8sInfo(
         pods=job.nodes,
         gpus_per_node=job.gpus_per_node,
         service=job.name,
         server_version=server,
         **_placement(o),
     )
-    bundle.save()
-    write_specs(bundle, job.runs)
-    return bundle
+    return write_batch_bundle(job, o.device, "k8s", True, o.command, reproduces, k8s=record)
 
 
 def _gather(

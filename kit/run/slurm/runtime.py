@@ -24,9 +24,9 @@ from kit.io.safe import write_text
 from kit.model import NodeRecord, SlurmInfo, load_bundle
 from kit.model.environment import axes_record
 from kit.recipe import Recipe, load_recipe
-from kit.run.batch import gather_inventory, open_batch_bundle
+from kit.run.batch import gather_inventory, write_batch_bundle
 from kit.run.plan import plan
-from kit.run.results import close_bundle, record_container, result_of, write_specs
+from kit.run.results import close_bundle, record_container, result_of
 from kit.run.slurm.script import (
     TIMEOUT_EXIT,
     Job,
@@ -43,9 +43,7 @@ console = terminal.console(highlight=False)
 def write_bundle(job: Job) -> Path:
     """The bundle before the job: recipe, results.json header, run specs, the script."""
     o = job.opts
-    bundle = open_batch_bundle(job, o.device, "slurm", o.launcher != "host", o.command)
-    bundle.results.status = "submitted"
-    bundle.results.slurm = SlurmInfo(
+    record = SlurmInfo(
         nodes=job.nodes,
         gpus_per_node=job.gpus_per_node,
         launcher=o.launcher,
@@ -55,8 +53,10 @@ def write_bundle(job: Job) -> Path:
         time=o.time,
         job_id=None,
     )
-    bundle.save()
-    write_specs(bundle, job.runs)
+    pinned = o.launcher != "host"
+    bundle = write_batch_bundle(
+        job, o.device, "slurm", pinned, o.command, status="submitted", slurm=record
+    )
     (bundle.path / "slurm" / "nodes").mkdir(parents=True)
     script = bundle.path / "slurm" / "job.sbatch"
     script.write_text(render_script(job))
