@@ -78,13 +78,7 @@ class PinnedRuntime(LocalRuntime):
     @classmethod
     def prepare(cls, request: RuntimeRequest) -> PinnedRuntime:
         """Build (or reuse, or load) the pinned image and probe it: environment.json."""
-        return prepare_runtime(
-            request.environment,
-            request.device,
-            base_image=request.base_image,
-            image_archive=request.image_archive,
-            runtime=cls,
-        )
+        return prepare_runtime(request, runtime=cls)
 
     @classmethod
     def check(cls, request: RuntimeRequest) -> None:
@@ -152,22 +146,19 @@ PodmanRuntime = pinned_runtime(PodmanContainer)
 
 
 def prepare_runtime(
-    environment: str,
-    device: str,
-    base_image: str | None = None,
-    client: Any = None,
-    image_archive: Path | None = None,
-    runtime: type[PinnedRuntime] = DockerRuntime,
+    request: RuntimeRequest, client: Any = None, runtime: type[PinnedRuntime] = DockerRuntime
 ) -> PinnedRuntime:
-    """Build (or reuse) the environment's image, probe it, and return a runtime that runs it.
+    """Build (or reuse, or load) the request's environment image, probe it, and return a runtime
+    that runs it.
 
     The runtime's `environment` attribute is the bundle's environment.json (the fingerprint),
     with how the containers get their GPUs (`gpu_request`) and their network.
     """
     box = runtime.container_class
     client = client or box.connect()
-    style = box.gpu_request_style(client) if device == "cuda" else None
-    image, state = images.obtain(environment, base_image, image_archive, client)
+    style = box.gpu_request_style(client) if request.device == "cuda" else None
+    archive = request.image_archive
+    image, state = images.obtain(request.environment, request.base_image, archive, client)
     out = images.console()
     out.print(f"kit: environment {image.env}: {state} image {image.tag} ({box.label})")
     container = fp.probe(image.tag, client, box.probe_gpus(style), engine=box)
@@ -176,7 +167,7 @@ def prepare_runtime(
     made = runtime(image.tag, client=client, gpu_style=style)
     made.environment = {
         **axes_record("local", runtime.engine),
-        **fp.fingerprint(image, container, runtime=runtime.name, archive=image_archive),
+        **fp.fingerprint(image, container, runtime=runtime.name, archive=archive),
     }
     made.environment.update(made.docker.record())
     if style is not None:

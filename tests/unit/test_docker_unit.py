@@ -16,7 +16,7 @@ from kit.io.errors import InputError, KitError
 from kit.model import Environment
 from kit.run import registry, rerun
 from kit.runtime import pinned as rt
-from kit.runtime.base import LaunchRequest
+from kit.runtime.base import LaunchRequest, RuntimeRequest
 from kit.runtime.containers import client as dclient
 from kit.runtime.containers import gpus
 from kit.runtime.images import environments
@@ -85,7 +85,7 @@ def test_gpu_run_without_toolkit_is_one_line_naming_the_toolkit(monkeypatch, tmp
     monkeypatch.setattr(gpus, "CDI_DIRS", ())
     client = FakeClient({"Runtimes": {"runc": {}}})
     with pytest.raises(KitError) as info:
-        rt.prepare_runtime("cpu", "cuda", client=client)
+        rt.prepare_runtime(RuntimeRequest("cpu", "cuda"), client=client)
     assert "NVIDIA Container Toolkit" in str(info.value) and "\n" not in str(info.value)
     assert "cdi generate" in str(info.value)
     runtime = rt.DockerRuntime("kit-x:1", client=client)

@@ -106,14 +106,7 @@ class MultiNodeRuntime:
     @classmethod
     def prepare(cls, request: RuntimeRequest) -> MultiNodeRuntime:
         """Reach every node, put the pinned image on each, take each node's inventory."""
-        return prepare_runtime(
-            request.nodes,
-            request.environment,
-            request.device,
-            base_image=request.base_image,
-            image_archive=request.image_archive,
-            gpus=request.gpus,
-        )
+        return prepare_runtime(request)
 
     def known_environment(self) -> dict[str, Any] | None:
         """The pinned image's fingerprint, probed on the first node when prepared."""
@@ -369,27 +362,24 @@ def _address(container: Any, config: NodeConfig) -> str | None:
     return (nets.get(config.network) or {}).get("IPAddress") or None
 
 
-def prepare_runtime(
-    config: NodeConfig,
-    environment: str,
-    device: str,
-    base_image: str | None = None,
-    image_archive: Path | None = None,
-    gpus: int | None = None,
-) -> MultiNodeRuntime:
-    """Connect to every node, put the pinned image on each, take each node's inventory."""
+def prepare_runtime(request: RuntimeRequest) -> MultiNodeRuntime:
+    """Connect to every node, put the pinned image on each, take each node's inventory: the
+    request's nodes (a NodeConfig), its environment's image, its device."""
+    config: NodeConfig = request.nodes
     nodes = connect_all(config)
     for client in {id(n.client): n.client for n in nodes}.values():
         cleanup_abandoned(client)  # containers of drivers of this host that were killed
     first = nodes[0].client
     styles: dict[int, gpus.GpuStyle] = {}
-    if device == "cuda":
+    if request.device == "cuda":
         for node in nodes:
             style = gpus.style(node.client)
             if style is None:
                 raise KitError(f"node {node.index} ({node.url}): {gpus.TOOLKIT_HINT}")
             styles[node.index] = style
-    image, state = images.obtain(environment, base_image, image_archive, first)
+    image, state = images.obtain(
+        request.environment, request.base_image, request.image_archive, first
+    )
     out = images.console()
     out.print(f"kit: environment {image.env}: {state} image {image.tag} (node 0)")
     placed = ensure_image(nodes, image.tag, echo=out.print)
@@ -398,14 +388,16 @@ def prepare_runtime(
     runtime.gpu_styles = styles
     runtime.environment = {
         **axes_record("multinode", DockerContainer.engine),
-        **fp.fingerprint(image, container, runtime=MultiNodeRuntime.name, archive=image_archive),
+        **fp.fingerprint(
+            image, container, runtime=MultiNodeRuntime.name, archive=request.image_archive
+        ),
     }
     if styles:
         runtime.environment["gpu_request"] = ", ".join(sorted({s.name for s in styles.values()}))
     runtime.environment["nodes"] = placed
     runtime.inventory = probe_nodes(nodes, image.tag, config)
     out.print(
-        f"kit: {len(nodes)} nodes x {config.gpus_per_node or gpus} processes,"
+        f"kit: {len(nodes)} nodes x {config.gpus_per_node or request.gpus} processes,"
         f" rendezvous c10d on {runtime.rdzv_endpoint('<run>')} ({config.network} network)"
     )
     return runtime
