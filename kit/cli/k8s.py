@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from kit.cli.options import BatchDevice, BatchRepeats, BatchSmoke
+from kit.cli import batch
+from kit.cli.options import BundleOut
 from kit.io.errors import InputError
-from kit.shared.limits import MAX_GPUS, MAX_NODES
+
+# the batch options as `kit k8s` words them
+Nodes = batch.nodes("Nodes, one pod each (default: the recipe's nodes.hosts count, or 1).")
+GpusPerNode = batch.gpus_per_node("Processes and nvidia.com/gpu per pod (default: the recipe's).")
+DryRun = batch.dry_run("Print the manifests; create nothing.")
 
 
 def k8s(
@@ -22,22 +26,8 @@ def k8s(
             "Docker recorded when the recipe's `kit build` image was pushed)."
         ),
     ] = None,
-    nodes: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            max=MAX_NODES,
-            help="Nodes, one pod each (default: the recipe's nodes.hosts count, or 1).",
-        ),
-    ] = None,
-    gpus_per_node: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            max=MAX_GPUS,
-            help="Processes and nvidia.com/gpu per pod (default: the recipe's).",
-        ),
-    ] = None,
+    nodes: Nodes = None,
+    gpus_per_node: GpusPerNode = None,
     namespace: Annotated[str, typer.Option(help="The namespace every object goes in.")] = "default",
     node_selector: Annotated[
         list[str] | None, typer.Option(help="A pod nodeSelector KEY=VALUE (repeatable).")
@@ -64,15 +54,11 @@ def k8s(
             help="Seconds for every pod of a run to start (pull, schedule): 1 s to 7 days."
         ),
     ] = 1800.0,
-    device: BatchDevice = "cuda",
-    smoke: BatchSmoke = None,
-    repeats: BatchRepeats = None,
-    out: Annotated[
-        Path | None, typer.Option(help="Bundle directory (default reports/NAME-TIME).")
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the manifests; create nothing.")
-    ] = False,
+    device: batch.Device = "cuda",
+    smoke: batch.Smoke = None,
+    repeats: batch.Repeats = None,
+    out: BundleOut = None,
+    dry_run: DryRun = False,
 ) -> None:
     """Run a recipe on a Kubernetes cluster: a headless Service and an Indexed Job per run.
 
@@ -85,7 +71,6 @@ def k8s(
     from kit.run import registry
     from kit.run.k8s.manifests import K8sOptions
     from kit.run.k8s.runtime import load
-    from kit.run.slurm.runtime import command_line
     from kit.runtime.base import check_no_control
 
     opts = K8sOptions(
@@ -99,11 +84,7 @@ def k8s(
         host_network=host_network,
         jobset=jobset,
         pending_timeout_s=pending_timeout,
-        device=device,
-        smoke=smoke,
-        repeats=repeats,
-        out=out,
-        command=command_line(),
+        **batch.fields(device, smoke, repeats, out),
     )
     if kubeconfig is not None and not kubeconfig.is_file():  # named: checked, dry run or not
         raise InputError(f"--kubeconfig {str(kubeconfig)!r}: no such file")
@@ -116,6 +97,4 @@ def k8s(
         if context.startswith("-"):
             raise InputError(f"--context {context!r}: an option, not a kubeconfig context name")
     runtime = registry.batch("k8s")(opts, kubeconfig, context)
-    printed = runtime.submit(load(recipe), dry_run=dry_run)
-    print(printed, end="" if dry_run else "\n", file=sys.stdout)
-    raise typer.Exit(runtime.code)
+    batch.submit(runtime, load(recipe), dry_run, wait=True)  # kit k8s always waits

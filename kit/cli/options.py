@@ -72,20 +72,10 @@ def engine_option(role: str) -> Any:
 
 
 def smoke_option(words: str) -> Any:
-    """--smoke/--full (reproduce): the benchmarks' scale; unset, the device's."""
+    """--smoke/--full (reproduce, slurm, k8s): the benchmarks' scale; unset, the device's."""
     return Annotated[bool | None, typer.Option("--smoke/--full", help=words)]
 
 
 def repeats_option(words: str) -> Any:
-    """--repeats (reproduce): instead of the recipe's, within the same bounds."""
+    """--repeats (reproduce, slurm, k8s): instead of the recipe's, within the same bounds."""
     return Annotated[int | None, typer.Option(min=1, max=MAX_REPEATS, help=words)]
-
-
-# the batch commands (kit slurm, kit k8s): the cluster's device is named, never detected here
-BatchDevice = Annotated[str, typer.Option(help="cuda | cpu (gloo).")]
-BatchSmoke = Annotated[
-    bool | None, typer.Option("--smoke/--full", help="Smoke scale (default: on CPU).")
-]
-BatchRepeats = Annotated[
-    int | None, typer.Option(min=1, max=MAX_REPEATS, help="Override the recipe's.")
-]

@@ -8,9 +8,14 @@ from typing import Annotated
 
 import typer
 
-from kit.cli.options import Apptainer, BatchDevice, BatchRepeats, BatchSmoke
+from kit.cli import batch
+from kit.cli.options import Apptainer
 from kit.io.errors import InputError
-from kit.shared.limits import MAX_GPUS, MAX_NODES
+
+# the batch options as `kit slurm` words them
+Nodes = batch.nodes("Nodes (default: the recipe's nodes.hosts count, or 1).")
+GpusPerNode = batch.gpus_per_node("Processes per node (default: the recipe's).")
+DryRun = batch.dry_run("Print the sbatch script; write and submit nothing.")
 
 
 def slurm(
@@ -20,16 +25,8 @@ def slurm(
     bundle: Annotated[
         Path | None, typer.Argument(help="With `collect`: the bundle the job wrote into.")
     ] = None,
-    nodes: Annotated[
-        int | None,
-        typer.Option(
-            min=1, max=MAX_NODES, help="Nodes (default: the recipe's nodes.hosts count, or 1)."
-        ),
-    ] = None,
-    gpus_per_node: Annotated[
-        int | None,
-        typer.Option(min=1, max=MAX_GPUS, help="Processes per node (default: the recipe's)."),
-    ] = None,
+    nodes: Nodes = None,
+    gpus_per_node: GpusPerNode = None,
     partition: Annotated[str | None, typer.Option(help="sbatch --partition.")] = None,
     time: Annotated[str | None, typer.Option(help="sbatch --time, e.g. 01:00:00.")] = None,
     container_image: Annotated[
@@ -41,9 +38,9 @@ def slurm(
         str | None,
         typer.Option(help="No container: run the worker with this Python on the nodes."),
     ] = None,
-    device: BatchDevice = "cuda",
-    smoke: BatchSmoke = None,
-    repeats: BatchRepeats = None,
+    device: batch.Device = "cuda",
+    smoke: batch.Smoke = None,
+    repeats: batch.Repeats = None,
     out: Annotated[
         Path | None, typer.Option(help="Bundle directory, on a filesystem the nodes share.")
     ] = None,
@@ -51,9 +48,7 @@ def slurm(
         list[str] | None,
         typer.Option(help="Another #SBATCH option, e.g. --sbatch-arg=--account=lab (repeatable)."),
     ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the sbatch script; write and submit nothing.")
-    ] = False,
+    dry_run: DryRun = False,
     wait: Annotated[
         bool, typer.Option("--wait", help="sbatch --wait, then collect the results at once.")
     ] = False,
@@ -71,11 +66,11 @@ def slurm(
     from kit.run import registry
     from kit.run.slurm import runtime as slurm_mod
 
-    batch = registry.batch("slurm")  # a batch runtime: the scheduler runs the plan later
+    slurm_runtime = registry.batch("slurm")  # a batch runtime: the scheduler runs the plan later
     if target == "collect":
         if bundle is None:
             raise InputError("kit slurm collect BUNDLE: name the bundle the job wrote into")
-        b, code = batch.collect(bundle)
+        b, code = slurm_runtime.collect(bundle)
         print(b.path)
         raise typer.Exit(code)
     if bundle is not None:
@@ -90,13 +85,7 @@ def slurm(
         container_image=container_image,
         apptainer=str(apptainer) if apptainer else None,
         host_python=host_python,
-        device=device,
-        smoke=smoke,
-        repeats=repeats,
-        out=out,
-        command=slurm_mod.command_line(),
         extra=list(sbatch_arg or []),
+        **batch.fields(device, smoke, repeats, out),
     )
-    print(batch(opts).submit(slurm_mod.load(Path(target)), dry_run=dry_run, wait=wait), end="")
-    if not dry_run:
-        print()
+    batch.submit(slurm_runtime(opts), slurm_mod.load(Path(target)), dry_run, wait)
