@@ -13,7 +13,8 @@ import kit
 from kit.io.child import ChildFailed, child_json
 from kit.model.environment import axes_record
 from kit.runtime.base import RuntimeRequest
-from kit.runtime.containers.process import KIT_ROOT, NoContainer
+from kit.runtime.containers.process import NoContainer
+from kit.runtime.launch import with_kit
 from kit.runtime.local import LocalRuntime
 from kit.shared.engines import Engine
 from kit.worker.probe import driver_version
@@ -58,10 +59,7 @@ class HostRuntime(LocalRuntime):
             "import json, torch; from kit.worker.common import versions; "
             "print(json.dumps(versions()))"
         )
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(p for p in (KIT_ROOT, os.environ.get("PYTHONPATH")) if p),
-        }
+        env = with_kit(os.environ)
         try:
             versions = child_json([self.python, "-c", code], PROBE_TIMEOUT_S, env)
         except ChildFailed:

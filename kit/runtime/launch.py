@@ -13,12 +13,25 @@ thread per rank on CPU runs (two gloo ranks on a 2-core machine otherwise fight 
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from kit.runtime.heartbeat import worker_env
 
 MOUNT = "/kit/run"  # where a container sees the run directory
 WORKER = ["-m", "kit.worker"]
+KIT_ROOT = Path(__file__).resolve().parents[2]
+"""The folder that holds this kit's package: first on a child Python's path (with_kit)."""
+
+
+def with_kit(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` with this kit first on PYTHONPATH: a child Python on this machine (torchrun's ranks,
+    the reaper, a probe of the host's Python) imports the same kit as the driver, wherever that
+    is installed, ahead of any other on the path."""
+    path = os.pathsep.join(p for p in (str(KIT_ROOT), env.get("PYTHONPATH")) if p)
+    return {**env, "PYTHONPATH": path}
 
 
 @dataclass(frozen=True)

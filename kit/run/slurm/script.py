@@ -38,13 +38,12 @@ from kit.runtime.apptainer import sif_file
 from kit.runtime.base import check_no_control
 from kit.runtime.containers.process import Apptainer, NoContainer
 from kit.runtime.containers.pyxis import Pyxis
-from kit.runtime.launch import Rendezvous, torchrun
+from kit.runtime.launch import KIT_ROOT, Rendezvous, torchrun
 from kit.runtime.launch import environment as launch_environment
 from kit.shared.engines import Engine
 
 TIMEOUT_EXIT = 124  # timeout(1)'s status when the limit passed
 TIME_PATTERN = r"^(\d+-)?\d+(:\d{2}){0,2}$"
-KIT_ROOT = Path(__file__).resolve().parents[3]
 
 
 @dataclass

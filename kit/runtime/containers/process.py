@@ -21,7 +21,7 @@ from typing import IO
 
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers.base import Face, LaunchError
-from kit.runtime.launch import MOUNT
+from kit.runtime.launch import MOUNT, with_kit
 from kit.shared import scratch as launch_dir
 from kit.shared import stop
 from kit.shared.engines import Engine
@@ -29,7 +29,6 @@ from kit.shared.files import SPEC
 
 GRACE_S = 10
 PR_SET_PDEATHSIG = 1
-KIT_ROOT = str(Path(__file__).resolve().parents[3])
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -175,9 +174,7 @@ class NoContainer:
         else:
             # the worker package must be importable from the launch, wherever kit is installed
             # (an image carries its own copy)
-            full["PYTHONPATH"] = os.pathsep.join(
-                p for p in (KIT_ROOT, os.environ.get("PYTHONPATH")) if p
-            )
+            full = with_kit({**full, "PYTHONPATH": os.environ.get("PYTHONPATH", "")})
         if gpu_ids is not None:
             full["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpu_ids))
         return full

@@ -20,13 +20,11 @@ import subprocess
 import sys
 import threading
 import uuid
-from pathlib import Path
 from typing import IO, Any
 
 from kit.runtime.containers.client import docker_client, podman_client, remove_container
+from kit.runtime.launch import with_kit
 from kit.shared.engines import Engine
-
-KIT_ROOT = str(Path(__file__).resolve().parents[3])
 
 _lock = threading.Lock()
 _pipes: dict[str, IO[bytes]] = {}  # engine name -> the pipe to its reaper, one per driver process
@@ -44,10 +42,7 @@ def _pipe(engine: str) -> IO[bytes] | None:
     with _lock:
         if engine in _pipes:
             return _pipes[engine]
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(p for p in (KIT_ROOT, os.environ.get("PYTHONPATH")) if p),
-        }
+        env = with_kit(os.environ)
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "kit.runtime.containers.reaper", engine],
