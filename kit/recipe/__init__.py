@@ -39,7 +39,7 @@ from kit.shared.limits import MAX_GPUS, MAX_NODES, MAX_REPEATS
 from kit.shared.metrics import CV_THRESHOLD
 from kit.shared.metrics import metric as catalog_entry
 from kit.workloads.base import check_counts, check_numbers
-from kit.workloads.registry import BROKEN, KINDS, params_class
+from kit.workloads.registry import KINDS, broken, params_class
 
 RECIPE_VERSION = 1
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
@@ -165,8 +165,8 @@ class Benchmark(Strict):
             raise ValueError(
                 f"unknown benchmark kind {kind!r}; allowed: {', '.join(sorted(KINDS))}"
             )
-        if kind in BROKEN:
-            raise ValueError(f"workload {kind!r} cannot be loaded: {BROKEN[kind]}")
+        if why := broken(kind):
+            raise ValueError(f"workload {kind!r} cannot be loaded: {why}")
         return kind
 
     @property

@@ -22,45 +22,66 @@ def discover(folder: Path) -> tuple[str, ...]:
 KINDS = discover(Path(__file__).resolve().parent)
 
 
-SPECS: dict[str, WorkloadSpec] = {}
-BROKEN: dict[str, str] = {}
-"""The kinds whose spec.py cannot be built (SpecError), with the one line why: one broken
-folder must not stop `kit --help` or any command that never runs it; a recipe naming it fails
-validation with that line."""
-for _kind in KINDS:
+_SPECS: dict[str, WorkloadSpec] = {}
+_BROKEN: dict[str, str] = {}
+
+
+def _load(kind: str) -> None:
+    """Import the kind's spec.py the first time it is asked for: a command that runs one
+    workload builds one spec (`kit recipes validate` starts faster), and a folder whose spec
+    cannot be built (SpecError) is recorded with the one line why, so that a broken folder
+    never stops `kit --help` or a command that never runs it."""
+    if kind in _SPECS or kind in _BROKEN or kind not in KINDS:
+        return
     try:
-        SPECS[_kind] = importlib.import_module(f"kit.workloads.{_kind}.spec").SPEC
-    except SpecError as _exc:
-        BROKEN[_kind] = str(_exc)
+        _SPECS[kind] = importlib.import_module(f"kit.workloads.{kind}.spec").SPEC
+    except SpecError as exc:
+        _BROKEN[kind] = str(exc)
+
+
+def broken(kind: str) -> str | None:
+    """Why the kind's spec cannot be built; None when it can (or the kind is unknown)."""
+    _load(kind)
+    return _BROKEN.get(kind)
 
 
 def spec(kind: str) -> WorkloadSpec | None:
-    """The kind's spec, None for a kind this kit does not know (a bundle from another kit)."""
-    return SPECS.get(kind)
+    """The kind's spec, None for a kind this kit does not know (a bundle from another kit) or
+    one whose spec cannot be built (`broken` says why)."""
+    _load(kind)
+    return _SPECS.get(kind)
 
 
 def headline_metric(kind: str) -> str:
     """The one metric a kind is judged by (adaptive repeats, verdicts, compare's headline)."""
-    s = SPECS.get(kind)
+    s = spec(kind)
     return s.headline if s else "throughput"
 
 
 def label(kind: str) -> str:
-    s = SPECS.get(kind)
+    s = spec(kind)
     return s.label if s else kind
 
 
 def params_class(kind: str) -> type:
-    return SPECS[kind].params
+    return _known(kind).params
 
 
 def same_figure(kind: str) -> frozenset[str]:
     """The parameters its params class declares (SAME_FIGURE) to change how long or how often a
     figure is measured, not the figure; none for a kind this kit does not know (every
     parameter then counts)."""
-    s = SPECS.get(kind)
+    s = spec(kind)
     return frozenset(getattr(s.params, "SAME_FIGURE", ())) if s else frozenset()
 
 
 def worker_module(kind: str) -> str:
-    return SPECS[kind].worker
+    return _known(kind).worker
+
+
+def _known(kind: str) -> WorkloadSpec:
+    """The spec of a kind the caller has checked (a validated recipe's, a planned run's)."""
+    s = spec(kind)
+    if s is None:
+        raise KeyError(kind)
+    return s
