@@ -104,6 +104,12 @@ class Summary:
         )
 
 
+def _percent(p: float) -> str:
+    """A small percentage in two significant digits, never in e-notation ("2e-05%" read as a
+    typo in the report review, 12): under a hundredth of a percent it is said as such."""
+    return "under 0.01" if p < 0.01 else f"{p:.2g}"
+
+
 def _num(x: float, digits: int = 3) -> str:
     """Whole numbers from 10^(digits-1) up (with thousands separators), else `digits`
     significant digits."""
@@ -166,7 +172,8 @@ class Ratio:
             factor, lo, hi = 1.0 / self.estimate, 1.0 / self.ci_high, 1.0 / self.ci_low
         factor_s, lo_s, hi_s = _fmt(factor, lo, hi)
         # below 0.5% a factor needs more than two decimals ("1.0001x"): say it as a percentage
-        lead = f"{(factor - 1) * 100:.2g}% {word}" if factor < 1.005 else f"{factor_s}x {word}"
+        pct = _percent((factor - 1) * 100)
+        lead = f"{pct}% {word}" if factor < 1.005 else f"{factor_s}x {word}"
         if not self.ci_available:
             ratio = f"ratio {factor_s}, " if factor < 1.005 else ""
             return f"{lead} ({ratio}{samples}, no interval)"
@@ -439,5 +446,4 @@ def _fmt(point: float, low: float, high: float) -> list[str]:
         alike = out[1] == out[2] and low != high
         if not hidden and not alike:
             return out
-    return out
     return out

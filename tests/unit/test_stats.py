@@ -240,6 +240,16 @@ def test_small_but_real_difference_is_said_as_a_percentage():
     assert r.sentence() == "0.4% faster (95% CI 1.002 to 1.006; bootstrap, n=7)"
 
 
+def test_a_difference_under_a_hundredth_of_a_percent_is_never_printed_in_e_notation():
+    """The report review, 12: a ratio of 1.0000002 printed "2e-05% lower (ratio 1.0000 ...)"."""
+    r = unpaired_ratio([1000.0002], [1000.0], higher_is_better=True)
+    assert r.sentence("higher", "lower") == (
+        "under 0.01% higher (ratio 1.0000, one sample per side, no interval)"
+    )
+    assert "e-" not in unpaired_ratio([1000.0], [1000.0002], True).sentence("higher", "lower")
+    assert unpaired_ratio([1003.1], [1000.0], True).sentence().startswith("0.31% faster")
+
+
 def test_paired_ratio_of_clearly_different_noisy_samples_excludes_one():
     rng = np.random.default_rng(3)
     b = rng.normal(76.2, 1.0, size=5)  # gpt2 DDP samples/s, P2P off
