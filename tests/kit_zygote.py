@@ -107,8 +107,14 @@ def _child(req: dict) -> None:
 def _warm() -> None:
     """What each command would otherwise do again on first use, done once before the forks:
     the report's templates compiled (a `kit report` of a small bundle without its PDF, 1.1 s
-    -> 0.7 s; a matplotlib figure drawn here as well saved nothing more). Nothing that starts a
-    thread: a fork keeps only the thread that forked."""
+    -> 0.7 s; a matplotlib figure drawn here as well saved nothing more), and every workload's
+    spec built (the registry builds one when a command first asks for its kind). Nothing that
+    starts a thread: a fork keeps only the thread that forked."""
+    with contextlib.suppress(Exception):
+        from kit.workloads import registry
+
+        for kind in registry.KINDS:
+            registry.spec(kind)
     with contextlib.suppress(Exception):  # a command that needs them does it and says so
         from kit.report.render import jinja_env
 
