@@ -107,7 +107,7 @@ class Summary:
 def _percent(p: float) -> str:
     """A small percentage in two significant digits, never in e-notation ("2e-05%" read as a
     typo in the report review, 12): under a hundredth of a percent it is said as such."""
-    return "under 0.01" if p < 0.01 else f"{p:.2g}"
+    return "under 0.01" if p < 0.005 else f"{p:.2g}"  # 0.00999 reads 0.01
 
 
 def _num(x: float, digits: int = 3) -> str:
