@@ -212,7 +212,7 @@ CATALOG: dict[str, Metric] = {
         ),
         Metric(
             "decode_read_gbps_b1",
-            "memory read by a batch-1 decode step (per GPU)",
+            "memory read rate of a batch-1 decode step (per GPU)",
             "GB/s",
             **_FAST,
             bound="memory",

@@ -11,6 +11,7 @@ import pytest
 from kit.model import load_bundle
 from kit.report import analysis, render
 from kit.report.method import method_view
+from kit.shared import metrics
 from tests.unit.test_report_analysis import EXAMPLES, load
 
 RESNET = EXAMPLES / "h200x2-resnet-ddp"
@@ -163,3 +164,12 @@ def test_a_variant_at_the_cap_is_headlined_by_its_whole_window():
     assert analysis.verdict_metric(bench) == "throughput_window"
     _, gpt2 = load("h200x2-gpt2-ddp", EXAMPLES)  # no variant at the cap: the median step
     assert analysis.verdict_metric(gpt2[0]) == "throughput"
+
+
+def test_a_rate_is_labelled_as_a_rate_not_an_amount():
+    """The report review, 12: "memory read by a batch-1 decode step (per GPU) (GB/s)" names an
+    amount of memory beside a unit of bandwidth."""
+    assert (
+        metrics.label("decode_read_gbps_b1")
+        == "memory read rate of a batch-1 decode step (per GPU)"
+    )
