@@ -138,7 +138,7 @@ def slice_words(hw: Hardware) -> list[tuple[str, str]]:
         evidence = ", ".join(container.evidence) or "its marks"
         out.append(
             (
-                f"inside a {kind} container",
+                f"inside a {kind} container that this report calls the host",
                 f"the inventory was taken inside a {kind} container ({evidence}); runs on the host "
                 'runtime ran in that same container, so "host" in this report means that '
                 "container, not bare metal",
