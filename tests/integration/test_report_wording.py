@@ -152,3 +152,17 @@ def test_known_machines_that_are_not_like_for_like_are_said_to_be(tmp_path):
         "Not like for like: llama-8b-lora / p2p against 2x NVIDIA H200, NV18: 2 runs here "
         "against 3 there, 4 GPUs here against 2 there" in every
     )
+
+
+LLAMA4 = EXAMPLES / "h200x4-fsdp-llama"
+
+
+@pytest.mark.skipif(not LLAMA4.is_dir(), reason="the 4x H200 Llama example is not here")
+def test_the_colophon_never_holds_a_page_alone(tmp_path):
+    """The report review, 9: the 4x H200 Llama report's last page held the colophon's one
+    paragraph; it keeps the manifest's last row with it."""
+    b = tmp_path / "llama4"
+    shutil.copytree(LLAMA4, b)
+    pages = [re.sub(r"\s+", " ", p.extract_text()) for p in PdfReader(rendered(b)).pages]
+    last = pages[-1]
+    assert "Rendered on" in last and re.search(r"\b[0-9a-f]{64}\b", last)
