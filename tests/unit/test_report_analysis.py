@@ -411,3 +411,19 @@ def test_a_figure_kind_is_one_entry_that_the_section_asks(monkeypatch):
         )
     )
     assert "No step times were recorded" not in html  # only a kind with step_note says so
+
+
+def test_a_plateau_change_that_rounds_to_nothing_has_no_sign():
+    """The report review, 12 (number formats): the collectives bundle read "on the plateau
+    (-0.0% from 512 MiB)" for a busbw 0.04% lower at 1 GiB than at 512 MiB."""
+    from types import SimpleNamespace as NS
+
+    from kit.report.analysis.sweeps import plateau_words
+
+    def run(busbw: list[float]) -> NS:
+        rows = [NS(bytes=(512 << 20) * (i + 1), busbw_gbps=[x]) for i, x in enumerate(busbw)]
+        return NS(data=NS(sizes=rows))
+
+    flat = plateau_words([run([28.24, 28.23])])  # type: ignore[list-item]
+    assert flat == "taken at 1 GiB, on the plateau (within 0.05% of 512 MiB)"
+    assert "(+0.7% from 512 MiB)" in plateau_words([run([350.0, 352.5])])  # type: ignore[list-item]

@@ -168,6 +168,8 @@ def plateau_words(runs: list[RunResult]) -> str:
             f"{size_words(before)}): below the plateau, so it understates the link; nccl-tests "
             "practice sweeps to 8 or 16 GiB where memory allows"
         )
+    if abs(rise) < 0.0005:  # "+.1%" would print it "-0.0%" or "+0.0%"
+        return f"taken at {size_words(last)}, on the plateau (within 0.05% of {size_words(before)})"
     return f"taken at {size_words(last)}, on the plateau ({rise:+.1%} from {size_words(before)})"
 
 
