@@ -29,9 +29,9 @@ from kit.model import load_bundle  # noqa: E402
 from kit.refs.nccl_tests import SAME_CALL_FLOOR, SAME_CALL_FROM, size_words  # noqa: E402
 from kit.report.analysis import bundle_benchmarks  # noqa: E402
 from kit.report.analysis.same_call import same_call  # noqa: E402
-from kit.workloads.registry import SPECS  # noqa: E402
+from kit.workloads import registry  # noqa: E402
 
-KINDS = [kind for kind, s in SPECS.items() if s.sweep is not None]
+KINDS = [kind for kind in registry.KINDS if (s := registry.spec(kind)) and s.sweep is not None]
 """Every collective the kit sweeps: the kinds whose spec names an nccl-tests program."""
 FLOOR = SAME_CALL_FLOOR
 FROM_BYTES = SAME_CALL_FROM
@@ -40,7 +40,7 @@ PLATEAU = 0.97
 
 def program_and_column(kind: str) -> tuple[str, str]:
     """The nccl-tests program a kind follows and the column it times, from its workload spec."""
-    sweep = SPECS[kind].sweep
+    sweep = registry.spec(kind).sweep
     return sweep.tool, sweep.placement
 
 
