@@ -59,8 +59,8 @@ rm -rf /tmp/bundles && mkdir -p /tmp/bundles
   --out /tmp/bundles/audit-1gpu 2>&1 | tee -a "$OUT/audit.log"
 "${PYTHON:-python3}" - <<'PY' 2>&1 | tee -a "$OUT/audit.log"
 import json, os
-from kit.facts.efficiency import energy_per_unit
-from kit.facts.window import window_facts
+from kit.report.facts.efficiency import energy_per_unit
+from kit.report.facts.window import window_facts
 b = "/tmp/bundles/audit-1gpu"
 res = json.load(open(f"{b}/results.json"))
 hw = json.load(open(f"{b}/hardware.json"))
