@@ -61,7 +61,8 @@ start_dockerd() {
         rm -f /var/run/docker.pid /var/run/docker/containerd/containerd.pid \
             /var/run/docker/containerd/containerd.sock
     fi
-    nohup "$bins/bin/dockerd" --config-file "$conf/daemon.json" >>/tmp/dockerd.log 2>&1 &
+    # from /: the daemon outlives this checkout, which may be removed under it
+    (cd / && exec nohup "$bins/bin/dockerd" --config-file "$conf/daemon.json" >>/tmp/dockerd.log 2>&1) &
     started=$!  # the one daemon this script may stop: never another by name
     echo "$started" >/tmp/kit-ci-dockerd.pid
     for _ in $(seq 1 90); do

@@ -47,7 +47,9 @@ devices:
 YAML
 answers() { curl -sf --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; }
 if ! answers; then
-    nohup podman system service --time=0 "unix://$sock" >>/tmp/podman-service.log 2>&1 &
+    # from /: the service and every conmon it starts keep its working directory, and a checkout
+    # removed under it ("[conmon:e] Failed to get working directory") fails each later attach
+    (cd / && exec nohup podman system service --time=0 "unix://$sock" >>/tmp/podman-service.log 2>&1) &
     echo $! >/tmp/kit-ci-podman.pid
     for _ in $(seq 1 30); do answers && break; sleep 1; done
 fi
