@@ -174,7 +174,7 @@ class NoContainer:
         else:
             # the worker package must be importable from the launch, wherever kit is installed
             # (an image carries its own copy)
-            full = with_kit({**full, "PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+            full["PYTHONPATH"] = with_kit(os.environ)["PYTHONPATH"]
         if gpu_ids is not None:
             full["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpu_ids))
         return full
