@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kit.env.content import Change, ContentDiff, Side, content_diff
-from kit.env.diff import Difference, environment_diff
+from kit.env.diff import PINNED_KEYS, Difference, environment_diff
 from kit.model import Hardware
 from kit.model.software import ChangeRecord, EnvironmentCheck
 
@@ -57,12 +57,23 @@ class Check:
                 else ""
             )
             return f"The environment matches: nothing the runs loaded differs{beside}{outside}."
-        named = [diff_words(d.field, d.new, d.old) for d in build_last(self.versions)]
+        made = [d for d in self.versions if d.field in PINNED_KEYS]
+        read = [d for d in self.versions if d.field not in PINNED_KEYS]
+        named = [diff_words(d.field, d.new, d.old) for d in build_last(read)]
+        named += [_made_words(d) for d in made]
         named += [_change_words(ch) for ch in c.loaded]
         shown = "; ".join(named[:SHOWN]) + (
             f"; and {len(named) - SHOWN} more" if len(named) > SHOWN else ""
         )
-        what = "in what the runs loaded" if c.loaded else "in the versions the runs read"
+        what = (
+            "in what the runs loaded"
+            if c.loaded
+            else "in the versions the runs read"
+            if not made
+            else "in how the image was made"
+            if not read
+            else "in the versions the runs read and how the image was made"
+        )
         lead = (
             f"{image}, but the environment differs" if c.same_image else "The environment differs"
         )
@@ -123,6 +134,30 @@ def diff_words(field: str, new: object, old: object) -> str:
         tag_old = str(old).partition("+")[2] or "none"
         return f"{field} {_release(new)} on both, build {tag_new} vs {tag_old}"
     return f"{field} {new} vs {old}"
+
+
+MADE_WORDS = {
+    "content_hash": "image content hash {new} vs {old} (its Dockerfile, lock, build arguments and "
+    "the kit's own files)",
+    "base_image_digest": "base image digest {new} vs {old}",
+    "base_image_content": "base image layers {new} vs {old}",
+    "dockerfile_sha256": "Dockerfile {new} vs {old}",
+    "lock_sha256": "lock file {new} vs {old}",
+}
+"""How a difference in the making of the image reads: not a version the runs read, and named as
+what it covers (a content hash alone says nothing to a reader who has not read the kit)."""
+
+
+def _made_words(d: Difference) -> str:
+    """ "image content hash caad12756183 vs b077638c900d (its Dockerfile, ...)": 12 hex digits,
+    as the image tag shows them."""
+
+    def short(value: object) -> str:
+        text = str(value)
+        return text.removeprefix("sha256:")[:12]
+
+    template = MADE_WORDS.get(d.field, d.field + " {new} vs {old}")
+    return template.format(new=short(d.new), old=short(d.old))
 
 
 def _short_id(image_id: str | None) -> str:

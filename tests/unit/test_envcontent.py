@@ -354,3 +354,31 @@ def test_before_the_runs_a_changed_kit_is_named_as_loaded():
     assert [(c.kind, c.name, c.loaded) for c in chk.content.loaded] == [("module", "kit", True)]
     same = Side(env, None, (Loaded(modules={"kit": worker_module_digest()}),))
     assert check(same, here).matches
+
+
+def test_a_content_hash_alone_reads_as_how_the_image_was_made():
+    """A rerun with no inventory on the bundle's side (2x H200, 2026-11-29) named only the image
+    content hash, under "the versions the runs read": a hash is not a version, and it covers the
+    kit's own files, which the sentence must say."""
+    old = Side(env("sha256:" + SHA["1"], content_hash=SHA["b"]), None, ())
+    new = Side(env("sha256:" + SHA["2"], content_hash=SHA["c"]), None, ())
+    sentence = check(old, new).sentence()
+    assert sentence == (
+        "The environment differs in how the image was made: image content hash "
+        f"{SHA['c'][:12]} vs {SHA['b'][:12]} (its Dockerfile, lock, build arguments and the kit's "
+        "own files)."
+    )
+    both = Side(
+        env("sha256:" + SHA["2"], content_hash=SHA["c"], container={"torch": "2.14.0"}), None, ()
+    )
+    was = Side(
+        env("sha256:" + SHA["1"], content_hash=SHA["b"], container={"torch": "2.13.0"}), None, ()
+    )
+    assert (
+        check(was, both)
+        .sentence()
+        .startswith(
+            "The environment differs in the versions the runs read and how the image was made: "
+            "torch 2.14.0 vs 2.13.0; image content hash"
+        )
+    )
