@@ -70,8 +70,13 @@ def allreduce_table(
           + ", ".join(f"{v} {r:.3f}" for v, r in worst.items()))  # fmt: skip
 
 
-def training_table(bundles: list[str]) -> None:
-    print("\n### Training workloads (median over repeats; each interval says what it is)\n")
+HEADLINE = {"allreduce": "busbw_largest", "copy_bandwidth": "device_local_gbps",
+            "matmul_ceiling": "tflops_bf16"}  # fmt: skip
+"""The figure each non-training benchmark's row shows (training workloads: throughput)."""
+
+
+def training_table(bundles: list[str], title: str = "Training workloads") -> None:
+    print(f"\n### {title} (median over repeats; each interval says what it is)\n")
     print(
         "| bundle | runtime | date | benchmark | variant | metric | median | interval | n | P2P effect (paired) |"
     )
@@ -85,9 +90,11 @@ def training_table(bundles: list[str]) -> None:
         for bench in benches:
             by_variant: dict[str, list[float]] = {}
             unit = ""
+            metric = "throughput"
             for r in results["runs"]:
                 if r["benchmark"] == bench and r["status"] == "ok":
-                    m = r["metrics"]["throughput"]
+                    metric = HEADLINE.get(r["kind"], "throughput")
+                    m = r["metrics"][metric]
                     by_variant.setdefault(r["variant"], []).append(m["value"])
                     unit = m["unit"]
             effect = ""
@@ -95,7 +102,7 @@ def training_table(bundles: list[str]) -> None:
                 effect = paired_ratio(by_variant["p2p"], by_variant["no-p2p"]).sentence()
             for variant, values in by_variant.items():
                 s = summarize(values)
-                print(f"| {name} | {where} | {date} | {bench} | {variant} | throughput ({unit}) | {s.median:,.1f} | "
+                print(f"| {name} | {where} | {date} | {bench} | {variant} | {metric} ({unit}) | {s.median:,.1f} | "
                       f"{s.ci_low:,.1f} to {s.ci_high:,.1f} ({s.label}) | {s.n} | {effect if variant == 'p2p' else ''} |")  # fmt: skip
 
 
@@ -134,11 +141,14 @@ if __name__ == "__main__":
     allreduce_table("allreduce-h200x2-first", "2026-11-21-h200x2", 2, ref="nccl-tests-threads")
     allreduce_table("h200x4-allreduce", "2026-11-21-h200x4", 4)
     # the kit's Docker container first (2026-11-28), then the host runtime (2026-11-21: history)
+    training_table(["h200x2-allreduce-container", "h200x2-silicon-container",
+                    "h200x2-silicon-container-rerun"], "The kit's Docker container, 2x H200: all-reduce and silicon")  # fmt: skip
     training = ["h200x2-gpt2-ddp-container", "h200x2-fsdp-llama-container",
+                "h200x2-fsdp-llama-container-rerun",
                 "h200x2-gpt2-ddp-host-20261128",
                 "h200x2-gpt2-ddp", "h200x2-fsdp-llama", "h200x2-resnet-ddp", "h200x4-fsdp-llama"]  # fmt: skip
     training_table(training)
-    mfu_table(["h200x2-fsdp-llama-container", "h200x2-fsdp-llama", "h200x2-fsdp-llama-tuned",
+    mfu_table(["h200x2-fsdp-llama-container", "h200x2-fsdp-llama-container-rerun", "h200x2-fsdp-llama", "h200x2-fsdp-llama-tuned",
                "h200x4-fsdp-llama"])  # fmt: skip
     overhead_table(["h200x2-allreduce", "h200x2-gpt2-ddp", "h200x2-fsdp-llama", "h200x2-resnet-ddp",
                     "h200x4-allreduce", "h200x4-fsdp-llama"])  # fmt: skip

@@ -63,9 +63,11 @@ def test_standing_places_x2_against_x4_per_gpu(db, tmp_path):
     shutil.copytree(X2, copy)
     rows = [r for r in store.standing(load_bundle(copy)) if r["metric"] == "throughput"]
     # the shipped x2 reference is this very bundle (same created_at): skipped; the other 2x H200
-    # Llama reference (the container run of 2026-11-28) is another bundle: placed as such
+    # Llama references (the container run of 2026-11-28 and its rerun on another machine) are
+    # other bundles: placed as such
     assert {r["source"] for r in rows if r["reference_gpus"] == 2} == {
-        "h200x2-fsdp-llama-container (shipped)"
+        "h200x2-fsdp-llama-container (shipped)",
+        "h200x2-fsdp-llama-container-rerun (shipped)",
     }
     rows = [r for r in rows if r["reference_gpus"] == 4]
     assert rows
@@ -119,7 +121,8 @@ def test_standing_rows_carry_what_a_report_prints(db, tmp_path):
     shutil.copytree(X2, copy)
     rows = store.standing(load_bundle(copy), headline_only=True)
     assert rows and all(r["headline"] and r["metric"] == "throughput" for r in rows)
-    rows = [r for r in rows if r["source"] != "h200x2-fsdp-llama-container (shipped)"]
+    same_size = {f"h200x2-fsdp-llama-container{s} (shipped)" for s in ("", "-rerun")}
+    rows = [r for r in rows if r["source"] not in same_size]
     assert rows
     for r in rows:
         assert r["hardware"] == "4x NVIDIA H200, NV18" and r["source"] == f"{X4.name} (shipped)"

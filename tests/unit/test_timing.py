@@ -27,7 +27,9 @@ def test_the_step_timer_gives_one_time_per_step():
         time.sleep(pause)
         timer.mark()
     first, second = timer.times()
-    assert 0.01 <= first < second < 1.0
+    # each step at least its pause (a sleep never returns early); no order between them: under
+    # load a 10 ms sleep ran 22.4 ms and the 20 ms one 21.7 ms (2026-11-29, tests with -n 8)
+    assert 0.01 <= first < 1.0 and 0.02 <= second < 1.0
 
 
 # Timers of one method, kept where the method is: the spin-held batches and their calibration,
