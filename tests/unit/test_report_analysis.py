@@ -253,7 +253,7 @@ def test_noisy_runs_withhold_the_verdict_and_say_why():
     _, benches = load("synthetic-failures")
     gpt2 = by_name(benches, "gpt2-ddp")
     v = gpt2.verdicts[0]
-    assert v.withheld and "verdict withheld (p2p against no-p2p, throughput)" in v.sentence
+    assert v.withheld and ", throughput: verdict withheld (p2p against no-p2p)" in v.sentence
     assert "runs were noisy (CV" in v.sentence and "1 of 6 runs failed" in v.sentence
     assert "faster" not in v.sentence and "slower" not in v.sentence  # no ratio is called
 
