@@ -100,6 +100,11 @@ def _gpu_snapshot(nvml: Any, index: int, handle: Any, cpu_words: int) -> dict[st
     g["compute_capability"] = list(cc) if cc is not None else None
     g["architecture"] = q("architecture", "nvmlDeviceGetArchitecture", handle)
     g["vbios_version"] = _text(q("vbios", "nvmlDeviceGetVbiosVersion", handle))
+    # the board's serial, what an asset register and an RMA know the GPU by; absent where NVML
+    # does not answer (errors says why), as on boards that do not expose it
+    serial = _text(q("serial", "nvmlDeviceGetSerial", handle))
+    if serial:
+        g["serial"] = serial
     g["persistence_mode"] = q("persistence_mode", "nvmlDeviceGetPersistenceMode", handle)
     clocks = {"graphics": 0, "sm": 1, "mem": 2}
     g["clocks_max_mhz"] = {

@@ -145,6 +145,7 @@ def _gpu_inventory(g: dict[str, Any], links_to: dict[str, str]) -> dict[str, Any
         if g.get("compute_capability")
         else None,
         "vbios_version": g.get("vbios_version"),
+        "serial": g.get("serial"),
         "persistence_mode": bool(g["persistence_mode"])
         if g.get("persistence_mode") is not None
         else None,

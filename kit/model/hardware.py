@@ -150,6 +150,7 @@ class Gpu(Record):
     nvlink_active: int | None = Field(default=None, ge=0)
     memory_total_gib: float | None = Field(default=None, ge=0)
     vbios_version: str | None = None
+    serial: str | None = None  # the board serial (NVML), where the GPU answers it
     persistence_mode: bool | None = None
     clocks_max_mhz: dict[str, int | None] | None = None
     power_limit_w: float | None = Field(default=None, ge=0)

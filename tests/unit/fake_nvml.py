@@ -87,6 +87,9 @@ class FakeNvml:
     def nvmlDeviceGetVbiosVersion(self, h: int) -> str:
         return self.g[h]["vbios_version"]
 
+    def nvmlDeviceGetSerial(self, h: int) -> str:
+        return _value_or_raise(self.g[h].get("serial"))
+
     def nvmlDeviceGetPersistenceMode(self, h: int) -> int:
         return self.g[h]["persistence_mode"]
 

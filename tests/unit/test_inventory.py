@@ -406,3 +406,28 @@ def test_cuda_peer_probe_runs_in_a_child_process() -> None:
     assert got["available"] is True, got
     n = len(got["devices"])
     assert len(got["matrix"]) == n and all(len(r) == n for r in got["matrix"])
+
+
+def test_board_serials_come_through_to_page_one() -> None:
+    """REPORT-REVIEW 2: a buyer ties a report to boards by serial. The real collection code asks
+    NVML for it; a board that does not answer (every recorded fixture) leaves it out, and
+    page 1 then prints no serial line rather than a line of blanks."""
+    from kit.report.analysis.ordered import identity
+
+    snap = load("h200x2_nvswitch")
+    for i, g in enumerate(snap["nvml"]["gpus"]):
+        if i == 0:
+            g["serial"] = "1654922000123"
+    fake = FakeNvml(snap["nvml"])
+    with (
+        mock.patch("os.cpu_count", return_value=snap["host"]["logical_cpus"]),
+        mock.patch.object(nvml, "count_numa_nodes", return_value=len(snap["host"]["numa_nodes"])),
+    ):
+        got = nvml.collect_nvml_snapshot(fake)
+    assert got["gpus"][0]["serial"] == "1654922000123"
+    assert "serial" not in got["gpus"][1] and "Not Supported" in got["gpus"][1]["errors"]["serial"]
+    hardware = Hardware.model_validate(inventory.build_inventory({**snap, "nvml": got}))
+    assert [g.serial for g in hardware.gpus] == ["1654922000123", None]
+    lines = dict(identity(hardware, None))
+    assert lines["serial numbers"] == "1654922000123 (1 GPU without one)"
+    assert "serial numbers" not in dict(identity(hw_of("h200x2_nvswitch"), None))

@@ -126,11 +126,14 @@ class GpuRow:
 
     @property
     def identity(self) -> str:
-        """The GPU by what a technician finds it by: UUID, bus id, NVLink lanes up."""
+        """The GPU by what a technician finds it by: UUID, serial (where recorded), bus id,
+        NVLink lanes up."""
         g = self.gpu
         if g is None:
             return f"{self.name} (a gloo process on the CPU: no UUID, bus or NVLink)"
         parts = [g.uuid or "UUID not recorded", f"bus {g.pci_bus_id or 'not recorded'}"]
+        if g.serial:
+            parts.insert(1, f"serial {g.serial}")
         links = self.nvlinks
         parts.append(f"NVLinks {links}" if links else "NVLinks not read")
         return f"{self.name} ({', '.join(parts)})"

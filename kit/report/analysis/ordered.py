@@ -59,6 +59,16 @@ def identity(
     if uuids:
         every = results is not None and every_gpu_ran(hardware, results)
         out.append(("GPU UUIDs" + (", every one ran" if every else ""), ", ".join(uuids)))
+    serials = [g.serial for g in gpus if g.serial]
+    if serials:  # what an asset register and an RMA name a board by (absent: not answered)
+        missing = len(gpus) - len(serials)
+        out.append(
+            (
+                "serial numbers",
+                ", ".join(serials)
+                + (f" ({missing} GPU{'s' if missing > 1 else ''} without one)" if missing else ""),
+            )
+        )
     image = None
     if environment is not None:
         image = environment.image_id or environment.image_tag or environment.image
