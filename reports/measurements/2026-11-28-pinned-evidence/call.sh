@@ -11,6 +11,8 @@
 #   daemon           dockerd 26 with CDI, the machine's own stack imported as kit-host-stack:local
 #   docker=RECIPE    kit reproduce RECIPE --runtime docker --env ngc-pytorch (the recipe's repeats)
 #   host=RECIPE      kit reproduce RECIPE --runtime host --repeats 1 (the container/host ratio)
+#   docker=RECIPE@NAME, host=RECIPE@NAME   the same with the recipe cut to its benchmark NAME
+#                    (containers.sh only=NAME): one benchmark a call, as ResNet and decode need
 #   rerun=ARCHIVE    kit reproduce BUNDLE of a bundle another machine made (.tar.gz in .xfer/)
 # A step that would start after BUDGET_S seconds is skipped and logged as skipped. At HARD_S
 # seconds (default 540, inside the device call's 600) the running `kit reproduce` gets SIGTERM:
@@ -45,7 +47,10 @@ for step in "$@"; do
   t0=$SECONDS
   case $step in
     daemon) containers daemon ;;
+    docker=*@*) spec=${step#docker=}; PACK=0 containers recipe="${spec%@*}" only="${spec#*@}" docker ;;
     docker=*) PACK=0 containers recipe="${step#docker=}" docker ;;
+    host=*@*) spec=${step#host=}
+      PACK=0 KIT_ARGS="--repeats 1" containers recipe="${spec%@*}" only="${spec#*@}" host ;;
     host=*) PACK=0 KIT_ARGS="--repeats 1" containers recipe="${step#host=}" host ;;
     rerun=*) PACK=0 containers rerun "${step#rerun=}" ;;
     *) log "unknown step $step"; exit 2 ;;
