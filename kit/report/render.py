@@ -32,6 +32,7 @@ from kit.report import analysis, decode, plots, sections
 from kit.report.analysis.box import judge_box
 from kit.report.analysis.ordered import as_ordered, gpus_ran, identity, ran_of_box
 from kit.report.analysis.same_call import SameCall, same_call
+from kit.report.analysis.verdicts import folded
 from kit.report.facts.order import Order
 from kit.report.facts.price import Price, parse_price
 from kit.report.figure import Figure, silicon_view
@@ -101,6 +102,7 @@ def jinja_env() -> Environment:
     env.filters["bytes"] = human_bytes
     env.filters["pct"] = lambda x: "-" if x is None else f"{x * 100:.1f}%"
     env.globals["display"] = display
+    env.globals["folded"] = folded
     env.globals["same_call_floor"] = SAME_CALL_FLOOR
     env.globals["same_call_from"] = SAME_CALL_FROM
     env.globals["interval_rule"] = Markup(catalog.interval_words())

@@ -427,3 +427,30 @@ def test_a_plateau_change_that_rounds_to_nothing_has_no_sign():
     flat = plateau_words([run([28.24, 28.23])])  # type: ignore[list-item]
     assert flat == "taken at 1 GiB, on the plateau (within 0.05% of 512 MiB)"
     assert "(+0.7% from 512 MiB)" in plateau_words([run([350.0, 352.5])])  # type: ignore[list-item]
+
+
+def test_page_one_says_a_shared_withholding_reason_once():
+    """A screening decode bundle (2x H200, 2026-11-29) printed "one run a side is a screening"
+    in three sentences of one benchmark and pushed its figures off page 1: one sentence now
+    names the metrics, the pair and the reason; a verdict with its own reason stays apart."""
+    from kit.report.analysis.model import Benchmark, Verdict
+    from kit.report.analysis.verdicts import folded
+
+    why = "one run a side is a screening, not a finding (no confidence interval below 3)"
+    bench = Benchmark("decode-tp2", "llm_decode", "decode-tp2 (LLM decode)", {}, [])
+    pair = "p2p against no-p2p"
+    noisy = "the runs were noisy (CV 9%)"
+    bench.verdicts = [
+        Verdict("decode-tp2", "decode_tokens_per_s", "a", withheld=why, against=pair),
+        Verdict("decode-tp2", "tpot_median_ms", "b", withheld=noisy, against=pair),
+        Verdict("decode-tp2", "hbm_share_b1", "c", withheld=why, against=pair),
+    ]
+    page = folded(bench)
+    assert [v.sentence for v in page][1] == "b" and len(page) == 2
+    one = page[0].sentence
+    assert one.startswith("decode-tp2 (LLM decode): verdicts withheld on ")
+    assert one.count("screening") == 1 and "(p2p against no-p2p): " + why in one
+    for metric in ("decode_tokens_per_s", "hbm_share_b1"):
+        assert catalog.label(metric) in one
+    bench.verdicts = bench.verdicts[:2]
+    assert [v.sentence for v in folded(bench)] == ["a", "b"]  # nothing shared: as they were

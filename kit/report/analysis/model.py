@@ -75,6 +75,7 @@ class Verdict:
     failed: bool = False
     withheld: str = ""  # why the comparison is not a finding (noisy, drifting, failed runs)
     p2p: bool = False  # P2P on against P2P off: the P2P effect
+    against: str = ""  # "p2p against no-p2p", where a withheld verdict names the pair
 
 
 @dataclass

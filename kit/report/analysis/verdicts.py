@@ -123,8 +123,38 @@ def _compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) ->
             f"{bench.label}, {label}: verdict withheld ({a.name} against {b.name}): {why}. "
             "The per-variant figures are in its section; their ratio is not a finding."
         )
-        return Verdict(bench.name, metric, sentence, ratio, len(xs), withheld=why)
+        against = f"{a.name} against {b.name}"
+        return Verdict(bench.name, metric, sentence, ratio, len(xs), withheld=why, against=against)
     return Verdict(bench.name, metric, sentence, ratio, len(xs))
+
+
+def folded(bench: Benchmark) -> list[Verdict]:
+    """Page 1's verdicts of a benchmark: those withheld for one same reason, of one same pair,
+    said once ("verdicts withheld on throughput, time per token and HBM share (p2p against
+    no-p2p): one run a side is a screening ..."). A screening decode bundle printed the reason
+    four times over and pushed its decode figures off page 1. Its own section lists each."""
+    groups: dict[tuple[str, str], list[Verdict]] = {}
+    for v in bench.verdicts:
+        if v.withheld and v.against and not v.failed:
+            groups.setdefault((v.withheld, v.against), []).append(v)
+    out, said = [], set()
+    for v in bench.verdicts:
+        key = (v.withheld, v.against)
+        same = groups.get(key, [])
+        if len(same) < 2:
+            out.append(v)
+            continue
+        if key in said:
+            continue
+        said.add(key)
+        labels = [catalog.label(x.metric) for x in same]
+        listed = ", ".join(labels[:-1]) + " and " + labels[-1]
+        sentence = (
+            f"{bench.label}: verdicts withheld on {listed} ({v.against}): {v.withheld}. "
+            "The per-variant figures are in its section; their ratios are not findings."
+        )
+        out.append(Verdict(bench.name, v.metric, sentence, withheld=v.withheld, against=v.against))
+    return out
 
 
 def withheld_because(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> str:
