@@ -19,6 +19,7 @@ from kit.model import load_bundle  # noqa: E402
 from kit.refs.nccl_tests import parse, size_words  # noqa: E402
 from kit.report.analysis import bundle_benchmarks, size_table  # noqa: E402
 from kit.stats import paired_ratio, summarize  # noqa: E402
+from kit.workloads.registry import headline_metric  # noqa: E402
 
 EXAMPLES = ROOT / "reports" / "examples"
 MEASURED = ROOT / "reports" / "measurements"
@@ -70,12 +71,8 @@ def allreduce_table(
           + ", ".join(f"{v} {r:.3f}" for v, r in worst.items()))  # fmt: skip
 
 
-HEADLINE = {"allreduce": "busbw_largest", "copy_bandwidth": "device_local_gbps",
-            "matmul_ceiling": "tflops_bf16"}  # fmt: skip
-"""The figure each non-training benchmark's row shows (training workloads: throughput)."""
-
-
-def training_table(bundles: list[str], title: str = "Training workloads") -> None:
+def headline_table(bundles: list[str], title: str = "Training workloads") -> None:
+    """One row a benchmark and variant on its workload's headline metric (the report's)."""
     print(f"\n### {title} (median over repeats; each interval says what it is)\n")
     print(
         "| bundle | runtime | date | benchmark | variant | metric | median | interval | n | P2P effect (paired) |"
@@ -93,7 +90,7 @@ def training_table(bundles: list[str], title: str = "Training workloads") -> Non
             metric = "throughput"
             for r in results["runs"]:
                 if r["benchmark"] == bench and r["status"] == "ok":
-                    metric = HEADLINE.get(r["kind"], "throughput")
+                    metric = headline_metric(r["kind"])
                     m = r["metrics"][metric]
                     by_variant.setdefault(r["variant"], []).append(m["value"])
                     unit = m["unit"]
@@ -141,14 +138,18 @@ if __name__ == "__main__":
     allreduce_table("allreduce-h200x2-first", "2026-11-21-h200x2", 2, ref="nccl-tests-threads")
     allreduce_table("h200x4-allreduce", "2026-11-21-h200x4", 4)
     # the kit's Docker container first (2026-11-28), then the host runtime (2026-11-21: history)
-    training_table(["h200x2-allreduce-container", "h200x2-silicon-container",
-                    "h200x2-silicon-container-rerun"], "The kit's Docker container, 2x H200: all-reduce and silicon")  # fmt: skip
+    pinned = [
+        "h200x2-allreduce-container",
+        "h200x2-silicon-container",
+        "h200x2-silicon-container-rerun",
+    ]
+    headline_table(pinned, "The kit's Docker container, 2x H200: all-reduce and silicon")
     training = ["h200x2-gpt2-ddp-container", "h200x2-fsdp-llama-container",
                 "h200x2-fsdp-llama-container-rerun",
                 "h200x2-gpt2-ddp-host-20261128",
                 "h200x2-gpt2-ddp", "h200x2-fsdp-llama", "h200x2-resnet-ddp", "h200x4-fsdp-llama"]  # fmt: skip
-    training_table(training)
-    mfu_table(["h200x2-fsdp-llama-container", "h200x2-fsdp-llama-container-rerun", "h200x2-fsdp-llama", "h200x2-fsdp-llama-tuned",
-               "h200x4-fsdp-llama"])  # fmt: skip
+    headline_table(training)
+    mfu_table(["h200x2-fsdp-llama-container", "h200x2-fsdp-llama-container-rerun",
+               "h200x2-fsdp-llama", "h200x2-fsdp-llama-tuned", "h200x4-fsdp-llama"])  # fmt: skip
     overhead_table(["h200x2-allreduce", "h200x2-gpt2-ddp", "h200x2-fsdp-llama", "h200x2-resnet-ddp",
                     "h200x4-allreduce", "h200x4-fsdp-llama"])  # fmt: skip

@@ -144,8 +144,8 @@ MADE_WORDS = {
     "dockerfile_sha256": "Dockerfile {new} vs {old}",
     "lock_sha256": "lock file {new} vs {old}",
 }
-"""How a difference in the making of the image reads: not a version the runs read, and named as
-what it covers (a content hash alone says nothing to a reader who has not read the kit)."""
+"""How a difference in the making of the image (each of kit.env.diff.PINNED_KEYS) reads: not a
+version the runs read, and named as what it covers (a content hash alone says nothing to a reader who has not read the kit)."""
 
 
 def _made_words(d: Difference) -> str:
@@ -156,8 +156,7 @@ def _made_words(d: Difference) -> str:
         text = str(value)
         return text.removeprefix("sha256:")[:12]
 
-    template = MADE_WORDS.get(d.field, d.field + " {new} vs {old}")
-    return template.format(new=short(d.new), old=short(d.old))
+    return MADE_WORDS[d.field].format(new=short(d.new), old=short(d.old))
 
 
 def _short_id(image_id: str | None) -> str:
