@@ -86,7 +86,8 @@ stage() {
       busy_pid=$!
       sleep 15  # the load has its memory and runs before the first measurement
       tail -2 "$WORK/busy_gpu.log" | tee -a "$WORK/acceptance.log"
-      reproduce loaded; local code=$?
+      # the planted load is the point: preflight refuses a busy GPU unless told (2026-11-29 call 2)
+      reproduce loaded --allow gpu-busy; local code=$?
       stop_busy
       tail -2 "$WORK/busy_gpu.log" | tee -a "$WORK/acceptance.log"
       summary loaded --expect-named "$LOAD_GPU"
