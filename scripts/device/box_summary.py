@@ -5,7 +5,7 @@ whether the planted slow GPU was named (the machines have no Pango for the PDF).
     python3 scripts/device/box_summary.py BUNDLE [--expect-named GPU]
 
 --expect-named N: exit 1 unless GPU N (hardware.json's index; on the CPU, rank N) is named below
-the box's median and no other GPU is. Reads the bundle as every report does
+the median of the box's other GPUs and no other GPU is. Reads the bundle as every report does
 (kit.report.analysis.box.judge_bundle).
 """
 

@@ -1,6 +1,6 @@
 """The box judgement (kit.report.analysis.box) over a 4-GPU H100 bundle built here: each GPU
-against the shipped figure of its model and against the box's median, each pair against the
-pairs of its path. The numbers are made up for the test; they test the rule and the words,
+against the shipped figure of its model and against the median of the box's other GPUs, each
+pair against the other pairs of its path. The numbers are made up for the test; they test the rule and the words,
 not any machine."""
 
 from __future__ import annotations
@@ -129,13 +129,14 @@ def test_a_slow_gpu_is_named_with_its_uuid_bus_and_nvlinks_and_fails_its_referen
     assert not b.screening and b.repeats == 3
     gpu2 = b.rows[2]
     bf16 = gpu2.figures["tflops_bf16"]
-    assert bf16.median == pytest.approx(350) and bf16.box_median == pytest.approx(699)
+    assert bf16.median == pytest.approx(350) and bf16.others_median == pytest.approx(700)
     assert bf16.below and bf16.standing.verdict == "FAIL"  # 350 against 702.5 less 10%
     assert gpu2.verdict == "FAIL" and [r.name for r in b.rows if r.below] == ["GPU 2"]
     (named,) = b.outliers
     assert named.startswith(f"GPU 2 ({uuid(2)}, bus 0000:1a:00.0, NVLinks 18 of 18 up): ")
     assert (
-        "matmul bf16 alone 350 TFLOP/s, 50% below the box's median 699 (named beyond 10%)" in named
+        "matmul bf16 alone 350 TFLOP/s, 50% below the median of the 3 other GPUs, 700 (named "
+        "beyond 10%)" in named
     )
     for r in (b.rows[0], b.rows[1], b.rows[3]):  # the healthy ones pass their model's figures
         assert r.verdict == "PASS" and not r.below
@@ -145,6 +146,47 @@ def test_a_slow_gpu_is_named_with_its_uuid_bus_and_nvlinks_and_fails_its_referen
     assert (b.rows[0].power, b.rows[0].ecc) == ("700 W of 700", "on, 0 uncorrected since boot")
     assert b.rows[0].clocks == "SM max 1,980 MHz"
     assert b.link_outliers == [] and b.rows[0].weakest_pair == pytest.approx(370)
+
+
+def test_two_gpus_are_each_held_against_the_other_not_their_midpoint():
+    """2x H200 with a background load on GPU 1 (2026-11-29, the medians of its 3 repeats): page 1
+    read "932 GB/s, 38% below the box's median 1,515", a figure neither GPU measured, and the
+    healthy GPU "+38%"; the slow direction of the pair was named under GPU 0 as its "hub"."""
+    hw = hardware(n=2)
+    slow = {(0, 1): 28.4}  # the loaded GPU's copy engine, GPU 0 -> GPU 1
+    b = box(
+        steady([2099.0, 932.2]),
+        steady([697.7, 328.7]),
+        hw=hw,
+        pair=lambda a, c: slow.get((a, c), 365.0),
+    )
+    copy0, copy1 = (r.figures["local_gbps"] for r in b.rows)
+    assert copy1.others_median == pytest.approx(2099) and copy0.others_median == pytest.approx(
+        932.2
+    )
+    assert [r.name for r in b.rows if r.below] == ["GPU 1"]
+    (named,) = b.outliers
+    assert named == (
+        f"GPU 1 ({uuid(1)}, bus 0000:19:00.0, NVLinks 18 of 18 up): HBM copy 932 GB/s, 56% below "
+        "the other GPU's 2,099 (named beyond 5%); matmul bf16 alone 329 TFLOP/s, 53% below the "
+        "other GPU's 698 (named beyond 10%)"
+    )
+    assert copy1.vs_words == "-56% vs the others"
+    (link,) = b.link_outliers  # one pair, named as a link with both ends, no "hub"
+    assert link == (
+        "GPU 0 -> GPU 1 (NV18) copy engine one way 28.4 GB/s, 92% below the other pair on its "
+        f"path, 365 GB/s (named beyond 5%); its ends: GPU 0 ({uuid(0)}, bus 0000:18:00.0, "
+        f"NVLinks 18 of 18 up); GPU 1 ({uuid(1)}, bus 0000:19:00.0, NVLinks 18 of 18 up)"
+    )
+    both = [x for x in b.links if x.test == "ce_both_ways"]
+    assert len(both) == 1 and both[0].class_median is None  # one pair: nothing to hold it against
+
+
+def test_two_slow_gpus_of_three_do_not_hide_each_other():
+    """With the GPU itself in the median, two slow GPUs of three are the median."""
+    hw = hardware(n=3)
+    b = box(steady([1490.0, 900.0, 905.0]), steady([700.0, 700.0, 700.0]), hw=hw)
+    assert [r.name for r in b.rows if r.below] == ["GPU 1", "GPU 2"]
 
 
 def test_a_box_without_a_slow_gpu_names_none():
@@ -241,10 +283,11 @@ def test_a_pair_is_held_against_the_pairs_of_its_own_path():
     (one,) = b.link_outliers  # one sentence for the GPU the named pairs meet at
     assert one == (
         f"GPU 0 ({uuid(0)}, bus 0000:18:00.0, NVLinks 18 of 18 up) is in 2 pair figures more "
-        "than 5% below the median of the box's pairs on the same path: GPU 0 -> GPU 3 (NV18) "
-        "copy engine one way 300 GB/s, 19% below its path's median 370 GB/s; GPU 0 <-> GPU 3 "
-        "(NV18) copy engine both ways 600 GB/s, 19% below its path's median 740 GB/s; the other "
-        f"end: GPU 3 ({uuid(3)}, bus 0000:1b:00.0, NVLinks 18 of 18 up)"
+        "than 5% below the other pairs on the same path: GPU 0 -> GPU 3 (NV18) copy engine one "
+        "way 300 GB/s, 19% below the median of the 11 other pairs on its path, 370 GB/s; GPU 0 "
+        "<-> GPU 3 (NV18) copy engine both ways 600 GB/s, 19% below the median of the 5 other "
+        f"pairs on its path, 740 GB/s; the other end: GPU 3 ({uuid(3)}, bus 0000:1b:00.0, "
+        "NVLinks 18 of 18 up)"
     )
     assert b.rows[0].weakest_pair == 300 and b.rows[0].weakest_pair_named
     assert b.outliers == []  # the GPUs themselves are fine
@@ -270,10 +313,10 @@ def test_a_gpu_whose_every_pair_is_slow_is_named_once_with_its_pairs():
     (one,) = b.link_outliers
     assert one.startswith(
         f"GPU 3 ({uuid(3)}, bus 0000:1b:00.0, NVLinks 16 of 18 up) is in 21 pair figures more "
-        "than 5% below the median of the box's pairs on the same path: GPU 0 -> GPU 3 (NV18) "
-        "copy engine one way 330 GB/s, 11% below its path's median 370 GB/s; "
+        "than 5% below the other pairs on the same path: GPU 0 -> GPU 3 (NV18) copy engine one "
+        "way 330 GB/s, 11% below the median of the 55 other pairs on its path, 370 GB/s; "
     )
-    assert one.count(" GB/s, 11% below its path's median ") == 21  # 7 + 7 one way, 7 both
+    assert one.count(" GB/s, 11% below the median of the ") == 21  # 7 + 7 one way, 7 both
     assert b.rows[3].weakest_pair_named and b.rows[3].nvlinks == "16 of 18 up"
     assert b.outliers == []  # its own copies and matmuls are the box's
 

@@ -8,7 +8,11 @@ and hardware.json's power limit, ECC, clocks and NVLinks. Each figure is the med
 repeats, and stands twice: (a) against kit/refs/per_gpu.json's figure for the GPU's model
 (kit.refs.per_gpu.judge: kit.stats.acceptance's rule, PASS / FAIL / UNDECIDED by the interval, NOT
 COMPARABLE without a figure for the model and conditions) and (b) against the median of the
-box's GPUs: more than the margin below it, the GPU is named with its UUID, bus id and NVLinks.
+box's other GPUs: more than the margin below it, the GPU is named with its UUID, bus id and
+NVLinks. The others, not the whole box: with the GPU itself in the median, a 2-GPU box held each
+GPU against the midpoint of the two, a figure neither measured (2x H200 with a planted load,
+2026-11-29: "932 GB/s, 38% below the box's median 1,515", the healthy GPU "+38%"), and in a
+3-GPU box two slow GPUs made the median and hid each other.
 With fewer than 3 repeats the box is a screening: no PASS or FAIL, the slow ones still named.
 """
 
@@ -34,7 +38,7 @@ from kit.shared.gpu_specs import spec_for
 from kit.stats.acceptance import FAIL, MIN_RUNS, NOT_COMPARABLE, PASS, UNDECIDED, overall
 
 COPY_MARGIN = 0.05
-"""How far below the box's median a copy figure (HBM, host link, a GPU pair) may read before the
+"""How far below its peers' median a copy figure (HBM, host link, a GPU pair) may read before the
 GPU or link is named. One NVLink of the 18 an H100 or H200 has, down, costs its pairs 1/18 =
 5.6% of their bandwidth: 5% names a single lane down. The noise sits well inside it: the kit and
 nvbandwidth agreed to 1% on one H100, nvbandwidth with itself to 1.2% over two runs
@@ -58,7 +62,7 @@ COPY_FIGURES = (  # the copy worker's per-GPU figure, the words for it, the unit
 @dataclass
 class GpuFigure(HeldAgainstPeers):
     """One figure of one GPU: its value in each repeat, its standing against the model's
-    reference, and the box's median it is held against (None: no other GPU)."""
+    reference, and the median of the box's other GPUs it is held against (None: no other GPU)."""
 
     key: str
     label: str
@@ -66,23 +70,32 @@ class GpuFigure(HeldAgainstPeers):
     values: list[float]
     standing: Standing
     margin: float
-    box_median: float | None = None
+    others_median: float | None = None
+    others: int = 0  # how many other GPUs have this figure
 
     @property
     def peers_median(self) -> float | None:
-        return self.box_median
+        return self.others_median
+
+    @property
+    def others_words(self) -> str:
+        """ "the other GPU's 2,099", "the median of the 7 other GPUs, 702"."""
+        if self.others == 1:
+            return f"the other GPU's {_num(self.others_median)}"
+        return f"the median of the {self.others} other GPUs, {_num(self.others_median)}"
 
     @property
     def vs_words(self) -> str | None:
-        """ "-21% vs box", "at the box's median" (within half a percent), None: no box."""
+        """ "-21% vs the others", "at the others' median" (within half a percent), None: no other
+        GPU."""
         x = self.vs_peers
         if x is None:
             return None
-        return "at the box's median" if abs(x) < 0.005 else f"{x:+.0%} vs box"
+        return "at the others' median" if abs(x) < 0.005 else f"{x:+.0%} vs the others"
 
     @property
     def vs_short(self) -> str:
-        """Page 1's cell: "-21%", "" within half a percent of the box's median or without one."""
+        """Page 1's cell: "-21%", "" within half a percent of the others' median or without one."""
         x = self.vs_peers
         return "" if x is None or abs(x) < 0.005 else f"{x:+.0%}"
 
@@ -229,7 +242,7 @@ class Box:
 
     @property
     def outliers(self) -> list[str]:
-        """One sentence per GPU named below the box's median."""
+        """One sentence per GPU named below the median of the box's other GPUs."""
         return [named_sentence(r) for r in self.rows if r.below]
 
     @property
@@ -240,10 +253,10 @@ class Box:
 
 def named_sentence(row: GpuRow) -> str:
     """ "GPU 1 (GPU-…, bus …, NVLinks 18 of 18 up): matmul bf16 alone 351 TFLOP/s, 50% below
-    the box's median 702 (named beyond 10%)"."""
+    the median of the 3 other GPUs, 702 (named beyond 10%)"."""
     parts = [
-        f"{f.label} {_num(f.median)} {f.unit}, {-(f.vs_peers or 0):.0%} below the box's median "
-        f"{_num(f.box_median)} (named beyond {f.margin:.0%})"
+        f"{f.label} {_num(f.median)} {f.unit}, {-(f.vs_peers or 0):.0%} below {f.others_words} "
+        f"(named beyond {f.margin:.0%})"
         for f in row.below
     ]
     return f"{row.identity}: " + "; ".join(parts)
@@ -321,11 +334,10 @@ def judge_box(benches: list[Benchmark], hardware: Hardware | None, smoke: bool) 
             values = per_gpu[i] if i < len(per_gpu) else []
             standing = judge(row.model, key, values, cond, on_cpu, smoke, "TFLOP/s")
             row.figures[key] = GpuFigure(key, label, "TFLOP/s", values, standing, MATMUL_MARGIN)
-    for key, *_ in columns:  # each figure against the median of the box's GPUs
-        mids = [m for r in rows if (m := r.figures[key].median) is not None]
-        if len(mids) >= 2:
-            for r in rows:
-                r.figures[key].box_median = median(mids)
+    for key, *_ in columns:  # each figure against the median of the box's other GPUs
+        for r in rows:
+            mids = [m for o in rows if o is not r and (m := o.figures[key].median) is not None]
+            r.figures[key].others_median, r.figures[key].others = median(mids), len(mids)
     links = links_of(copy, gpus, hardware, COPY_MARGIN)
     for row in rows:
         row.weakest_pair, row.weakest_pair_named = weakest_pair(links, row.position)
@@ -351,7 +363,7 @@ def _notes(box: Box, n: int) -> list[str]:
         out.append(
             f"Screening: {box.repeats} repeat{'s' if box.repeats != 1 else ''} per figure, so "
             f"no PASS or FAIL against the model's reference (it takes {MIN_RUNS} for an "
-            "interval); a GPU or link below the box's median is still named, from these runs."
+            "interval); a GPU or link below the median of its peers is still named, from these runs."
         )
     if n == 1:
         out.append("One GPU: there is no other GPU in the box to hold it against.")

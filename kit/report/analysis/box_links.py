@@ -1,5 +1,6 @@
 """The box's GPU pairs: each pair's copy-engine bandwidth (one way per ordered pair, both ways per
-unordered one) against the median of the box's pairs that take the same path. Pairs on different
+unordered one) against the median of the box's other pairs that take the same path (the others:
+on 2 GPUs a median with the pair itself in it is the midpoint of the two directions). Pairs on different
 paths are never held against each other: on a PCIe box, or a bridged NVLink one, a pair across
 the CPUs is slower by design (hardware.json's topology, in nvidia-smi topo -m words: every NV#
 is the NVLink path, so a pair with a lane down, NV17 among NV18s, is held against the others)."""
@@ -21,7 +22,7 @@ LINK_TESTS = (  # the pair matrix, its words, how a pair is written
 @dataclass
 class LinkRow(HeldAgainstPeers):
     """One GPU pair in one test: its value in each repeat, its path, and the median of the
-    box's pairs on that path in that test."""
+    box's other pairs on that path in that test."""
 
     a: int  # positions in the runs (kit.report.analysis.gpu_figures)
     b: int
@@ -32,6 +33,7 @@ class LinkRow(HeldAgainstPeers):
     values: list[float]
     margin: float
     class_median: float | None = None
+    others: int = 0  # how many other pairs took its path in its test
 
     @property
     def path_class(self) -> str:
@@ -45,13 +47,17 @@ class LinkRow(HeldAgainstPeers):
         return self.class_median
 
     def words(self, identities: list[str]) -> str:
-        """ "GPU 0 -> GPU 3 (NV18) copy engine one way 300 GB/s, 19% below its path's median
-        370 GB/s"."""
+        """ "GPU 0 -> GPU 3 (NV18) copy engine one way 300 GB/s, 19% below the median of the 11
+        other pairs on its path, 370 GB/s"."""
         path = f" ({self.path})" if self.path else ""
+        others = (
+            "the other pair on its path"
+            if self.others == 1
+            else f"the median of the {self.others} other pairs on its path"
+        )
         return (
             f"{self.pair_words(identities)}{path} {self.label} {median_words(self.median)} GB/s, "
-            f"{-(self.vs_peers or 0):.0%} below its path's median "
-            f"{median_words(self.class_median)} GB/s"
+            f"{-(self.vs_peers or 0):.0%} below {others}, {median_words(self.class_median)} GB/s"
         )
 
     def pair_words(self, identities: list[str]) -> str:
@@ -76,7 +82,7 @@ def _path(hardware: Hardware | None, ga: Gpu | None, gb: Gpu | None) -> str | No
 def links_of(
     copy_runs: list[RunResult], gpus: list[Gpu | None], hardware: Hardware | None, margin: float
 ) -> list[LinkRow]:
-    """Every measured pair of LINK_TESTS, each with the median of its path's pairs."""
+    """Every measured pair of LINK_TESTS, each with the median of its path's other pairs."""
     out: list[LinkRow] = []
     for test, label, arrow in LINK_TESTS:
         cells = pair_values(copy_runs, test) or []
@@ -92,16 +98,18 @@ def links_of(
                 )
         for link in found:
             same = [
-                m for x in found if x.path_class == link.path_class and (m := x.median) is not None
+                m
+                for x in found
+                if x is not link and x.path_class == link.path_class and (m := x.median) is not None
             ]
-            link.class_median = median(same) if len(same) >= 2 else None
+            link.class_median, link.others = median(same), len(same)
         out += found
     return out
 
 
 def weakest_pair(links: list[LinkRow], position: int) -> tuple[float | None, bool]:
     """A GPU's slowest pair, copy engine one way (as source or destination), and whether any
-    pair it is in was named below its path's median."""
+    pair it is in was named below its path's other pairs."""
     mine = [x for x in links if position in (x.a, x.b)]
     one_way = [m for x in mine if x.test == "ce_one_way" and (m := x.median) is not None]
     return (min(one_way) if one_way else None), any(x.below for x in mine)
@@ -124,9 +132,14 @@ def named_links(links: list[LinkRow], identities: list[str]) -> list[str]:
         others = sorted({end for x in mine for end in (x.a, x.b)} - {hub})
         ends = "; ".join(identities[i] for i in others if i < len(identities))
         who = identities[hub] if hub < len(identities) else f"GPU {hub}"
+        if len(mine) == 1:
+            (x,) = mine
+            both = "; ".join(identities[i] for i in (x.a, x.b) if i < len(identities))
+            out.append(f"{x.words(identities)} (named beyond {x.margin:.0%}); its ends: {both}")
+            continue
         out.append(
-            f"{who} is in {len(mine)} pair figure{'s' if len(mine) > 1 else ''} more than "
-            f"{mine[0].margin:.0%} below the median of the box's pairs on the same path: "
+            f"{who} is in {len(mine)} pair figures more than {mine[0].margin:.0%} below the "
+            "other pairs on the same path: "
             + "; ".join(x.words(identities) for x in mine)
             + f"; the other end{'s' if len(others) > 1 else ''}: {ends}"
         )
