@@ -154,6 +154,19 @@ class Phrase:
 
 
 @dataclass(frozen=True)
+class Beside:
+    """One column page 1 shows beside a workload's headline: a metric, the heading it goes by
+    there (page 1 holds the verdicts and one table a benchmark across an A4 page: the catalog's
+    full words, seven columns of them, pushed decode's table to page 2), and optionally a second
+    metric said under it with its own short words ("p90 3.146 ms" under the median time)."""
+
+    metric: str
+    heading: str
+    under: str | None = None
+    under_words: str = ""
+
+
+@dataclass(frozen=True)
 class Silent:
     """When a run moves no data between GPUs, read from a fact its result recorded under `name`
     (its parameter of that name else): `value` there means none moves (decode with tp 1: every
@@ -176,8 +189,8 @@ class WorkloadSpec:
     figures: its figure kind, a name in kit.report.kinds.KINDS, which says what the report and
     compare draw and print for it ("sweep", "training", "matrix", "ceiling").
     ran: what the report's "what ran" line says of its runs, in order (Phrase).
-    page1: metrics page 1 shows beside the headline, per variant (decode: the batch-1 time per
-    output token and tokens/s, which the largest-batch headline does not say).
+    page1: columns page 1 shows beside the headline, per variant (Beside; decode: the batch-1
+    time per output token and tokens/s, which the largest-batch headline does not say).
     silent: when its runs move no data between GPUs (Silent): no P2P verdict is given for them.
     method: the workload's paragraph on the report's Method page, a Jinja template that sees `a`
     (facts read from the runs: label, params, world, backend, timing, bus_factor, ...) and `s`
@@ -195,7 +208,7 @@ class WorkloadSpec:
     secondary: tuple[str, ...] = ()
     sweep: Sweep | None = None
     ran: tuple[Phrase, ...] = ()
-    page1: tuple[str, ...] = ()
+    page1: tuple[Beside, ...] = ()
     silent: Silent | None = None
     smoke_model: bool = False  # a smoke run builds a smaller model than the label names
 

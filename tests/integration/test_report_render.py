@@ -726,3 +726,20 @@ def test_one_run_a_side_is_a_screening_and_no_finding(tmp_path):
     assert full  # the two-repeat original: still a screening (fewer than 3), said the same way
     text = " ".join(pdf_text(tmp_path / "full" / "report.pdf").split("\f")[0].split())
     assert "Evidence: Screening: 2 finished runs per variant" in text
+
+
+def test_a_decode_reports_page_1_holds_its_decode_figures(tmp_path):
+    """2x H200, decode-tp2 in the pinned container (2026-11-29): page 1 ended at the P2P verdicts
+    and the decode table, ten columns of the catalog's full words, went whole to page 2. Page 1
+    holds both variants' batch-1 time per token (with its p90), tokens/s and HBM share now."""
+    dst = tmp_path / "decode"
+    shutil.copytree(ROOT / "reports" / "examples" / "h200x2-decode-tp2-container", dst)
+    render_bundle(Bundle.load(dst))
+    first = " ".join(PdfReader(dst / "report.pdf").pages[0].extract_text().split())
+    assert "LLM decode variant" in first
+    for variant, tpot, p90 in (
+        ("p2p", "3.14 ms", "p90 3.146 ms"),
+        ("no-p2p", "3.404 ms", "p90 3.414 ms"),
+    ):
+        assert f"{variant} 3 of 3 runs" in first and tpot in first and p90 in first
+    assert "50.0 %" in first and "46.2 %" in first  # batch-1 reads against the datasheet HBM

@@ -43,24 +43,27 @@ def test_page_1_says_what_ran_and_the_batch_1_figures():
     assert "parameters not recorded" not in first
     for tp in (1, 2):
         assert RAN.format(tp) + " on 2 processes" in first
-    assert "time per output token at batch 1 (median)" in first
-    assert "decode throughput at batch 1" in first
+    assert "time per token, batch 1" in first and "p90 " in first
+    assert "tokens/s at batch 1" in first
     runs = load_bundle(DECODE).results.runs
     for bench in _benches():
         summary = analysis.summarize_bench(bench, load_bundle(DECODE).hardware, "")
         assert summary.beside == [  # no HBM share on the CPU: no datasheet HBM figure
-            "time per output token at batch 1 (median)",
-            "time per output token at batch 1 (p90)",
-            "decode throughput at batch 1",
+            "time per token, batch 1",  # page 1's short headings (kit.workloads.base.Beside)
+            "tokens/s at batch 1",
             SEQUENCE,
         ]
         for vs in summary.variants:
             mine = [r for r in runs if (r.benchmark, r.variant) == (bench.name, vs.variant)]
-            tpot = vs.beside["time per output token at batch 1 (median)"]
+            tpot = vs.beside["time per token, batch 1"]
             assert tpot["unit"] == "ms" and tpot["median"] == statistics.median(
                 r.metrics["tpot_median_ms"].value for r in mine
             )
-            b1 = vs.beside["decode throughput at batch 1"]["median"]
+            # the p90 under the median, from its own metric
+            assert tpot["under"]["words"] == "p90" and tpot["under"]["median"] == statistics.median(
+                r.metrics["tpot_p90_ms"].value for r in mine
+            )
+            b1 = vs.beside["tokens/s at batch 1"]["median"]
             assert b1 == statistics.median(r.metrics["decode_tokens_per_s_b1"].value for r in mine)
             # one stream's speed (the report review, 1): DP's batch-1 tokens/s adds streams up
             one = vs.beside[SEQUENCE]
@@ -90,7 +93,7 @@ def test_the_pdf_page_1_shows_them(tmp_path):
     first = re.sub(r"\s+", " ", " ".join(page.extract_text() for page in pages))
     first = first[: first.index("The variants")]
     assert "parameters not recorded" not in first
-    assert "time per output token at batch 1" in first
+    assert "time per token, batch 1" in first
     assert SILENT in first
 
 
@@ -137,7 +140,7 @@ def test_one_model_copy_prints_its_batch_1_tokens_per_s_once():
     results = data.results.model_copy(update={"runs": runs})
     for bench in analysis.build_benchmarks(results, data.recipe):
         summary = analysis.summarize_bench(bench, data.hardware, "")
-        assert "decode throughput at batch 1" in summary.beside
+        assert "tokens/s at batch 1" in summary.beside
         assert SEQUENCE not in summary.beside
 
 

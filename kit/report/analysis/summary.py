@@ -96,6 +96,8 @@ class VariantSummary:
     median: float | None
     per_gpu: float | None = None
     interval: str = ""
+    ends: str = ""  # the interval's ends alone, for a table that names its kind once
+    interval_kind: str = ""  # "95% t-interval of the geometric mean, n=3"
     j_per_unit: float | None = None
     units_per_kwh: float | None = None
     work_unit: str = ""
@@ -130,13 +132,22 @@ class BenchSummary:
 
 def beside(bench: Benchmark, variant: str) -> dict[str, dict[str, Any]]:
     """The metrics the workload shows beside its headline on page 1 (WorkloadSpec.page1: decode's
-    batch-1 time per output token and tokens/s), by label: median, unit, interval words."""
-    out = {}
-    for name in bench.spec.page1 if bench.spec else ():
-        row = (bench.metrics.get(name) or {}).get(variant)
-        if row is not None and row.summary is not None:
-            s = row.summary
-            out[row.label] = {"median": s.median, "unit": row.unit, "interval": s.ends()}
+    batch-1 time per output token and tokens/s), by page 1's heading: median, unit, interval
+    words, and the figure said under it (`under`: words, median, unit) where the column has one."""
+    out: dict[str, dict[str, Any]] = {}
+    for col in bench.spec.page1 if bench.spec else ():
+        row = (bench.metrics.get(col.metric) or {}).get(variant)
+        if row is None or row.summary is None:
+            continue
+        s = row.summary
+        out[col.heading] = {"median": s.median, "unit": row.unit, "interval": s.ends()}
+        low = (bench.metrics.get(col.under) or {}).get(variant) if col.under else None
+        if low is not None and low.summary is not None:
+            out[col.heading]["under"] = {
+                "words": col.under_words,
+                "median": low.summary.median,
+                "unit": low.unit,
+            }
     tpot = (bench.metrics.get("tpot_median_ms") or {}).get(variant)
     b1 = (bench.metrics.get("decode_tokens_per_s_b1") or {}).get(variant)
     if tpot is not None and tpot.values and all(x > 0 for x in tpot.values):
@@ -154,7 +165,7 @@ def _within(a: float, b: float, share: float = 0.005) -> bool:
     return abs(a - b) <= share * max(abs(a), abs(b))
 
 
-SEQUENCE = "one sequence's tokens/s at batch 1 (1 / time per output token)"
+SEQUENCE = "one sequence's tokens/s, batch 1 (1 / time per token)"
 
 
 def variant_definition(v: VariantBlock) -> str:
@@ -289,6 +300,8 @@ def summarize_bench(
             unit=row.unit if row is not None else "",
             median=s.median if s is not None else None,
             interval=s.words() if s is not None else "",
+            ends=s.ends() if s is not None else "",
+            interval_kind=s.centred_label() if s is not None else "",
             transports=used.get(v.name, []),
             settings=[x for x in mine if x not in common],
             beside=beside(bench, v.name),

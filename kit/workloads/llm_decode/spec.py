@@ -1,7 +1,7 @@
 """The LLM decode workload as the driver sees it: serving throughput against batch, latency and
 the memory reads a batch-1 step makes."""
 
-from kit.workloads.base import Phrase, Silent, WorkloadSpec, metrics
+from kit.workloads.base import Beside, Phrase, Silent, WorkloadSpec, metrics
 from kit.workloads.llm_decode.params import LlmDecodeParams
 
 METHOD = """\
@@ -49,13 +49,10 @@ SPEC = WorkloadSpec(
     headline="decode_tokens_per_s",
     secondary=("decode_tokens_per_s_b1", "hbm_share_b1"),
     page1=(
-        "tpot_median_ms",
-        "tpot_p90_ms",
-        "decode_tokens_per_s_b1",
-        "hbm_share_b1",
-        "j_per_token_b1",
-        "j_per_token",
-        "max_batch_fit",
+        Beside("tpot_median_ms", "time per token, batch 1", "tpot_p90_ms", "p90"),
+        Beside("decode_tokens_per_s_b1", "tokens/s at batch 1"),
+        Beside("hbm_share_b1", "batch-1 reads / datasheet HBM"),
+        Beside("max_batch_fit", "largest batch that fits"),
     ),
     ran=(
         Phrase(("num_layers",), "{} layers"),
