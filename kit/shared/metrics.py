@@ -203,6 +203,22 @@ CATALOG: dict[str, Metric] = {
             bound="memory",
         ),
         Metric(
+            "tpot_local_ms_b1",
+            "time per output token at batch 1 without the all-reduces (tensor parallel)",
+            "ms",
+            False,
+            **_FAST,
+            bound="memory",
+        ),
+        Metric(
+            "tp_comm_ms_b1",
+            "tensor-parallel communication per output token at batch 1",
+            "ms",
+            False,
+            **_FAST,
+            bound="link",
+        ),
+        Metric(
             "max_batch_fit",
             "largest batch whose KV cache fits",
             "sequences",

@@ -88,6 +88,17 @@ def test_every_run_records_the_decode_metrics(bundle):
         # the CPU has no HBM and no memory to fill: said, never a number
         assert "hbm_share_b1" not in m and "max_batch_fit" not in m and d["fit"] is None
         assert "largest batch that fits: measured on a GPU only" in run["notes"]
+        # tensor parallel's communication at batch 1, by difference with the step timed again
+        # without its all-reduces; data parallel has none to time
+        if name == "decode-dp":
+            assert "tpot_local_ms_b1" not in m and "tp_comm_ms_b1" not in m
+            assert d["local_step_b1"] is None
+            continue
+        alone = m["tpot_local_ms_b1"]["value"]
+        assert alone == pytest.approx(d["local_step_b1"]["tpot_median_s"] * 1e3)
+        assert 0 < alone < m["tpot_median_ms"]["value"]  # gloo's all-reduces are not free
+        assert m["tp_comm_ms_b1"]["value"] == pytest.approx(m["tpot_median_ms"]["value"] - alone)
+        assert m["tp_comm_ms_b1"]["higher_is_better"] is False
 
 
 def test_tensor_parallel_gives_the_logits_of_one_rank(bundle):

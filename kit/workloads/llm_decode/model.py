@@ -138,6 +138,9 @@ class Llama:
         self.norm = torch.ones(p.hidden_size, device=device, dtype=self.dtype)
         self.head = rows(w.full(p.vocab_size, p.hidden_size), shard)
         self.rope: torch.Tensor | None = None
+        # set while the communication time is measured: every step's all-reduces and the
+        # logits' all-gather left out, each rank computing its shard alone
+        self.local_only = False
 
     def weight_bytes(self) -> int:
         """Bytes of weights a decode step reads on this rank (the embedding table excluded:
@@ -160,14 +163,14 @@ class Llama:
         return F.rms_norm(x, (x.shape[-1],), w, self.p.rms_eps)
 
     def _reduce(self, x: torch.Tensor, collectives: bool) -> torch.Tensor:
-        if self.shard.size > 1 and collectives:
+        if self.shard.size > 1 and collectives and not self.local_only:
             dist.all_reduce(x, group=self.shard.group)
         return x
 
     def _logits(self, h: torch.Tensor, collectives: bool) -> torch.Tensor:
         """[B, vocab] logits of the last positions, fp32 (gathered across the group)."""
         local = F.linear(self._norm(h, self.norm), self.head).float()
-        if self.shard.size == 1 or not collectives:
+        if self.shard.size == 1 or not collectives or self.local_only:
             return local
         b, cols_here = local.shape
         parts = torch.empty(

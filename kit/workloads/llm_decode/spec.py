@@ -32,7 +32,11 @@ of every position already written, the mean over the steps) over the mean step t
 datasheet HBM bandwidth of the GPU (kit.shared.gpu_specs) and, where this bundle measured it, the
 device-local copy traffic of the silicon section. <b>Largest batch that fits</b>: the largest batch
 whose KV cache of {{ a.params.fit_seq_len }} positions and one decode step fit beside the weights
-(doubling, then bisection, up to {{ a.params.fit_max_batch }}). <b>Energy per output token</b> (GPU
+(doubling, then bisection, up to {{ a.params.fit_max_batch }}). <b>Tensor-parallel communication
+at batch 1</b> (tp 2 or more): the batch-1 step captured and timed again the same way with its
+all-reduces and the logits' all-gather left out, each rank computing its shard alone; the time per
+output token less that step's is what the collectives cost a token as the step ran them (their own
+time and any wait they expose), with peer-to-peer on or off. <b>Energy per output token</b> (GPU
 only): NVML's total-energy counter of every GPU the runs drove, read after a synchronize at the
 edges of a batch size's timed generations, over the tokens every model copy generated in them
 (each generation's prefill included: an output token's cost with its share of its prompt); GPU
@@ -79,6 +83,8 @@ SPEC = WorkloadSpec(
         "prefill_tokens_per_s",
         "tpot_median_ms",
         "tpot_p90_ms",
+        "tpot_local_ms_b1",
+        "tp_comm_ms_b1",
         "max_batch_fit",
         "decode_read_gbps_b1",
         "hbm_share_b1",

@@ -245,6 +245,35 @@ def measure_batch(
     return out
 
 
+def local_step(ctx: Context, model: Llama, p: LlmDecodeParams) -> dict[str, Any]:
+    """Tensor parallel's communication at batch 1, by difference: the same step, captured and
+    timed the same way with its all-reduces and the logits' all-gather left out (each rank
+    computing its shard alone). The measured step less this one is what the collectives cost a
+    token, as the step ran them (their own time and any wait they expose), P2P on or off."""
+    model.local_only = True
+    try:
+        gen = Generation(model, 1, p.prompt_len, p.decode_steps)
+        rng = torch.Generator(device=ctx.device).manual_seed(p.seed * 7919 + 1)
+        prompt = torch.randint(0, p.vocab_size, (1, p.prompt_len), device=ctx.device, generator=rng)
+        gen.start(prompt)
+        step, _ = stepper(ctx, gen, p.step_mode, [])
+        for _ in range(p.warmup):
+            generate(ctx, gen, step, prompt, p.decode_steps)
+        steps: list[float] = []
+        with FrozenHeap():
+            for _ in range(p.trials):
+                dist.barrier()
+                ctx.synchronize()
+                steps += generate(ctx, gen, step, prompt, p.decode_steps)[1]
+        del gen, step
+    finally:
+        model.local_only = False
+    if ctx.is_cuda:
+        torch.cuda.empty_cache()
+    steps = _reduce(ctx, steps, dist.ReduceOp.MAX)  # the slowest rank's, as the step's are
+    return {"tpot_median_s": statistics.median(steps), "tpot_p90_s": _p90(steps)}
+
+
 def probe(ctx: Context, model: Llama, p: LlmDecodeParams) -> dict[str, Any]:
     """Logits and greedy tokens of one fixed prompt at batch 1, eager: the same on any tp
     up to rounding (the tests hold a tensor-parallel run against a one-rank run)."""
@@ -319,6 +348,8 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     counter = EnergyCounter.open(ctx.local_rank) if ctx.is_cuda else None
     batches = [measure_batch(ctx, model, p, b, groups, notes, counter) for b in p.batch_sizes]
     window = [mono_t0, time.monotonic()]
+    one = next((x for x in batches if x["batch"] == 1), None)
+    local = local_step(ctx, model, p) if p.tp > 1 and one is not None else None
     if counter is not None:
         counter.close()
     probed = probe(ctx, model, p)
@@ -329,7 +360,6 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     gpu = torch.cuda.get_device_name(ctx.device) if ctx.is_cuda else None
     spec = spec_for(gpu)
     hbm = spec.hbm_gbs if spec and spec.hbm_gbs else None
-    one = next((x for x in batches if x["batch"] == 1), None)
     top = max(batches, key=lambda x: x["batch"])
     metrics = {
         "decode_tokens_per_s": record("decode_tokens_per_s", top["decode_tokens_per_s"]),
@@ -344,6 +374,17 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         }
         if hbm:
             metrics["hbm_share_b1"] = record("hbm_share_b1", one["read_gbps"] / hbm)
+        if local is not None:
+            alone = local["tpot_median_s"] * 1e3
+            metrics["tpot_local_ms_b1"] = record("tpot_local_ms_b1", alone)
+            comm = one["tpot_median_s"] * 1e3 - alone
+            if comm > 0:  # a difference: at or below zero it is inside the steps' noise
+                metrics["tp_comm_ms_b1"] = record("tp_comm_ms_b1", comm)
+            else:
+                ctx.notes.append(
+                    f"tensor-parallel communication at batch 1 not measurable: the step without "
+                    f"its all-reduces took {alone:.3f} ms, the step {one['tpot_median_s'] * 1e3:.3f}"
+                )
         if one["energy"]["j_per_token"] is not None:
             metrics["j_per_token_b1"] = record("j_per_token_b1", one["energy"]["j_per_token"])
     if top["energy"]["j_per_token"] is not None:
@@ -369,6 +410,7 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         "headline_batch": top["batch"],
         "batches": batches,
         "probe": probed,
+        "local_step_b1": local,
         "fit": fit,
         "gpu": gpu,
         "hbm_gbs": hbm,
