@@ -19,6 +19,8 @@ import os
 import threading
 from pathlib import Path
 
+from kit.shared import stop
+
 INTERVAL_S = 1.0
 STALE_S = 8.0
 FILE = "heartbeat"
@@ -60,7 +62,7 @@ class Heartbeat:
         """Start the beating thread (idempotent)."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="kit-heartbeat", daemon=True)
-            self._thread.start()
+            stop.start_thread(self._thread)
 
     def __enter__(self) -> Heartbeat:
         self.touch()

@@ -100,3 +100,13 @@ def held() -> Iterator[None]:
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)
         if deferred:
             signal.raise_signal(deferred[0])
+
+
+def start_thread(thread: threading.Thread) -> None:
+    """Start a driver thread with stop signals held. A handler that raises while Thread.start
+    runs, just after the new thread exists, makes start() drop the thread from threading's table
+    as if it had never started; the new thread then dies on a KeyError ("Exception ignored in
+    thread started by ... kit-heartbeat", a SIGTERM under load, 2026-11-29). Held, the signal's
+    handler runs once start() has returned."""
+    with held():
+        thread.start()

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,47 @@ def test_a_stop_signal_waits_for_a_held_block_then_raises():
     finally:
         signal.signal(signal.SIGTERM, previous)
         release.set()
+
+
+def test_a_stop_signal_while_a_thread_starts_never_kills_the_thread(monkeypatch):
+    """A SIGTERM whose handler raised just as Thread.start had made the thread: start() dropped
+    it from threading's table and the heartbeat thread died on a KeyError, printing a traceback
+    beside the run's line (make test under load, 2026-11-29). The signal lands there on purpose
+    here: the real start, then the signal, inside threading's _start_new_thread."""
+    import threading
+
+    from kit.shared import stop
+
+    real = threading._start_new_thread
+
+    def start_then_signal(*args, **kwargs):
+        ident = real(*args, **kwargs)
+        signal.raise_signal(signal.SIGTERM)  # runs the Python handler before returning
+        return ident
+
+    def terminate(signum, frame):
+        raise stop.Terminated(signum)
+
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    monkeypatch.setattr(threading, "_start_new_thread", start_then_signal)
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        ran = threading.Event()
+        thread = threading.Thread(target=ran.set, daemon=True)
+        with pytest.raises(stop.Terminated):
+            stop.start_thread(thread)  # the handler runs once start() has returned
+        assert ran.wait(10) and thread.ident is not None
+        thread.join(10)
+        assert unraisable == []  # no "Exception ignored in thread started by"
+        # the same signal at the same moment of a plain start: the thread never runs its target
+        plain = threading.Thread(target=ran.clear, daemon=True)
+        with pytest.raises(stop.Terminated):
+            plain.start()
+        for _ in range(1000):
+            if unraisable:
+                break
+            time.sleep(0.01)
+        assert [type(u.exc_value) for u in unraisable] == [KeyError] and ran.is_set()
+    finally:
+        signal.signal(signal.SIGTERM, previous)

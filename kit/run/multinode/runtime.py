@@ -72,7 +72,7 @@ from kit.runtime.containers.docker import DockerContainer, fault_reason, faults,
 from kit.runtime.images import fingerprint as fp
 from kit.runtime.images import image as images
 from kit.runtime.launch import MOUNT
-from kit.shared import files
+from kit.shared import files, stop
 from kit.shared.engines import Engine
 
 # --- the runtime ------------------------------------------------------------------------------
@@ -259,7 +259,7 @@ class MultiNodeRuntime:
                     for c, log in zip(containers, logs, strict=True)
                 ]
                 for s in streamers:
-                    s.start()
+                    stop.start_thread(s)
                 states, failed, timed_out = watch(containers, timeout_s)
                 if failed is not None or timed_out:
                     stop_all(containers, states)

@@ -115,7 +115,7 @@ class ExitWatch:
         self._status: dict[str, Any] | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._read, name="kit-exit", daemon=True)
-        self._thread.start()
+        stop.start_thread(self._thread)
 
     def _read(self) -> None:
         try:
@@ -182,7 +182,7 @@ class Running:
         self.started = time.time()
         self.stopped = False  # the driver stopped it (its kill is not someone else's)
         self.streamer = threading.Thread(target=self._stream, args=(output, log), daemon=True)
-        self.streamer.start()
+        stop.start_thread(self.streamer)
 
     def _stream(self, output: Any, log: IO[bytes]) -> None:
         try:

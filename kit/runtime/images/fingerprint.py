@@ -21,6 +21,7 @@ from kit.runtime.containers.docker import (
     start_removed_on_exit,
 )
 from kit.runtime.images.image import Image
+from kit.shared import stop
 
 # --- fingerprint ------------------------------------------------------------------------------
 
@@ -68,7 +69,7 @@ def probe(
                         kept.append(part)
 
     reader = threading.Thread(target=read, name="kit-probe-output", daemon=True)
-    reader.start()
+    stop.start_thread(reader)
     try:
         code = exit.code(wait_s)
         reader.join(timeout=10)
