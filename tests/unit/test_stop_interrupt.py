@@ -134,14 +134,17 @@ def test_a_stop_signal_while_a_thread_starts_never_kills_the_thread(monkeypatch)
         assert ran.wait(10) and thread.ident is not None
         thread.join(10)
         assert unraisable == []  # no "Exception ignored in thread started by"
-        # the same signal at the same moment of a plain start: the thread never runs its target
-        plain = threading.Thread(target=ran.clear, daemon=True)
-        with pytest.raises(stop.Terminated):
+        # the same signal at the same moment of a plain start: start() and the new thread both
+        # take the thread out of threading's table, and whichever comes second gets a KeyError
+        # (the new thread's is printed as "Exception ignored"; start()'s replaces the signal's)
+        plain = threading.Thread(target=lambda: None, daemon=True)
+        with pytest.raises((stop.Terminated, KeyError)) as raised:
             plain.start()
         for _ in range(1000):
-            if unraisable:
+            if unraisable or raised.type is KeyError:
                 break
             time.sleep(0.01)
-        assert [type(u.exc_value) for u in unraisable] == [KeyError] and ran.is_set()
+        broken = [type(u.exc_value) for u in unraisable] + [raised.type]
+        assert KeyError in broken, broken
     finally:
         signal.signal(signal.SIGTERM, previous)
