@@ -191,6 +191,7 @@ def measure_batch(
     groups: int,
     notes: list[str],
     counter: EnergyCounter | None = None,
+    what: str = "",
 ) -> dict[str, Any]:
     gen = Generation(model, batch, p.prompt_len, p.decode_steps)
     rng = torch.Generator(device=ctx.device).manual_seed(p.seed * 7919 + batch)
@@ -235,7 +236,7 @@ def measure_batch(
         "step_mode": ran,
     }
     ctx.log(
-        f"batch {batch}: prefill {out['prefill_tokens_per_s']:,.0f} tokens/s, decode "
+        f"{what}batch {batch}: prefill {out['prefill_tokens_per_s']:,.0f} tokens/s, decode "
         f"{out['decode_tokens_per_s']:,.1f} tokens/s, TPOT {out['tpot_median_s'] * 1e3:.2f} ms "
         f"(p90 {out['tpot_p90_s'] * 1e3:.2f}), reads {out['read_gbps']:.1f} GB/s"
     )
@@ -247,31 +248,15 @@ def measure_batch(
 
 def local_step(ctx: Context, model: Llama, p: LlmDecodeParams) -> dict[str, Any]:
     """Tensor parallel's communication at batch 1, by difference: the same step, captured and
-    timed the same way with its all-reduces and the logits' all-gather left out (each rank
-    computing its shard alone). The measured step less this one is what the collectives cost a
-    token, as the step ran them (their own time and any wait they expose), P2P on or off."""
+    timed the same way (measure_batch) with its all-reduces and the logits' all-gather left out
+    (each rank computing its shard alone). The measured step less this one is what the
+    collectives cost a token, as the step ran them (their own time and any wait they expose)."""
     model.local_only = True
     try:
-        gen = Generation(model, 1, p.prompt_len, p.decode_steps)
-        rng = torch.Generator(device=ctx.device).manual_seed(p.seed * 7919 + 1)
-        prompt = torch.randint(0, p.vocab_size, (1, p.prompt_len), device=ctx.device, generator=rng)
-        gen.start(prompt)
-        step, _ = stepper(ctx, gen, p.step_mode, [])
-        for _ in range(p.warmup):
-            generate(ctx, gen, step, prompt, p.decode_steps)
-        steps: list[float] = []
-        with FrozenHeap():
-            for _ in range(p.trials):
-                dist.barrier()
-                ctx.synchronize()
-                steps += generate(ctx, gen, step, prompt, p.decode_steps)[1]
-        del gen, step
+        out = measure_batch(ctx, model, p, 1, 1, [], what="without its all-reduces, ")
     finally:
         model.local_only = False
-    if ctx.is_cuda:
-        torch.cuda.empty_cache()
-    steps = _reduce(ctx, steps, dist.ReduceOp.MAX)  # the slowest rank's, as the step's are
-    return {"tpot_median_s": statistics.median(steps), "tpot_p90_s": _p90(steps)}
+    return {"tpot_median_s": out["tpot_median_s"], "tpot_p90_s": out["tpot_p90_s"]}
 
 
 def probe(ctx: Context, model: Llama, p: LlmDecodeParams) -> dict[str, Any]:
