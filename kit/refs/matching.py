@@ -3,7 +3,10 @@ every parameter that changes the figure equal. Each workload declares the parame
 change how long or how often a figure is measured (its params class's SAME_FIGURE, read through
 kit.workloads.registry.same_figure); those may differ, and are named where the reference is
 shown. A reference stored without its parameters (before references kept them) is matched as it
-was, by the hash of all of them (kit.refs.store.signature)."""
+was, by the hash of all of them (kit.refs.store.signature). A parameter that changes the figure,
+added to a kind after a reference was recorded, is compared where the reference lacks it as its
+default: the kit adds one with its behaviour before it as the default
+(kit.workloads.registry.added_defaults)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from kit.workloads.registry import same_figure
+from kit.workloads.registry import added_defaults, same_figure
 
 WINDOW_ONLY = ("min_window_s",)
 """Parameters that say how long a window is timed, not what runs in it: never in the signature,
@@ -40,6 +43,8 @@ def same_workload(kind: str, here: Mapping[str, Any], there: Mapping[str, Any]) 
     mine, theirs = here.get("params"), there.get("params")
     if not isinstance(mine, Mapping) or not isinstance(theirs, Mapping):
         return [] if here.get("signature") == there.get("signature") else None
+    before = added_defaults(kind)
+    mine, theirs = {**before, **mine}, {**before, **theirs}
     names = [k for k in differing(mine, theirs) if k not in WINDOW_ONLY]
     if any(k not in same_figure(kind) for k in names):
         return None

@@ -8,8 +8,10 @@ params.py, worker.py and spec.py (SPEC): the folder registers it, no list names 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from pathlib import Path
+from typing import Any
 
 from kit.workloads.base import SpecError, WorkloadSpec
 
@@ -73,6 +75,24 @@ def same_figure(kind: str) -> frozenset[str]:
     parameter then counts)."""
     s = spec(kind)
     return frozenset(getattr(s.params, "SAME_FIGURE", ())) if s else frozenset()
+
+
+def added_defaults(kind: str) -> dict[str, Any]:
+    """The defaults of its parameters that change the figure (all but SAME_FIGURE), for a result
+    recorded before one of them existed: such a parameter is added with the kit's behaviour
+    before it as its default, so a result that lacks it ran that default."""
+    s = spec(kind)
+    if s is None:
+        return {}
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(s.params):
+        if f.name in same_figure(kind):
+            continue
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
 
 
 def worker_module(kind: str) -> str:

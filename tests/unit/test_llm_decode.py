@@ -15,7 +15,7 @@ import torch
 from kit.workloads.llm_decode.fused import fused_step
 from kit.workloads.llm_decode.model import Generation, Llama, Shard
 from kit.workloads.llm_decode.params import LlmDecodeParams
-from kit.workloads.llm_decode.worker import bytes_per_step, largest_batch
+from kit.workloads.llm_decode.worker import bytes_per_step, largest_batch, one_shot_allowed
 from tests.conftest import ROOT
 
 TINY = {
@@ -172,10 +172,41 @@ def test_the_largest_batch_search(limit, cap, found, capped, tries):
     ({"batch_sizes": []}, "batch_sizes: must be one or more distinct"),
     ({"decode_steps": 1}, "decode_steps: must be from 2"),
     ({"num_heads": 3}, "hidden_size: must be a multiple of num_heads"),
+    ({"all_reduce": "one-shot"}, "all_reduce: must be nccl when tp is 1"),
+    ({"all_reduce": "ring"}, "all_reduce"),
 ])  # fmt: skip
 def test_parameters_are_checked(change, words):
     with pytest.raises(ValueError, match=words):
         LlmDecodeParams(**{**TINY, **change})
+
+
+@pytest.mark.parametrize(("device", "env", "change", "note"), [
+    ("cuda", {}, {}, None),
+    ("cpu", {}, {}, "gloo's all-reduce ran: the one-shot is a GPU kernel"),
+    ("cuda", {"NCCL_P2P_DISABLE": "1"}, {}, "NCCL's all-reduce ran: this variant has P2P off"),
+    ("cuda", {}, {"step_mode": "graph"}, "NCCL's all-reduce ran: only the fused step's"),
+])  # fmt: skip
+def test_the_one_shot_all_reduce_runs_only_where_it_measures_what_the_variant_asks(
+    monkeypatch, device, env, change, note
+):
+    """Symmetric memory's one-shot reads the other GPU over P2P: a variant without P2P, the CPU
+    and the steps without the batch-1 kernels run the backend's all-reduce, and say why."""
+    from pathlib import Path
+
+    from kit.worker.common import Context
+
+    monkeypatch.delenv("NCCL_P2P_DISABLE", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    backend = "nccl" if device == "cuda" else "gloo"
+    ctx = Context({}, Path("."), 0, 0, 2, torch.device(device), backend)
+    p = LlmDecodeParams(
+        **{**TINY, "tp": 2, "step_mode": "fused", "all_reduce": "one-shot", **change}
+    )
+    assert one_shot_allowed(ctx, p) is (note is None)
+    assert [note in n for n in ctx.notes] == ([] if note is None else [True])
+    nccl = LlmDecodeParams(**{**TINY, "tp": 2, "step_mode": "fused"})
+    assert one_shot_allowed(ctx, nccl) is False and len(ctx.notes) <= 1  # NCCL asked: no note
 
 
 def test_a_comparison_predicts_decode_from_the_datasheets_memory_bandwidth():

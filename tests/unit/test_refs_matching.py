@@ -8,6 +8,7 @@ import dataclasses
 import json
 import re
 import shutil
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -33,13 +34,14 @@ NAMED = (
 pytestmark = pytest.mark.skipif(not X4.is_dir(), reason="the 4x H200 example is not here")
 
 
-def today(tmp_path: Path, **params) -> Path:
-    """The 4x H200 all-reduce as this kit runs it today: another bundle (a second earlier), its
-    runs' recorded parameters changed by `params`, sealed."""
+def today(tmp_path: Path, source: Path = X4, **params) -> Path:
+    """The 4x H200 all-reduce (or `source`) as this kit runs it today: another bundle (a second
+    earlier), its runs' recorded parameters changed by `params`, sealed."""
     b = tmp_path / "today"
-    shutil.copytree(X4, b)
+    shutil.copytree(source, b)
     doc = json.loads((b / "results.json").read_text())
-    doc["created_at"] = doc["created_at"].replace(":29+", ":28+")
+    then = datetime.fromisoformat(doc["created_at"]) - timedelta(seconds=1)
+    doc["created_at"] = then.isoformat()
     for r in doc["runs"]:
         r["data"]["params"].update(params)
     (b / "results.json").write_text(json.dumps(doc, indent=1))
@@ -47,9 +49,9 @@ def today(tmp_path: Path, **params) -> Path:
     return b
 
 
-def against_x4(bundle: Path) -> list[dict]:
+def against_x4(bundle: Path, source: Path = X4) -> list[dict]:
     rows = store.standing(load_bundle(bundle), headline_only=True, include_user=False)
-    return [r for r in rows if r["source"] == f"{X4.name} (shipped)"]
+    return [r for r in rows if r["source"] == f"{source.name} (shipped)"]
 
 
 def test_the_same_workload_with_other_counts_is_offered_and_the_counts_named(tmp_path):
@@ -83,3 +85,18 @@ def test_each_workload_declares_only_its_own_parameters():
         names = {f.name for f in dataclasses.fields(params_class(kind))}
         assert same_figure(kind) <= names, kind
     assert same_figure("no_such_kind") == frozenset()  # every parameter counts
+
+
+DECODE = ROOT / "reports" / "examples" / "h200x2-decode-tp2-container"  # before all_reduce
+
+
+@pytest.mark.parametrize(("all_reduce", "offered"), [("nccl", True), ("one-shot", False)])
+def test_a_parameter_added_later_compares_as_its_default_where_a_reference_lacks_it(
+    tmp_path, all_reduce, offered
+):
+    """llm_decode's all_reduce came after the 2x H200 decode bundle was recorded: its default,
+    NCCL, is what that run did, so a run with it is offered that reference; the one-shot is not."""
+    assert DECODE.is_dir()
+    rows = against_x4(today(tmp_path, DECODE, all_reduce=all_reduce), DECODE)
+    assert bool(rows) is offered
+    assert all("all_reduce" not in r["unlike"] for r in rows)

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from kit.workloads.llm_decode import kernels
-from kit.workloads.llm_decode.model import Generation, rotate
+from kit.workloads.llm_decode.model import Generation, Llama, rotate
 
 
 def fused_step(gen: Generation, backend: str = "inductor") -> Callable[[], torch.Tensor]:
@@ -56,6 +56,7 @@ def kernel_step(gen: Generation) -> Callable[[], torch.Tensor]:
     hq, hkv, dh, eps = p.num_heads // model.shard.size, model.hkv, model.dh, p.rms_eps
     parallel = model.shard.size > 1
     attention = kernels.Attention(hq, hkv, dh, cache.max_len, model.device)
+    shared = one_shot_buffers(model, p.hidden_size) if parallel and model.one_shot else None
 
     def decode() -> torch.Tensor:
         assert model.rope is not None
@@ -66,12 +67,20 @@ def kernel_step(gen: Generation) -> Callable[[], torch.Tensor]:
         part = torch.empty_like(h)
 
         def residual(x: torch.Tensor, w: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-            """h + x W^T: in place on one GPU; across the group the all-reduce comes first."""
+            """h + x W^T: in place on one GPU; across the group the all-reduce comes first (the
+            one-shot's partial sums written straight into the memory the other GPUs read)."""
             if not parallel:
                 kernels.gemv(x, w, h, add=True)
                 return h
-            kernels.gemv(x, w, part, add=False)
-            return h + model._reduce(part, True)
+            if shared is None:
+                kernels.gemv(x, w, part, add=False)
+                return h + model._reduce(part, True)
+            mine, summed, group = shared
+            kernels.gemv(x, w, mine, add=False)
+            if model.local_only:
+                return h + mine
+            torch.ops.symm_mem.one_shot_all_reduce_out(mine, "sum", group, summed)
+            return h + summed
 
         for i, layer in enumerate(model.layers):
             kernels.qkv_rope_write(
@@ -84,6 +93,23 @@ def kernel_step(gen: Generation) -> Callable[[], torch.Tensor]:
         return model._logits(h.view(1, -1), True)
 
     return lambda: gen.advance(decode())
+
+
+def one_shot_buffers(model: Llama, n: int) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """For symmetric memory's one-shot all-reduce (torch.distributed._symmetric_memory): `n`
+    values every GPU of the group maps (a collective: every rank of the group calls it), a plain
+    tensor for their sum, and the group's name. The one-shot kernel waits for every GPU's values
+    before it reads and for every GPU's read before it returns, so one buffer serves each call."""
+    import torch.distributed._symmetric_memory as symm
+
+    group = model.shard.group
+    assert group is not None
+    name = group.group_name
+    if hasattr(symm, "enable_symm_mem_for_group"):  # torch releases that have it need it first
+        symm.enable_symm_mem_for_group(name)
+    mine = symm.empty(n, device=model.device, dtype=model.dtype)
+    symm.rendezvous(mine, name)
+    return mine, torch.empty_like(mine), name
 
 
 def pieces_step(gen: Generation, backend: str = "inductor") -> Callable[[], torch.Tensor]:

@@ -141,6 +141,9 @@ class Llama:
         # set while the communication time is measured: every step's all-reduces and the
         # logits' all-gather left out, each rank computing its shard alone
         self.local_only = False
+        # set by the worker where the batch-1 Triton step may reduce with symmetric memory's
+        # one-shot all-reduce (params all_reduce "one-shot", GPUs with P2P)
+        self.one_shot = False
 
     def weight_bytes(self) -> int:
         """Bytes of weights a decode step reads on this rank (the embedding table excluded:

@@ -9,6 +9,7 @@ from kit.workloads.base import STRICT, check
 from kit.workloads.llama_shape import LlamaShape
 
 StepMode = Literal["fused", "graph", "compile", "eager"]
+AllReduce = Literal["nccl", "one-shot"]
 
 
 @dataclass
@@ -23,6 +24,10 @@ class LlmDecodeParams(LlamaShape):
     its small kernels fused by torch.compile around cuBLAS's matmuls; captured as one CUDA graph
     per batch size), "graph" (its eager kernels captured the same way), "compile" (the
     whole step torch.compile'd, then captured), "eager"; the CPU always runs eager.
+    all_reduce: how tensor parallel's all-reduces run in the batch-1 Triton step ("fused" on
+    GPUs): "nccl", or "one-shot", torch's symmetric-memory one-shot all-reduce (each GPU reads the
+    others' partial sums over the link, one kernel); it needs P2P, so a variant without P2P, and
+    every other step, runs NCCL's, and the run's notes say so.
     trials: timed generations per batch size, after `warmup` untimed ones.
     fit_seq_len / fit_max_batch: the largest batch whose KV cache at this sequence length fits
     with the weights, searched up to fit_max_batch (GPU only).
@@ -42,6 +47,7 @@ class LlmDecodeParams(LlamaShape):
     prompt_len: int = 512
     decode_steps: int = 128
     step_mode: StepMode = "graph"
+    all_reduce: AllReduce = "nccl"
     warmup: int = 1
     trials: int = 3
     fit_seq_len: int = 8192
@@ -52,6 +58,7 @@ class LlmDecodeParams(LlamaShape):
         self.check_shape("prompt_len", "fit_seq_len", "fit_max_batch")
         check(((self.hidden_size // self.num_heads) % 2) == 0, "hidden_size", "an even head dim")
         check(self.tp in (1, 2, 4, 8), "tp", "1, 2, 4 or 8")
+        check(self.all_reduce == "nccl" or self.tp > 1, "all_reduce", "nccl when tp is 1")
         check(self.num_kv_heads % self.tp == 0, "tp", "a divisor of num_kv_heads")
         check(self.intermediate_size % self.tp == 0, "tp", "a divisor of intermediate_size")
         check(self.vocab_size % self.tp == 0, "tp", "a divisor of vocab_size")

@@ -26,6 +26,7 @@ cannot strand the others inside one; the group agrees on the result after each t
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -37,6 +38,7 @@ import torch.distributed as dist
 
 from kit.shared.gpu_specs import spec_for
 from kit.shared.metrics import record
+from kit.shared.p2p import p2p_off
 from kit.worker.common import Context, FrozenHeap
 from kit.worker.energy import EnergyCounter, gathered
 from kit.workloads.llm_decode.fused import fused_step
@@ -123,7 +125,32 @@ def stepper(
             "batch 1: five Triton kernels a layer (kit.workloads.llm_decode.kernels), block sizes"
             f" autotuned at its first step: {text}"
         )
+        if gen.model.one_shot:
+            notes.append(
+                "batch 1: the tensor-parallel all-reduces by symmetric memory's one-shot kernel "
+                "(torch.distributed._symmetric_memory: each GPU reads the others' partial sums "
+                "over P2P); the larger batches' by NCCL"
+            )
     return graph.replay, mode
+
+
+def one_shot_allowed(ctx: Context, p: LlmDecodeParams) -> bool:
+    """Whether batch 1's all-reduces may run as symmetric memory's one-shot (params all_reduce):
+    on GPUs, in the fused step, with P2P allowed (the one-shot reads the other GPUs over P2P, so
+    a variant without it measures NCCL's path, as it asks). Where not, the notes say why."""
+    if p.all_reduce != "one-shot":
+        return False
+    why = None
+    if not ctx.is_cuda:
+        why = "the one-shot is a GPU kernel"
+    elif p2p_off(os.environ):
+        why = "this variant has P2P off, and the one-shot would read the other GPU over it"
+    elif p.step_mode != "fused":
+        why = f"only the fused step's batch-1 kernels use it, this run's step is {p.step_mode}"
+    if why:
+        name = {"nccl": "NCCL"}.get(ctx.backend, ctx.backend)
+        ctx.notes.append(f"all_reduce one-shot asked; {name}'s all-reduce ran: {why}")
+    return why is None
 
 
 def generate(
@@ -320,6 +347,7 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     torch.manual_seed(p.seed)
     t0 = time.perf_counter()
     model = Llama(p, shard, ctx.device)
+    model.one_shot = one_shot_allowed(ctx, p)
     ctx.synchronize()
     build_s = time.perf_counter() - t0
     mode = p.step_mode if ctx.is_cuda else "eager"  # what the log line announces
@@ -392,6 +420,8 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         "tp": p.tp,
         "groups": groups,
         "step_mode": mode,
+        # the one-shot runs only in batch 1's Triton kernels (picked: they ran)
+        "all_reduce_b1": "one-shot" if model.one_shot and picked() else ctx.backend,
         "headline_batch": top["batch"],
         "batches": batches,
         "probe": probed,
