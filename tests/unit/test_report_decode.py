@@ -103,9 +103,53 @@ def test_two_curves_close_together_print_their_labels_apart():
     from kit.report.decode import label_places
 
     data = {"p2p": {1: [208.1], 4: [400.0]}, "no-p2p": {1: [197.3], 4: [450.0]}}
-    places = {(v, b): place for v, b, _, place in label_places(data)}
-    assert places[("p2p", 1)] == (4, "bottom") and places[("no-p2p", 1)] == (-4, "top")
-    assert places[("no-p2p", 4)] == (4, "bottom") and places[("p2p", 4)] == (-4, "top")
+    places = {(v, b): place[1:] for v, b, _, place in label_places(data)}
+    assert places[("p2p", 1)] == (4, "right", "bottom")
+    assert places[("no-p2p", 1)] == (-4, "left", "top")
+    assert places[("no-p2p", 4)] == (4, "right", "bottom")
+    assert places[("p2p", 4)] == (-4, "left", "top")
+
+
+# the medians of reports/examples/h200x2-decode-tp2-container, whose figure crossed "318.4",
+# "1,979" and "7,092" with their own curve and cut "293.9" off at the bottom axis
+TP2 = {
+    "p2p": {1: [318.4], 8: [1979.0], 32: [7092.0], 128: [19234.0]},
+    "no-p2p": {1: [293.9], 8: [1751.0], 32: [4951.0], 128: [11449.0]},
+}
+CLOSE = {"p2p": {1: [208.1], 8: [1400.0]}, "no-p2p": {1: [197.3], 8: [1390.0]}}
+
+
+@pytest.mark.parametrize("data", [TP2, CLOSE], ids=["h200x2-tp2", "close"])
+def test_no_value_label_is_crossed_by_a_curve_cut_by_the_axes_or_on_another(data):
+    """Drawn as the report draws it: every label inside the axes, clear of every curve and of
+    every other label and of the legend."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from kit.report import plots
+    from kit.report.decode import decode_figure
+
+    with matplotlib.rc_context(plots.RC):
+        fig = decode_figure(data, "decode-tp2")
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        r = canvas.get_renderer()
+        ax = fig.axes[0]
+        boxes = {t.get_text(): t.get_window_extent(r) for t in ax.texts}
+        legend = ax.get_legend().get_window_extent(r)
+    assert len(boxes) == sum(len(per) for per in data.values())
+    inside = ax.bbox
+    for text, box in boxes.items():
+        assert inside.x0 <= box.x0 and box.x1 <= inside.x1, f"{text} leaves the axes sideways"
+        assert inside.y0 <= box.y0 and box.y1 <= inside.y1, f"{text} leaves the axes"
+        assert not box.overlaps(legend), f"{text} under the legend"
+        for line in ax.lines:
+            path = line.get_transform().transform_path(line.get_path())
+            assert not path.intersects_bbox(box, filled=False), f"a curve crosses {text}"
+    names = list(boxes)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            assert not boxes[a].overlaps(boxes[b]), f"{a} on {b}"
 
 
 def test_tensor_parallel_s_speed_for_one_sequence_against_data_parallel():
