@@ -743,3 +743,11 @@ def test_a_decode_reports_page_1_holds_its_decode_figures(tmp_path):
     ):
         assert f"{variant} 3 of 3 runs" in first and tpot in first and p90 in first
     assert "50.0 %" in first and "46.2 %" in first  # batch-1 reads against the datasheet HBM
+    # the benchmark's section points at its first figure by the page it landed on (it said
+    # "page 1" while the figure had flowed to page 2)
+    pages = [" ".join(p.extract_text().split()) for p in PdfReader(dst / "report.pdf").pages]
+    at = next(i for i, t in enumerate(pages) if "Figure 1. LLM decode: decode throughput" in t)
+    pointer = re.search(r"Figure 1 \(LLM decode: [^)]*\) is on page (\d+), under", " ".join(pages))
+    assert pointer and int(pointer.group(1)) == at + 1, (pointer, at)
+    html = (dst / "report.html").read_text()
+    assert "in the summary</a>, under this benchmark's table" in html
