@@ -211,7 +211,9 @@ def test_page_1_holds_batch_1_reads_against_the_copy_ceiling_measured_beside_the
     head = html[: html.index("The variants")]
     assert 'id="fig-decode-dp-decode"' in head and html.count('id="fig-decode-dp-decode"') == 1
     assert "Figure 1. LLM decode: decode throughput against batch" in _text(head)
+    # the HTML links it (the PDF prints the page it landed on: test_report_render)
     assert (
-        "Figure 1 (LLM decode: decode throughput against batch, all GPUs of the run) is on "
-        "page 1" in text
+        "Figure 1 (LLM decode: decode throughput against batch, all GPUs of the run) is in the "
+        "summary" in text
     )
+    assert '<a href="#fig-decode-dp-decode">in the summary</a>, under this benchmark' in html
