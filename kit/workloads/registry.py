@@ -85,8 +85,9 @@ def added_defaults(kind: str) -> dict[str, Any]:
     if s is None:
         return {}
     out: dict[str, Any] = {}
+    same = same_figure(kind)
     for f in dataclasses.fields(s.params):
-        if f.name in same_figure(kind):
+        if f.name in same:
             continue
         if f.default is not dataclasses.MISSING:
             out[f.name] = f.default

@@ -58,6 +58,15 @@ def kernel_step(gen: Generation) -> Callable[[], torch.Tensor]:
     attention = kernels.Attention(hq, hkv, dh, cache.max_len, model.device)
     shared = one_shot_buffers(model, p.hidden_size) if parallel and model.one_shot else None
 
+    def reduced(x: torch.Tensor) -> torch.Tensor:
+        """x summed across the group: NCCL's all-reduce in place (Llama._reduce, which also
+        leaves it out while the step is timed alone), or the one-shot into its own tensor."""
+        if shared is None or model.local_only:
+            return model._reduce(x, True)
+        _, summed, group = shared
+        torch.ops.symm_mem.one_shot_all_reduce_out(x, "sum", group, summed)
+        return summed
+
     def decode() -> torch.Tensor:
         assert model.rope is not None
         h = F.embedding(gen.tokens, model.embed).view(-1)
@@ -72,15 +81,9 @@ def kernel_step(gen: Generation) -> Callable[[], torch.Tensor]:
             if not parallel:
                 kernels.gemv(x, w, h, add=True)
                 return h
-            if shared is None:
-                kernels.gemv(x, w, part, add=False)
-                return h + model._reduce(part, True)
-            mine, summed, group = shared
-            kernels.gemv(x, w, mine, add=False)
-            if model.local_only:
-                return h + mine
-            torch.ops.symm_mem.one_shot_all_reduce_out(mine, "sum", group, summed)
-            return h + summed
+            out = part if shared is None else shared[0]
+            kernels.gemv(x, w, out, add=False)
+            return h + reduced(out)
 
         for i, layer in enumerate(model.layers):
             kernels.qkv_rope_write(
