@@ -76,7 +76,10 @@ def main() -> None:
     device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
     torch.cuda.set_device(device)
     p2p_off = os.environ.get("NCCL_P2P_DISABLE") == "1"
-    name = dist.group.WORLD.group_name
+    # GROUP=new: the group a dist.new_group makes over the same ranks, as the kit's tensor-parallel
+    # group is (kit.workloads.llm_decode.worker), instead of the default one
+    group = dist.new_group(list(range(world))) if os.environ.get("GROUP") == "new" else None
+    name = (group or dist.group.WORLD).group_name
     methods = ["nccl"]
     if not p2p_off:
         import torch.distributed._symmetric_memory as symm
@@ -134,6 +137,7 @@ def main() -> None:
             "nccl": ".".join(map(str, torch.cuda.nccl.version())),
             "gpu": torch.cuda.get_device_name(device),
             "world": world,
+            "group": os.environ.get("GROUP", "world"),
             "calls_per_graph": CALLS,
             "replays": REPLAYS,
             "timings": TIMINGS,
