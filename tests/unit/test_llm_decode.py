@@ -4,10 +4,12 @@ the parameter checks."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
+import weakref
 
 import pytest
 import torch
@@ -15,7 +17,12 @@ import torch
 from kit.workloads.llm_decode.fused import fused_step
 from kit.workloads.llm_decode.model import Generation, Llama, Shard
 from kit.workloads.llm_decode.params import LlmDecodeParams
-from kit.workloads.llm_decode.worker import bytes_per_step, largest_batch, one_shot_allowed
+from kit.workloads.llm_decode.worker import (
+    Replay,
+    bytes_per_step,
+    largest_batch,
+    one_shot_allowed,
+)
 from tests.conftest import ROOT
 
 TINY = {
@@ -352,3 +359,30 @@ def test_a_torch_without_triton_still_decodes_with_the_compiled_pieces():
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["False", "True"]
+
+
+def test_the_replayed_step_keeps_what_it_captured_alive() -> None:
+    """The timed loop holds only the Replay: the captured step, and with it the tensors the
+    graph writes outside its pool (the attention scratch, the one-shot's symmetric memory), live
+    as long as the Replay does (on 2026-11-30 the step was dropped after capture, its symmetric
+    memory unmapped, and the first replay read freed memory)."""
+
+    class Step:
+        def __call__(self) -> None: ...
+
+    class Graph:
+        replays = 0
+
+        def replay(self) -> None:
+            self.replays += 1
+
+    step, graph = Step(), Graph()
+    alive = weakref.ref(step)
+    replay = Replay(graph, step)  # type: ignore[arg-type]
+    del step
+    gc.collect()
+    replay()
+    assert alive() is not None and graph.replays == 1
+    del replay
+    gc.collect()
+    assert alive() is None

@@ -30,7 +30,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -75,6 +75,22 @@ def _reduce(ctx: Context, values: list[float], op: Any) -> list[float]:
 
 def _p90(xs: list[float]) -> float:
     return statistics.quantiles(xs, n=10, method="inclusive")[-1] if len(xs) > 1 else xs[0]
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A captured step's replay, holding the step it captured: the graph holds only device
+    addresses, and the step's own tensors outside the graph's pool (the attention kernel's
+    scratch, the one-shot's symmetric memory) must live as long as it replays. Freed, the scratch
+    goes back to the caching allocator for other tensors while every replay still writes it, and
+    the symmetric memory is unmapped (call c21, 2026-11-30: an illegal memory access at the first
+    replay)."""
+
+    graph: torch.cuda.CUDAGraph
+    step: Callable[[], Any]
+
+    def __call__(self) -> None:
+        self.graph.replay()
 
 
 def stepper(
@@ -131,7 +147,7 @@ def stepper(
                 "(torch.distributed._symmetric_memory: each GPU reads the others' partial sums "
                 "over P2P); the larger batches' by NCCL"
             )
-    return graph.replay, mode
+    return Replay(graph, fn), mode
 
 
 def one_shot_allowed(ctx: Context, p: LlmDecodeParams) -> bool:
