@@ -47,43 +47,44 @@ def fused_step(gen: Generation, backend: str = "inductor") -> Callable[[], torch
 
 
 def kernel_step(gen: Generation) -> Callable[[], torch.Tensor]:
-    """The batch-1 step in five Triton kernels a layer (kit.workloads.llm_decode.kernels); with
-    tensor parallel the output and down matmuls leave the residual add until after the
-    all-reduce."""
+    """The batch-1 step in five Triton kernels a layer (kit.workloads.llm_decode.kernels). With
+    tensor parallel the output and down matmuls write into the residual in place on every rank,
+    the group's first rank adding it and the others not, so the all-reduce sums the residual in
+    with the partial sums: no add kernel after each of the step's 64 all-reduces."""
     model, cache = gen.model, gen.cache
     p = model.p
     assert gen.tokens.shape[0] == 1 and model.rope is not None
     hq, hkv, dh, eps = p.num_heads // model.shard.size, model.hkv, model.dh, p.rms_eps
     parallel = model.shard.size > 1
+    carries = model.shard.index == 0  # the rank whose partial sum carries the residual
     attention = kernels.Attention(hq, hkv, dh, cache.max_len, model.device)
     shared = one_shot_buffers(model, p.hidden_size) if parallel and model.one_shot else None
 
-    def reduced(x: torch.Tensor) -> torch.Tensor:
-        """x summed across the group: NCCL's all-reduce in place (Llama._reduce, which also
-        leaves it out while the step is timed alone), or the one-shot into its own tensor."""
+    def reduced(h: torch.Tensor) -> torch.Tensor:
+        """h summed across the group: NCCL's all-reduce in place (Llama._reduce, which also
+        leaves it out while the step is timed alone), or the one-shot from the symmetric buffer
+        h is in into the other one, where h then lives."""
         if shared is None or model.local_only:
-            return model._reduce(x, True)
-        _, summed, group = shared
-        torch.ops.symm_mem.one_shot_all_reduce_out(x, "sum", group, summed)
-        return summed
+            return model._reduce(h, True)
+        first, second, group = shared
+        into = second if h.data_ptr() == first.data_ptr() else first
+        torch.ops.symm_mem.one_shot_all_reduce_out(h, "sum", group, into)
+        return into
 
     def decode() -> torch.Tensor:
         assert model.rope is not None
         h = F.embedding(gen.tokens, model.embed).view(-1)
+        if shared is not None:  # the residual lives in symmetric memory, where the one-shot reads
+            h = shared[0].copy_(h)
         q = torch.empty(hq * dh, device=h.device, dtype=h.dtype)
         a = torch.empty_like(q)
         act = torch.empty(model.layers[0].wdown.shape[1], device=h.device, dtype=h.dtype)
-        part = torch.empty_like(h)
 
         def residual(x: torch.Tensor, w: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-            """h + x W^T: in place on one GPU; across the group the all-reduce comes first (the
-            one-shot's partial sums written straight into the memory the other GPUs read)."""
-            if not parallel:
-                kernels.gemv(x, w, h, add=True)
-                return h
-            out = part if shared is None else shared[0]
-            kernels.gemv(x, w, out, add=False)
-            return h + reduced(out)
+            """h + x W^T, in place: on one GPU the matmul adds h; across the group only the
+            first rank's does, and the all-reduce adds the other ranks' partial sums."""
+            kernels.gemv(x, w, h, add=carries)
+            return reduced(h) if parallel else h
 
         for i, layer in enumerate(model.layers):
             kernels.qkv_rope_write(
@@ -99,10 +100,11 @@ def kernel_step(gen: Generation) -> Callable[[], torch.Tensor]:
 
 
 def one_shot_buffers(model: Llama, n: int) -> tuple[torch.Tensor, torch.Tensor, str]:
-    """For symmetric memory's one-shot all-reduce (torch.distributed._symmetric_memory): `n`
-    values every GPU of the group maps (a collective: every rank of the group calls it), a plain
-    tensor for their sum, and the group's name. The one-shot kernel waits for every GPU's values
-    before it reads and for every GPU's read before it returns, so one buffer serves each call."""
+    """For symmetric memory's one-shot all-reduce (torch.distributed._symmetric_memory): two
+    buffers of `n` values every GPU of the group maps (a collective: every rank of the group
+    calls it), and the group's name. The residual moves from one to the other at each
+    all-reduce: the one-shot waits for every GPU's values before it reads and for every GPU's
+    read before it returns, so the buffer it read may be written again by the next matmul."""
     import torch.distributed._symmetric_memory as symm
 
     group = model.shard.group
@@ -110,9 +112,12 @@ def one_shot_buffers(model: Llama, n: int) -> tuple[torch.Tensor, torch.Tensor, 
     name = group.group_name
     if hasattr(symm, "enable_symm_mem_for_group"):  # torch releases that have it need it first
         symm.enable_symm_mem_for_group(name)
-    mine = symm.empty(n, device=model.device, dtype=model.dtype)
-    symm.rendezvous(mine, name)
-    return mine, torch.empty_like(mine), name
+    buffers = []
+    for _ in range(2):
+        buffer = symm.empty(n, device=model.device, dtype=model.dtype)
+        symm.rendezvous(buffer, name)
+        buffers.append(buffer)
+    return buffers[0], buffers[1], name
 
 
 def pieces_step(gen: Generation, backend: str = "inductor") -> Callable[[], torch.Tensor]:
