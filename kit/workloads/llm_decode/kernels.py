@@ -10,8 +10,9 @@ an H200. Here one program holds a few rows of a weight and the whole reduction o
                    RoPE on q and k, K and V written into the cache at the step's position
   Attention        flash decoding over the written positions only: the query heads of one KV head
                    together, the positions in SPLITS chunks, then one kernel combines the chunks
-  gemv             the output and down matmuls, with the residual add in place (one GPU) or
-                   without it (tensor parallel: the all-reduce comes first)
+  gemv             the output and down matmuls, with the residual add in place (one GPU, and
+                   the first rank of a tensor-parallel group, whose all-reduce then sums the
+                   other ranks' partial sums in)
   swiglu_gemv      RMSNorm, the gate/up matmul, SiLU(gate) * up
 
 Measured on H200s (reports/measurements/2026-11-28-decode-step): the study's form of these
