@@ -18,6 +18,9 @@
 #   docker  kit reproduce RECIPE --runtime docker --env ngc-pytorch --base-image kit-host-stack:local
 #           (the environment image built on the first call: the time to the sealed bundle is the
 #           first-run figure)
+#   build   kit build RECIPE --env ngc-pytorch --base-image kit-host-stack:local: the image the
+#           docker stage would build on its first run, alone (a call of the daemon and the build,
+#           then warm calls whose runs start at once)
 #   host    kit reproduce RECIPE --runtime host, the same recipe in the machine's own Python
 #   rerun   kit reproduce BUNDLE of a bundle made by `docker` on another machine (a .tar.gz)
 # KIT_ARGS adds options to the docker and host stages (--repeats 1), RERUN_ARGS to the rerun;
@@ -240,6 +243,13 @@ stage_docker() {
   [ "${PACK:-1}" = 1 ] && pack "$out"
 }
 
+stage_build() {  # the environment image alone, so a later call's runs start at once
+  local t0=$SECONDS
+  log "build: kit build $RECIPE --env ngc-pytorch --base-image $BASE"
+  kit build "$RECIPE" --env ngc-pytorch --base-image "$BASE" 2>&1 | tee -a "$OUT/build.log"
+  log "build: exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s"
+}
+
 stage_host() {
   local out t0=$SECONDS
   out=$(fresh "/tmp/bundles/host-$(basename "$RECIPE" .yaml)")
@@ -275,6 +285,7 @@ while [ $# -gt 0 ]; do
     recipe=*) RECIPE=${1#recipe=}; log "recipe: $RECIPE" ;;
     only=*) only_benchmark "${1#only=}" ;;
     daemon) start_daemon; write_cdi_spec | tee -a "$OUT/device.log"; import_base ;;
+    build) stage_build ;;
     docker) stage_docker ;;
     podmand) start_podman; write_cdi_spec /var/run/cdi 0.5.0 | tee -a "$OUT/device.log"; import_base_podman ;;
     podman) stage_podman ;;

@@ -9,6 +9,8 @@
 # Steps, in the order given (scripts/device/containers.sh does the kit's part; each is idempotent
 # on a machine still warm from the previous call, so the daemon and the image survive):
 #   daemon           dockerd 26 with CDI, the machine's own stack imported as kit-host-stack:local
+#   build=RECIPE     kit build RECIPE for the docker steps (the image alone, ~60 s; a warm
+#                    machine's next call then starts its runs at once)
 #   docker=RECIPE    kit reproduce RECIPE --runtime docker --env ngc-pytorch (the recipe's repeats)
 #   host=RECIPE      kit reproduce RECIPE --runtime host --repeats 1 (the container/host ratio)
 #   docker=RECIPE@NAME, host=RECIPE@NAME   the same with the recipe cut to its benchmark NAME
@@ -47,6 +49,7 @@ for step in "$@"; do
   t0=$SECONDS
   case $step in
     daemon) containers daemon ;;
+    build=*) containers recipe="${step#build=}" build ;;
     docker=*@*) spec=${step#docker=}; PACK=0 containers recipe="${spec%@*}" only="${spec#*@}" docker ;;
     docker=*) PACK=0 containers recipe="${step#docker=}" docker ;;
     host=*@*) spec=${step#host=}
