@@ -130,8 +130,8 @@ def stepper(
     with torch.cuda.graph(graph):
         fn()
     what = {
-        "fused": " (fused: torch.compile's small kernels around cuBLAS's matmuls, where batch 1"
-        " does not run Triton's kernels)",
+        "fused": " (fused: at batch 1 the Triton kernels where they can run, at the other batch"
+        " sizes torch.compile's small kernels around cuBLAS's matmuls)",
         "compile": " (torch.compile'd step)",
     }
     notes.append("decode step captured as one CUDA graph per batch size" + what.get(mode, ""))
