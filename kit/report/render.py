@@ -365,6 +365,7 @@ def context(
         "expectations": expected,
         "reference_chart": reference_chart,
         "transports": {b.name: analysis.transports(b) for b in benches},
+        "run_notes": {b.name: analysis.run_notes(b) for b in benches},
         "findings": analysis.findings(results, benches, data.environment),
         "trust": analysis.trust_facts(results, hardware),
         "as_ordered": as_ordered(hardware, results, order) if data.hardware is not None else [],

@@ -217,3 +217,28 @@ def test_page_1_holds_batch_1_reads_against_the_copy_ceiling_measured_beside_the
         "summary" in text
     )
     assert '<a href="#fig-decode-dp-decode">in the summary</a>, under this benchmark' in html
+
+
+def test_what_the_runs_noted_is_in_the_benchmark_section_once_with_who_said_it():
+    """A run's notes (how it ran: the kernels, a fallback, a parameter a variant could not honour)
+    reach the report: each note once, with the variant or the runs that said it where not every
+    finished run did (a one-shot asked for, NCCL's run where P2P is off, says so there)."""
+    _, tp2 = _benches()
+    everyone = analysis.run_notes(tp2)
+    assert everyone == [
+        ("step_mode graph asked; the CPU runs the eager step", ""),
+        ("largest batch that fits: measured on a GPU only", ""),
+    ]
+    off = next(v for v in tp2.variants if v.name == "no-p2p")
+    first_on = next(v for v in tp2.variants if v.name == "p2p").ok[0]
+    fallback = "all_reduce one-shot asked; NCCL's all-reduce ran: this variant has P2P off"
+    picks = "batch 1: block sizes autotuned: 4 rows"
+    for r in off.ok:
+        r.notes.append(fallback)
+    first_on.notes.append(picks)
+    said = dict(analysis.run_notes(tp2))
+    assert said[fallback] == "no-p2p" and said[picks] == first_on.run_id
+    assert len(said) == 4  # each note once, however many runs said it
+    html = _text(render_html(Bundle.load(DECODE)))
+    assert "How the runs ran, as each noted it" in html
+    assert html.count("step_mode graph asked; the CPU runs the eager step") == 2  # once a benchmark

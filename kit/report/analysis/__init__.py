@@ -22,7 +22,7 @@ from kit.report.analysis.model import (
     is_ok,
     p2p_disabled,
 )
-from kit.report.analysis.ran import ran_line
+from kit.report.analysis.ran import ran_line, run_notes
 from kit.report.analysis.silicon import Silicon, silicon
 from kit.report.analysis.summary import (
     BenchSummary,
@@ -91,6 +91,7 @@ __all__ = [
     "p2p_disabled",
     "ran_line",
     "raw_sizes",
+    "run_notes",
     "settings",
     "shared_verdict_metric",
     "silicon",

@@ -63,3 +63,26 @@ def ran_line(bench: Benchmark, smoke: bool = False) -> str:
     where = f" on {'/'.join(map(str, world))} {on}" if world else ""
     text = ", ".join(parts) + where if parts else "parameters not recorded" + where
     return text
+
+
+def run_notes(bench: Benchmark) -> list[tuple[str, str]]:
+    """What the benchmark's finished runs noted about how they ran (each result's `notes`: the
+    kernels a step ran, a fallback, a parameter a variant could not honour), each note once in
+    the order first said, with who said it where not every finished run did: the variants whose
+    every finished run said it, else the runs by id."""
+    ok = [r for v in bench.variants for r in v.ok]
+    said: dict[str, list[str]] = {}
+    for r in ok:
+        for note in r.notes:
+            said.setdefault(note, []).append(r.run_id)
+    out = []
+    for note, ids in said.items():
+        who = ""
+        if len(ids) < len(ok):
+            whole = [
+                v.name for v in bench.variants if v.ok and {r.run_id for r in v.ok} <= set(ids)
+            ]
+            covered = {r.run_id for v in bench.variants if v.name in whole for r in v.ok}
+            who = ", ".join(whole) if covered == set(ids) else ", ".join(ids)
+        out.append((note, who))
+    return out

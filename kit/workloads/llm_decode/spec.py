@@ -15,7 +15,10 @@ tokens per sequence and {{ a.params.decode_steps }} greedy decode steps. A bench
 parameters are listed below) says how many GPUs serve one model: tp 1, every GPU serves its own
 copy (data parallel, no traffic between GPUs); tp 2 or more, each group of that many GPUs serves
 one model, attention heads and MLP columns split as Megatron-LM splits them, two all-reduces per
-layer per decode step and the logits all-gathered. On a GPU the decode step is a CUDA graph per
+layer per decode step and the logits all-gathered{% if a.params.all_reduce == "one-shot" %}
+(at batch 1 on GPUs the all-reduces are torch's symmetric-memory one-shot kernel, each GPU reading
+the others' partial sums over peer-to-peer, where peer-to-peer is on, and NCCL's where it is off:
+the runs' notes say which ran){% endif %}. On a GPU the decode step is a CUDA graph per
 batch size (step_mode fused: at batch 1 five Triton kernels a layer, each matmul with its neighbours
 (RMSNorm, RoPE and the cache write, SiLU, the residual add) and one flash-decoding attention
 over the written positions; at larger batches the small kernels fused by torch.compile, the
