@@ -404,6 +404,7 @@ def test_a_figure_kind_is_one_entry_that_the_section_asks(monkeypatch):
         .render(
             view=view,
             transports={gpt2.name: []},
+            run_notes={gpt2.name: []},
             summaries=[],
             expectations={gpt2.name: []},
             results=None,

@@ -95,6 +95,11 @@ def test_the_pdf_page_1_shows_them(tmp_path):
     assert "parameters not recorded" not in first
     assert "time per token, batch 1" in first
     assert SILENT in first
+    # the benchmark sections flow on from the summary and from each other: a page break forced
+    # before each left pages holding a section's last lines (the report review, 9: near-empty
+    # pages); the last page holds what is left of the appendix
+    lines = [sum(1 for x in page.extract_text().splitlines() if x.strip()) for page in pages]
+    assert min(lines[:-1]) >= 25, lines
 
 
 def test_two_curves_close_together_print_their_labels_apart():
