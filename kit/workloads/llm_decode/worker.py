@@ -136,10 +136,10 @@ def stepper(
     }
     notes.append("decode step captured as one CUDA graph per batch size" + what.get(mode, ""))
     # empty where batch 1 ran the compiled pieces (no Triton, or a head dim the kernels refuse)
-    if mode == "fused" and gen.tokens.shape[0] == 1 and (text := picked()):
-        notes.append(
+    if mode == "fused" and gen.tokens.shape[0] == 1 and picked():
+        notes.append(  # the same words for every run: the picks, which vary, are in its data
             "batch 1: five Triton kernels a layer (kit.workloads.llm_decode.kernels), block sizes"
-            f" autotuned at its first step: {text}"
+            " autotuned at its first step (the run's picks: its data's kernel_picks)"
         )
         if gen.model.one_shot:
             notes.append(
@@ -438,6 +438,7 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         "step_mode": mode,
         # the one-shot runs only in batch 1's Triton kernels (picked: they ran)
         "all_reduce_b1": "one-shot" if model.one_shot and picked() else ctx.backend,
+        "kernel_picks": picked() or None,  # the Triton kernels' autotuned block sizes
         "headline_batch": top["batch"],
         "batches": batches,
         "probe": probed,
