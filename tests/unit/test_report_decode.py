@@ -244,6 +244,15 @@ def test_what_the_runs_noted_is_in_the_benchmark_section_once_with_who_said_it()
     said = dict(analysis.run_notes(tp2))
     assert said[fallback] == "no-p2p" and said[picks] == first_on.run_id
     assert len(said) == 4  # each note once, however many runs said it
+    for r in off.ok:  # said twice by a run: once
+        r.notes.append(fallback)
+    assert dict(analysis.run_notes(tp2))[fallback] == "no-p2p"
+    # a bundle whose runs say too much: the report lists 20 notes, counts the rest, cuts the long
+    first_on.notes[:] = [f"note {i} " + "x" * 2000 for i in range(30)]
+    many = analysis.run_notes(tp2)
+    # 33 distinct: these 30, the two every other run said, the P2P-off fallback
+    assert len(many) == 21 and many[-1] == ("and 13 more notes, in the runs' result.json", "")
+    assert all(len(text) < 700 for text, _ in many)
     html = _text(render_html(Bundle.load(DECODE)))
     assert "How the runs ran, as each noted it" in html
     assert html.count("step_mode graph asked; the CPU runs the eager step") == 2  # once a benchmark

@@ -65,6 +65,10 @@ def ran_line(bench: Benchmark, smoke: bool = False) -> str:
     return text
 
 
+NOTES_SHOWN = 20  # a benchmark's distinct run notes the report lists; the rest it counts
+NOTE_CHARS = 600  # a note's characters the report prints
+
+
 def run_notes(bench: Benchmark) -> list[tuple[str, str]]:
     """What the benchmark's finished runs noted about how they ran (each result's `notes`: the
     kernels a step ran, a fallback, a parameter a variant could not honour), each note once in
@@ -74,9 +78,12 @@ def run_notes(bench: Benchmark) -> list[tuple[str, str]]:
     said: dict[str, list[str]] = {}
     for r in ok:
         for note in r.notes:
-            said.setdefault(note, []).append(r.run_id)
+            ids = said.setdefault(note, [])
+            if r.run_id not in ids:  # a run that said it twice said it once
+                ids.append(r.run_id)
     out = []
-    for note, ids in said.items():
+    shown = list(said.items())[:NOTES_SHOWN]
+    for note, ids in shown:
         who = ""
         if len(ids) < len(ok):
             whole = [
@@ -84,5 +91,10 @@ def run_notes(bench: Benchmark) -> list[tuple[str, str]]:
             ]
             covered = {r.run_id for v in bench.variants if v.name in whole for r in v.ok}
             who = ", ".join(whole) if covered == set(ids) else ", ".join(ids)
+        if len(note) > NOTE_CHARS:
+            note = note[:NOTE_CHARS] + " [cut: the whole note is in the run's result.json]"
         out.append((note, who))
+    if len(said) > NOTES_SHOWN:
+        rest = len(said) - NOTES_SHOWN
+        out.append((f"and {rest} more note{'s' if rest > 1 else ''}, in the runs' result.json", ""))
     return out
