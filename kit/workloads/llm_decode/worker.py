@@ -431,14 +431,15 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         where = "the CPU runs the eager step" if not ctx.is_cuda else f"ran {', '.join(ran)}"
         ctx.notes.append(f"step_mode {p.step_mode} asked; {where}")
     mode = ran[0] if len(ran) == 1 else "+".join(ran)
+    picks = picked() or None
     data = {
         "params": asdict(p),
         "tp": p.tp,
         "groups": groups,
         "step_mode": mode,
-        # the one-shot runs only in batch 1's Triton kernels (picked: they ran)
-        "all_reduce_b1": "one-shot" if model.one_shot and picked() else ctx.backend,
-        "kernel_picks": picked() or None,  # the Triton kernels' autotuned block sizes
+        # the one-shot runs only in batch 1's Triton kernels (picks: they ran)
+        "all_reduce_b1": "one-shot" if model.one_shot and picks else ctx.backend,
+        "kernel_picks": picks,  # the Triton kernels' autotuned block sizes
         "headline_batch": top["batch"],
         "batches": batches,
         "probe": probed,
