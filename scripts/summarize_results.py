@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT))
 from kit.model import load_bundle  # noqa: E402
 from kit.refs.nccl_tests import parse, size_words  # noqa: E402
 from kit.report.analysis import bundle_benchmarks, size_table  # noqa: E402
+from kit.report.analysis.verdicts import silent  # noqa: E402
 from kit.stats import paired_ratio, summarize  # noqa: E402
 from kit.workloads.registry import headline_metric  # noqa: E402
 
@@ -83,6 +84,7 @@ def headline_table(bundles: list[str], title: str = "Training workloads") -> Non
         pinned, how = load_bundle(EXAMPLES / name).environment.pin()  # the report's one rule
         where = f"{results.get('runtime', 'host')}, {'pinned' if pinned else how or 'not pinned'}"
         date = results["created_at"][:10]
+        blocks = {b.name: b for b in bundle_benchmarks(load_bundle(EXAMPLES / name))}
         benches = sorted({r["benchmark"] for r in results["runs"]})
         for bench in benches:
             by_variant: dict[str, list[float]] = {}
@@ -97,6 +99,10 @@ def headline_table(bundles: list[str], title: str = "Training workloads") -> Non
             effect = ""
             if len(by_variant.get("p2p", [])) == len(by_variant.get("no-p2p", [])) > 1:
                 effect = paired_ratio(by_variant["p2p"], by_variant["no-p2p"]).sentence()
+                variants = {v.name: v for v in blocks[bench].variants}
+                # the report's rule: runs that move nothing between GPUs get no P2P verdict
+                if why := silent(blocks[bench], variants["p2p"], variants["no-p2p"]):
+                    effect = f"no P2P verdict ({why.split(':')[0]})"
             for variant, values in by_variant.items():
                 s = summarize(values)
                 print(f"| {name} | {where} | {date} | {bench} | {variant} | {metric} ({unit}) | {s.median:,.1f} | "
@@ -140,12 +146,14 @@ if __name__ == "__main__":
     # the kit's Docker container first (2026-11-28), then the host runtime (2026-11-21: history)
     pinned = [
         "h200x2-allreduce-container",
+        "h200x2-allreduce-container-machine-i",
         "h200x2-silicon-container",
         "h200x2-silicon-container-rerun",
     ]
     headline_table(pinned, "The kit's Docker container, 2x H200: all-reduce and silicon")
     training = ["h200x2-gpt2-ddp-container", "h200x2-fsdp-llama-container",
                 "h200x2-fsdp-llama-container-rerun", "h200x2-resnet50-container",
+                "h200x2-decode-tp2-one-shot-container", "h200x2-decode-dp-container",
                 "h200x2-decode-tp2-container", "h200x2-gpt2-ddp-host-20261128",
                 "h200x2-gpt2-ddp", "h200x2-fsdp-llama", "h200x2-resnet-ddp", "h200x4-fsdp-llama"]  # fmt: skip
     headline_table(training)

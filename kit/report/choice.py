@@ -208,9 +208,13 @@ def _sentence(mine: str, base: str, lines: list[dict[str, Any]], gmean: float | 
 
     if not sure:  # every interval holds 1: a spread, not a direction (silicon, 2026-11-29)
         return (
-            f"No measurable difference between {mine} and {base} {where(False)}: none of the "
-            f"{n} ratio{'s' if n > 1 else ''} has a confidence interval that excludes 1; they "
-            f"are {_times(apart(gmean))} apart, the larger over the smaller."
+            f"No measurable difference between {mine} and {base} {where(False)}: "
+            + (
+                f"none of the {n} ratios has a confidence interval that excludes 1"
+                if n > 1
+                else "the ratio's confidence interval holds 1"
+            )
+            + f"; they are {_times(apart(gmean))} apart, the larger over the smaller."
         )
     return f"{ahead} is {_times(apart(gmean))} better than {behind} {where(True)}; {how_sure}."
 

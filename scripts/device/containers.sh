@@ -28,7 +28,7 @@
 # `docker host docker host` are interleaved rounds (runtime_ratio.py of
 # reports/measurements/2026-11-24-h100x1-llama-container-rounds pairs them);
 # PACK=0 leaves the bundles in /tmp/bundles for the caller to pack. `recipe=PATH` between stages
-# switches the recipe for the stages after it, `only=NAME` keeps one of its benchmarks; BUDGET_S=N starts no stage after N seconds (a
+# switches the recipe for the stages after it, `only=NAME[,NAME]` keeps those of its benchmarks; BUDGET_S=N starts no stage after N seconds (a
 # device call has 600).
 #   podmand Podman 4.3 instead of Docker (carry .podman, made by `prepare.sh podman`, instead of
 #           .device): unpack podman, conmon, catatonit, runc; start `podman system service` on
@@ -208,15 +208,17 @@ print(api.import_image(src=sys.stdin.buffer, repository='kit-host-stack', tag='l
   python3 -c "import docker; i = docker.from_env().images.get('$BASE'); print('$BASE', i.id, round(i.attrs['Size'] / 1e9, 1), 'GB, layers', i.attrs['RootFS']['Layers'])" | tee -a "$OUT/device.log"
 }
 
-only_benchmark() {  # RECIPE cut down to one benchmark (by name or kind), for rounds of one workload
-  local cut="$STATE/$(basename "$RECIPE" .yaml)-$1.yaml"
+only_benchmark() {  # RECIPE cut to the benchmarks named, in that order (by name or kind: hbm-copy,decode-dp)
+  local cut="$STATE/$(basename "$RECIPE" .yaml)-${1//,/+}.yaml"
   python3 - "$RECIPE" "$1" "$cut" <<'PY' || exit 2
 import sys, yaml
-recipe, name, cut = sys.argv[1:]
+recipe, names, cut = sys.argv[1:]
 data = yaml.safe_load(open(recipe))
-keep = [b for b in data["benchmarks"] if name in (b.get("name"), b["kind"])]
-if not keep:
-    sys.exit(f"{recipe} has no benchmark named {name}")
+wanted = names.split(",")  # in the order named: the one that must not be cut by HARD_S first
+keep = [b for n in wanted for b in data["benchmarks"] if n in (b.get("name"), b["kind"])]
+missing = [n for n in wanted if not any(n in (b.get("name"), b["kind"]) for b in keep)]
+if missing:
+    sys.exit(f"{recipe} has no benchmark named {', '.join(missing)}")
 data["benchmarks"] = keep
 yaml.safe_dump(data, open(cut, "w"), sort_keys=False)
 PY

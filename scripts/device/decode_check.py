@@ -42,7 +42,9 @@ SHAPE = {  # the reference's flag -> the recipe's parameter
 
 def params(recipe: Path, smoke: bool) -> dict[str, Any]:
     bench = next(
-        b for b in yaml.safe_load(recipe.read_text())["benchmarks"] if b["params"]["tp"] == 1
+        b
+        for b in yaml.safe_load(recipe.read_text())["benchmarks"]
+        if b["kind"] == "llm_decode" and b["params"].get("tp") == 1
     )
     return {**bench["params"], **(bench["smoke"] if smoke else {})}
 

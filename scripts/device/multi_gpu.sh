@@ -17,7 +17,9 @@
 #                -b 8 -e 1G -f 2 -w 20 -n 100 -c 1 (the counts of recipes/collectives.yaml),
 #                P2P on, then NCCL_P2P_DISABLE=1 (PROGRAMS="all_reduce ..." picks fewer), NT_REPEATS times (default 3) so that one noisy
 #                run is not the reference: nccl-tests/<program>_perf-<variant>-r<k>.txt
-#   collectives  kit reproduce recipes/collectives.yaml (or RECIPE) --runtime host (REPEATS, default 1),
+#   collectives  kit reproduce recipes/collectives.yaml (or RECIPE) --runtime host (REPEATS, default 1;
+#                RUNTIME=docker: in the kit's container, after `containers.sh daemon`; ONLY=a,b:
+#                the recipe cut to those benchmarks, with PROGRAMS naming their nccl-tests),
 #                `kit refs nccl-tests` takes every refs output into the bundle (the report's
 #                per-size ratio column), then scripts/device/collectives_check.py reads it
 #
@@ -132,34 +134,55 @@ stage_refs() {
 
 stage_collectives() {
   wheels
-  local recipe=${RECIPE:-recipes/collectives.yaml}
-  local bundle=$WORK/bundles/$(basename "$recipe" .yaml)-$(recipe_gpus)gpu t0=$SECONDS
+  local recipe=${RECIPE:-recipes/collectives.yaml} suffix=""
+  if [ -n "${ONLY:-}" ]; then  # the recipe cut to the benchmarks named (allreduce,all_gather)
+    suffix=-${ONLY//,/+}
+    python3 - "$recipe" "$ONLY" "$WORK/collectives$suffix.yaml" <<'PY' || return 1
+import sys, yaml
+recipe, names, cut = sys.argv[1:]
+data = yaml.safe_load(open(recipe))
+wanted = set(names.split(","))
+data["benchmarks"] = [b for b in data["benchmarks"] if {b.get("name"), b["kind"]} & wanted]
+if not data["benchmarks"]:
+    sys.exit(f"{recipe} has no benchmark named {names}")
+yaml.safe_dump(data, open(cut, "w"), sort_keys=False)
+PY
+    recipe=$WORK/collectives$suffix.yaml
+  fi
+  local bundle=$WORK/bundles/$(basename "${RECIPE:-recipes/collectives.yaml}" .yaml)-$(recipe_gpus)gpu$suffix-${RUNTIME:-host} t0=$SECONDS
   rm -rf "$bundle"
-  log "kit reproduce $recipe --runtime host --repeats ${REPEATS:-1}"
+  # RUNTIME=docker: the kit's container (scripts/device/containers.sh daemon started dockerd and
+  # imported the machine's stack as the base image), nccl-tests still on the host: the same NCCL
+  local runtime=(--runtime "${RUNTIME:-host}")
+  [ "${RUNTIME:-host}" = docker ] && runtime+=(--env ngc-pytorch --base-image "${BASE_IMAGE:-kit-host-stack:local}")
+  log "kit reproduce $recipe ${runtime[*]} --repeats ${REPEATS:-1}"
   # KIT_DEVICE=cpu tries the stage on a machine without a GPU (smoke scale, gloo)
   local scale=--full
   [ "${KIT_DEVICE:-cuda}" = cpu ] && scale=--smoke
-  python3 -m kit reproduce "$recipe" --device "${KIT_DEVICE:-cuda}" $scale --runtime host \
-      --repeats "${REPEATS:-1}" --out "$bundle" >"$WORK/collectives.log" 2>&1
+  python3 -m kit reproduce "$recipe" --device "${KIT_DEVICE:-cuda}" $scale "${runtime[@]}" \
+      --repeats "${REPEATS:-1}" --out "$bundle" >"$WORK/collectives$suffix.log" 2>&1
   log "  exit $?, $((SECONDS - t0)) s"
-  tail -5 "$WORK/collectives.log" | tee -a "$WORK/multi_gpu.log"
-  # nccl-tests' outputs of this call into the bundle: the report's per-size ratio column
-  local refs=()
-  mapfile -t refs < <(ls "$WORK"/nccl-tests/*_perf-*-r*.txt 2>/dev/null)
+  tail -5 "$WORK/collectives$suffix.log" | tee -a "$WORK/multi_gpu.log"
+  # nccl-tests' outputs of this call into the bundle, of the programs asked for (PROGRAMS): the
+  # report's per-size ratio column
+  local refs=() p
+  for p in $PROGRAMS; do
+    mapfile -t -O "${#refs[@]}" refs < <(ls "$WORK"/nccl-tests/"${p}"_perf-*-r*.txt 2>/dev/null)
+  done
   if [ ${#refs[@]} -gt 0 ]; then
-    python3 -m kit refs nccl-tests "$bundle" "${refs[@]}" >>"$WORK/collectives.log" 2>&1
+    python3 -m kit refs nccl-tests "$bundle" "${refs[@]}" >>"$WORK/collectives$suffix.log" 2>&1
     log "  kit refs nccl-tests (${#refs[@]} files) exit $?; kit verify: $(python3 -m kit verify "$bundle" 2>&1 | tail -1)"
   else
     log "  no nccl-tests output in $WORK/nccl-tests: run the refs stage first"
   fi
   python3 scripts/device/collectives_check.py "$bundle" \
-      --out "$WORK/collectives_check.md" >/dev/null
+      --out "$WORK/collectives_check$suffix.md" >/dev/null
   log "  collectives_check exit $?, $((SECONDS - t0)) s"
-  grep -E '^(PASS|FAIL)' "$WORK/collectives_check.md" | tee -a "$WORK/multi_gpu.log"
+  grep -E '^(PASS|FAIL)' "$WORK/collectives_check$suffix.md" | tee -a "$WORK/multi_gpu.log"
 }
 
 stage_pack() {
-  cp "$WORK"/collectives_check.md "$OUT/" 2>/dev/null
+  cp "$WORK"/collectives_check*.md "$OUT/" 2>/dev/null
   tar -czf "$OUT/multi_gpu.tar.gz" --exclude=nccl-tests-build --exclude=nccl \
       -C "$(dirname "$WORK")" "$(basename "$WORK")"
   ls -la "$OUT"

@@ -72,3 +72,16 @@ def test_no_interval_excluding_one_names_no_machine_ahead():
     assert ch["sentence"].startswith("No measurable difference between b (1x H200) and a (1x H200)")
     assert "none of the 2 ratios has a confidence interval that excludes 1" in ch["sentence"]
     assert not DIRECTION.search(ch["sentence"])
+
+
+ALLREDUCE_F = EXAMPLES / "h200x2-allreduce-container"  # 2x H200, machine F, 2026-11-29
+ALLREDUCE_I = EXAMPLES / "h200x2-allreduce-container-machine-i"  # another 2x H200, 2026-11-30
+
+
+@pytest.mark.skipif(not ALLREDUCE_I.is_dir(), reason="the machine-I all-reduce example is not here")
+def test_one_ratio_holding_one_is_worded_as_one():
+    """One workload, its interval holding 1: the sentence read "none of the 1 ratio has"."""
+    _, ch = _choice([ALLREDUCE_F, ALLREDUCE_I], {0: "f", 1: "i"})
+    assert ch["sentence"].startswith("No measurable difference between i (2x H200 NV18) and f")
+    assert "the ratio's confidence interval holds 1" in ch["sentence"]
+    assert "none of the 1" not in ch["sentence"]

@@ -1,6 +1,6 @@
 """The copy-bandwidth workload as the driver sees it (nvbandwidth's testcases, one run)."""
 
-from kit.workloads.base import Phrase, WorkloadSpec, metrics
+from kit.workloads.base import Phrase, Silent, WorkloadSpec, metrics
 from kit.workloads.copy_bandwidth.params import CopyBandwidthParams
 
 METHOD = """\
@@ -31,6 +31,13 @@ SPEC = WorkloadSpec(
     figures="matrix",
     method=METHOD,
     ran=(Phrase(("size_mib",), "{} MiB copies"),),
+    silent=Silent(
+        "pairs",
+        False,
+        "pairs: false copies within each GPU and between each GPU and the host only: no data "
+        "moves between GPUs, so peer-to-peer has nothing to carry and P2P on against off says "
+        "nothing about the link",
+    ),
     metrics=metrics(
         "device_local_gbps",
         "h2d_gbps",

@@ -13,7 +13,7 @@
 #                    machine's next call then starts its runs at once)
 #   docker=RECIPE    kit reproduce RECIPE --runtime docker --env ngc-pytorch (the recipe's repeats)
 #   host=RECIPE      kit reproduce RECIPE --runtime host --repeats 1 (the container/host ratio)
-#   docker=RECIPE@NAME, host=RECIPE@NAME   the same with the recipe cut to its benchmark NAME
+#   docker=RECIPE@NAME[,NAME], host=...   the same with the recipe cut to the benchmarks named
 #                    (containers.sh only=NAME): one benchmark a call, as ResNet and decode need
 #   rerun=ARCHIVE    kit reproduce BUNDLE of a bundle another machine made (.tar.gz in .xfer/)
 # A step that would start after BUDGET_S seconds is skipped and logged as skipped. At HARD_S
