@@ -159,7 +159,10 @@ PY
   # KIT_DEVICE=cpu tries the stage on a machine without a GPU (smoke scale, gloo)
   local scale=--full
   [ "${KIT_DEVICE:-cuda}" = cpu ] && scale=--smoke
-  python3 -m kit reproduce "$recipe" --device "${KIT_DEVICE:-cuda}" $scale "${runtime[@]}" \
+  # KIT_TIMEOUT_S=N: SIGTERM to the kit at N s, which seals what finished (0: no limit); a
+  # `timeout` around this script would stop the script and leave the kit running
+  timeout -s TERM "${KIT_TIMEOUT_S:-0}" \
+    python3 -m kit reproduce "$recipe" --device "${KIT_DEVICE:-cuda}" $scale "${runtime[@]}" \
       --repeats "${REPEATS:-1}" --out "$bundle" >"$WORK/collectives$suffix.log" 2>&1
   log "  exit $?, $((SECONDS - t0)) s"
   tail -5 "$WORK/collectives$suffix.log" | tee -a "$WORK/multi_gpu.log"
