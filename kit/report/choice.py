@@ -15,6 +15,7 @@ from typing import Any
 from kit.report.machines import same_machine
 from kit.shared import metrics as catalog
 from kit.shared.gpu_specs import spec_for
+from kit.stats import percent
 from kit.stats.acceptance import MIN_RUNS
 
 BOUND_WORDS = {
@@ -220,5 +221,6 @@ def _sentence(mine: str, base: str, lines: list[dict[str, Any]], gmean: float | 
 
 
 def _times(factor: float) -> str:
-    """ "1.08x", or a percentage below 0.5% (as kit.stats words a ratio: "0.41%", not "1.00x")."""
-    return f"{(factor - 1) * 100:.2g}%" if factor < 1.005 else f"{factor:.2f}x"
+    """ "1.08x", or a percentage below 0.5% (as kit.stats words a ratio: "0.41%", not "1.00x";
+    "under 0.01%", never "2e-05%")."""
+    return f"{percent((factor - 1) * 100)}%" if factor < 1.005 else f"{factor:.2f}x"

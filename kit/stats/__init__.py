@@ -104,7 +104,7 @@ class Summary:
         )
 
 
-def _percent(p: float) -> str:
+def percent(p: float) -> str:
     """A small percentage in two significant digits, never in e-notation ("2e-05%" read as a
     typo in the report review, 12): under a hundredth of a percent it is said as such."""
     return "under 0.01" if p < 0.005 else f"{p:.2g}"  # 0.00999 reads 0.01
@@ -172,7 +172,7 @@ class Ratio:
             factor, lo, hi = 1.0 / self.estimate, 1.0 / self.ci_high, 1.0 / self.ci_low
         factor_s, lo_s, hi_s = _fmt(factor, lo, hi)
         # below 0.5% a factor needs more than two decimals ("1.0001x"): say it as a percentage
-        pct = _percent((factor - 1) * 100)
+        pct = percent((factor - 1) * 100)
         lead = f"{pct}% {word}" if factor < 1.005 else f"{factor_s}x {word}"
         if not self.ci_available:
             ratio = f"ratio {factor_s}, " if factor < 1.005 else ""

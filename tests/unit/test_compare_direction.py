@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from kit.report.choice import _times
 from kit.report.compare import comparison, load_machines, render_html
 from tests.conftest import ROOT
 
@@ -85,3 +86,11 @@ def test_one_ratio_holding_one_is_worded_as_one():
     assert ch["sentence"].startswith("No measurable difference between i (2x H200 NV18) and f")
     assert "the ratio's confidence interval holds 1" in ch["sentence"]
     assert "none of the 1" not in ch["sentence"]
+
+
+def test_a_tiny_spread_is_never_in_e_notation():
+    """The report review, 12: kit.stats said "under 0.01%" where the compare page's own copy of
+    the rule printed "2e-05%"; both now come from kit.stats.percent."""
+    assert _times(1.0000002) == "under 0.01%"
+    assert _times(1.0033) == "0.33%"
+    assert _times(1.08) == "1.08x"
