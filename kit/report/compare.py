@@ -42,6 +42,7 @@ from kit.report.compare_rows import (
 from kit.report.facts.price import Price, check_priced_device, parse_price
 from kit.report.machines import Machine, load_machines, parse_labels, pick_baseline
 from kit.report.pdf import pdf_wanted
+from kit.report.provenance import short
 from kit.report.render import Figure, jinja_env, write_pdf
 from kit.report.sections import axes_of
 from kit.shared.jsonio import dumps
@@ -101,6 +102,9 @@ def comparison(
                 "summary": m.summary,
                 "recipe": m.results.recipe,
                 "created_at": m.results.created_at,
+                # which kit made it: a rerun by another kit loads other kit files, which the
+                # environment differences name by their hash alone
+                "kit": f"kit {m.results.kit_version}, {short(m.results.kit_commit)}",
                 "device": m.results.device,
                 "runtime": m.results.runtime,
                 "engine": axes_of(m.environment, m.results)[1],

@@ -82,10 +82,15 @@ ALLREDUCE_I = EXAMPLES / "h200x2-allreduce-container-machine-i"  # another 2x H2
 @pytest.mark.skipif(not ALLREDUCE_I.is_dir(), reason="the machine-I all-reduce example is not here")
 def test_one_ratio_holding_one_is_worded_as_one():
     """One workload, its interval holding 1: the sentence read "none of the 1 ratio has"."""
-    _, ch = _choice([ALLREDUCE_F, ALLREDUCE_I], {0: "f", 1: "i"})
+    data, ch = _choice([ALLREDUCE_F, ALLREDUCE_I], {0: "f", 1: "i"})
     assert ch["sentence"].startswith("No measurable difference between i (2x H200 NV18) and f")
     assert "the ratio's confidence interval holds 1" in ch["sentence"]
     assert "none of the 1" not in ch["sentence"]
+    # the kit files differ between the two (another kit made each): the machines say which kit
+    assert [m["kit"] for m in data["machines"]] == [
+        "kit 0.1.0, commit dc9b8dc0667f",
+        "kit 0.1.0, commit 71161db83365",
+    ]
 
 
 def test_a_tiny_spread_is_never_in_e_notation():
