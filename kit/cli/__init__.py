@@ -368,7 +368,8 @@ def recipes_validate(files: Annotated[list[Path], typer.Argument(help="Recipe fi
         try:
             r = load_recipe(path)
             check_workloads((b.kind for b in r.benchmarks), f"{path}: ")
-            counts = f"{len(r.benchmarks)} benchmarks, {len(r.resolved_variants())} variants"
+            nb, nv = len(r.benchmarks), len(r.resolved_variants())
+            counts = f"{nb} benchmark{'s' * (nb != 1)}, {nv} variant{'s' * (nv != 1)}"
             print(f"{one_line(path)}: OK ({counts})")
         except KitError as exc:
             bad += 1

@@ -139,6 +139,9 @@ def test_recipes_shipped_with_the_kit_still_validate():
     proc = run_kit("recipes", "validate", *sorted(str(p) for p in (
         __import__("tests.conftest").conftest.ROOT / "recipes").glob("*.yaml")))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    # counted in words a reader would write: "1 benchmark, 2 variants", never "1 benchmarks"
+    assert "recipes/allreduce.yaml: OK (1 benchmark, 2 variants)" in proc.stdout
+    assert "recipes/silicon.yaml: OK (2 benchmarks, 1 variant)" in proc.stdout
 
 
 FOREIGN_ENV = {
