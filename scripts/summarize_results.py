@@ -81,10 +81,11 @@ def headline_table(bundles: list[str], title: str = "Training workloads") -> Non
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in bundles:
         results = json.loads((EXAMPLES / name / "results.json").read_text())
-        pinned, how = load_bundle(EXAMPLES / name).environment.pin()  # the report's one rule
+        data = load_bundle(EXAMPLES / name)
+        pinned, how = data.environment.pin()  # the report's one rule
         where = f"{results.get('runtime', 'host')}, {'pinned' if pinned else how or 'not pinned'}"
         date = results["created_at"][:10]
-        blocks = {b.name: b for b in bundle_benchmarks(load_bundle(EXAMPLES / name))}
+        blocks = {b.name: b for b in bundle_benchmarks(data)}
         benches = sorted({r["benchmark"] for r in results["runs"]})
         for bench in benches:
             by_variant: dict[str, list[float]] = {}

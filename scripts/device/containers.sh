@@ -210,18 +210,7 @@ print(api.import_image(src=sys.stdin.buffer, repository='kit-host-stack', tag='l
 
 only_benchmark() {  # RECIPE cut to the benchmarks named, in that order (by name or kind: hbm-copy,decode-dp)
   local cut="$STATE/$(basename "$RECIPE" .yaml)-${1//,/+}.yaml"
-  python3 - "$RECIPE" "$1" "$cut" <<'PY' || exit 2
-import sys, yaml
-recipe, names, cut = sys.argv[1:]
-data = yaml.safe_load(open(recipe))
-wanted = names.split(",")  # in the order named: the one that must not be cut by HARD_S first
-keep = [b for n in wanted for b in data["benchmarks"] if n in (b.get("name"), b["kind"])]
-missing = [n for n in wanted if not any(n in (b.get("name"), b["kind"]) for b in keep)]
-if missing:
-    sys.exit(f"{recipe} has no benchmark named {', '.join(missing)}")
-data["benchmarks"] = keep
-yaml.safe_dump(data, open(cut, "w"), sort_keys=False)
-PY
+  python3 scripts/device/cut_recipe.py "$RECIPE" "$1" "$cut" || exit 2
   RECIPE=$cut; log "recipe: $RECIPE (only $1)"
 }
 

@@ -137,16 +137,7 @@ stage_collectives() {
   local recipe=${RECIPE:-recipes/collectives.yaml} suffix=""
   if [ -n "${ONLY:-}" ]; then  # the recipe cut to the benchmarks named (allreduce,all_gather)
     suffix=-${ONLY//,/+}
-    python3 - "$recipe" "$ONLY" "$WORK/collectives$suffix.yaml" <<'PY' || return 1
-import sys, yaml
-recipe, names, cut = sys.argv[1:]
-data = yaml.safe_load(open(recipe))
-wanted = set(names.split(","))
-data["benchmarks"] = [b for b in data["benchmarks"] if {b.get("name"), b["kind"]} & wanted]
-if not data["benchmarks"]:
-    sys.exit(f"{recipe} has no benchmark named {names}")
-yaml.safe_dump(data, open(cut, "w"), sort_keys=False)
-PY
+    python3 scripts/device/cut_recipe.py "$recipe" "$ONLY" "$WORK/collectives$suffix.yaml" || return 1
     recipe=$WORK/collectives$suffix.yaml
   fi
   local bundle=$WORK/bundles/$(basename "${RECIPE:-recipes/collectives.yaml}" .yaml)-$(recipe_gpus)gpu$suffix-${RUNTIME:-host} t0=$SECONDS

@@ -1,0 +1,33 @@
+#!/usr/bin/env python3
+"""A recipe cut to the benchmarks named, in the order named, for device calls that run part of
+one (containers.sh `only=`, multi_gpu.sh `ONLY=`): the benchmark that must not be cut by a time
+limit goes first.
+
+    python3 scripts/device/cut_recipe.py RECIPE NAME[,NAME...] OUT
+
+A name matches a benchmark's `name` or its `kind`. Exit 2 naming what the recipe lacks.
+"""
+
+import sys
+from pathlib import Path
+
+import yaml
+
+
+def main(recipe: str, names: str, out: str) -> int:
+    data = yaml.safe_load(Path(recipe).read_text())
+    wanted = names.split(",")
+    keep = [b for n in wanted for b in data["benchmarks"] if n in (b.get("name"), b["kind"])]
+    missing = [n for n in wanted if not any(n in (b.get("name"), b["kind"]) for b in keep)]
+    if missing:
+        print(f"{recipe} has no benchmark named {', '.join(missing)}", file=sys.stderr)
+        return 2
+    data["benchmarks"] = keep
+    Path(out).write_text(yaml.safe_dump(data, sort_keys=False))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        sys.exit("usage: cut_recipe.py RECIPE NAME[,NAME...] OUT")
+    sys.exit(main(*sys.argv[1:]))
