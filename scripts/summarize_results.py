@@ -7,6 +7,7 @@ Every figure in RESULTS.md comes from this script's output, so a reader can reco
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from datetime import datetime
@@ -18,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 from kit.model import load_bundle  # noqa: E402
 from kit.refs.nccl_tests import parse, size_words  # noqa: E402
 from kit.report.analysis import bundle_benchmarks, size_table  # noqa: E402
-from kit.report.analysis.verdicts import silent  # noqa: E402
+from kit.report.analysis.verdicts import silent, withheld_because  # noqa: E402
 from kit.stats import paired_ratio, summarize  # noqa: E402
 from kit.workloads.registry import headline_metric  # noqa: E402
 
@@ -104,10 +105,42 @@ def headline_table(bundles: list[str], title: str = "Training workloads") -> Non
                 # the report's rule: runs that move nothing between GPUs get no P2P verdict
                 if why := silent(blocks[bench], variants["p2p"], variants["no-p2p"]):
                     effect = f"no P2P verdict ({why.split(':')[0]})"
+                # and the report's other rule: noisy or failed runs make the ratio no finding
+                elif why := withheld_because(
+                    blocks[bench], variants["p2p"], variants["no-p2p"], metric
+                ):
+                    effect = f"verdict withheld ({why}); the paired ratio: {effect}"
             for variant, values in by_variant.items():
                 s = summarize(values)
                 print(f"| {name} | {where} | {date} | {bench} | {variant} | {metric} ({unit}) | {s.median:,.1f} | "
                       f"{s.ci_low:,.1f} to {s.ci_high:,.1f} ({s.label}) | {s.n} | {effect if variant == 'p2p' else ''} |")  # fmt: skip
+
+
+def collectives_table(bundles: list[str]) -> None:
+    """Each collective and variant against nccl-tests run in the same call (the bundle's own
+    nccl-tests/ folder), judged by scripts/device/collectives_check.py: one rule for both."""
+    spec = importlib.util.spec_from_file_location(
+        "collectives_check", ROOT / "scripts" / "device" / "collectives_check.py"
+    )
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    print(
+        "\n### Collectives, kit vs nccl-tests in the same call (the bundle's nccl-tests/ folder)\n"
+    )
+    print(
+        f"Judged from {size_words(check.FROM_BYTES)} up: every size at least {check.FLOOR}x "
+        "nccl-tests' busbw, the headline within 3% of the sweep's highest "
+        "(scripts/device/collectives_check.py).\n"
+    )
+    print("| bundle | collective | variant | headline busbw (GB/s) | lowest ratio | at | judged |")
+    print("|---|---|---|---|---|---|---|")
+    for name in bundles:
+        _, summary = check.compare(EXAMPLES / name)
+        for key, row in summary.items():
+            kind, variant = key.split("/")
+            print(f"| {name} | {kind} | {variant} | {row['headline_gbps']:,.1f} | "
+                  f"{row['lowest_ratio']:.3f} | {size_words(row['lowest_at_bytes'])} | "
+                  f"{'PASS' if row['pass'] else 'FAIL'} |")  # fmt: skip
 
 
 def mfu_table(bundles: list[str]) -> None:
@@ -148,10 +181,16 @@ if __name__ == "__main__":
     pinned = [
         "h200x2-allreduce-container",
         "h200x2-allreduce-container-machine-i",
+        "h200x2-allreduce-container-rerun-machine-j",
+        "h200x2-collectives-container-allreduce-all-gather",
+        "h200x2-collectives-container-reduce-scatter-alltoall",
         "h200x2-silicon-container",
         "h200x2-silicon-container-rerun",
     ]
-    headline_table(pinned, "The kit's Docker container, 2x H200: all-reduce and silicon")
+    headline_table(
+        pinned, "The kit's Docker container, 2x H200: all-reduce, collectives and silicon"
+    )
+    collectives_table(pinned[3:5])
     training = ["h200x2-gpt2-ddp-container", "h200x2-fsdp-llama-container",
                 "h200x2-fsdp-llama-container-rerun", "h200x2-resnet50-container",
                 "h200x2-decode-tp2-one-shot-container", "h200x2-decode-dp-container",

@@ -62,7 +62,7 @@ def test_collectives_check_judges_the_in_place_column(tmp_path: Path) -> None:
     assert summary["allreduce/p2p"]["lowest_at_bytes"] == 1 << 20
     assert round(summary["allreduce/p2p"]["lowest_ratio"], 3) == 0.554
     assert summary["allreduce/p2p"]["pass"] is False
-    assert summary["allreduce/p2p"]["on_plateau"] is True
+    assert summary["allreduce/p2p"]["headline_at_peak"] is True
     # the collectives the bundle did not run are named, not judged
     assert "all_gather, p2p: not compared (no kit run)" in text
     assert set(summary) == {"allreduce/p2p", "allreduce/no-p2p"}
