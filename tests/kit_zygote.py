@@ -176,7 +176,9 @@ class Zygote:
             self.proc = subprocess.Popen(
                 [sys.executable, __file__],
                 cwd=self.root,
-                env=self.env,
+                # BLAS without its thread pool (numpy's and scipy's OpenBLAS each start one as
+                # they load): a fork keeps only the forking thread, so the zygote has no other
+                env={**self.env, "OPENBLAS_NUM_THREADS": "1"},
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -217,9 +219,16 @@ class Zygote:
         try:
             code = int(self._answer(proc, deadline).split()[1])
         except TimeoutError:
-            os.kill(pid, signal.SIGKILL)
-            self._answer(proc, None)
-            raise subprocess.TimeoutExpired(args, timeout or 0) from None
+            state = _state(pid), _state(proc.pid)
+            with contextlib.suppress(ProcessLookupError):  # it may end as the deadline passes
+                os.kill(pid, signal.SIGKILL)
+            try:  # its exit line, so the next command reads its own answers
+                self._answer(proc, time.monotonic() + 30)
+            except (TimeoutError, RuntimeError):  # the zygote itself is stuck: a new one next
+                self.close()
+            raise subprocess.TimeoutExpired(
+                args, timeout or 0, stderr=f"command {state[0]}; zygote {state[1]}".encode()
+            ) from None
         out, err = (_text(Path(files[n]).read_bytes()) for n in ("stdout", "stderr"))
         for path in files.values():
             os.unlink(path)
@@ -229,6 +238,19 @@ class Zygote:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        self.proc = None
+
+
+def _state(pid: int) -> str:
+    """A process's state line from /proc (R running, S sleeping, T stopped, Z exited, unreaped),
+    and what it waits in: what a timed-out command says of itself and of its zygote."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return f"{pid}: gone"
+    state = next((line for line in status.splitlines() if line.startswith("State:")), "")
+    return f"{pid}: {state.removeprefix('State:').strip()}, waiting in {wchan or '-'}"
 
 
 def _text(data: bytes) -> str:

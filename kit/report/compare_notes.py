@@ -13,6 +13,7 @@ from kit.env.diff import environment_versions
 from kit.model import Hardware, recipe_differences
 from kit.model.results import Reproduces
 from kit.report.machines import Machine, same_machine
+from kit.report.method import adaptive_why
 from kit.report.render import machine_line
 
 REPEAT_FIELDS = ("repeats", "max_repeats", "cv_threshold", "timeout_s")
@@ -200,7 +201,8 @@ def warnings_for(machines: list[Machine], base: int) -> list[dict[str, str]]:
                     {
                         "level": "note",
                         "text": (
-                            f"{m.label}: {bench} stayed noisy ({rec.reason}) after "
+                            f"{m.label}: {bench} stayed noisy "
+                            f"({adaptive_why(rec)}) after "
                             f"{rec.repeats} repeats, the cap."
                         ),
                     }

@@ -9,7 +9,9 @@ from jinja2 import Environment
 from markupsafe import Markup
 
 from kit.model import RunData
+from kit.model.results import AdaptiveRecord
 from kit.report import analysis
+from kit.stats import noisy_reason
 from kit.stats.acceptance import MIN_RUNS
 
 
@@ -70,6 +72,15 @@ def _times(n: int | None) -> str:
     return "once" if n == 1 else f"{n or '?'} times"
 
 
+def adaptive_why(rec: AdaptiveRecord) -> str:
+    """Why the adaptive repeats asked for more, from the CVs the bundle recorded (not its
+    recorded sentence, so an older bundle's "3.0% > 3%" reads "3.04% > 3%"); "" when none was
+    noisy. The report and `kit compare` both say it this way."""
+    if not rec.noisy:
+        return ""
+    return noisy_reason({v: rec.cv.get(v) for v in rec.noisy}, rec.cv_threshold)
+
+
 def repeats_words(benches: list[analysis.Benchmark]) -> str:
     """How many times each benchmark ran per variant: the count that ran, with the planned
     count and the adaptive decision beside it wherever the two differ."""
@@ -81,7 +92,7 @@ def repeats_words(benches: list[analysis.Benchmark]) -> str:
         words = f"{b.label} ran {_times(b.repeats_ran)} per variant"
         if b.repeats_ran != b.planned_repeats:
             added = b.repeats_ran - b.planned_repeats
-            why = b.adaptive.reason if b.adaptive else ""
+            why = adaptive_why(b.adaptive) if b.adaptive else ""
             extra = (
                 f"; adaptive repeats added {added}{f' ({why})' if why else ''}"
                 if added > 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kit.model import AdaptiveRecord, RunResult
 from kit.shared.jsonio import finite
-from kit.stats import AdaptiveRepeats, coefficient_of_variation, is_noisy
+from kit.stats import AdaptiveRepeats, coefficient_of_variation, is_noisy, noisy_reason
 from kit.workloads.registry import headline_metric
 
 
@@ -41,9 +41,7 @@ def adaptive_record(
             noisy.append(variant)
             more = more or policy.needs_more(samples, done)
             cap_reached = cap_reached or policy.cap_reached(samples, done)
-    reason = (
-        ", ".join(f"{v} CV {cvs[v]:.1%}" for v in noisy) + f" > {policy.cv_threshold * 100:.3g}%"
-    )
+    reason = noisy_reason({v: cvs[v] for v in noisy}, policy.cv_threshold)
     return AdaptiveRecord(
         metric=metric,
         planned=policy.min_repeats,

@@ -15,6 +15,7 @@ Why these choices:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -299,6 +300,26 @@ def _of_medians(x: np.ndarray, y: np.ndarray, confidence: float, n_resamples: in
 def coefficient_of_variation(samples: Sequence[float]) -> float | None:
     """stdev (ddof=1) / |mean|; None for one sample or a mean of 0 (inf when those vary)."""
     return _cv(_clean(samples, "samples"))
+
+
+def cv_words(cv: float | None, threshold: float, digits: int = 0) -> str:
+    """A coefficient of variation in percent, with `digits` decimals or as many more as show
+    it apart from the threshold it is held against: "5%", "3.04%" beside 3% (never "CV 3%,
+    over 3%" or "3.0% > 3%")."""
+    if cv is None or not math.isfinite(cv):
+        return "unbounded (samples around a mean of 0)"
+    for d in range(digits, 4):
+        text = f"{cv * 100:.{d}f}"
+        if float(text) != round(threshold * 100, d):
+            return f"{text}%"
+    return f"{cv * 100:.3f}%"
+
+
+def noisy_reason(cvs: dict[str, float | None], threshold: float) -> str:
+    """Why the adaptive repeats asked for more, from the noisy variants' CVs: "no-p2p CV 3.04% >
+    3%" (what results.json records and a comparison prints, one wording)."""
+    said = ", ".join(f"{v} CV {cv_words(cv, threshold, 1)}" for v, cv in cvs.items())
+    return f"{said} > {threshold * 100:.3g}%"
 
 
 def is_noisy(samples: Sequence[float], cv_threshold: float = CV_THRESHOLD) -> bool:

@@ -138,3 +138,30 @@ def test_max_repeats_below_repeats_is_a_located_error():
         InputError, match=r"^r.yaml:5: max_repeats: must be at least repeats \(2\), got 1$"
     ):
         parse_recipe(text, "r.yaml")
+
+
+def test_a_cv_just_over_the_threshold_is_said_with_the_digits_that_show_it():
+    """The report review's number formats (12): a 2x H200 rerun's comparison printed "stayed
+    noisy (no-p2p CV 3.0% > 3%)" for a CV of 3.04%."""
+    from kit.model.results import AdaptiveRecord
+    from kit.report.method import adaptive_why
+    from kit.stats import cv_words
+
+    assert cv_words(0.0304, 0.03) == "3.04%" and cv_words(0.0304, 0.03, 1) == "3.04%"
+    assert cv_words(0.05, 0.03) == "5%" and cv_words(0.123, 0.03, 1) == "12.3%"
+    assert cv_words(0.0296, 0.03) == "2.96%"  # under it, said apart from it too
+    assert cv_words(None, 0.03).startswith("unbounded")
+    # a bundle that recorded the old sentence is said from its recorded CVs
+    rec = AdaptiveRecord(
+        metric="busbw_largest", planned=3, max_repeats=3, cv_threshold=0.03, repeats=3,
+        cv={"p2p": 0.005, "no-p2p": 0.0304}, noisy=["no-p2p"], cap_reached=True,
+        reason="no-p2p CV 3.0% > 3%",
+    )  # fmt: skip
+    assert adaptive_why(rec) == "no-p2p CV 3.04% > 3%"
+    from tests.unit.test_compare import run
+
+    # the rerun's P2P-off busbw on machine J (28.71, 27.52, 27.08 GB/s: CV 3.04%)
+    runs = [run(v, i, x) for v, xs in (("p2p", [348.0, 345.8, 348.1]),
+            ("no-p2p", [28.71, 27.52, 27.08])) for i, x in enumerate(xs)]  # fmt: skip
+    made = adaptive_record(runs, "ar", AdaptiveRepeats(min_repeats=3, max_repeats=3))
+    assert made.noisy == ["no-p2p"] and made.reason == "no-p2p CV 3.04% > 3%"

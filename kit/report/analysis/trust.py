@@ -10,6 +10,7 @@ from kit.report.analysis.model import Benchmark, is_ok, p2p_disabled
 from kit.report.analysis.training import DRIFT_THRESHOLD, drifting
 from kit.report.facts.window import POWER_CAP_REASON
 from kit.shared.nccl_log import contradiction
+from kit.stats import cv_words
 
 
 def nccl_contradiction(run: RunResult) -> str | None:
@@ -166,7 +167,7 @@ def findings(
     noisy = []
     for b in benches:
         mine = [
-            f"{v} {row.label} {row.summary.cv:.1%}"
+            f"{v} {row.label} {cv_words(row.summary.cv, b.cv_threshold, 1)}"
             for rows in b.metrics.values()
             for v, row in rows.items()
             if row.noisy and row.summary is not None and row.summary.cv is not None

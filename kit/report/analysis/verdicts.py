@@ -10,7 +10,7 @@ from kit.report.analysis.ran import recorded
 from kit.report.analysis.training import DRIFT_THRESHOLD, run_drift
 from kit.report.facts.window import power_capped
 from kit.shared import metrics as catalog
-from kit.stats import StatsError, paired_ratio
+from kit.stats import StatsError, cv_words, paired_ratio
 from kit.stats.acceptance import (
     MIN_RUNS,
     NOT_COMPARABLE,
@@ -179,7 +179,9 @@ def withheld_because(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric:
         if (row := rows.get(v.name)) is not None and row.noisy and row.summary is not None
     ]
     if cvs:
-        spread = f"{min(cvs):.0%}" if len(cvs) == 1 else f"{min(cvs):.0%} to {max(cvs):.0%}"
+        t = bench.cv_threshold
+        low, high = cv_words(min(cvs), t), cv_words(max(cvs), t)
+        spread = low if low == high else f"{low} to {high}"
         reasons.append(
             f"the runs were noisy (CV {spread}, over the recipe's {bench.cv_threshold:.0%})"
         )
