@@ -129,7 +129,7 @@ def collectives_table(bundles: list[str]) -> None:
     )
     print(
         f"Judged from {size_words(check.FROM_BYTES)} up: every size at least {check.FLOOR}x "
-        "nccl-tests' busbw, the headline within 3% of the sweep's highest "
+        f"nccl-tests' busbw, the headline within {1 - check.PEAK_SHARE:.0%} of the sweep's highest "
         "(scripts/device/collectives_check.py).\n"
     )
     print("| bundle | collective | variant | headline busbw (GB/s) | lowest ratio | at | judged |")
@@ -178,19 +178,22 @@ if __name__ == "__main__":
     allreduce_table("allreduce-h200x2-first", "2026-11-21-h200x2", 2, ref="nccl-tests-threads")
     allreduce_table("h200x4-allreduce", "2026-11-21-h200x4", 4)
     # the kit's Docker container first (2026-11-28), then the host runtime (2026-11-21: history)
+    collectives = [
+        "h200x2-collectives-container-allreduce-all-gather",
+        "h200x2-collectives-container-reduce-scatter-alltoall",
+    ]
     pinned = [
         "h200x2-allreduce-container",
         "h200x2-allreduce-container-machine-i",
         "h200x2-allreduce-container-rerun-machine-j",
-        "h200x2-collectives-container-allreduce-all-gather",
-        "h200x2-collectives-container-reduce-scatter-alltoall",
+        *collectives,
         "h200x2-silicon-container",
         "h200x2-silicon-container-rerun",
     ]
     headline_table(
         pinned, "The kit's Docker container, 2x H200: all-reduce, collectives and silicon"
     )
-    collectives_table(pinned[3:5])
+    collectives_table(collectives)
     training = ["h200x2-gpt2-ddp-container", "h200x2-fsdp-llama-container",
                 "h200x2-fsdp-llama-container-rerun", "h200x2-resnet50-container",
                 "h200x2-decode-tp2-one-shot-container", "h200x2-decode-dp-container",

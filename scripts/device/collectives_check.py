@@ -125,7 +125,8 @@ def compare(bundle: Path, refs: Path | None = None) -> tuple[str, dict]:
                 f"\n{'PASS' if ok else 'FAIL'}: lowest ratio {worst[1]:.3f}"
                 f"{f' at {size_words(worst[0])}' if worst[0] else ''}; headline "
                 f"{kit[largest]:.1f} GB/s at {size_words(largest)}, "
-                f"{'the sweep' if at_peak else 'NOT within 3% of the sweep'}'s highest "
+                f"{'the sweep' if at_peak else f'NOT within {1 - PEAK_SHARE:.0%} of the sweep'}'s "
+                "highest "
                 f"({peak:.1f}); {plateau or 'plateau not judged'}\n"
             )
             lines.append(f"{variant}: {sc.verdict}.\n")
