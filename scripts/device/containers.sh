@@ -209,7 +209,7 @@ print(api.import_image(src=sys.stdin.buffer, repository='kit-host-stack', tag='l
 }
 
 only_benchmark() {  # RECIPE cut to the benchmarks named, in that order (by name or kind: hbm-copy,decode-dp)
-  local cut="$STATE/$(basename "$RECIPE" .yaml)-${1//,/+}.yaml"
+  local cut="$STATE/$(basename "$RECIPE" .yaml)-${1//,/+}${VARIANTS:+-${VARIANTS//,/+}}.yaml"
   python3 scripts/device/cut_recipe.py "$RECIPE" "$1" "$cut" || exit 2
   RECIPE=$cut; log "recipe: $RECIPE (only $1)"
 }

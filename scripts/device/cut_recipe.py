@@ -6,8 +6,12 @@ limit goes first.
     python3 scripts/device/cut_recipe.py RECIPE NAME[,NAME...] OUT
 
 A name matches a benchmark's `name` or its `kind`. Exit 2 naming what the recipe lacks.
+VARIANTS=p2p (comma-separated, from the environment) keeps only those of the recipe's variants:
+a data-parallel decode and the copy check move nothing between GPUs, so their P2P-off runs are
+device time that measures nothing new (the report gives data-parallel runs no P2P verdict).
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -23,6 +27,13 @@ def main(recipe: str, names: str, out: str) -> int:
         print(f"{recipe} has no benchmark named {', '.join(missing)}", file=sys.stderr)
         return 2
     data["benchmarks"] = keep
+    if os.environ.get("VARIANTS"):
+        variants = os.environ["VARIANTS"].split(",")
+        unknown = [v for v in variants if v not in data.get("variants", [])]
+        if unknown:
+            print(f"{recipe} has no variant named {', '.join(unknown)}", file=sys.stderr)
+            return 2
+        data["variants"] = variants
     Path(out).write_text(yaml.safe_dump(data, sort_keys=False))
     return 0
 
