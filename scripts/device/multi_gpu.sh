@@ -59,7 +59,7 @@ recipe_gpus() {
 }
 PROGRAMS=${PROGRAMS:-"all_reduce all_gather reduce_scatter alltoall"}
 # nccl-tests' counts: the same warm-up and iterations as recipes/collectives.yaml
-NT_ARGS="-b 8 -e 1G -f 2 -w 20 -n 100 -c 1"
+NT_ARGS=${NT_ARGS:-"-b 8 -e 1G -f 2 -w 20 -n 100 -c 1"}
 [ "${KIT_DEVICE:-cuda}" = cpu ] && NT_ARGS="-b 8 -e 64K -f 4 -w 2 -n 5 -c 1"
 
 stage_prepare() {
