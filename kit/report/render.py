@@ -333,6 +333,8 @@ def context(
         for b in benches
     ]
     for summary, view in zip(summaries, views, strict=True):
+        if silicon and view.bench.figures.placed == "hbm":  # decode: reads against the copy here
+            analysis.add_copy_share(summary, silicon["facts"], view.bench)
         for vs in summary.variants:  # a same-call nccl-tests run outranks a shipped one
             if vs.plateau and (sc := view.same_call.get(vs.variant)):
                 vs.below_reference = sc.first_page

@@ -751,3 +751,21 @@ def test_a_decode_reports_page_1_holds_its_decode_figures(tmp_path):
     assert pointer and int(pointer.group(1)) == at + 1, (pointer, at)
     html = (dst / "report.html").read_text()
     assert "in the summary</a>, under this benchmark's table" in html
+
+
+DECODE_COPY = ROOT / "reports" / "examples" / "h200x2-decode-dp-copy-container"
+
+
+@pytest.mark.skipif(not DECODE_COPY.is_dir(), reason="the decode bundle with its copy is not here")
+def test_a_decode_bundle_with_its_own_copy_shows_the_share_of_it_in_its_table(tmp_path):
+    """Issue 47: a decode bundle that ran hbm-copy (2x H200, 2026-11-30, call c38) shows the
+    batch-1 reads against the copy it measured in the decode table, under the datasheet's share,
+    and the silicon section says the same share from the same definition (copy_share); the
+    share's interval is printed in percent as its median is, never as a raw fraction."""
+    dst = tmp_path / "decode"
+    shutil.copytree(DECODE_COPY, dst)
+    render_bundle(Bundle.load(dst))
+    text = " ".join(" ".join(p.extract_text().split()) for p in PdfReader(dst / "report.pdf").pages)
+    assert "73.9 %" in text and "73.7 to 74.1%" in text and "0.737 to 0.741" not in text
+    assert re.search(r"/ copy here 84\.1 %", text), text[:3000]
+    assert "reads 3,546 GB/s per GPU, 84% of the 4,216 GB/s device-local copy traffic" in text

@@ -23,7 +23,7 @@ from kit.report.analysis.model import (
     p2p_disabled,
 )
 from kit.report.analysis.ran import ran_line, run_notes
-from kit.report.analysis.silicon import Silicon, silicon
+from kit.report.analysis.silicon import Silicon, add_copy_share, silicon
 from kit.report.analysis.summary import (
     BenchSummary,
     VariantSummary,
@@ -75,6 +75,7 @@ __all__ = [
     "VariantBlock",
     "VariantSummary",
     "Verdict",
+    "add_copy_share",
     "allreduce_curves",
     "benchmark_label",
     "build_benchmarks",

@@ -25,8 +25,10 @@ from kit.report.analysis.gpu_figures import (
 )
 from kit.report.analysis.gpu_figures import median as _median
 from kit.report.analysis.model import Benchmark
+from kit.report.analysis.summary import BenchSummary
 from kit.report.facts.efficiency import link_share, mfu_basis
 from kit.shared.gpu_specs import pcie_gbs, peak_flops, spec_for
+from kit.stats import Summary, summarize
 from kit.workloads.copy_bandwidth import matrix
 
 MATRICES = [  # the pair matrices, in the order nvbandwidth lists its testcases
@@ -199,21 +201,45 @@ def _gbs(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
 
 
-def _hbm(s: Silicon, b: Benchmark) -> list[str]:
-    """A decode benchmark's batch-1 memory reads against the device-local copy traffic (read
-    plus write) measured here: the HBM ceiling of this silicon, not the datasheet's."""
+def copy_share(s: Silicon, b: Benchmark, variant: str) -> tuple[Summary, float, float] | None:
+    """A decode variant's batch-1 memory reads against the device-local copy traffic (read plus
+    write) measured in this bundle, the HBM ceiling of this silicon rather than the datasheet's:
+    (each run's share summarized, the median read GB/s, the copy traffic GB/s). One definition
+    for page 1's decode table and the silicon section's sentence."""
     traffic = _median([h["local_traffic_gbps"] for h in s.host])
+    row = (b.metrics.get("decode_read_gbps_b1") or {}).get(variant)
+    if not traffic or row is None or row.summary is None or not row.values:
+        return None
+    return summarize([x / traffic for x in row.values]), row.summary.median, traffic
+
+
+def _hbm(s: Silicon, b: Benchmark) -> list[str]:
+    """The silicon section's sentence per decode variant (copy_share)."""
     out = []
     for v in b.variants:
-        row = (b.metrics.get("decode_read_gbps_b1") or {}).get(v.name)
-        if traffic and row is not None and row.summary is not None:
-            read = row.summary.median
+        if (got := copy_share(s, b, v.name)) is not None:
+            share, read, traffic = got
             out.append(
                 f"{b.label}, {v.name}: a batch-1 decode step reads {_gbs(read)} GB/s per GPU, "
-                f"{read / traffic:.0%} of the {_gbs(traffic)} GB/s device-local copy traffic "
+                f"{share.median:.0%} of the {_gbs(traffic)} GB/s device-local copy traffic "
                 "(read plus write) measured here."
             )
     return out
+
+
+def add_copy_share(summary: BenchSummary, s: Silicon, b: Benchmark) -> None:
+    """Page 1's decode table: copy_share under "batch-1 reads / datasheet HBM" ("/ copy
+    here 84.1 %"), where this bundle measured its own copy (recipes/llm_decode.yaml runs hbm-copy).
+    Under the datasheet's share, not a column of its own: the table is at the page's width."""
+    for vs in summary.variants:
+        cell = next((x for k, x in vs.beside.items() if "datasheet HBM" in k), None)
+        if cell is not None and (got := copy_share(s, b, vs.variant)) is not None:
+            cell["under"] = {
+                "words": "/ copy here",
+                "median": got[0].median,
+                "unit": "fraction",
+                "wrap": True,  # the words may break: the table is at the page's width
+            }
 
 
 def silicon(benches: list[Benchmark], hardware: Hardware) -> Silicon | None:

@@ -29,6 +29,7 @@ from kit.report.facts.efficiency import (
 from kit.report.facts.price import Price, parse_price
 from kit.report.facts.window import POWER_CAP_REASON, WindowFacts, window_facts
 from kit.shared import p2p
+from kit.stats import Summary
 from kit.stats import summarize as summarize_values
 
 MIN_SAMPLES_PER_GPU = 4
@@ -140,7 +141,7 @@ def beside(bench: Benchmark, variant: str) -> dict[str, dict[str, Any]]:
         if row is None or row.summary is None:
             continue
         s = row.summary
-        out[col.heading] = {"median": s.median, "unit": row.unit, "interval": s.ends()}
+        out[col.heading] = {"median": s.median, "unit": row.unit, "interval": ends(s, row.unit)}
         low = (bench.metrics.get(col.under) or {}).get(variant) if col.under else None
         if low is not None and low.summary is not None:
             out[col.heading]["under"] = {
@@ -159,6 +160,15 @@ def beside(bench: Benchmark, variant: str) -> dict[str, dict[str, Any]]:
         if not same:
             out[SEQUENCE] = {"median": s.median, "unit": "tokens/s", "interval": s.ends()}
     return out
+
+
+def ends(s: Summary, unit: str) -> str:
+    """The interval's ends as the table prints its median: a fraction in percent ("73.7 to
+    74.1%"), never "0.737 to 0.741" under "73.9 %"."""
+    if unit != "fraction" or not s.ci_available or s.ci_low is None or s.ci_high is None:
+        return s.ends()
+    digits = 1 if min(abs(s.ci_low), abs(s.ci_high)) >= 0.1 else 2
+    return f"{s.ci_low * 100:.{digits}f} to {s.ci_high * 100:.{digits}f}%"
 
 
 def _within(a: float, b: float, share: float = 0.005) -> bool:
