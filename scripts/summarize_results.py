@@ -194,10 +194,11 @@ if __name__ == "__main__":
         pinned, "The kit's Docker container, 2x H200: all-reduce, collectives and silicon"
     )
     collectives_table(collectives)
-    training = ["h200x2-gpt2-ddp-container", "h200x2-fsdp-llama-container",
-                "h200x2-fsdp-llama-container-rerun", "h200x2-resnet50-container",
-                "h200x2-decode-tp2-one-shot-container", "h200x2-decode-dp-container",
-                "h200x2-decode-tp2-container", "h200x2-gpt2-ddp-host-20261128",
+    training = ["h200x2-gpt2-ddp-container", "h200x2-gpt2-ddp-container-machine-k",
+                "h200x2-fsdp-llama-container", "h200x2-fsdp-llama-container-rerun",
+                "h200x2-resnet50-container", "h200x2-resnet18-container",
+                "h200x2-decode-tp2-one-shot-container", "h200x2-decode-dp-copy-container",
+                "h200x2-decode-dp-container", "h200x2-decode-tp2-container", "h200x2-gpt2-ddp-host-20261128",
                 "h200x2-gpt2-ddp", "h200x2-fsdp-llama", "h200x2-resnet-ddp", "h200x4-fsdp-llama"]  # fmt: skip
     headline_table(training)
     mfu_table(["h200x2-fsdp-llama-container", "h200x2-fsdp-llama-container-rerun",
