@@ -19,6 +19,7 @@ memory, fans and power-supply losses: say "GPU board power" wherever it is print
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -220,12 +221,20 @@ def integrate(t: Sequence[float], y: Sequence[float | None], a: float, b: float)
     if not pts or b <= a:
         return 0.0
 
+    ts = [ti for ti, _ in pts]
+    ordered = all(t0 <= t1 for t0, t1 in itertools.pairwise(ts))
+
     def at(x: float) -> float:
         if x <= pts[0][0]:
             return pts[0][1]
         if x >= pts[-1][0]:
             return pts[-1][1]
-        for (t0, y0), (t1, y1) in itertools.pairwise(pts):
+        if ordered:  # the first pair holding x, found by bisection: one pass, not one per x
+            i = bisect.bisect_left(ts, x)
+            pairs = [(pts[i - 1], pts[i])]
+        else:  # samples out of order (a bundle someone edited): the first pair that holds x
+            pairs = list(itertools.pairwise(pts))
+        for (t0, y0), (t1, y1) in pairs:
             if t0 <= x <= t1:
                 return y0 if t1 == t0 else y0 + (y1 - y0) * (x - t0) / (t1 - t0)
         raise AssertionError("unreachable: x lies between the first and last sample")
