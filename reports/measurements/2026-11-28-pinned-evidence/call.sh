@@ -14,7 +14,9 @@
 #   docker=RECIPE    kit reproduce RECIPE --runtime docker --env ngc-pytorch (the recipe's repeats)
 #   host=RECIPE      kit reproduce RECIPE --runtime host --repeats 1 (the container/host ratio)
 #   docker=RECIPE@NAME[,NAME], host=...   the same with the recipe cut to the benchmarks named
-#                    (containers.sh only=NAME): one benchmark a call, as ResNet and decode need
+#                    (containers.sh only=NAME): one benchmark a call, as ResNet and decode need;
+#                    VARIANTS=p2p in the environment keeps only those variants (cut_recipe.py):
+#                    decode-dp and the copy move nothing between GPUs (call c38)
 #   rerun=ARCHIVE    kit reproduce BUNDLE of a bundle another machine made (.tar.gz in .xfer/)
 # A step that would start after BUDGET_S seconds is skipped and logged as skipped. At HARD_S
 # seconds (default 540, inside the device call's 600) the running `kit reproduce` gets SIGTERM:
