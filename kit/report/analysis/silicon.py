@@ -231,8 +231,10 @@ def add_copy_share(summary: BenchSummary, s: Silicon, b: Benchmark) -> None:
     """Page 1's decode table: copy_share under "batch-1 reads / datasheet HBM" ("/ copy
     here 84.1 %"), where this bundle measured its own copy (recipes/llm_decode.yaml runs hbm-copy).
     Under the datasheet's share, not a column of its own: the table is at the page's width."""
+    page1 = b.spec.page1 if b.spec else ()
+    heading = next((c.heading for c in page1 if c.metric == "hbm_share_b1"), None)
     for vs in summary.variants:
-        cell = next((x for k, x in vs.beside.items() if "datasheet HBM" in k), None)
+        cell = vs.beside.get(heading) if heading else None
         if cell is not None and (got := copy_share(s, b, vs.variant)) is not None:
             cell["under"] = {
                 "words": "/ copy here",
