@@ -64,8 +64,8 @@ def _integrate_by_scanning(t, y, a, b):
 
 
 def test_integrate_by_bisection_keeps_the_first_pair_rule():
-    """integrate found each point's pair by a scan per point: 17,000 scans of the telemetry of a
-    six-run bundle, a second of every report. It bisects sorted samples now; repeated times,
+    """integrate found each point's pair by a scan per point: 17,268 scans of the telemetry of a
+    six-run bundle (1.1 s of its report's 19.7 s under cProfile). It bisects sorted samples now; repeated times,
     gaps (None) and samples out of order (an edited bundle) give what the scan gave."""
     rng = random.Random(7)
     for case in range(2000):
