@@ -166,6 +166,7 @@ class Zygote:
     def __init__(self, root: Path, tmp: Path, env: dict[str, str]) -> None:
         self.root, self.tmp, self.env = root, tmp, env
         self.proc: subprocess.Popen[bytes] | None = None
+        self.lines: AnswerLines | None = None
         self.count = 0
 
     def serves(self, env: dict[str, str]) -> bool:
@@ -184,18 +185,13 @@ class Zygote:
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
             )
+            assert self.proc.stdout is not None
+            self.lines = AnswerLines(self.proc.stdout.fileno())
         return self.proc
 
-    def _answer(self, proc: subprocess.Popen[bytes], deadline: float | None) -> str:
-        assert proc.stdout is not None
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        ready, _, _ = select.select([proc.stdout], [], [], timeout)
-        if not ready:
-            raise TimeoutError
-        line = proc.stdout.readline().decode()
-        if not line:
-            raise RuntimeError("the kit zygote died")
-        return line.strip()
+    def _answer(self, deadline: float | None) -> str:
+        assert self.lines is not None
+        return self.lines.next(deadline)
 
     def run(
         self,
@@ -215,15 +211,15 @@ class Zygote:
         proc.stdin.write((json.dumps(request) + "\n").encode())
         proc.stdin.flush()
         deadline = None if timeout is None else time.monotonic() + timeout
-        pid = int(self._answer(proc, None).split()[1])
+        pid = int(self._answer(None).split()[1])
         try:
-            code = int(self._answer(proc, deadline).split()[1])
+            code = int(self._answer(deadline).split()[1])
         except TimeoutError:
             state = _state(pid), _state(proc.pid)
             with contextlib.suppress(ProcessLookupError):  # it may end as the deadline passes
                 os.kill(pid, signal.SIGKILL)
             try:  # its exit line, so the next command reads its own answers
-                self._answer(proc, time.monotonic() + 30)
+                self._answer(time.monotonic() + 30)
             except (TimeoutError, RuntimeError):  # the zygote itself is stuck: a new one next
                 self.close()
             raise subprocess.TimeoutExpired(
@@ -235,10 +231,41 @@ class Zygote:
         return subprocess.CompletedProcess([sys.executable, "-m", "kit", *args], code, out, err)
 
     def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            for pipe in (self.proc.stdin, self.proc.stdout):
+                with contextlib.suppress(OSError):
+                    if pipe is not None:
+                        pipe.close()
+        self.proc, self.lines = None, None
+
+
+class AnswerLines:
+    """The zygote's answer lines, read from its stdout's descriptor with a buffer of our own.
+
+    A buffered file's readline() may take "pid N" and "exit C" in one read when the command ends
+    at once (`kit --version`); a select() on the descriptor then waits for a line already read,
+    until the command's timeout (600 s in the suite, 2026-11-30). Here a line already buffered is
+    answered without asking the descriptor."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = b""
+
+    def next(self, deadline: float | None) -> str:
+        while b"\n" not in self.buffer:
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.fd], [], [], timeout)
+            if not ready:
+                raise TimeoutError
+            chunk = os.read(self.fd, 4096)
+            if not chunk:
+                raise RuntimeError("the kit zygote died")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line.decode().strip()
 
 
 def _state(pid: int) -> str:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from tests import conftest
 from tests.conftest import ROOT, run_kit
-from tests.kit_zygote import Zygote
+from tests.kit_zygote import AnswerLines, Zygote
 
 
 @pytest.fixture
@@ -29,6 +30,25 @@ def test_the_zygote_has_one_thread_when_it_forks(zygote):
     assert z.run(["--version"], env, ROOT, 60, None).returncode == 0
     assert z.proc is not None
     assert os.listdir(f"/proc/{z.proc.pid}/task") == [str(z.proc.pid)]
+
+
+def test_both_answer_lines_of_a_command_that_ended_at_once_are_read_without_waiting():
+    """A command that ends before its "pid" line is read leaves both lines in the pipe; the
+    harness once read both into a file's buffer and then waited on the pipe for the second,
+    until the command's timeout (a `kit --version` 600 s in the suite)."""
+    read, write = os.pipe()
+    try:
+        os.write(write, b"pid 123\nexit 0\n")
+        lines = AnswerLines(read)
+        assert lines.next(None) == "pid 123"
+        assert lines.next(time.monotonic() + 1) == "exit 0"  # TimeoutError if it asked the pipe
+        with pytest.raises(TimeoutError):
+            lines.next(time.monotonic() + 0.01)
+        os.close(write)
+        with pytest.raises(RuntimeError, match="died"):
+            lines.next(None)
+    finally:
+        os.close(read)
 
 
 def test_a_command_past_its_timeout_leaves_the_next_command_its_own_answer(zygote):
