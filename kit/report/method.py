@@ -11,8 +11,8 @@ from markupsafe import Markup
 from kit.model import RunData
 from kit.model.results import AdaptiveRecord
 from kit.report import analysis
-from kit.stats import noisy_reason
 from kit.stats.acceptance import MIN_RUNS
+from kit.stats.spread import noisy_reason
 
 
 def _method_facts(group: list[analysis.Benchmark]) -> dict[str, Any]:

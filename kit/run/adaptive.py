@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from kit.model import AdaptiveRecord, RunResult
 from kit.shared.jsonio import finite
-from kit.stats import AdaptiveRepeats, coefficient_of_variation, is_noisy, noisy_reason
+from kit.stats.spread import (
+    AdaptiveRepeats,
+    coefficient_of_variation,
+    is_noisy,
+    noisy_reason,
+)
 from kit.workloads.registry import headline_metric
 
 

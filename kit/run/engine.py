@@ -43,7 +43,7 @@ from kit.run.results import (
 from kit.runtime.base import LaunchRequest, RunOutcome, Runtime, RuntimeRequest
 from kit.shared import files, stop
 from kit.shared import scratch as launch_dir
-from kit.stats import AdaptiveRepeats
+from kit.stats.spread import AdaptiveRepeats
 from kit.workloads.registry import headline_metric
 
 

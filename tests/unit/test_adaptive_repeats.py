@@ -17,7 +17,7 @@ from kit.recipe import parse_recipe
 from kit.run.adaptive import adaptive_record
 from kit.run.engine import Options, run_recipe
 from kit.runtime.base import LaunchRequest, RunOutcome
-from kit.stats import AdaptiveRepeats
+from kit.stats.spread import AdaptiveRepeats
 from tests.conftest import results_model
 
 RECIPE = """\
@@ -145,7 +145,7 @@ def test_a_cv_just_over_the_threshold_is_said_with_the_digits_that_show_it():
     noisy (no-p2p CV 3.0% > 3%)" for a CV of 3.04%."""
     from kit.model.results import AdaptiveRecord
     from kit.report.method import adaptive_why
-    from kit.stats import cv_words
+    from kit.stats.spread import cv_words
 
     assert cv_words(0.0304, 0.03) == "3.04%" and cv_words(0.0304, 0.03, 1) == "3.04%"
     assert cv_words(0.05, 0.03) == "5%" and cv_words(0.123, 0.03, 1) == "12.3%"

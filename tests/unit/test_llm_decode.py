@@ -15,14 +15,10 @@ import pytest
 import torch
 
 from kit.workloads.llm_decode.fused import fused_step
+from kit.workloads.llm_decode.memory import bytes_per_step, largest_batch
 from kit.workloads.llm_decode.model import Generation, Llama, Shard
 from kit.workloads.llm_decode.params import LlmDecodeParams
-from kit.workloads.llm_decode.worker import (
-    Replay,
-    bytes_per_step,
-    largest_batch,
-    one_shot_allowed,
-)
+from kit.workloads.llm_decode.worker import Replay, one_shot_allowed
 from tests.conftest import ROOT
 
 TINY = {

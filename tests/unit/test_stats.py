@@ -16,13 +16,12 @@ from scipy.stats import t as t_dist
 
 from kit.io.errors import KitError
 from kit.stats import (
-    AdaptiveRepeats,
     StatsError,
-    is_noisy,
     paired_ratio,
     summarize,
     unpaired_ratio,
 )
+from kit.stats.spread import AdaptiveRepeats, is_noisy
 
 # --- an exact bootstrap, written independently of kit.stats -----------------------------------
 

@@ -16,7 +16,8 @@ from kit.report.analysis.model import (
 )
 from kit.report.analysis.verdicts import verdicts
 from kit.shared import metrics as catalog
-from kit.stats import StatsError, is_noisy, summarize
+from kit.stats import StatsError, summarize
+from kit.stats.spread import is_noisy
 from kit.workloads.registry import label as kind_label
 from kit.workloads.registry import spec
 

@@ -10,7 +10,7 @@ from kit.report.analysis.model import Benchmark, is_ok, p2p_disabled
 from kit.report.analysis.training import DRIFT_THRESHOLD, drifting
 from kit.report.facts.window import POWER_CAP_REASON
 from kit.shared.nccl_log import contradiction
-from kit.stats import cv_words
+from kit.stats.spread import cv_words
 
 
 def nccl_contradiction(run: RunResult) -> str | None:

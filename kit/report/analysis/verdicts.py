@@ -10,7 +10,7 @@ from kit.report.analysis.ran import recorded
 from kit.report.analysis.training import DRIFT_THRESHOLD, run_drift
 from kit.report.facts.window import power_capped
 from kit.shared import metrics as catalog
-from kit.stats import StatsError, cv_words, paired_ratio
+from kit.stats import StatsError, paired_ratio
 from kit.stats.acceptance import (
     MIN_RUNS,
     NOT_COMPARABLE,
@@ -20,6 +20,7 @@ from kit.stats.acceptance import (
     mismatches,
     scale_of,
 )
+from kit.stats.spread import cv_words
 from kit.workloads.registry import headline_metric
 
 
