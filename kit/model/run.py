@@ -166,6 +166,11 @@ class RunResult(RunIdentity):
     recovered: str | None = None  # added by `kit seal` to a result the driver never recorded
 
 
+INTERRUPTED = "interrupted before it finished"
+"""The error of a run a stop signal (or HARD_S) cut short: the report counts it apart from a
+run that failed, since nothing in the run went wrong."""
+
+
 def failed_result(spec: RunSpec, status: RunStatus, error: str, **driver: Any) -> RunResult:
     """The driver's record of a run whose worker left no valid result; `driver`: fields the
     one recording it adds (`kit seal`'s `recovered`), set only where given."""

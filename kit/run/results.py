@@ -19,7 +19,7 @@ from kit.io import terminal
 from kit.io.errors import InputError
 from kit.model import RunResult, read_model
 from kit.model.consistency import bundle_status
-from kit.model.run import Launch, NcclRecord, Network, failed_result
+from kit.model.run import INTERRUPTED, Launch, NcclRecord, Network, failed_result
 from kit.recipe import Recipe
 from kit.run.plan import RunSpec
 from kit.run.seal import seal_bundle
@@ -82,7 +82,7 @@ def result_of(spec: RunSpec, run_dir: Path, outcome: RunOutcome, log_path: Path)
         if unreadable is not None:
             result = failed_result(spec, "failed", unreadable)
         elif outcome.interrupted:
-            result = failed_result(spec, "failed", "interrupted before it finished")
+            result = failed_result(spec, "failed", INTERRUPTED)
         elif outcome.timed_out:
             why = f"no result after the {spec.timeout_s:g} s timeout; stopped"
             result = failed_result(spec, "timeout", why)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from kit.report import analysis, plots
 from kit.report.render import context, machine_line
 from kit.shared import metrics as catalog
 from kit.stats import paired_ratio
-from tests.conftest import recipe_model, results_model
+from tests.conftest import ROOT, recipe_model, results_model
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "bundles"
 
@@ -256,6 +257,19 @@ def test_noisy_runs_withhold_the_verdict_and_say_why():
     assert v.withheld and ", throughput: verdict withheld (p2p against no-p2p)" in v.sentence
     assert "runs were noisy (CV" in v.sentence and "1 of 6 runs failed" in v.sentence
     assert "faster" not in v.sentence and "slower" not in v.sentence  # no ratio is called
+
+
+def test_a_run_a_stop_cut_short_is_called_interrupted_not_failed(tmp_path):
+    """Call c46's bundle (2x H200, decode-tp2): HARD_S stopped its eleventh run and the twelfth
+    never started; nothing in either went wrong, and the withheld verdict says so."""
+    archive = ROOT / "reports/measurements/2026-11-28-pinned-evidence"
+    with tarfile.open(archive / "call-c46-decode-tp2-copy-h200x2.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    (bundle,) = (tmp_path / "c46-decode-tp2-copy" / "bundles").iterdir()
+    _, benches = load(bundle.name, bundle.parent)
+    sentences = " ".join(v.sentence for v in by_name(benches, "decode-tp2").verdicts)
+    assert "of 6 runs, 1 was interrupted and 1 never ran" in sentences
+    assert "runs failed" not in sentences
 
 
 def test_drifting_runs_withhold_the_verdict_but_power_capping_does_not():

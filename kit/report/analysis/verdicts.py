@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kit.model import Hardware, RunResult
+from kit.model.run import INTERRUPTED
 from kit.report.analysis.model import Benchmark, VariantBlock, Verdict
 from kit.report.analysis.ran import recorded
 from kit.report.analysis.training import DRIFT_THRESHOLD, run_drift
@@ -158,6 +159,27 @@ def folded(bench: Benchmark) -> list[Verdict]:
     return out
 
 
+def unfinished(blocks: tuple[VariantBlock, ...]) -> str:
+    """How many of the planned runs gave no figure, by why: "1 of 6 runs failed", "of 6 runs, 1
+    was interrupted and 1 never ran" (a run cut short by a stop did not fail); "" when none."""
+    total = sum(len(v.runs) + v.missing for v in blocks)
+    cut = sum(r.error == INTERRUPTED for v in blocks for r in v.failed)
+    failed = sum(len(v.failed) for v in blocks) - cut
+    missing = sum(v.missing for v in blocks)
+    if failed and not (cut or missing):
+        return f"{failed} of {total} runs failed"
+    said = [
+        f"{n} {why}"
+        for n, why in (
+            (failed, "failed"),
+            (cut, "was interrupted" if cut == 1 else "were interrupted"),
+            (missing, "never ran"),
+        )
+        if n
+    ]
+    return f"of {total} runs, {' and '.join(said)}" if said else ""
+
+
 def withheld_because(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) -> str:
     """Why a comparison of a and b cannot be called a finding ("" when it can): runs that
     failed, a noisy metric (CV over the recipe's cv_threshold), or runs not at steady state.
@@ -169,10 +191,8 @@ def withheld_because(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric:
         reasons.append(
             f"{runs} is a screening, not a finding (no confidence interval below {MIN_RUNS})"
         )
-    failed = sum(len(v.failed) + v.missing for v in (a, b))
-    if failed:
-        total = sum(len(v.runs) + v.missing for v in (a, b))
-        reasons.append(f"{failed} of {total} runs failed")
+    if short := unfinished((a, b)):
+        reasons.append(short)
     rows = bench.metrics.get(metric) or {}
     cvs = [
         row.summary.cv
