@@ -2,8 +2,7 @@
 
 One table for both halves: the worker divides by `peak_flops` for MFU, the driver's report
 states the same peak and its source and measures bus bandwidth against the link figures. It
-lives in the worker package because the worker is copied into images on its own and may import
-only the standard library and `kit.worker.*`.
+lives in kit.shared, what both halves read: standard library only, copied into the images.
 
 Conventions:
 - Tensor-core figures are dense (the datasheets' "with sparsity" numbers halved). "bf16" and
