@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from kit.worker.common import Context
 from kit.workloads.llm_decode.model import Cache, Llama
@@ -35,9 +34,9 @@ def bytes_per_step(model: Llama, p: LlmDecodeParams, batch: int, cache_len: int)
 
 
 def fits(ctx: Context, model: Llama, p: LlmDecodeParams, batch: int) -> bool:
-    """Whether this batch's cache of fit_seq_len positions and one decode step fit (every rank
-    of the run agrees: the smallest answer)."""
-    ok = 1.0
+    """Whether this batch's cache of fit_seq_len positions and one decode step fit on this rank
+    (the worker makes the ranks agree on the smallest answer)."""
+    ok = True
     try:
         cache = Cache(model, batch, p.fit_seq_len)
         model.ensure_rope(p.fit_seq_len)
@@ -46,12 +45,10 @@ def fits(ctx: Context, model: Llama, p: LlmDecodeParams, batch: int) -> bool:
         model.decode(tokens, pos, cache, collectives=False)
         ctx.synchronize()
     except torch.cuda.OutOfMemoryError:
-        ok = 0.0
+        ok = False
     cache = tokens = pos = None  # type: ignore[assignment]
     torch.cuda.empty_cache()
-    agreed = torch.tensor([ok], dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
-    return agreed.item() > 0
+    return ok
 
 
 def largest_batch(p: LlmDecodeParams, fit: Callable[[int], bool]) -> dict[str, Any]:

@@ -332,7 +332,11 @@ def run(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     probed = probe(ctx, model, p)
     fit = None
     if ctx.is_cuda:
-        fit = largest_batch(p, lambda b: fits(ctx, model, p, b))
+
+        def agreed(b: int) -> bool:  # every rank of the run agrees: the smallest answer
+            return _reduce(ctx, [float(fits(ctx, model, p, b))], dist.ReduceOp.MIN)[0] > 0
+
+        fit = largest_batch(p, agreed)
         fit["free_gib_after"] = torch.cuda.mem_get_info(ctx.device)[0] / 2**30
     gpu = torch.cuda.get_device_name(ctx.device) if ctx.is_cuda else None
     spec = spec_for(gpu)
