@@ -117,6 +117,19 @@ def allreduce_recipe(
     )
 
 
+def one_variant(tmp_path: Path, name: str = "allreduce") -> Path:
+    """recipes/NAME.yaml with its first variant only, written into tmp_path: one launch a
+    repeat, for a test whose subject is the driver around the runs (a folder it leaves, a signal,
+    the runtime it chose), not what the variants measure."""
+    import yaml
+
+    recipe = yaml.safe_load((ROOT / "recipes" / f"{name}.yaml").read_text())
+    recipe["variants"] = recipe.get("variants", ["p2p"])[:1]
+    path = tmp_path / f"{name}-one-variant.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    return path
+
+
 def edit_results(b: Path, change):
     """Change a bundle's results.json and reseal it (the manifest matches again, as a sender
     would)."""

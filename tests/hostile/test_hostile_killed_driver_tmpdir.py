@@ -3,8 +3,9 @@ torchrun's torchelastic_* folders inside): nothing of it runs to remove it. The 
 `kit reproduce` removes the folders of dead drivers, and only those: never one of a live process,
 of another user or host, one the kit did not make, or a link.
 
-The run is real (recipes/allreduce.yaml on the CPU, host runtime), killed mid-run; the sweep's
-decisions are checked on real folders and real processes (kit.shared.scratch).
+The run is real (recipes/allreduce.yaml on the CPU, host runtime, its P2P variant: one launch a
+run), killed mid-run; the sweep's decisions are checked on real folders and real processes
+(kit.shared.scratch).
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from pathlib import Path
 import pytest
 
 from kit.shared import scratch
-from tests.conftest import ROOT, run_kit
+from tests.conftest import ROOT, one_variant, run_kit
 
-RECIPE = ROOT / "recipes" / "allreduce.yaml"
 # a live process that made its launch folder the kit's way, and holds it
 HOLDER = ("import time; from kit.shared import scratch; print(scratch.make(), flush=True); "
           "time.sleep(600)")  # fmt: skip
@@ -99,11 +99,12 @@ def test_a_killed_drivers_folders_are_removed_by_the_next_run_and_nothing_else(t
     # what the kit did not make: a look-alike by hand, torchrun's folder of an older kit
     (tmp / "kit-launch-by-hand").mkdir()
     (tmp / "torchelastic_older").mkdir()
+    recipe = one_variant(tmp_path)
     found = sorted(p.name for p in tmp.iterdir())
     env = environment(tmp, tmp_path)
 
     driver = subprocess.Popen(
-        [sys.executable, "-m", "kit", "reproduce", str(RECIPE), "--device", "cpu", "--smoke",
+        [sys.executable, "-m", "kit", "reproduce", str(recipe), "--device", "cpu", "--smoke",
          "--repeats", "1", "--out", str(tmp_path / "killed")],
         env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -127,7 +128,7 @@ def test_a_killed_drivers_folders_are_removed_by_the_next_run_and_nothing_else(t
     assert gone(holders(tmp / left), 60), "a process still has the folder as its TMPDIR"
     assert any((tmp / left).glob("torchelastic_*")), "the killed driver left nothing to sweep"
 
-    proc = run_kit("reproduce", str(RECIPE), "--device", "cpu", "--smoke", "--repeats", "1",
+    proc = run_kit("reproduce", str(recipe), "--device", "cpu", "--smoke", "--repeats", "1",
                    "--out", str(tmp_path / "next"), env=env, timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "removed 1 folder(s) of killed kit runs" in proc.stderr, proc.stderr
@@ -137,9 +138,13 @@ def test_a_killed_drivers_folders_are_removed_by_the_next_run_and_nothing_else(t
 
 
 def test_a_normal_run_leaves_tmpdir_as_it_found_it(tmp_path, holder):
+    """Nothing of a finished run stays in TMPDIR (torchrun's torchelastic_* folders once stayed
+    after every run: each launch has its own folder, removed with it), another live kit's folder
+    stays untouched, and nothing is said about killed runs when there were none."""
     tmp, live = holder
+    recipe = one_variant(tmp_path)
     found = sorted(p.name for p in tmp.iterdir())
-    proc = run_kit("reproduce", str(RECIPE), "--device", "cpu", "--smoke", "--repeats", "1",
+    proc = run_kit("reproduce", str(recipe), "--device", "cpu", "--smoke", "--repeats", "1",
                    "--out", str(tmp_path / "out"), env=environment(tmp, tmp_path),
                    timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]

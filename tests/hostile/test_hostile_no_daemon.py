@@ -18,7 +18,7 @@ import pytest
 
 from kit.bundle import write_manifest
 from kit.runtime.images.environments import load
-from tests.conftest import ROOT, run_kit
+from tests.conftest import ROOT, one_variant, run_kit
 
 DOCKER_BUNDLE = ROOT / "tests" / "fixtures" / "bundles" / "synthetic-2gpu"
 RECIPE = ROOT / "recipes" / "allreduce.yaml"
@@ -72,7 +72,8 @@ def test_a_recipe_run_with_no_daemon_is_one_line(tmp_path, runtime):
 def test_auto_with_no_daemon_still_runs_on_the_host(tmp_path):
     """--runtime auto is not refused: no daemon means the host runtime, said in a note."""
     out = tmp_path / "r"
-    proc = run_kit("reproduce", str(RECIPE), "--device", "cpu", "--smoke", "--repeats", "1",
-                   "--out", str(out), env=no_daemon(tmp_path), timeout=600)  # fmt: skip
+    proc = run_kit("reproduce", str(one_variant(tmp_path)), "--device", "cpu", "--smoke",
+                   "--repeats", "1", "--out", str(out), env=no_daemon(tmp_path),
+                   timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "host runtime" in proc.stderr and (out / "results.json").is_file()
