@@ -18,6 +18,9 @@
 #                    VARIANTS=p2p in the environment keeps only those variants (cut_recipe.py):
 #                    decode-dp and the copy move nothing between GPUs (call c38)
 #   rerun=ARCHIVE    kit reproduce BUNDLE of a bundle another machine made (.tar.gz in .xfer/)
+#   plain18          benchmarks/reference/plain_resnet_ddp.py, no kit: ResNet-18 at 32 px, 64 per
+#                    GPU, 50 warm-up steps and PLAIN_STEPS timed (default 3000: about the 30 s
+#                    window the kit times), its REFERENCE line appended to plain.log
 # A step that would start after BUDGET_S seconds is skipped and logged as skipped. At HARD_S
 # seconds (default 540, inside the device call's 600) the running `kit reproduce` gets SIGTERM:
 # it seals what finished as an interrupted bundle, and the archive is still packed (on
@@ -58,6 +61,10 @@ for step in "$@"; do
       PACK=0 KIT_ARGS="--repeats 1" containers recipe="${spec%@*}" only="${spec#*@}" host ;;
     host=*) PACK=0 KIT_ARGS="--repeats 1" containers recipe="${step#host=}" host ;;
     rerun=*) PACK=0 containers rerun "${step#rerun=}" ;;
+    plain18) python3 -m torch.distributed.run --standalone --nproc-per-node=2 \
+        benchmarks/reference/plain_resnet_ddp.py --arch resnet18 --image-size 32 --classes 10 \
+        --batch 64 --warmup 50 --steps "${PLAIN_STEPS:-3000}" 2>&1 | tee -a "$WORK/plain-full.log" \
+        | grep '^REFERENCE ' | tee -a "$WORK/plain.log" ;;
     *) log "unknown step $step"; exit 2 ;;
   esac
   log "$step: $((SECONDS - t0)) s"
