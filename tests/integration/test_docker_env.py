@@ -30,7 +30,7 @@ from kit.runtime.images import environments
 from kit.runtime.images import fingerprint as fingerprints
 from kit.runtime.images import image as images
 from kit.runtime.pinned import DockerRuntime
-from tests.conftest import kill_once_a_container_runs, sigint_as_default
+from tests.conftest import kill_once_a_container_runs, run_kit, sigint_as_default
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -280,12 +280,19 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "KIT_OWNER": OWNER}
 
 
+def _kit(cmd: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
+    """A `python -m kit.cli ...` command line run to its end, forked from the test zygote
+    (tests.conftest.run_kit: the same process, without paying the kit's imports again); the
+    commands a test signals start as processes of their own."""
+    assert cmd[:3] == [PY, "-m", "kit.cli"], cmd
+    return run_kit(*cmd[3:], env=_env(), timeout=timeout)
+
+
 def test_reproduce_runs_each_variant_in_a_container(
     client, cpu_image, base_image, daemon_state, tmp_path
 ):
     out = tmp_path / "bundle"
-    proc = subprocess.run(_reproduce(_recipe(tmp_path), out, base_image), capture_output=True,
-                          text=True, env=_env(), timeout=300)  # fmt: skip
+    proc = _kit(_reproduce(_recipe(tmp_path), out, base_image))
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = json.loads((out / "results.json").read_text())
     # FROM the local test base (a `docker import`): not pinned, and said so (issue 49)
@@ -306,20 +313,18 @@ def test_reproduce_runs_each_variant_in_a_container(
     assert env["base_image"] == base_image and env["lock_sha256"] == cpu_image.lock_sha256
     log = (out / "logs" / "allreduce.no-p2p.r0.log").read_text()
     assert f"docker run {cpu_image.tag} torchrun" in log and "busbw" in log
-    verify = subprocess.run([PY, "-m", "kit.cli", "verify", str(out)], capture_output=True,
-                            text=True, env=_env())  # fmt: skip
+    verify = _kit([PY, "-m", "kit.cli", "verify", str(out)])
     assert verify.returncode == 0, verify.stdout + verify.stderr
     _assert_nothing_left(client, daemon_state)
 
     # a rerun never builds FROM the base the bundle names: without --base-image it is refused
     again = tmp_path / "rerun"
     rerun_cmd = [PY, "-m", "kit.cli", "reproduce", str(out), "--strict-env", "--out", str(again)]
-    proc = subprocess.run(rerun_cmd, capture_output=True, text=True, env=_env(), timeout=300)
+    proc = _kit(rerun_cmd)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
     assert "--base-image" in proc.stderr and not again.exists()
     # the user names the same local base (a site with no registry): same image (a cache hit)
-    proc = subprocess.run([*rerun_cmd, "--base-image", base_image], capture_output=True,
-                          text=True, env=_env(), timeout=300)  # fmt: skip
+    proc = _kit([*rerun_cmd, "--base-image", base_image])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (
         "environment matches" in proc.stderr and f"FROM {base_image} (--base-image)" in proc.stderr
@@ -422,8 +427,7 @@ def test_sigkill_of_the_driver_stops_its_container(
         kill_once_a_container_runs(proc, client, mine, 120)
     finally:
         cleanup(client, OWNER)
-    sealed = subprocess.run([PY, "-m", "kit.cli", "seal", str(out)], capture_output=True,
-                            text=True, env=_env(), timeout=300)  # fmt: skip
+    sealed = _kit([PY, "-m", "kit.cli", "seal", str(out)])
     assert sealed.returncode == 0, sealed.stderr[-2000:]
     results = json.loads((out / "results.json").read_text())
     assert all(r["status"] != "ok" for r in results["runs"])
