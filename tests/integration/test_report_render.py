@@ -4,6 +4,7 @@ installed), and that nothing is fetched whatever a bundle's strings contain."""
 
 from __future__ import annotations
 
+import functools
 import http.server
 import re
 import shutil
@@ -58,17 +59,29 @@ def once(tmp_path_factory):
     return get
 
 
+@functools.lru_cache(maxsize=32)
+def _page_texts(path: str, written: tuple[int, int, int], layout: bool) -> tuple[str, ...]:
+    """Each page's text, read once per written file (`written`: its inode, size and mtime, so a
+    re-rendered PDF is read again): pypdf takes seconds a PDF, and tests read one PDF often."""
+    mode = {"extraction_mode": "layout"} if layout else {}
+    return tuple(page.extract_text(**mode) for page in PdfReader(path).pages)
+
+
+def _written(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def pdf_text(path: Path) -> str:
     """The PDF's text as laid out on the page (table rows stay rows), pages split by a form feed
     as pdftotext writes them; pypdf, so no system tool is needed."""
-    pages = PdfReader(path).pages
-    return "\f".join(page.extract_text(extraction_mode="layout") for page in pages)
+    return "\f".join(_page_texts(str(path), _written(path), True))
 
 
 def figure_text(path: Path) -> str:
     """Every string drawn on the pages, the plots' own text included (pypdf's layout mode skips
     the form objects WeasyPrint draws an inline SVG into)."""
-    return "\f".join(page.extract_text() for page in PdfReader(path).pages)
+    return "\f".join(_page_texts(str(path), _written(path), False))
 
 
 class Cells(HTMLParser):
@@ -735,7 +748,7 @@ def test_a_decode_reports_page_1_holds_its_decode_figures(tmp_path):
     dst = tmp_path / "decode"
     shutil.copytree(ROOT / "reports" / "examples" / "h200x2-decode-tp2-container", dst)
     render_bundle(Bundle.load(dst))
-    first = " ".join(PdfReader(dst / "report.pdf").pages[0].extract_text().split())
+    first = " ".join(figure_text(dst / "report.pdf").split("\f")[0].split())
     assert "LLM decode variant" in first
     for variant, tpot, p90 in (
         ("p2p", "3.14 ms", "p90 3.146 ms"),
@@ -745,7 +758,7 @@ def test_a_decode_reports_page_1_holds_its_decode_figures(tmp_path):
     assert "50.0 %" in first and "46.2 %" in first  # batch-1 reads against the datasheet HBM
     # the benchmark's section points at its first figure by the page it landed on (it said
     # "page 1" while the figure had flowed to page 2)
-    pages = [" ".join(p.extract_text().split()) for p in PdfReader(dst / "report.pdf").pages]
+    pages = [" ".join(p.split()) for p in figure_text(dst / "report.pdf").split("\f")]
     at = next(i for i, t in enumerate(pages) if "Figure 1. LLM decode: decode throughput" in t)
     pointer = re.search(r"Figure 1 \(LLM decode: [^)]*\) is on page (\d+), under", " ".join(pages))
     assert pointer and int(pointer.group(1)) == at + 1, (pointer, at)
@@ -765,7 +778,7 @@ def test_a_decode_bundle_with_its_own_copy_shows_the_share_of_it_in_its_table(tm
     dst = tmp_path / "decode"
     shutil.copytree(DECODE_COPY, dst)
     render_bundle(Bundle.load(dst))
-    text = " ".join(" ".join(p.extract_text().split()) for p in PdfReader(dst / "report.pdf").pages)
+    text = " ".join(" ".join(p.split()) for p in figure_text(dst / "report.pdf").split("\f"))
     assert "73.9 %" in text and "73.7 to 74.1%" in text and "0.737 to 0.741" not in text
     assert re.search(r"/ copy here 84\.1 %", text), text[:3000]
     assert "reads 3,546 GB/s per GPU, 84% of the 4,216 GB/s device-local copy traffic" in text
