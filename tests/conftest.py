@@ -3,7 +3,9 @@ results.json and recipe from the few fields a test cares about."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -317,6 +319,50 @@ def fixture_env(factory: pytest.TempPathFactory, pdf: bool = False) -> dict[str,
     if not pdf:
         env["KIT_PDF"] = "0"
     return env
+
+
+CPU_ALLREDUCE = """\
+kit: 1
+name: cpu-smoke
+gpus: 2
+repeats: 2
+timeout_s: 120
+variants: [p2p, no-p2p]
+benchmarks:
+  - kind: allreduce
+    params: {max_bytes: 4096, factor: 4, iters: 3, warmup_iters: 1, trials: 2}
+"""
+"""The recipe of cpu_allreduce_bundle: two gloo ranks, P2P on and off, two repeats each."""
+
+
+@pytest.fixture(scope="session")
+def cpu_allreduce_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real `kit reproduce` of CPU_ALLREDUCE (4 torchrun launches) for the whole test run:
+    the first worker that asks makes it under a lock, in the folder the workers share, and every
+    other test that reads it waits for it (five tests made one each, 12 launches in all, issue
+    46). Never edit it: `copy_bundle` it first."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    out = shared / "cpu-allreduce" / "bundle"
+    with open(shared / "cpu-allreduce.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (out / "MANIFEST.sha256").is_file():
+            if out.parent.exists():  # a worker that failed to make it: start again
+                shutil.rmtree(out.parent)
+            out.parent.mkdir()
+            (out.parent / "recipe.yaml").write_text(CPU_ALLREDUCE)
+            proc = run_kit(
+                "reproduce", str(out.parent / "recipe.yaml"), "--device", "cpu",
+                "--out", str(out), env=fixture_env(tmp_path_factory),
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def copy_bundle(bundle: Path, dest: Path) -> Path:
+    """A copy of `bundle` at `dest` for a test to read, edit or rerun."""
+    shutil.copytree(bundle, dest)
+    return dest
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from kit.worker.common import Context
+from kit.worker.training import data_file
 
 
 @contextlib.contextmanager
@@ -40,12 +41,28 @@ def dtype_kwarg() -> str:
     return "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
 
 
-def local_model(path_text: str, config_cls: Any, model_cls: Any, **load: Any) -> tuple[Any, str]:
-    """A recipe's model_path: its pretrained model when it holds weights (safetensors or
-    pytorch_model*.bin), else its config (random weights); and words saying which."""
+def model_dir(path_text: str) -> Path:
+    """A recipe's model_path, refused unless it holds a config.json."""
     path = Path(path_text)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"model_path {path_text}: no config.json there")
+    return path
+
+
+def check_local_paths(model_path: str, data_path: str) -> None:
+    """A recipe's model_path and data_path, checked before the worker imports transformers and
+    peft (3-5 s of CPU a rank): a path that is not on this machine fails the run at once, in the
+    words the later reads would use."""
+    if model_path:
+        model_dir(model_path)
+    if data_path:
+        data_file(data_path)
+
+
+def local_model(path_text: str, config_cls: Any, model_cls: Any, **load: Any) -> tuple[Any, str]:
+    """A recipe's model_path: its pretrained model when it holds weights (safetensors or
+    pytorch_model*.bin), else its config (random weights); and words saying which."""
+    path = model_dir(path_text)
     if any(path.glob("*.safetensors")) or any(path.glob("pytorch_model*.bin")):
         model = model_cls.from_pretrained(
             path, local_files_only=True, attn_implementation="sdpa", **load

@@ -154,6 +154,14 @@ def seed_all(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def data_file(data_path: str) -> Path:
+    """A recipe's data_path, refused unless it is a file on this machine."""
+    path = Path(data_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"data_path {data_path}: no such file on this machine")
+    return path
+
+
 def token_batches(
     ctx: Context, vocab: int, batch: int, seq: int, count: int, data_path: str, seed: int
 ) -> tuple[list[torch.Tensor], str]:
@@ -171,10 +179,7 @@ def token_batches(
             for _ in range(count)
         ]
         return batches, "synthetic (uniform random token ids)"
-    path = Path(data_path)
-    if not path.is_file():
-        raise FileNotFoundError(f"data_path {data_path}: no such file on this machine")
-    tokens = torch.load(path, map_location="cpu", weights_only=True)
+    tokens = torch.load(data_file(data_path), map_location="cpu", weights_only=True)
     if not isinstance(tokens, torch.Tensor) or tokens.is_floating_point():
         raise ValueError(f"data_path {data_path}: expected a tensor of integer token ids")
     tokens = tokens.flatten().long()

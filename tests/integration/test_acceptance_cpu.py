@@ -1,9 +1,10 @@
 """The box-acceptance recipe on the CPU, as a user runs it: `kit reproduce recipes/acceptance.yaml
---device cpu --repeats 3` (gpus: all -> 2 gloo ranks standing in for GPUs). Then a slow GPU is
-planted the way the device run plants one, but in the bundle: rank 1's samples are rank 0's
-scaled down, the runs' medians and metrics recomputed and the bundle resealed; page 1 of the real
-PDF names rank 1. The same bundle with rank 1 equal to rank 0 names none (the CPU's own noise
-between two processes is not what is tested here: both cases start from rank 0's samples)."""
+--device cpu --repeats 3` (gpus: all -> 2 gloo ranks standing in for GPUs; its all-reduce left
+out, see the fixture). Then a slow GPU is planted the way the device run plants one, but in the
+bundle: rank 1's samples are rank 0's scaled down, the runs' medians and metrics recomputed and
+the bundle resealed; page 1 of the real PDF names rank 1. The same bundle with rank 1 equal to
+rank 0 names none (the CPU's own noise between two processes is not what is tested here: both
+cases start from rank 0's samples)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pypdf import PdfReader
 
 from kit.bundle import Bundle, write_manifest
@@ -34,10 +36,17 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> Path:
+    """recipes/acceptance.yaml without its all-reduce: the box is judged on the copy and matmul
+    figures alone (its columns), and the all-reduce's CPU smoke runs in test_reproduce_cpu.py
+    (3 of 9 torchrun launches, about 20 s of a 2-core CI machine, issue 46)."""
+    recipe = yaml.safe_load((ROOT / "recipes" / "acceptance.yaml").read_text())
+    recipe["benchmarks"] = [b for b in recipe["benchmarks"] if b["kind"] != "allreduce"]
+    assert len(recipe["benchmarks"]) == 2
     out = tmp_path_factory.mktemp("acceptance") / "bundle"
+    (out.parent / "acceptance.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
     proc = run_kit(
         "reproduce",
-        str(ROOT / "recipes" / "acceptance.yaml"),
+        str(out.parent / "acceptance.yaml"),
         "--device",
         "cpu",
         "--repeats",
@@ -112,7 +121,7 @@ def test_every_gpu_means_two_ranks_on_the_cpu_and_the_bundle_records_two(bundle)
     data = load_bundle(bundle)
     assert data.recipe.gpus == 2  # `gpus: all` resolved: the bundle records the number
     assert "gpus: 2\n" in (bundle / "recipe.yaml").read_text()
-    assert data.results.status == "complete" and len(data.results.runs) == 9
+    assert data.results.status == "complete" and len(data.results.runs) == 6
     assert {r.world_size for r in data.results.runs} == {2}
     for run in data.results.runs:
         if run.kind == "copy_bandwidth":  # every rank measured its own host copy

@@ -41,7 +41,8 @@ EXPECTED = {
 
 def rendered(tmp_path: Path, name: str) -> Path:
     dst = tmp_path / name
-    shutil.copytree(H200 if name == "h200" else FIXTURES / name, dst)
+    source = {"h200": H200, "h100-container": H100_CONTAINER}.get(name, FIXTURES / name)
+    shutil.copytree(source, dst)
     render_bundle(Bundle.load(dst))
     return dst
 
@@ -581,13 +582,11 @@ def test_real_h100_energy_bundle_method_covers_both_windows(tmp_path):
 H100_CONTAINER = H100 / "2026-11-23-h100x1-containers" / "docker-same-call"
 
 
-def test_real_h100_one_gpu_all_reduce_is_not_placed_against_published_machines(tmp_path):
+def test_real_h100_one_gpu_all_reduce_is_not_placed_against_published_machines(once):
     """On one GPU an all-reduce's bus bandwidth is 0 by definition: page 1 says so instead of
     printing '0.00x' against published 8-GPU machines; the container run, built FROM a local
     base, says it was not pinned."""
-    dst = tmp_path / "container"
-    shutil.copytree(H100_CONTAINER, dst)
-    render_bundle(Bundle.load(dst))
+    dst = once("h100-container")
     text = " ".join(pdf_text(dst / "report.pdf").split())
     assert "On one GPU a collective moves no data between GPUs" in text
     assert "0.00x its figure" not in text
@@ -611,11 +610,9 @@ def test_real_h100_one_gpu_all_reduce_is_not_placed_against_published_machines(t
     )
 
 
-def test_energy_per_unit_keeps_three_significant_figures(tmp_path):
+def test_energy_per_unit_keeps_three_significant_figures(once):
     """0.1003 J/token prints as 0.100, not 0.1 (the other figures beside it carry three)."""
-    dst = tmp_path / "container"
-    shutil.copytree(H100_CONTAINER, dst)
-    render_bundle(Bundle.load(dst))
+    dst = once("h100-container")
     text = " ".join(pdf_text(dst / "report.pdf").split())
     assert "0.100 J/token" in text and "0.1 J/token" not in text
 

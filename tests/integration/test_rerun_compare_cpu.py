@@ -1,11 +1,11 @@
 """Rerun a bundle, compare the two, and catch edits: the real `kit` command, real torchrun on the
-CPU (gloo), a real PDF. One smoke bundle is made per module and copied where a test edits it."""
+CPU (gloo), a real PDF. They start from the suite's one shared CPU bundle
+(tests.conftest.cpu_allreduce_bundle), copied where a test edits it."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,20 +14,10 @@ from pypdf import PdfReader
 from kit.bundle import MANIFEST, content_sha256, sha256_file, verify_manifest, write_manifest
 from kit.model import load_bundle
 from kit.report.machines import short_hardware
-from tests.conftest import fixture_env, needs_pdf, run_kit
+from tests.conftest import CPU_ALLREDUCE, copy_bundle, needs_pdf, run_kit
 
 pytestmark = pytest.mark.slow
 
-RECIPE = """\
-kit: 1
-name: cpu-rerun
-gpus: 2
-repeats: 2
-timeout_s: 120
-benchmarks:
-  - kind: allreduce
-    params: {max_bytes: 1024, factor: 4, iters: 2, warmup_iters: 1, trials: 2}
-"""
 # two runs a side: a screening, how far apart without a direction (issue 48)
 RATIO = re.compile(r"screening \(2 and 2 runs, fewer than 3 a side\): [\d.]+(x|%) apart")
 
@@ -44,21 +34,10 @@ def reseal(bundle: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def original(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("rerun")
-    (root / "recipe.yaml").write_text(RECIPE)
-    out = root / "a"
-    proc = run_kit(
-        "reproduce", str(root / "recipe.yaml"), "--device", "cpu", "--out", str(out),
-        env=fixture_env(tmp_path_factory),  # no test reads its PDF: a rerun or a copy makes one
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return out
-
-
-def copy(bundle: Path, dest: Path) -> Path:
-    shutil.copytree(bundle, dest)
-    return dest
+def original(cpu_allreduce_bundle, tmp_path_factory) -> Path:
+    """The suite's shared CPU bundle (tests.conftest.CPU_ALLREDUCE): no test here reads its PDF,
+    a rerun or a copy makes one."""
+    return copy_bundle(cpu_allreduce_bundle, tmp_path_factory.mktemp("rerun") / "a")
 
 
 @needs_pdf
@@ -71,7 +50,7 @@ def test_rerun_then_compare(original, tmp_path):
     new = json.loads((rerun / "results.json").read_text())
     assert new["reproduces"] == {
         "bundle": str(original),
-        "recipe": "cpu-rerun",
+        "recipe": "cpu-smoke",
         "created_at": old["created_at"],
         "manifest_sha256": sha256_file(original / MANIFEST),
         "content_sha256": content_sha256(original),
@@ -85,6 +64,10 @@ def test_rerun_then_compare(original, tmp_path):
     assert (rerun / "recipe.yaml").read_text() == (original / "recipe.yaml").read_text()
     assert len(new["runs"]) == 4 and all(r["status"] == "ok" for r in new["runs"])
     assert verify_manifest(rerun).ok and verify_manifest(original).ok  # the old one is untouched
+    # the rerun's own fields, `reproduces` and `environment_diff`, are typed and checked
+    data = load_bundle(rerun)
+    assert data.results.reproduces is not None and data.results.reproduces.bundle == str(original)
+    assert data.results.environment_diff == []  # the same machine, the same Python
 
     out = tmp_path / "cmp"
     proc = run_kit("compare", str(original), str(rerun), "--out", str(out), "--label", "2=rerun")
@@ -125,7 +108,7 @@ def test_verify_catches_a_changed_a_missing_and_an_added_file(original, tmp_path
         "not in manifest": lambda b: (b / "runs" / "extra.json").write_text("{}"),
     }  # fmt: skip
     for label, edit in cases.items():
-        b = copy(original, tmp_path / label.replace(" ", "-"))
+        b = copy_bundle(original, tmp_path / label.replace(" ", "-"))
         edit(b)
         proc = run_kit("verify", str(b))
         assert proc.returncode == 1, label
@@ -149,7 +132,7 @@ def test_verify_catches_a_changed_a_missing_and_an_added_file(original, tmp_path
 
 @needs_pdf
 def test_report_reseals_only_report_edits(original, tmp_path):
-    b = copy(original, tmp_path / "b")
+    b = copy_bundle(original, tmp_path / "b")
     (b / "report.html").write_text("edited")
     proc = run_kit("report", str(b))
     assert proc.returncode == 0, proc.stderr
@@ -158,7 +141,7 @@ def test_report_reseals_only_report_edits(original, tmp_path):
 
 @needs_pdf
 def test_a_different_environment_is_flagged_and_strict_env_refuses(original, tmp_path):
-    other = copy(original, tmp_path / "other-torch")
+    other = copy_bundle(original, tmp_path / "other-torch")
     env = json.loads((other / "environment.json").read_text())
     ours = env["container"]["torch"]
     env["container"]["torch"] = "2.0.0+other"
@@ -189,7 +172,7 @@ def test_a_different_environment_is_flagged_and_strict_env_refuses(original, tmp
 
 
 def test_strict_env_needs_a_bundle(tmp_path):
-    (tmp_path / "r.yaml").write_text(RECIPE)
+    (tmp_path / "r.yaml").write_text(CPU_ALLREDUCE)
     proc = run_kit("reproduce", str(tmp_path / "r.yaml"), "--strict-env", "--device", "cpu")
     assert (proc.returncode, proc.stderr) == (
         2,

@@ -19,7 +19,7 @@ import torch
 from kit.shared.metrics import record
 from kit.worker.common import Context
 from kit.worker.flops import gpt2_flops_per_token, gpt2_param_count
-from kit.worker.hf_models import hf_model
+from kit.worker.hf_models import check_local_paths, hf_model
 from kit.worker.training import DDP_PARALLELISM, Built, autocast_step, ddp, runner, token_batches
 from kit.workloads.gpt2_ddp.params import Gpt2DdpParams
 
@@ -44,6 +44,7 @@ def build_model(ctx: Context, p: Gpt2DdpParams) -> tuple[torch.nn.Module, str]:
 
 
 def build(ctx: Context, p: Gpt2DdpParams) -> Built:
+    check_local_paths(p.model_path, p.data_path)  # before transformers' import
     import transformers
 
     model, weights = build_model(ctx, p)

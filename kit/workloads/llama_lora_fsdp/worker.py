@@ -25,7 +25,7 @@ import torch
 
 from kit.worker.common import Context
 from kit.worker.flops import llama_lora_flops_per_token, llama_param_count
-from kit.worker.hf_models import hf_model
+from kit.worker.hf_models import check_local_paths, hf_model
 from kit.worker.training import Built, optimizer_step, runner, token_batches
 from kit.workloads.llama_lora_fsdp.params import LlamaLoraFsdpParams
 from kit.workloads.llama_shape import TRANSFORMERS_NAMES
@@ -51,6 +51,7 @@ def build_base(ctx: Context, p: LlamaLoraFsdpParams) -> tuple[torch.nn.Module, s
 
 
 def build(ctx: Context, p: LlamaLoraFsdpParams) -> Built:
+    check_local_paths(p.model_path, p.data_path)  # before transformers' and peft's imports
     import peft
     import transformers
     from peft import LoraConfig, get_peft_model
