@@ -56,7 +56,7 @@ def _start(tmp_path: Path, recipe: str = KILLED) -> tuple[subprocess.Popen, Path
         assert proc.poll() is None, log.read_text()
         assert time.monotonic() < deadline, log.read_text()
         time.sleep(0.3)
-    time.sleep(2)  # its ranks are working
+    time.sleep(0.5)  # its ranks are working (in flight since their first heartbeat)
     return proc, out, log
 
 

@@ -123,6 +123,10 @@ def test_inventory_rerun_on_a_planted_base_and_the_same_image(client, tmp_path, 
     assert "local base image, not by digest" in proc.stderr
     env = json.loads((first_bundle / "environment.json").read_text())
     assert env["pinned"] is False and env["pinning"] == "local base image, not by digest"
+    # packages: image (no lock, no wheels): the versions are read inside, the base by its layers
+    assert env["name"] == ENV and env["lock_sha256"] is None and env["network"] == "none"
+    assert env["base_image"] == cpu.tag and re.fullmatch(r"[0-9a-f]{64}", env["base_image_content"])
+    assert env["container"]["torch"] == "2.13.0+cpu"
     assert json.loads((first_bundle / "results.json").read_text())["pinned"] is False
     page = flat((first_bundle / "report.html").read_text())
     assert "image not pinned: local base image, not by digest" in page
@@ -136,6 +140,9 @@ def test_inventory_rerun_on_a_planted_base_and_the_same_image(client, tmp_path, 
     assert "loaded" not in json.loads((first_bundle / "results.json").read_text())["runs"][0]
     assert "MANIFEST.sha256" in os.listdir(first_bundle)
     assert "software.json" in (first_bundle / "MANIFEST.sha256").read_text()
+    # the runs wrote nothing into their run folders but what the manifest lists
+    verify = kit("verify", str(first_bundle))
+    assert verify.returncode == 0, verify.stdout + verify.stderr
 
     # (b) rerun FROM a base that differs by a planted package and a planted CUDA library
     planted = f"kit-test-planted-{uuid.uuid4().hex[:10]}:1"

@@ -8,17 +8,14 @@ goes per GPU, the container sees what it was given and nothing else, a device th
 one line before any container exists, and a daemon that cannot resolve a device fails the run
 with its reason. The faults that need no GPU run here too: a container killed for memory, and a
 worker in a container without CUDA. The same cases ran on a lent H100 through
-scripts/device/gpu_faults.py.
-Also: an environment on an existing image (packages: image), built FROM the cpu image, runs the
-real `kit reproduce` and its rerun says the environment matches.
+scripts/device/gpu_faults.py. (An environment on an existing image, packages: image, built FROM
+the cpu image: test_docker_env_identity.py.)
 """
 
 # ruff: noqa: F811  (the daemon fixtures are test_docker_env's, imported by name for pytest)
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -29,10 +26,7 @@ from kit.runtime.containers.docker import DockerContainer
 from kit.runtime.pinned import DockerRuntime
 from tests.integration.test_docker_env import (  # noqa: F401
     OWNER,
-    PY,
     _assert_nothing_left,
-    _env,
-    _recipe,
     _write_spec,
     base_image,
     client,
@@ -140,38 +134,4 @@ def test_container_killed_for_memory_says_so(client, cpu_image, daemon_state, tm
     if code == 137 and reason is None:
         pytest.skip("this daemon's cgroups do not report OOM kills (OOMKilled unset)")
     assert reason and "OOMKilled" in reason and "0.1 GiB" in reason
-    _assert_nothing_left(client, daemon_state)
-
-
-def test_environment_on_an_existing_image(client, cpu_image, daemon_state, tmp_path):
-    """ngc-pytorch (packages: image) FROM the cpu image: no lock, no wheels; the versions are read
-    inside; its base is identified by its layers; a rerun rebuilds it and says it matches."""
-    out = tmp_path / "bundle"
-    recipe = _recipe(tmp_path, variants="[p2p]")  # the environment is tested, not the variants
-    cmd = [PY, "-m", "kit.cli", "reproduce", str(recipe), "--device", "cpu", "--smoke",
-           "--runtime", "docker", "--env", "ngc-pytorch", "--base-image", cpu_image.tag,
-           "--out", str(out)]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    env = json.loads((out / "environment.json").read_text())
-    assert env["name"] == "ngc-pytorch" and env["lock_sha256"] is None
-    # FROM a local image: not pinned (issue 49), and the page names what it was built FROM
-    assert env["pinned"] is False and env["pinning"] == "local base image, not by digest"
-    assert env["base_image"] == cpu_image.tag and env["network"] == "none"
-    assert re.fullmatch(r"[0-9a-f]{64}", env["base_image_content"])
-    assert env["container"]["torch"] == "2.13.0+cpu"
-    results = json.loads((out / "results.json").read_text())
-    assert [r["status"] for r in results["runs"]] == ["ok"]
-    # the runs wrote nothing into their run folders but what the manifest lists
-    verify = subprocess.run([PY, "-m", "kit.cli", "verify", str(out)], capture_output=True,
-                            text=True, env=_env())  # fmt: skip
-    assert verify.returncode == 0, verify.stdout + verify.stderr
-    again = tmp_path / "rerun"
-    # the rerun names the base it trusts: a bundle alone never picks the image it builds FROM
-    proc = subprocess.run([PY, "-m", "kit.cli", "reproduce", str(out), "--strict-env",
-                           "--base-image", cpu_image.tag, "--out", str(again)],
-                          capture_output=True, text=True, env=_env(), timeout=600)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "environment matches the bundle's (before running)" in proc.stderr
-    assert json.loads((again / "results.json").read_text())["environment_diff"] == []
     _assert_nothing_left(client, daemon_state)
