@@ -110,11 +110,12 @@ def allreduce_recipe(
     timeout_s: int = 120,
     variants: str = "p2p",
     environment: str | None = None,
+    repeats: int = 1,
 ) -> str:
-    """A one-benchmark allreduce recipe's YAML (one repeat), for a test that runs it."""
+    """A one-benchmark allreduce recipe's YAML, for a test that runs it."""
     env = f"environment: {environment}\n" if environment else ""
     return (
-        f"kit: 1\nname: {name}\n{env}gpus: {gpus}\nrepeats: 1\ntimeout_s: {timeout_s}\n"
+        f"kit: 1\nname: {name}\n{env}gpus: {gpus}\nrepeats: {repeats}\ntimeout_s: {timeout_s}\n"
         f"variants: [{variants}]\nbenchmarks:\n  - kind: allreduce\n    params: {{{params}}}\n"
     )
 
@@ -321,17 +322,10 @@ def fixture_env(factory: pytest.TempPathFactory, pdf: bool = False) -> dict[str,
     return env
 
 
-CPU_ALLREDUCE = """\
-kit: 1
-name: cpu-smoke
-gpus: 2
-repeats: 2
-timeout_s: 120
-variants: [p2p, no-p2p]
-benchmarks:
-  - kind: allreduce
-    params: {max_bytes: 4096, factor: 4, iters: 3, warmup_iters: 1, trials: 2}
-"""
+CPU_ALLREDUCE_PARAMS = "max_bytes: 4096, factor: 4, iters: 3, warmup_iters: 1, trials: 2"
+CPU_ALLREDUCE = allreduce_recipe(
+    "cpu-smoke", CPU_ALLREDUCE_PARAMS, timeout_s=120, variants="p2p, no-p2p", repeats=2
+)
 """The recipe of cpu_allreduce_bundle: two gloo ranks, P2P on and off, two repeats each."""
 
 
@@ -339,7 +333,7 @@ benchmarks:
 def cpu_allreduce_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One real `kit reproduce` of CPU_ALLREDUCE (4 torchrun launches) for the whole test run:
     the first worker that asks makes it under a lock, in the folder the workers share, and every
-    other test that reads it waits for it (five tests made one each, 12 launches in all, issue
+    other test that reads it waits for it (four tests made one each, 12 launches in all, issue
     46). Never edit it: `copy_bundle` it first."""
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base

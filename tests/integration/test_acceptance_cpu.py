@@ -38,7 +38,7 @@ pytestmark = pytest.mark.slow
 def bundle(tmp_path_factory) -> Path:
     """recipes/acceptance.yaml without its all-reduce: the box is judged on the copy and matmul
     figures alone (its columns), and the all-reduce's CPU smoke runs in test_reproduce_cpu.py
-    (3 of 9 torchrun launches, about 20 s of a 2-core CI machine, issue 46)."""
+    (3 of 9 torchrun launches: the 9 took 61 s of CPU in the test-durations census, issue 46)."""
     recipe = yaml.safe_load((ROOT / "recipes" / "acceptance.yaml").read_text())
     recipe["benchmarks"] = [b for b in recipe["benchmarks"] if b["kind"] != "allreduce"]
     assert len(recipe["benchmarks"]) == 2

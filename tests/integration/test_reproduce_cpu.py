@@ -13,31 +13,29 @@ import pytest
 
 from kit.bundle import verify_manifest
 from kit.workloads.allreduce.params import AllreduceParams
-from tests.conftest import ROOT, copy_bundle, run_kit, sigint_as_default
+from tests.conftest import (
+    CPU_ALLREDUCE_PARAMS,
+    ROOT,
+    allreduce_recipe,
+    copy_bundle,
+    run_kit,
+    sigint_as_default,
+)
 
 pytestmark = pytest.mark.slow
 
-RECIPE = """\
-kit: 1
-name: cpu-smoke
-gpus: 2
-repeats: {repeats}
-timeout_s: {timeout}
-variants: {variants}
-benchmarks:
-  - kind: allreduce
-    params: {{max_bytes: 4096, factor: 4, iters: 3, warmup_iters: 1, trials: 2}}
-"""
 
-
-def recipe(tmp_path: Path, repeats=2, timeout=120, variants="[p2p, no-p2p]") -> Path:
+def recipe(tmp_path: Path, repeats=2, timeout=120, variants="p2p, no-p2p") -> Path:
+    """tests.conftest.CPU_ALLREDUCE (the shared bundle's recipe) with these fields."""
     path = tmp_path / "recipe.yaml"
-    path.write_text(RECIPE.format(repeats=repeats, timeout=timeout, variants=variants))
+    text = allreduce_recipe("cpu-smoke", CPU_ALLREDUCE_PARAMS, timeout_s=timeout,
+                            variants=variants, repeats=repeats)  # fmt: skip
+    path.write_text(text)
     return path
 
 
 def test_smoke_bundle_is_complete_and_correct(cpu_allreduce_bundle, tmp_path):
-    """The suite's shared CPU bundle (tests.conftest.CPU_ALLREDUCE: this file's RECIPE with two
+    """The suite's shared CPU bundle (tests.conftest.CPU_ALLREDUCE: `recipe`'s defaults, two
     repeats of both variants), as `kit reproduce` wrote it."""
     out = copy_bundle(cpu_allreduce_bundle, tmp_path / "bundle")
     results = json.loads((out / "results.json").read_text())
@@ -65,7 +63,7 @@ def test_smoke_bundle_is_complete_and_correct(cpu_allreduce_bundle, tmp_path):
 
 
 def test_failed_and_timed_out_runs_are_recorded_and_the_rest_completes(tmp_path):
-    variants = "[p2p, {name: bad-iface, env: {GLOO_SOCKET_IFNAME: nosuchif0}}]"
+    variants = "p2p, {name: bad-iface, env: {GLOO_SOCKET_IFNAME: nosuchif0}}"
     out = tmp_path / "bundle"
     proc = run_kit(
         "reproduce",
@@ -94,7 +92,7 @@ def test_failed_and_timed_out_runs_are_recorded_and_the_rest_completes(tmp_path)
     out2 = tmp_path / "bundle2"
     proc = run_kit(
         "reproduce",
-        str(recipe(tmp_path, repeats=1, timeout=1, variants="[p2p]")),
+        str(recipe(tmp_path, repeats=1, timeout=1, variants="p2p")),
         "--device",
         "cpu",
         "--out",
@@ -156,7 +154,7 @@ def test_bad_recipe_is_one_line_exit_2(tmp_path):
 def test_relative_out_dir(tmp_path):
     proc = run_kit(
         "reproduce",
-        str(recipe(tmp_path, repeats=1, variants="[p2p]")),
+        str(recipe(tmp_path, repeats=1, variants="p2p")),
         "--device",
         "cpu",
         "--out",
