@@ -329,28 +329,54 @@ CPU_ALLREDUCE = allreduce_recipe(
 """The recipe of cpu_allreduce_bundle: two gloo ranks, P2P on and off, two repeats each."""
 
 
-@pytest.fixture(scope="session")
-def cpu_allreduce_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One real `kit reproduce` of CPU_ALLREDUCE (4 torchrun launches) for the whole test run:
-    the first worker that asks makes it under a lock, in the folder the workers share, and every
-    other test that reads it waits for it (four tests made one each, 12 launches in all, issue
-    46). Never edit it: `copy_bundle` it first."""
-    base = tmp_path_factory.getbasetemp()
+COLLECTIVE_KINDS = ("allreduce", "all_gather", "reduce_scatter", "alltoall")
+CPU_COLLECTIVES = (
+    "kit: 1\nname: cpu-collectives\ndescription: every collective sweep at smoke size\ngpus: 2\n"
+    "repeats: 1\nvariants: [p2p]\nbenchmarks:\n"
+    + "".join(
+        f"  - kind: {kind}\n    params: {{min_bytes: 4, max_bytes: 4096, factor: 8, iters: 2, "
+        "warmup_iters: 1, trials: 2}\n"
+        for kind in COLLECTIVE_KINDS
+    )
+)
+"""The recipe of cpu_collectives_bundle: each collective sweep once, two gloo ranks, P2P on."""
+
+
+def _shared_bundle(factory: pytest.TempPathFactory, name: str, recipe: str) -> Path:
+    """One real `kit reproduce --device cpu` of `recipe` for the whole test run: the first worker
+    that asks makes it under a lock, in the folder the workers share, and every other test that
+    reads it waits for it. Never edit it: `copy_bundle` it first."""
+    base = factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    out = shared / "cpu-allreduce" / "bundle"
-    with open(shared / "cpu-allreduce.lock", "w") as lock:
+    out = shared / name / "bundle"
+    with open(shared / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if not (out / "MANIFEST.sha256").is_file():
             if out.parent.exists():  # a worker that failed to make it: start again
                 shutil.rmtree(out.parent)
             out.parent.mkdir()
-            (out.parent / "recipe.yaml").write_text(CPU_ALLREDUCE)
+            (out.parent / "recipe.yaml").write_text(recipe)
             proc = run_kit(
                 "reproduce", str(out.parent / "recipe.yaml"), "--device", "cpu",
-                "--out", str(out), env=fixture_env(tmp_path_factory),
+                "--out", str(out), env=fixture_env(factory),
             )  # fmt: skip
             assert proc.returncode == 0, proc.stderr[-3000:]
     return out
+
+
+@pytest.fixture(scope="session")
+def cpu_allreduce_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """CPU_ALLREDUCE's bundle (4 torchrun launches), shared by the run (_shared_bundle): four
+    tests made one each, 12 launches in all (issue 46)."""
+    return _shared_bundle(tmp_path_factory, "cpu-allreduce", CPU_ALLREDUCE)
+
+
+@pytest.fixture(scope="session")
+def cpu_collectives_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """CPU_COLLECTIVES's bundle (4 torchrun launches), shared by the run (_shared_bundle): the
+    collective sweeps' worker tests read its runs, the report's placement test its page (they
+    launched 6 of their own, issue 46)."""
+    return _shared_bundle(tmp_path_factory, "cpu-collectives", CPU_COLLECTIVES)
 
 
 def copy_bundle(bundle: Path, dest: Path) -> Path:

@@ -1,4 +1,6 @@
-"""Each collective sweep through the real worker: torchrun, two gloo processes on the CPU.
+"""Each collective sweep through the real worker: torchrun, two gloo processes on the CPU (the
+sweeps themselves are the runs of the suite's shared bundle, tests.conftest.CPU_COLLECTIVES:
+`kit reproduce` launched them as a user's recipe would).
 
 The result must follow nccl-tests' conventions: sizes (all-gather: the gathered output;
 reduce-scatter: the input; all-to-all: what each rank sends), algbw = size / time,
@@ -15,9 +17,10 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import COLLECTIVE_KINDS, ROOT
 
 FACTORS_AT_2 = {"allreduce": 1.0, "all_gather": 0.5, "reduce_scatter": 0.5, "alltoall": 0.5}
+assert set(FACTORS_AT_2) == set(COLLECTIVE_KINDS)
 CALLS = {"allreduce": "all_reduce", "all_gather": "all_gather_into_tensor",
          "reduce_scatter": "reduce_scatter_tensor", "alltoall": "all_to_all_single"}  # fmt: skip
 PER_RANK_CHUNKS = {"allreduce": False, "all_gather": True, "reduce_scatter": True, "alltoall": True}
@@ -37,13 +40,12 @@ def run_two_gloo_ranks(tmp_path, spec: dict, ranks: int = 2) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(FACTORS_AT_2))
-def test_collective_sweep_on_two_gloo_ranks(kind, tmp_path):
-    spec = {"schema": 1, "run_id": f"{kind}.p2p.r0", "benchmark": kind, "kind": kind,
-            "variant": "p2p", "repeat": 0, "device": "cpu", "nproc": 2, "smoke": True,
-            "params": {"min_bytes": 4, "max_bytes": 4096, "factor": 8, "iters": 2,
-                       "warmup_iters": 1, "trials": 2}, "env": {}, "result_path": "result.json"}  # fmt: skip
-    run_two_gloo_ranks(tmp_path, spec)
-    result = json.loads((tmp_path / "result.json").read_text())
+def test_collective_sweep_on_two_gloo_ranks(kind, cpu_collectives_bundle):
+    """min_bytes 4, max_bytes 4096, factor 8, 2 iterations after 1 warm-up, 2 trials."""
+    run_dir = cpu_collectives_bundle / "runs" / f"{kind}.p2p.r0"
+    spec = json.loads((run_dir / "spec.json").read_text())
+    assert spec["device"] == "cpu" and spec["nproc"] == 2 and spec["params"]["min_bytes"] == 4
+    result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "ok" and result["world_size"] == 2 and result["backend"] == "gloo"
     data = result["data"]
     factor = FACTORS_AT_2[kind]

@@ -23,7 +23,7 @@ from kit.report.facts.price import parse_price
 from kit.report.pdf import offline_fetcher, write_pdf
 from kit.report.render import render_bundle
 from kit.stats import summarize
-from tests.conftest import needs_pdf, run_kit
+from tests.conftest import copy_bundle, needs_pdf, run_kit
 
 pytestmark = [pytest.mark.slow, needs_pdf]
 
@@ -617,21 +617,15 @@ def test_energy_per_unit_keeps_three_significant_figures(once):
     assert "0.100 J/token" in text and "0.1 J/token" not in text
 
 
-def test_the_sizes_table_names_each_placement_and_times_both_where_torch_has_both(tmp_path):
-    """A real CPU run of an all-gather and an all-reduce sweep: the all-gather table has
-    nccl-tests' two column groups (out-of-place, then in-place, each with its #wrong) and fits
-    the page; the all-reduce is labelled in-place, with why no out-of-place form is timed."""
-    recipe = tmp_path / "r.yaml"
-    smoke = "{max_bytes: 4096, factor: 8, iters: 2, warmup_iters: 1, trials: 2}"
-    recipe.write_text(
-        "kit: 1\nname: placements\ndescription: both placements\ngpus: 2\nrepeats: 1\n"
-        "variants: [p2p]\nbenchmarks:\n"
-        f"  - kind: all_gather\n    params: {{max_bytes: 4096}}\n    smoke: {smoke}\n"
-        f"  - kind: allreduce\n    params: {{max_bytes: 4096}}\n    smoke: {smoke}\n"
-    )
-    proc = run_kit(
-        "reproduce", str(recipe), "--device", "cpu", "--smoke", "--out", str(tmp_path / "b")
-    )
+def test_the_sizes_table_names_each_placement_and_times_both_where_torch_has_both(
+    cpu_collectives_bundle, tmp_path
+):
+    """A real CPU run of an all-gather and an all-reduce sweep (the suite's shared collectives
+    bundle, its PDF made here): the all-gather table has nccl-tests' two column groups
+    (out-of-place, then in-place, each with its #wrong) and fits the page; the all-reduce is
+    labelled in-place, with why no out-of-place form is timed."""
+    b = copy_bundle(cpu_collectives_bundle, tmp_path / "b")
+    proc = run_kit("report", str(b))
     assert proc.returncode == 0, proc.stderr[-2000:]
     html = (tmp_path / "b" / "report.html").read_text()
     assert (
