@@ -91,7 +91,7 @@ def check_results(
         )
     kinds = {b.label: b.kind for b in recipe.benchmarks}
     benchmarks = list(kinds)
-    variants = [v.name for v in recipe.resolved_variants()]
+    variants = {b: [v.name for v in recipe.variants_of(b)] for b in benchmarks}
     bound = repeat_bound(results, recipe)
     seen: dict[str, int] = {}
     for i, run in enumerate(results.runs):
@@ -111,10 +111,10 @@ def check_results(
                 f"{where}: kind {run.kind[:40]!r}, but the recipe's benchmark "
                 f"{run.benchmark!r} is {kinds[run.benchmark]!r}"
             )
-        if run.variant not in variants:
+        if run.variant not in variants[run.benchmark]:
             raise InputError(
                 f"{where}: variant {run.variant[:40]!r} is not one of the "
-                f"recipe's ({', '.join(variants)})"
+                f"recipe's for {run.benchmark!r} ({', '.join(variants[run.benchmark])})"
             )
         expected = run_name(run.benchmark, run.variant, run.repeat)
         if run.run_id != expected:
@@ -171,13 +171,14 @@ def check_header(results: Results, recipe: Recipe, shown: Path) -> None:
                 f"{shown}: status complete, but its {len(results.runs)} run(s) of "
                 f"{results.planned_runs} planned make it {status}"
             )
-        variants = len(recipe.resolved_variants())
-        added = sum(max(0, a.repeats - a.planned) for a in results.adaptive.values())
-        bound = results.planned_runs + variants * added
-        if len(results.runs) > bound:
+        added = sum(
+            len(recipe.variants_of(name)) * max(0, a.repeats - a.planned)
+            for name, a in results.adaptive.items()
+        )  # a repeat adds a run per variant the benchmark runs
+        if len(results.runs) > results.planned_runs + added:
             raise InputError(
                 f"{shown}: {len(results.runs)} runs, more than the {results.planned_runs} "
-                f"planned and the {variants * added} adaptive repeats added"
+                f"planned and the {added} adaptive repeats added"
             )
 
 

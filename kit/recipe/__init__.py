@@ -131,6 +131,10 @@ class Benchmark(Strict):
     # per metric, one reference or a list of them, one per GPU model and count it was measured
     # on: a run is judged only by the entry for its own model and count (kit.stats.acceptance)
     expect: dict[str, Expectation | list[Expectation]] = {}
+    # the recipe's variants this benchmark runs, by name (None: all of them); a data-parallel
+    # decode or a device-local copy moves nothing between GPUs, so its P2P-off runs would
+    # measure the same thing again
+    variants: list[str] | None = Field(default=None, min_length=1, max_length=MAX_VARIANTS)
 
     @field_validator("expect")
     @classmethod
@@ -249,7 +253,8 @@ class Recipe(Strict):
     cv_threshold: float = Field(default=CV_THRESHOLD, strict=True, gt=0, lt=1)
     # at least a second: no launch starts sooner (0.001 would only ever time out)
     timeout_s: float = Field(default=1800, strict=True, ge=1, le=7 * 24 * 3600)
-    # bounded: every variant runs every benchmark every repeat (10,000 variants is no recipe)
+    # bounded: every variant runs every benchmark (or those that name it) every repeat
+    # (10,000 variants is no recipe)
     variants: list[str | Variant] = Field(default=["p2p", "no-p2p"], max_length=MAX_VARIANTS)
     benchmarks: list[Benchmark] = Field(min_length=1, max_length=MAX_BENCHMARKS)
     nodes: Nodes | None = None  # several machines (kit/run/multinode.py); None: this one
@@ -297,8 +302,32 @@ class Recipe(Strict):
                 )
         return items
 
+    @model_validator(mode="after")
+    def _benchmark_variants(self) -> Recipe:
+        """A benchmark's own `variants` name the recipe's, each once."""
+        names = [v.name for v in self.resolved_variants()]
+        for i, bench in enumerate(self.benchmarks):
+            chosen = bench.variants or []
+            if len(set(chosen)) != len(chosen):
+                raise ValueError(f"benchmarks.{i}.variants: names must be unique, got {chosen}")
+            if unknown := [v for v in chosen if v not in names]:
+                raise ValueError(
+                    f"benchmarks.{i}.variants: {unknown[0]!r} is not one of the recipe's "
+                    f"variants ({', '.join(names)})"
+                )
+        return self
+
     def resolved_variants(self) -> list[Variant]:
         return [BUILTIN_VARIANTS[v] if isinstance(v, str) else v for v in self.variants]
+
+    def variants_of(self, benchmark: str) -> list[Variant]:
+        """The variants the benchmark labelled `benchmark` runs, in the recipe's order (all of
+        them for a label the recipe does not hold: a run a bundle recorded is judged by them)."""
+        bench = next((b for b in self.benchmarks if b.label == benchmark), None)
+        every = self.resolved_variants()
+        if bench is None or bench.variants is None:
+            return every
+        return [v for v in every if v.name in bench.variants]
 
     def resolved(self) -> dict[str, Any]:
         """The recipe with every default filled in, as written into a bundle."""
@@ -308,6 +337,8 @@ class Recipe(Strict):
         for bench, raw in zip(self.benchmarks, data["benchmarks"], strict=True):
             raw["name"] = bench.label
             raw["params"] = bench.resolved_params(smoke=False)
+            if raw["variants"] is None:  # every variant: said once, by the recipe's list
+                del raw["variants"]
         return data
 
 
@@ -391,6 +422,10 @@ def parse_recipe(text: str, source: str) -> Recipe:
         # a list of references fails the one-reference branch too: report the list's error
         errs = [e for e in errs if e["type"] != "model_type"] or errs
         err = errs[0]
+        placed = re.match(r"^Value error, (benchmarks)\.(\d+)\.(\w+): (.*)$", err["msg"])
+        if not err["loc"] and placed:  # a whole-recipe check names the field it refuses
+            loc = (placed[1], int(placed[2]), placed[3])
+            err = {**err, "loc": loc, "msg": placed[4], "type": "checked"}
         line = _line_for(lines, err["loc"])
         where = f"{source}:{line}" if line else source
         raise InputError(f"{where}: {_field_path(err['loc'])}: {_explain(err)}") from None

@@ -58,11 +58,12 @@ def plan(
 def plan_repeat(
     recipe: Recipe, benchmark: str, repeat: int, device: str, smoke: bool
 ) -> list[RunSpec]:
-    """Repeat `repeat` of one benchmark: one run per variant (the unit adaptive repeats add)."""
+    """Repeat `repeat` of one benchmark: one run per variant it runs (the unit adaptive repeats
+    add)."""
     bench = next(b for b in recipe.benchmarks if b.label == benchmark)
     params = bench.resolved_params(smoke=smoke)
     runs = []
-    for variant in recipe.resolved_variants():
+    for variant in recipe.variants_of(bench.label):
         nproc = len(variant.gpu_ids) if variant.gpu_ids else counted(recipe)
         runs.append(
             RunSpec(

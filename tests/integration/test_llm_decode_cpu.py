@@ -51,9 +51,11 @@ def runs(bundle: Path) -> dict[tuple[str, str], dict]:
 
 def test_every_run_records_the_decode_metrics(bundle):
     found = runs(bundle)
-    names = ("decode-dp", "decode-tp2", "hbm-copy")  # the copy: the ceiling the reads are held to
-    assert set(found) == {(b, v) for b in names for v in ("p2p", "no-p2p")}
-    assert all(found[("hbm-copy", v)]["status"] == "ok" for v in ("p2p", "no-p2p"))
+    # data parallel and the copy (the ceiling the reads are held to) move nothing between GPUs:
+    # the recipe runs them P2P on only (their benchmark's `variants`)
+    ran = {("decode-dp", "p2p"), ("decode-tp2", "p2p"), ("decode-tp2", "no-p2p")}
+    assert set(found) == ran | {("hbm-copy", "p2p")}
+    assert found[("hbm-copy", "p2p")]["status"] == "ok"
     for (name, _), run in found.items():
         if name == "hbm-copy":
             continue
@@ -162,7 +164,7 @@ def test_the_batch_one_reads_stand_against_the_copy_measured_in_the_bundle(bundl
     flat = " ".join(
         "\n".join(p.extract_text() for p in PdfReader(bundle / "report.pdf").pages).split()
     )
-    for variant in ("p2p", "no-p2p"):
+    for variant in ("p2p",):  # decode-dp runs P2P on only
         read = runs(bundle)[("decode-dp", variant)]["metrics"]["decode_read_gbps_b1"]["value"]
         share = re.search(
             rf"decode-dp \(LLM decode\) recipe at smoke size, {variant}: a batch-1 decode step "

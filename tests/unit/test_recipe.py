@@ -94,6 +94,20 @@ def test_good_recipe_fills_defaults(tmp_path):
             GOOD.replace("gpus: 2", "variants: [p2p, nvlink]"),
             "r.yaml:3: variants: unknown variant 'nvlink'; allowed: p2p, no-p2p or a mapping with name, env, gpu_ids",
         ),
+        (  # a benchmark's own variants name the recipe's
+            GOOD.replace("kind: allreduce", "kind: allreduce\n    variants: [p2p, nvlink]"),
+            "r.yaml:6: benchmarks.0.variants: 'nvlink' is not one of the recipe's variants "
+            "(p2p, no-p2p)",
+        ),
+        (
+            GOOD.replace("kind: allreduce", "kind: allreduce\n    variants: [p2p, p2p]"),
+            "r.yaml:6: benchmarks.0.variants: names must be unique, got ['p2p', 'p2p']",
+        ),
+        (
+            GOOD.replace("kind: allreduce", "kind: allreduce\n    variants: []"),
+            "r.yaml:6: benchmarks.0.variants: list should have at least 1 item after validation, "
+            "not 0",
+        ),
         (
             GOOD.replace("name: demo", "name: Demo Recipe"),
             "r.yaml:2: name: string should match pattern '^[a-z0-9][a-z0-9._-]*$'",
@@ -171,3 +185,31 @@ def test_shipped_recipes_are_valid():
     assert paths, "recipes/ holds no recipe"
     for path in paths:
         load_recipe(path)
+
+
+def test_a_benchmark_runs_the_variants_it_names(tmp_path):
+    """`variants` on a benchmark: its runs are those variants' (recipe order), the others run
+    every variant; a bundle's recipe lists them where a benchmark names them, nowhere else, and
+    a run of a variant its benchmark does not run is refused when the bundle is read."""
+    from kit.model.consistency import check_results
+    from kit.run.plan import plan
+    from tests.conftest import results_model
+
+    text = GOOD + "  - kind: all_gather\n    variants: [no-p2p]\n"
+    recipe = load_recipe(write(tmp_path, text))
+    runs = [s.run_id for s in plan(recipe, "cpu", smoke=True, repeats=2)]
+    both = [f"allreduce.{v}.r{i}" for i in (0, 1) for v in ("p2p", "no-p2p")]
+    assert runs == [*both, "all_gather.no-p2p.r0", "all_gather.no-p2p.r1"]
+    resolved = recipe.resolved()["benchmarks"]
+    assert "variants" not in resolved[0] and resolved[1]["variants"] == ["no-p2p"]
+    assert [v.name for v in recipe.variants_of("all_gather")] == ["no-p2p"]
+    assert [v.name for v in recipe.variants_of("allreduce")] == ["p2p", "no-p2p"]
+    run = {"benchmark": "all_gather", "kind": "all_gather", "repeat": 0, "device": "cpu"}
+    ok = results_model(
+        [{**run, "variant": "no-p2p", "run_id": "all_gather.no-p2p.r0"}], recipe="demo"
+    )
+    check_results(ok, recipe, tmp_path, None)
+    bad = results_model([{**run, "variant": "p2p", "run_id": "all_gather.p2p.r0"}], recipe="demo")
+    refused = r"variant 'p2p' is not one of the recipe's for 'all_gather' \(no-p2p\)"
+    with pytest.raises(InputError, match=refused):
+        check_results(bad, recipe, tmp_path, None)

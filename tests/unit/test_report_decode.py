@@ -176,6 +176,22 @@ def test_tensor_parallel_s_speed_for_one_sequence_against_data_parallel():
     assert "Tensor parallel, one sequence at batch 1 : " + lines[0] in first
 
 
+def test_tensor_parallel_against_a_data_parallel_run_of_one_variant():
+    """recipes/llm_decode.yaml runs decode-dp P2P on only (P2P moves nothing there): TP's P2P-off
+    sequence is held against that one variant, which its sentence names."""
+    from kit.report.decode import tp_speedups
+
+    dp, tp2 = _benches()
+    for rows in dp.metrics.values():
+        rows.pop("no-p2p", None)
+    on, off = tp_speedups([dp, tp2])
+    assert " on decode-dp (tp 1), " in on
+    assert off.startswith("decode-tp2 (tp 2), no-p2p: one sequence ")
+    assert " on decode-dp (tp 1, p2p), " in off
+    theirs = dp.metrics["tpot_median_ms"]["p2p"].summary.median
+    assert f"against {theirs:.3g} ms per output token" in off
+
+
 def test_one_model_copy_prints_its_batch_1_tokens_per_s_once():
     """One model copy on one GPU: batch-1 tokens/s and 1 / time per output token are one figure
     (237.7 twice on the H200 bundle of 2026-11-29); the second column is left out."""

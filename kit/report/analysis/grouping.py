@@ -27,9 +27,10 @@ def benchmark_label(name: str, kind: str) -> str:
     return base if name in (kind, base) else f"{name} ({base})"
 
 
-def _variant_info(recipe: Recipe, runs: list[RunResult]) -> list[tuple[str, str]]:
-    """Variant names in recipe order (then any the runs add), with their descriptions."""
-    out = {v.name: v.description for v in recipe.resolved_variants()}
+def _variant_info(recipe: Recipe, name: str, runs: list[RunResult]) -> list[tuple[str, str]]:
+    """The variants benchmark `name` runs, in recipe order (then any the runs add), with their
+    descriptions."""
+    out = {v.name: v.description for v in recipe.variants_of(name)}
     for r in runs:
         out.setdefault(r.variant, "")
     return list(out.items())
@@ -58,7 +59,7 @@ def build_benchmarks(results: Results, recipe: Recipe) -> list[Benchmark]:
         kind = decl.kind if decl else (mine[0].kind if mine else "?")
         ran = 1 + max((r.repeat for r in mine), default=-1)
         blocks = []
-        for vname, desc in _variant_info(recipe, mine):
+        for vname, desc in _variant_info(recipe, name, mine):
             vr = sorted((r for r in mine if r.variant == vname), key=lambda r: r.repeat)
             ok = [r for r in vr if is_ok(r)]
             blocks.append(
