@@ -15,10 +15,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
-    AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     TypeAdapter,
     ValidationError,
@@ -28,14 +25,14 @@ from pydantic import (
 )
 
 from kit.io.errors import InputError
-from kit.recipe.daemons import daemon_key, url_ok
-from kit.recipe.env import check_env
+from kit.recipe.base import Strict, TuningEnv
 from kit.recipe.environments import check_environment
 from kit.recipe.gpus import check_gpus
+from kit.recipe.nodes import Nodes
 from kit.recipe.yamlfile import LocatedError, StrictLoader, line_map, read_text
 from kit.shared import p2p
 from kit.shared.gpu_specs import gpu_model_key
-from kit.shared.limits import MAX_GPUS, MAX_NODES, MAX_REPEATS
+from kit.shared.limits import MAX_GPUS, MAX_REPEATS
 from kit.shared.metrics import CV_THRESHOLD
 from kit.shared.metrics import metric as catalog_entry
 from kit.workloads.base import check_counts, check_numbers
@@ -48,12 +45,6 @@ NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 NAME_MAX = 100
 MAX_VARIANTS = 64
 MAX_BENCHMARKS = 64
-TuningEnv = Annotated[dict[str, str], AfterValidator(check_env)]
-"""A variant's or the nodes' environment: tuning variables only (kit.recipe.env)."""
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # 1e400 is no expectation
 
 
 class Variant(Strict):
@@ -61,7 +52,7 @@ class Variant(Strict):
 
     name: str = Field(pattern=NAME_PATTERN, max_length=NAME_MAX)
     description: str = ""
-    env: TuningEnv = {}
+    env: TuningEnv = Field(default={})  # pydantic copies a mutable default per model
     gpu_ids: list[Annotated[int, Field(strict=True, ge=0, le=1023)]] | None = None
 
     @field_validator("gpu_ids")
@@ -126,11 +117,12 @@ def _known_units(name: str, found: list[Expectation]) -> None:
 class Benchmark(Strict):
     kind: str
     name: str = Field(default="", pattern=r"^$|" + NAME_PATTERN, max_length=NAME_MAX)
-    params: dict[str, Any] = {}
-    smoke: dict[str, Any] = {}
+    # mutable defaults written as Field(default=...): pydantic copies them per model
+    params: dict[str, Any] = Field(default={})
+    smoke: dict[str, Any] = Field(default={})
     # per metric, one reference or a list of them, one per GPU model and count it was measured
     # on: a run is judged only by the entry for its own model and count (kit.stats.acceptance)
-    expect: dict[str, Expectation | list[Expectation]] = {}
+    expect: dict[str, Expectation | list[Expectation]] = Field(default={})
     # the recipe's variants this benchmark runs, by name (None: all of them); a data-parallel
     # decode or a device-local copy moves nothing between GPUs, so its P2P-off runs would
     # measure the same thing again
@@ -184,56 +176,6 @@ class Benchmark(Strict):
         params = asdict(TypeAdapter(params_class(self.kind)).validate_python(merged))
         check_counts(params)
         return params
-
-
-class Nodes(Strict):
-    """Several machines for one run: one worker container per node, joined by torchrun's c10d
-    rendezvous on the first node. `hosts` are Docker daemon URLs, one per node."""
-
-    hosts: list[str] = Field(min_length=1, max_length=MAX_NODES)
-    # default: the recipe's gpus
-    gpus_per_node: int | None = Field(default=None, strict=True, ge=1, le=MAX_GPUS)
-    rdzv_port: int = Field(default=29400, strict=True, ge=1, le=65535)
-    # the address the other nodes reach the first one at (default: the first host's name)
-    rdzv_host: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9.:_-]*$")
-    network: str = Field(default="host", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    nccl_socket_ifname: str | None = Field(default=None, pattern=r"^\^?=?[A-Za-z0-9_.,:-]+$")
-    env: TuningEnv = {}
-
-    @field_validator("hosts")
-    @classmethod
-    def _urls(cls, hosts: list[str]) -> list[str]:
-        for url in hosts:
-            if not url_ok(url):
-                raise ValueError(
-                    f"{url!r} is not a Docker daemon URL; allowed: unix://PATH, ssh://[USER@]HOST,"
-                    " tcp://HOST:PORT"
-                )
-        return hosts
-
-    @field_validator("network")
-    @classmethod
-    def _network(cls, network: str, info: ValidationInfo) -> str:
-        hosts = info.data.get("hosts") or []
-        if network != "host" and len({daemon_key(h) for h in hosts}) > 1:
-            raise ValueError(
-                f"{network!r}: a bridge network joins the containers of one daemon only;"
-                " nodes on several daemons need `network: host`"
-            )
-        return network
-
-    @model_validator(mode="after")
-    def _one_daemon_once(self) -> Nodes:
-        """On the host network two nodes of one daemon would share its ports (the rendezvous):
-        a daemon named twice is a slip, refused before anything runs."""
-        keys = [daemon_key(h) for h in self.hosts]
-        twice = next((h for i, h in enumerate(self.hosts) if keys[i] in keys[:i]), None)
-        if twice is not None and self.network == "host":
-            raise ValueError(
-                f"{twice!r} is named twice; on the host network each node is another daemon "
-                "(one daemon's containers share a bridge network: `network: NAME`)"
-            )
-        return self
 
 
 class Recipe(Strict):
