@@ -47,8 +47,11 @@ after = {k: os.environ.get(k) for k in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL
 other = TuningLog(1, True).choice(lambda: order.append("rank1"), lambda: order.append("rank1"))
 off = TuningLog(0, False, "not logged: off").choice(lambda: order.append("off"), lambda: None)
 log.close()
-print(json.dumps({"calls": calls, "seen": seen, "after": after, "other": other, "off": off,
-                  "order": order, "reason": log.reason}), flush=True)
+# one write of the whole line: NCCL's threads write to the same stdout, and print() (unbuffered
+# where PYTHONUNBUFFERED is set) writes the text and its newline apart; a loaded `make test
+# JOBS=3` once read NCCL's "Socket handshake" line between the two, on the JSON's line
+os.write(1, (json.dumps({"calls": calls, "seen": seen, "after": after, "other": other,
+                         "off": off, "order": order, "reason": log.reason}) + "\n").encode())
 # Out without the interpreter's exit: ncclGetUniqueId left NCCL's bootstrap root thread
 # listening, and with no collective to settle on (no GPU), NCCL's reset of its log file is still
 # pending; glibc's exit-time stream cleanup then raced that thread's logging and aborted the
