@@ -26,7 +26,6 @@ from kit.io.safe import write_bytes, write_text
 from kit.io.terminal import printed
 from kit.model import BundleData, load_bundle
 from kit.model.hardware import Hardware, Host
-from kit.recipe import Recipe
 from kit.refs.nccl_tests import SAME_CALL_FLOOR, SAME_CALL_FROM
 from kit.refs.store import standing
 from kit.report import analysis, decode, plots, sections
@@ -307,18 +306,6 @@ def ran_lines(benches: list[analysis.Benchmark], smoke: bool) -> list[str]:
     return [f"{b.label}: {analysis.ran_line(b, smoke)}" for b in benches]
 
 
-def variant_subsets(recipe: Recipe, benches: list[analysis.Benchmark]) -> list[str]:
-    """The benchmarks that run some of the recipe's variants, with those they run: "decode-dp
-    (LLM decode): p2p" (a benchmark's `variants`; its others were never planned, not lost)."""
-    every = len(recipe.resolved_variants())
-    out = []
-    for b in benches:
-        mine = [v.name for v in recipe.variants_of(b.name)]
-        if len(mine) < every:
-            out.append(f"{b.label}: {', '.join(mine)}")
-    return out
-
-
 def context(
     bundle: Bundle, price_per_gpu_hour: Price | float | None = None, order: Order | None = None
 ) -> dict[str, Any]:
@@ -358,8 +345,8 @@ def context(
         "benches": views,
         "silicon": silicon,
         "summaries": summaries,
-        "variant_defs": list({v.variant: v for s in summaries for v in s.variants}.values()),
-        "variant_subsets": variant_subsets(data.recipe, benches),
+        "variant_defs": analysis.variant_defs(summaries),
+        "variant_subsets": analysis.variant_subsets(data.recipe, benches),
         "first_figures": {v.bench.name: [f for f in v.figures if f.first] for v in views},
         "price_per_gpu_hour": price_per_gpu_hour,
         "price": parse_price(price_per_gpu_hour),

@@ -28,9 +28,8 @@ pytestmark = pytest.mark.slow
 def recipe(tmp_path: Path, repeats=2, timeout=120, variants="p2p, no-p2p") -> Path:
     """tests.conftest.CPU_ALLREDUCE (the shared bundle's recipe) with these fields."""
     path = tmp_path / "recipe.yaml"
-    text = allreduce_recipe("cpu-smoke", CPU_ALLREDUCE_PARAMS, timeout_s=timeout,
-                            variants=variants, repeats=repeats)  # fmt: skip
-    path.write_text(text)
+    fields = {"timeout_s": timeout, "variants": variants, "repeats": repeats}
+    path.write_text(allreduce_recipe("cpu-smoke", CPU_ALLREDUCE_PARAMS, **fields))
     return path
 
 

@@ -12,6 +12,7 @@ from kit.report.analysis.grouping import (
     benchmark_label,
     build_benchmarks,
     bundle_benchmarks,
+    variant_subsets,
 )
 from kit.report.analysis.model import (
     CV_THRESHOLD,
@@ -30,6 +31,7 @@ from kit.report.analysis.summary import (
     settings,
     summarize_bench,
     variant_definition,
+    variant_defs,
 )
 from kit.report.analysis.sweeps import (
     allreduce_curves,
@@ -104,6 +106,8 @@ __all__ = [
     "transports",
     "trust_facts",
     "variant_definition",
+    "variant_defs",
+    "variant_subsets",
     "verdict_metric",
     "verdicts",
     "window_drift",

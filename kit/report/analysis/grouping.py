@@ -134,3 +134,15 @@ def _summarize_metrics(bench: Benchmark) -> None:
                     row.summary = None
             per_variant[v.name] = row
         bench.metrics[name] = per_variant
+
+
+def variant_subsets(recipe: Recipe, benches: list[Benchmark]) -> list[str]:
+    """The benchmarks that run some of the recipe's variants, with those they run: "decode-dp
+    (LLM decode): p2p" (a benchmark's `variants`; its others were never planned, not lost)."""
+    every = len(recipe.resolved_variants())
+    out = []
+    for b in benches:
+        mine = [v.name for v in recipe.variants_of(b.name)]
+        if len(mine) < every:
+            out.append(f"{b.label}: {', '.join(mine)}")
+    return out

@@ -411,3 +411,13 @@ def against_published(bench: Benchmark, hardware: Hardware) -> tuple[list[dict[s
             "(about 370 GB/s) is the closer comparison."
         )
     return rows, note
+
+
+def variant_defs(summaries: list[BenchSummary]) -> list[VariantSummary]:
+    """Every variant any benchmark ran, each once, as the first benchmark that ran it defines it
+    (a benchmark's `variants` may hold fewer than the recipe's)."""
+    first: dict[str, VariantSummary] = {}
+    for summary in summaries:
+        for v in summary.variants:
+            first.setdefault(v.variant, v)
+    return list(first.values())
