@@ -10,10 +10,9 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-import matplotlib
-
 from kit.report import plots
 from kit.report.analysis.model import Benchmark
+from kit.report.mpl import matplotlib
 
 
 def _number(x: Any) -> bool:

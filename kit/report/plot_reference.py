@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from matplotlib.patches import Patch
-
+from kit.report.mpl import Patch
 from kit.report.plots import _figure, to_svg
 
 COLOURS = {"PASS": "#1b7a36", "FAIL": "#b03a2e"}

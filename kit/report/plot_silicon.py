@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import matplotlib
-
+from kit.report.mpl import matplotlib
 from kit.report.plots import OTHER_COLORS, RC, _figure, _size_axis, fmt_num, text, to_svg
 
 

@@ -13,10 +13,17 @@ import math
 import re
 from typing import Any
 
-import matplotlib
-from matplotlib.colors import to_hex, to_rgb
-from matplotlib.figure import Figure  # not pyplot: no global figure registry, no GUI backend
-from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter, NullLocator
+from kit.report.mpl import (
+    Figure,
+    FixedLocator,
+    FuncFormatter,
+    MaxNLocator,
+    NullFormatter,
+    NullLocator,
+    matplotlib,
+    to_hex,
+    to_rgb,
+)
 
 RC = {
     "svg.fonttype": "none",

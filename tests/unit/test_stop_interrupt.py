@@ -148,3 +148,60 @@ def test_a_stop_signal_while_a_thread_starts_never_kills_the_thread(monkeypatch)
         assert KeyError in broken, broken
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+MID_INIT = """
+import signal, sys
+from kit.shared import stop
+signal.signal(signal.SIGINT, stop.interrupt)
+fired = []
+def inside_ft2font(frame, event, arg):
+    # the first Python call that matplotlib's ft2font (a pybind11 module) makes while it
+    # initializes: the moment a stop signal broke it (ImportError, then SIGABRT at exit)
+    if fired or event != "call" or frame.f_code.co_filename.startswith("<frozen"):
+        return
+    f = frame.f_back
+    while f is not None:
+        spec = f.f_locals.get("spec", f.f_locals.get("module"))
+        if f.f_code.co_name in ("create_module", "exec_module") and "ft2font" in repr(spec):
+            fired.append(frame.f_code.co_name)
+            signal.raise_signal(signal.SIGINT)
+            return
+        f = f.f_back
+sys.setprofile(inside_ft2font)
+try:
+    import kit.run.seal
+    print("imported", kit.run.seal.render_bundle is not None)
+except KeyboardInterrupt as e:
+    print("interrupted", type(e).__name__)
+sys.setprofile(None)
+print("fired", bool(fired))
+"""
+
+
+def test_a_stop_signal_while_matplotlib_initializes_waits_for_the_import():
+    """A SIGINT while a pybind11 module of matplotlib initializes is delivered after the import
+    (kit.report.mpl): never "initialization failed" read as missing libraries, never an abort."""
+    proc = subprocess.run([sys.executable, "-c", MID_INIT], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    assert proc.stdout.split("\n")[:2] == ["interrupted Interrupted", "fired True"], proc.stderr
+    assert proc.returncode == 0 and "Fatal Python error" not in proc.stderr, proc.stderr
+
+
+def test_matplotlib_is_imported_only_through_kit_report_mpl():
+    """Every other module takes matplotlib's names from kit.report.mpl, which imports them with
+    stop signals held: an import of matplotlib elsewhere could be the first one, and unheld."""
+    import ast
+
+    offenders = []
+    for path in (ROOT / "kit").rglob("*.py"):
+        if path == ROOT / "kit" / "report" / "mpl.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names] if isinstance(node, ast.Import)
+                else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            )  # fmt: skip
+            if any(n == "matplotlib" or n.startswith("matplotlib.") for n in names):
+                offenders.append(str(path.relative_to(ROOT)))
+    assert offenders == []
