@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.io.errors import KitError
+from kit.shared import stop
 
 
 def offline_fetcher() -> Any:
@@ -52,7 +53,8 @@ class PdfNotWritten(KitError):
 def _weasyprint_html() -> Any:
     """WeasyPrint's HTML class, or PdfNotWritten naming what to install."""
     try:
-        from weasyprint import HTML
+        with stop.held():  # a stop while its C parts load is delivered after (kit.report.mpl)
+            from weasyprint import HTML
     except ImportError as exc:
         raise PdfNotWritten(
             f"WeasyPrint is not installed here ({exc})", "pip install weasyprint"
