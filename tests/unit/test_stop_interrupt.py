@@ -151,30 +151,49 @@ def test_a_stop_signal_while_a_thread_starts_never_kills_the_thread(monkeypatch)
 
 
 MID_INIT = """
-import signal, sys
+import importlib.util, signal, sys
 from kit.shared import stop
 signal.signal(signal.SIGINT, stop.interrupt)
 fired = []
-def inside_ft2font(frame, event, arg):
-    # the first Python call that matplotlib's ft2font (a pybind11 module) makes while it
-    # initializes: the moment a stop signal broke it (ImportError, then SIGABRT at exit)
-    if fired or event != "call" or frame.f_code.co_filename.startswith("<frozen"):
-        return
-    f = frame.f_back
-    while f is not None:
-        spec = f.f_locals.get("spec", f.f_locals.get("module"))
-        if f.f_code.co_name in ("create_module", "exec_module") and "ft2font" in repr(spec):
-            fired.append(frame.f_code.co_name)
-            signal.raise_signal(signal.SIGINT)
-            return
-        f = f.f_back
-sys.setprofile(inside_ft2font)
+
+def at_first_call(frame, event, arg):
+    if event == "call" and not fired and not frame.f_code.co_filename.startswith("<frozen"):
+        fired.append(frame.f_code.co_name)
+        signal.raise_signal(signal.SIGINT)
+
+def profiled(call, arg):
+    sys.setprofile(at_first_call)
+    try:
+        return call(arg)
+    finally:
+        sys.setprofile(None)
+
+class InsideFt2font:
+    # matplotlib's ft2font (a pybind11 module) is made with a profiler that sends SIGINT at the
+    # first Python call its initialization makes: the moment a stop once broke it
+    def find_spec(self, name, path, target=None):
+        if name != "matplotlib.ft2font":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        real = spec.loader
+
+        class Loader:
+            def create_module(self, spec):
+                return profiled(real.create_module, spec)
+
+            def exec_module(self, module):  # pybind11 3 initializes here (PEP 489)
+                profiled(real.exec_module, module)
+
+        spec.loader = Loader()
+        return spec
+
+sys.meta_path.insert(0, InsideFt2font())
 try:
     import kit.run.seal
     print("imported", kit.run.seal.render_bundle is not None)
 except KeyboardInterrupt as e:
     print("interrupted", type(e).__name__)
-sys.setprofile(None)
 print("fired", bool(fired))
 """
 
