@@ -22,6 +22,7 @@ import pytest
 
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers import gpus
+from kit.runtime.containers.client import LABEL_OWNER
 from kit.runtime.containers.docker import DockerContainer
 from kit.runtime.pinned import DockerRuntime
 from tests.integration.test_docker_env import (  # noqa: F401
@@ -85,13 +86,16 @@ def test_cdi_device_the_spec_lacks_is_one_line_before_any_container(
 ):
     run_dir = tmp_path / "run"
     _write_spec(run_dir, run_id="cdi.missing.r0", device="cuda", nproc=1)
-    before = len(client.containers.list(all=True))
+    # this worker's containers only, by id (sparse: no inspect): the other worker's come and go,
+    # and a full list() inspected one removed meanwhile (404, a loaded run, 2026-12-01)
+    mine = {"label": f"{LABEL_OWNER}={OWNER}"}
+    before = {c.id for c in client.containers.list(all=True, filters=mine, sparse=True)}
     out = DockerRuntime(cpu_image.tag, client=client, gpu_style=cdi, memlock=MEMLOCK).run(
         LaunchRequest(run_dir, 1, {}, tmp_path / "log", 60, [5], "cuda")
     )
     assert out.exit_code is None and out.error and "\n" not in out.error
     assert f"no device {KIND}=5" in out.error and "it declares: 0, 1, all" in out.error
-    assert len(client.containers.list(all=True)) == before
+    assert {c.id for c in client.containers.list(all=True, filters=mine, sparse=True)} == before
     # a daemon whose spec files the kit cannot read (remote): the daemon's refusal, one line
     blind = gpus.Cdi(kind=KIND)
     out = DockerRuntime(cpu_image.tag, client=client, gpu_style=blind, memlock=MEMLOCK).run(
