@@ -74,6 +74,10 @@ FORBIDDEN: list[tuple[tuple[str, ...], tuple[str, ...], str]] = [
 # The bundle model, the report, the inventory and every other room never import them.
 ENGINE_SDKS = ("docker", "podman", "kubernetes")
 SDK_HOMES = ("kit.runtime.*", "kit.run.k8s.*", "kit.run.multinode.*")
+# matplotlib's compiled parts are pybind11 modules that a raising stop handler breaks while they
+# initialize (an abort at exit): kit.report.mpl imports them with stop signals held, and every
+# other module takes matplotlib's names from there.
+HELD_IMPORTS = {"matplotlib": ("kit.report.mpl",)}
 # Every top-level module and package of kit/: a new one is a new room of the house, which this
 # table (and ARCHITECTURE.md) must name before the rules above can place it.
 TOP_LEVEL = (
@@ -405,7 +409,7 @@ def layer_violations(imports: list[Import], modules: dict[str, Path]) -> list[st
                     )
                 )
                 break
-    return bad + sdk_violations(imports) + top_level_violations(modules)
+    return bad + sdk_violations(imports) + held_violations(imports) + top_level_violations(modules)
 
 
 def sdk_violations(imports: list[Import]) -> list[str]:
@@ -416,6 +420,17 @@ def sdk_violations(imports: list[Import]) -> list[str]:
         "runtimes; the bundle model, report and inventory never drive an engine)"
         for i in imports
         if i.imported.split(".")[0] in ENGINE_SDKS and not matches(i.importer, SDK_HOMES)
+    ]
+
+
+def held_violations(imports: list[Import]) -> list[str]:
+    """A package of HELD_IMPORTS imported outside its one home: that import could be the first,
+    and unheld."""
+    return [
+        i.where() + f" ({top}: imported with stop signals held in {', '.join(homes)} only)"
+        for i in imports
+        for top, homes in HELD_IMPORTS.items()
+        if i.imported.split(".")[0] == top and not matches(i.importer, homes)
     ]
 
 
@@ -584,6 +599,9 @@ PLANTED: dict[str, tuple[dict[str, str], str, str]] = {
     "a lazy import docker inside a function": (
         {"kit.report.planted": "def f():\n    import docker\n\n    return docker\n"},
         "kit.report.planted", "an engine's SDK"),
+    "matplotlib outside kit.report.mpl": (
+        {"kit.report.planted": "from matplotlib.figure import Figure\n"},
+        "kit.report.planted", "with stop signals held"),
     "a circle through a function-level import": (
         {"kit.report.facts.planted": "from kit.report.facts import window\n",
          "kit.report.facts.window": WINDOW + "\ndef planted():\n    from kit.report.facts import planted\n"},
