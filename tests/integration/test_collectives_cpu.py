@@ -21,8 +21,8 @@ from tests.conftest import COLLECTIVE_KINDS, ROOT
 
 FACTORS_AT_2 = {"allreduce": 1.0, "all_gather": 0.5, "reduce_scatter": 0.5, "alltoall": 0.5}
 assert set(FACTORS_AT_2) == set(COLLECTIVE_KINDS)
-CALLS = {"allreduce": "all_reduce", "all_gather": "all_gather_into_tensor",
-         "reduce_scatter": "reduce_scatter_tensor", "alltoall": "all_to_all_single"}  # fmt: skip
+CALLS = {"allreduce": "all_reduce", "all_gather": "all_gather_single",
+         "reduce_scatter": "reduce_scatter_single", "alltoall": "all_to_all_single"}  # fmt: skip
 PER_RANK_CHUNKS = {"allreduce": False, "all_gather": True, "reduce_scatter": True, "alltoall": True}
 
 

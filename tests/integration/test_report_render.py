@@ -634,7 +634,8 @@ def test_the_sizes_table_names_each_placement_and_times_both_where_torch_has_bot
     )
     assert '<th colspan="4"></th><th colspan="4">in-place</th>' in html  # the all-reduce
     text = " ".join(pdf_text(tmp_path / "b" / "report.pdf").split())
-    assert "Timed out-of-place: all_gather_into_tensor gathers a separate send buffer" in text
+    placement = "all_gather_single (all_gather_into_tensor on a torch without it) gathers"
+    assert f"Timed out-of-place: {placement} a separate send buffer" in text
     assert "The second group of columns: the in-place form" in text
     assert "Timed in-place: torch's dist.all_reduce reduces its one buffer in place" in text
     assert "torch has no out-of-place all-reduce" in text

@@ -207,3 +207,38 @@ def test_the_shared_check_counts_what_the_call_got_wrong(tmp_path):
         assert _worker("allreduce").COLLECTIVE.placement == "in-place"
     finally:
         dist.destroy_process_group()
+
+
+def test_the_collectives_call_torchs_current_names_and_fall_back_on_an_older_torch(
+    tmp_path, monkeypatch
+):
+    """Torch 2.13 kept all_gather_into_tensor and reduce_scatter_tensor as wrappers that warn at
+    every call (host time inside the one-call latency, a FutureWarning in every run's log): the
+    sweeps and the decode gather call the new names, and an older torch's where it lacks them."""
+    import warnings
+
+    import torch
+    import torch.distributed as dist
+
+    from kit.worker.common import Context, dist_call
+
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    try:
+        ctx = Context({}, tmp_path, 0, 0, 1, torch.device("cpu"), "gloo")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a deprecated call fails here
+            for kind in sorted(COLLECTIVES):
+                c = _worker(kind).COLLECTIVE
+                assert c.wrong(ctx, 10, torch.float32) == 0, kind
+                if c.also_in_place:
+                    assert c.wrong_in_place(ctx, 10, torch.float32) == 0, kind
+                assert not c.api.endswith(("_into_tensor", "_scatter_tensor")), c.api
+    finally:
+        dist.destroy_process_group()
+    assert dist_call("all_gather_single", "all_gather_into_tensor") is dist.all_gather_single
+    monkeypatch.delattr(dist, "all_gather_single")
+    assert dist_call("all_gather_single", "all_gather_into_tensor") is dist.all_gather_into_tensor
+    decode = (KIT / "workloads" / "llm_decode" / "model.py").read_text()
+    assert "dist.all_gather_into_tensor" not in decode and "dist_call(" in decode

@@ -17,7 +17,7 @@ SPEC = collective_spec(
         check="each rank sends a known pattern times (rank + 1); elements of the gathered "
         "output that differ from what their rank sent are counted",
         placement="out-of-place",
-        placement_why="all_gather_into_tensor gathers a separate send buffer into the output: nccl-tests' "
-        "out-of-place column",
+        placement_why="all_gather_single (all_gather_into_tensor on a torch without it) "
+        "gathers a separate send buffer into the output: nccl-tests' out-of-place column",
     ),
 )

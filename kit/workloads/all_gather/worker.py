@@ -6,9 +6,8 @@ busbw = algbw * (n - 1)/n (each rank receives the n - 1 chunks it does not hold)
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 
-from kit.worker.common import Context
+from kit.worker.common import Context, dist_call
 from kit.workloads.all_gather.params import AllGatherParams
 from kit.workloads.collective_sweep import runner, split_collective
 
@@ -21,7 +20,7 @@ def expected(ctx: Context, base: torch.Tensor, chunk: int) -> torch.Tensor:
 COLLECTIVE = split_collective(
     "all_gather",
     counts=lambda chunk, n: (chunk, chunk * n),
-    call=dist.all_gather_into_tensor,
+    call=dist_call("all_gather_single", "all_gather_into_tensor"),
     expected=expected,
     also_in_place=True,
 )

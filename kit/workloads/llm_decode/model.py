@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from kit.worker.common import dist_call
 from kit.workloads.llm_decode.params import LlmDecodeParams
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
@@ -179,7 +180,8 @@ class Llama:
         parts = torch.empty(
             (self.shard.size * b, cols_here), device=local.device, dtype=local.dtype
         )
-        dist.all_gather_into_tensor(parts, local.contiguous(), group=self.shard.group)
+        gather = dist_call("all_gather_single", "all_gather_into_tensor")
+        gather(parts, local.contiguous(), group=self.shard.group)
         return parts.view(self.shard.size, b, cols_here).permute(1, 0, 2).reshape(b, -1)
 
     def _mlp(self, layer: Layer, x: torch.Tensor, collectives: bool) -> torch.Tensor:

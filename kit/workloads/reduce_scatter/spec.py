@@ -18,7 +18,7 @@ SPEC = collective_spec(
         check="each rank contributes a known pattern times (rank + 1); elements of each "
         "rank's reduced chunk that differ from the exact sum are counted",
         placement="out-of-place",
-        placement_why="reduce_scatter_tensor reduces a separate input into the output: nccl-tests' "
-        "out-of-place column",
+        placement_why="reduce_scatter_single (reduce_scatter_tensor on a torch without it) "
+        "reduces a separate input into the output: nccl-tests' out-of-place column",
     ),
 )

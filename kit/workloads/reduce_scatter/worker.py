@@ -6,9 +6,8 @@ busbw = algbw * (n - 1)/n (each rank sends the n - 1 partial chunks it does not 
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 
-from kit.worker.common import Context
+from kit.worker.common import Context, dist_call
 from kit.workloads.collective_sweep import own_chunk, runner, split_collective
 from kit.workloads.reduce_scatter.params import ReduceScatterParams
 
@@ -22,7 +21,7 @@ def expected(ctx: Context, base: torch.Tensor, chunk: int) -> torch.Tensor:
 COLLECTIVE = split_collective(
     "reduce_scatter",
     counts=lambda chunk, n: (chunk * n, chunk),
-    call=dist.reduce_scatter_tensor,
+    call=dist_call("reduce_scatter_single", "reduce_scatter_tensor"),
     expected=expected,
     also_in_place=True,
 )
