@@ -89,10 +89,10 @@ def init(spec_path: Path) -> Context:
 def dist_call(name: str, before: str) -> Any:
     """torch.distributed's collective `name`, or its older name `before` on a torch without it.
 
-    Torch 2.13 added all_gather_single and reduce_scatter_single and kept all_gather_into_tensor
-    and reduce_scatter_tensor as wrappers that warn at every call: host time inside a one-call
-    latency (host launch included) and a FutureWarning in every run's log. The call a run made
-    is recorded by its name (the sweep's `call`)."""
+    Torch 2.13 and 2.14 (checked) hold all_gather_single and reduce_scatter_single and keep
+    all_gather_into_tensor and reduce_scatter_tensor as wrappers that warn at every call: host
+    time inside a one-call latency (host launch included) and a FutureWarning in every run's
+    log. The call a run made is recorded by its name (the sweep's `call`)."""
     import torch.distributed as dist
 
     return getattr(dist, name, None) or getattr(dist, before)
