@@ -69,6 +69,7 @@ def standing_cmd(bundle: BundleDir) -> None:
     """
     from kit.bundle.intake import receive
     from kit.refs import store
+    from kit.shared.metrics import figure
 
     # sealed, complete, signature sound (kit.bundle.intake); no --read-broken-signature here
     data = receive(bundle, "place only an untouched bundle", read_broken=None)
@@ -78,8 +79,8 @@ def standing_cmd(bundle: BundleDir) -> None:
     for r in rows:
         per_gpu = f", {r['ratio_better_per_gpu']:.2f}x per GPU" if r["ratio_better_per_gpu"] else ""
         typer.echo(
-            f"{r['benchmark']} {r['variant']} {r['metric']}: {r['value']:,.4g} {r['unit']} "
-            f"(n={r['n']}) vs {r['reference']} {r['reference_value']:,.4g} "
+            f"{r['benchmark']} {r['variant']} {r['metric']}: {figure(r['value'])} {r['unit']} "
+            f"(n={r['n']}) vs {r['reference']} {figure(r['reference_value'])} "
             f"(n={r['reference_n']}, {r['reference_gpus']} GPUs): {r['ratio_better']:.2f}x as good"
             f"{per_gpu}"
         )

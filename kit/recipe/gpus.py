@@ -53,7 +53,11 @@ def resolve(recipe: R, count: int | None, why_unknown: str) -> R:
         return recipe
     if count is None or count < 1:
         raise InputError(f"recipe {recipe.name}: gpus: all: {why_unknown}")
-    return recipe.model_copy(update={"gpus": min(count, MAX_GPUS)})
+    n = min(count, MAX_GPUS)
+    # the recipe was verified as `gpus: all` on some machine, not at this count: say so, so a
+    # bundle's recipe.yaml never reads "gpus: 4" beside another count's verified_on text
+    verified = recipe.verified_on and f"as gpus: all (here {n} GPUs), on {recipe.verified_on}"
+    return recipe.model_copy(update={"gpus": n, "verified_on": verified})
 
 
 def words(recipe: _Recipe) -> str:

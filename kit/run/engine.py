@@ -43,6 +43,7 @@ from kit.run.results import (
 from kit.runtime.base import LaunchRequest, RunOutcome, Runtime, RuntimeRequest
 from kit.shared import files, stop
 from kit.shared import scratch as launch_dir
+from kit.shared.metrics import figure
 from kit.stats.spread import AdaptiveRepeats
 from kit.workloads.registry import headline_metric
 
@@ -73,8 +74,7 @@ def _headline(result: RunResult) -> str:
     m = result.metrics.get(name)
     if not m:
         return ""
-    value = f"{m.value:,.0f}" if abs(m.value) >= 1000 else f"{m.value:.4g}"  # 13,420, not 1.342e+04
-    return f"{name} {value} {m.unit}"
+    return f"{name} {figure(m.value)} {m.unit}"
 
 
 _Terminated = stop.Terminated

@@ -322,3 +322,9 @@ def words(name: str) -> tuple[str, str]:
     """A ratio's words for the metric: ("faster", "slower"), ("lower", "higher"), ..."""
     m = CATALOG.get(name)
     return (m.better, m.worse) if m else ("better", "worse")
+
+
+def figure(value: float) -> str:
+    """A figure in a line of text, written one way everywhere: 13,420 (never 1.342e+04) from
+    1,000 up, four significant digits below."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"

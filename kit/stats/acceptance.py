@@ -26,6 +26,7 @@ import numpy as np
 from scipy.special import stdtrit
 
 from kit.shared.gpu_specs import gpu_model_key
+from kit.shared.metrics import figure
 from kit.stats import summarize
 from kit.stats.intervals import CONFIDENCE
 
@@ -93,9 +94,9 @@ def decide(
     s = summarize(values)
     side = "less" if higher_is_better else "more"
     limit = (
-        f"the threshold {_n(thr)} {unit} ({_n(reference)} {side} {tolerance:.0%})"
+        f"the threshold {figure(thr)} {unit} ({figure(reference)} {side} {tolerance:.0%})"
         if tolerance
-        else f"the threshold {_n(thr)} {unit}"
+        else f"the threshold {figure(thr)} {unit}"
     ).replace("  ", " ")
     base = dict(
         metric=metric,
@@ -122,7 +123,7 @@ def decide(
             interval=s.label,
             reason=(
                 f"{s.n} run{'s give' if s.n > 1 else ' gives'} no confidence interval ({s.label}); "
-                f"median {_n(s.median)} {unit} against {limit}; {settle}"
+                f"median {figure(s.median)} {unit} against {limit}; {settle}"
             ),
             more_repeats=more,
             **base,
@@ -185,10 +186,6 @@ def overall(verdicts: Iterable[str]) -> str:
     if NOT_COMPARABLE in verdicts:
         return NOT_COMPARABLE
     return PASS
-
-
-def _n(x: float) -> str:
-    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
 
 
 @dataclass(frozen=True)

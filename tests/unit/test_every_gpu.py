@@ -11,7 +11,7 @@ import pytest
 
 from kit.io.errors import InputError
 from kit.model import load_bundle
-from kit.recipe import load_recipe, parse_recipe
+from kit.recipe import gpus, load_recipe, parse_recipe
 from kit.recipe.gpus import CPU_RANKS
 from kit.run import devices
 from kit.run.plan import plan
@@ -33,6 +33,11 @@ def test_all_is_counted_where_the_run_starts(monkeypatch):
     assert on_cpu.gpus == CPU_RANKS == 2 and recipe.gpus == "all"  # a copy; the recipe as read
     assert {r.nproc for r in plan(on_cpu, "cpu", smoke=True)} == {2}
     assert on_cpu.resolved()["gpus"] == 2  # what recipe.yaml in the bundle records
+    assert recipe.verified_on == "" and on_cpu.verified_on == ""  # nothing claimed where none was
+    shipped = parse_recipe(ALL + 'verified_on: "2x NVIDIA H200 NV18"\n', "r.yaml")
+    four = gpus.resolve(shipped, 4, "")
+    # a count the recipe was not verified at never reads as verified there
+    assert four.verified_on == "as gpus: all (here 4 GPUs), on 2x NVIDIA H200 NV18", four
     monkeypatch.setattr(devices, "detect_gpus", lambda: 8)
     assert devices.every_gpu(recipe, "cuda", several_nodes=False).gpus == 8
     counted = parse_recipe(ALL.replace("gpus: all", "gpus: 2"), "r.yaml")

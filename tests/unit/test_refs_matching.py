@@ -19,6 +19,7 @@ from kit.cli.refs import refs_app
 from kit.model import load_bundle
 from kit.refs import store
 from kit.report.render import render_html
+from kit.shared.metrics import figure
 from kit.workloads.registry import KINDS, params_class, same_figure
 from tests.conftest import ROOT
 
@@ -100,3 +101,16 @@ def test_a_parameter_added_later_compares_as_its_default_where_a_reference_lacks
     rows = against_x4(today(tmp_path, DECODE, all_reduce=all_reduce), DECODE)
     assert bool(rows) is offered
     assert all("all_reduce" not in r["unlike"] for r in rows)
+
+
+def test_kit_refs_standing_writes_figures_as_the_run_line_does(tmp_path, monkeypatch):
+    """26,799 tokens/s, never 2.68e+04 (`:,.4g` wrote that): one rule, kit.shared.metrics.figure,
+    for the run's progress line, the acceptance verdicts and this command."""
+    monkeypatch.setenv("KIT_REFS_DB", str(tmp_path / "refs.db"))
+    dp = ROOT / "reports" / "examples" / "h200x2-decode-dp-container"
+    out = CliRunner().invoke(refs_app, ["standing", str(dp)])
+    assert out.exit_code == 0, out.output
+    line = next(x for x in out.output.splitlines() if " decode_tokens_per_s: " in x)
+    assert re.search(r"decode_tokens_per_s: \d{2},\d{3} tokens/s", line), line
+    assert "e+" not in out.output
+    assert figure(26799.4) == "26,799" and figure(4.2671) == "4.267" and figure(-1234.5) == "-1,234"
