@@ -31,6 +31,8 @@ from kit.worker.common import dist_call
 from kit.workloads.llm_decode.params import LlmDecodeParams
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+# resolved once at import, not in every step of the timed loop
+_GATHER = dist_call("all_gather_single", "all_gather_into_tensor")
 INIT_STD = 0.02
 
 # Llama 3.1's RoPE frequency scaling ("rope_type": "llama3" in its config.json)
@@ -180,8 +182,7 @@ class Llama:
         parts = torch.empty(
             (self.shard.size * b, cols_here), device=local.device, dtype=local.dtype
         )
-        gather = dist_call("all_gather_single", "all_gather_into_tensor")
-        gather(parts, local.contiguous(), group=self.shard.group)
+        _GATHER(parts, local.contiguous(), group=self.shard.group)
         return parts.view(self.shard.size, b, cols_here).permute(1, 0, 2).reshape(b, -1)
 
     def _mlp(self, layer: Layer, x: torch.Tensor, collectives: bool) -> torch.Tensor:
