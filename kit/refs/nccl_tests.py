@@ -26,6 +26,9 @@ HEADER = re.compile(r"warmup iters: (?P<warmup>\d+) iters: (?P<iters>\d+) .*?gra
 LIBRARY = re.compile(r"nccl-library=(?P<lib>\d+)")
 BELOW = 0.95
 """A size is named when the kit reads below this share of a shipped nccl-tests run's busbw."""
+ABOVE = 1.05
+"""A size is named, with the reason (SPIN_HELD_WHY), when the kit's spin-held busbw reads above
+this multiple of a shipped nccl-tests run's taken without -G."""
 SAME_CALL_FLOOR = 0.97
 """A size is named when the kit's busbw reads below this share of nccl-tests' run in the same
 device call (`kit refs nccl-tests`; scripts/device/collectives_check.py's PASS line)."""
@@ -36,6 +39,13 @@ SAME_CALL_TIME = 1.10
 SAME_CALL_ABOVE = 1.03
 """A size is named, with the reason, when the kit's spin-held busbw reads above this multiple of
 nccl-tests' without -G (the launches are in nccl-tests' time, not in the kit's)."""
+SPIN_HELD_WHY = (
+    "the kit queues each batch of calls behind a GPU spin (spin-held timing), so the host's "
+    "launches are not in its time per call, while nccl-tests without -G launches each call as "
+    "it goes and its time holds them (timing: graph against nccl-tests -G compares like for like)"
+)
+"""Why a spin-held kit figure reads above nccl-tests' taken without -G: the reason said beside
+every such size, against a shipped run or one of the same device call."""
 
 
 @dataclass(frozen=True)
@@ -171,14 +181,38 @@ def below(
     below `share` of nccl-tests' column of the same placement (sizes where nccl-tests reads
     under 1 GB/s are left out: there the figure is latency, and the time table says it
     better)."""
+    return [(size, ratio) for size, ratio, _ in _ratios(curve, ref, placement) if ratio < share]
+
+
+def above(
+    curve: dict[int, dict[str, Any]],
+    ref: NcclTestsRun,
+    placement: str = "out-of-place",
+    share: float = ABOVE,
+) -> list[tuple[int, float]]:
+    """(size, ratio) for every size where the kit's spin-held busbw reads above `share` of a run
+    nccl-tests took without -G (its time holds the host's launches: SPIN_HELD_WHY), as `below`
+    counts sizes."""
+    if ref.mode != "eager":
+        return []
+    return [
+        (size, ratio)
+        for size, ratio, point in _ratios(curve, ref, placement)
+        if ratio > share and "spin-held" in point.get("timing", ())
+    ]
+
+
+def _ratios(
+    curve: dict[int, dict[str, Any]], ref: NcclTestsRun, placement: str
+) -> list[tuple[int, float, dict[str, Any]]]:
+    """(size, kit busbw / nccl-tests busbw, the kit's point) at every size both measured where
+    nccl-tests moved 1 GB/s or more."""
     out = []
     column = ref.column(placement)
     for size, point in sorted(curve.items()):
         theirs = column.get(size)
         if theirs and theirs[1] >= 1.0 and point.get("busbw") is not None:
-            ratio = point["busbw"] / theirs[1]
-            if ratio < share:
-                out.append((size, ratio))
+            out.append((size, point["busbw"] / theirs[1], point))
     return out
 
 

@@ -21,6 +21,7 @@ from kit.refs.nccl_tests import (
     SAME_CALL_FLOOR,
     SAME_CALL_FROM,
     SAME_CALL_TIME,
+    SPIN_HELD_WHY,
     NcclTestsRun,
     parse,
     size_words,
@@ -76,12 +77,7 @@ class SameCall:
             )
         if self.above:  # above it, by more than noise: the reason, which is the timing mode
             sizes = ", ".join(f"{size_words(s)} ({r:.2f}x)" for s, r in self.above)
-            parts.append(
-                f"busbw above nccl-tests' at {sizes}: the kit queues each batch of calls behind a "
-                "GPU spin (spin-held timing), so the host's launches are not in its time per "
-                "call, while nccl-tests without -G launches each call as it goes and its time "
-                "holds them (timing: graph against nccl-tests -G compares like for like)"
-            )
+            parts.append(f"busbw above nccl-tests' at {sizes}: {SPIN_HELD_WHY}")
         return "; ".join(parts + ([self.skipped] if self.skipped else []))
 
 

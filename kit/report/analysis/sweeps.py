@@ -7,7 +7,16 @@ from collections import defaultdict
 from typing import Any
 
 from kit.model import Hardware, RunResult
-from kit.refs.nccl_tests import BELOW, SHIPPED_VARIANTS, below, reference_for, size_words
+from kit.refs.nccl_tests import (
+    ABOVE,
+    BELOW,
+    SHIPPED_VARIANTS,
+    SPIN_HELD_WHY,
+    above,
+    below,
+    reference_for,
+    size_words,
+)
 from kit.report.analysis.model import Benchmark, VariantBlock, is_ok
 from kit.shared.nccl_log import choice_words
 
@@ -190,15 +199,24 @@ def below_nccl_tests(
         return ""
     curve = sweep_curves(bench)["curves"].get(v.name) or {}
     placement = bench.spec.sweep.placement if bench.spec and bench.spec.sweep else "out-of-place"
-    low = below(curve, ref, placement)
+    low, high = below(curve, ref, placement), above(curve, ref, placement)
     where = (
         f"nccl-tests {ref.test} on {gpus}x {ref.gpu}, its {placement} column "
         f"(kit/refs/nccl_tests/{ref.name})"
     )
     if not low:
-        return f"within {1 - BELOW:.0%} of {where} at every size it moved 1 GB/s or more"
-    sizes = ", ".join(f"{size_words(size)} ({ratio:.2f}x)" for size, ratio in low)
-    return (
-        f"below {BELOW:.0%} of {where} at {sizes} (of the sizes where nccl-tests moved 1 GB/s "
-        "or more; under that the figure is latency: see the time column)"
-    )
+        said = f"within {1 - BELOW:.0%} of {where} at every size it moved 1 GB/s or more"
+        if high:
+            said = f"no size below {BELOW:.0%} of {where} (of the sizes it moved 1 GB/s or more)"
+    else:
+        said = (
+            f"below {BELOW:.0%} of {where} at {_sizes(low)} (of the sizes where nccl-tests moved "
+            "1 GB/s or more; under that the figure is latency: see the time column)"
+        )
+    if high:  # above it by more than noise: the reason, which is the timing mode
+        said += f"; above {ABOVE:.2f}x at {_sizes(high)}: {SPIN_HELD_WHY}"
+    return said
+
+
+def _sizes(named: list[tuple[int, float]]) -> str:
+    return ", ".join(f"{size_words(size)} ({ratio:.2f}x)" for size, ratio in named)
