@@ -136,6 +136,28 @@ def test_fixture_renders_to_html_and_pdf(once, name):
     # the manifest appendix lists the bundle's files with their hashes, but not the report
     assert "results.json" in text and "report.pdf" not in re.findall(r"^\s*(\S+)", text, re.M)
     assert not re.search(r"\bnan\b|\bNone\b|Undefined", text)
+    # the report review, 9: the colophon's page holds the manifest's last 8 rows (or all of
+    # it), never one row and the colophon alone
+    assert_manifest_ends_with_its_colophon(text)
+
+
+MANIFEST_ROW = re.compile(r"^\s*\S+\s+\d+\s+[0-9a-f]{64}\s*$", re.M)
+
+
+def assert_manifest_ends_with_its_colophon(text: str) -> None:
+    """The report review, 9: the colophon's page holds the manifest's last 8 rows (or all of
+    it), never one to three rows and the colophon alone."""
+    (last,) = [page for page in text.split("\f") if re.search(r"^Rendered on \d{4}-", page, re.M)]
+    assert len(MANIFEST_ROW.findall(last)) >= min(8, len(MANIFEST_ROW.findall(text))) > 0
+
+
+def test_the_colophons_page_holds_the_manifests_last_rows(tmp_path):
+    """The 2x H200 container all-reduce bundle's manifest broke with three rows and the colophon
+    on its last page (the report review, 9: a near-empty page)."""
+    b = tmp_path / "allreduce"
+    shutil.copytree(ROOT / "reports" / "examples" / "h200x2-allreduce-container", b)
+    render_bundle(Bundle.load(b))
+    assert_manifest_ends_with_its_colophon(pdf_text(b / "report.pdf"))
 
 
 def test_failed_runs_show_as_failed_never_as_numbers(once):
