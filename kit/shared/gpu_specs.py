@@ -15,6 +15,9 @@ Conventions:
 - fp8: dense e4m3/e5m2 tensor-core rate, where the datasheet gives one (Hopper, Blackwell).
 - hbm_gbs: the datasheet's memory bandwidth (bytes read plus written per second); 0 where a
   family name covers parts with different memories (A100 40 GB and 80 GB).
+- memory_gb: the datasheet's memory per GPU as sold (decimal GB as marketed: NVML reads an
+  H200's 141 GB as 140.4 GiB); 0 where a family name covers parts with different memories, and
+  for GDDR parts, where ECC keeps a share that differs by part.
 - First match wins in `SPECS`: specific names ("H100 PCIe") come before family names ("H100").
 """
 
@@ -40,6 +43,7 @@ class GpuSpec:
     source: str
     notes: str = ""
     hbm_gbs: float = 0.0  # memory bandwidth, decimal GB/s (read + write); 0: not one figure
+    memory_gb: float = 0.0  # memory per GPU as sold; 0: not one figure
 
     @property
     def nvlink_total_gbs(self) -> float:
@@ -77,6 +81,7 @@ SPECS: tuple[GpuSpec, ...] = (
         "NVIDIA H200 Tensor Core GPU datasheet (H200 NVL column)",
         "NVLink through a 2- or 4-way bridge, 900 GB/s total",
         hbm_gbs=4800,
+        memory_gb=141,
     ),
     GpuSpec(
         "H200 SXM",
@@ -88,6 +93,7 @@ SPECS: tuple[GpuSpec, ...] = (
         700,
         "NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column)",
         hbm_gbs=4800,
+        memory_gb=141,
     ),
     GpuSpec(
         "H100 NVL",
@@ -100,6 +106,7 @@ SPECS: tuple[GpuSpec, ...] = (
         "NVIDIA H100 Tensor Core GPU datasheet (H100 NVL column)",
         "NVLink bridge, 600 GB/s total",
         hbm_gbs=3900,
+        memory_gb=94,
     ),
     GpuSpec(
         "H100 PCIe",
@@ -112,6 +119,7 @@ SPECS: tuple[GpuSpec, ...] = (
         "NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe column)",
         "NVLink bridge 600 GB/s total (2 GPUs)",
         hbm_gbs=2000,
+        memory_gb=80,
     ),
     GpuSpec(
         "H100 SXM",
@@ -124,6 +132,7 @@ SPECS: tuple[GpuSpec, ...] = (
         "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM column)",
         "H800 listed with the H100 SXM compute figures; its NVLink is 400 GB/s total",
         hbm_gbs=3350,
+        memory_gb=80,
     ),
     GpuSpec(
         "B200",
@@ -136,6 +145,7 @@ SPECS: tuple[GpuSpec, ...] = (
         "NVIDIA HGX B200 datasheet (per GPU: the 8-GPU figures / 8)",
         "NVLink 5: 1.8 TB/s total",
         hbm_gbs=8000,
+        memory_gb=180,
     ),
     GpuSpec(
         "A100 PCIe",

@@ -42,3 +42,30 @@ def test_an_order_kit_cannot_read_is_one_line(text, words):
     with pytest.raises(InputError) as e:
         parse_order(text)
     assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_memory_is_checked_against_the_datasheet_without_an_order():
+    """The report review, 2: with no order, page 1 checked the memory against itself only (every
+    GPU alike). An H200 sold as 141 GB reads 140.4 GiB: as sold; one that reads 120 GiB is not,
+    and a model whose datasheet names no one figure (A100: 40 or 80 GB) is held to itself."""
+    from kit.model import load_bundle
+    from kit.report.analysis.ordered import as_ordered
+    from tests.conftest import ROOT
+
+    data = load_bundle(ROOT / "reports" / "examples" / "h200x2-fsdp-llama")
+
+    def memory_line(mem: float, name: str = "NVIDIA H200") -> dict:
+        gpus = [g.model_copy(update={"memory_total_gib": mem, "name": name})
+                for g in data.hardware.gpus]  # fmt: skip
+        hardware = data.hardware.model_copy(update={"gpus": gpus})
+        return next(x for x in as_ordered(hardware, data.results) if x["item"] == "memory")
+
+    line = memory_line(140.4)
+    assert line["ok"] is True and line["evidence"].startswith(
+        "140.4 GiB on every GPU, 141 GB in the H200 SXM datasheet (kit allows 3% under it"
+    )
+    line = memory_line(120.0)
+    assert line["ok"] is False and line["mark"] == "NO"
+    assert line["evidence"] == "120 GiB on every GPU, 141 GB in the H200 SXM datasheet"
+    line = memory_line(39.4, "NVIDIA A100-SXM4-40GB")
+    assert line["ok"] is True and line["evidence"] == "39.4 GiB on every GPU"

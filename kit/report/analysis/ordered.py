@@ -119,11 +119,14 @@ def _every_gpu(
     return _line(ok, item, evidence)
 
 
+_SLACK = f" (kit allows {MEMORY_SLACK:.0%} under it for what the driver keeps)"
+
+
 def _memory(mems: list[float], ordered_gb: float) -> tuple[bool, str]:
+    """As sold or not: the smallest GPU's usable GiB at least the GB sold, less MEMORY_SLACK."""
     low = min(mems)
     return low >= ordered_gb * (1 - MEMORY_SLACK), (
-        f"{low:g} GiB usable on the smallest GPU, {ordered_gb:g} GB ordered "
-        f"(kit allows {MEMORY_SLACK:.0%} under it for what the driver keeps)"
+        f"{low:g} GiB usable on the smallest GPU, {ordered_gb:g} GB ordered{_SLACK}"
     )
 
 
@@ -161,15 +164,17 @@ def _checks(gpus: list[Gpu], results: Results, ordered: bool) -> list[dict[str, 
             )
         )
     mems = [g.memory_total_gib for g in gpus]
-    out.append(
-        _line(None, "memory", "not recorded")
-        if None in mems
-        else _line(
-            _same(mems),
-            "memory",
-            " / ".join(sorted({f"{m:g} GiB" for m in mems})) + " on every GPU" * _same(mems),
-        )
-    )
+    if None in mems:
+        out.append(_line(None, "memory", "not recorded"))
+    elif not _same(mems):
+        out.append(_line(False, "memory", " / ".join(sorted({f"{m:g} GiB" for m in mems}))))
+    elif spec is not None and spec.memory_gb and _same(names):
+        # against the datasheet, as against an order (the report review, 2)
+        ok, _ = _memory([m for m in mems if m is not None], spec.memory_gb)
+        sold = f"{spec.memory_gb:g} GB in the {spec.key} datasheet"
+        out.append(_line(ok, "memory", f"{mems[0]:g} GiB on every GPU, {sold}" + _SLACK * ok))
+    else:
+        out.append(_line(True, "memory", f"{mems[0]:g} GiB on every GPU"))
     pairs = [(g.power_limit_w, g.power_default_limit_w) for g in gpus]
     if any(a is None or b is None for a, b in pairs):
         out.append(_line(None, "power limit", "limit or default not recorded"))
