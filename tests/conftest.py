@@ -393,10 +393,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     fixtures are made once a worker)."""
     tier = {"integration": 0, "hostile": 1, "unit": 2}
     slow_files = {str(i.fspath) for i in items if i.get_closest_marker("slow")}
+    # The cpu image is built under a lock by the first test to need it, minutes on a machine
+    # whose Docker has not built it (CI's, every time): a second file needing it meanwhile had
+    # its worker wait idle (ci64: the identity test 303 s, 101-140 s on a warm daemon). So the
+    # first such file goes first, and the others after every other long file.
+    image_files = list(
+        dict.fromkeys(str(i.fspath) for i in items if i.get_closest_marker("cpu_image"))
+    )
 
     def key(item: pytest.Item) -> tuple[int, int]:
-        part = Path(str(item.fspath)).parent.name
-        return (tier.get(part, 3), 0 if str(item.fspath) in slow_files else 1)
+        part, path = Path(str(item.fspath)).parent.name, str(item.fspath)
+        if image_files and path == image_files[0]:
+            group = 0
+        elif path in image_files:
+            group = 2
+        else:
+            group = 1 if path in slow_files else 3
+        return (tier.get(part, 3), group)
 
     items.sort(key=key)  # stable: the files' own order within a group
     if _NO_PDF is not None:

@@ -32,7 +32,7 @@ from kit.runtime.images import image as images
 from kit.runtime.pinned import DockerRuntime
 from tests.conftest import kill_once_a_container_runs, run_kit, sigint_as_default
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.cpu_image]
 
 ROOT = Path(__file__).resolve().parents[2]
 

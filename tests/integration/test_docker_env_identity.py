@@ -28,7 +28,7 @@ from kit.runtime.images import environments, software
 from kit.runtime.images import image as images
 from tests.conftest import allreduce_recipe, docker_or_skip, run_kit
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.cpu_image]
 
 BASE = os.environ.get("KIT_TEST_BASE_IMAGE", "kit-test-base:bookworm")
 OWNER = f"kit-test-{os.getpid()}-{os.urandom(4).hex()}"

@@ -35,7 +35,7 @@ from tests.integration.test_docker_env import (  # noqa: F401
     daemon_state,
 )
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.cpu_image]
 
 KIND = "kit.test/gpu"
 # CI's daemon runs nested in a sandbox that cannot raise memlock to unlimited (GPU runs ask for

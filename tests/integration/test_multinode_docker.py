@@ -22,7 +22,7 @@ from kit.runtime.base import LaunchRequest
 from kit.runtime.images import image as images
 from tests.conftest import docker_or_skip, sigint_as_default
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.cpu_image]
 
 ROOT = Path(__file__).resolve().parents[2]
 

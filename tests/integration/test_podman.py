@@ -26,7 +26,7 @@ from kit.runtime.images import environments
 from kit.runtime.images import image as images
 from tests.conftest import ROOT, allreduce_recipe, kill_once_a_container_runs, run_kit
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.cpu_image]
 
 KIND = "kit.test/gpu"
 BASE = "kit-test-base:bookworm"
