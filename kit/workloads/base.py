@@ -154,27 +154,16 @@ class Phrase:
 
 
 @dataclass(frozen=True)
-class Under:
-    """A second metric said under a page-1 figure in short words ("p90 3.146 ms" under the
-    median time per token): page 1's table is at the page's width, so a figure that belongs
-    with another goes under it rather than into a column of its own. `unit` is said instead of
-    the catalog's where that is too short to read alone ("J" per output token: "J/token")."""
-
-    metric: str
-    words: str = ""
-    unit: str = ""
-
-
-@dataclass(frozen=True)
 class Beside:
     """One column page 1 shows beside a workload's headline: a metric, the heading it goes by
     there (page 1 holds the verdicts and one table a benchmark across an A4 page: the catalog's
     full words, seven columns of them, pushed decode's table to page 2), and optionally a second
-    metric said under it (Under)."""
+    metric said under it with its own short words ("p90 3.146 ms" under the median time)."""
 
     metric: str
     heading: str
-    under: Under | None = None
+    under: str | None = None
+    under_words: str = ""
 
 
 @dataclass(frozen=True)
@@ -202,8 +191,6 @@ class WorkloadSpec:
     ran: what the report's "what ran" line says of its runs, in order (Phrase).
     page1: columns page 1 shows beside the headline, per variant (Beside; decode: the batch-1
     time per output token and tokens/s, which the largest-batch headline does not say).
-    headline_under: a metric page 1 says under the headline figure (Under; decode: the energy
-    per output token at the batch the headline was measured at).
     silent: when its runs move no data between GPUs (Silent): no P2P verdict is given for them.
     method: the workload's paragraph on the report's Method page, a Jinja template that sees `a`
     (facts read from the runs: label, params, world, backend, timing, bus_factor, ...) and `s`
@@ -222,7 +209,6 @@ class WorkloadSpec:
     sweep: Sweep | None = None
     ran: tuple[Phrase, ...] = ()
     page1: tuple[Beside, ...] = ()
-    headline_under: Under | None = None
     silent: Silent | None = None
     smoke_model: bool = False  # a smoke run builds a smaller model than the label names
 

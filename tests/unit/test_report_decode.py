@@ -72,28 +72,6 @@ def test_page_1_says_what_ran_and_the_batch_1_figures():
             )
 
 
-def test_page_1_says_the_energy_per_output_token_at_batch_1_and_at_the_headline_batch():
-    """The report review, 4: J/token is the inference buyer's cost figure. On the 2x H200
-    container bundle (NVML's energy counter recorded), page 1 says it under the largest-batch
-    headline and under the batch-1 tokens/s, each the median of its runs' own metric; on the CPU
-    smoke (no counter) neither is said."""
-    h200 = ROOT / "reports" / "examples" / "h200x2-decode-dp-container"
-    data = load_bundle(h200)
-    (bench,) = analysis.build_benchmarks(data.results, data.recipe)
-    summary = analysis.summarize_bench(bench, data.hardware, "")
-    for vs in summary.variants:
-        mine = [r for r in data.results.runs if r.variant == vs.variant and r.status == "ok"]
-        top = statistics.median(r.metrics["j_per_token"].value for r in mine)
-        one = statistics.median(r.metrics["j_per_token_b1"].value for r in mine)
-        assert vs.under == {"words": "energy", "median": top, "unit": "J/token"}
-        assert vs.beside["tokens/s at batch 1"]["under"]["median"] == one
-    first = _text(render_html(Bundle.load(h200)))
-    first = first[: first.index("The variants")]
-    assert f"energy {top:.3f} J/token" in first and f"energy {one:.3f} J/token" in first
-    smoke = _text(render_html(Bundle.load(DECODE)))
-    assert "J/token" not in smoke[: smoke.index("The variants")]
-
-
 def test_no_p2p_verdict_for_data_parallel_decode_on_gpus():
     """The runs as they read on GPUs (NCCL): data parallel moves nothing between GPUs, so P2P on
     against off is no verdict on the link; tensor parallel all-reduces every layer and keeps it."""

@@ -240,6 +240,7 @@ def add_copy_share(summary: BenchSummary, s: Silicon, b: Benchmark) -> None:
                 "words": "/ copy here",
                 "median": got[0].median,
                 "unit": "fraction",
+                "wrap": True,  # the words may break: the table is at the page's width
             }
 
 

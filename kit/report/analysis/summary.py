@@ -31,7 +31,6 @@ from kit.report.facts.window import POWER_CAP_REASON, WindowFacts, window_facts
 from kit.shared import p2p
 from kit.stats import Summary
 from kit.stats import summarize as summarize_values
-from kit.workloads.base import Under
 
 MIN_SAMPLES_PER_GPU = 4
 """Energy and power are printed only when the window holds this many samples per GPU
@@ -115,7 +114,6 @@ class VariantSummary:
     plateau: str = ""  # sweeps: whether the headline size sits on the bandwidth plateau
     below_reference: str = ""  # sweeps: the sizes where the kit reads below nccl-tests
     beside: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> the spec's page1
-    under: dict[str, Any] | None = None  # the spec's headline_under, said under the headline
 
 
 @dataclass
@@ -144,8 +142,13 @@ def beside(bench: Benchmark, variant: str) -> dict[str, dict[str, Any]]:
             continue
         s = row.summary
         out[col.heading] = {"median": s.median, "unit": row.unit, "interval": ends(s, row.unit)}
-        if (low := under(bench, col.under, variant)) is not None:
-            out[col.heading]["under"] = low
+        low = (bench.metrics.get(col.under) or {}).get(variant) if col.under else None
+        if low is not None and low.summary is not None:
+            out[col.heading]["under"] = {
+                "words": col.under_words,
+                "median": low.summary.median,
+                "unit": low.unit,
+            }
     tpot = (bench.metrics.get("tpot_median_ms") or {}).get(variant)
     b1 = (bench.metrics.get("decode_tokens_per_s_b1") or {}).get(variant)
     if tpot is not None and tpot.values and all(x > 0 for x in tpot.values):
@@ -157,15 +160,6 @@ def beside(bench: Benchmark, variant: str) -> dict[str, dict[str, Any]]:
         if not same:
             out[SEQUENCE] = {"median": s.median, "unit": "tokens/s", "interval": s.ends()}
     return out
-
-
-def under(bench: Benchmark, what: Under | None, variant: str) -> dict[str, Any] | None:
-    """A figure said under another on page 1 (words, median, unit), or None where the variant
-    has none (decode's energy on the CPU: no energy counter there)."""
-    row = (bench.metrics.get(what.metric) or {}).get(variant) if what else None
-    if what is None or row is None or row.summary is None:
-        return None
-    return {"words": what.words, "median": row.summary.median, "unit": what.unit or row.unit}
 
 
 def ends(s: Summary, unit: str) -> str:
@@ -322,8 +316,6 @@ def summarize_bench(
             settings=[x for x in mine if x not in common],
             beside=beside(bench, v.name),
         )
-        if bench.spec and metric == bench.spec.headline:
-            vs.under = under(bench, bench.spec.headline_under, v.name)
         if bench.figures.page1 == "link":
             if not smoke:
                 _sweep_link(vs, hardware)

@@ -1,7 +1,7 @@
 """The LLM decode workload as the driver sees it: serving throughput against batch, latency and
 the memory reads a batch-1 step makes."""
 
-from kit.workloads.base import Beside, Phrase, Silent, Under, WorkloadSpec, metrics
+from kit.workloads.base import Beside, Phrase, Silent, WorkloadSpec, metrics
 from kit.workloads.llm_decode.params import LlmDecodeParams
 
 METHOD = """\
@@ -56,12 +56,8 @@ SPEC = WorkloadSpec(
     headline="decode_tokens_per_s",
     secondary=("decode_tokens_per_s_b1", "hbm_share_b1"),
     page1=(
-        Beside("tpot_median_ms", "time per token, batch 1", Under("tpot_p90_ms", "p90")),
-        Beside(
-            "decode_tokens_per_s_b1",
-            "tokens/s at batch 1",
-            Under("j_per_token_b1", "energy", "J/token"),
-        ),
+        Beside("tpot_median_ms", "time per token, batch 1", "tpot_p90_ms", "p90"),
+        Beside("decode_tokens_per_s_b1", "tokens/s at batch 1"),
         Beside("hbm_share_b1", "batch-1 reads / datasheet HBM"),
         Beside("max_batch_fit", "largest batch that fits"),
     ),
@@ -75,7 +71,6 @@ SPEC = WorkloadSpec(
         Phrase(("tp",), "tp {}", recorded=True),
         Phrase(("step_mode",), "{} step", recorded=True),
     ),
-    headline_under=Under("j_per_token", "energy", "J/token"),
     silent=Silent(
         "tp",
         1,
