@@ -169,10 +169,11 @@ def _checks(gpus: list[Gpu], results: Results, ordered: bool) -> list[dict[str, 
     elif not _same(mems):
         out.append(_line(False, "memory", " / ".join(sorted({f"{m:g} GiB" for m in mems}))))
     elif spec is not None and spec.memory_gb and _same(names):
-        # against the datasheet, as against an order (the report review, 2)
+        # against the datasheet, by the order's rule (the report review, 2); said short: a
+        # longer line moved page 1's last lines to page 2
         ok, _ = _memory([m for m in mems if m is not None], spec.memory_gb)
         sold = f"{spec.memory_gb:g} GB in the {spec.key} datasheet"
-        out.append(_line(ok, "memory", f"{mems[0]:g} GiB on every GPU, {sold}" + _SLACK * ok))
+        out.append(_line(ok, "memory", f"{mems[0]:g} GiB on every GPU, {sold}"))
     else:
         out.append(_line(True, "memory", f"{mems[0]:g} GiB on every GPU"))
     pairs = [(g.power_limit_w, g.power_default_limit_w) for g in gpus]
