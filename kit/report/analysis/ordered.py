@@ -119,14 +119,12 @@ def _every_gpu(
     return _line(ok, item, evidence)
 
 
-_SLACK = f" (kit allows {MEMORY_SLACK:.0%} under it for what the driver keeps)"
-
-
 def _memory(mems: list[float], ordered_gb: float) -> tuple[bool, str]:
     """As sold or not: the smallest GPU's usable GiB at least the GB sold, less MEMORY_SLACK."""
     low = min(mems)
     return low >= ordered_gb * (1 - MEMORY_SLACK), (
-        f"{low:g} GiB usable on the smallest GPU, {ordered_gb:g} GB ordered{_SLACK}"
+        f"{low:g} GiB usable on the smallest GPU, {ordered_gb:g} GB ordered "
+        f"(kit allows {MEMORY_SLACK:.0%} under it for what the driver keeps)"
     )
 
 
