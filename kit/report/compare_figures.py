@@ -54,6 +54,7 @@ def headline_figures(rows: list[Any], machines: list[Machine]) -> list[Figure]:
                             "median": s["median"] if s else None,
                             "low": s["ci_low"] if s else None,
                             "high": s["ci_high"] if s else None,
+                            "absent": row.cells[i].get("absent", False),
                         }
                     )
             unit = display(1, first.unit)[1]

@@ -111,6 +111,7 @@ def workload_rows(
     price for all, or `prices` per machine); sharding named for memory."""
     each = machine_prices(len(machines), price_per_gpu_hour, prices)
     per = [_samples(m) for m in machines]
+    ran = [{(b.name, v.name) for b in m.benches for v in b.variants} for m in machines]
     same: dict[tuple[str, str], list[analysis.Benchmark]] = {}
     for m in machines:
         for b in m.benches:
@@ -150,6 +151,8 @@ def workload_rows(
             cell: dict[str, Any] = {
                 "summary": summary,
                 "failed": failed,
+                # the bundle's recipe never ran this benchmark and variant: not a failure
+                "absent": (bench, variant) not in ran[i],
                 "baseline": i == base,
                 "ratio": None,
                 "gpus": gpus,
@@ -163,6 +166,11 @@ def workload_rows(
             why_not = unlike(machines[i], machines[base]) if i != base else None
             if why_not:
                 cell["ratio_error"] = why_not
+            elif i != base and (cell["absent"] or (bench, variant) not in ran[base]):
+                who = (
+                    machines[i].label if cell["absent"] else f"the baseline {machines[base].label}"
+                )
+                cell["ratio_error"] = f"no ratio: {who} did not run {bench} {variant}"
             elif i != base and sweep and not sweep["sizes"]:
                 cell["ratio_error"] = f"no ratio: {sweep['sentence']}"
             elif i != base and values and base_values:

@@ -272,9 +272,10 @@ def _sweep(
 
 
 def metric_bars(rows: list[dict[str, Any]], ylabel: str, title: str, salt: str) -> str | None:
-    """One bar per variant: the median, with its 95% interval; a failed variant says so.
+    """One bar per variant: the median, with its 95% interval; a failed variant says so, and
+    one its bundle never ran (a comparison's) says that instead.
 
-    rows: [{"variant", "median" | None, "low", "high"}]
+    rows: [{"variant", "median" | None, "low", "high", "absent" (optional)}]
     """
     if not rows:
         return None
@@ -284,6 +285,9 @@ def metric_bars(rows: list[dict[str, Any]], ylabel: str, title: str, salt: str) 
         ys = list(range(len(rows)))[::-1]
         top = max((r["high"] for r in rows if r.get("median") is not None), default=1.0)
         for y, r in zip(ys, rows, strict=True):
+            if r.get("median") is None and r.get("absent"):
+                ax.text(0, y, "  not run: not in this bundle's recipe", va="center", color="#555")
+                continue
             if r.get("median") is None:
                 ax.text(
                     0,

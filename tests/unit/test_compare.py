@@ -282,3 +282,37 @@ def test_no_factor_between_a_cpu_bundle_and_a_gpu_bundle(tmp_path):
     assert any("cuda runs against the baseline's cpu runs" in c["ratio_error"] for c in cells)
     text = "".join(page.extract_text() for page in PdfReader(out / "compare.pdf").pages)
     assert "better than" not in text and "not like for like" in text
+
+
+@needs_pdf
+def test_a_benchmark_one_bundle_never_ran_is_not_called_failed(tmp_path):
+    """Two bundles of different recipes (decode data parallel against tensor parallel): a
+    benchmark one of them never ran is "not run" there, never "FAILED", and the choice says
+    which side did not run it."""
+    a = make_bundle(tmp_path, "a", A_P2P, A_OFF, host="alpha")
+    recipe = {**RECIPE, "benchmarks": [{"kind": "allreduce", "name": "other"}]}
+    b = Bundle.create(tmp_path / "b", recipe, {"recipe": "known", "device": "cuda",
+                      "runtime": "host", "pinned": False, "smoke": False, "repeats": 5})  # fmt: skip
+    for variant, values in (("p2p", B_P2P), ("no-p2p", B_OFF)):
+        for i, value in enumerate(values):
+            record = run_record(variant, i, value)
+            record |= {"benchmark": "other", "run_id": f"other.{variant}.r{i}"}
+            b.add_run(RunResult.model_validate(record))
+    b.finish("complete")
+    b.write_json("hardware.json", hardware(2, "beta"))
+    b.write_json("environment.json", json.loads((a / "environment.json").read_text()))
+    write_manifest(b.path)
+    _, pdf, js = write_comparison([a, b.path], "1", tmp_path / "out")
+    data = json.loads(js.read_text())
+    rows = {(r["benchmark"], r["variant"], r["metric"]): r["cells"] for r in data["workloads"]}
+    mine, theirs = rows[("ar", "p2p", "busbw_peak")]
+    assert mine["summary"] and not mine["absent"]
+    assert theirs["absent"] and theirs["ratio"] is None
+    assert theirs["ratio_error"] == "no ratio: 2x H200 NV18 [2] did not run ar p2p"
+    base, other = rows[("other", "p2p", "busbw_peak")]
+    assert base["absent"] and not other["absent"]
+    assert other["ratio_error"] == "no ratio: the baseline 2x H200 NV18 [1] did not run other p2p"
+    text = re.sub(r"\s+", " ", "".join(p.extract_text() for p in PdfReader(pdf).pages))
+    assert "not run: not in this bundle's recipe" in text
+    assert "FAILED" not in text and "no result" not in text
+    assert "not in kit's table" not in text  # no datasheet claim for a line with no factor
