@@ -39,6 +39,7 @@ from kit.report.compare_rows import (
     unlike,
     workload_rows,
 )
+from kit.report.decode import tp_speedups
 from kit.report.facts.price import Price, check_priced_device, parse_price
 from kit.report.machines import Machine, load_machines, parse_labels, pick_baseline
 from kit.report.pdf import pdf_wanted
@@ -131,8 +132,23 @@ def comparison(
         "choice": choice(rows, machines, base),
         "workloads": [r.__dict__ for r in rows],
         "p2p": p2p_effects(machines),
+        "tp_speedups": tp_speedups_of(machines),
         "version_keys": list(VERSION_KEYS),
     }
+
+
+def tp_speedups_of(machines: list[Machine]) -> list[str]:
+    """Tensor parallel's speed-up for one sequence at batch 1 across the bundles of one hardware
+    and device (the report review, 1): a TP=2 bundle against a data-parallel bundle of the same
+    GPU model, count and links, each line naming the machines (kit.report.decode.tp_speedups)."""
+    groups: dict[tuple[str, str], list[Machine]] = {}
+    for m in machines:
+        groups.setdefault((m.hardware_label, m.results.device), []).append(m)
+    out = []
+    for group in groups.values():
+        where = {id(b): m.label for m in group for b in m.benches}
+        out += tp_speedups([b for m in group for b in m.benches], where)
+    return out
 
 
 def scale_words(rows: list[MetricRow]) -> str:

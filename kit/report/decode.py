@@ -152,13 +152,18 @@ def _tp(bench: Benchmark) -> int | None:
     return None
 
 
-def tp_speedups(benches: list[Benchmark]) -> list[str]:
+def tp_speedups(benches: list[Benchmark], where: dict[int, str] | None = None) -> list[str]:
     """Tensor parallel's speed for one sequence at batch 1 against the data-parallel benchmark
     (tp 1) of the same bundle, per variant both ran, or against its one variant where the
     data-parallel benchmark runs one (P2P moves nothing there: recipes/llm_decode.yaml runs it
     P2P on only): the ratio of their median times per output token (the report review, 1: per
     user, TP=2 was faster while its batch-1 tokens/s read lower than data parallel's two
-    streams added up)."""
+    streams added up).
+
+    `where`: id(benchmark) -> the machine it ran on, for a comparison's benchmarks from several
+    bundles of one hardware (kit.report.compare): each name is followed by its machine, and a
+    tensor-parallel benchmark is held against the data-parallel one of its own bundle first."""
+    where = where or {}
     decode = [b for b in benches if "tpot_median_ms" in b.metrics]  # the decode benchmarks
     ones = [b for b in decode if _tp(b) == 1]
     out = []
@@ -166,7 +171,8 @@ def tp_speedups(benches: list[Benchmark]) -> list[str]:
         tp = _tp(b)
         if not ones or tp is None or tp < 2:
             continue
-        one = ones[0]
+        here = where.get(id(b), "")
+        one = next((o for o in ones if where.get(id(o), "") == here), ones[0])
         bases = one.metrics.get("tpot_median_ms") or {}
         for variant, row in (b.metrics.get("tpot_median_ms") or {}).items():
             against = variant if variant in bases or len(bases) != 1 else next(iter(bases))
@@ -179,13 +185,18 @@ def tp_speedups(benches: list[Benchmark]) -> list[str]:
             r = theirs / mine
             how = f"{r:.2f}x faster than" if r >= 1 else f"{1 / r:.2f}x slower than"
             out.append(
-                f"{b.name} (tp {tp}), {variant}: one sequence {how} on {one.name} (tp 1"
+                f"{b.name}{_on(where, b)} (tp {tp}), {variant}: one sequence {how} "
+                f"{'' if where else 'on '}{one.name}{_on(where, one)} (tp 1"
                 + (f", {against}" if against != variant else "")
                 + "), "
                 f"{mine:.3g} against {theirs:.3g} ms per output token "
                 f"(medians of {row.summary.n} and {base.summary.n} runs)"
             )
     return out
+
+
+def _on(where: dict[int, str], bench: Benchmark) -> str:
+    return f" on {where[id(bench)]}" if id(bench) in where else ""
 
 
 def figure(view: Any, salt: str) -> None:

@@ -311,6 +311,7 @@ def metric_bars(rows: list[dict[str, Any]], ylabel: str, title: str, salt: str) 
             ax.text(r["high"] + top * 0.01, y, f" {fmt_num(r['median'])}", va="center")
         ax.set_yticks(ys)
         ax.set_yticklabels([text(r["variant"]) for r in rows])
+        ax.set_ylim(-0.6, len(rows) - 0.4)  # a row of words alone (no bar) stays off the axis
         ax.set_xlim(0, top * 1.18)
         ax.set_xlabel(text(ylabel))
         ax.grid(axis="y", visible=False)

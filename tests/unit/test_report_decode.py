@@ -5,6 +5,7 @@ recipes/llm_decode.yaml (tests/fixtures/bundles/decode-cpu-smoke, 3 repeats)."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import statistics
@@ -174,6 +175,37 @@ def test_tensor_parallel_s_speed_for_one_sequence_against_data_parallel():
     assert tp_speedups([dp]) == []  # nothing to hold it against
     first = _text(render_html(Bundle.load(DECODE)))
     assert "Tensor parallel, one sequence at batch 1 : " + lines[0] in first
+
+
+@needs_pdf
+def test_a_comparison_of_a_data_parallel_and_a_tensor_parallel_bundle_states_the_speed_up(
+    tmp_path,
+):
+    """The report review, 1, across bundles: `kit compare` of the shipped 2x H200 decode bundles
+    (data parallel; TP=2 from another machine of the same model) states TP's speed-up for one
+    sequence, naming both machines, from the two medians the bundles hold."""
+    from kit.report.compare import write_comparison
+
+    examples = ROOT / "reports" / "examples"
+    dp, tp = examples / "h200x2-decode-dp-container", examples / "h200x2-decode-tp2-container"
+    _, pdf, js = write_comparison([dp, tp], 1, tmp_path / "cmp")
+    lines = json.loads(js.read_text())["tp_speedups"]
+    medians = {}
+    for bundle in (dp, tp):
+        data = load_bundle(bundle)
+        for b in analysis.build_benchmarks(data.results, data.recipe):
+            for variant, row in b.metrics["tpot_median_ms"].items():
+                medians[(b.name, variant)] = row.summary.median
+    assert len(lines) == 2  # TP=2 p2p and no-p2p, each against data parallel's same variant
+    for variant, line in zip(("p2p", "no-p2p"), lines, strict=True):
+        mine, theirs = medians[("decode-tp2", variant)], medians[("decode-dp", variant)]
+        assert line.startswith(
+            f"decode-tp2 on 2x H200 NV18 [2] (tp 2), {variant}: one sequence "
+            f"{theirs / mine:.2f}x faster than decode-dp on 2x H200 NV18 [1] (tp 1"
+        )
+        assert f"{mine:.3g} against {theirs:.3g} ms per output token" in line
+    text = " ".join(" ".join(p.extract_text() for p in PdfReader(pdf).pages).split())
+    assert "Tensor parallel, one sequence at batch 1" in text and lines[0][:60] in text
 
 
 def test_tensor_parallel_against_a_data_parallel_run_of_one_variant():
