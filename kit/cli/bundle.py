@@ -62,12 +62,12 @@ def report(
     from kit.bundle import Bundle, reseal_report
     from kit.bundle.intake import check_complete
     from kit.report.compare import check_price
-    from kit.report.facts.order import parse_order
+    from kit.report.facts.order import read_order
     from kit.report.facts.price import check_priced_device
     from kit.report.render import render_bundle
 
     price = check_price(price_per_gpu_hour, price_source)
-    order = parse_order(ordered) if ordered is not None else None
+    order = read_order(ordered) if ordered is not None else None
     if (tolerance or judge_anyway or read_broken_signature) and against is None:
         flag = "--tolerance" if tolerance else "--judge-anyway"
         if read_broken_signature:  # the bundle re-rendered here is never a signed one

@@ -25,7 +25,8 @@ Ordered = Annotated[
     str | None,
     typer.Option(
         help='The machine as ordered, in a quote\'s words ("4x H200 SXM 141GB 700W"; the model '
-        "is required): page 1 checks count, model, memory and power rating against it."
+        "is required), or @FILE holding them (# lines are comments): page 1 checks count, "
+        "model, memory and power rating against it."
     ),
 ]
 AllowedSigners = Annotated[

@@ -77,6 +77,14 @@ def test_the_order_is_checked_line_by_line_and_its_absence_is_said(tmp_path):
         "Context, not a verdict : page 1 judges this bundle against the recipe's reference" in page
     )
 
+    order = tmp_path / "order.txt"
+    order.write_text("# the vendor's quote, 2026-11-20\n2x H200 SXM 141GB 700W\n")
+    proc = run_kit("report", str(b), "--ordered", f"@{order}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    page = flat((b / "report.html").read_text())
+    assert f"ordered 2x H200 SXM 141GB 700W (read as kit's H200 SXM, from {order})" in page
+    assert "GPU count as ordered yes 2 GPUs, 2 ordered" in page
+
     bad = run_kit("report", str(b), "--ordered", "2x MI300X")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert "MI300X is not a GPU of kit's datasheet table" in bad.stderr

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from kit.io.errors import InputError
-from kit.report.facts.order import parse_order
+from kit.report.facts.order import MAX_FILE, parse_order, read_order
 
 
 @pytest.mark.parametrize(
@@ -68,3 +70,45 @@ def test_memory_is_checked_against_the_datasheet_without_an_order():
     assert line["evidence"] == "120 GiB on every GPU, 141 GB in the H200 SXM datasheet"
     line = memory_line(39.4, "NVIDIA A100-SXM4-40GB")
     assert line["ok"] is True and line["evidence"] == "39.4 GiB on every GPU"
+
+
+def test_an_order_is_read_from_a_file_with_its_comments_left_out(tmp_path):
+    """The report review, 2: `--ordered @FILE`, the quote's words kept beside the purchase order."""
+    f = tmp_path / "order.txt"
+    f.write_text("# PO 4711, the vendor's quote of 2026-11-20\n4x H200 SXM\n  141GB 700W\n\n")
+    order = read_order(f"@{f}")
+    assert order.text == "4x H200 SXM 141GB 700W" and order.spec.key == "H200 SXM"
+    assert (order.count, order.memory_gb, order.power_w) == (4, 141.0, 700.0)
+    assert order.source == str(f)
+    link = tmp_path / "link.txt"
+    link.symlink_to(f)  # the user's own link to their order is followed
+    assert read_order(f"@{link}").spec.key == "H200 SXM"
+    assert read_order("2x H200 NVL").source == ""  # words, as before
+
+
+def test_an_order_file_kit_cannot_read_is_one_line(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # never opened: it would block
+    big = tmp_path / "big.txt"
+    big.write_text("# " + "x" * MAX_FILE + "\nH200\n")
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"\xff\xfe H200")
+    comments = tmp_path / "comments.txt"
+    comments.write_text("# nothing but a comment\n")
+    unknown = tmp_path / "unknown.txt"
+    unknown.write_text("4x MI300X\n")
+    cases = [
+        ("@", "name the file after @"),
+        (f"@{tmp_path / 'missing.txt'}", "cannot read it (No such file or directory)"),
+        (f"@{tmp_path}", "not a regular file"),
+        (f"@{fifo}", "not a regular file"),
+        (f"@{big}", f"an order's words fit in {MAX_FILE}"),
+        (f"@{binary}", "cannot read it (not UTF-8 text)"),
+        (f"@{comments}", "give the order in a quote's words"),
+        (f"@{unknown}", "MI300X is not a GPU of kit's datasheet table"),
+    ]
+    for value, words in cases:
+        with pytest.raises(InputError) as e:
+            read_order(value)
+        assert words in str(e.value) and "\n" not in str(e.value), (value, str(e.value))
+        assert str(e.value).startswith(f"--ordered {value}"), str(e.value)

@@ -5,17 +5,23 @@ the same memory). With one, it checks the count, the model (by kit's datasheet t
 kit.shared.gpu_specs), the memory and the board power the buyer paid for. The words are the
 ones a quote uses: a count (`4x`), a model, memory in GB as vendors write it (141GB for an H200,
 whose driver reports 140.4 GiB usable), a power rating in W. Only the model is required.
+`--ordered @FILE` reads the same words from a file (the quote's line kept beside the purchase
+order): its lines joined, those starting with # left out.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from kit.io.errors import InputError
 from kit.shared.gpu_specs import SPECS, GpuSpec, spec_for
 
 MAX_TEXT = 200
+MAX_FILE = 4096  # an order's words and its comments; a larger file is not one
 COUNT = re.compile(r"^\s*(\d{1,4})\s*[x×]\s*", re.IGNORECASE)
 MEMORY = re.compile(r"\b(\d{1,4}(?:\.\d+)?)\s*(?:GB|GiB)\b", re.IGNORECASE)
 POWER = re.compile(r"\b(\d{2,5})\s*W\b")
@@ -33,6 +39,7 @@ class Order:
     count: int | None = None
     memory_gb: float | None = None
     power_w: float | None = None
+    source: str = ""  # the file it was read from (`--ordered @FILE`); "" when given as words
 
 
 def parse_order(text: str, option: str = "--ordered") -> Order:
@@ -68,3 +75,38 @@ def parse_order(text: str, option: str = "--ordered") -> Order:
     return Order(
         text=" ".join(text.split()), spec=spec, count=count, memory_gb=memory, power_w=power
     )
+
+
+def read_order(value: str, option: str = "--ordered") -> Order:
+    """The order from the option's value: its words, or `@FILE`'s (its lines joined, # lines left
+    out); one line naming what is wrong with the file otherwise."""
+    if not value.startswith("@"):
+        return parse_order(value, option)
+    name = value[1:]
+    if not name:
+        raise InputError(f"{option} @: name the file after @, e.g. {option} @order.txt")
+    path = Path(name)
+    try:
+        st = os.stat(path)  # a link the user made to their order is followed
+    except OSError as exc:
+        raise InputError(f"{option} @{name}: cannot read it ({exc.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{option} @{name}: not a regular file")
+    if st.st_size > MAX_FILE:
+        raise InputError(
+            f"{option} @{name}: {st.st_size} bytes; an order's words fit in {MAX_FILE}"
+        )
+    try:
+        with open(path, "rb") as f:  # regular (checked above): no FIFO to block on
+            data = f.read(MAX_FILE + 1)
+        text = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc.strerror
+        raise InputError(f"{option} @{name}: cannot read it ({why})") from None
+    words = " ".join(
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    )
+    order = parse_order(words, f"{option} @{name}")
+    return replace(order, source=name)
