@@ -372,7 +372,9 @@ def context(
         "run_notes": {b.name: analysis.run_notes(b) for b in benches},
         "findings": analysis.findings(results, benches, data.environment),
         "trust": analysis.trust_facts(results, hardware),
-        "as_ordered": as_ordered(hardware, results, order) if data.hardware is not None else [],
+        "as_ordered": as_ordered(hardware, results, order, silicon and silicon["facts"])
+        if data.hardware is not None
+        else [],
         "order": order,
         "box": judge_box(benches, data.hardware, smoke),  # page 1's table, the per-GPU section
         "gpus_ran": gpus_ran(hardware, results),

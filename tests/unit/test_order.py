@@ -112,3 +112,38 @@ def test_an_order_file_kit_cannot_read_is_one_line(tmp_path):
             read_order(value)
         assert words in str(e.value) and "\n" not in str(e.value), (value, str(e.value))
         assert str(e.value).startswith(f"--ordered {value}"), str(e.value)
+
+
+def test_the_measured_memory_and_nvlink_bandwidth_stand_against_the_datasheet():
+    """The report review, 2: a bundle that measured its copies (recipes/silicon.yaml) has page 1's
+    checklist say the weakest GPU's copy traffic and the weakest pair's copy against the
+    datasheet, from the silicon section's own figures; a share, not a verdict. A bundle that
+    measured none has no such line."""
+    from kit.model import load_bundle
+    from kit.report import analysis
+    from kit.report.analysis.ordered import as_ordered
+    from kit.workloads.copy_bandwidth.matrix import off_diagonal
+    from tests.conftest import ROOT
+
+    def lines(name: str) -> tuple[analysis.Silicon | None, list[dict]]:
+        data = load_bundle(ROOT / "reports" / "examples" / name)
+        benches = analysis.build_benchmarks(data.results, data.recipe)
+        s = analysis.silicon(benches, data.hardware)
+        return s, as_ordered(data.hardware, data.results, None, s)
+
+    s, checks = lines("h200x2-silicon-container")
+    by_item = {c["item"]: c for c in checks}
+    traffic = min(h["local_traffic_gbps"] for h in s.host)
+    memory = by_item["memory bandwidth"]
+    assert memory["ok"] is None and memory["mark"] == "measured"
+    assert memory["evidence"] == (
+        f"weakest GPU's copy traffic {traffic:,.0f} GB/s, {traffic / 4800:.0%} of the "
+        "datasheet's 4,800"
+    )
+    pair = min(off_diagonal(next(m for m in s.matrices if m["key"] == "ce_one_way")["matrix"]))
+    link = by_item["NVLink bandwidth"]
+    assert link["mark"] == "measured" and link["evidence"] == (
+        f"weakest pair's copy one way {pair:,.0f} GB/s, {pair / 450:.0%} of the datasheet's 450"
+    )  # 18 links of 25 GB/s per direction
+    s, checks = lines("h200x2-fsdp-llama")
+    assert s is None and not {"memory bandwidth", "NVLink bandwidth"} & {c["item"] for c in checks}

@@ -2,7 +2,9 @@
 checklist, each line a tick or a cross with its evidence from hardware.json and the runs
 (never assumed): GPU model and count, memory, power limit against the default, NVLinks up of
 the datasheet's count, PCIe generation and width, ECC, no thermal or hardware slowdown while
-busy, preflight. A line the inventory could not read is neither: "not recorded". Given the
+busy, preflight; where the bundle measured its copies (recipes/silicon.yaml), the weakest GPU's
+memory and the weakest pair's NVLink bandwidth against the datasheet, as shares ("measured", no
+verdict). A line the inventory could not read is neither: "not recorded". Given the
 order (`kit report --ordered`, kit.report.facts.order), its count, model, memory and power come first,
 checked against it; without one, the machine is checked against itself only, and page 1 says so."""
 
@@ -13,9 +15,12 @@ from typing import Any
 
 from kit.model import Environment, Hardware, Results
 from kit.model.hardware import Gpu, uncorrected_words
+from kit.report.analysis.silicon import Silicon
+from kit.report.facts.efficiency import link_share
 from kit.report.facts.order import MEMORY_SLACK, Order
 from kit.report.facts.window import POWER_CAP_REASON, used_gpus
 from kit.shared.gpu_specs import spec_for
+from kit.workloads.copy_bandwidth.matrix import off_diagonal
 
 IDLE_OR_CAP = {"GpuIdle", POWER_CAP_REASON, "ApplicationsClocksSetting", "SwPowerCap"}
 """Clock reasons that are normal operation (idle, the board's power limit, a set clock)."""
@@ -136,15 +141,57 @@ def _power(rated: list[float], ordered_w: float) -> tuple[bool, str]:
 
 
 def as_ordered(
-    hardware: Hardware, results: Results, order: Order | None = None
+    hardware: Hardware,
+    results: Results,
+    order: Order | None = None,
+    silicon: Silicon | None = None,
 ) -> list[dict[str, Any]]:
-    """The checklist: one line per property a buyer checks, against the order where given."""
+    """The checklist: one line per property a buyer checks, against the order where given; the
+    bundle's own copy bandwidths against the datasheet where it measured them (`silicon`)."""
     gpus = hardware.gpus
     if not gpus:
         return [_line(None, "GPUs", "no GPU recorded in hardware.json")]
+    mine = bandwidths(silicon, hardware) if silicon is not None else []
     if order is not None:
-        return against_order(gpus, order) + _checks(gpus, results, ordered=True)
-    return _checks(gpus, results, ordered=False)
+        return against_order(gpus, order) + _checks(gpus, results, ordered=True) + mine
+    return _checks(gpus, results, ordered=False) + mine
+
+
+def bandwidths(s: Silicon, hardware: Hardware) -> list[dict[str, Any]]:
+    """The memory and NVLink bandwidth the bundle measured (recipes/silicon.yaml, acceptance.yaml)
+    against the datasheet (the report review, 2), from the silicon section's own figures: the
+    weakest GPU's device-local copy traffic (read plus write) against HBM bandwidth, the weakest
+    pair's copy-engine copy one way against NVLink per direction. A share, not a verdict: no
+    published floor says how far under its datasheet a healthy part's copy reads (the GPUs
+    against each other and against shipped references are judged in the per-GPU table)."""
+    out = []
+    hbm = [h for h in s.host if h.get("hbm_share") is not None]
+    if hbm:
+        low = min(hbm, key=lambda h: h["local_traffic_gbps"])
+        out.append(
+            _line(
+                None,
+                "memory bandwidth",
+                # one line of page 1's table: the silicon section says what copy traffic is
+                f"weakest GPU's copy traffic {low['local_traffic_gbps']:,.0f} GB/s, "
+                f"{low['hbm_share']:.0%} of the datasheet's {low['hbm_gbs']:,.0f}",
+                mark="measured",
+            )
+        )
+    ce = next((m for m in s.matrices if m["key"] == "ce_one_way"), None)
+    pairs = off_diagonal(ce["matrix"]) if ce else []
+    share = link_share(min(pairs), hardware, "nvlink") if pairs else None
+    if share:
+        out.append(
+            _line(
+                None,
+                "NVLink bandwidth",
+                f"weakest pair's copy one way {min(pairs):,.0f} GB/s, "
+                f"{share['share']:.0%} of the datasheet's {share['figure_gbs']:,.0f}",
+                mark="measured",
+            )
+        )
+    return out
 
 
 def _checks(gpus: list[Gpu], results: Results, ordered: bool) -> list[dict[str, Any]]:
