@@ -22,6 +22,7 @@ from kit.bundle import MANIFEST, now_iso, sha256_file
 from kit.bundle.signature import signature_status
 from kit.env.diff import VERSION_KEYS
 from kit.io import outputs
+from kit.report.analysis.model import Benchmark
 from kit.report.choice import choice
 from kit.report.compare_figures import headline_figures, sweep_figures
 from kit.report.compare_notes import (
@@ -41,7 +42,13 @@ from kit.report.compare_rows import (
 )
 from kit.report.decode import tp_speedups
 from kit.report.facts.price import Price, check_priced_device, parse_price
-from kit.report.machines import Machine, load_machines, parse_labels, pick_baseline
+from kit.report.machines import (
+    Machine,
+    load_machines,
+    parse_labels,
+    pick_baseline,
+    same_machine,
+)
 from kit.report.pdf import pdf_wanted
 from kit.report.provenance import short
 from kit.report.render import Figure, jinja_env, write_pdf
@@ -146,8 +153,13 @@ def tp_speedups_of(machines: list[Machine]) -> list[str]:
         groups.setdefault((m.hardware_label, m.results.device), []).append(m)
     out = []
     for group in groups.values():
-        where = {id(b): m.label for m in group for b in m.benches}
-        out += tp_speedups([b for m in group for b in m.benches], where)
+        of = {id(b): m for m in group for b in m.benches}
+        where = {key: m.label for key, m in of.items()}
+
+        def apart(a: Benchmark, b: Benchmark, of: dict[int, Machine] = of) -> bool:
+            return not same_machine(of[id(a)].hardware, of[id(b)].hardware)
+
+        out += tp_speedups([b for m in group for b in m.benches], where, apart)
     return out
 
 

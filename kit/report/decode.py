@@ -8,6 +8,7 @@ every point is the median over the variant's finished runs, the band their min t
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from kit.report import plots
@@ -152,7 +153,11 @@ def _tp(bench: Benchmark) -> int | None:
     return None
 
 
-def tp_speedups(benches: list[Benchmark], where: dict[int, str] | None = None) -> list[str]:
+def tp_speedups(
+    benches: list[Benchmark],
+    where: dict[int, str] | None = None,
+    apart: Callable[[Benchmark, Benchmark], bool] | None = None,
+) -> list[str]:
     """Tensor parallel's speed for one sequence at batch 1 against the data-parallel benchmark
     (tp 1) of the same bundle, per variant both ran, or against its one variant where the
     data-parallel benchmark runs one (P2P moves nothing there: recipes/llm_decode.yaml runs it
@@ -162,7 +167,8 @@ def tp_speedups(benches: list[Benchmark], where: dict[int, str] | None = None) -
 
     `where`: id(benchmark) -> the machine it ran on, for a comparison's benchmarks from several
     bundles of one hardware (kit.report.compare): each name is followed by its machine, and a
-    tensor-parallel benchmark is held against the data-parallel one of its own bundle first."""
+    tensor-parallel benchmark is held against the data-parallel one of its own bundle first;
+    `apart(a, b)`: the two ran on different machines, which the line then says."""
     where = where or {}
     decode = [b for b in benches if "tpot_median_ms" in b.metrics]  # the decode benchmarks
     ones = [b for b in decode if _tp(b) == 1]
@@ -191,6 +197,11 @@ def tp_speedups(benches: list[Benchmark], where: dict[int, str] | None = None) -
                 + "), "
                 f"{mine:.3g} against {theirs:.3g} ms per output token "
                 f"(medians of {row.summary.n} and {base.summary.n} runs)"
+                + (
+                    "; two machines of one model: their own difference is in the ratio"
+                    if apart is not None and apart(b, one)
+                    else ""
+                )
             )
     return out
 

@@ -183,7 +183,8 @@ def test_a_comparison_of_a_data_parallel_and_a_tensor_parallel_bundle_states_the
 ):
     """The report review, 1, across bundles: `kit compare` of the shipped 2x H200 decode bundles
     (data parallel; TP=2 from another machine of the same model) states TP's speed-up for one
-    sequence, naming both machines, from the two medians the bundles hold."""
+    sequence, naming both machines, from the two medians the bundles hold, and says when the
+    two bundles ran on two machines."""
     from kit.report.compare import write_comparison
 
     examples = ROOT / "reports" / "examples"
@@ -204,8 +205,15 @@ def test_a_comparison_of_a_data_parallel_and_a_tensor_parallel_bundle_states_the
             f"{theirs / mine:.2f}x faster than decode-dp on 2x H200 NV18 [1] (tp 1"
         )
         assert f"{mine:.3g} against {theirs:.3g} ms per output token" in line
+        assert line.endswith("; two machines of one model: their own difference is in the ratio")
     text = " ".join(" ".join(p.extract_text() for p in PdfReader(pdf).pages).split())
     assert "Tensor parallel, one sequence at batch 1" in text and lines[0][:60] in text
+    # the one-shot TP=2 bundle ran on the data-parallel bundle's machine (the same GPU UUIDs)
+    one_shot = examples / "h200x2-decode-tp2-one-shot-container"
+    _, _, js = write_comparison([dp, one_shot], 1, tmp_path / "same")
+    lines = json.loads(js.read_text())["tp_speedups"]
+    assert len(lines) == 2 and not any("two machines" in line for line in lines)
+    assert lines[0].startswith("decode-tp2 on 2x H200 NV18, bundle 2 (tp 2), p2p: one sequence ")
 
 
 def test_tensor_parallel_against_a_data_parallel_run_of_one_variant():
