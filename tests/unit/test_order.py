@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -97,12 +98,16 @@ def test_an_order_file_kit_cannot_read_is_one_line(tmp_path):
     comments.write_text("# nothing but a comment\n")
     unknown = tmp_path / "unknown.txt"
     unknown.write_text("4x MI300X\n")
+    # a /proc file's size reads 0: what is read is counted too (this process maps many files)
+    assert os.stat("/proc/self/maps").st_size == 0
+    assert len(Path("/proc/self/maps").read_bytes()) > MAX_FILE
     cases = [
         ("@", "name the file after @"),
         (f"@{tmp_path / 'missing.txt'}", "cannot read it (No such file or directory)"),
         (f"@{tmp_path}", "not a regular file"),
         (f"@{fifo}", "not a regular file"),
         (f"@{big}", f"an order's words fit in {MAX_FILE}"),
+        ("@/proc/self/maps", f"more than {MAX_FILE} bytes"),
         (f"@{binary}", "cannot read it (not UTF-8 text)"),
         (f"@{comments}", "give the order in a quote's words"),
         (f"@{unknown}", "MI300X is not a GPU of kit's datasheet table"),

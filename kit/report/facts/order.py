@@ -92,10 +92,9 @@ def read_order(value: str, option: str = "--ordered") -> Order:
         raise InputError(f"{option} @{name}: cannot read it ({exc.strerror})") from None
     if not stat.S_ISREG(st.st_mode):
         raise InputError(f"{option} @{name}: not a regular file")
+    too_big = f"{option} @{name}: more than {MAX_FILE} bytes; an order's words fit in {MAX_FILE}"
     if st.st_size > MAX_FILE:
-        raise InputError(
-            f"{option} @{name}: {st.st_size} bytes; an order's words fit in {MAX_FILE}"
-        )
+        raise InputError(too_big)
     try:
         with open(path, "rb") as f:  # regular (checked above): no FIFO to block on
             data = f.read(MAX_FILE + 1)
@@ -103,6 +102,8 @@ def read_order(value: str, option: str = "--ordered") -> Order:
     except (OSError, UnicodeDecodeError) as exc:
         why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc.strerror
         raise InputError(f"{option} @{name}: cannot read it ({why})") from None
+    if len(data) > MAX_FILE:  # grown since, or a /proc file, whose size reads 0
+        raise InputError(too_big)
     words = " ".join(
         line.strip()
         for line in text.splitlines()
