@@ -115,7 +115,14 @@ def choice(rows: list[Any], machines: list[Any], base: int) -> dict[str, Any]:
             if not ratio:
                 why = cell.get("ratio_error") or "no ratio: a side has no finished run"
                 lines.append(
-                    {"benchmark": row.benchmark, "label": row.label, "factor": None, "why": why}
+                    {
+                        "benchmark": row.benchmark,
+                        "label": row.label,
+                        "factor": None,
+                        "why": why,
+                        # a side never ran it: no failure, said in grey (compare_rows)
+                        "absent": cell.get("absent") or row.cells[base].get("absent", False),
+                    }
                 )
                 continue
             flip = not row.higher_is_better

@@ -312,6 +312,8 @@ def test_a_benchmark_one_bundle_never_ran_is_not_called_failed(tmp_path):
     base, other = rows[("other", "p2p", "busbw_peak")]
     assert base["absent"] and not other["absent"]
     assert other["ratio_error"] == "no ratio: the baseline 2x H200 NV18 [1] did not run other p2p"
+    choice = data["choice"]["machines"][0]["lines"]
+    assert [x["absent"] for x in choice] == [True, True]  # said in grey, not as a failure
     text = re.sub(r"\s+", " ", "".join(p.extract_text() for p in PdfReader(pdf).pages))
     assert "not run: not in this bundle's recipe" in text
     assert "FAILED" not in text and "no result" not in text
