@@ -140,7 +140,7 @@ def test_a_stop_signal_while_starting_is_one_line(
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     # The answer to the signal is one line ("kit: interrupted by ..."), after the line of a run
     # it stopped, if the kit had got that far. Where the signal lands depends on the host's
-    # speed (on a fast one, 1 s is past the start: CI's run of 2026-12-02 had begun its first
+    # speed (on a fast one, 1 s is past the start: a full run here on 2026-12-02 had begun its first
     # run), so what the kit said before it is not counted; a notice written just before the
     # signal and read after it may be.
     after = [line.strip() for when, line in lines if when >= sent]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kit.io.errors import InputError
+from kit.io.safe import kind
 from kit.shared.gpu_specs import SPECS, GpuSpec, spec_for
 
 MAX_TEXT = 200
@@ -91,12 +92,16 @@ def read_order(value: str, option: str = "--ordered") -> Order:
     except OSError as exc:
         raise InputError(f"{option} @{name}: cannot read it ({exc.strerror})") from None
     if not stat.S_ISREG(st.st_mode):
-        raise InputError(f"{option} @{name}: not a regular file")
+        raise InputError(f"{option} @{name}: not a regular file ({kind(st.st_mode)})")
     too_big = f"{option} @{name}: more than {MAX_FILE} bytes; an order's words fit in {MAX_FILE}"
     if st.st_size > MAX_FILE:
         raise InputError(too_big)
-    try:
-        with open(path, "rb") as f:  # regular (checked above): no FIFO to block on
+    try:  # O_NONBLOCK and a second look, as a recipe is read (kit.recipe.yamlfile.read_text):
+        # a file swapped for a FIFO since the stat cannot hang
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise InputError(f"{option} @{name}: not a regular file")
             data = f.read(MAX_FILE + 1)
         text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
