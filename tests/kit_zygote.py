@@ -21,6 +21,7 @@ import json
 import os
 import runpy
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -202,6 +203,7 @@ class Zygote:
         stdin: bytes | None,
     ) -> subprocess.CompletedProcess[str]:
         self.count += 1
+        self.tmp.mkdir(mode=0o700, exist_ok=True)  # close() removed it
         base = self.tmp / f"cmd{self.count}"
         files = {name: f"{base}.{name}" for name in ("stdin", "stdout", "stderr")}
         Path(files["stdin"]).write_bytes(stdin or b"")
@@ -231,6 +233,8 @@ class Zygote:
         return subprocess.CompletedProcess([sys.executable, "-m", "kit", *args], code, out, err)
 
     def close(self) -> None:
+        """The zygote stopped and its folder of streams removed (a test session leaves nothing
+        in the real TMPDIR)."""
         if self.proc is not None:
             if self.proc.poll() is None:
                 self.proc.kill()
@@ -240,6 +244,7 @@ class Zygote:
                     if pipe is not None:
                         pipe.close()
         self.proc, self.lines = None, None
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 class AnswerLines:

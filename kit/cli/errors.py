@@ -84,9 +84,16 @@ def run(app: typer.Typer) -> int:
     Usage errors (click's: unknown option or command, bad or missing value) and KitError's
     InputError exit 2; a failed run 1; an interruption 130, SIGTERM 143, SIGHUP 129. A stop
     signal wins over the error it caused (a connection it cut, a write to the terminal that
-    closed): the command ends as stopped, not as that error.
+    closed): the command ends as stopped, not as that error, even one _run does not know: a stop
+    raised while a module loads can surface as another exception (Python 3.11 wraps an exception
+    raised in a class's __set_name__, a dataclass field's, in RuntimeError).
     """
-    code = _run(app)
+    try:
+        code = _run(app)
+    except Exception:
+        if stop.pending is None:
+            raise  # a bug: its traceback is the report
+        code = None
     if stop.pending is not None and code != 128 + stop.pending:
         say(stopped_line(stop.pending))
         return 128 + stop.pending

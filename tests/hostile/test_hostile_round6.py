@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import verify_manifest
-from tests.conftest import ROOT, run_kit, sigint_as_default
+from tests.conftest import ROOT, run_kit, run_kit_fresh, sigint_as_default
 
 SNAP = ROOT / "tests" / "fixtures" / "nvml" / "h200x2_nvswitch.json"
 BUNDLE = ROOT / "reports" / "examples" / "h200x2-allreduce"
@@ -150,6 +150,43 @@ def test_a_stop_signal_while_starting_is_one_line(
     notices = [line for line in after if "interrupted" not in line]
     assert len(notices) <= 2 and all(n.startswith("kit: ") for n in notices), err
     assert not any("error" in line.lower() for _, line in lines), err
+
+
+SIGNAL_IN_SET_NAME = """\
+import dataclasses, os
+
+_set_name = dataclasses.Field.__set_name__
+
+
+def _signal_here(self, owner, name):
+    if name == "spec_files" and not getattr(_signal_here, "sent", False):
+        _signal_here.sent = True  # once: the handler runs in this frame, as a signal may
+        os.kill(os.getpid(), int(os.environ["KIT_TEST_SIGNAL"]))
+    return _set_name(self, owner, name)
+
+
+dataclasses.Field.__set_name__ = _signal_here
+"""
+
+
+@pytest.mark.parametrize(
+    ("sig", "line"), [(signal.SIGTERM, "kit: stopped by SIGTERM"), (signal.SIGINT, "kit: aborted")]
+)
+def test_a_stop_signal_inside_a_dataclass_field_as_a_module_loads_is_one_line(
+    tmp_path: Path, sig: int, line: str
+) -> None:
+    """A signal that lands while a dataclass field is named (kit.runtime.containers.gpus.Cdi's,
+    imported by `kit reproduce` after the CLI took over the stop signals): Python 3.11 wraps the
+    handler's exception in RuntimeError("Error calling __set_name__ ..."), which ended the
+    command with a traceback and exit 1 in a full run under load (2026-12-02). The signal,
+    sent from inside the field's __set_name__ by a sitecustomize, lands there every time."""
+    (tmp_path / "sitecustomize.py").write_text(SIGNAL_IN_SET_NAME)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "KIT_TEST_SIGNAL": str(int(sig))}
+    out = tmp_path / "out"
+    args = ["reproduce", "recipes/allreduce.yaml", "--device", "cpu", "--repeats", "1", "--out"]
+    r = run_kit_fresh(*args, str(out), env=env, preexec_fn=sigint_as_default)
+    assert (r.returncode, r.stderr) == (128 + sig, line + "\n")
+    assert not out.exists()
 
 
 # 4. `kit reproduce BUNDLE`: every refusal before the first notice

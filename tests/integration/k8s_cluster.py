@@ -211,6 +211,7 @@ class Controller:
         for i, pod in enumerate(pods):
             root = self.sandbox / pod
             (root / "spec").mkdir(parents=True)
+            (root / "tmp").mkdir()  # a pod's own /tmp: torchrun's torchelastic_* folder there
             (root / "spec" / "spec.json").write_text(spec_json)
             env = {e["name"]: e["value"] for e in container["env"]}
             env.update(
@@ -219,6 +220,7 @@ class Controller:
                 PATH=f"{self.bin}:{os.environ['PATH']}",
                 PYTHONPATH=os.environ.get("PYTHONPATH", ""),
                 HOME=str(root),
+                TMPDIR=str(root / "tmp"),
             )
             procs.append(
                 subprocess.Popen(

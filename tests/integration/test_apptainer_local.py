@@ -2,7 +2,7 @@
 installed on the test machine: no Debian bookworm package).
 
 The stand-in is written to a folder put first on PATH. It refuses any call but
-`apptainer exec [--nv] [--bind SRC:DST] [--pwd DIR] SIF COMMAND...` of an existing SIF, records
+`apptainer exec [--nv] [--bind SRC[:DST]]... [--pwd DIR] SIF COMMAND...` of an existing SIF, records
 its argv, and runs COMMAND on this machine as a bind mount would show it (DST read as SRC in the
 arguments and the variables), with the checkout as the image's own kit. So a real CPU recipe
 goes through the real kit path: the registry, the probe, LocalRuntime, the heartbeat, torchrun,
@@ -41,8 +41,8 @@ while i < len(args) and args[i].startswith("-"):
         i += 1
     elif args[i] in ("--bind", "--pwd") and i + 1 < len(args):
         if args[i] == "--bind":
-            src, dst = args[i + 1].split(":")
-            binds[dst] = src
+            src, _, dst = args[i + 1].partition(":")  # SRC alone: bound where it lies
+            binds[dst or src] = src
         else:
             pwd = args[i + 1]
         i += 2
@@ -117,9 +117,15 @@ def test_a_recipe_runs_in_the_sif_and_the_bundle_says_so(tmp_path, stand_in):
     assert software["image_id"] == fp["image_id"] and software["distributions"]
     assert "image inventory:" in proc.stderr and "made in" in proc.stderr
     run_dir = out / "runs" / run["run_id"]
-    assert launch == ["exec", "--bind", f"{run_dir.resolve()}:/kit/run", "--pwd", "/kit/run",
-                      str(sif.resolve()), "torchrun", "--standalone", "--nproc-per-node=2", "-m",
-                      "kit.worker", "/kit/run/spec.json"]  # fmt: skip
+    # the launch's own TMPDIR (torchrun's torchelastic_* folders go there, not into the /tmp that
+    # Apptainer shares with the host), bound where it lies, and removed with the launch
+    tmp = Path(os.environ["TMPDIR"]).resolve()
+    scratch = Path(launch[2])
+    assert scratch.parent.resolve() == tmp and scratch.name.startswith("kit-launch-"), launch
+    assert launch == ["exec", "--bind", str(scratch), "--bind", f"{run_dir.resolve()}:/kit/run",
+                      "--pwd", "/kit/run", str(sif.resolve()), "torchrun", "--standalone",
+                      "--nproc-per-node=2", "-m", "kit.worker", "/kit/run/spec.json"]  # fmt: skip
+    assert not scratch.exists() and not list(tmp.glob("torchelastic_*"))
     assert "in an apptainer container" in (out / "report.html").read_text()
 
     # a rerun: the SIF is the user's to name again

@@ -72,6 +72,7 @@ def ranks(tmp_path_factory) -> list[dict]:
     script = where / "fused_tp.py"
     script.write_text(SCRIPT)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TRITON_INTERPRET": "1"}
+    env["TMPDIR"] = str(where)  # a module's fixture runs before each test's own TMPDIR is set
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
          "--standalone", str(script), *KINDS],

@@ -57,7 +57,8 @@ def test_ranks_agree_on_the_window_they_time(tmp_path):
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
          str(script), "0.6", str(tmp_path)],
         stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+             "TMPDIR": str(tmp_path)},  # torchrun's torchelastic_* folder: not into /tmp
     )  # fmt: skip
     try:
         proc.wait(timeout=90)

@@ -27,6 +27,10 @@ def test_a_local_launch_is_apptainer_exec_of_the_sif_with_the_run_directory_boun
     assert box.command(argv, tmp_path, "cuda") == ["apptainer", "exec", "--nv", *bind, SIF, *argv]
     assert box.command(argv, tmp_path, "cpu") == ["apptainer", "exec", *bind, SIF, *argv]
     assert box.shown(argv) == ["apptainer", "exec", SIF, *argv]
+    # a local launch's own TMPDIR, bound where it lies (not every TMPDIR is under /tmp)
+    tmp = "/scratch/u/kit-launch-1"
+    expected = ["apptainer", "exec", "--bind", tmp, *bind, SIF, *argv]
+    assert box.command(argv, tmp_path, "cpu", tmp) == expected
     assert (runtime.name, runtime.placement, runtime.engine) == ("apptainer", "local", "apptainer")
 
 
@@ -106,6 +110,8 @@ def test_a_run_directory_apptainer_bind_cannot_take_fails_the_launch_with_the_re
     odd.mkdir()
     with pytest.raises(LaunchError, match=r"apptainer --bind cannot take the run directory .*a:b"):
         Apptainer(SIF).command(TORCHRUN, odd, "cpu")
+    with pytest.raises(LaunchError, match=r"cannot take the launch's TMPDIR .*a:b.*set TMPDIR"):
+        Apptainer(SIF).command(TORCHRUN, tmp_path, "cpu", str(odd))
 
 
 def test_a_sif_without_the_kit_fails_its_probe_in_one_line_that_says_what_to_build(

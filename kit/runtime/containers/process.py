@@ -179,7 +179,9 @@ class NoContainer:
             full["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpu_ids))
         return full
 
-    def command(self, argv: list[str], run_dir: Path, device: str) -> list[str]:
+    def command(
+        self, argv: list[str], run_dir: Path, device: str, scratch: str | None = None
+    ) -> list[str]:
         return argv
 
     def face(self, run_dir: str | None, device: str) -> Face:
@@ -190,19 +192,16 @@ class NoContainer:
 
     def start(self, argv: list[str], req: LaunchRequest, log: IO[bytes]) -> Process:
         env = self.process_env(req.env, req.gpu_ids)
-        scratch = None
-        if not self.isolated:  # torchrun leaves torchelastic_* folders in TMPDIR: give it its own
-            try:  # named for this driver: a later run removes it if the driver is killed
-                scratch = launch_dir.make()
-            except OSError as exc:  # a full or unwritable TMPDIR: the run fails, with the reason
-                raise LaunchError(
-                    f"could not make a TMPDIR for the launch: {exc.strerror}"
-                ) from exc
+        # torchrun leaves torchelastic_* folders in TMPDIR, and an Apptainer container shares
+        # the host's /tmp: each launch gets a TMPDIR of its own, removed with it
+        try:  # named for this driver: a later run removes it if the driver is killed
+            scratch = launch_dir.make()
+        except OSError as exc:  # a full or unwritable TMPDIR: the run fails, with the reason
+            raise LaunchError(f"could not make a TMPDIR for the launch: {exc.strerror}") from exc
         try:
-            if scratch is not None:
-                env["TMPDIR"] = scratch
+            env["TMPDIR"] = scratch
             proc = subprocess.Popen(
-                self.command(argv, req.run_dir, req.device),
+                self.command(argv, req.run_dir, req.device, scratch),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -212,8 +211,7 @@ class NoContainer:
                 preexec_fn=parent_death_signal(),
             )
         except BaseException as exc:  # a stop signal while it starts included: no Process to
-            if scratch is not None:  # remove it later, so its TMPDIR goes now
-                shutil.rmtree(scratch, ignore_errors=True)
+            shutil.rmtree(scratch, ignore_errors=True)  # remove it later, so its TMPDIR goes now
             if isinstance(exc, (OSError, subprocess.SubprocessError)):
                 raise LaunchError(f"could not start torchrun: {exc}") from exc
             raise
@@ -244,15 +242,18 @@ class Apptainer(NoContainer):
     def run_dir(self, run_dir: Path) -> str:
         return MOUNT
 
-    def prefix(self, run_dir: str | None, device: str, shell: bool = False) -> list[str]:
+    def prefix(
+        self, run_dir: str | None, device: str, shell: bool = False, scratch: str | None = None
+    ) -> list[str]:
         """The command line in front of torchrun (also what a Slurm task runs). `shell`: words
         for a shell script (the run directory may hold $VARIABLES, so it is double-quoted; the
-        image is quoted). No run directory: nothing bound (an inventory step)."""
+        image is quoted). No run directory: nothing bound (an inventory step). `scratch`: a
+        local launch's TMPDIR, bound where it lies."""
         nv = ["--nv"] if device == "cuda" else []
-        bind = []
+        bind = [] if scratch is None else ["--bind", scratch]
         if run_dir is not None:
             mount = f"{run_dir}:{MOUNT}"
-            bind = ["--bind", f'"{mount}"' if shell else mount, "--pwd", MOUNT]
+            bind += ["--bind", f'"{mount}"' if shell else mount, "--pwd", MOUNT]
         image = shlex.quote(self.image) if shell else self.image
         return [self.executable, "exec", *nv, *bind, image]
 
@@ -262,11 +263,21 @@ class Apptainer(NoContainer):
     def face(self, run_dir: str | None, device: str) -> Face:
         return Face(prefix=self.prefix(run_dir, device, shell=True), spec=f"{MOUNT}/{SPEC}")
 
-    def command(self, argv: list[str], run_dir: Path, device: str) -> list[str]:
+    def command(
+        self, argv: list[str], run_dir: Path, device: str, scratch: str | None = None
+    ) -> list[str]:
+        """The run directory bound at MOUNT, and the launch's TMPDIR (passed through, as the
+        host's environment is) bound where it lies: not every TMPDIR is under the /tmp that
+        Apptainer binds by default."""
         where = str(run_dir.resolve())
         if any(c in where for c in ":,"):  # --bind SRC:DST[,SRC:DST]: its separators
             raise LaunchError(
                 f"apptainer --bind cannot take the run directory {where!r} "
                 "(a ':' or ','): choose another --out"
             )
-        return [*self.prefix(where, device), *argv]
+        if scratch is not None and any(c in scratch for c in ":,"):
+            raise LaunchError(
+                f"apptainer --bind cannot take the launch's TMPDIR {scratch!r} "
+                "(a ':' or ','): set TMPDIR to another folder"
+            )
+        return [*self.prefix(where, device, scratch=scratch), *argv]
