@@ -90,7 +90,8 @@ def sif_file(path: str | Path, absent_ok: bool = False) -> Path:
 
 
 class ApptainerRuntime(LocalRuntime):
-    """Runs each launch as `apptainer exec [--nv] --bind RUN:/kit/run --pwd /kit/run SIF torchrun`."""
+    """Runs each launch as `apptainer exec [--nv] --bind TMP --bind RUN:/kit/run --pwd /kit/run
+    SIF torchrun` (TMP: the launch's own TMPDIR, kit.runtime.containers.process)."""
 
     name = "apptainer"
     engine = Engine.APPTAINER

@@ -223,7 +223,8 @@ class NoContainer:
 
 
 class Apptainer(NoContainer):
-    """An Apptainer image (SIF): `apptainer exec [--nv] --bind RUN:/kit/run --pwd /kit/run SIF`.
+    """An Apptainer image (SIF): `apptainer exec [--nv] [--bind TMP] --bind RUN:/kit/run --pwd
+    /kit/run SIF` (TMP: a local launch's own TMPDIR; a Slurm task's has none).
 
     GPUs come through `--nv` (the host's driver libraries bound in), restricted by
     CUDA_VISIBLE_DEVICES; the host's environment passes through, as Apptainer does by default.
