@@ -189,6 +189,55 @@ def test_a_stop_signal_inside_a_dataclass_field_as_a_module_loads_is_one_line(
     assert not out.exists()
 
 
+SIGNAL_AFTER_THE_FORK = """\
+import atexit, os, signal, subprocess
+
+_execute_child = subprocess.Popen._execute_child
+_child = []
+
+
+def _state():
+    try:  # the launched torchrun as the driver exits: reaped ("gone") or its /proc state
+        with open(f"/proc/{_child[0]}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        state = "gone"
+    with open(os.environ["KIT_TEST_STATE"], "w") as f:
+        f.write(state)
+
+
+def _signal_after_the_fork(self, args, *rest, **kw):
+    _execute_child(self, args, *rest, **kw)
+    if "torch.distributed.run" in args and not _child:
+        _child.append(self.pid)
+        atexit.register(_state)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+subprocess.Popen._execute_child = _signal_after_the_fork
+"""
+
+
+def test_a_stop_signal_while_popen_starts_torchrun_stops_that_torchrun(tmp_path: Path) -> None:
+    """SIGTERM after torchrun's fork, before Popen returned (a sitecustomize sends it there):
+    the handler's exception left Popen without a Process, and the torchrun it had started ran
+    on while the driver sealed, its ranks started, its TMPDIR already removed (torchrun's folder
+    then went to /tmp; found by a leftover in a full run, 2026-12-02). The driver now stops it
+    before it exits."""
+    (tmp_path / "sitecustomize.py").write_text(SIGNAL_AFTER_THE_FORK)
+    state = tmp_path / "torchrun-state"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "KIT_TEST_STATE": str(state)}
+    out = tmp_path / "out"
+    args = ["reproduce", "recipes/allreduce.yaml", "--device", "cpu", "--repeats", "1", "--smoke"]
+    r = run_kit_fresh(*args, "--runtime", "host", "--out", str(out), env=env)
+    assert r.returncode == 128 + signal.SIGTERM, r.stderr
+    assert "FAILED: interrupted" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert state.read_text() == "gone"  # stopped and reaped, not running beside the seal
+    check = verify_manifest(out)
+    assert check.ok, check.names
+    assert not list(Path(env["TMPDIR"]).iterdir())  # its TMPDIR went with it
+
+
 # 4. `kit reproduce BUNDLE`: every refusal before the first notice
 
 

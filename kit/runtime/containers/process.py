@@ -198,20 +198,27 @@ class NoContainer:
             scratch = launch_dir.make()
         except OSError as exc:  # a full or unwritable TMPDIR: the run fails, with the reason
             raise LaunchError(f"could not make a TMPDIR for the launch: {exc.strerror}") from exc
+        proc = None
         try:
             env["TMPDIR"] = scratch
-            proc = subprocess.Popen(
-                self.command(argv, req.run_dir, req.device, scratch),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=req.run_dir,
-                # its own group (the driver stops it whole); dies with the driver
-                start_new_session=True,
-                preexec_fn=parent_death_signal(),
-            )
+            # a stop signal while Popen runs waits for it to return: raised inside it, after the
+            # fork, it left torchrun running with no one to stop it (its ranks started while the
+            # driver sealed, 2026-12-02); raised here, the launch is stopped below
+            with stop.held():
+                proc = subprocess.Popen(
+                    self.command(argv, req.run_dir, req.device, scratch),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=req.run_dir,
+                    # its own group (the driver stops it whole); dies with the driver
+                    start_new_session=True,
+                    preexec_fn=parent_death_signal(),
+                )
         except BaseException as exc:  # a stop signal while it starts included: no Process to
-            shutil.rmtree(scratch, ignore_errors=True)  # remove it later, so its TMPDIR goes now
+            if proc is not None:  # stop and remove later, so it stops and its TMPDIR goes now
+                kill_group(proc)
+            shutil.rmtree(scratch, ignore_errors=True)
             if isinstance(exc, (OSError, subprocess.SubprocessError)):
                 raise LaunchError(f"could not start torchrun: {exc}") from exc
             raise
