@@ -278,14 +278,12 @@ class Apptainer(NoContainer):
         host's environment is) bound where it lies: not every TMPDIR is under the /tmp that
         Apptainer binds by default."""
         where = str(run_dir.resolve())
-        if any(c in where for c in ":,"):  # --bind SRC:DST[,SRC:DST]: its separators
-            raise LaunchError(
-                f"apptainer --bind cannot take the run directory {where!r} "
-                "(a ':' or ','): choose another --out"
-            )
-        if scratch is not None and any(c in scratch for c in ":,"):
-            raise LaunchError(
-                f"apptainer --bind cannot take the launch's TMPDIR {scratch!r} "
-                "(a ':' or ','): set TMPDIR to another folder"
-            )
+        for path, what, instead in (
+            (where, "the run directory", "choose another --out"),
+            (scratch or "", "the launch's TMPDIR", "set TMPDIR to another folder"),
+        ):
+            if any(c in path for c in ":,"):  # --bind SRC:DST[,SRC:DST]: its separators
+                raise LaunchError(
+                    f"apptainer --bind cannot take {what} {path!r} (a ':' or ','): {instead}"
+                )
         return [*self.prefix(where, device, scratch=scratch), *argv]
