@@ -19,7 +19,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from kit.io.errors import InputError, KitError
@@ -167,15 +167,41 @@ def _check_written(path: Path, size: int, option: str) -> None:
         raise InputError(f"{option} {path}: not written whole ({st.st_size} of {size} bytes)")
 
 
+class _SourceFailed(Exception):
+    """What the chunks' source raised, carried past the file's OSError handling: the Docker SDK's
+    errors are OSErrors too (requests' exceptions derive from IOError), and a daemon's "no space
+    left on device" must reach the caller as the daemon's words, not as "not written: None"."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def _marked(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    source = iter(chunks)
+    while True:
+        try:
+            chunk = next(source)
+        except StopIteration:
+            return
+        except Exception as e:
+            raise _SourceFailed(e) from e
+        yield chunk
+
+
 def write_stream(path: Path, chunks: Iterable[bytes], option: str) -> None:
     """Write `chunks` (too many bytes to hold: an image archive) to the user's `path`, checked
-    before, again just before the temporary file beside it is renamed into place, and after."""
+    before, again just before the temporary file beside it is renamed into place, and after.
+    An error of the file is one line here; an error of the source is raised as it came (its
+    caller words it), the temporary file removed either way."""
     check_file(path, option)
     try:
-        size = write_atomic(path, chunks, check=lambda: check_file(path, option))
+        size = write_atomic(path, _marked(chunks), check=lambda: check_file(path, option))
+    except _SourceFailed as e:
+        raise e.error from None
     except OSError as e:
         why = "the disk is full" if e.errno in (errno.ENOSPC, errno.EDQUOT) else e.strerror
-        raise InputError(f"{option} {path}: not written: {why}") from None
+        raise InputError(f"{option} {path}: not written: {why or e}") from None
     _check_written(path, size, option)
 
 

@@ -109,6 +109,20 @@ def test_a_stream_that_fails_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_oserror_of_the_source_is_raised_as_it_came(tmp_path):
+    """The Docker SDK's errors are OSErrors (requests' derive from IOError), with no strerror: a
+    daemon that broke off an image's save read "-o a.tar: not written: None" (CI, 2026-12-02)."""
+    import requests
+
+    def broken():  # type: ignore[no-untyped-def]
+        yield b"x" * 100
+        raise requests.exceptions.ChunkedEncodingError("Connection broken: IncompleteRead")
+
+    with pytest.raises(requests.exceptions.ChunkedEncodingError, match="IncompleteRead"):
+        write_stream(tmp_path / "a.tar", broken(), "-o")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_link_planted_during_the_stream_is_not_replaced(tmp_path):
     out, secret = tmp_path / "a.tar", tmp_path / "secret"
     secret.write_text("mine\n")

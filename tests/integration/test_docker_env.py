@@ -9,6 +9,7 @@ interrupts leave no container, network or volume behind.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import shutil
@@ -205,6 +206,37 @@ def test_export_and_load_round_trip(client, base_image, tmp_path):
     assert images.build(env, base_image_override=base_image, client=client).cached
     client.images.remove(image.tag, force=True)
     archive.unlink()
+
+
+def test_an_export_the_daemon_refuses_says_the_daemons_words(client, base_image, tmp_path):
+    """The daemon fails the save (here: the image is removed between the kit's lookup and its
+    save; in CI a daemon short of disk): one line with what the daemon said, no file left. It
+    read "-o kit-cpu.tar: not written: None" (the SDK's errors are OSErrors, taken for the
+    file's)."""
+    tag = f"kit-test-gone-{os.urandom(5).hex()}:1"
+    dockerfile = f"FROM {base_image}\nLABEL kit.test.gone={tag}\n"
+    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True,
+                        labels={LABEL_OWNER: OWNER})  # fmt: skip
+
+    class Vanishing:
+        """The real daemon, whose image goes right after the kit looked it up."""
+
+        def __init__(self) -> None:
+            self.images = self
+
+        def get(self, name: str):  # type: ignore[no-untyped-def]
+            image = client.images.get(name)
+            client.images.remove(name, force=True)
+            return image
+
+    out = tmp_path / "gone.tar"
+    with pytest.raises(KitError) as info:
+        images.export(tag, out, client=Vanishing())
+    said = str(info.value)
+    assert said.startswith(f"{tag}: not saved: ") and "None" not in said, said
+    assert any(w in said.lower() for w in ("no such image", "reference does not exist")), said
+    assert "\n" not in said
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_second_kit_waits_for_the_build_of_its_tag_and_reuses_it(client, base_image, tmp_path):
