@@ -9,6 +9,9 @@ A name matches a benchmark's `name` or its `kind`. Exit 2 naming what the recipe
 VARIANTS=p2p (comma-separated, from the environment) keeps only those of the recipe's variants:
 a data-parallel decode and the copy check move nothing between GPUs, so their P2P-off runs are
 device time that measures nothing new (the report gives data-parallel runs no P2P verdict).
+GPUS=N sets the recipe's `gpus`: a data-parallel decode and the copy check on a one-GPU machine
+(each GPU runs alone in them; the two-GPU bundles' per-GPU figures are comparable, their totals
+are not).
 """
 
 import os
@@ -34,6 +37,8 @@ def main(recipe: str, names: str, out: str) -> int:
             print(f"{recipe} has no variant named {', '.join(unknown)}", file=sys.stderr)
             return 2
         data["variants"] = variants
+    if os.environ.get("GPUS"):
+        data["gpus"] = int(os.environ["GPUS"])
     Path(out).write_text(yaml.safe_dump(data, sort_keys=False))
     return 0
 
