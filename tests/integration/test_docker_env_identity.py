@@ -26,7 +26,7 @@ import pytest
 from kit.runtime.containers.client import LABEL_OWNER, leftovers
 from kit.runtime.images import environments, software
 from kit.runtime.images import image as images
-from tests.conftest import allreduce_recipe, docker_or_skip, run_kit
+from tests.conftest import allreduce_recipe, docker_or_skip, room_to_export, run_kit
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.cpu_image]
 
@@ -186,6 +186,7 @@ def test_inventory_rerun_on_a_planted_base_and_the_same_image(client, tmp_path, 
 
     # (c) the identical image: kit export, then a rerun with --image-archive
     archive = tmp_path / "kit-ngc-pytorch.tar"
+    room_to_export(client, image.tag, tmp_path)
     proc = kit("export", image.tag, "-o", str(archive))
     assert proc.returncode == 0, proc.stderr[-3000:]
     try:

@@ -24,7 +24,13 @@ from kit.runtime.containers import gpus
 from kit.runtime.containers.podman import PodmanContainer, podman_client
 from kit.runtime.images import environments
 from kit.runtime.images import image as images
-from tests.conftest import ROOT, allreduce_recipe, kill_once_a_container_runs, run_kit
+from tests.conftest import (
+    ROOT,
+    allreduce_recipe,
+    kill_once_a_container_runs,
+    room_to_export,
+    run_kit,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.cpu_image]
 
@@ -55,6 +61,7 @@ def archive(podman, tmp_path_factory):
         pytest.skip(f"needs Docker's daemon and {BASE} to export the cpu image from ({e})")
     image = images.build("cpu", base_image_override=BASE, client=dclient, echo=lambda _: None)
     path = tmp_path_factory.mktemp("podman") / "kit-cpu.tar"
+    room_to_export(dclient, image.tag, path.parent)
     images.export(image.tag, path, client=dclient)
     yield path, image
     # a gigabyte: CI's disk is not ours (the image it loaded into Podman stays: another test
