@@ -373,7 +373,7 @@ def unlike(
         out.append(f"{n} run{'s' if n != 1 else ''} here against {ref_n} there")
     gpus, rgpus = b.get("world_size"), rb.get("world_size")
     if gpus != rgpus:
-        out.append(f"{gpus} GPUs here against {rgpus} there")
+        out.append(f"{gpus} GPU{'s' if gpus != 1 else ''} here against {rgpus} there")
     here, there = _runtime_words(new), _runtime_words(ref)
     if here != there:
         out.append(f"{here} here against {there} there")

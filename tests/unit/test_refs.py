@@ -156,6 +156,9 @@ def test_a_known_machine_unlike_this_bundle_is_named_in_words():
         "a timed window of no minimum here against at least 30 s there"
     )
     assert store.unlike(here, bench, here, dict(bench), 3, 3) == []
+    assert store.unlike(here, {**bench, "world_size": 1}, here, bench, 3, 3) == [
+        "1 GPU here against 2 there",  # one H100 against the 2x H200 bundles (2026-12-02)
+    ]
     assert store.unlike(here, bench, {}, {"world_size": 4}, 1, 1) == [
         "2 GPUs here against 4 there",
         "the docker runtime (pinned) here against a runtime not recorded there",
