@@ -101,8 +101,9 @@ def recipe_notes(ref: Machine, m: Machine) -> list[dict[str, str]]:
             {
                 "level": "scale",
                 "text": (
-                    f"Different scale: {m.label} ran the same workloads on {m.data.recipe.gpus} GPUs, the "
-                    f"baseline {ref.label} on {ref.data.recipe.gpus}."
+                    f"Different scale: {m.label} ran the same workloads on "
+                    f"{_gpus(m.data.recipe.gpus)}, the baseline {ref.label} on "
+                    f"{ref.data.recipe.gpus}."
                 ),
             }
         )
@@ -292,3 +293,7 @@ def source_of(
     if alike:
         return None, f": {alike[0].label} has its recipe and creation time, not its content"
     return None, ""
+
+
+def _gpus(n: object) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"

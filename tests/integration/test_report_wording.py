@@ -15,7 +15,7 @@ from kit.bundle import Bundle, write_manifest
 from kit.report.compare import write_comparison
 from kit.report.render import render_bundle
 from kit.stats import unpaired_ratio
-from tests.conftest import ROOT, needs_pdf
+from tests.conftest import ROOT, copy_bundle, needs_pdf
 
 pytestmark = [pytest.mark.slow, needs_pdf]
 
@@ -166,3 +166,23 @@ def test_the_colophon_never_holds_a_page_alone(tmp_path):
     pages = [re.sub(r"\s+", " ", p.extract_text()) for p in PdfReader(rendered(b)).pages]
     last = pages[-1]
     assert "Rendered on" in last and re.search(r"\b[0-9a-f]{64}\b", last)
+
+
+H100_DECODE = EXAMPLES / "h100x1-decode-dp-copy-container"
+H200_DECODE = EXAMPLES / "h200x2-decode-dp-copy-container"
+
+
+@pytest.mark.skipif(not (H100_DECODE.is_dir() and H200_DECODE.is_dir()), reason="examples not here")
+def test_one_gpu_against_two_reads_as_one_gpu_and_the_headline_table_keeps_its_heading(tmp_path):
+    """One H100 against the 2x H200 bundles (2026-12-02): '1 GPUs' in three sentences, and the
+    comparison's "Headline results" heading with its header row alone at the foot of page 1,
+    the rows on page 2."""
+    every = " ".join(text(rendered(copy_bundle(H100_DECODE, tmp_path / "h100")), None).split())
+    assert "1 GPU here against 2 there" in every and "1 GPU, n=3" in every
+    assert "1 GPUs" not in every
+    _html, pdf, _js = write_comparison([H200_DECODE, H100_DECODE], "1", tmp_path / "cmp")
+    pages = [" ".join(page.extract_text().split()) for page in PdfReader(pdf).pages]
+    assert "ran the same workloads on 1 GPU, the baseline" in " ".join(pages)
+    assert "1 GPUs" not in " ".join(pages)
+    (headline,) = [p for p in pages if "Headline results" in p]
+    assert "hbm-copy / p2p device-local copy" in headline.split("Headline results")[1]

@@ -89,7 +89,7 @@ def against_order(gpus: list[Gpu], order: Order) -> list[dict[str, Any]]:
             _line(
                 len(gpus) == order.count,
                 "GPU count as ordered",
-                f"{len(gpus)} GPUs, {order.count} ordered",
+                f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}, {order.count} ordered",
             )
         )
     keys = sorted({(s.key if (s := spec_for(g.name)) else g.name or "?") for g in gpus})
