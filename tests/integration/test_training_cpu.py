@@ -41,7 +41,12 @@ def check_training_run(run: dict, unit: str, steps: int) -> None:
     losses = d["warmup_loss"] + d["loss"]
     assert all(math.isfinite(x) for x in losses)
     assert d["loss_first"] == losses[0] and d["loss_last"] == losses[-1]
-    assert d["loss_last"] < d["loss_first"], "the loss did not fall: did the model train?"
+    # It trained: the first batch's loss fell when that batch came round again (a model that does
+    # not learn reads the same loss on the same batch). Not the last loss against the first: the
+    # smoke is deterministic and the ResNet-18 one spikes at its 15th step (4.05 against 2.81,
+    # then falls again), which is where a fast machine's 3 s window ended (issue 46, ci90).
+    again = losses[d["params"]["data_batches"] :: d["params"]["data_batches"]]
+    assert again and min(again) < losses[0], f"the loss never fell: did the model train? {losses}"
     assert m["throughput"]["unit"] == f"{unit}/s" and m["throughput"]["value"] > 0
     assert m["throughput_window"]["value"] > 0 and m["step_time_s"]["value"] > 0
     assert m["step_time_s"]["value"] == pytest.approx(statistics.median(measured))
