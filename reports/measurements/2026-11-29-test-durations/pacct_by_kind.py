@@ -64,13 +64,14 @@ def main() -> None:
             return "other Python (a rank not sampled, a test's script)"
         return f"tool: {name}"
 
-    by_kind, by_test = collections.Counter(), collections.Counter()
+    by_kind, count, by_test = collections.Counter(), collections.Counter(), collections.Counter()
     for r in acct:
         by_kind[kind(r["pid"], r["comm"])] += r["cpu"]
+        count[kind(r["pid"], r["comm"])] += 1
         by_test[test_of(r["pid"])] += r["cpu"]
     print(f"{sum(by_kind.values()):.0f} s of CPU in {len(acct)} processes that exited")
     for name, cpu in by_kind.most_common(12):
-        print(f"{cpu:8.1f}  {name}")
+        print(f"{cpu:8.1f}  {count[name]:5d}  {name}")
     print()
     for name, cpu in by_test.most_common(20):
         print(f"{cpu:8.1f}  {name}")
