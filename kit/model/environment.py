@@ -32,8 +32,6 @@ class ContainerVersions(Open):
     torchvision: str | None = None
 
 
-PLACEMENTS = ("local", "multinode", "slurm", "k8s")
-"""Where the runs went: this machine, several Docker daemons, a Slurm allocation, Kubernetes."""
 LOCAL_BASE = "local base image, not by digest"
 
 

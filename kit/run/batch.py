@@ -23,6 +23,7 @@ class BatchRuntime(Protocol):
     """A runtime whose scheduler runs the planned launches later (no `run`, no waiting)."""
 
     name: str
+    placement: str  # where the runs go (environment.json `placement`): "slurm", "k8s"
 
     def submit(self, recipe: Any, dry_run: bool = False, wait: bool = False) -> str:
         """Write the plan where the job reads it and submit it; what the command prints."""

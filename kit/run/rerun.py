@@ -54,12 +54,18 @@ def base_image(env: Environment | None) -> str | None:
 
 
 def recorded_runtime(env: Environment | None) -> str:
-    """The runtime on this machine in the engine the bundle recorded (a multi-node Docker run:
-    docker, which named nodes make multinode again); the recorded name where no runtime here
-    has that engine (a Slurm job in pyxis)."""
+    """The runtime the bundle recorded, where --runtime can name it and it has the recorded
+    placement and engine (a placement of its own runs there again, not on this machine's runtime
+    of the same engine); else the runtime on this machine in the recorded engine (a multi-node
+    Docker run: docker, which named nodes make multinode again); else the recorded name (a Slurm
+    job in pyxis)."""
     if env is None:
         return "host"
-    return registry.local_runtime(env.axes()[1]) or env.runtime
+    name = env.runtime
+    choosable = name in registry.CHOICES and name in registry.RUNTIMES
+    if choosable and registry.axes(name) == env.axes():
+        return name
+    return registry.local_runtime(env.axes()[1]) or name
 
 
 def rerun_runtime(old_env: Environment | None, runtime: str | None, apptainer: Path | None) -> str:

@@ -102,7 +102,7 @@ class Runtime(Protocol):
     """An interactive runtime: prepare, describe the environment, run each launch, clean up."""
 
     name: str  # what environment.json and results.json record: its name in the registry
-    placement: str  # where the runs go: "local" | "multinode" (environment.json `placement`)
+    placement: str  # where the runs go: "local", "multinode", ... (environment.json `placement`)
     engine: str  # what they run in: "none" | "docker" | "podman" | ... (environment.json)
     pinned: bool  # True when the environment is a pinned image
     # environment.json: the fingerprint of what the runs will find (set by prepare)

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from kit.run import registry
 from kit.runtime.images.image import WORKER_FILES
 from tests.conftest import ROOT
 
@@ -41,11 +42,23 @@ WORKER_THIRD_PARTY = {
     "triton",  # torch's own dependency where it has CUDA (the decode kernels; guarded elsewhere)
 }  # fmt: skip
 
-# Where a run goes and who waits for it (kit.run's placements): several Docker daemons, a Slurm
-# allocation, a Kubernetes namespace. They launch through kit.runtime; the engine reaches them
-# through kit.run.registry only.
-PLACEMENTS = ("kit.run.slurm", "kit.run.slurm.*", "kit.run.k8s", "kit.run.k8s.*",
-              "kit.run.multinode", "kit.run.multinode.*")  # fmt: skip
+
+def placement_homes() -> tuple[str, ...]:
+    """Where each run goes and who waits for it (kit.run's placements: several Docker daemons,
+    a Slurm allocation, a Kubernetes namespace, and any placement registered later): the
+    package under kit.run (or the module) of every registered runtime whose placement is not
+    this machine, read from the registry, so that a new placement is under the rules below
+    the moment it is registered."""
+    homes = []
+    for cls in (*registry.RUNTIMES.values(), *registry.BATCH_RUNTIMES.values()):
+        if cls.placement != "local":
+            home = ".".join(cls.__module__.split(".")[:3])
+            homes += [home, f"{home}.*"]
+    return tuple(dict.fromkeys(homes))
+
+
+# They launch through kit.runtime; the engine reaches them through kit.run.registry only.
+PLACEMENTS = placement_homes()
 # (modules the rule covers, kit modules they must not reach, directly or through others, why)
 FORBIDDEN: list[tuple[tuple[str, ...], tuple[str, ...], str]] = [
     (("kit.report", "kit.report.*"), ("kit.runtime", "kit.runtime.*", "kit.run", "kit.run.*",
@@ -468,6 +481,16 @@ def test_the_image_carries_every_worker_module():
         and not any(modules[name].relative_to(ROOT).as_posix().startswith(f) for f in WORKER_FILES)
     ]
     assert not missing, f"worker modules the image lacks: {missing}"
+
+
+def test_every_placement_lives_in_kit_run_and_is_under_the_rules():
+    """Submit, wait and collect are orchestration: every placement but this machine's is a
+    module of kit.run (never of kit.runtime, which only launches), and the rules name the three
+    the kit has besides any added later."""
+    for cls in (*registry.RUNTIMES.values(), *registry.BATCH_RUNTIMES.values()):
+        if cls.placement != "local":
+            assert cls.__module__.startswith("kit.run."), (cls.__module__, cls.placement)
+    assert {"kit.run.slurm", "kit.run.k8s", "kit.run.multinode"} <= set(PLACEMENTS)
 
 
 def test_forbidden_layers():

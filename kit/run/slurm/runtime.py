@@ -248,7 +248,7 @@ def command_line() -> str:
 class SlurmRuntime:
     """The batch runtime chosen from kit.run.registry for `kit slurm` (see the module doc)."""
 
-    name = "slurm"
+    name = placement = "slurm"  # its engine is the job's launcher (SlurmOptions.launcher)
 
     def __init__(self, opts: SlurmOptions) -> None:
         self.opts = opts
