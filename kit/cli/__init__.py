@@ -34,6 +34,7 @@ from kit.cli.slurm import slurm as slurm_command
 from kit.io.errors import InputError, KitError
 from kit.io.terminal import install as install_safe_streams
 from kit.io.terminal import settle
+from kit.shared.engines import IMAGE_ENGINES
 from kit.shared.stop import STOPS
 
 app = typer.Typer(
@@ -101,8 +102,9 @@ def reproduce(
     runtime: Annotated[
         str | None,
         typer.Option(
-            help="host | docker | podman | apptainer | auto (docker, podman: one container per "
-            "run from the pinned image; apptainer: apptainer exec of the --apptainer image; "
+            help=f"host | {' | '.join(IMAGE_ENGINES)} | apptainer | auto ({', '.join(IMAGE_ENGINES)}: "
+            "one container per run from the pinned image; apptainer: apptainer exec of the "
+            "--apptainer image; "
             "auto: apptainer when --apptainer is given, else docker when a daemon answers, "
             "host otherwise; a bundle: its runtime)."
         ),

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from kit.shared.engines import IMAGE_ENGINES
 from kit.shared.limits import MAX_REPEATS
 
 PricePerGpuHour = Annotated[
@@ -69,7 +70,8 @@ def base_image_option(words: str) -> Any:
 
 def engine_option(role: str) -> Any:
     """--runtime of the commands that drive a container engine themselves (build, export)."""
-    return Annotated[str, typer.Option(help=f"The container engine that {role}: docker or podman.")]
+    engines = " or ".join(IMAGE_ENGINES)
+    return Annotated[str, typer.Option(help=f"The container engine that {role}: {engines}.")]
 
 
 def smoke_option(words: str) -> Any:

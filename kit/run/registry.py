@@ -25,6 +25,7 @@ from kit.runtime.images.base_choice import check_reference, one_image_source
 from kit.runtime.images.environments import for_device
 from kit.runtime.images.image import check_archive
 from kit.runtime.pinned import DockerRuntime, PodmanRuntime
+from kit.shared import engines
 from kit.shared.engines import Engine
 
 # name -> runtime class (its classmethod `prepare(request)` makes it ready); each class names
@@ -40,9 +41,10 @@ BATCH_RUNTIMES: dict[str, type] = {
     "slurm": SlurmRuntime,
     "k8s": K8sRuntime,  # `kit k8s`: an Indexed Job (or JobSet) per run, watched by the driver
 }
-# what --runtime accepts; "auto" picks apptainer when --apptainer names a SIF, else docker for GPU
-# runs when it can, host otherwise
-CHOICES = ("host", "docker", "podman", "apptainer", "auto")
+# what --runtime accepts (kit reproduce's help lists the image engines from the same tuple);
+# "auto" picks apptainer when --apptainer names a SIF, else docker for GPU runs when it can, host
+# otherwise
+CHOICES = ("host", *engines.IMAGE_ENGINES, "apptainer", "auto")
 
 
 def builds_image(name: str) -> bool:

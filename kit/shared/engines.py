@@ -25,4 +25,9 @@ class Engine(StrEnum):
         """Whether `engine` runs an image the kit builds FROM a base (or loads from a `kit
         export` archive): --env, --base-image and --image-archive apply to it. The one place
         this is answered (the runtimes' registry asks it of each runtime's engine)."""
-        return engine in (Engine.DOCKER, Engine.PODMAN)
+        return engine in IMAGE_ENGINES
+
+
+IMAGE_ENGINES: tuple[Engine, ...] = (Engine.DOCKER, Engine.PODMAN)
+"""The engines whose image the kit builds: each is also a runtime of this machine under its own
+name (`--runtime docker`, `kit build --runtime podman`); the CLI's help lists them from here."""
