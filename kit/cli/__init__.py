@@ -77,11 +77,13 @@ def _node_list(nodes: str | None) -> tuple[str, ...]:
     return entries
 
 
+# the runtimes whose image the kit builds, as the help of reproduce names them ("docker, podman")
+BUILT = ", ".join(IMAGE_ENGINES)
 # the options reproduce shares with other commands, in its words (kit.cli.options)
 Smoke = smoke_option("Shrink every benchmark to CPU-smoke size (default: on CPU).")
 Repeats = repeats_option("Override the recipe's repeats.")
 DockerBaseImage = base_image_option(
-    "Docker runtime: base image instead of the Dockerfile's pinned one."
+    f"{BUILT} runtimes: base image instead of the Dockerfile's pinned one."
 )
 
 
@@ -102,7 +104,7 @@ def reproduce(
     runtime: Annotated[
         str | None,
         typer.Option(
-            help=f"host | {' | '.join(IMAGE_ENGINES)} | apptainer | auto ({', '.join(IMAGE_ENGINES)}: "
+            help=f"host | {' | '.join(IMAGE_ENGINES)} | apptainer | auto ({BUILT}: "
             "one container per run from the pinned image; apptainer: apptainer exec of the "
             "--apptainer image; "
             "auto: apptainer when --apptainer is given, else docker when a daemon answers, "
@@ -113,14 +115,14 @@ def reproduce(
     env: Annotated[
         str | None,
         typer.Option(
-            "--env", help="Docker runtime: environment (docker/NAME) instead of the recipe's."
+            "--env", help=f"{BUILT} runtimes: environment (docker/NAME) instead of the recipe's."
         ),
     ] = None,
     base_image: DockerBaseImage = None,
     image_archive: Annotated[
         Path | None,
         typer.Option(
-            help="Docker runtime: load this `kit export` archive and run its image (no build)."
+            help=f"{BUILT} runtimes: load this `kit export` archive and run its image (no build)."
         ),
     ] = None,
     strict_env: Annotated[

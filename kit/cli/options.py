@@ -70,7 +70,7 @@ def base_image_option(words: str) -> Any:
 
 def engine_option(role: str) -> Any:
     """--runtime of the commands that drive a container engine themselves (build, export)."""
-    engines = " or ".join(IMAGE_ENGINES)
+    engines = ", ".join(IMAGE_ENGINES[:-1]) + f" or {IMAGE_ENGINES[-1]}"
     return Annotated[str, typer.Option(help=f"The container engine that {role}: {engines}.")]
 
 
