@@ -176,10 +176,13 @@ H200_DECODE = EXAMPLES / "h200x2-decode-dp-copy-container"
 def test_one_gpu_against_two_reads_as_one_gpu_and_the_headline_table_keeps_its_heading(tmp_path):
     """One H100 against the 2x H200 bundles (2026-12-02): '1 GPUs' in three sentences, and the
     comparison's "Headline results" heading with its header row alone at the foot of page 1,
-    the rows on page 2."""
+    the rows on page 2. And page 1's interconnect section said "only one variant was run", as
+    if one had been left out: on one GPU nothing crosses a link, and it says so."""
     every = " ".join(text(rendered(copy_bundle(H100_DECODE, tmp_path / "h100")), None).split())
     assert "1 GPU here against 2 there" in every and "1 GPU, n=3" in every
     assert "1 GPUs" not in every
+    assert "No comparison between variants: each run used one GPU, so nothing crossed a link" in every
+    assert "only one variant was run" not in every
     _html, pdf, _js = write_comparison([H200_DECODE, H100_DECODE], "1", tmp_path / "cmp")
     pages = [" ".join(page.extract_text().split()) for page in PdfReader(pdf).pages]
     assert "ran the same workloads on 1 GPU, the baseline" in " ".join(pages)

@@ -23,7 +23,7 @@ from kit.report.analysis.model import (
     is_ok,
     p2p_disabled,
 )
-from kit.report.analysis.ran import ran_line, run_notes
+from kit.report.analysis.ran import alone, ran_line, run_notes
 from kit.report.analysis.silicon import Silicon, add_copy_share, silicon
 from kit.report.analysis.summary import (
     BenchSummary,
@@ -79,6 +79,7 @@ __all__ = [
     "Verdict",
     "add_copy_share",
     "allreduce_curves",
+    "alone",
     "benchmark_label",
     "build_benchmarks",
     "bundle_benchmarks",

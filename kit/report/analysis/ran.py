@@ -65,6 +65,17 @@ def ran_line(bench: Benchmark, smoke: bool = False) -> str:
     return text
 
 
+def alone(benches: list[Benchmark]) -> str | None:
+    """Why page 1's interconnect section compares nothing when every finished run was one
+    process ("each run used one GPU"): nothing crossed a link between GPUs, which "only one
+    variant was run" did not say (a one-GPU bundle read as if a variant had been left out).
+    None when any finished run had more processes, or none finished."""
+    ok = [r for b in benches for v in b.variants for r in v.ok]
+    if not ok or any(r.world_size != 1 for r in ok):
+        return None
+    return "each run used one GPU" if ok[0].device == "cuda" else "each run was one process"
+
+
 NOTES_SHOWN = 20  # a benchmark's distinct run notes the report lists; the rest it counts
 NOTE_CHARS = 600  # a note's characters the report prints
 
