@@ -200,6 +200,7 @@ def host_text(inv: Hardware) -> str:
             if container and container.detected
             else "none detected",
         ),
+        ("Hypervisor", "; ".join(vm) if (vm := h.virtual_machine()) else "none detected"),
     ]
     return "\n".join(["Host", *_fields(pairs)])
 

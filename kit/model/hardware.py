@@ -8,6 +8,7 @@ attributes), and everything else is kept as written (Open). A live inventory is 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import (
@@ -87,6 +88,25 @@ class Host(Record):
     numa_nodes: list[NumaNode] = Field(default_factory=list)
     container: Detection | None = None
     virtualization: Detection | None = None
+
+    def virtual_machine(self) -> list[str]:
+        """Why this host is a virtual machine, from what the inventory recorded (the hypervisor
+        flag, the DMI vendor, a CPU model the hypervisor masked); empty when nothing says so.
+        One reading for the report's "not bare metal" and `kit inspect`."""
+        virt = self.virtualization
+        why = (
+            (list(virt.evidence) or ["the host check found a hypervisor"])
+            if virt and virt.detected
+            else []
+        )
+        model = str(self.cpu_model or "")
+        if model and not MODEL_NUMBER.search(model):
+            why.append(f'the CPU model reads "{model}", naming no model: a hypervisor masks it')
+        return why
+
+
+MODEL_NUMBER = re.compile(r"\d{3,}|\b[A-Z]{1,3}\d+[A-Za-z]*\b")
+"""A CPU model string that names a model has a model number ("8480+", "9654", "E5-2698", "M2")."""
 
 
 class Pcie(Record):

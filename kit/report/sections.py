@@ -3,7 +3,6 @@ environment and the manifest. Every field optional: a CPU-only bundle has few.""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -113,10 +112,6 @@ def hardware_view(hw: Hardware) -> dict[str, Any]:
     }
 
 
-MODEL_NUMBER = re.compile(r"\d{3,}|\b[A-Z]{1,3}\d+[A-Za-z]*\b")
-"""A CPU model string that names a model has a model number ("8480+", "9654", "E5-2698", "M2")."""
-
-
 def slice_words(hw: Hardware) -> list[tuple[str, str]]:
     """What kind of machine the inventory saw, when it is not bare metal: a virtual machine (the
     hypervisor flag, the DMI vendor, or a CPU model the hypervisor masked), a container the kit
@@ -124,13 +119,7 @@ def slice_words(hw: Hardware) -> list[tuple[str, str]]:
     hardware.json records, nothing guessed."""
     host = hw.host or Host()
     out = []
-    virt = host.virtualization or Detection()
-    model = str(host.cpu_model or "")
-    masked = bool(model) and not MODEL_NUMBER.search(model)
-    if virt.detected or masked:
-        why = list(virt.evidence)
-        if masked:
-            why.append(f'the CPU model reads "{model}", naming no model: a hypervisor masks it')
+    if why := host.virtual_machine():
         out.append(("a virtual machine", "a virtual machine (" + "; ".join(why) + ")"))
     container = host.container or Detection()
     if container.detected:

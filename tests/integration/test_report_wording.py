@@ -181,7 +181,9 @@ def test_one_gpu_against_two_reads_as_one_gpu_and_the_headline_table_keeps_its_h
     every = " ".join(text(rendered(copy_bundle(H100_DECODE, tmp_path / "h100")), None).split())
     assert "1 GPU here against 2 there" in every and "1 GPU, n=3" in every
     assert "1 GPUs" not in every
-    assert "No comparison between variants: each run used one GPU, so nothing crossed a link" in every
+    assert (
+        "No comparison between variants: each run used one GPU, so nothing crossed a link" in every
+    )
     assert "only one variant was run" not in every
     _html, pdf, _js = write_comparison([H200_DECODE, H100_DECODE], "1", tmp_path / "cmp")
     pages = [" ".join(page.extract_text().split()) for page in PdfReader(pdf).pages]

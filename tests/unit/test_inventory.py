@@ -363,6 +363,13 @@ def test_a_virtual_machine_is_named_from_its_marks(tmp_path: Path) -> None:
     assert (
         "naming no model" in evidence and "DMI: QEMU" in evidence and "CPUs 0-7 of 32" in evidence
     )
+    # `kit inspect` says the same from the same reading (Host.virtual_machine)
+    from kit.inventory.cli import host_text
+
+    shown = " ".join(host_text(vm).split())
+    assert "Hypervisor hypervisor flag in /proc/cpuinfo; DMI: QEMU" in shown
+    assert "naming no model" in shown
+    assert "Hypervisor none detected" in " ".join(host_text(Hardware.model_validate(bare)).split())
 
 
 def test_parse_meminfo_and_os_release() -> None:
