@@ -566,6 +566,12 @@ PLANTED: dict[str, tuple[dict[str, str], str, str]] = {
     "runtime -> preflight": (
         {"kit.runtime.planted": "from kit.run.preflight import check_recipe\n"},
         "kit.runtime.planted", "runtimes are plug-ins"),
+    "engine -> rerun": (
+        {"kit.run.engine": ENGINE + "\nfrom kit.run import rerun\n"},
+        "kit.run.engine", "the engine never imports rerun"),
+    "placement -> registry": (
+        {"kit.run.slurm.planted": "from kit.run import registry\n"},
+        "kit.run.slurm.planted", "a placement submits, waits and collects"),
     "engine -> one runtime": (
         {"kit.run.engine": ENGINE + "\nfrom kit.runtime.images import image\n"},
         "kit.run.engine", "never one runtime"),
