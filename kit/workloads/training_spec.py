@@ -60,9 +60,10 @@ unless the run names a local path: hardware throughput does not depend on the we
 and nothing is downloaded at run time."""
 
 
-LOOP_FIELDS = ("seed", "warmup_steps", "steps", "min_window_s")
-"""What the one training loop (kit/worker/training.py) reads from every training workload's
-params: a params class without them fails here, when the kit starts, not in every run."""
+LOOP_FIELDS = ("seed", "warmup_steps", "steps", "min_window_s", "data_batches")
+"""What the one training loop (kit/worker/training.py) and its checks (TrainingParams.check_loop)
+read from every training workload's params: a params class without them fails here, when its
+spec is first loaded (the registry sets the workload aside with the line), not in every run."""
 
 
 def training_spec(

@@ -77,7 +77,8 @@ def test_a_training_params_class_must_hold_what_the_loop_reads():
         seed: int = 0
         steps: int = 3
 
-    with pytest.raises(SpecError, match="Lacking lacks warmup_steps, min_window_s, which the"):
+    match = "Lacking lacks warmup_steps, min_window_s, data_batches, which the"
+    with pytest.raises(SpecError, match=match):
         training_spec("toy", "Toy", "a toy", Lacking, ())
 
 
