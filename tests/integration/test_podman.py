@@ -178,3 +178,20 @@ def test_a_driver_killed_between_create_and_start_leaves_no_podman_container(pod
         with open(path, "rb") as f:
             podman.images.load(f)
     killed_after_create(podman, image.tag, "podman", "PodmanContainer")
+
+
+def test_a_local_base_in_podman_is_not_pinned_by_the_digest_podman_computes(podman):
+    """Podman gives every image a repo digest, a `podman load`ed local base too
+    (docker.io/library/NAME@sha256:...), which no registry serves: a base named by its tag is
+    not pinned by it, as under Docker (a README check, 2026-12-03, found a Podman bundle FROM
+    the local test base recorded as "pinned image")."""
+    from kit.model.environment import pin_of
+
+    try:
+        held = podman.images.get(BASE)
+    except Exception as e:
+        pytest.skip(f"needs {BASE} loaded into Podman (scripts/ci-podman.sh): {e}")
+    assert any("@sha256:" in d for d in held.attrs.get("RepoDigests") or [])  # Podman's own
+    image_id, digest = images._base_identity(podman, BASE)
+    assert image_id == held.id and digest is None
+    assert pin_of(BASE, digest) == (False, "local base image, not by digest")

@@ -56,9 +56,14 @@ def podman_client() -> Any:
             f"no Podman API answers at {url} ({type(e).__name__}: "
             f"{str(e).splitlines()[0][:120]}); {HINT.format(url=url)}"
         ) from e
-    if "podman" not in str(version.get("Components", "")).lower():
+    if not answers_as_podman(version):
         raise KitError(f"{url} is not Podman's API (a Docker daemon?); {HINT.format(url=url)}")
     return client
+
+
+def answers_as_podman(version: dict[str, Any]) -> bool:
+    """Whether a Docker-API daemon's /version is Podman's (its components name it)."""
+    return "podman" in str(version.get("Components", "")).lower()
 
 
 def run_id_of(run_dir: Path) -> str:

@@ -20,6 +20,7 @@ from kit.bundle import sha256_file
 from kit.io import locks, outputs, terminal
 from kit.io.errors import InputError, KitError
 from kit.recipe.environments import REPO_ROOT
+from kit.runtime.containers.client import answers_as_podman
 from kit.runtime.images.base_choice import check_reference
 from kit.runtime.images.environments import Environment, cache_dir, load, wheelhouse
 from kit.shared import scratch
@@ -156,8 +157,11 @@ def _base_identity(client: Any, ref: str) -> tuple[str | None, str | None]:
     except docker.errors.ImageNotFound:
         return None, None
     digests = img.attrs.get("RepoDigests") or []
-    # a registry's digest; Podman gives a local image one under localhost/, which names no
-    # registry anyone could pull it from (kit.model.environment.pin_of: not pinned)
+    # Docker records a repo digest only for an image from a registry; Podman computes one for
+    # every image, a `podman load`ed local one too (docker.io/library/NAME@sha256:..., pullable
+    # from nowhere): there only a digest the reference names pins the base (pin_of)
+    if answers_as_podman(client.version()):
+        digests = []
     registry = [d for d in digests if "@" in d and not d.startswith("localhost/")]
     digest = next((d.split("@", 1)[1] for d in registry), None)
     if digest is None and "@sha256:" in ref:
