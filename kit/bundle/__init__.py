@@ -71,8 +71,15 @@ a GPU machine): whoever made the copy states the commit it came from, as a CI sy
 _COMMIT = re.compile(r"[0-9a-f]{40}(-dirty)?")
 
 
+RUNS_FROM = ("kit", "docker", "pyproject.toml")
+"""What of the checkout a kit runs from (its code, the environments' Dockerfiles and locks, its
+dependencies): an uncommitted change there makes its commit "-dirty"; one elsewhere (a report
+re-rendered under reports/, a README) does not."""
+
+
 def kit_commit() -> str | None:
-    """The git commit of the kit that made the bundle ("<sha>-dirty" with uncommitted changes).
+    """The git commit of the kit that made the bundle ("<sha>-dirty" with uncommitted changes
+    to what it runs from, RUNS_FROM).
 
     A commit stated in $KIT_COMMIT (40 hex digits, with "-dirty" where the copy had changes)
     comes first: whoever copies the tree to a GPU machine knows its commit, and a copy's .git can
@@ -94,7 +101,16 @@ def kit_commit() -> str | None:
             check=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            [
+                "git",
+                "-C",
+                str(root),
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                *RUNS_FROM,
+            ],
             capture_output=True,
             text=True,
             timeout=10,

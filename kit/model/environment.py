@@ -123,13 +123,14 @@ class Environment(Open):
             return pin_of(base, self.base_image_digest, self.loaded_from, self.image_id)
         return self.pinned, self.pinning
 
-    def shown_name(self) -> str | None:
+    def shown_name(self, why: bool = True) -> str | None:
         """The environment as a page names it: its name, and for an image built FROM a local
-        base, what it was built FROM (the name alone would claim the Dockerfile's pinned base)."""
+        base, what it was built FROM (the name alone would claim the Dockerfile's pinned base),
+        with the words why it is not pinned unless the page says them beside it (`why`)."""
         pinned, _ = self.pin()
         base = (self.build_args or {}).get("BASE_IMAGE") or self.base_image
         if Engine.builds_image(self.axes()[1]) and not pinned and base:
-            return f"{self.name or 'environment'} FROM {base} ({LOCAL_BASE})"
+            return f"{self.name or 'environment'} FROM {base}" + (f" ({LOCAL_BASE})" if why else "")
         return self.name
 
 

@@ -276,7 +276,8 @@ def environment_view(
         # pinned by the one rule (kit.model.environment.pin_of): an image FROM a local base is not
         "pinned": pinned,
         "pinning": pinning,
-        "shown_name": env.shown_name() if env else None,
+        # the pinning words stand beside it on page 1 and in the section: not said twice
+        "shown_name": env.shown_name(why=False) if env else None,
         "disagree": disagree,
         # a rerun's verdict on its environment against the bundle's (kit.env.check)
         "check": results.environment_check,

@@ -624,6 +624,9 @@ def test_real_h100_one_gpu_all_reduce_is_not_placed_against_published_machines(o
         in text
     )
     assert "gpu_request cdi" in text and "from an unpinned image" in text
+    # the environment's name beside those words does not say them again
+    assert "environment ngc-pytorch FROM kit-host-stack:local)" in text
+    assert "FROM kit-host-stack:local (local base image" not in text
     assert "container, pinned image" not in text and "from a pinned image" not in text
     # its environment.json, written before the rule, recorded pinned: true; the Fingerprint
     # table shows that beside the rule's reading, never a bare "pinned True"

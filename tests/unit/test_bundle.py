@@ -130,3 +130,16 @@ def test_kit_commit_of_a_copy_without_git_comes_from_kit_commit(tmp_path):
     assert commit_with(sha) == sha
     assert commit_with("main; rm -rf /") == old
     assert commit_with(None) == old
+    # "-dirty" speaks of what the kit runs from: a re-rendered report in the checkout is not it
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "report.html").write_text("first")
+    subprocess.run(["git", "-C", str(tmp_path), "add", "reports"], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-qm", "report"], check=True)  # fmt: skip
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # fmt: skip
+    (tmp_path / "reports" / "report.html").write_text("re-rendered")
+    assert commit_with(None) == head
+    with (tmp_path / "kit" / "__init__.py").open("a") as f:
+        f.write("\n# a local change\n")
+    assert commit_with(None) == head + "-dirty"
