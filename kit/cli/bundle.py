@@ -65,6 +65,7 @@ def report(
     from kit.report.facts.order import read_order
     from kit.report.facts.price import check_priced_device
     from kit.report.render import render_bundle
+    from kit.shared import files
 
     price = check_price(price_per_gpu_hour, price_source)
     order = read_order(ordered) if ordered is not None else None
@@ -87,12 +88,13 @@ def report(
             judge_anyway=judge_anyway,
             read_broken=read_broken_signature,
         )
-    print(
-        reseal_report(
-            b.path,
-            lambda: render_bundle(b, price_per_gpu_hour=price, acceptance=acceptance, order=order),
-        )
+    html = reseal_report(
+        b.path,
+        lambda: render_bundle(b, price_per_gpu_hour=price, acceptance=acceptance, order=order),
     )
+    print(html)  # and the PDF where one was written (KIT_PDF=0: none; an earlier one is removed)
+    if (pdf := html.with_name(files.REPORT_PDF)).exists():
+        print(pdf)
 
 
 def verify(

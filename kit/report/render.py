@@ -420,8 +420,9 @@ def render_bundle(
     ctx["acceptance"] = acceptance
     out = bundle.path / files.REPORT_HTML
     html = render_html(bundle, ctx)
-    if not pdf_wanted():  # KIT_PDF=0: the page alone, as asked
-        write_text(out, html)
+    if not pdf_wanted():  # KIT_PDF=0: the page alone, as asked; a PDF of an earlier rendering
+        write_text(out, html)  # would be resealed beside a page it no longer matches: removed
+        (bundle.path / files.REPORT_PDF).unlink(missing_ok=True)
         return out
     buffer = io.BytesIO()
     try:  # both pages made before either is written: the files change together, moments before

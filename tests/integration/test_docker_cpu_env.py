@@ -54,7 +54,7 @@ def test_cpu_run_in_docker_uses_the_cpu_environment(client, tmp_path: Path) -> N
         "--out", str(tmp_path / "b"), timeout=300,
     )  # fmt: skip
     said = " ".join(proc.stderr.split())
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr  # refused before any work: the user's to fix
     assert base_image_of("cuda13") not in said  # the CUDA image is never asked for
     assert f"kit: error: base image {cpu_base} (environment cpu) is not on this machine" in said
     assert "--base-image IMAGE" in said

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import os
 import re
 import shutil
 import subprocess
@@ -446,6 +447,13 @@ def test_kit_report_cli_rerenders_and_reseals(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (b / "report.pdf").stat().st_size > 10_000
     assert verify_manifest(b).ok
+    # it says both files it wrote (it named the page alone)
+    assert proc.stdout.split() == [str(b / "report.html"), str(b / "report.pdf")]
+    # KIT_PDF=0: the page alone; the earlier PDF, which no longer matches it, is not resealed
+    proc = run_kit("report", str(b), env={**os.environ, "KIT_PDF": "0"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(b / "report.html")]
+    assert not (b / "report.pdf").exists() and verify_manifest(b).ok
 
 
 class StackTables(HTMLParser):
@@ -761,7 +769,7 @@ def test_one_run_a_side_is_a_screening_and_no_finding(tmp_path, monkeypatch):
 
 
 def test_a_decode_reports_page_1_holds_its_decode_figures(tmp_path):
-    """2x H200, decode-tp2 in the pinned container (2026-11-29): page 1 ended at the P2P verdicts
+    """2x H200, decode-tp2 in the kit's Docker container (2026-11-29): page 1 ended at the P2P verdicts
     and the decode table, ten columns of the catalog's full words, went whole to page 2. Page 1
     holds both variants' batch-1 time per token (with its p90), tokens/s and HBM share now."""
     dst = tmp_path / "decode"

@@ -186,7 +186,7 @@ def ensure_base(client: Any, ref: str, echo: Callable[[str], None], env: str = "
         client.images.pull(ref)
     except docker.errors.APIError as e:
         first = str(e.explanation or e).strip().splitlines()[0][:200]
-        raise KitError(
+        raise InputError(  # refused before any work, as a daemon that does not answer (exit 2)
             f"base image {ref} (environment {env}) is not on this machine and cannot be pulled "
             f"({first}). Use a local image with --base-image IMAGE, or on a machine that can pull "
             f"it run `kit export {env} -o kit-{env}.tar` and add --image-archive kit-{env}.tar here"

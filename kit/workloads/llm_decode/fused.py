@@ -7,7 +7,7 @@ Two forms, measured on an H200 (one GPU, the Llama-3.1-8B shape,
 reports/measurements/2026-11-28-decode-step):
 
 - batch 1 on a GPU (kernel_step): Triton kernels that carry each matmul's neighbours, five a
-  layer (kit.workloads.llm_decode.kernels): 4.36-4.44 ms a token in the pinned container; the
+  layer (kit.workloads.llm_decode.kernels): 4.36-4.44 ms a token in the kit's Docker container; the
   study's form of them 4.1-4.3 ms a step (84-87% of the GPU's copy ceiling) where the pieces
   below took 4.9 ms and the eager step's kernels 6.0-6.3 ms;
 - any batch (pieces_step): torch.compile fuses each run of small kernels into one Triton kernel

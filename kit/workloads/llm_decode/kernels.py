@@ -18,7 +18,7 @@ an H200. Here one program holds a few rows of a weight and the whole reduction o
 Measured on H200s (reports/measurements/2026-11-28-decode-step): the study's form of these
 kernels took 4.11-4.25 ms a step of the Llama-3.1-8B shape (84-87% of the GPU's copy ceiling)
 where the compiled pieces took 4.90-4.91 ms (calls 11-12); these, with a row mask on the weight
-loads since removed, 4.36-4.44 ms a token in the kit's pinned container (call 15). Each kernel's
+loads since removed, 4.36-4.44 ms a token in the kit's Docker container (call 15). Each kernel's
 block sizes are autotuned at the first step among the ones that won the study's sweeps (calls
 11-12) and their neighbours; the result's notes name the picks (`picked`). Accumulation is fp32:
 a step's logits are at least as close to an fp32 step of the same weights as the eager bf16
