@@ -314,6 +314,8 @@ def test_cpu_bundle_says_smoke_and_cpu(once):
     text = pdf_text(once("cpu-smoke") / "report.pdf")
     assert "smoke scale" in text and "ran on the CPU (gloo)" in text
     assert "No GPU" in text and "host environment, not pinned" in text
+    # the recipe's environment (an image's) is not what the host runtime ran: not named there
+    assert "host environment, not pinned)" in text
 
 
 def test_rendering_is_deterministic(tmp_path, once, monkeypatch):
