@@ -78,11 +78,12 @@ def standing_cmd(bundle: BundleDir) -> None:
         typer.echo("no known machine ran these workloads with the same parameters")
     for r in rows:
         per_gpu = f", {r['ratio_better_per_gpu']:.2f}x per GPU" if r["ratio_better_per_gpu"] else ""
+        n, word = r["reference_gpus"], "GPU" if r["reference_on_gpus"] else "process"
+        ran = f"{n} {word}{'' if n == 1 else ('es' if word == 'process' else 's')}"
         typer.echo(
             f"{r['benchmark']} {r['variant']} {r['metric']}: {figure(r['value'])} {r['unit']} "
             f"(n={r['n']}) vs {r['reference']} {figure(r['reference_value'])} "
-            f"(n={r['reference_n']}, {r['reference_gpus']} GPUs): {r['ratio_better']:.2f}x as good"
-            f"{per_gpu}"
+            f"(n={r['reference_n']}, {ran}): {r['ratio_better']:.2f}x as good{per_gpu}"
         )
         if r["unlike"]:  # what was not like for like, the parameters that differ among it
             typer.echo(f"  not like for like: {'; '.join(r['unlike'])}")

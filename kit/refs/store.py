@@ -346,6 +346,8 @@ def standing(
                         "ratio_better": better,
                         "gpus": gpus,
                         "reference_gpus": rgpus,
+                        # what its processes drove: GPUs, or CPU ranks on a machine without any
+                        "reference_on_gpus": bool((ref.get("hardware") or {}).get("gpus")),
                         "unlike": unlike(new, b, ref, rb, len(vals), len(rvals), params),
                         "ratio_better_per_gpu": better * rgpus / gpus
                         if gpus and rgpus and gpus != rgpus and catalog.per_gpu(name)

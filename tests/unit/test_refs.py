@@ -7,6 +7,7 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
+from kit.bundle import write_manifest
 from kit.cli.refs import refs_app
 from kit.io.errors import InputError
 from kit.model import load_bundle
@@ -103,6 +104,18 @@ def test_kit_refs_is_mounted_and_its_errors_are_one_line(db, tmp_path):
     shutil.copytree(X2, copy)
     standing = kit(db, "standing", str(copy))
     assert "vs lab box 3" in standing.stdout and "per GPU" in standing.stdout
+    assert "(n=2, 4 GPUs)" in standing.stdout
+    # a reference that ran on the CPU: its ranks are processes, not GPUs
+    cpu = ROOT / "tests" / "fixtures" / "bundles" / "cpu-smoke"
+    assert kit(db, "add", str(cpu), "--label", "a laptop").returncode == 0
+    mine = tmp_path / "cpu"
+    shutil.copytree(cpu, mine)
+    results = json.loads((mine / "results.json").read_text())
+    results["created_at"] = "2026-11-21T00:00:00+00:00"  # another run than the reference
+    (mine / "results.json").write_text(json.dumps(results))
+    write_manifest(mine)
+    said = kit(db, "standing", str(mine)).stdout
+    assert "vs a laptop" in said and " processes): " in said and "GPUs): " not in said
     for args, words in ((("add", str(X4), "--label", "lab box 3"), "'lab box 3' exists"),
                         (("add", str(tmp_path), "--label", "x"), "not a kit bundle"),
                         (("remove", "nobody"), "no user reference labelled 'nobody'"),
