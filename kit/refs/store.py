@@ -129,7 +129,9 @@ def reference_of(data: BundleData, label: str | None = None) -> dict[str, Any]:
         "created_at": res.created_at,
         "kit_version": res.kit_version,
         "runtime": res.runtime,  # host or a container: named beside a ratio where it differs
-        "pinned": res.pinned,
+        # by the one rule (Environment.pin): an image FROM a local base is not pinned, whatever
+        # a bundle written before the rule recorded
+        "pinned": data.environment.pin()[0] if data.environment else res.pinned,
         "hardware": hw,
         "benchmarks": list(benches.values()),
     }

@@ -149,9 +149,13 @@ def test_known_machines_that_are_not_like_for_like_are_said_to_be(tmp_path):
     shutil.copytree(EXAMPLES / "h200x4-fsdp-llama", b)
     every = text(rendered(b), None)
     assert (
-        "Not like for like: llama-8b-lora / p2p against 2x NVIDIA H200, NV18: 2 runs here "
-        "against 3 there, 4 GPUs here against 2 there" in every
+        "Not like for like: llama-8b-lora / p2p against h200x2-fsdp-llama-container-rerun "
+        "(shipped): 2 runs here against 3 there, 4 GPUs here against 2 there" in every
     )
+    # each known machine by the name its row in the table gives (the hardware names them alike),
+    # and pinned by the one rule: the container bundle built FROM a local base recorded pinned
+    assert "against h200x2-fsdp-llama-container (shipped): 2 runs" in every
+    assert "docker runtime (pinned)" not in every
 
 
 LLAMA4 = EXAMPLES / "h200x4-fsdp-llama"
