@@ -130,7 +130,9 @@ def test_inventory_rerun_on_a_planted_base_and_the_same_image(client, tmp_path, 
     assert json.loads((first_bundle / "results.json").read_text())["pinned"] is False
     page = flat((first_bundle / "report.html").read_text())
     assert "image not pinned: local base image, not by digest" in page
-    assert f"environment {ENV} FROM {cpu.tag} (local base image, not by digest)" in page
+    # the environment's name beside those words, without saying them twice
+    assert f"not by digest, environment {ENV} FROM {cpu.tag})" in page
+    assert f"FROM {cpu.tag} (local base image" not in page
     stored = json.loads((first_bundle / "software.json").read_text())
     assert stored["image_id"] == image.image_id and stored["distributions"] == made["distributions"]
     (result,) = [json.loads(p.read_text()) for p in first_bundle.glob("runs/*/result.json")]
