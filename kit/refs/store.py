@@ -368,11 +368,15 @@ def unlike(
     ref_n: int,
     params: list[str] | None = None,
 ) -> list[str]:
-    """How a known machine's figure was not taken like this bundle's, in words: the run count,
-    the GPU count, the runtime (host or container, pinned or not), the timed window and the
-    parameters that differ without changing the figure (`params`, kit.refs.matching); a
-    reference that did not record one of them says so ([]: like for like on all five)."""
+    """How a known machine's figure was not taken like this bundle's, in words: the GPU model,
+    the run count, the GPU count, the runtime (host or container, pinned or not), the timed
+    window and the parameters that differ without changing the figure (`params`,
+    kit.refs.matching); a reference that did not record one of them says so ([]: like for like
+    on all six)."""
     out = []
+    model, rmodel = ((d.get("hardware") or {}).get("gpu") for d in (new, ref))
+    if model and rmodel and model != rmodel:  # the first thing that explains a ratio
+        out.append(f"{model} here against {rmodel} there")
     if n != ref_n:
         out.append(f"{n} run{'s' if n != 1 else ''} here against {ref_n} there")
     gpus, rgpus = b.get("world_size"), rb.get("world_size")

@@ -176,6 +176,13 @@ def test_a_known_machine_unlike_this_bundle_is_named_in_words():
     assert store.unlike(here, {**bench, "world_size": 1}, here, bench, 3, 3) == [
         "1 GPU here against 2 there",  # one H100 against the 2x H200 bundles (2026-12-02)
     ]
+    # the GPU model first, where both recorded it: what explains an H100's 0.71x of an H200
+    h100 = {**here, "hardware": {"gpu": "NVIDIA H100 80GB HBM3"}}
+    h200 = {**here, "hardware": {"gpu": "NVIDIA H200"}}
+    assert store.unlike(h100, {**bench, "world_size": 1}, h200, bench, 3, 3) == [
+        "NVIDIA H100 80GB HBM3 here against NVIDIA H200 there",
+        "1 GPU here against 2 there",
+    ]
     assert store.unlike(here, bench, {}, {"world_size": 4}, 1, 1) == [
         "2 GPUs here against 4 there",
         "the docker runtime (pinned) here against a runtime not recorded there",
