@@ -169,7 +169,7 @@ def scale_words(rows: list[MetricRow]) -> str:
     if any(r.rate for r in rows):
         words.append(
             " Work per second is summed over the GPUs, so it is also given per GPU, with the "
-            "scaling efficiency."
+            "scaling efficiency where the GPU models match."
         )
     if any(r.unit.endswith("B/s") for r in rows):
         words.append(" Bus bandwidth is already normalised for the GPU count (NCCL's busbw).")

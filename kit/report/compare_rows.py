@@ -215,6 +215,8 @@ def _scale_facts(
     if row.rate:
         per = _scaled(ratio, gb / g)  # per-GPU figure of m over the baseline's
         cell["per_gpu_ratio"] = _ratio_dict(per, row.metric)
+        if not m.gpu_models or m.gpu_models != ref.gpu_models:
+            return  # scaling is one model's across counts: an H200 pair over one H100 is not
         mine, theirs = cell["summary"]["median"], base_median
         if g > gb:
             eff, lo, hi = scaling_efficiency(mine, g, theirs, gb), per.ci_low, per.ci_high

@@ -88,6 +88,11 @@ class Machine:
     def gpus_total(self) -> int:
         return len(self.hardware.gpus)
 
+    @property
+    def gpu_models(self) -> frozenset[str]:
+        """The GPU models of the box (one, on a machine of one kind)."""
+        return frozenset(g.name for g in self.hardware.gpus if g.name)
+
     def gpus_used(self, benchmark: str | None = None) -> int:
         """GPUs (ranks) the runs used: the largest world size of the benchmark's runs."""
         sizes = [

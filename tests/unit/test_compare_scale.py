@@ -3,6 +3,7 @@ cost; and the one-line errors of --label and --price-per-gpu-hour."""
 
 from __future__ import annotations
 
+import json
 import statistics
 import subprocess
 from pathlib import Path
@@ -78,6 +79,19 @@ def test_label_option_is_checked_on_one_line(pair):
             parse_labels([spec], paths)
     with pytest.raises(InputError, match="labelled twice"):
         parse_labels(["1=a", "1=b"], paths)
+
+
+def test_no_scaling_efficiency_between_two_gpu_models(pair):
+    """Two H200s against one H100 read "scaling efficiency 120.7% from 1 to 2 GPUs": the H200's
+    memory, not scaling. Across models only the per-GPU ratio is given."""
+    x2, x4 = pair
+    doc = json.loads((x4 / "hardware.json").read_text())
+    for g in doc["gpus"]:
+        g["name"] = "NVIDIA H100 80GB HBM3"
+    (x4 / "hardware.json").write_text(json.dumps(doc))
+    write_manifest(x4)
+    other = headline(comparison(load_machines([x2, x4]), 0))["cells"][1]
+    assert other["gpus"] == 4 and "per_gpu_ratio" in other and "scaling" not in other
 
 
 def test_per_gpu_and_scaling_efficiency_when_gpu_counts_differ(pair):
