@@ -17,10 +17,11 @@ from kit.bundle import Bundle, write_manifest
 from kit.model import Hardware
 from kit.model.hardware import uncorrected_words
 from kit.report import analysis
-from kit.report.analysis.box import COPY_MARGIN, MATMUL_MARGIN, judge_box
+from kit.report.analysis.box import COPY_MARGIN, judge_box
 from kit.report.analysis.ordered import gpus_ran, identity
 from kit.report.render import render_html
 from kit.workloads.copy_bandwidth import matrix
+from kit.workloads.matmul_ceiling.params import MatmulCeilingParams
 from tests.conftest import ROOT, recipe_model, results_model
 
 N = 4
@@ -204,11 +205,27 @@ def test_a_copy_is_named_only_beyond_its_margin(factor, named):
     assert bool(b.outliers) is named
 
 
+MATMUL_MARGIN = MatmulCeilingParams().outlier_pct / 100  # the runs here record none
+
+
 def test_a_matmul_is_named_only_beyond_its_margin():
     b = box(steady([1490] * N), steady([700, 700 * (1 - MATMUL_MARGIN + 0.02), 700, 700]))
     assert b.outliers == []  # 8% below: the low end of healthy silicon at the power cap
     b = box(steady([1490] * N), steady([700, 700 * (1 - MATMUL_MARGIN - 0.02), 700, 700]))
     assert [r.name for r in b.rows if r.below] == ["GPU 1"]
+
+
+def test_the_matmul_margin_is_the_one_its_runs_flagged_at():
+    """Page 1 said "10% for a matmul ceiling" beside a Method and silicon section that flagged
+    at the runs' outlier_pct (then 5%): one margin, the recorded one where a run recorded it."""
+    low = [700, 700 * 0.92, 700, 700]  # 8% below
+    assert box(steady([1490] * N), steady(low)).outliers == []
+    b = box(steady([1490] * N), steady(low), search={"outlier_pct": 5.0})
+    assert [r.name for r in b.rows if r.below] == ["GPU 1"]
+    assert b.margins == "5% for a copy, 5% for a matmul ceiling"
+    assert box(steady([1490] * N), steady([700] * N)).margins.endswith(
+        f"{MATMUL_MARGIN:.0%} for a matmul ceiling"
+    )
 
 
 def test_one_repeat_is_a_screening_no_pass_or_fail_but_the_slow_gpu_is_named():

@@ -36,6 +36,7 @@ from kit.report.analysis.grouping import build_benchmarks
 from kit.report.analysis.model import Benchmark
 from kit.shared.gpu_specs import spec_for
 from kit.stats.acceptance import FAIL, MIN_RUNS, NOT_COMPARABLE, PASS, UNDECIDED, overall
+from kit.workloads.registry import params_class
 
 COPY_MARGIN = 0.05
 """How far below its peers' median a copy figure (HBM, host link, a GPU pair) may read before the
@@ -45,12 +46,18 @@ nvbandwidth agreed to 1% on one H100, nvbandwidth with itself to 1.2% over two r
 (reports/measurements/2026-11-23-h100x1-silicon-vs-nvbandwidth), and a GPU's figure here is
 the median of its repeats, each the median of its samples."""
 
-MATMUL_MARGIN = 0.10
-"""The same for a matmul ceiling. A power-capped matmul follows the clock: one H100's bf16
-trials spread 668 to 762 TFLOP/s (13%) within one call (the same measurement), and healthy
-parts of one model hold different clocks at the same cap. 10% names a GPU that is throttled,
-clocked down or shared with another process (a background load takes half of it) without naming
-the low end of healthy silicon; the model's reference judges every GPU on its own besides."""
+
+def matmul_margin(mm: list[RunResult]) -> float | None:
+    """The same for a matmul ceiling: the margin its runs flagged GPUs at (`outlier_pct`, as
+    recorded: the run's notes and the silicon section say the same), else the workload's
+    default (why 10%: kit.workloads.matmul_ceiling.params); the model's reference judges every
+    GPU on its own besides. None without a matmul run."""
+    for r in mm:
+        pct = (r.data.params or {}).get("outlier_pct") if r.data else None
+        if isinstance(pct, int | float) and not isinstance(pct, bool):
+            return float(pct) / 100
+    return float(params_class(mm[0].kind)().outlier_pct) / 100 if mm else None
+
 
 COPY_FIGURES = (  # the copy worker's per-GPU figure, the words for it, the unit
     ("local_gbps", "HBM copy", "GB/s"),
@@ -204,6 +211,7 @@ class Box:
     repeats: int  # the fewest repeats any figure of any GPU has
     smoke: bool = False
     notes: list[str] = field(default_factory=list)
+    matmul: float | None = None  # the matmul ceilings' margin (matmul_margin); None: none ran
 
     @property
     def groups(self) -> list[tuple[str, list[str]]]:
@@ -233,7 +241,8 @@ class Box:
     @property
     def margins(self) -> str:
         """The margins in words, as the page states them."""
-        return f"{COPY_MARGIN:.0%} for a copy, {MATMUL_MARGIN:.0%} for a matmul ceiling"
+        words = f"{COPY_MARGIN:.0%} for a copy"
+        return words + (f", {self.matmul:.0%} for a matmul ceiling" if self.matmul else "")
 
     @property
     def screening(self) -> bool:
@@ -319,6 +328,7 @@ def judge_box(benches: list[Benchmark], hardware: Hardware | None, smoke: bool) 
             values = copies[i][key] if i < len(copies) else []
             standing = judge(row.model, key, values, cond, on_cpu, smoke, unit)
             row.figures[key] = GpuFigure(key, label, unit, values, standing, COPY_MARGIN)
+    margin = matmul_margin(mm)
     for c in dtypes:
         per_gpu = c.alone or c.together  # one GPU all at once is that GPU alone
         held = "alone" if c.alone or len(per_gpu) == 1 else "all at once"
@@ -333,7 +343,7 @@ def judge_box(benches: list[Benchmark], hardware: Hardware | None, smoke: bool) 
         for i, row in enumerate(rows):
             values = per_gpu[i] if i < len(per_gpu) else []
             standing = judge(row.model, key, values, cond, on_cpu, smoke, "TFLOP/s")
-            row.figures[key] = GpuFigure(key, label, "TFLOP/s", values, standing, MATMUL_MARGIN)
+            row.figures[key] = GpuFigure(key, label, "TFLOP/s", values, standing, margin or 0)
     for key, *_ in columns:  # each figure against the median of the box's other GPUs
         for r in rows:
             mids = [m for o in rows if o is not r and (m := o.figures[key].median) is not None]
@@ -344,7 +354,7 @@ def judge_box(benches: list[Benchmark], hardware: Hardware | None, smoke: bool) 
         row.busy_sm_mhz = _busy_clock(mm, row.gpu.uuid if row.gpu else None)
     counts = [len(f.values) for r in rows for f in r.figures.values() if f.values]
     counts += [len(link.values) for link in links if link.values]
-    box = Box(rows, links, columns, min(counts, default=0), smoke)
+    box = Box(rows, links, columns, min(counts, default=0), smoke, matmul=margin)
     box.notes = _notes(box, n)
     return box
 
