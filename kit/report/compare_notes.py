@@ -77,6 +77,35 @@ def environment_rows(machines: list[Machine], base: int) -> list[dict[str, Any]]
     return rows
 
 
+def redefined(a: Any, b: Any) -> list[str]:
+    """The variants both recipes name but define differently (their variables or GPUs): a
+    figure of that name is then not the same measurement on both sides."""
+    if not (hasattr(a, "resolved_variants") and hasattr(b, "resolved_variants")):
+        return []
+    theirs = {v.name: (v.env, v.gpu_ids) for v in b.resolved_variants()}
+    return [
+        v.name
+        for v in a.resolved_variants()
+        if v.name in theirs and (v.env, v.gpu_ids) != theirs[v.name]
+    ]
+
+
+def path_words(path: str, recipe: Any) -> str:
+    """A recipe difference's dotted path as a reader says it: "benchmarks.1.variants" is "the
+    variants of benchmark hbm-copy" (the benchmark named as the recipe names it)."""
+    parts = path.split(".")
+    if len(parts) >= 3 and parts[0] == "benchmarks" and parts[1].isdigit():
+        items = [b.label for b in getattr(recipe, "benchmarks", None) or []]
+    elif len(parts) >= 3 and parts[0] == "variants" and parts[1].isdigit():
+        resolve = getattr(recipe, "resolved_variants", None)
+        items = [v.name for v in resolve()] if resolve else []
+    else:
+        return path
+    i = int(parts[1])
+    name = items[i] if i < len(items) else f"number {i + 1}"
+    return f"the {'.'.join(parts[2:])} of {parts[0].removesuffix('s')} {name}"
+
+
 def recipe_notes(ref: Machine, m: Machine) -> list[dict[str, str]]:
     """How m's recipe differs from the baseline's (kit.model.recipe_differences, defaults filled):
     the GPU count (a scale difference the per-GPU figures answer), repeat counts (the width of
@@ -84,7 +113,13 @@ def recipe_notes(ref: Machine, m: Machine) -> list[dict[str, str]]:
     diffs = recipe_differences(ref.data.recipe, m.data.recipe)
     scale = [d for d in diffs if d == "gpus"]
     repeats = [d for d in diffs if d in REPEAT_FIELDS]
-    other = [d for d in diffs if d not in scale and d not in repeats]
+    # which variants a benchmark runs: the page compares only those both ran, like for like
+    # where each variant of one name is the same on both sides (else not, below)
+    chosen = [d for d in diffs if d == "variants" or d.endswith(".variants")]
+    if redefined(ref.data.recipe, m.data.recipe):
+        chosen = []
+    other = [d for d in diffs if d not in scale and d not in repeats and d not in chosen]
+    recipe = m.data.recipe
     out = []
     if other:
         out.append(
@@ -92,7 +127,19 @@ def recipe_notes(ref: Machine, m: Machine) -> list[dict[str, str]]:
                 "level": "recipe",
                 "text": (
                     f"Different recipes: {m.label} ran a recipe that differs from the baseline's in "
-                    f"{', '.join(other)}; its numbers are not like for like."
+                    f"{', '.join(path_words(d, recipe) for d in other)}; its numbers are not like "
+                    "for like."
+                ),
+            }
+        )
+    if chosen:
+        out.append(
+            {
+                "level": "note",
+                "text": (
+                    f"{m.label} and the baseline ran other variants "
+                    f"({', '.join(path_words(d, recipe) for d in chosen)}): only the variants both "
+                    "ran are compared."
                 ),
             }
         )

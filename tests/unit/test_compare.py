@@ -192,10 +192,22 @@ def test_a_different_recipe_is_flagged(tmp_path):
     )  # another variant: the runs of b are still the recipe's (kit.model.consistency)
     write_manifest(tmp_path / "b2")
     warnings = warnings_for(load_machines([a, tmp_path / "b2"]), 0)
-    (recipe,) = [w["text"] for w in warnings if w["level"] == "recipe"]
-    assert recipe.startswith("Different recipes:") and "in variants;" in recipe
-    assert "repeats" not in recipe  # more repeats: wider or narrower intervals, the same runs
+    # a variant more: only those both ran are compared, each the same measurement on both sides
+    assert not [w for w in warnings if w["level"] == "recipe"]
+    assert any("ran other variants (variants): only the variants both ran are compared" in
+               w["text"] for w in warnings)  # fmt: skip
     assert any("differ in max_repeats, repeats" in w["text"] for w in warnings)
+    # p2p defined otherwise there (another variable): its figures are not like for like
+    (tmp_path / "b2" / "recipe.yaml").write_text(
+        "kit: 1\nname: known\nrepeats: 9\nvariants: [{name: p2p, env: {NCCL_ALGO: Tree}}, "
+        "no-p2p]\nbenchmarks: [{kind: allreduce, name: ar}]\n"
+    )
+    write_manifest(tmp_path / "b2")
+    warnings = warnings_for(load_machines([a, tmp_path / "b2"]), 0)
+    (recipe,) = [w["text"] for w in warnings if w["level"] == "recipe"]
+    assert recipe.startswith("Different recipes:")
+    assert "in the env.NCCL_ALGO of variant p2p;" in recipe
+    assert "repeats" not in recipe  # more repeats: wider or narrower intervals, the same runs
 
 
 def test_edited_or_unsealed_bundles_are_refused(two):
