@@ -379,7 +379,8 @@ def summarize(
         "steps": len(step_times),
         "step_times_s": warmup_times + step_times,
         "step_times_note": (
-            "every step, the warmup_steps leading ones included (dropped from every figure); "
+            "every step, the warmup_steps leading ones included (in no computed number; the "
+            "step-time plot draws them); "
             "each the max over ranks; on a GPU the time between CUDA events recorded at the step "
             "boundaries (no host synchronize inside the window), on the CPU the wall clock"
         ),

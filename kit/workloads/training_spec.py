@@ -20,7 +20,8 @@ TRAINING_METRICS = metrics(
 TRAINING_METHOD = """\
 <b>{{ a.label }}.</b> {% if a.step_note %}Step times: {{ a.step_note }}.{% endif %}
 {% if a.warmup %}The first {{ a.warmup|join(" or ") }} steps are warm-up and dropped{% else %}Warm-up steps: not recorded{% endif %}{% if a.steps %}; {{ a.steps|join(" or ") }} steps in all, the rest form the timed window{% endif %}.
-Every step time is kept (the step-time figure shows them all).
+Every step time is kept: the step-time plot draws them all, the warm-up's too, and no number
+below counts the warm-up.
 <b>Throughput</b> (the headline) is the work of one step on all GPUs (tokens, images or samples)
 divided by the <b>median step time</b> of the timed window; "throughput over the whole window" is
 the work of all timed steps over the window's length, printed beside it. Per-GPU throughput is the

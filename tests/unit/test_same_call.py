@@ -86,3 +86,17 @@ def test_busbw_above_nccl_tests_names_the_sizes_and_the_timing_that_explains_it(
     assert words.startswith("busbw at least 0.97x nccl-tests' at every size from 1 MiB")
     assert "busbw above nccl-tests' at 1 MiB (1.10x), 2 MiB (1.14x): the kit queues" in words
     assert "nccl-tests without -G launches each call as it goes" in words
+
+
+def test_the_sentence_starts_at_the_first_size_it_compared():
+    """A reader of the H100 pair's report: "at every compared size from 1 MiB" above a table
+    that starts at 2 MiB (1 MiB was timed by CUDA-graph replay, which no nccl-tests run
+    matched). The sentence names the first size at or above 1 MiB that was compared."""
+    from kit.report.analysis.same_call import SameCall
+
+    sc = SameCall("no-p2p", "all_reduce_perf", "in-place", ["a.txt"], "spin-held")
+    sc.skipped = "18 sizes timed by CUDA-graph replay not compared: no nccl-tests run used -G"
+    sc.rows = [{"size": s} for s in (512 << 10, 2 << 20, 4 << 20)]
+    assert sc.verdict.startswith(
+        "busbw at least 0.97x nccl-tests' at every compared size from 2 MiB"
+    )

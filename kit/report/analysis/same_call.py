@@ -71,9 +71,13 @@ class SameCall:
             parts.append(f"time per call over {SAME_CALL_TIME:.2f}x nccl-tests' at {sizes}")
         if not parts:
             every = "every compared size" if self.skipped else "every size"
+            # from the first size compared at or above the floor's start: where CUDA-graph sizes
+            # were left out, that may be above SAME_CALL_FROM (2 MiB, not 1 MiB)
+            start = min((r["size"] for r in self.rows if r["size"] >= SAME_CALL_FROM), default=0)
             parts.append(
                 f"busbw at least {SAME_CALL_FLOOR}x nccl-tests' at {every} from "
-                f"{size_words(SAME_CALL_FROM)}, and time within {SAME_CALL_TIME:.2f}x at {every}"
+                f"{size_words(start or SAME_CALL_FROM)}, and time within {SAME_CALL_TIME:.2f}x "
+                f"at {every}"
             )
         if self.above:  # above it, by more than noise: the reason, which is the timing mode
             sizes = ", ".join(f"{size_words(s)} ({r:.2f}x)" for s, r in self.above)
