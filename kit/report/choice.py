@@ -205,10 +205,10 @@ def _sentence(mine: str, base: str, lines: list[dict[str, Any]], gmean: float | 
 
     def where(named: bool) -> str:
         """The workloads, each with its spread; the machine ahead only where one is stated."""
-        if n == 1:
-            return f"on {measured[0]['benchmark']}"
+        if n == 1:  # the variant too: the other variants' rows may read otherwise
+            return f"on {_one(measured[0])}"
         parts = (
-            f"{x['benchmark']} {_times(x['apart'])} apart"
+            f"{_one(x)} {_times(x['apart'])} apart"
             + (f", {mine if x['factor'] >= 1 else base} ahead" if named else "")
             for x in sorted(measured, key=lambda x: x["benchmark"])
         )
@@ -225,6 +225,11 @@ def _sentence(mine: str, base: str, lines: list[dict[str, Any]], gmean: float | 
             + f"; they are {_times(apart(gmean))} apart, the larger over the smaller."
         )
     return f"{ahead} is {_times(apart(gmean))} better than {behind} {where(True)}; {how_sure}."
+
+
+def _one(line: dict[str, Any]) -> str:
+    """A workload as the sentence names it: its benchmark and the variant its line compares."""
+    return f"{line['benchmark']} ({line['variant']})" if line.get("variant") else line["benchmark"]
 
 
 def _times(factor: float) -> str:

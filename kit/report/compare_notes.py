@@ -329,9 +329,9 @@ def source_of(
     if src.content_sha256 is None:
         if alike:
             return alike[0], (
-                "its manifest changed since the rerun recorded it, as kit report's re-render "
-                "does; known by its recipe and creation time, the rerun predating the record of "
-                "its content"
+                "matched by its recipe and creation time: its manifest has changed since the "
+                "rerun recorded it, as a re-rendered report changes it, and the rerun is older "
+                "than the kit's record of a bundle's content"
             )
         return None, ""
     for m in alike:

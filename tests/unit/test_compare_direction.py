@@ -85,6 +85,8 @@ def test_one_ratio_holding_one_is_worded_as_one():
     data, ch = _choice([ALLREDUCE_F, ALLREDUCE_I], {0: "f", 1: "i"})
     assert ch["sentence"].startswith("No measurable difference between i (2x H200 NV18) and f")
     assert "the ratio's confidence interval holds 1" in ch["sentence"]
+    # the variant it speaks for (no-p2p's row below it may read otherwise: the H100 pair's did)
+    assert " on allreduce (p2p): " in ch["sentence"]
     assert "none of the 1" not in ch["sentence"]
     # the kit files differ between the two (another kit made each): the machines say which kit
     assert [m["kit"] for m in data["machines"]] == [

@@ -65,7 +65,7 @@ def test_an_older_rerun_names_its_re_rendered_source_by_recipe_and_creation_time
     _kit_report(src)
     (line,) = _lines(src, rerun)
     assert line.startswith("rerun (CPU only, 2 CPUs) reruns source (CPU only, 2 CPUs), created ")
-    assert "known by its recipe and creation time" in line
+    assert "matched by its recipe and creation time: its manifest has changed since" in line
 
 
 def test_another_bundle_of_the_same_recipe_and_time_is_not_the_source(tmp_path):
