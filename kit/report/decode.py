@@ -131,7 +131,7 @@ def decode_figure(data: dict[str, dict[int, list[float]]], title: str) -> Any:
     ax.minorticks_off()
     ax.set_xlabel("batch (sequences decoded together)")
     ax.set_ylabel("decode tokens/s (all GPUs)")
-    ax.set_title(plots.text(title))
+    ax.set_title(plots.text(title, lines=2))
     ax.legend(frameon=False, loc="lower right")
     return fig
 

@@ -7,7 +7,8 @@ import math
 from typing import Any
 
 from kit.report.mpl import matplotlib
-from kit.report.plots import OTHER_COLORS, RC, _figure, _size_axis, fmt_num, text, to_svg
+from kit.report.plot_colors import OTHER_COLORS
+from kit.report.plots import RC, _figure, _size_axis, fmt_num, text, to_svg
 
 
 def heatmap(m: list[list[float | None]], title: str, unit: str, salt: str) -> str | None:
@@ -42,7 +43,7 @@ def heatmap(m: list[list[float | None]], title: str, unit: str, salt: str) -> st
         ax.set_ylabel("source GPU")
         ax.grid(False)
         fig.colorbar(image, ax=ax, label=text(unit), shrink=0.8)
-        ax.set_title(text(title))
+        ax.set_title(text(title, lines=2))
         return to_svg(fig, salt)
 
 
@@ -67,7 +68,7 @@ def plateau(rows: list[dict[str, Any]], title: str, salt: str) -> str | None:
         ax.set_yscale("log")
         ax.set_ylabel("GB/s (log scale)")
         ax.legend(loc="best")
-        ax.set_title(text(title))
+        ax.set_title(text(title, lines=2))
         return to_svg(fig, salt)
 
 
@@ -95,5 +96,5 @@ def ceilings(rows: list[dict[str, Any]], title: str, salt: str) -> str | None:
         ax.set_ylabel("TFLOP/s per GPU (all at once)")
         if n <= 8:
             ax.legend(loc="best", ncol=min(n, 4))
-        ax.set_title(text(title))
+        ax.set_title(text(title, lines=2))
         return to_svg(fig, salt)

@@ -11,6 +11,7 @@ import io
 import itertools
 import math
 import re
+import textwrap
 from typing import Any
 
 from kit.report.mpl import (
@@ -21,9 +22,8 @@ from kit.report.mpl import (
     NullFormatter,
     NullLocator,
     matplotlib,
-    to_hex,
-    to_rgb,
 )
+from kit.report.plot_colors import colors
 
 RC = {
     "svg.fonttype": "none",
@@ -39,47 +39,19 @@ RC = {
     "grid.linewidth": 0.6,
     "figure.dpi": 100,
 }
-FIXED_COLORS = {"p2p": "#1f5fa8", "no-p2p": "#d9822b"}
-OTHER_COLORS = ["#3a923a", "#8c4fb0", "#c03d3d", "#6b6b6b", "#b59b00", "#1b9e9e"]
 WIDTH_IN = 7.0
 
 
-def colors(variants: list[str]) -> dict[str, str]:
-    """A colour per series: p2p and no-p2p keep theirs, in the report and in a comparison alike
-    (a comparison's "MACHINE p2p" series take p2p's hue, one shade per machine); the rest take
-    the palette, and past it (a comparison of a fleet: dozens of machines) evenly spaced hues,
-    none repeated."""
-    shades: dict[str, str] = {}
-    for fixed, hue in FIXED_COLORS.items():
-        named = [v for v in dict.fromkeys(variants) if v.endswith(f" {fixed}")]
-        ks = SHADES[1:] if fixed in variants else SHADES  # the hue itself is taken already
-        if named and len(named) <= len(ks):
-            shades.update({v: _shade(hue, k) for v, k in zip(named, ks, strict=False)})
-    others = [v for v in dict.fromkeys(variants) if v not in FIXED_COLORS and v not in shades]
-    if len(others) <= len(OTHER_COLORS):
-        spare = OTHER_COLORS[: len(others)]
-    else:
-        ramp = matplotlib.colormaps["turbo"]
-        spare = [to_hex(ramp(0.05 + 0.9 * i / (len(others) - 1))) for i in range(len(others))]
-    picked = dict(zip(others, spare, strict=True))
-    return {v: FIXED_COLORS.get(v) or shades.get(v) or picked[v] for v in variants}
-
-
-SHADES = (0.0, -0.45, 0.45, -0.7, 0.65)
-"""Machine k of a comparison draws a fixed variant's hue mixed this far towards black (< 0) or
-white (> 0): the first machine in the report's own colour."""
-
-
-def _shade(hue: str, k: float) -> str:
-    r, g, b = to_rgb(hue)
-    target = 1.0 if k > 0 else 0.0
-    return to_hex(tuple(c + (target - c) * abs(k) for c in (r, g, b)))
-
-
-def text(label: Any) -> str:
-    """A bundle's string, safe for matplotlib: no mathtext, bounded length."""
+def text(label: Any, width: int = 60, lines: int = 1) -> str:
+    """A bundle's string, safe for matplotlib: no mathtext, at most `lines` of `width`
+    characters (a title takes two: "all at o..." was cut), the rest cut with "..."."""
     s = str(label).replace("\\", "\\\\").replace("$", r"\$")
-    return s if len(s) <= 60 else s[:57] + "..."
+    if len(s) <= width:
+        return s
+    rows = textwrap.wrap(s, width) or [s[:width]]
+    if len(rows) > lines:
+        rows = [*rows[: lines - 1], rows[lines - 1][: width - 3] + "..."]
+    return "\n".join(rows)
 
 
 def fmt_num(x: Any) -> str:
@@ -266,7 +238,8 @@ def _sweep(
         else:
             ax.set_ylim(bottom=0)
         ax.set_ylabel(ylabel)
-        ax.set_title(text(title), pad=6 + 10 * len(_timing_edges(curves)))  # above the timing rows
+        pad = 6 + 10 * len(_timing_edges(curves))  # above the timing rows
+        ax.set_title(text(title, lines=2), pad=pad)
         _legend(ax)
         return to_svg(fig, salt)
 
@@ -315,7 +288,7 @@ def metric_bars(rows: list[dict[str, Any]], ylabel: str, title: str, salt: str) 
         ax.set_xlim(0, top * 1.18)
         ax.set_xlabel(text(ylabel))
         ax.grid(axis="y", visible=False)
-        ax.set_title(text(title))
+        ax.set_title(text(title, lines=2))
         return to_svg(fig, salt)
 
 
@@ -375,7 +348,7 @@ def step_traces(traces: list[dict[str, Any]], title: str, salt: str) -> str | No
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
         ax.set_xlabel("step (colour: variant; line style: repeat)")
         ax.set_ylabel("step time (s)")
-        ax.set_title(text(title))
+        ax.set_title(text(title, lines=2))
         ax.legend(loc="upper right", frameon=False, ncol=2, fontsize=7)
         return to_svg(fig, salt)
 
@@ -435,7 +408,7 @@ def telemetry(series: list[dict[str, Any]], title: str, salt: str) -> str | None
                 )
             ax.set_ylabel(label, fontsize=7.5)
             _mark_windows(ax, series, col)
-        axes[0].set_title(text(title), pad=16)
+        axes[0].set_title(text(title, lines=2), pad=16)
         axes[0].legend(
             loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False, ncol=4, borderaxespad=0.1
         )

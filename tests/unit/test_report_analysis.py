@@ -469,3 +469,16 @@ def test_page_one_says_a_shared_withholding_reason_once():
         assert catalog.label(metric) in one
     bench.verdicts = bench.verdicts[:2]
     assert [v.sentence for v in folded(bench)] == ["a", "b"]  # nothing shared: as they were
+
+
+def test_a_figure_title_wraps_before_it_is_cut():
+    """A reader of the one-H100 acceptance report: "matmul ceiling: bf16 matmul ceiling
+    (median GPU, all at o..." over a figure. A title takes two lines of 60 characters; a
+    label one line; what is left over still ends in "..."."""
+    title = "matmul ceiling: bf16 matmul ceiling (median GPU, all at once)"
+    assert plots.text(title, lines=2) == title[:55] + "\n" + title[56:]
+    assert plots.text(title) == title[:55] + "..."  # one line: cut at a word
+    assert plots.text("x" * 70) == "x" * 57 + "..."
+    long = plots.text(" ".join(["word"] * 40), lines=2)
+    assert long.count("\n") == 1 and long.endswith("...") and max(map(len, long.split("\n"))) <= 60
+    assert plots.text("a $b$ \\c") == "a \\$b\\$ \\\\c"  # no mathtext
