@@ -710,6 +710,10 @@ def test_the_sizes_table_names_each_placement_and_times_both_where_torch_has_bot
     assert "Timed in-place: torch's dist.all_reduce reduces its one buffer in place" in text
     assert "torch has no out-of-place all-reduce" in text
     assert "does not time in-place" not in text
+    # what the columns and "timed by" mean comes before the tables it explains (it stood after
+    # the last one: on the H100 pair's report, alone on a page)
+    for part in text.split("By message size, as nccl-tests prints it")[1:]:
+        assert re.match(r" Timed (in|out-of)-place:", part), part[:300]
     assert text_past_right_margin(tmp_path / "b" / "report.pdf") == []
 
 
