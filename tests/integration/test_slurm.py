@@ -61,6 +61,10 @@ HEAD_NODE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
 RDZV_PORT=29400
 echo "kit: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, rendezvous on $HEAD_NODE:$RDZV_PORT"
 export PYTHONUNBUFFERED=1
+# each node's scratch for this job, the runs' TMPDIR (torchrun's own folders went to
+# the node's /tmp and stayed there, one a run), removed at the end
+SCRATCH="${TMPDIR:-/tmp}/kit-job-$SLURM_JOB_ID"
+srun --ntasks-per-node=1 mkdir -p "$SCRATCH"
 
 # each node's inventory: name, CPUs, memory, GPUs, network interfaces and link speeds
 srun --ntasks-per-node=1 --output="$BUNDLE/slurm/nodes/node%n.json" \
@@ -76,7 +80,7 @@ run() {
     timeout --signal=TERM --kill-after=30 "$timeout_s" srun --ntasks-per-node=1 \
         --kill-on-bad-exit=1 --output="$BUNDLE/logs/$run_id.node%n.log" \
         --container-image=/shared/images/kit-cuda13.sqsh --container-name=kit-allreduce-2node --container-mounts="$BUNDLE/runs/$run_id:/kit/run" --container-workdir=/kit/run \
-        env "$@" torchrun \
+        env "$@" TMPDIR="$SCRATCH" torchrun \
         --nnodes=2 --nproc-per-node=8 --rdzv-backend=c10d \
         --rdzv-endpoint="$HEAD_NODE:$RDZV_PORT" --rdzv-id="$SLURM_JOB_ID-$run_id" \
         --max-restarts=0 -m kit.worker /kit/run/spec.json
@@ -88,6 +92,7 @@ run() {
 
 run allreduce.p2p.r0 600 NCCL_IB_HCA=mlx5 NCCL_SOCKET_IFNAME=ib0 GLOO_SOCKET_IFNAME=ib0 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 NCCL_DEBUG=INFO CUDA_DEVICE_ORDER=PCI_BUS_ID
 run allreduce.no-p2p.r0 600 NCCL_IB_HCA=mlx5 NCCL_SOCKET_IFNAME=ib0 GLOO_SOCKET_IFNAME=ib0 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 NCCL_DEBUG=INFO CUDA_DEVICE_ORDER=PCI_BUS_ID NCCL_P2P_DISABLE=1
+srun --ntasks-per-node=1 rm -rf "$SCRATCH"
 echo "kit: done; collect with: kit slurm collect $BUNDLE"
 """
 
@@ -112,7 +117,7 @@ def test_apptainer_script():
     assert "--container" not in text
     assert (
         '    apptainer exec --nv --bind "$BUNDLE/runs/$run_id:/kit/run" --pwd /kit/run '
-        '/shared/kit.sif env "$@" torchrun \\\n' in text
+        '/shared/kit.sif env "$@" TMPDIR="$SCRATCH" torchrun \\\n' in text
     )
     assert (
         '--error="$BUNDLE/slurm/nodes/node%n.err" apptainer exec --nv /shared/kit.sif python -m kit.worker.nodeinfo'
@@ -126,7 +131,7 @@ def test_host_python_cpu_script():
     assert "#SBATCH --nodes=1\n" in text
     assert f"export PYTHONPATH={ROOT}${{PYTHONPATH:+:$PYTHONPATH}}\n" in text
     assert '        --chdir="$BUNDLE/runs/$run_id"\n' in text.replace(" \\\n", "\n")
-    assert 'env "$@" /opt/venv/bin/python -m torch.distributed.run' in text
+    assert 'env "$@" TMPDIR="$SCRATCH" /opt/venv/bin/python -m torch.distributed.run' in text
     assert '--max-restarts=0 -m kit.worker "$BUNDLE/runs/$run_id/spec.json"' in text
     assert "--nnodes=1 --nproc-per-node=2 --rdzv-backend=c10d" in text
     assert " OMP_NUM_THREADS=1" in text and "NCCL_DEBUG" not in text  # smoke on the CPU
@@ -155,10 +160,14 @@ def test_exit_codes_file(tmp_path):
     assert read_exit_codes(tmp_path / "absent.tsv") == {}
 
 
-def _kit(*args: str, path: str | None = None) -> subprocess.CompletedProcess:
+def _kit(
+    *args: str, path: str | None = None, tmp: Path | None = None
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if path is not None:
         env["PATH"] = path
+    if tmp is not None:  # the TMPDIR the job's tasks inherit (sbatch exports the environment)
+        env["TMPDIR"] = str(tmp)
     return subprocess.run([PY, "-m", "kit.cli", *args], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=300)  # fmt: skip
 
@@ -281,9 +290,14 @@ def test_real_submission_on_a_one_node_cluster(tmp_path):
         .split("nodes:")[0]
     )  # fmt: skip
     out = tmp_path / "bundle"
+    node_tmp = tmp_path / "node-tmp"
+    node_tmp.mkdir()
     proc = _kit("slurm", str(recipe), "--device", "cpu", "--host-python", PY, "--out", str(out),
-                "--wait")  # fmt: skip
+                "--wait", tmp=node_tmp)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # the node's temporary folder as the job found it: torchrun's folders (one a run) went to the
+    # job's scratch, which the job removed
+    assert sorted(p.name for p in node_tmp.iterdir()) == []
     results = json.loads((out / "results.json").read_text())
     assert results["status"] == "complete" and results["runtime"] == "slurm"
     assert results["slurm"]["job_id"].isdigit()

@@ -213,6 +213,12 @@ def render_script(job: Job) -> str:
     ]
     if host:
         lines.append(f"export PYTHONPATH={_q(KIT_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}}")
+    lines += [
+        "# each node's scratch for this job, the runs' TMPDIR (torchrun's own folders went to",
+        "# the node's /tmp and stayed there, one a run), removed at the end",
+        'SCRATCH="${TMPDIR:-/tmp}/kit-job-$SLURM_JOB_ID"',
+        'srun --ntasks-per-node=1 mkdir -p "$SCRATCH"',
+    ]
     inventory = container(job).face(None, o.device)
     info = [*inventory.flags, *inventory.prefix]
     lines += [
@@ -242,7 +248,7 @@ def render_script(job: Job) -> str:
     argv = torchrun(job.gpus_per_node, spec, o.host_python and _q(o.host_python), rdzv)
     head = 3 if host else 1  # PYTHON -m torch.distributed.run | torchrun
     cmd += [
-        "        " + " ".join([*prefix, "env", '"$@"', *argv[:head]]),
+        "        " + " ".join([*prefix, "env", '"$@"', 'TMPDIR="$SCRATCH"', *argv[:head]]),
         "        " + " ".join(argv[head : head + 3]),
         "        " + " ".join(argv[head + 3 : head + 5]),
         "        " + " ".join(argv[head + 5 :]),
@@ -262,5 +268,6 @@ def render_script(job: Job) -> str:
         env.pop("PYTHONUNBUFFERED")  # exported once for the whole job
         assigns = " ".join(_q(f"{k}={v}") for k, v in env.items())
         lines.append(f"run {_q(spec_.run_id)} {spec_.timeout_s:g} {assigns}".rstrip())
+    lines.append('srun --ntasks-per-node=1 rm -rf "$SCRATCH"')
     lines.append('echo "kit: done; collect with: kit slurm collect $BUNDLE"')
     return "\n".join(lines) + "\n"
