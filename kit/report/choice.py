@@ -229,7 +229,7 @@ def _sentence(mine: str, base: str, lines: list[dict[str, Any]], gmean: float | 
 
 def _one(line: dict[str, Any]) -> str:
     """A workload as the sentence names it: its benchmark and the variant its line compares."""
-    return f"{line['benchmark']} ({line['variant']})" if line.get("variant") else line["benchmark"]
+    return f"{line['benchmark']} ({line['variant']})"
 
 
 def _times(factor: float) -> str:

@@ -12,6 +12,7 @@ from kit.env.content import Side, side
 from kit.env.diff import environment_versions
 from kit.model import Hardware, recipe_differences
 from kit.model.results import Reproduces
+from kit.recipe import Recipe
 from kit.report.machines import Machine, same_machine
 from kit.report.method import adaptive_why
 from kit.report.render import machine_line
@@ -77,11 +78,9 @@ def environment_rows(machines: list[Machine], base: int) -> list[dict[str, Any]]
     return rows
 
 
-def redefined(a: Any, b: Any) -> list[str]:
+def redefined(a: Recipe, b: Recipe) -> list[str]:
     """The variants both recipes name but define differently (their variables or GPUs): a
     figure of that name is then not the same measurement on both sides."""
-    if not (hasattr(a, "resolved_variants") and hasattr(b, "resolved_variants")):
-        return []
     theirs = {v.name: (v.env, v.gpu_ids) for v in b.resolved_variants()}
     return [
         v.name
@@ -90,15 +89,14 @@ def redefined(a: Any, b: Any) -> list[str]:
     ]
 
 
-def path_words(path: str, recipe: Any) -> str:
+def path_words(path: str, recipe: Recipe) -> str:
     """A recipe difference's dotted path as a reader says it: "benchmarks.1.variants" is "the
     variants of benchmark hbm-copy" (the benchmark named as the recipe names it)."""
     parts = path.split(".")
     if len(parts) >= 3 and parts[0] == "benchmarks" and parts[1].isdigit():
-        items = [b.label for b in getattr(recipe, "benchmarks", None) or []]
+        items = [b.label for b in recipe.benchmarks]
     elif len(parts) >= 3 and parts[0] == "variants" and parts[1].isdigit():
-        resolve = getattr(recipe, "resolved_variants", None)
-        items = [v.name for v in resolve()] if resolve else []
+        items = [v.name for v in recipe.resolved_variants()]
     else:
         return path
     i = int(parts[1])

@@ -360,9 +360,8 @@ def context(
             judged={b.name: analysis.verdict_metric(b) for b in benches},
         ),
         "ran": ran_lines(benches, smoke),
-        "alone": analysis.alone(
-            benches
-        ),  # page 1's interconnect words when each run was one process
+        # page 1's interconnect words when each run was one process
+        "alone": analysis.alone(benches),
         "headlines": {b.name: analysis.headline(b) for b in benches},
         # page 1's per-GPU column, for a headline not divided per GPU (busbw, a bus rate): says why instead
         "already_per_gpu": {

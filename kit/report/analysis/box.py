@@ -30,13 +30,13 @@ from kit.report.analysis.gpu_figures import (
     copy_values,
     hardware_of,
     median,
+    outlier_pct,
     silicon_runs,
 )
 from kit.report.analysis.grouping import build_benchmarks
 from kit.report.analysis.model import Benchmark
 from kit.shared.gpu_specs import spec_for
 from kit.stats.acceptance import FAIL, MIN_RUNS, NOT_COMPARABLE, PASS, UNDECIDED, overall
-from kit.workloads.registry import params_class
 
 COPY_MARGIN = 0.05
 """How far below its peers' median a copy figure (HBM, host link, a GPU pair) may read before the
@@ -48,15 +48,10 @@ the median of its repeats, each the median of its samples."""
 
 
 def matmul_margin(mm: list[RunResult]) -> float | None:
-    """The same for a matmul ceiling: the margin its runs flagged GPUs at (`outlier_pct`, as
-    recorded: the run's notes and the silicon section say the same), else the workload's
-    default (why 10%: kit.workloads.matmul_ceiling.params); the model's reference judges every
-    GPU on its own besides. None without a matmul run."""
-    for r in mm:
-        pct = (r.data.params or {}).get("outlier_pct") if r.data else None
-        if isinstance(pct, int | float) and not isinstance(pct, bool):
-            return float(pct) / 100
-    return float(params_class(mm[0].kind)().outlier_pct) / 100 if mm else None
+    """The same for a matmul ceiling: the margin its runs named GPUs at (gpu_figures.outlier_pct:
+    the silicon section says the same; why 10% by default: kit.workloads.matmul_ceiling.params);
+    the model's reference judges every GPU on its own besides. None without a matmul run."""
+    return outlier_pct(mm) / 100 if mm else None
 
 
 COPY_FIGURES = (  # the copy worker's per-GPU figure, the words for it, the unit

@@ -18,6 +18,7 @@ from kit.model import Hardware, RunResult
 from kit.model.hardware import Gpu
 from kit.report.analysis.model import Benchmark, is_ok
 from kit.report.facts.window import used_gpus
+from kit.workloads.registry import params_class
 
 COPY_KEYS = ("h2d_gbps", "d2h_gbps", "local_gbps")
 """The copy worker's per-GPU figures (kit/workloads/copy_bandwidth/worker.py)."""
@@ -132,6 +133,17 @@ def ceilings(runs: list[RunResult]) -> list[Ceiling]:
             )
         )
     return out
+
+
+def outlier_pct(runs: list[RunResult]) -> float:
+    """How far below the other GPUs' median (percent) the matmul runs named a GPU: the first
+    recorded `outlier_pct`, else the workload's default (why 10: its params). One reading for
+    the run's notes as the silicon section prints them and for page 1's table of every GPU."""
+    for r in runs:
+        pct = (r.data.params or {}).get("outlier_pct") if r.data else None
+        if isinstance(pct, int | float) and not isinstance(pct, bool):
+            return float(pct)
+    return float(params_class(runs[0].kind)().outlier_pct)
 
 
 def pair_values(runs: list[RunResult], key: str) -> list[list[list[float]]] | None:

@@ -20,6 +20,7 @@ from kit.report.analysis.gpu_figures import (
     ceilings,
     copy_values,
     hardware_of,
+    outlier_pct,
     pair_values,
     silicon_runs,
 )
@@ -141,7 +142,7 @@ def _matmul(s: Silicon, runs: list[RunResult]) -> None:
                 "peak_source": peak[1] if peak else None,
                 "share": _share(median, peak[0] / 1e12 if peak else None),
                 "outliers": flagged,
-                "outlier_pct": (datas[0].params or {}).get("outlier_pct"),
+                "outlier_pct": outlier_pct(runs),
             }
         )
     skipped = datas[0].extra("skipped") or {}
