@@ -403,3 +403,18 @@ def test_a_training_report_on_a_larger_box_says_which_gpus_ran(tmp_path):
     title = re.search(r'<h1 class="machine">[^<]*</h1>\s*<p class="ran-of-box">(.*?)</p>', html)
     assert title and "4x NVIDIA H200" in title.group(0)
     assert re.sub(r"<[^>]+>", "", title.group(1)).startswith("2 of its 4 GPUs ran: the figures")
+
+
+@pytest.mark.slow
+def test_the_busy_clock_says_what_it_is_beside_the_table():
+    """The one-H100 acceptance example: "1,320 MHz busy" stood in the clocks cell with no word
+    of what it was (the report review); it is the mean SM clock while the matmul runs kept the
+    GPU busy, and the table's key says so."""
+    html = render_html(Bundle.load(ROOT / "reports/examples/h100x1-acceptance-container"))
+    text = re.sub(r"\s+", " ", html_text.unescape(re.sub(r"<[^>]+>", "", html)))
+    assert "SM max 1,980 MHz; 1,320 MHz mean in matmul" in text
+    assert (
+        "Clocks: the SM clock's maximum, and its mean over the samples in which the matmul runs "
+        "kept the GPU busy" in text
+    )
+    assert "MHz busy" not in text

@@ -184,7 +184,7 @@ class GpuRow:
             return None
         words = f"SM max {top:,} MHz" if top else ""
         if self.busy_sm_mhz is not None:
-            words += ("; " if words else "") + f"{self.busy_sm_mhz:,.0f} MHz busy"
+            words += ("; " if words else "") + f"{self.busy_sm_mhz:,.0f} MHz mean in matmul"
         return words
 
 
