@@ -418,3 +418,17 @@ def test_the_busy_clock_says_what_it_is_beside_the_table():
         "kept the GPU busy" in text
     )
     assert "MHz busy" not in text
+
+
+@pytest.mark.slow
+def test_a_one_gpu_bundle_says_its_p2p_variant_moved_nothing():
+    """The one-H100 acceptance example ran its matmul and copies as variant "p2p", the recipe's
+    name, on one GPU: the variants' list says that setting had nothing to act on (the review)."""
+    html = render_html(Bundle.load(ROOT / "reports/examples/h100x1-acceptance-container"))
+    text = re.sub(r"\s+", " ", html_text.unescape(re.sub(r"<[^>]+>", "", html)))
+    assert (
+        "Each run used one GPU: nothing crossed a link between GPUs, so what a variant sets for "
+        "that traffic acted on nothing here; the names are the recipe's." in text
+    )
+    two = render_html(Bundle.load(LLAMA))
+    assert "acted on nothing here" not in two
