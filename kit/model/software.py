@@ -48,15 +48,22 @@ class Software(Open):
     os: str | None = None
     distributions: list[Distribution] = Field(default_factory=list)
     debian: list[DebianPackage] = Field(default_factory=list)
+    dpkg_status: bool | None = None  # the image had /var/lib/dpkg/status; None: a scan before v2
     libraries: list[Library] = Field(default_factory=list)
     variables: dict[str, str] = Field(default_factory=dict)
     truncated: list[str] = Field(default_factory=list)
     seconds: float | None = None  # how long the scan took when it was made (not when cached)
 
     def summary(self) -> str:
-        """ "312 Python distributions, 410 Debian packages, 35 CUDA/NCCL/driver libraries"."""
+        """ "312 Python distributions, 410 Debian packages, 35 CUDA/NCCL/driver libraries"; "no
+        Debian package database" for an image without one (its OS may still be Ubuntu's)."""
+        debian = (
+            "no Debian package database (no /var/lib/dpkg/status)"
+            if self.dpkg_status is False
+            else f"{len(self.debian)} Debian packages"
+        )
         return (
-            f"{len(self.distributions)} Python distributions, {len(self.debian)} Debian packages, "
+            f"{len(self.distributions)} Python distributions, {debian}, "
             f"{len(self.libraries)} CUDA/cuDNN/NCCL/driver libraries, "
             f"{len(self.variables)} version variables"
         )

@@ -24,8 +24,9 @@ from collections.abc import Iterable
 from importlib import metadata
 from typing import Any
 
-SCAN_VERSION = 1
-"""Bumped when what the scan records changes: part of the cache key of an image's inventory."""
+SCAN_VERSION = 2
+"""Bumped when what the scan records changes (a reader tells older records by it; the cache of an
+image's inventory is keyed by this file's whole text: kit.runtime.images.software)."""
 MAX_DISTRIBUTIONS = 4000
 MAX_DEBIAN = 6000
 MAX_LIBRARIES = 2000
@@ -198,6 +199,11 @@ def distributions(truncated: list[str]) -> list[dict[str, Any]]:
     return out[:MAX_DISTRIBUTIONS]
 
 
+DPKG_STATUS = "/var/lib/dpkg/status"
+"""Debian's package database: an image without it (a base imported from a file tree) lists no
+Debian packages because it has none on record, not because its OS has none."""
+
+
 def debian(truncated: list[str], root: str = "/var/lib/dpkg") -> list[dict[str, Any]]:
     """Each installed package with the sha256 of its md5sums (the files it shipped) and its
     shared libraries by real path (what a run's mapped libraries are matched against)."""
@@ -271,6 +277,7 @@ def scan() -> dict[str, Any]:
         "os": os_name(),
         "distributions": distributions(truncated),
         "debian": debian(truncated),
+        "dpkg_status": os.path.isfile(DPKG_STATUS),
         "libraries": libraries(truncated),
         "variables": variables(dict(os.environ)),
         "truncated": truncated,

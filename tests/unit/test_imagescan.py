@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kit.model import Software
 from kit.runtime.images import software as inventories
 from kit.shared import imagescan
 
@@ -146,3 +147,19 @@ def test_the_scan_is_standard_library_only_and_runs_as_a_script():
     """`python -c SOURCE` in an image that has nothing of the kit: no kit import in it."""
     assert "import kit" not in inventories.SOURCE and "from kit" not in inventories.SOURCE
     assert Path(imagescan.__file__).read_text() == inventories.SOURCE
+
+
+def test_an_image_without_a_dpkg_database_says_so_not_zero_packages():
+    """The device machines' images were built FROM a base imported from the host's /usr, /opt
+    and /etc: Ubuntu's os-release and no /var/lib/dpkg. The report read "0 Debian packages" in
+    an Ubuntu image (the review); the scan now records whether the database was there."""
+    here = imagescan.scan()
+    assert here["scan_version"] == 2
+    assert here["dpkg_status"] is Path(imagescan.DPKG_STATUS).is_file()
+    none = Software.model_validate({"dpkg_status": False, "os": "Ubuntu 24.04.3 LTS"})
+    assert "no Debian package database (no /var/lib/dpkg/status)" in none.summary()
+    assert "0 Debian packages" not in none.summary()
+    some = Software.model_validate({"dpkg_status": True, "debian": [{"name": "a", "version": "1"}]})
+    assert "1 Debian packages" in some.summary()
+    older = Software.model_validate({"scan_version": 1})  # a record from before: as it was read
+    assert "0 Debian packages" in older.summary()
