@@ -167,6 +167,21 @@ class Beside:
 
 
 @dataclass(frozen=True)
+class RecordedEnergy:
+    """Page 1's energy figures for a workload whose result records its joules per unit of work
+    itself (decode: per output token, from NVML's energy counter at each batch size's edges),
+    where a training run's come from its timed window. `metric` at the headline's conditions
+    (`words`), then `under` (`under_words`): decode's largest batch, then batch 1."""
+
+    metric: str
+    unit: str  # the unit of work, singular: "token"
+    basis: str  # what was counted, over what
+    words: str = ""
+    under: str | None = None
+    under_words: str = ""
+
+
+@dataclass(frozen=True)
 class Silent:
     """When a run moves no data between GPUs, read from a fact its result recorded under `name`
     (its parameter of that name else): `value` there means none moves (decode with tp 1: every
@@ -192,6 +207,8 @@ class WorkloadSpec:
     page1: columns page 1 shows beside the headline, per variant (Beside; decode: the batch-1
     time per output token and tokens/s, which the largest-batch headline does not say).
     silent: when its runs move no data between GPUs (Silent): no P2P verdict is given for them.
+    energy: page 1's energy figures where the workload records joules per unit itself
+    (RecordedEnergy; training's come from the timed window, kit.report.facts.efficiency).
     method: the workload's paragraph on the report's Method page, a Jinja template that sees `a`
     (facts read from the runs: label, params, world, backend, timing, bus_factor, ...) and `s`
     (this spec).
@@ -210,6 +227,7 @@ class WorkloadSpec:
     ran: tuple[Phrase, ...] = ()
     page1: tuple[Beside, ...] = ()
     silent: Silent | None = None
+    energy: RecordedEnergy | None = None
     smoke_model: bool = False  # a smoke run builds a smaller model than the label names
 
     @property

@@ -5,6 +5,7 @@ recipes/llm_decode.yaml (tests/fixtures/bundles/decode-cpu-smoke, 3 repeats)."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -317,3 +318,33 @@ def test_what_the_runs_noted_is_in_the_benchmark_section_once_with_who_said_it()
     html = _text(render_html(Bundle.load(DECODE)))
     assert "How the runs ran, as each noted it" in html
     assert html.count("step_mode graph asked; the CPU runs the eager step") == 2  # once a benchmark
+
+
+TP2 = ROOT / "reports" / "examples" / "h200x2-decode-tp2-container"
+
+
+def test_page_1_gives_decode_s_energy_per_token_at_the_largest_batch_and_at_batch_1():
+    """The report review, 4: J per token is the inference buyer's cost figure, and page 1 had it
+    for training only. Decode records its own (NVML's counter at each batch size's edges); page 1
+    gives the medians of the runs' figures, the same ones the section shows."""
+    data = load_bundle(TP2)
+    (bench,) = analysis.build_benchmarks(data.results, data.recipe)
+    summary = analysis.summarize_bench(bench, data.hardware, "")
+    for vs in summary.variants:
+        mine = [r for r in data.results.runs if r.variant == vs.variant and r.status == "ok"]
+        assert vs.j_per_unit == statistics.median(r.metrics["j_per_token"].value for r in mine)
+        assert vs.energy_under == (
+            "at batch 1",
+            statistics.median(r.metrics["j_per_token_b1"].value for r in mine),
+        )
+        assert vs.work_unit == "token" and vs.energy_words == "at the largest batch"
+    page1 = html.unescape(_text(render_html(Bundle.load(TP2))))
+    page1 = page1[: page1.index("The variants")]
+    assert (
+        "Energy per output token, GPU boards only (NVML's total-energy counter of every GPU the "
+        "runs drove, over the output tokens of a batch size's timed generations, their prefill "
+        "included; medians of the runs): p2p 0.138 J at the largest batch (26.0 M tokens/kWh), "
+        "2.89 J at batch 1; no-p2p 0.165 J at the largest batch (21.8 M tokens/kWh), 2.74 J at "
+        "batch 1." in page1
+    )
+    assert "energy*" not in page1  # a sentence, not a column: decode's table is full

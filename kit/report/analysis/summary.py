@@ -20,6 +20,7 @@ from kit.report.analysis.trust import transports
 from kit.report.analysis.verdicts import expectations, verdict_metric
 from kit.report.facts.efficiency import (
     COUNTER,
+    KWH_J,
     SAMPLED,
     cost_per_million,
     energy_per_unit,
@@ -104,6 +105,8 @@ class VariantSummary:
     work_unit: str = ""
     energy_note: str = ""
     energy_basis: str = ""  # which reading the energy comes from (counter or sampled power)
+    energy_words: str = ""  # what the energy figure was taken at ("at the largest batch")
+    energy_under: tuple[str, float] | None = None  # a second one: (words, J per unit)
     power: Power | None = None
     mfu: str = ""  # "26% MFU, bf16"
     link: str = ""  # "73% of the NVLink raw rate (450 GB/s)"
@@ -220,6 +223,25 @@ def _power(facts: list[WindowFacts]) -> Power | None:
     )
 
 
+def _recorded_energy(vs: VariantSummary, bench: Benchmark, variant: str) -> None:
+    """The energy figures of a workload that records its joules per unit itself (WorkloadSpec.
+    energy: decode's per output token), where no timed window gave one."""
+    col = bench.spec.energy if bench.spec else None
+    if col is None or vs.j_per_unit is not None:
+        return
+    row = (bench.metrics.get(col.metric) or {}).get(variant)
+    if row is None or row.summary is None or row.summary.median <= 0:
+        return
+    vs.j_per_unit = row.summary.median
+    vs.units_per_kwh = KWH_J / vs.j_per_unit
+    vs.work_unit = col.unit
+    vs.energy_basis = col.basis
+    vs.energy_words = col.words
+    low = (bench.metrics.get(col.under) or {}).get(variant) if col.under else None
+    if low is not None and low.summary is not None:
+        vs.energy_under = (col.under_words, low.summary.median)
+
+
 def _energy(vs: VariantSummary, ok: list[RunResult], hardware: Hardware) -> None:
     by_run = [(energy_per_unit(r, hardware), window_facts(r, hardware)) for r in ok]
     facts = [f for _, f in by_run if f is not None]
@@ -329,6 +351,7 @@ def summarize_bench(
                     vs.cost_per_million = cost_per_million(s.median, gpus, price.amount)
             if not smoke:
                 _energy(vs, v.ok, hardware)
+                _recorded_energy(vs, bench, v.name)
                 basis = [b for r in v.ok if (b := mfu_basis(r))]
                 if basis:
                     mfu = statistics.median(b["mfu"] for b in basis)

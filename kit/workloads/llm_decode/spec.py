@@ -1,7 +1,7 @@
 """The LLM decode workload as the driver sees it: serving throughput against batch, latency and
 the memory reads a batch-1 step makes."""
 
-from kit.workloads.base import Beside, Phrase, Silent, WorkloadSpec, metrics
+from kit.workloads.base import Beside, Phrase, RecordedEnergy, Silent, WorkloadSpec, metrics
 from kit.workloads.llm_decode.params import LlmDecodeParams
 
 METHOD = """\
@@ -70,6 +70,15 @@ SPEC = WorkloadSpec(
         Phrase(("decode_steps",), "{} decode steps"),
         Phrase(("tp",), "tp {}", recorded=True),
         Phrase(("step_mode",), "{} step", recorded=True),
+    ),
+    energy=RecordedEnergy(
+        "j_per_token",
+        "token",
+        "NVML's total-energy counter of every GPU the runs drove, over the output tokens of a "
+        "batch size's timed generations, their prefill included",
+        "at the largest batch",
+        "j_per_token_b1",
+        "at batch 1",
     ),
     silent=Silent(
         "tp",
