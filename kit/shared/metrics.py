@@ -81,8 +81,9 @@ class Metric:
     with different GPU counts meet; bus bandwidth is already normalised for the count.
     aggregate: "median" (summarized over repeats with an interval) or "sum" (a count that is
     totalled, such as wrong elements).
-    already_per_gpu: for a metric normalised for the GPU count (bus bandwidth), the few words
-    page 1 prints where the per-GPU column would be, so nobody divides it again.
+    not_per_gpu: for a metric that is a rate of the whole job and must not be divided per GPU
+    (bus bandwidth: nccl-tests' algbw x its n-dependent factor, a bus rate), the few words page
+    1 prints where the per-GPU column would be, so nobody divides it.
     better/worse: the words of a ratio ("1.3x faster").
     bound: the datasheet figure a comparison of two machines predicts its ratio from
     (kit.report.choice): "link", "memory" (HBM bandwidth: a decode step reads every weight, an
@@ -100,7 +101,7 @@ class Metric:
     aggregate: Literal["median", "sum"] = "median"
     better: str = "better"
     worse: str = "worse"
-    already_per_gpu: str = ""
+    not_per_gpu: str = ""
     bound: str = ""
     signed: bool = False
 
@@ -143,10 +144,10 @@ CATALOG: dict[str, Metric] = {
             "busbw_largest",
             "bus bandwidth at the largest size",
             "GB/s",
-            already_per_gpu=_BUSBW,
+            not_per_gpu=_BUSBW,
             **_FAST,
         ),
-        Metric("busbw_peak", "bus bandwidth, peak", "GB/s", already_per_gpu=_BUSBW, **_FAST),
+        Metric("busbw_peak", "bus bandwidth, peak", "GB/s", not_per_gpu=_BUSBW, **_FAST),
         Metric("time_small_us", "time of the smallest message", "us", False, **_FAST),
         Metric("wrong_total", "wrong elements (#wrong)", "elements", False, aggregate="sum"),
         Metric("throughput", "throughput", "{work}/s", per_gpu=True, **_FAST),
@@ -312,10 +313,10 @@ def per_gpu(name: str) -> bool:
     return bool(m and m.per_gpu)
 
 
-def already_per_gpu(name: str) -> str:
-    """Words for a metric already normalised per GPU (bus bandwidth); "" for any other."""
+def not_per_gpu(name: str) -> str:
+    """Words for a metric not to be divided per GPU (bus bandwidth: a bus rate); "" for any other."""
     m = CATALOG.get(name)
-    return m.already_per_gpu if m else ""
+    return m.not_per_gpu if m else ""
 
 
 def words(name: str) -> tuple[str, str]:

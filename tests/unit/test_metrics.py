@@ -105,10 +105,10 @@ def test_bus_bandwidth_says_why_it_is_never_divided_per_gpu():
     """busbw is a bus rate (nccl-tests' algbw x 2(n-1)/n), not a per-GPU one (the report review,
     6): page 1 says so where the per-GPU column would be; a metric is either divided per GPU or
     says why not, never both."""
-    from kit.shared.metrics import CATALOG, already_per_gpu
+    from kit.shared.metrics import CATALOG, not_per_gpu
 
-    words = already_per_gpu("busbw_largest")
+    words = not_per_gpu("busbw_largest")
     assert "a bus rate" in words and "2(n-1)/n" in words and "already" not in words
-    assert already_per_gpu("busbw_peak") == already_per_gpu("busbw_largest")
-    assert already_per_gpu("throughput") == "" and already_per_gpu("no_such_metric") == ""
-    assert not any(m.per_gpu and m.already_per_gpu for m in CATALOG.values())
+    assert not_per_gpu("busbw_peak") == not_per_gpu("busbw_largest")
+    assert not_per_gpu("throughput") == "" and not_per_gpu("no_such_metric") == ""
+    assert not any(m.per_gpu and m.not_per_gpu for m in CATALOG.values())
