@@ -173,12 +173,15 @@ class Ratio:
         else:
             factor, lo, hi = 1.0 / self.estimate, 1.0 / self.ci_high, 1.0 / self.ci_low
         factor_s, lo_s, hi_s = _fmt(factor, lo, hi)
-        # below 0.5% a factor needs more than two decimals ("1.0001x"): say it as a percentage
-        pct = percent((factor - 1) * 100)
-        lead = f"{pct}% {word}" if factor < 1.005 else f"{factor_s}x {word}"
+        # below 0.5% a factor needs more than two decimals ("1.0001x"): say it as a percentage,
+        # and its interval too (a percentage beside a factor's interval read as two scales)
+        small = factor < 1.005
+        lead = f"{percent((factor - 1) * 100)}% {word}" if small else f"{factor_s}x {word}"
         if not self.ci_available:
-            ratio = f"ratio {factor_s}, " if factor < 1.005 else ""
+            ratio = f"ratio {factor_s}, " if small else ""
             return f"{lead} ({ratio}{samples}, no interval)"
+        if small:
+            lo_s, hi_s = (f"{percent((x - 1) * 100)}%" for x in (lo, hi))
         return f"{lead} ({self._interval_words(lo_s, hi_s)})"
 
     def _interval_words(self, lo: str, hi: str) -> str:
