@@ -55,7 +55,7 @@ def text(label: Any, width: int = 60, lines: int = 1) -> str:
 
 
 def fmt_num(x: Any) -> str:
-    """Numbers as a reader wants them: 14,230 / 343.2 / 28.82 / 0.0288."""
+    """Numbers as a reader wants them: 14,230 / 343.2 / 28.82 / 0.0288 / 0.0000888."""
     if x is None:
         return "-"
     if isinstance(x, bool) or not isinstance(x, (int, float)):
@@ -67,7 +67,10 @@ def fmt_num(x: Any) -> str:
         return f"{x:,.0f}"
     if a >= 1:
         return f"{x:.4g}"
-    return f"{x:.3g}"
+    if a >= 1e-4:
+        return f"{x:.3g}"
+    # below 1e-4 "g" turns to e-notation ("8.88e-05" in an appendix, the report review, 12)
+    return f"{x:.{2 - math.floor(math.log10(a))}f}".rstrip("0")
 
 
 def human_bytes(n: float) -> str:

@@ -364,9 +364,7 @@ def context(
         "alone": analysis.alone(benches),
         "headlines": {b.name: analysis.headline(b) for b in benches},
         # page 1's per-GPU column, for a headline not divided per GPU (busbw, a bus rate): says why instead
-        "not_per_gpu": {
-            b.name: catalog.not_per_gpu(analysis.verdict_metric(b)) for b in benches
-        },
+        "not_per_gpu": {b.name: catalog.not_per_gpu(analysis.verdict_metric(b)) for b in benches},
         # reference figures are for full-size runs on GPUs: a smoke run is not compared with them
         "expectations": expected,
         "reference_chart": reference_chart,

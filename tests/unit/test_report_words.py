@@ -219,3 +219,17 @@ def test_a_rate_is_labelled_as_a_rate_not_an_amount():
         metrics.label("decode_read_gbps_b1")
         == "memory read rate of a batch-1 decode step (per GPU)"
     )
+
+
+def test_a_small_number_is_never_printed_in_e_notation():
+    """The report review, 12: an appendix printed "8B 8.88e-05 0.000136" (seconds of an 8-byte
+    collective); below 1e-4 a figure is written out, three significant digits as above it."""
+    from kit.report.plots import fmt_num
+
+    assert [fmt_num(x) for x in (8.88e-05, 0.000136, 0.0288, 0.5, -3.2e-07)] == [
+        "0.0000888",
+        "0.000136",
+        "0.0288",
+        "0.5",
+        "-0.00000032",
+    ]
