@@ -168,14 +168,23 @@ def tp_speedups(
     `where`: id(benchmark) -> the machine it ran on, for a comparison's benchmarks from several
     bundles of one hardware (kit.report.compare): each name is followed by its machine, and a
     tensor-parallel benchmark is held against the data-parallel one of its own bundle first;
-    `apart(a, b)`: the two ran on different machines, which the line then says."""
-    where = where or {}
+    `apart(a, b)`: the two ran on different machines, which the line then says. A single
+    bundle without a tp 1 benchmark gets a line saying where its speed-up is found."""
+    one_bundle, where = where is None, where or {}
     decode = [b for b in benches if "tpot_median_ms" in b.metrics]  # the decode benchmarks
     ones = [b for b in decode if _tp(b) == 1]
     out = []
     for b in decode:
         tp = _tp(b)
-        if not ones or tp is None or tp < 2:
+        if tp is None or tp < 2:
+            continue
+        if not ones:  # a bundle of tensor-parallel runs alone: where its speed-up is found
+            if one_bundle:
+                out.append(
+                    f"{b.name} (tp {tp}): no data-parallel (tp 1) benchmark in this bundle to "
+                    "hold it against; kit compare with a tp 1 bundle of the same GPU model, "
+                    "count and links states the speed-up"
+                )
             continue
         here = where.get(id(b), "")
         one = next((o for o in ones if where.get(id(o), "") == here), ones[0])

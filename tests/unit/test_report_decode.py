@@ -348,3 +348,15 @@ def test_page_1_gives_decode_s_energy_per_token_at_the_largest_batch_and_at_batc
         "batch 1." in page1
     )
     assert "energy*" not in page1  # a sentence, not a column: decode's table is full
+
+
+def test_a_tensor_parallel_bundle_alone_says_where_its_speed_up_is_found():
+    """The report review, 1: a bundle of tensor-parallel runs alone printed no speed-up and no
+    word of where to find one; page 1 now names `kit compare` with a data-parallel bundle."""
+    page1 = _text(render_html(Bundle.load(TP2)))
+    page1 = page1[: page1.index("The variants")]
+    assert (
+        "Tensor parallel, one sequence at batch 1 : decode-tp2 (tp 2): no data-parallel (tp 1) "
+        "benchmark in this bundle to hold it against; kit compare with a tp 1 bundle of the same "
+        "GPU model, count and links states the speed-up." in page1
+    )
