@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import ROOT
 
@@ -274,3 +275,19 @@ def test_equal_pages_tables_come_out_of_the_committed_bundles(tmp_path: Path) ->
     assert "3 of 5 calls read below the host" in text
     dmost = _calls_table(calls[2:4], tmp_path / "calls-dmost.md", "--place", "dmost")
     assert dmost == (folder / "calls-dmost.md").read_text()
+
+
+def test_a_cut_recipe_does_not_keep_the_whole_recipe_s_verified_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report review, 8: `GPUS=4 cut_recipe.py recipes/fsdp_llama.yaml ...` wrote `gpus: 4`
+    beside the 2-GPU recipe's `verified_on`, which the report then printed."""
+    cut = _load("cut_recipe")
+    recipe = ROOT / "recipes" / "fsdp_llama.yaml"
+    assert "verified_on" in yaml.safe_load(recipe.read_text())
+    monkeypatch.setenv("GPUS", "4")
+    out = tmp_path / "cut.yaml"
+    name = yaml.safe_load(recipe.read_text())["benchmarks"][0]["name"]
+    assert cut.main(str(recipe), name, str(out)) == 0
+    data = yaml.safe_load(out.read_text())
+    assert data["gpus"] == 4 and "verified_on" not in data
