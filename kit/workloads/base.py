@@ -174,7 +174,7 @@ class RecordedEnergy:
     (`words`), then `under` (`under_words`): decode's largest batch, then batch 1."""
 
     metric: str
-    unit: str  # the unit of work, singular: "token"
+    unit: str  # the unit of work, singular: "output token"
     basis: str  # what was counted, over what
     words: str = ""
     under: str | None = None

@@ -332,14 +332,15 @@ def test_page_1_gives_decode_s_energy_per_token_at_the_largest_batch_and_at_batc
             "at batch 1",
             statistics.median(r.metrics["j_per_token_b1"].value for r in mine),
         )
-        assert vs.work_unit == "token" and vs.energy_words == "at the largest batch"
+        assert vs.work_unit == "output token" and vs.energy_words == "at the largest batch"
     page1 = html.unescape(_text(render_html(Bundle.load(TP2))))
     page1 = page1[: page1.index("The variants")]
     assert (
         "Energy per output token, GPU boards only (NVML's total-energy counter of every GPU the "
         "runs drove, over the output tokens of a batch size's timed generations, their prefill "
-        "included; medians of the runs): p2p 0.138 J at the largest batch (26.0 M tokens/kWh), "
-        "2.89 J at batch 1; no-p2p 0.165 J at the largest batch (21.8 M tokens/kWh), 2.74 J at "
+        "included; medians of the runs): p2p 0.138 J at the largest batch (26.0 M output tokens/kWh), "
+        "2.89 J at batch 1; no-p2p 0.165 J at the largest batch (21.8 M output tokens/kWh), 2.74 J "
+        "at "
         "batch 1." in page1
     )
     assert "energy*" not in page1  # a sentence, not a column: decode's table is full

@@ -73,7 +73,7 @@ SPEC = WorkloadSpec(
     ),
     energy=RecordedEnergy(
         "j_per_token",
-        "token",
+        "output token",
         "NVML's total-energy counter of every GPU the runs drove, over the output tokens of a "
         "batch size's timed generations, their prefill included",
         "at the largest batch",
