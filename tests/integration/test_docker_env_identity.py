@@ -106,6 +106,7 @@ def test_inventory_rerun_on_a_planted_base_and_the_same_image(client, tmp_path, 
     assert torch["version"] == "2.13.0+cpu" and "torch" in torch["top"] and torch["sha256"]
     libc6 = next(p for p in made["debian"] if p["name"] == "libc6")
     assert "/usr/lib/x86_64-linux-gnu/libc.so.6" in libc6["libs"]
+    assert made["dpkg_status"] is True  # Debian's database was there: "N Debian packages"
     assert made["variables"]["PYTHONPATH"] == "/opt/kit"
     assert len(json.dumps(made)) < 400_000
 
