@@ -206,14 +206,28 @@ def _ratios(
     curve: dict[int, dict[str, Any]], ref: NcclTestsRun, placement: str
 ) -> list[tuple[int, float, dict[str, Any]]]:
     """(size, kit busbw / nccl-tests busbw, the kit's point) at every size both measured where
-    nccl-tests moved 1 GB/s or more."""
+    nccl-tests moved 1 GB/s or more, in one timing mode (`other_mode` names the rest)."""
     out = []
-    column = ref.column(placement)
+    column, apart = ref.column(placement), set(other_mode(curve, ref, placement))
     for size, point in sorted(curve.items()):
         theirs = column.get(size)
-        if theirs and theirs[1] >= 1.0 and point.get("busbw") is not None:
+        if theirs and theirs[1] >= 1.0 and point.get("busbw") is not None and size not in apart:
             out.append((size, point["busbw"] / theirs[1], point))
     return out
+
+
+def other_mode(curve: dict[int, dict[str, Any]], ref: NcclTestsRun, placement: str) -> list[int]:
+    """The sizes the kit timed in another mode than `ref` was taken in, where nccl-tests moved 1
+    GB/s or more: a CUDA-graph size (in any repeat) against a run without -G, any other against
+    a -G run. Neither is held against it: the Method says a graph-timed size is compared with
+    nccl-tests -G only, as the same-call check pairs them (kit.report.analysis.same_call)."""
+    graph, column = ref.mode == "cuda-graph", ref.column(placement)
+    return [
+        size
+        for size, point in sorted(curve.items())
+        if ("cuda-graph" in point.get("timing", ())) != graph
+        and (column.get(size) or (0.0, 0.0))[1] >= 1.0
+    ]
 
 
 def size_words(n: int) -> str:

@@ -275,9 +275,11 @@ def test_the_shipped_nccl_tests_runs_are_the_measured_ones():
 
 @pytest.mark.skipif(not ALLREDUCE.is_dir(), reason="the all-reduce example is not here")
 def test_the_sizes_below_nccl_tests_are_named():
-    """The audit's finding: 0.55x nccl-tests at 1 MiB, 0.77-0.80x at 256-512 KiB, where timing
-    switches from CUDA graphs to events; each ratio recomputed here from the raw samples."""
-    from kit.refs.nccl_tests import below, reference_for
+    """The audit's finding: 0.55x nccl-tests at 1 MiB, recomputed here from the raw samples. The
+    sizes the kit timed as a CUDA graph (up to 512 KiB, 0.77-0.80x) are not held against this run
+    of nccl-tests, taken without -G: the Method compares a graph-timed size with -G only (a
+    buyer's reading of the 4x page found it breaking that rule)."""
+    from kit.refs.nccl_tests import below, other_mode, reference_for
     from kit.report import analysis
     from tests.unit.test_report_analysis import load
 
@@ -292,7 +294,10 @@ def test_the_sizes_below_nccl_tests_are_named():
              if r["variant"] == "p2p" for row in r["data"]["sizes"] if row["bytes"] == 1 << 20]  # fmt: skip
     assert ref.in_place[1 << 20] == (14.77, 71.0) and ref.sizes[1 << 20] == (14.75, 71.07)
     assert low[1 << 20] == pytest.approx(statistics.median(at_1m) / 71.0)
-    assert round(low[1 << 20], 2) == 0.55 and 0.76 <= low[256 << 10] <= 0.81
+    assert round(low[1 << 20], 2) == 0.55 and (256 << 10) not in low
+    assert "cuda-graph" in curve[256 << 10]["timing"] and (256 << 10) in other_mode(
+        curve, ref, "in-place"
+    )
     assert (1 << 30) not in low  # at 1 GiB the kit is within 5%
     assert reference_for("all_reduce_perf", "NVIDIA H100 80GB HBM3", 2, "p2p") is None
     summary = analysis.summarize_bench(benches[0], load_bundle(ALLREDUCE).hardware, "")
@@ -303,6 +308,8 @@ def test_the_sizes_below_nccl_tests_are_named():
         and "its in-place column" in p2p.below_reference
         # sizes where nccl-tests reads under 1 GB/s are left out, and the sentence says so
         and "moved 1 GB/s or more" in p2p.below_reference
+        and "which the kit timed as a CUDA graph, are not held against this run, taken without -G"
+        in p2p.below_reference
     )
 
 

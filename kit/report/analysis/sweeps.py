@@ -14,6 +14,7 @@ from kit.refs.nccl_tests import (
     SPIN_HELD_WHY,
     above,
     below,
+    other_mode,
     reference_for,
     size_words,
 )
@@ -204,19 +205,41 @@ def below_nccl_tests(
         f"nccl-tests {ref.test} on {gpus}x {ref.gpu}, its {placement} column "
         f"(kit/refs/nccl_tests/{ref.name})"
     )
+    apart = other_mode(curve, ref, placement)
     if not low:
         said = f"within {1 - BELOW:.0%} of {where} at every size it moved 1 GB/s or more"
+        said += " and the kit timed the same way" if apart else ""
         if high:
             said = f"no size below {BELOW:.0%} of {where} (of the sizes it moved 1 GB/s or more)"
     else:
         said = (
-            f"below {BELOW:.0%} of {where} at {_sizes(low)} (of the sizes where nccl-tests moved "
+            f"below {BELOW:.0%} of {where} at {_sizes(low, BELOW)} (of the sizes where nccl-tests moved "
             "1 GB/s or more; under that the figure is latency: see the time column)"
         )
     if high:  # above it by more than noise: the reason, which is the timing mode
-        said += f"; above {ABOVE:.2f}x at {_sizes(high)}: {SPIN_HELD_WHY}"
+        said += f"; above {ABOVE:.2f}x at {_sizes(high, ABOVE)}: {SPIN_HELD_WHY}"
+    if apart:
+        eager = ref.mode == "eager"
+        said += (
+            f"; {_span(apart)}, which the kit timed "
+            f"{'as a CUDA graph' if eager else 'without a CUDA graph'}, "
+            f"{'is' if len(apart) == 1 else 'are'} not held against this run, taken "
+            f"{'without' if eager else 'with'} -G (another timing mode)"
+        )
     return said
 
 
-def _sizes(named: list[tuple[int, float]]) -> str:
-    return ", ".join(f"{size_words(size)} ({ratio:.2f}x)" for size, ratio in named)
+def _sizes(named: list[tuple[int, float]], edge: float) -> str:
+    """ "1 MiB (0.55x), 256 KiB (0.946x)": two decimals, three where two would read as the
+    edge itself ("below 95% ... (0.95x)")."""
+    return ", ".join(
+        f"{size_words(size)} ({ratio:.{3 if round(ratio, 2) == round(edge, 2) else 2}f}x)"
+        for size, ratio in named
+    )
+
+
+def _span(sizes: list[int]) -> str:
+    """ "8 KiB to 512 KiB (7 sizes)", or the one size."""
+    if len(sizes) == 1:
+        return size_words(sizes[0])
+    return f"{size_words(sizes[0])} to {size_words(sizes[-1])} ({len(sizes)} sizes)"
