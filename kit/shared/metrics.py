@@ -235,7 +235,12 @@ CATALOG: dict[str, Metric] = {
             bound="memory",
         ),
         Metric(
-            "hbm_share_b1", "batch-1 decode reads, share of datasheet HBM", "fraction", bound="none"
+            "hbm_share_b1",
+            "batch-1 decode reads, share of datasheet HBM",
+            "fraction",
+            better="higher",
+            worse="lower",
+            bound="none",
         ),
         Metric("j_per_token_b1", "energy per output token at batch 1 (GPU boards)", **_ENERGY),
         Metric(

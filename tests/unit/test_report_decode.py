@@ -19,6 +19,7 @@ from kit.model import load_bundle
 from kit.report import analysis
 from kit.report.analysis.summary import SEQUENCE
 from kit.report.render import render_bundle, render_html
+from kit.shared.metrics import words
 from tests.conftest import ROOT, needs_pdf
 
 DECODE = ROOT / "tests" / "fixtures" / "bundles" / "decode-cpu-smoke"
@@ -370,3 +371,14 @@ def test_no_page_of_the_decode_and_copy_example_holds_a_heading_and_a_line(tmp_p
     pages = PdfReader(b / "report.pdf").pages
     lines = [len([x for x in page.extract_text().splitlines() if x.strip()]) for page in pages]
     assert min(lines[:-1]) >= 25, lines
+
+
+def test_page_1_says_the_batch_1_p2p_ratio_once():
+    """A buyer's reading: "1.08x faster ... in batch-1 decode reads, share of datasheet HBM"
+    repeated the batch-1 tokens/s verdict (the share is that figure times a constant) and called
+    a share "faster"."""
+    data = load_bundle(TP2)
+    (bench,) = analysis.build_benchmarks(data.results, data.recipe)
+    assert [v.metric for v in bench.verdicts] == ["decode_tokens_per_s", "decode_tokens_per_s_b1"]
+    assert all(" faster " in v.sentence for v in bench.verdicts)
+    assert words("hbm_share_b1") == ("higher", "lower")  # a share is higher, not faster

@@ -98,7 +98,7 @@ def _compare(bench: Benchmark, a: VariantBlock, b: VariantBlock, metric: str) ->
         ratio = paired_ratio(xs, ys, higher_is_better=hib)
     except StatsError as exc:
         return Verdict(bench.name, metric, f"{bench.label}: no comparison ({exc}).", failed=True)
-    text = ratio.sentence()
+    text = ratio.sentence(*catalog.words(metric))  # "faster" for a rate, "higher" for a share
     n = f"{len(xs)} paired repeat{'s' if len(xs) > 1 else ''}"
     if text.startswith("no "):
         if p2p_pair:
