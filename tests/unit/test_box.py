@@ -414,9 +414,11 @@ def test_the_busy_clock_says_what_it_is_beside_the_table():
     text = re.sub(r"\s+", " ", html_text.unescape(re.sub(r"<[^>]+>", "", html)))
     assert "SM max 1,980 MHz; 1,320 MHz mean in matmul" in text
     assert (
-        "Clocks: the SM clock's maximum, and its mean over the samples in which the matmul runs "
-        "kept the GPU busy" in text
+        "Clocks: the SM clock's rated maximum (NVML's), and its mean over the samples in which "
+        "the matmul runs kept the GPU busy (at the power limit a GPU runs below its maximum: "
+        "normal)." in text  # nothing of "its peers": it has none
     )
+    assert re.search(r"0 of 18 up\s*one GPU: no peer", text)  # beside PASS 0 read as broken
     assert "MHz busy" not in text
 
 
@@ -427,8 +429,8 @@ def test_a_one_gpu_bundle_says_its_p2p_variant_moved_nothing():
     html = render_html(Bundle.load(ROOT / "reports/examples/h100x1-acceptance-container"))
     text = re.sub(r"\s+", " ", html_text.unescape(re.sub(r"<[^>]+>", "", html)))
     assert (
-        "Each run used one GPU: nothing crossed a link between GPUs, so what a variant sets for "
-        "that traffic acted on nothing here; the names are the recipe's." in text
+        "Each run used one GPU: nothing crossed a link between GPUs, so whether peer-to-peer "
+        "was allowed made no difference here; the variant names are the recipe's." in text
     )
     two = render_html(Bundle.load(LLAMA))
-    assert "acted on nothing here" not in two
+    assert "made no difference here" not in two
