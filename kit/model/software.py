@@ -57,11 +57,12 @@ class Software(Open):
     def summary(self) -> str:
         """ "312 Python distributions, 410 Debian packages, 35 CUDA/NCCL/driver libraries"; "no
         Debian package database" for an image without one (its OS may still be Ubuntu's)."""
-        debian = (
-            "no Debian package database (no /var/lib/dpkg/status)"
-            if self.dpkg_status is False
-            else f"{len(self.debian)} Debian packages"
-        )
+        if self.debian:
+            debian = f"{len(self.debian)} Debian packages"
+        elif self.dpkg_status is False:
+            debian = "no Debian package database (no /var/lib/dpkg/status)"
+        else:  # a scan before v2 did not say which: "0" read as an OS without packages
+            debian = "no Debian packages on record (/var/lib/dpkg/status absent or empty)"
         return (
             f"{len(self.distributions)} Python distributions, {debian}, "
             f"{len(self.libraries)} CUDA/cuDNN/NCCL/driver libraries, "
