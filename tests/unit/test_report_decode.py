@@ -382,3 +382,20 @@ def test_page_1_says_the_batch_1_p2p_ratio_once():
     assert [v.metric for v in bench.verdicts] == ["decode_tokens_per_s", "decode_tokens_per_s_b1"]
     assert all(" faster " in v.sentence for v in bench.verdicts)
     assert words("hbm_share_b1") == ("higher", "lower")  # a share is higher, not faster
+
+
+def test_the_largest_batch_that_fits_says_at_what_length():
+    """A buyer's reading: "largest batch that fits 121 sequences" beside a headline measured at
+    batch 128: the fit is searched at fit_seq_len tokens a sequence, which the heading now says
+    (from the runs' recorded parameters; an edited value leaves the heading's first words)."""
+    from kit.report.analysis.summary import _heading
+
+    data = load_bundle(ROOT / "reports" / "examples" / "h200x2-decode-dp-container")
+    (bench,) = analysis.build_benchmarks(data.results, data.recipe)
+    summary = analysis.summarize_bench(bench, data.hardware, "")
+    assert "largest batch that fits, 8,192 tokens each" in summary.beside
+    assert summary.variants[0].beside["largest batch that fits, 8,192 tokens each"]["median"] == 121
+    bench.params = {"fit_seq_len": "8k"}  # a bundle someone edited: no number to format
+    assert _heading("largest batch that fits, {fit_seq_len:,} tokens each", bench) == (
+        "largest batch that fits"
+    )

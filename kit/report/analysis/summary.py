@@ -144,10 +144,11 @@ def beside(bench: Benchmark, variant: str) -> dict[str, dict[str, Any]]:
         if row is None or row.summary is None:
             continue
         s = row.summary
-        out[col.heading] = {"median": s.median, "unit": row.unit, "interval": ends(s, row.unit)}
+        heading = _heading(col.heading, bench)
+        out[heading] = {"median": s.median, "unit": row.unit, "interval": ends(s, row.unit)}
         low = (bench.metrics.get(col.under) or {}).get(variant) if col.under else None
         if low is not None and low.summary is not None:
-            out[col.heading]["under"] = {
+            out[heading]["under"] = {
                 "words": col.under_words,
                 "median": low.summary.median,
                 "unit": low.unit,
@@ -163,6 +164,19 @@ def beside(bench: Benchmark, variant: str) -> dict[str, dict[str, Any]]:
         if not same:
             out[SEQUENCE] = {"median": s.median, "unit": "tokens/s", "interval": s.ends()}
     return out
+
+
+def _heading(heading: str, bench: Benchmark) -> str:
+    """A page-1 heading with the parameters it names filled in from the runs' record ("largest
+    batch that fits, {fit_seq_len:,} tokens each"); the words before the first one where a run
+    recorded none of them."""
+    if "{" not in heading:
+        return heading
+    recorded = next((r.data.params for r in bench.runs if r.data and r.data.params), None) or {}
+    try:
+        return heading.format_map({**recorded, **bench.params})
+    except (KeyError, ValueError, TypeError, IndexError):
+        return heading.split("{")[0].rstrip(" ,")
 
 
 def ends(s: Summary, unit: str) -> str:

@@ -61,7 +61,8 @@ SPEC = WorkloadSpec(
         Beside("tpot_median_ms", "time per token, batch 1", "tpot_p90_ms", "p90"),
         Beside("decode_tokens_per_s_b1", "tokens/s at batch 1"),
         Beside("hbm_share_b1", "batch-1 reads / datasheet HBM"),
-        Beside("max_batch_fit", "largest batch that fits"),
+        # the fit is searched at fit_seq_len tokens a sequence, not at the timed batches' length
+        Beside("max_batch_fit", "largest batch that fits, {fit_seq_len:,} tokens each"),
     ),
     ran=(
         Phrase(("num_layers",), "{} layers"),
