@@ -434,3 +434,14 @@ def test_a_one_gpu_bundle_says_its_p2p_variant_moved_nothing():
     )
     two = render_html(Bundle.load(LLAMA))
     assert "made no difference here" not in two
+
+
+def test_the_sections_name_only_the_runs_the_bundle_holds():
+    """A buyer's reading of the decode-and-copy example: "From the copy-bandwidth and
+    matmul-ceiling runs of this bundle" over a bundle without a matmul run."""
+    html = render_html(Bundle.load(ROOT / "reports/examples/h200x2-decode-dp-copy-container"))
+    text = re.sub(r"\s+", " ", html_text.unescape(re.sub(r"<[^>]+>", "", html)))
+    assert text.count("From the copy-bandwidth runs of this bundle") == 2  # silicon, per-GPU
+    assert "matmul-ceiling runs" not in text
+    b = box(steady([1490, 1492, 1488, 1491]), steady([700, 705, 690, 698]))
+    assert b.sources == "copy-bandwidth and matmul-ceiling"

@@ -209,6 +209,14 @@ class Box:
     matmul: float | None = None  # the matmul ceilings' margin (matmul_margin); None: none ran
 
     @property
+    def sources(self) -> str:
+        """The runs its figures come from, in words: "copy-bandwidth and matmul-ceiling" (a
+        decode-and-copy bundle has no matmul runs, and its section said it had)."""
+        matmul = [k.startswith("tflops") for k, *_ in self.columns]
+        kinds = (("copy-bandwidth", not all(matmul)), ("matmul-ceiling", any(matmul)))
+        return " and ".join(words for words, ran in kinds if ran)
+
+    @property
     def groups(self) -> list[tuple[str, list[str]]]:
         """Page 1's figure columns: (heading, figure keys), the host link's two directions in
         one column, so that one row a GPU fits an A4 page."""

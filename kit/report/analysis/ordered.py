@@ -173,8 +173,9 @@ def bandwidths(s: Silicon, hardware: Hardware) -> list[dict[str, Any]]:
                 None,
                 "memory bandwidth",
                 # one line of page 1's table: the silicon section says what copy traffic is
-                f"weakest GPU's copy traffic {low['local_traffic_gbps']:,.0f} GB/s, "
-                f"{low['hbm_share']:.0%} of the datasheet's {low['hbm_gbs']:,.0f}",
+                f"weakest GPU's copy traffic {low['local_traffic_gbps']:,.0f} GB/s (read plus "
+                "write: twice the copy's rate), "
+                f"{low['hbm_share']:.0%} of the datasheet's {low['hbm_gbs']:,.0f} GB/s",
                 mark="measured",
             )
         )
@@ -187,7 +188,7 @@ def bandwidths(s: Silicon, hardware: Hardware) -> list[dict[str, Any]]:
                 None,
                 "NVLink bandwidth",
                 f"weakest pair's copy one way {min(pairs):,.0f} GB/s, "
-                f"{share['share']:.0%} of the datasheet's {share['figure_gbs']:,.0f}",
+                f"{share['share']:.0%} of the datasheet's {share['figure_gbs']:,.0f} GB/s",
                 mark="measured",
             )
         )
