@@ -442,6 +442,13 @@ def test_a_plateau_change_that_rounds_to_nothing_has_no_sign():
     flat = plateau_words([run([28.24, 28.23])])  # type: ignore[list-item]
     assert flat == "taken at 1 GiB, on the plateau (within 0.05% of 512 MiB)"
     assert "(+0.7% from 512 MiB)" in plateau_words([run([350.0, 352.5])])  # type: ignore[list-item]
+    # a best size mid-sweep (no-p2p through host memory): said, so the headline is not read as it
+    peaked = plateau_words([run([31.79, 28.1, 28.23])])  # type: ignore[list-item]
+    assert peaked == (
+        "taken at 1.5 GiB, on the plateau (+0.5% from 1 GiB); its peak, 31.79 GB/s at 512 MiB, "
+        "is 13% above it"
+    )
+    assert "peak" not in plateau_words([run([29.0, 28.23])])  # type: ignore[list-item]
 
 
 def test_page_one_says_a_shared_withholding_reason_once():
