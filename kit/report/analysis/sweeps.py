@@ -152,10 +152,10 @@ allreduce_curves = sweep_curves
 
 
 PLATEAU_RISE = 0.02
-PEAK_ABOVE = 0.05
-"""A sweep's best size more than this above its largest: said beside the headline."""
 """Bus bandwidth still rising by more than this from the size before the largest: the sweep
 stopped before the plateau."""
+PEAK_ABOVE = 0.05
+"""A sweep's best size more than this above its largest: said beside the headline."""
 
 
 def plateau_words(runs: list[RunResult]) -> str:
@@ -227,8 +227,9 @@ def below_nccl_tests(
             said = f"no size below {BELOW:.0%} of {where} (of the sizes it moved 1 GB/s or more)"
     else:
         said = (
-            f"below {BELOW:.0%} of {where} at {_sizes(low, BELOW)} (of the sizes where nccl-tests moved "
-            "1 GB/s or more; under that the figure is latency: see the time column)"
+            f"below {BELOW:.0%} of {where} at {_sizes(low, BELOW)} (of the sizes where "
+            "nccl-tests moved 1 GB/s or more; under that the figure is latency: see the time "
+            "column)"
         )
     if high:  # above it by more than noise: the reason, which is the timing mode
         said += f"; above {ABOVE:.2f}x at {_sizes(high, ABOVE)}: {SPIN_HELD_WHY}"
