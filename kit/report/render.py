@@ -11,13 +11,14 @@ from __future__ import annotations
 import functools
 import io
 import platform
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from kit import __version__
 from kit.bundle import Bundle
@@ -85,6 +86,13 @@ def when(iso: Any) -> str:
 human_bytes = sections.human_bytes
 
 
+def breakable(value: Any) -> Markup:
+    """An identifier a narrow cell may wrap only after its hyphens and colons: a GPU UUID
+    ("GPU-662caade-a079-...") or bus id, never mid-hex (line breaking allows no break between a
+    hyphen and a digit, so the cell broke one anywhere). <wbr> leaves copied text unchanged."""
+    return Markup(re.sub(r"([-:])", r"\1<wbr>", str(escape(printed(value)))))
+
+
 @functools.cache
 def jinja_env() -> Environment:
     """The templates, autoescaping on, with the number and size filters both documents use.
@@ -100,6 +108,7 @@ def jinja_env() -> Environment:
     )
     env.filters["num"] = fmt_num
     env.filters["bytes"] = human_bytes
+    env.filters["breakable"] = breakable
     env.filters["pct"] = lambda x: "-" if x is None else f"{x * 100:.1f}%"
     env.globals["display"] = display
     env.globals["folded"] = folded

@@ -5,6 +5,7 @@ installed), and that nothing is fetched whatever a bundle's strings contain."""
 from __future__ import annotations
 
 import functools
+import json
 import http.server
 import os
 import re
@@ -624,11 +625,22 @@ H100_ACCEPTANCE = ROOT / "reports" / "examples" / "h100x1-acceptance-container"
 def test_the_table_of_every_gpu_stays_on_the_page(tmp_path):
     """A reader of the one-H100 acceptance report: its per-GPU table ran off the page's right
     edge ("against the model's referenc", the verdicts' words cut), its headers kept on one
-    line each and its repeats unbroken."""
+    line each and its repeats unbroken. Its GPU's UUID wraps only after a hyphen: the narrow
+    first column broke it mid-hex ("GPU-a72df94a-d5b6-dbf8-db64-2a52b", "538ecb3")."""
     dst = tmp_path / "acceptance"
     shutil.copytree(H100_ACCEPTANCE, dst)
     render_bundle(Bundle.load(dst))
     assert text_past_right_margin(dst / "report.pdf") == []
+    pdf = dst / "report.pdf"
+    text = "\n".join(_page_texts(str(pdf), _written(pdf), False))  # a cell's lines stay together
+    uuids = [g["uuid"] for g in json.loads((dst / "hardware.json").read_text())["gpus"]]
+    for uuid in uuids:
+        # the UUID as printed anywhere, a line break allowed between any two of its characters
+        wrapped = [m.group() for m in re.finditer(r"\s*".join(map(re.escape, uuid)), text)]
+        assert len(wrapped) >= 2, uuid  # page 1's identity line and the per-GPU table
+        for found in wrapped:
+            pieces = found.split()
+            assert all(piece.endswith("-") for piece in pieces[:-1]), found
 
 
 def test_real_h100_energy_bundle_method_covers_both_windows(tmp_path):
