@@ -5,8 +5,8 @@ installed), and that nothing is fetched whatever a bundle's strings contain."""
 from __future__ import annotations
 
 import functools
-import json
 import http.server
+import json
 import os
 import re
 import shutil
