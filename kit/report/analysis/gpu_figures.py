@@ -11,6 +11,7 @@ each finished run that measured it; what is printed is their median.
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +101,20 @@ class Ceiling:
     shapes: list[list[int]] = field(default_factory=list)  # the best shape of each run
     sustain_s: float | None = None
     search: str | None = None  # the shapes searched (search_words), the same in every run
+
+    @property
+    def shape_words(self) -> str:
+        """The best shape the runs found: "8192x4096x16384", or where the repeats' searches
+        found different ones, each with how many runs found it ("8192x4096x16384 in 2 of 3
+        runs, 4096x4096x8192 in 1"): near-equal shapes trade places from repeat to repeat, and
+        the table named the first run's alone beside a median over all three."""
+        counts = Counter("x".join(map(str, s)) for s in self.shapes)
+        if len(counts) <= 1:
+            return next(iter(counts), "not recorded")
+        (first, n), *rest = counts.most_common()
+        return ", ".join(
+            [f"{first} in {n} of {len(self.shapes)} runs"] + [f"{s} in {k}" for s, k in rest]
+        )
 
 
 def search_words(params: dict[str, Any]) -> str | None:

@@ -132,7 +132,7 @@ def _matmul(s: Silicon, runs: list[RunResult]) -> None:
         s.ceilings.append(
             {
                 "dtype": dtype,
-                "shape": "x".join(map(str, found[0]["best_shape"])),
+                "shape": c.shape_words,
                 "median": median,
                 "weakest": min(v for v in together if v is not None),
                 "alone_median": _median(alone),
