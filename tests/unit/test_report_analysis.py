@@ -13,7 +13,7 @@ from kit.model import Hardware, Results, Telemetry, load_bundle
 from kit.report import analysis, plots
 from kit.report.render import context, machine_line
 from kit.shared import metrics as catalog
-from kit.stats import paired_ratio
+from kit.stats import paired_ratio, summarize
 from tests.conftest import ROOT, recipe_model, results_model
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "bundles"
@@ -318,7 +318,10 @@ def test_summary_per_gpu_and_energy_match_kit_facts_on_the_llama_example():
         assert vs.median == pytest.approx(values[1]) and vs.gpus == 2
         assert vs.per_gpu == pytest.approx(values[1] / 2)
         joules = sorted(energy_per_unit(r, hw).j_per_unit for r in block.ok)
-        assert vs.j_per_unit == pytest.approx(joules[1])
+        assert vs.energy.j_per_unit == pytest.approx(joules[1])
+        # the runs' interval, as the throughput's: a buyer compares J per token across machines
+        assert vs.energy.interval == summarize(joules).words("J")
+        assert vs.energy.interval.startswith("95% t-interval of the geometric mean ")
         assert vs.interval.startswith("95% t-interval of the geometric mean ")
     p2p, no = summary.variants
     assert p2p.power.limited and p2p.power.at_cap_share > 0.5 and not no.power.limited

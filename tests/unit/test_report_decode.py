@@ -20,6 +20,7 @@ from kit.report import analysis
 from kit.report.analysis.summary import SEQUENCE
 from kit.report.render import render_bundle, render_html
 from kit.shared.metrics import words
+from kit.stats import summarize
 from tests.conftest import ROOT, needs_pdf
 
 DECODE = ROOT / "tests" / "fixtures" / "bundles" / "decode-cpu-smoke"
@@ -328,21 +329,24 @@ def test_page_1_gives_decode_s_energy_per_token_at_the_largest_batch_and_at_batc
     summary = analysis.summarize_bench(bench, data.hardware, "")
     for vs in summary.variants:
         mine = [r for r in data.results.runs if r.variant == vs.variant and r.status == "ok"]
-        assert vs.j_per_unit == statistics.median(r.metrics["j_per_token"].value for r in mine)
-        assert vs.energy_under == (
+        e = vs.energy
+        assert e.j_per_unit == statistics.median(r.metrics["j_per_token"].value for r in mine)
+        assert e.under == (
             "at batch 1",
             statistics.median(r.metrics["j_per_token_b1"].value for r in mine),
         )
-        assert vs.work_unit == "output token" and vs.energy_words == "at the largest batch"
+        assert e.unit == "output token" and e.words == "at the largest batch"
+        # the runs' interval, as the headline's (a buyer compares J per token across machines)
+        assert e.interval == summarize([r.metrics["j_per_token"].value for r in mine]).words("J")
+    p2p, no = (vs.energy.interval for vs in summary.variants)
     page1 = html.unescape(_text(render_html(Bundle.load(TP2))))
     page1 = page1[: page1.index("The variants")]
     assert (
         "Energy per output token, GPU boards only (NVML's total-energy counter of every GPU the "
         "runs drove, over the output tokens of a batch size's timed generations, their prefill "
-        "included; medians of the runs): p2p 0.138 J at the largest batch (26.0 M output tokens/kWh), "
-        "2.89 J at batch 1; no-p2p 0.165 J at the largest batch (21.8 M output tokens/kWh), 2.74 J "
-        "at "
-        "batch 1." in page1
+        "included; medians of the runs): p2p 0.138 J at the largest batch (26.0 M output tokens/kWh; "
+        f"{p2p}), 2.89 J at batch 1; no-p2p 0.165 J at the largest batch (21.8 M output "
+        f"tokens/kWh; {no}), 2.74 J at batch 1." in page1
     )
     assert "energy*" not in page1  # a sentence, not a column: decode's table is full
 

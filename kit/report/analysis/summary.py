@@ -1,8 +1,8 @@
 """Page 1's buyer's summary: per benchmark and variant, the figures a buyer asks for.
 
-Throughput in total and per GPU, energy per unit of work (GPU board power, inside the timed
-window), share of peak (MFU against a named peak, bus bandwidth against the link's spec figure),
-the reference with its source, power capping sized, and cost per 1M units when a price is given.
+Throughput in total and per GPU, energy per unit of work (kit.report.analysis.energy), share
+of peak (MFU against a named peak, bus bandwidth against the link's spec figure), the reference
+with its source, power capping sized, and cost per 1M units when a price is given.
 Every number comes from kit.report.facts (the one place that computes them) over the finished runs.
 """
 
@@ -14,76 +14,24 @@ from typing import Any
 
 from kit.model import Hardware, RunResult
 from kit.refs.published import for_kind, place, run_conditions
+from kit.report.analysis.energy import Energy, Power, recorded_energy, window_energy
 from kit.report.analysis.model import Benchmark, VariantBlock
 from kit.report.analysis.sweeps import below_nccl_tests, plateau_words
 from kit.report.analysis.trust import transports
 from kit.report.analysis.verdicts import expectations, verdict_metric
 from kit.report.facts.efficiency import (
-    COUNTER,
-    KWH_J,
-    SAMPLED,
     cost_per_million,
-    energy_per_unit,
     link_share,
     mfu_basis,
 )
 from kit.report.facts.price import Price, parse_price
-from kit.report.facts.window import POWER_CAP_REASON, WindowFacts, window_facts
+from kit.report.facts.window import POWER_CAP_REASON
 from kit.shared import p2p
 from kit.stats import Summary
 from kit.stats import summarize as summarize_values
 
-MIN_SAMPLES_PER_GPU = 4
-"""Energy and power are printed only when the window holds this many samples per GPU
-(telemetry samples every ~0.25 s: a 0.2 s window holds one or two, too few to integrate)."""
-
 LOGGING_ONLY = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"}
 SETTING_PREFIXES = ("NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_", "TORCH_NCCL_", "CUDA_DEVICE_MAX_")
-
-
-@dataclass
-class Power:
-    """Power inside the timed window, over a variant's finished runs (means of the runs)."""
-
-    runs: int
-    limited: bool
-    at_cap_share: float | None
-    power_limit_w: float | None
-    power_w_per_gpu: float
-    sm_clock_mhz: float | None
-    sm_clock_max_mhz: float | None
-    throttle_share: dict[str, float]
-    window_s: float
-
-    @property
-    def sentence(self) -> str:
-        """E.g. "power-limited: 100% of the timed window at the 700 W cap, SM clock 1,750 MHz
-        against 1,980 max"."""
-        capped = self.throttle_share.get(POWER_CAP_REASON, 0.0)
-        near = self.at_cap_share if self.power_limit_w else None
-        reading = (
-            f"{near:.0%} of the timed window's power readings within 5% of the "
-            f"{self.power_limit_w:,.0f} W cap"
-            if near is not None
-            else ""
-        )
-        reason = f"NVML's {POWER_CAP_REASON} clock reason in {capped:.0%} of its samples"
-        if self.limited:
-            head, joint = "power-limited", " and "
-        elif capped >= 0.05 and (near is None or near >= 0.05):
-            head, joint = "power-capped in part of the window", " and "
-        elif capped >= 0.05:  # the clock reason without the power: never "capped" at 0%
-            head, joint = "below the power cap", ", though "
-        else:
-            head, joint = "not power-limited", " and "
-        facts = joint.join(x for x in (reading, reason if capped else "") if x)
-        if facts:
-            head += ": " + facts
-        parts = [head, f"{self.power_w_per_gpu:,.0f} W per GPU"]
-        if self.sm_clock_mhz is not None:
-            top = f" against {self.sm_clock_max_mhz:,.0f} max" if self.sm_clock_max_mhz else ""
-            parts.append(f"SM clock {self.sm_clock_mhz:,.0f} MHz{top}")
-        return ", ".join(parts)
 
 
 @dataclass
@@ -100,13 +48,8 @@ class VariantSummary:
     interval: str = ""
     ends: str = ""  # the interval's ends alone, for a table that names its kind once
     interval_kind: str = ""  # "95% t-interval of the geometric mean, n=3"
-    j_per_unit: float | None = None
-    units_per_kwh: float | None = None
-    work_unit: str = ""
-    energy_note: str = ""
-    energy_basis: str = ""  # which reading the energy comes from (counter or sampled power)
-    energy_words: str = ""  # what the energy figure was taken at ("at the largest batch")
-    energy_under: tuple[str, float] | None = None  # a second one: (words, J per unit)
+    energy: Energy | None = None
+    energy_note: str = ""  # why there is no energy figure, where there is none
     power: Power | None = None
     mfu: str = ""  # "26% MFU, bf16"
     link: str = ""  # "73% of the NVLink raw rate (450 GB/s)"
@@ -214,88 +157,6 @@ def settings(runs: list[RunResult]) -> list[str]:
     return [f"{k}={v}" for k, v in sorted(seen.items())]
 
 
-def _power(facts: list[WindowFacts]) -> Power | None:
-    facts = [f for f in facts if f.samples / max(1, f.gpus) >= MIN_SAMPLES_PER_GPU]
-    if not facts:
-        return None
-    clocks = [f.sm_clock_mhz_mean for f in facts if f.sm_clock_mhz_mean is not None]
-    caps = [f.at_cap_share for f in facts if f.at_cap_share is not None]
-    reasons: dict[str, float] = {}
-    for f in facts:
-        for k, v in f.throttle_share.items():
-            reasons[k] = reasons.get(k, 0.0) + v / len(facts)
-    return Power(
-        runs=len(facts),
-        limited=sum(f.power_limited for f in facts) > len(facts) / 2,
-        at_cap_share=statistics.mean(caps) if len(caps) == len(facts) else None,
-        power_limit_w=facts[0].power_limit_w,
-        power_w_per_gpu=statistics.mean(f.power_w_per_gpu_mean for f in facts),
-        sm_clock_mhz=statistics.mean(clocks) if clocks else None,
-        sm_clock_max_mhz=facts[0].sm_clock_mhz_max_spec,
-        throttle_share=reasons,
-        window_s=statistics.mean(f.window.seconds for f in facts),
-    )
-
-
-def _recorded_energy(vs: VariantSummary, bench: Benchmark, variant: str) -> None:
-    """The energy figures of a workload that records its joules per unit itself (WorkloadSpec.
-    energy: decode's per output token), where no timed window gave one."""
-    col = bench.spec.energy if bench.spec else None
-    if col is None or vs.j_per_unit is not None:
-        return
-    row = (bench.metrics.get(col.metric) or {}).get(variant)
-    if row is None or row.summary is None or row.summary.median <= 0:
-        return
-    vs.j_per_unit = row.summary.median
-    vs.units_per_kwh = KWH_J / vs.j_per_unit
-    vs.work_unit = col.unit
-    vs.energy_basis = col.basis
-    vs.energy_words = col.words
-    low = (bench.metrics.get(col.under) or {}).get(variant) if col.under else None
-    if low is not None and low.summary is not None:
-        vs.energy_under = (col.under_words, low.summary.median)
-
-
-def _energy(vs: VariantSummary, ok: list[RunResult], hardware: Hardware) -> None:
-    by_run = [(energy_per_unit(r, hardware), window_facts(r, hardware)) for r in ok]
-    facts = [f for _, f in by_run if f is not None]
-    vs.power = _power(facts)
-    if all(e is None for e, _ in by_run):
-        return
-    usable = [
-        e
-        for e, f in by_run
-        if e is not None
-        and e.complete
-        and (
-            e.source == COUNTER
-            or (f is not None and f.samples / max(1, f.gpus) >= MIN_SAMPLES_PER_GPU)
-        )
-    ]
-    if not usable:
-        shortest = min(f.window.seconds for f in facts) if facts else 0.0
-        vs.energy_note = (
-            f"energy not measured: the timed window ({shortest:.1f} s) holds too few "
-            "power samples (one every ~0.25 s)"
-            if facts and shortest < 2.0
-            else "energy not measured: not every GPU was sampled"
-        )
-        return
-    vs.j_per_unit = statistics.median(e.j_per_unit for e in usable)
-    vs.units_per_kwh = statistics.median(e.units_per_kwh for e in usable)
-    vs.work_unit = usable[0].unit.rstrip("s")
-    sources = {e.source for e in usable}
-    vs.energy_basis = (
-        "NVML's total-energy counter of every GPU, read at each run's timed window edges"
-        if sources == {COUNTER}
-        else "GPU board power sampled every ~0.25 s and integrated over each run's timed window "
-        "(this bundle recorded no energy counter; NVML's power reading is a one-second average, "
-        "so on windows of a few seconds this reads low)"
-        if sources == {SAMPLED}
-        else "the energy counter where the run recorded it, sampled power elsewhere"
-    )
-
-
 def _sweep_link(vs: VariantSummary, hardware: Hardware) -> None:
     """Bus bandwidth against the spec figure of the link the variant's transport used (none on
     one GPU: a collective there crosses no link, its busbw is 0 by definition)."""
@@ -364,8 +225,9 @@ def summarize_bench(
                 if price is not None and s.median > 0:
                     vs.cost_per_million = cost_per_million(s.median, gpus, price.amount)
             if not smoke:
-                _energy(vs, v.ok, hardware)
-                _recorded_energy(vs, bench, v.name)
+                energy, note, vs.power = window_energy(v.ok, hardware)
+                vs.energy = energy or recorded_energy(bench, v.name)
+                vs.energy_note = "" if vs.energy else note
                 basis = [b for r in v.ok if (b := mfu_basis(r))]
                 if basis:
                     mfu = statistics.median(b["mfu"] for b in basis)
