@@ -24,6 +24,7 @@ from kit.report.mpl import (
     matplotlib,
 )
 from kit.report.plot_colors import colors
+from kit.shared.metrics import figure
 
 RC = {
     "svg.fonttype": "none",
@@ -55,22 +56,13 @@ def text(label: Any, width: int = 60, lines: int = 1) -> str:
 
 
 def fmt_num(x: Any) -> str:
-    """Numbers as a reader wants them: 14,230 / 343.2 / 28.82 / 0.0288 / 0.0000888."""
+    """A value as the pages print it: a number as kit.shared.metrics.figure writes it (one
+    definition for the terminal and the pages), "-" for none, anything else as it is."""
     if x is None:
         return "-"
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return str(x)
-    if x == 0:
-        return "0"
-    a = abs(x)
-    if a >= 1000:
-        return f"{x:,.0f}"
-    if a >= 1:
-        return f"{x:.4g}"
-    if a >= 1e-4:
-        return f"{x:.3g}"
-    # below 1e-4 "g" turns to e-notation ("8.88e-05" in an appendix, the report review, 12)
-    return f"{x:.{2 - math.floor(math.log10(a))}f}".rstrip("0")
+    return figure(x)
 
 
 def human_bytes(n: float) -> str:

@@ -10,6 +10,7 @@ live here too, with the words the Method page prints for them. Standard library 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -331,6 +332,16 @@ def words(name: str) -> tuple[str, str]:
 
 
 def figure(value: float) -> str:
-    """A figure in a line of text, written one way everywhere: 13,420 (never 1.342e+04) from
-    1,000 up, four significant digits below."""
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    """A figure written one way everywhere, on the terminal and on the report's pages (its
+    `num` filter): 14,230 / 343.2 / 28.82 / 0.0288 / 0.0000888; never e-notation ("1.342e+04"
+    on the console, "8.88e-05" in an appendix: the report review, 12)."""
+    if value == 0:
+        return "0"
+    a = abs(value)
+    if a >= 1000:
+        return f"{value:,.0f}"
+    if a >= 1:
+        return f"{value:.4g}"
+    if a >= 1e-4:
+        return f"{value:.3g}"
+    return f"{value:.{2 - math.floor(math.log10(a))}f}".rstrip("0")

@@ -15,7 +15,9 @@ from kit.run.engine import _headline
     [
         ("fsdp_llama", "throughput", 13420.4, "tokens/s", "throughput 13,420 tokens/s"),
         ("allreduce", "busbw_largest", 329.52, "GB/s", "busbw_largest 329.5 GB/s"),
-        ("allreduce", "busbw_largest", 0.001077, "GB/s", "busbw_largest 0.001077 GB/s"),
+        # as the report's pages print it (one definition: kit.shared.metrics.figure)
+        ("allreduce", "busbw_largest", 0.001077, "GB/s", "busbw_largest 0.00108 GB/s"),
+        ("allreduce", "busbw_largest", 0.0000888, "GB/s", "busbw_largest 0.0000888 GB/s"),
     ],
 )
 def test_the_headline_figure_has_no_exponent(kind, metric, value, unit, line):
@@ -33,3 +35,12 @@ def test_a_run_that_could_not_measure_its_headline_prints_the_first_it_recorded(
     fp32 = SimpleNamespace(value=0.157, unit="TFLOP/s")
     run = SimpleNamespace(kind="matmul_ceiling", metrics={"tflops_fp32": fp32})
     assert _headline(run) == "tflops_fp32 0.157 TFLOP/s"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [13420.4, 329.52, 28.824, 0.028841, 0.001077, 0.0000888, -1e-9])
+def test_the_terminal_and_the_pages_write_a_figure_alike(value):
+    """One definition: a figure the console prints reads as the report prints it."""
+    from kit.report.plots import fmt_num
+    from kit.shared.metrics import figure
+
+    assert figure(value) == fmt_num(value) and "e" not in figure(value)
