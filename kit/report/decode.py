@@ -64,7 +64,7 @@ def batch_one(bench: Benchmark) -> list[str]:
         else:
             share = " (no datasheet HBM figure for this GPU)"
         read = f"{median:,.0f}" if median >= 100 else f"{median:.3g}"  # as the silicon section
-        lines.append(f"{v.name}: a batch-1 step reads {read} GB/s per GPU{share}")
+        lines.append(f"{v.name}: a batch-1 step reads memory at {read} GB/s per GPU{share}")
     return lines
 
 

@@ -245,7 +245,7 @@ def peak_flops(device_name: str | None, dtype: str) -> tuple[float, str] | None:
     if spec is None or dtype not in spec.peak_flops:
         return None
     value = spec.peak_flops[dtype]
-    return value, f"{spec.key} {dtype} dense {value / T:g} TFLOP/s, {spec.source}"
+    return value, f"{spec.key} {dtype} dense {value / T:,g} TFLOP/s, {spec.source}"
 
 
 def pcie_gbs(gen: int | None, width: int | None) -> float | None:

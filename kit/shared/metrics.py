@@ -167,7 +167,7 @@ CATALOG: dict[str, Metric] = {
         # latency and memory reads at batch 1, the largest batch whose KV cache fits
         Metric(
             "decode_tokens_per_s",
-            "decode throughput (largest batch)",
+            "decode throughput (largest batch timed)",
             "tokens/s",
             per_gpu=True,
             **_FAST,
@@ -183,7 +183,7 @@ CATALOG: dict[str, Metric] = {
         ),
         Metric(
             "prefill_tokens_per_s",
-            "prefill throughput (largest batch)",
+            "prefill throughput (largest batch timed)",
             "tokens/s",
             per_gpu=True,
             **_FAST,
@@ -245,7 +245,9 @@ CATALOG: dict[str, Metric] = {
         ),
         Metric("j_per_token_b1", "energy per output token at batch 1 (GPU boards)", **_ENERGY),
         Metric(
-            "j_per_token", "energy per output token at the largest batch (GPU boards)", **_ENERGY
+            "j_per_token",
+            "energy per output token at the largest batch timed (GPU boards)",
+            **_ENERGY,
         ),
         # copy bandwidth (nvbandwidth's testcases): the weakest GPU or pair, never summed
         Metric(

@@ -129,8 +129,8 @@ def test_the_report_draws_decode_against_batch(bundle):
     flat = " ".join(text.split())
     for name in ("decode-dp", "decode-tp2"):
         assert f"{name} (LLM decode) recipe at smoke size: decode throughput against batch" in flat
-    assert "a batch-1 step reads" in flat
-    assert "decode throughput (largest batch)" in flat
+    assert "a batch-1 step reads memory at" in flat
+    assert "decode throughput (largest batch timed)" in flat
     assert "time per output token at batch 1 (median)" in flat
     assert "vLLM and TensorRT-LLM are not run" in flat  # the Method page's paragraph
     html = (bundle / "report.html").read_text()

@@ -255,8 +255,8 @@ def test_the_decode_figure_leaves_out_what_is_not_a_row():
     )
     assert curves(bench) == {"p2p": {1: [100.0], 8: [700.0]}}
     assert batch_one(bench) == [
-        "p2p: a batch-1 step reads 2,000 GB/s per GPU (no datasheet HBM figure for this GPU)",
-        "no-p2p: a batch-1 step reads 1,675 GB/s per GPU, 50% of the datasheet's 3,350 GB/s "
+        "p2p: a batch-1 step reads memory at 2,000 GB/s per GPU (no datasheet HBM figure for this GPU)",
+        "no-p2p: a batch-1 step reads memory at 1,675 GB/s per GPU, 50% of the datasheet's 3,350 GB/s "
         "HBM bandwidth",
     ]
     svg = decode_plot(curves(bench), "t", "salt")

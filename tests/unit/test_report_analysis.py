@@ -320,7 +320,7 @@ def test_summary_per_gpu_and_energy_match_kit_facts_on_the_llama_example():
         joules = sorted(energy_per_unit(r, hw).j_per_unit for r in block.ok)
         assert vs.energy.j_per_unit == pytest.approx(joules[1])
         # the runs' interval, as the throughput's: a buyer compares J per token across machines
-        assert vs.energy.interval == summarize(joules).words("J")
+        assert vs.energy.interval == summarize(joules).words("J/token")
         assert vs.energy.interval.startswith("95% t-interval of the geometric mean ")
         assert vs.interval.startswith("95% t-interval of the geometric mean ")
     p2p, no = summary.variants

@@ -266,7 +266,7 @@ def test_page_1_holds_batch_1_reads_against_the_copy_ceiling_measured_beside_the
     bundle = tmp_path / "c5-decode-h200x1" / "bundles" / "docker-llm_decode_1gpu"
     text = _text(render_html(Bundle.load(bundle)))
     first = text[: text.index("The variants")]
-    line = "a batch-1 decode step reads 3,586 GB/s per GPU, 85% of the 4,220 GB/s device-local copy"
+    line = "a batch-1 decode step reads memory at 3,586 GB/s per GPU, 85% of the 4,220 GB/s device-local copy"
     assert line in first
     assert text.count(line) == 2  # page 1 and the silicon section: one sentence, one definition
     assert first.count("237.7 tokens/s") == 1  # batch-1 tokens/s once (one model copy)
@@ -335,17 +335,19 @@ def test_page_1_gives_decode_s_energy_per_token_at_the_largest_batch_and_at_batc
             "at batch 1",
             statistics.median(r.metrics["j_per_token_b1"].value for r in mine),
         )
-        assert e.unit == "output token" and e.words == "at the largest batch"
+        assert e.unit == "output token" and e.words == "at the largest batch timed"
         # the runs' interval, as the headline's (a buyer compares J per token across machines)
-        assert e.interval == summarize([r.metrics["j_per_token"].value for r in mine]).words("J")
+        assert e.interval == summarize([r.metrics["j_per_token"].value for r in mine]).words(
+            "J/output token"
+        )
     p2p, no = (vs.energy.interval for vs in summary.variants)
     page1 = html.unescape(_text(render_html(Bundle.load(TP2))))
     page1 = page1[: page1.index("The variants")]
     assert (
         "Energy per output token, GPU boards only (NVML's total-energy counter of every GPU the "
         "runs drove, over the output tokens of a batch size's timed generations, their prefill "
-        "included; medians of the runs): p2p 0.138 J at the largest batch (26.0 M output tokens/kWh; "
-        f"{p2p}), 2.89 J at batch 1; no-p2p 0.165 J at the largest batch (21.8 M output "
+        "included; medians of the runs): p2p 0.138 J at the largest batch timed (26.0 M output tokens/kWh; "
+        f"{p2p}), 2.89 J at batch 1; no-p2p 0.165 J at the largest batch timed (21.8 M output "
         f"tokens/kWh; {no}), 2.74 J at batch 1." in page1
     )
     assert "energy*" not in page1  # a sentence, not a column: decode's table is full

@@ -336,7 +336,12 @@ def judge_box(benches: list[Benchmark], hardware: Hardware | None, smoke: bool) 
         per_gpu = c.alone or c.together  # one GPU all at once is that GPU alone
         held = "alone" if c.alone or len(per_gpu) == 1 else "all at once"
         shapes = {tuple(s) for s in c.shapes}
-        shape = list(shapes.pop()) if len(shapes) == 1 else c.shape_words
+        # several: the reference's shape may be among them, so say why none is held against it
+        shape = (
+            list(shapes.pop())
+            if len(shapes) == 1
+            else f"not the same in every repeat ({c.shape_words})"
+        )
         # a figure is either the one shape's (a reference that names it) or the best of one
         # search (a reference that names the search: which near-equal shape wins a search
         # changes from repeat to repeat, 2026-11-29 on one H200)

@@ -76,13 +76,13 @@ class Energy:
     units_per_kwh: float
     unit: str  # the unit of work, singular: "token", "output token"
     basis: str  # which reading it comes from (the energy counter or sampled power)
-    interval: str = ""  # "95% t-interval of the geometric mean 0.104, n=3: 0.103 to 0.105 J"
-    words: str = ""  # what the figure was taken at ("at the largest batch")
+    interval: str = ""  # "95% t-interval of the geometric mean 0.103, n=3: 0.0998 to 0.106 J/token"
+    words: str = ""  # what the figure was taken at ("at the largest batch timed")
     under: tuple[str, float] | None = None  # a second figure: (its words, J per unit)
 
 
-def _interval(s: Summary) -> str:
-    return s.words("J") if s.ci_available else ""
+def _interval(s: Summary, unit: str) -> str:
+    return s.words(f"J/{unit}") if s.ci_available else ""
 
 
 def _power(facts: list[WindowFacts]) -> Power | None:
@@ -123,7 +123,7 @@ def recorded_energy(bench: Benchmark, variant: str) -> Energy | None:
         units_per_kwh=KWH_J / row.summary.median,
         unit=col.unit,
         basis=col.basis,
-        interval=_interval(row.summary),
+        interval=_interval(row.summary, col.unit),
         words=col.words,
         under=(col.under_words, low.summary.median) if low and low.summary else None,
     )
@@ -169,11 +169,12 @@ def window_energy(
         if sources == {SAMPLED}
         else "the energy counter where the run recorded it, sampled power elsewhere"
     )
+    unit = usable[0].unit.rstrip("s")
     energy = Energy(
         j_per_unit=joules.median,
         units_per_kwh=statistics.median(e.units_per_kwh for e in usable),
-        unit=usable[0].unit.rstrip("s"),
+        unit=unit,
         basis=basis,
-        interval=_interval(joules),
+        interval=_interval(joules, unit),
     )
     return energy, "", power

@@ -11,13 +11,15 @@ time (decimal GB/s), the median of {{ a.params.samples }} samples. Host-to-devic
 use pinned host memory on the GPU's NUMA node and the copy engine (cudaMemcpyAsync);
 device-local copy counts the bytes once, as nvbandwidth's device_local_copy does (the memory
 moves twice that). The plateau sweep repeats them on the first GPU from {{ a.params.plateau_min_mib }}
-MiB up. Every GPU pair (row = source, column = destination): copy-engine and SM (a copy kernel on
-the source GPU) copies of {{ a.params.pair_size_mib }} MiB, one way and both ways at once (the two
-directions added, nvbandwidth's Total), median of {{ a.params.pair_samples }} samples of
+MiB up. {% if a.params.pairs is not sameas false %}Every GPU pair (row = source, column =
+destination): copy-engine and SM (a copy kernel on the source GPU) copies of
+{{ a.params.pair_size_mib }} MiB, one way and both ways at once (the two directions added,
+nvbandwidth's Total), median of {{ a.params.pair_samples }} samples of
 {{ a.params.pair_loop_count }} copies; latency: the time of one 4-byte copy among
-{{ a.params.latency_copies }} back-to-back ones; staged: the same pairs through pinned host memory in
-4 MiB double-buffered chunks (the path a copy takes with peer access off), host clock. Every copy
-is checked (wrong elements). The headline is the weakest GPU's figure: a slow slot or a
+{{ a.params.latency_copies }} back-to-back ones{% if a.params.staged is not sameas false %}; staged:
+the same pairs through pinned host memory in 4 MiB double-buffered chunks (the path a copy takes
+with peer access off), host clock{% endif %}.{% else %}GPU pairs: not measured (the recipe set
+<code>pairs: false</code>).{% endif %} Every copy is checked (wrong elements). The headline is the weakest GPU's figure: a slow slot or a
 throttled part shows there. On the CPU: host memory copies only, each rank in turn at the
 full size (a rank stands where a GPU would)."""
 

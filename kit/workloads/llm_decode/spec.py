@@ -79,7 +79,7 @@ SPEC = WorkloadSpec(
         "output token",
         "NVML's total-energy counter of every GPU the runs drove, over the output tokens of a "
         "batch size's timed generations, their prefill included",
-        "at the largest batch",
+        "at the largest batch timed",
         "j_per_token_b1",
         "at batch 1",
     ),
