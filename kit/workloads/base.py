@@ -193,6 +193,10 @@ class Silent:
     why: str
 
 
+TIMED_WINDOW = "the timed window"
+"""What a run's recorded window holds, where a workload says nothing else (WorkloadSpec.window)."""
+
+
 @dataclass(frozen=True)
 class WorkloadSpec:
     """Everything the driver (recipe, report, compare, adaptive repeats) knows about one kind.
@@ -209,6 +213,8 @@ class WorkloadSpec:
     silent: when its runs move no data between GPUs (Silent): no P2P verdict is given for them.
     energy: page 1's energy figures where the workload records joules per unit itself
     (RecordedEnergy; training's come from the timed window, kit.report.facts.efficiency).
+    window: what the window its runs record (data.window_monotonic_s) holds, in words: page 1
+    reads power and clocks over it (decode's spans the whole batch sweep, warm-ups included).
     method: the workload's paragraph on the report's Method page, a Jinja template that sees `a`
     (facts read from the runs: label, params, world, backend, timing, bus_factor, ...) and `s`
     (this spec).
@@ -228,6 +234,7 @@ class WorkloadSpec:
     page1: tuple[Beside, ...] = ()
     silent: Silent | None = None
     energy: RecordedEnergy | None = None
+    window: str = TIMED_WINDOW
     smoke_model: bool = False  # a smoke run builds a smaller model than the label names
 
     @property

@@ -56,7 +56,7 @@ def test_power_words_match_the_readings_and_a_power_cap_is_no_caution(tmp_path):
     pdf = rendered(b)
     first = text(pdf) + " " + text(pdf, 1)  # page 1's power notes run onto page 2
     assert (
-        "below the power cap: 0% of the timed window's power readings within 5% of the 700 W "
+        "below the power cap: 0% of the window's power readings within 5% of the 700 W "
         "cap, though NVML's SwPowerCap clock reason in 48% of its samples"
     ) in first
     assert "power-capped in part of the window: 0%" not in first

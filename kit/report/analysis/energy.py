@@ -34,6 +34,7 @@ class Power:
     sm_clock_max_mhz: float | None
     throttle_share: dict[str, float]
     window_s: float
+    window: str  # what the window holds, in words (WorkloadSpec.window)
 
     @property
     def sentence(self) -> str:
@@ -42,7 +43,7 @@ class Power:
         capped = self.throttle_share.get(POWER_CAP_REASON, 0.0)
         near = self.at_cap_share if self.power_limit_w else None
         reading = (
-            f"{near:.0%} of the timed window's power readings within 5% of the "
+            f"{near:.0%} of the window's power readings within 5% of the "
             f"{self.power_limit_w:,.0f} W cap"
             if near is not None
             else ""
@@ -85,7 +86,7 @@ def _interval(s: Summary, unit: str) -> str:
     return s.words(f"J/{unit}") if s.ci_available else ""
 
 
-def _power(facts: list[WindowFacts]) -> Power | None:
+def _power(facts: list[WindowFacts], window: str) -> Power | None:
     facts = [f for f in facts if f.samples / max(1, f.gpus) >= MIN_SAMPLES_PER_GPU]
     if not facts:
         return None
@@ -105,6 +106,7 @@ def _power(facts: list[WindowFacts]) -> Power | None:
         sm_clock_max_mhz=facts[0].sm_clock_mhz_max_spec,
         throttle_share=reasons,
         window_s=statistics.mean(f.window.seconds for f in facts),
+        window=window,
     )
 
 
@@ -130,13 +132,13 @@ def recorded_energy(bench: Benchmark, variant: str) -> Energy | None:
 
 
 def window_energy(
-    ok: list[RunResult], hardware: Hardware
+    ok: list[RunResult], hardware: Hardware, window: str
 ) -> tuple[Energy | None, str, Power | None]:
     """The energy over each finished run's timed window (the energy counter at its edges, else
     sampled power integrated), with why there is none where there is none, and the power."""
     by_run = [(energy_per_unit(r, hardware), window_facts(r, hardware)) for r in ok]
     facts = [f for _, f in by_run if f is not None]
-    power = _power(facts)
+    power = _power(facts, window)
     if all(e is None for e, _ in by_run):
         return None, "", power
     usable = [

@@ -29,6 +29,7 @@ from kit.report.facts.window import POWER_CAP_REASON
 from kit.shared import p2p
 from kit.stats import Summary
 from kit.stats import summarize as summarize_values
+from kit.workloads.base import TIMED_WINDOW
 
 LOGGING_ONLY = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"}
 SETTING_PREFIXES = ("NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_", "TORCH_NCCL_", "CUDA_DEVICE_MAX_")
@@ -225,7 +226,8 @@ def summarize_bench(
                 if price is not None and s.median > 0:
                     vs.cost_per_million = cost_per_million(s.median, gpus, price.amount)
             if not smoke:
-                energy, note, vs.power = window_energy(v.ok, hardware)
+                window = bench.spec.window if bench.spec else TIMED_WINDOW
+                energy, note, vs.power = window_energy(v.ok, hardware, window)
                 vs.energy = energy or recorded_energy(bench, v.name)
                 vs.energy_note = "" if vs.energy else note
                 basis = [b for r in v.ok if (b := mfu_basis(r))]

@@ -107,4 +107,5 @@ SPEC = WorkloadSpec(
         "j_per_token",
     ),
     smoke_model=True,
+    window="the batch sweep (every batch size, its warm-up and CUDA-graph capture included)",
 )
