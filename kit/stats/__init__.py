@@ -114,8 +114,10 @@ def percent(p: float) -> str:
 
 def _num(x: float, digits: int = 3) -> str:
     """Whole numbers from 10^(digits-1) up (with thousands separators), else `digits`
-    significant digits."""
-    return f"{x:,.0f}" if abs(x) >= 10 ** (digits - 1) else f"{x:.{digits}g}"
+    significant digits, a trailing zero kept ("0.109 to 0.110", never "0.109 to 0.11")."""
+    if abs(x) >= 10 ** (digits - 1):
+        return f"{x:,.0f}"
+    return f"{x:#.{digits}g}".rstrip(".")
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ at most x_(j) when at least (n+1)/2 of the n draws are among the j smallest: a b
 the percentile and BCa intervals can be computed without Monte Carlo and compared with scipy's.
 """
 
+import dataclasses
 import json
 
 import numpy as np
@@ -427,3 +428,11 @@ def test_a_ratio_keeps_two_decimals_unless_the_interval_would_hide_its_spread():
     assert two.sentence().startswith("1.61x faster (range of 2 runs 1.61 to 1.62, not a")
     tight = paired_ratio([101.01, 101.04], [100.0, 100.0])
     assert "1.0101 to 1.0104" in tight.sentence()  # two decimals would print "1.01 to 1.01"
+
+
+def test_an_intervals_ends_keep_their_trailing_zero():
+    """A buyer read "0.109 to 0.11 J" as a typo and "0.125 to 0.126" beside it as degenerate:
+    an end keeps its significant zero, as the other end's digits do."""
+    joules = dataclasses.replace(summarize([0.1088, 0.1094, 0.1099]), ci_low=0.1092, ci_high=0.1101)
+    assert joules.ends("J/token") == "0.109 to 0.110 J/token"
+    assert dataclasses.replace(joules, ci_low=54.97, ci_high=55.1).ends() == "55.0 to 55.1"
