@@ -325,7 +325,8 @@ def context(
     views = [bench_view(b, i, data.nccl_tests) for i, b in enumerate(benches)]
     silicon = silicon_view(benches, hardware)
     figures = [f for v in views for f in v.figures] + (silicon["figures"] if silicon else [])
-    for n, f in enumerate(figures, start=1):
+    # numbered in the order a reader meets them: page 1's summary holds each benchmark's first
+    for n, f in enumerate([f for f in figures if f.first] + [f for f in figures if not f.first], 1):
         f.caption = f"Figure {n}. {f.caption}"
     smoke = data.results.smoke
     expected = {b.name: [] if smoke else analysis.expectations(b, hardware) for b in benches}

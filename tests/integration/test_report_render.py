@@ -888,6 +888,10 @@ def test_a_decode_bundle_with_its_own_copy_shows_the_share_of_it_in_its_table(tm
     )
     assert "-0.0%" not in text  # a GPU at the others' median is "0.0%", unsigned
     assert "GPU pairs: not measured (the recipe set pairs: false)." in text  # no pair copies
+    # figures numbered as a reader meets them: decode's in the summary on page 3 was Figure 3,
+    # ahead of the copy section's Figures 1 and 2
+    captions = [int(n) for n in re.findall(r"Figure (\d+)\. ", text)]
+    assert captions == sorted(captions) == list(range(1, len(captions) + 1)), captions
     # decode's recorded window spans the whole batch sweep, warm-ups included: its power says so
     assert (
         "p2p power in the batch sweep (every batch size, its warm-up and CUDA-graph capture "
