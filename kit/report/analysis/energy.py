@@ -23,7 +23,8 @@ MIN_SAMPLES_PER_GPU = 4
 
 @dataclass
 class Power:
-    """Power inside the timed window, over a variant's finished runs (means of the runs)."""
+    """Power inside the window the runs record (`window` says what it holds), over a variant's
+    finished runs (means of the runs)."""
 
     runs: int
     limited: bool
@@ -38,8 +39,8 @@ class Power:
 
     @property
     def sentence(self) -> str:
-        """E.g. "power-limited: 100% of the timed window at the 700 W cap, SM clock 1,750 MHz
-        against 1,980 max"."""
+        """E.g. "power-limited: 100% of the window's power readings within 5% of the 700 W cap,
+        698 W per GPU, SM clock 1,750 MHz against 1,980 max"."""
         capped = self.throttle_share.get(POWER_CAP_REASON, 0.0)
         near = self.at_cap_share if self.power_limit_w else None
         reading = (

@@ -221,7 +221,8 @@ def _hbm(s: Silicon, b: Benchmark) -> list[str]:
         if (got := copy_share(s, b, v.name)) is not None:
             share, read, traffic = got
             out.append(
-                f"{b.label}, {v.name}: a batch-1 decode step reads memory at {_gbs(read)} GB/s per GPU, "
+                f"{b.label}, {v.name}: a batch-1 decode step reads memory at {_gbs(read)} GB/s "
+                "per GPU, "
                 f"{share.median:.0%} of the {_gbs(traffic)} GB/s device-local copy traffic "
                 "(read plus write) measured here."
             )

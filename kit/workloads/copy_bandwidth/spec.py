@@ -19,8 +19,8 @@ nvbandwidth's Total), median of {{ a.params.pair_samples }} samples of
 {{ a.params.latency_copies }} back-to-back ones{% if a.params.staged is not sameas false %}; staged:
 the same pairs through pinned host memory in 4 MiB double-buffered chunks (the path a copy takes
 with peer access off), host clock{% endif %}.{% else %}GPU pairs: not measured (the recipe set
-<code>pairs: false</code>).{% endif %} Every copy is checked (wrong elements). The headline is the weakest GPU's figure: a slow slot or a
-throttled part shows there. On the CPU: host memory copies only, each rank in turn at the
+<code>pairs: false</code>).{% endif %} Every copy is checked (wrong elements). The headline is
+the weakest GPU's figure: a slow slot or a throttled part shows there. On the CPU: host memory copies only, each rank in turn at the
 full size (a rank stands where a GPU would)."""
 
 SPEC = WorkloadSpec(
