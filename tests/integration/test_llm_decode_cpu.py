@@ -168,7 +168,7 @@ def test_the_batch_one_reads_stand_against_the_copy_measured_in_the_bundle(bundl
         read = runs(bundle)[("decode-dp", variant)]["metrics"]["decode_read_gbps_b1"]["value"]
         share = re.search(
             rf"decode-dp \(LLM decode\) recipe at smoke size, {variant}: a batch-1 decode step "
-            r"reads ([0-9.,]+) GB/s per GPU, (\d+)% of the ([0-9.,]+) GB/s device-local copy "
+            r"reads memory at ([0-9.,]+) GB/s per GPU, (\d+)% of the ([0-9.,]+) GB/s device-local copy "
             r"traffic \(read plus write\) measured here\.",
             flat,
         )
