@@ -24,6 +24,8 @@ DEVICE = re.compile(r"^#\s+Rank\s+\d+ .* device\s+\d+ \[[^\]]*\] (?P<name>.+?)\s
 TEST = re.compile(r"Collective test starting: (?P<test>\w+)")
 HEADER = re.compile(r"warmup iters: (?P<warmup>\d+) iters: (?P<iters>\d+) .*?graph: (?P<graph>\d+)")
 LIBRARY = re.compile(r"nccl-library=(?P<lib>\d+)")
+Curve = dict[int, dict[str, Any]]
+"""A sweep's curve as the report holds it: size in bytes -> the kit's point (busbw, timing)."""
 BELOW = 0.95
 """A size is named when the kit reads below this share of a shipped nccl-tests run's busbw."""
 ABOVE = 1.05
@@ -171,26 +173,16 @@ def reference_for(
     return run if run is not None and run.test == test and len(run.gpus) == gpus else None
 
 
-def below(
-    curve: dict[int, dict[str, Any]],
-    ref: NcclTestsRun,
-    placement: str = "out-of-place",
-    share: float = BELOW,
-) -> list[tuple[int, float]]:
+def below(curve: Curve, ref: NcclTestsRun, placement: str) -> list[tuple[int, float]]:
     """(size, kit busbw / nccl-tests busbw) for every size both measured where the kit reads
-    below `share` of nccl-tests' column of the same placement (sizes where nccl-tests reads
+    below BELOW of nccl-tests' column of the same placement (sizes where nccl-tests reads
     under 1 GB/s are left out: there the figure is latency, and the time table says it
     better)."""
-    return [(size, ratio) for size, ratio, _ in _ratios(curve, ref, placement) if ratio < share]
+    return [(size, ratio) for size, ratio, _ in _ratios(curve, ref, placement) if ratio < BELOW]
 
 
-def above(
-    curve: dict[int, dict[str, Any]],
-    ref: NcclTestsRun,
-    placement: str = "out-of-place",
-    share: float = ABOVE,
-) -> list[tuple[int, float]]:
-    """(size, ratio) for every size where the kit's spin-held busbw reads above `share` of a run
+def above(curve: Curve, ref: NcclTestsRun, placement: str) -> list[tuple[int, float]]:
+    """(size, ratio) for every size where the kit's spin-held busbw reads above ABOVE of a run
     nccl-tests took without -G (its time holds the host's launches: SPIN_HELD_WHY), as `below`
     counts sizes."""
     if ref.mode != "eager":
@@ -198,12 +190,12 @@ def above(
     return [
         (size, ratio)
         for size, ratio, point in _ratios(curve, ref, placement)
-        if ratio > share and "spin-held" in point.get("timing", ())
+        if ratio > ABOVE and "spin-held" in point.get("timing", ())
     ]
 
 
 def _ratios(
-    curve: dict[int, dict[str, Any]], ref: NcclTestsRun, placement: str
+    curve: Curve, ref: NcclTestsRun, placement: str
 ) -> list[tuple[int, float, dict[str, Any]]]:
     """(size, kit busbw / nccl-tests busbw, the kit's point) at every size both measured where
     nccl-tests moved 1 GB/s or more, in one timing mode (`other_mode` names the rest)."""
@@ -216,7 +208,7 @@ def _ratios(
     return out
 
 
-def other_mode(curve: dict[int, dict[str, Any]], ref: NcclTestsRun, placement: str) -> list[int]:
+def other_mode(curve: Curve, ref: NcclTestsRun, placement: str) -> list[int]:
     """The sizes the kit timed in another mode than `ref` was taken in, where nccl-tests moved 1
     GB/s or more: a CUDA-graph size (in any repeat) against a run without -G, any other against
     a -G run. Neither is held against it: the Method says a graph-timed size is compared with

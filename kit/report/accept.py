@@ -22,7 +22,6 @@ verdicts are kit.stats.acceptance's (PASS only when the interval's lower end cle
 
 from __future__ import annotations
 
-import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +31,9 @@ from kit import __version__
 from kit.bundle.intake import receive
 from kit.io.errors import InputError
 from kit.model import Hardware, Results
-from kit.refs.published import Figure, by_id, differences, figures, run_conditions, unmet
+from kit.refs.published import Figure, differences, run_conditions, unmet
 from kit.report import analysis
+from kit.report.against import Against, parse_against, parse_tolerances
 from kit.report.analysis.verdicts import run_basis
 from kit.stats.acceptance import (
     NOT_COMPARABLE,
@@ -47,93 +47,6 @@ from kit.stats.acceptance import (
 
 SCHEMA = 1
 DEFAULT_TOLERANCE = 0.05
-NUMBER = re.compile(
-    r"^\s*((?:[0-9]{1,3}(?:[_,][0-9]{3})+|[0-9]+)(?:\.[0-9]+)?) ?([A-Za-z/%]+)?\s*$", re.ASCII
-)
-"""330GB/s, 14,000tokens/s, 14_000 tokens/s: separators only between groups of three digits, the
-unit one word as the metric catalog writes it (not "GB / s", no other space than one ASCII one)."""
-
-
-@dataclass
-class Against:
-    """What the bundle is judged against."""
-
-    what: str  # "figure" | "bundle" | "number"
-    label: str
-    figure: Figure | None = None
-    bundle: Path | None = None
-    value: float | None = None
-    unit: str | None = None
-    detail: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"what": self.what, "label": self.label}
-        if self.figure is not None:
-            out["figure"] = self.figure.to_dict()
-        if self.bundle is not None:
-            out["bundle"] = str(self.bundle)
-            out.update(self.detail)
-        if self.value is not None:
-            out.update({"value": self.value, "unit": self.unit})
-        return out
-
-
-def parse_against(text: str) -> Against:
-    """A published figure's id, a bundle directory, or a number with its unit."""
-    if any(f.id == text for f in figures()):
-        f = by_id(text)
-        return Against("figure", f.title, figure=f)
-    path = Path(text)
-    if path.is_dir():
-        if not (path / "results.json").is_file():
-            raise InputError(f"--against {text}: a directory, but not a kit bundle")
-        return Against("bundle", path.name, bundle=path)
-    m = NUMBER.match(text)
-    if m:
-        value = float(m.group(1).replace(",", "").replace("_", ""))
-        unit = (m.group(2) or "").strip()
-        if not unit:
-            raise InputError(
-                f"--against {text!r}: a number needs its unit (330GB/s, 14000tokens/s), so that "
-                "it judges only the metric it names"
-            )
-        if value <= 0:
-            raise InputError(f"--against {text!r}: a reference must be more than 0")
-        return Against("number", text.strip(), value=value, unit=unit)
-    raise InputError(
-        f"--against {text!r}: not a published figure's id (kit refs published), a bundle "
-        "directory, or a number with its unit such as 330GB/s"
-    )
-
-
-def parse_tolerances(items: list[str]) -> tuple[float | None, dict[str, float]]:
-    """(for every metric, per metric) from "0.05" and "metric=0.03" items; a malformed item
-    ("=0.1", "a=0.1=0.2") or one given twice is a usage error, never half-read."""
-    every, per = None, {}
-    for item in items:
-        name, eq, raw = item.partition("=")
-        if not eq:
-            name, raw = "", item
-        if (eq and not name) or "=" in raw or any(c.isspace() for c in item):  # as written: 0.05
-            raise InputError(f"--tolerance {item!r}: a fraction (0.05) or METRIC=FRACTION")
-        try:
-            if "_" in raw or not raw.isascii():  # float() reads 0.0_5 and full-width ０.０５
-                raise ValueError(raw)
-            value = float(raw)
-        except ValueError:
-            raise InputError(
-                f"--tolerance {item!r}: a fraction (0.05) or METRIC=FRACTION"
-            ) from None
-        if not 0 <= value < 1:
-            raise InputError(f"--tolerance {item!r}: the fraction must be in [0, 1)")
-        if (name in per) if name else (every is not None):
-            what = f"for {name}" if name else "for every metric"
-            raise InputError(f"--tolerance {item!r}: a tolerance {what} was already given")
-        if name:
-            per[name] = value
-        else:
-            every = value
-    return every, per
 
 
 def _variant(bench: analysis.Benchmark, wanted: str | None) -> analysis.VariantBlock | None:
@@ -155,6 +68,86 @@ def _benches(
     return analysis.bundle_benchmarks(data), data.results, hardware, data.broken_signature
 
 
+@dataclass
+class _Target:
+    """What one benchmark's figure is held against: the value, its unit and where it comes from,
+    the default tolerance (where --tolerance names none), and what differs between the two or
+    what the comparison is made despite (--judge-anyway)."""
+
+    value: float
+    unit: str
+    tolerance: float
+    source: str
+    per_gpu: bool = False
+    differ: list[str] = field(default_factory=list)
+    despite: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _RefBundle:
+    """A reference bundle, read once: its benchmarks by name, its hardware and results."""
+
+    benches: dict[str, analysis.Benchmark]
+    hardware: Hardware
+    results: Results
+
+
+@dataclass
+class _Case:
+    """One benchmark's variant and metric to judge, and the run's basis (GPU model and count,
+    task, device, metric: what a reference must share with it)."""
+
+    bench: analysis.Benchmark
+    block: analysis.VariantBlock
+    row: analysis.MetricRow
+    here: Basis
+
+
+Outcome = _Target | dict[str, Any] | None
+"""A target to judge against, a NOT COMPARABLE decision, or None: the reference says nothing
+of this benchmark (a figure of another unit)."""
+
+
+def _decision(
+    block: analysis.VariantBlock,
+    bench: str,
+    label: str,
+    source: str,
+    verdict: dict[str, Any],
+    per_gpu: bool = False,
+    differences: list[str] | None = None,
+    unmet: list[str] | None = None,
+    judged_despite: list[str] | None = None,
+) -> dict[str, Any]:
+    """One decision of the document, every kind in one shape: the benchmark, variant and what it
+    was held against, then `verdict` (kit.stats.acceptance's Decision, or NOT COMPARABLE's
+    metric, reference, unit and reason) and the sentence a reader sees."""
+    return {
+        "benchmark": bench,
+        "variant": block.name,
+        "label": label,
+        "gpus": block.gpus,
+        "per_gpu": per_gpu,
+        "source": source,
+        "differences": differences or [],
+        "unmet": unmet or [],
+        "judged_despite": judged_despite or [],
+        **verdict,
+        "sentence": f"{verdict['verdict']}: {verdict['reason']}",
+    }
+
+
+def _not_judged(metric: str, reference: float | None, unit: str, reason: str) -> dict[str, Any]:
+    """NOT COMPARABLE's verdict fields: no threshold, no interval."""
+    return {
+        "verdict": NOT_COMPARABLE,
+        "metric": metric,
+        "reference": reference,
+        "unit": unit,
+        "reason": reason,
+    }
+
+
 def not_comparable(
     bench: str,
     block: analysis.VariantBlock,
@@ -169,23 +162,8 @@ def not_comparable(
         f"{figure.title} is no reference for this run: {'; '.join(unmet)} "
         f"(its own note: {figure.comparability}); `--judge-anyway` judges it all the same"
     )
-    return {
-        "benchmark": bench,
-        "variant": block.name,
-        "label": label,
-        "gpus": block.gpus,
-        "per_gpu": figure.per_gpu,
-        "source": figure.cited,
-        "differences": differ,
-        "unmet": unmet,
-        "judged_despite": [],
-        "verdict": NOT_COMPARABLE,
-        "metric": figure.metric,
-        "reference": figure.value,
-        "unit": figure.unit,
-        "reason": reason,
-        "sentence": f"{NOT_COMPARABLE}: {reason}",
-    }
+    verdict = _not_judged(figure.metric, figure.value, figure.unit, reason)
+    return _decision(block, bench, label, figure.cited, verdict, figure.per_gpu, differ, unmet)
 
 
 def _merge(first: list[str], second: list[str]) -> list[str]:
@@ -198,36 +176,20 @@ def _bundle_not_comparable(
     block: analysis.VariantBlock,
     row: analysis.MetricRow,
     label: str,
-    there: Basis,
+    there: str,
     here: Basis,
     why: list[str],
     value: float,
-    there_words: str | None = None,
 ) -> dict[str, Any]:
     """The decision where a reference bundle (or a figure given for GPUs) ran on another GPU
-    model, count, task or device: nothing judged, the reason named, and how to judge it all
-    the same."""
+    model, count, task or device (`there`: its words): nothing judged, the reason named, and how
+    to judge it all the same."""
     reason = (
-        f"{label} ({there_words or there.words}) is no reference for this run ({here.words}): "
+        f"{label} ({there}) is no reference for this run ({here.words}): "
         f"{'; '.join(why)}; `--judge-anyway` judges it all the same"
     )
-    return {
-        "benchmark": bench,
-        "variant": block.name,
-        "label": row.label,
-        "gpus": block.gpus,
-        "per_gpu": False,
-        "source": label,
-        "differences": why,
-        "unmet": why,
-        "judged_despite": [],
-        "verdict": NOT_COMPARABLE,
-        "metric": row.name,
-        "reference": value,
-        "unit": row.unit,
-        "reason": reason,
-        "sentence": f"{NOT_COMPARABLE}: {reason}",
-    }
+    verdict = _not_judged(row.name, value, row.unit, reason)
+    return _decision(block, bench, row.label, label, verdict, differences=why, unmet=why)
 
 
 def _no_counterpart(
@@ -246,23 +208,71 @@ def _no_counterpart(
         f"{label} is no reference for this run: it has no {name} of {task} {block.name} "
         f"(it ran {', '.join(ran) or 'nothing that finished'})"
     )
-    return {
-        "benchmark": bench.name,
-        "variant": block.name,
-        "label": row.label,
-        "gpus": block.gpus,
-        "per_gpu": False,
-        "source": label,
-        "differences": [],
-        "unmet": [],
-        "judged_despite": [],
-        "verdict": NOT_COMPARABLE,
-        "metric": name,
-        "reference": None,
-        "unit": row.unit,
-        "reason": reason,
-        "sentence": f"{NOT_COMPARABLE}: {reason}",
-    }
+    return _decision(block, bench.name, row.label, label, _not_judged(name, None, row.unit, reason))
+
+
+def _figure_target(fig: Figure, case: _Case, hardware: Hardware, judge_anyway: bool) -> Outcome:
+    """A published figure: judged only under its conditions, per GPU where it is per GPU."""
+    bench, block, row, here = case.bench, case.block, case.row, case.here
+    mine = run_conditions(block.ok, hardware)
+    differ = differences(fig, mine)
+    there = Basis(fig.gpu, fig.gpus, fig.kind, "GPU", fig.metric, fig.always_differs)
+    despite = _merge(mismatches(there, here), unmet(fig, mine))
+    if despite and not judge_anyway:
+        return not_comparable(bench.name, block, row.label, fig, despite, differ)
+    default = 0.0 if fig.floor else DEFAULT_TOLERANCE
+    return _Target(fig.value, fig.unit, default, fig.cited, fig.per_gpu, differ, despite)
+
+
+def _bundle_target(
+    ref: Against, other_side: _RefBundle, case: _Case, judge_anyway: bool
+) -> Outcome:
+    """Another bundle: the median of its runs of the same benchmark, variant and metric."""
+    bench, block, row, here = case.bench, case.block, case.row, case.here
+    other = other_side.benches.get(bench.name)
+    oblock = _variant(other, block.name) if other else None
+    orow = (other.metrics.get(row.name) or {}).get(oblock.name) if other and oblock else None
+    if other is None or oblock is None or orow is None or not orow.values:
+        ran = sorted({f"{b.name} ({b.kind})" for b in other_side.benches.values()})
+        return _no_counterpart(bench, block, row, ref.label, row.name, ran)
+    value = statistics.median(orow.values)
+    there = run_basis(other, oblock, other_side.hardware, row.name, other_side.results.smoke)
+    despite = mismatches(there, here)
+    if despite and not judge_anyway:
+        return _bundle_not_comparable(
+            bench.name, block, row, ref.label, there.words, here, despite, value
+        )
+    differ = ["the workload's parameters differ"] if other.params != bench.params else []
+    source = f"median of {len(orow.values)} run(s) of {ref.label}"
+    return _Target(value, row.unit, DEFAULT_TOLERANCE, source, differ=differ, despite=despite)
+
+
+def _number_target(ref: Against, against: str, case: _Case, judge_anyway: bool) -> Outcome:
+    """A number given on the command line: every benchmark whose metric has its unit, on GPUs
+    (a figure to buy GPUs by: a run on the CPU measured no GPU, kit.stats.acceptance)."""
+    bench, block, row, here = case.bench, case.block, case.row, case.here
+    if ref.unit and ref.unit.replace(" ", "") != row.unit.replace(" ", ""):
+        return None
+    value = float(ref.value or 0.0)
+    despite = [w for w in [device_mismatch("GPU", here.device)] if w]
+    if despite and not judge_anyway:
+        words = "a figure to judge GPUs by"
+        return _bundle_not_comparable(bench.name, block, row, against, words, here, despite, value)
+    return _Target(value, row.unit, 0.0, "the figure given on the command line", despite=despite)
+
+
+def _judged(case: _Case, target: _Target, tolerance: float) -> dict[str, Any]:
+    """The decision against a target: kit.stats.acceptance's verdict on the runs' values (per GPU
+    where the target is), and what it was judged despite."""
+    bench, block, row = case.bench, case.block, case.row
+    gpus = block.gpus
+    values = [v / gpus for v in row.values] if target.per_gpu and gpus else list(row.values)
+    shown = f"{target.unit} per GPU" if target.per_gpu else target.unit
+    doc = decide(values, target.value, tolerance, row.higher_is_better, row.name, shown).to_dict()
+    if target.despite:  # --judge-anyway: the verdict stands, and says what it was judged despite
+        doc["reason"] = f"judged despite: {'; '.join(target.despite)}; {doc['reason']}"
+    held = (target.per_gpu, target.differ, target.despite, target.despite)  # unmet, judged despite
+    return _decision(block, bench.name, row.label, target.source, doc, *held)
 
 
 def accept(
@@ -296,12 +306,11 @@ def accept(
             f"--tolerance {unknown[0]}=...: no benchmark in {bundle_dir} has that metric "
             f"(it has {', '.join(sorted(known)) or 'none'})"
         )
-    ref_hw = Hardware()
-    ref_benches = {}
+    other_side = None
     if ref.bundle:
         other_benches, ref_results, ref_hw, ref_broken = _benches(ref.bundle, signers)
         broken_signatures += [ref_broken] if ref_broken else []
-        ref_benches = {b.name: b for b in other_benches}
+        other_side = _RefBundle({b.name: b for b in other_benches}, ref_hw, ref_results)
     decisions = []
     skipped = []
     for bench in benches:
@@ -316,91 +325,20 @@ def accept(
         if row is None or row.summary is None:
             skipped.append(f"{bench.name} {block.name}: no finished run has {name}")
             continue
-        gpus = block.gpus
-        values = list(row.values)
         # the scale is matched only against another bundle (kit.stats.acceptance.Basis.scale)
         here = run_basis(bench, block, hardware, name, results.smoke if ref.bundle else None)
-        per_gpu, differ, source, despite = False, [], "", []
+        case = _Case(bench, block, row, here)
         if ref.figure is not None:
-            fig = ref.figure
-            value, unit = fig.value, fig.unit
-            default = 0.0 if fig.floor else DEFAULT_TOLERANCE
-            per_gpu = fig.per_gpu
-            mine = run_conditions(block.ok, hardware)
-            differ = differences(fig, mine)
-            source = fig.cited
-            there = Basis(fig.gpu, fig.gpus, fig.kind, "GPU", fig.metric, fig.always_differs)
-            despite = _merge(mismatches(there, here), unmet(fig, mine))
-            if despite and not judge_anyway:
-                decisions.append(not_comparable(bench.name, block, row.label, fig, despite, differ))
-                continue
-        elif ref.bundle is not None:
-            other = ref_benches.get(bench.name)
-            oblock = _variant(other, block.name) if other else None
-            orow = (other.metrics.get(name) or {}).get(oblock.name) if oblock else None
-            if orow is None or not orow.values:  # another task, variant or metric there
-                ran = sorted({f"{b.name} ({b.kind})" for b in ref_benches.values()})
-                decisions.append(_no_counterpart(bench, block, row, ref.label, name, ran))
-                continue
-            value, unit, default = statistics.median(orow.values), row.unit, DEFAULT_TOLERANCE
-            if other.params != bench.params:
-                differ.append("the workload's parameters differ")
-            source = f"median of {len(orow.values)} run(s) of {ref.label}"
-            there = run_basis(other, oblock, ref_hw, name, ref_results.smoke)
-            despite = mismatches(there, here)
-            if despite and not judge_anyway:
-                decisions.append(
-                    _bundle_not_comparable(
-                        bench.name, block, row, ref.label, there, here, despite, value
-                    )
-                )
-                continue
+            target = _figure_target(ref.figure, case, hardware, judge_anyway)
+        elif other_side is not None:
+            target = _bundle_target(ref, other_side, case, judge_anyway)
         else:
-            if ref.unit and ref.unit.replace(" ", "") != row.unit.replace(" ", ""):
-                continue
-            value, unit, default = float(ref.value), row.unit, 0.0
-            source = "the figure given on the command line"
-            # a figure to buy GPUs by: a run on the CPU measured no GPU (kit.stats.acceptance)
-            despite = [w for w in [device_mismatch("GPU", here.device)] if w]
-            if despite and not judge_anyway:
-                there = Basis(None, None, None, "GPU", None)
-                decisions.append(
-                    _bundle_not_comparable(
-                        bench.name,
-                        block,
-                        row,
-                        against,
-                        there,
-                        here,
-                        despite,
-                        value,
-                        there_words="a figure to judge GPUs by",
-                    )
-                )
-                continue
-        if per_gpu and gpus:
-            values = [v / gpus for v in values]
-        tol = per_metric.get(name, every if every is not None else default)
-        shown = f"{unit} per GPU" if per_gpu else unit
-        d = decide(values, value, tol, row.higher_is_better, name, shown)
-        doc = d.to_dict()
-        if despite:  # --judge-anyway: the verdict stands, and says what it was judged despite
-            doc["reason"] = f"judged despite: {'; '.join(despite)}; {doc['reason']}"
-        decisions.append(
-            {
-                "benchmark": bench.name,
-                "variant": block.name,
-                "label": row.label,
-                "gpus": gpus,
-                "per_gpu": per_gpu,
-                "source": source,
-                "differences": differ,
-                "unmet": despite,
-                "judged_despite": despite,
-                **doc,
-                "sentence": f"{doc['verdict']}: {doc['reason']}",
-            }
-        )
+            target = _number_target(ref, against, case, judge_anyway)
+        if isinstance(target, _Target):
+            tol = per_metric.get(name, every if every is not None else target.tolerance)
+            decisions.append(_judged(case, target, tol))
+        elif target is not None:
+            decisions.append(target)
     if not decisions:
         why = "; ".join(skipped) or "no benchmark measures what the reference names"
         raise InputError(f"nothing in {bundle_dir} to judge against {against}: {why}")
