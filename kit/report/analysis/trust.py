@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kit.model import Environment, Hardware, Results, RunResult
@@ -46,87 +47,86 @@ class Finding:
     detail: str = ""
 
 
+Found = list[Finding]
+
+
 def findings(
     results: Results, benches: list[Benchmark], environment: Environment | None = None
 ) -> list[Finding]:
-    """Everything that affects how far the numbers can be trusted, worst first. Pinned as
-    environment.json's record says by the one rule (Environment.pin), else as results.json."""
-    out: list[Finding] = []
-    runs = results.runs
+    """Everything that affects how far the numbers can be trusted, worst first: each check of
+    CHECKS in turn. Pinned as environment.json's record says by the one rule
+    (Environment.pin), else as results.json."""
+    return [f for check in CHECKS for f in check(results, benches, environment)]
+
+
+def _unfinished(results: Results, benches: list[Benchmark], env: Environment | None) -> Found:
+    """Runs that did not finish, planned runs that never ran, a bundle left incomplete."""
+    runs, out = results.runs, []
     failed = [r for r in runs if not is_ok(r)]
     if failed:
         names = ", ".join(f"{r.run_id} ({r.status})" for r in failed)
-        out.append(
-            Finding(
-                "error",
-                f"{len(failed)} of {len(runs)} runs did not finish; they contribute no number",
-                names,
-            )
-        )
-    planned = results.planned_runs
-    if planned > len(runs):
-        gone = planned - len(runs)
-        out.append(
-            Finding(
-                "error",
-                f"{gone} planned run{'s' if gone > 1 else ''} never ran",
-                f"the bundle's status is {results.status!r}",
-            )
-        )
+        title = f"{len(failed)} of {len(runs)} runs did not finish; they contribute no number"
+        out.append(Finding("error", title, names))
+    gone = results.planned_runs - len(runs)
+    if gone > 0:
+        title = f"{gone} planned run{'s' if gone > 1 else ''} never ran"
+        out.append(Finding("error", title, f"the bundle's status is {results.status!r}"))
     elif results.status != "complete":
         out.append(Finding("error", f"the bundle is {results.status}, not complete"))
-    wrong = [(b.label, b.wrong_total) for b in benches if b.wrong_total]
-    for label, n in wrong:
-        out.append(
-            Finding(
-                "error",
-                f"{label}: {n} wrong elements (#wrong > 0)",
-                "the collective returned wrong results: its bandwidth is not trustworthy",
-            )
+    return out
+
+
+def _wrong(results: Results, benches: list[Benchmark], env: Environment | None) -> Found:
+    """A collective that returned wrong elements."""
+    return [
+        Finding(
+            "error",
+            f"{b.label}: {b.wrong_total} wrong elements (#wrong > 0)",
+            "the collective returned wrong results: its bandwidth is not trustworthy",
         )
-    contradictions = [c for r in runs if is_ok(r) and (c := nccl_contradiction(r))]
+        for b in benches
+        if b.wrong_total
+    ]
+
+
+def _transport(results: Results, benches: list[Benchmark], env: Environment | None) -> Found:
+    """The NCCL transport against the variant: contradicted, or never printed."""
+    runs, out = [r for r in results.runs if is_ok(r)], []
+    contradictions = [c for r in runs if (c := nccl_contradiction(r))]
     if contradictions:
-        out.append(
-            Finding(
-                "error", "the NCCL transport contradicts the variant", "; ".join(contradictions)
-            )
-        )
+        title = "the NCCL transport contradicts the variant"
+        out.append(Finding("error", title, "; ".join(contradictions)))
     unproven = [
         r.run_id
         for r in runs
-        if is_ok(r)
-        and r.nccl is not None
+        if r.nccl is not None
         and str(r.nccl.verdict or "").startswith("NCCL printed no connection lines")
         and (r.world_size or 2) > 1  # one process: no peer to connect to
     ]
     if unproven:
-        out.append(
-            Finding(
-                "warn",
-                "the NCCL transport was not recorded: NCCL printed no connection lines",
-                ", ".join(unproven),
-            )
-        )
+        title = "the NCCL transport was not recorded: NCCL printed no connection lines"
+        out.append(Finding("warn", title, ", ".join(unproven)))
+    return out
+
+
+def _scale(results: Results, benches: list[Benchmark], env: Environment | None) -> Found:
+    """A smoke run, or a run on the CPU: numbers that do not measure the GPUs."""
+    out = []
     if results.smoke:
-        out.append(
-            Finding(
-                "warn",
-                "smoke scale: sizes were shrunk to check the method",
-                "these numbers do not measure the hardware",
-            )
-        )
+        title = "smoke scale: sizes were shrunk to check the method"
+        out.append(Finding("warn", title, "these numbers do not measure the hardware"))
     if results.device == "cpu":
-        out.append(
-            Finding(
-                "warn",
-                "ran on the CPU (gloo), not on GPUs",
-                "nothing here describes GPU or NVLink performance",
-            )
-        )
-    pinned, how = environment.pin() if environment is not None else (results.pinned, None)
-    if not pinned and environment is not None and environment.in_container() and how:
-        base = (environment.build_args or {}).get("BASE_IMAGE") or environment.base_image
-        out.append(
+        title = "ran on the CPU (gloo), not on GPUs"
+        out.append(Finding("warn", title, "nothing here describes GPU or NVLink performance"))
+    return out
+
+
+def _unpinned(results: Results, benches: list[Benchmark], env: Environment | None) -> Found:
+    """An image not pinned by digest, or the host's own packages."""
+    pinned, how = env.pin() if env is not None else (results.pinned, None)
+    if not pinned and env is not None and env.in_container() and how:
+        base = (env.build_args or {}).get("BASE_IMAGE") or env.base_image
+        return [
             Finding(
                 "warn",
                 f"image not pinned: {how} ({base or 'unknown'})",
@@ -134,36 +134,47 @@ def findings(
                 "digest (--base-image IMAGE@sha256:...) or carry the image itself (kit export, "
                 "then --image-archive)",
             )
-        )
-    elif not pinned:
-        out.append(
+        ]
+    if not pinned:
+        return [
             Finding(
                 "warn",
                 "unpinned environment: the host's own Python packages",
                 "another machine may not have the same versions; use the docker "
                 "runtime for a pinned image",
             )
-        )
+        ]
+    return []
+
+
+def _slowed(results: Results, benches: list[Benchmark], env: Environment | None) -> Found:
+    """Runs slowed for a reason other than the power cap (the GPUs' normal operation, sized
+    beside the figures instead)."""
     throttled: dict[str, list[str]] = {}
-    for r in runs:
+    for r in results.runs:
         tel = r.telemetry
         if is_ok(r) and tel is not None and tel.throttled:
             for reason in tel.throttle_reasons_seen or ["slowdown"]:
                 throttled.setdefault(reason, []).append(r.run_id)
     slowed = {k: v for k, v in throttled.items() if k != POWER_CAP_REASON}
-    if slowed:  # a power cap is the GPUs' normal operation, sized beside the figures instead
-        n = len({x for ids in slowed.values() for x in ids})
-        were = "run was" if n == 1 else "runs were"
-        out.append(
-            Finding(
-                "warn",
-                f"{n} {were} slowed while busy by a reason other than the power cap: "
-                + ", ".join(f"{k} in {len(v)}" for k, v in slowed.items()),
-                "thermal or hardware slowdown is not normal operation: these figures read "
-                "below what the GPUs deliver; the power cap (SwPowerCap) is sized where the "
-                "figures are",
-            )
+    if not slowed:
+        return []
+    n = len({x for ids in slowed.values() for x in ids})
+    were = "run was" if n == 1 else "runs were"
+    return [
+        Finding(
+            "warn",
+            f"{n} {were} slowed while busy by a reason other than the power cap: "
+            + ", ".join(f"{k} in {len(v)}" for k, v in slowed.items()),
+            "thermal or hardware slowdown is not normal operation: these figures read "
+            "below what the GPUs deliver; the power cap (SwPowerCap) is sized where the "
+            "figures are",
         )
+    ]
+
+
+def _noisy(results: Results, benches: list[Benchmark], env: Environment | None) -> Found:
+    """Figures whose runs spread more than their benchmark's CV threshold."""
     noisy = []
     for b in benches:
         mine = [
@@ -174,29 +185,48 @@ def findings(
         ]
         if mine:
             noisy.append(f"{b.label}: " + ", ".join(mine))
-    if noisy:
-        out.append(
-            Finding(
-                "warn",
-                "noisy results: coefficient of variation over "
-                + " / ".join(sorted({f"{b.cv_threshold:.0%}" for b in benches})),
-                "; ".join(noisy),
-            )
-        )
+    if not noisy:
+        return []
+    over = " / ".join(sorted({f"{b.cv_threshold:.0%}" for b in benches}))
+    return [
+        Finding("warn", f"noisy results: coefficient of variation over {over}", "; ".join(noisy))
+    ]
+
+
+def _drift(results: Results, benches: list[Benchmark], env: Environment | None) -> Found:
+    """Training windows whose step time still moved between their halves."""
     drift = [d for b in benches for d in drifting(b)]
-    if drift:
-        out.append(
-            Finding(
-                "warn",
-                "not at steady state: the step time changed by more than "
-                f"{DRIFT_THRESHOLD:.0%} between the two halves of the timed window",
-                "; ".join(drift) + ". More warm-up steps or a longer window would measure "
-                "the settled pace.",
-            )
+    if not drift:
+        return []
+    return [
+        Finding(
+            "warn",
+            "not at steady state: the step time changed by more than "
+            f"{DRIFT_THRESHOLD:.0%} between the two halves of the timed window",
+            "; ".join(drift) + ". More warm-up steps or a longer window would measure "
+            "the settled pace.",
         )
-    for f in results.preflight:
-        out.append(Finding(f.level, f"preflight {f.check}: {f.message}"))
-    return out
+    ]
+
+
+def _preflight(results: Results, benches: list[Benchmark], env: Environment | None) -> Found:
+    """What the preflight found, at its own level."""
+    return [Finding(f.level, f"preflight {f.check}: {f.message}") for f in results.preflight]
+
+
+CHECKS: tuple[Callable[[Results, list[Benchmark], Environment | None], Found], ...] = (
+    _unfinished,
+    _wrong,
+    _transport,
+    _scale,
+    _unpinned,
+    _slowed,
+    _noisy,
+    _drift,
+    _preflight,
+)
+"""The trust checks in the order the report lists their findings: what is missing or wrong
+(errors) first, then what makes a number less sure."""
 
 
 def trust_facts(results: Results, hardware: Hardware) -> list[tuple[str, str]]:
