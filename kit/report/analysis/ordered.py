@@ -19,7 +19,7 @@ from kit.report.analysis.silicon import Silicon
 from kit.report.facts.efficiency import link_share
 from kit.report.facts.order import MEMORY_SLACK, Order
 from kit.report.facts.window import POWER_CAP_REASON, used_gpus
-from kit.shared.gpu_specs import spec_for
+from kit.shared.gpu_specs import GpuSpec, spec_for
 from kit.workloads.copy_bandwidth.matrix import off_diagonal
 
 IDLE_OR_CAP = {"GpuIdle", POWER_CAP_REASON, "ApplicationsClocksSetting", "SwPowerCap"}
@@ -197,134 +197,142 @@ def bandwidths(s: Silicon, hardware: Hardware) -> list[dict[str, Any]]:
 
 def _checks(gpus: list[Gpu], results: Results, ordered: bool) -> list[dict[str, Any]]:
     """The lines that need no order: the machine against itself and its datasheet (its model
-    and count only where no order's lines say them)."""
+    and count only where no order's lines say them), one function of LINES each."""
+    spec = spec_for(gpus[0].name or "?")
+    lines = LINES[1:] if ordered else LINES
+    return [line(gpus, spec, results) for line in lines]
+
+
+def _model_line(gpus: list[Gpu], spec: GpuSpec | None, results: Results) -> dict[str, Any]:
     names = [g.name or "?" for g in gpus]
-    spec = spec_for(names[0])
-    out = []
-    if not ordered:
-        out.append(
-            _line(
-                _same(names),
-                "GPU model and count",
-                f"{len(gpus)}x {names[0]}" if _same(names) else "mixed: " + ", ".join(names),
-            )
-        )
+    same = _same(names)
+    count = f"{len(gpus)}x {names[0]}" if same else "mixed: " + ", ".join(names)
+    return _line(same, "GPU model and count", count)
+
+
+def _memory_line(gpus: list[Gpu], spec: GpuSpec | None, results: Results) -> dict[str, Any]:
     mems = [g.memory_total_gib for g in gpus]
     if None in mems:
-        out.append(_line(None, "memory", "not recorded"))
-    elif not _same(mems):
-        out.append(_line(False, "memory", " / ".join(sorted({f"{m:g} GiB" for m in mems}))))
-    elif spec is not None and spec.memory_gb and _same(names):
+        return _line(None, "memory", "not recorded")
+    if not _same(mems):
+        return _line(False, "memory", " / ".join(sorted({f"{m:g} GiB" for m in mems})))
+    if spec is not None and spec.memory_gb and _same([g.name or "?" for g in gpus]):
         # against the datasheet, by the order's rule (the report review, 2); said short: a
         # longer line moved page 1's last lines to page 2
         ok, _ = _memory([m for m in mems if m is not None], spec.memory_gb)
         sold = f"{spec.memory_gb:g} GB in the {spec.key} datasheet"
-        out.append(_line(ok, "memory", f"{mems[0]:g} GiB on every GPU, {sold}"))
-    else:
-        out.append(_line(True, "memory", f"{mems[0]:g} GiB on every GPU"))
+        return _line(ok, "memory", f"{mems[0]:g} GiB on every GPU, {sold}")
+    return _line(True, "memory", f"{mems[0]:g} GiB on every GPU")
+
+
+def _power_line(gpus: list[Gpu], spec: GpuSpec | None, results: Results) -> dict[str, Any]:
     pairs = [(g.power_limit_w, g.power_default_limit_w) for g in gpus]
     if any(a is None or b is None for a, b in pairs):
-        out.append(_line(None, "power limit", "limit or default not recorded"))
-    else:
-        low = [f"GPU {g.index} {a:,.0f} W" for g, (a, b) in zip(gpus, pairs, strict=True) if a < b]
-        out.append(
-            _line(
-                not low,
-                "power limit at its default",
-                f"{pairs[0][0]:,.0f} W of {pairs[0][1]:,.0f} W default on every GPU"
-                if not low
-                else "below the default: " + ", ".join(low),
-            )
-        )
+        return _line(None, "power limit", "limit or default not recorded")
+    low = [f"GPU {g.index} {a:,.0f} W" for g, (a, b) in zip(gpus, pairs, strict=True) if a < b]
+    words = (
+        f"{pairs[0][0]:,.0f} W of {pairs[0][1]:,.0f} W default on every GPU"
+        if not low
+        else "below the default: " + ", ".join(low)
+    )
+    return _line(not low, "power limit at its default", words)
+
+
+def _nvlink_line(gpus: list[Gpu], spec: GpuSpec | None, results: Results) -> dict[str, Any]:
     if any(g.nvlinks is None for g in gpus) and all(g.nvlink_active is None for g in gpus):
-        out.append(_line(None, "NVLinks up", "NVLink not read by this inventory"))
-    else:
-        up = [
-            sum(1 for x in g.nvlinks or [] if x.active)
-            if g.nvlinks is not None
-            else g.nvlink_active or 0
-            for g in gpus
-        ]
-        want = spec.nvlink_links if spec else None
-        ok = all(u == want for u in up) if want else (None if not up else _same(up))
-        expect = f" of {want} ({spec.key} datasheet)" if want else ""
-        if len(gpus) == 1 and up == [0]:
-            # one GPU (a one-GPU instance or VM): no peer to link to, so no link is expected up
-            lone = f"0{expect}: one GPU in this machine, no peer to link to"
-            out.append(_line(None, "NVLinks up", lone, mark="not applicable"))
-        else:
-            counts = (
-                f"{up[0]}{expect} on every GPU"
-                if _same(up)
-                else ", ".join(f"GPU {g.index} {u}" for g, u in zip(gpus, up, strict=True)) + expect
-            )
-            out.append(_line(ok, "NVLinks up", counts))
+        return _line(None, "NVLinks up", "NVLink not read by this inventory")
+    up = [
+        sum(1 for x in g.nvlinks or [] if x.active)
+        if g.nvlinks is not None
+        else g.nvlink_active or 0
+        for g in gpus
+    ]
+    want = spec.nvlink_links if spec else None
+    ok = all(u == want for u in up) if want else (None if not up else _same(up))
+    expect = f" of {want} ({spec.key} datasheet)" if spec and want else ""
+    if len(gpus) == 1 and up == [0]:
+        # one GPU (a one-GPU instance or VM): no peer to link to, so no link is expected up
+        lone = f"0{expect}: one GPU in this machine, no peer to link to"
+        return _line(None, "NVLinks up", lone, mark="not applicable")
+    counts = (
+        f"{up[0]}{expect} on every GPU"
+        if _same(up)
+        else ", ".join(f"GPU {g.index} {u}" for g, u in zip(gpus, up, strict=True)) + expect
+    )
+    return _line(ok, "NVLinks up", counts)
+
+
+def _pcie_line(gpus: list[Gpu], spec: GpuSpec | None, results: Results) -> dict[str, Any]:
     pcie = [g.pcie for g in gpus]
     if any(p is None or p.width_current is None or p.gen_max is None for p in pcie):
-        out.append(_line(None, "PCIe generation and width", "not recorded"))
-    else:
-        narrow = [
-            f"GPU {g.index} x{p.width_current} of x{p.width_max}"
-            for g, p in zip(gpus, pcie, strict=True)
-            if p.width_max and p.width_current < p.width_max
-        ]
-        gen = max(p.gen_max for p in pcie)
-        old = spec is not None and gen < spec.pcie_gen
-        words = (
-            f"gen {gen} x{pcie[0].width_current} on every GPU (the link's maximum: in use it "
-            "drops at idle)"
-        )
-        if narrow:
-            words = "narrower than the slot: " + ", ".join(narrow)
-        elif old:
-            words = f"gen {gen}, below the {spec.key}'s gen {spec.pcie_gen}"
-        out.append(_line(not narrow and not old, "PCIe generation and width", words))
+        return _line(None, "PCIe generation and width", "not recorded")
+    narrow = [
+        f"GPU {g.index} x{p.width_current} of x{p.width_max}"
+        for g, p in zip(gpus, pcie, strict=True)
+        if p.width_max and p.width_current < p.width_max
+    ]
+    gen = max(p.gen_max for p in pcie)
+    old = spec is not None and gen < spec.pcie_gen
+    words = (
+        f"gen {gen} x{pcie[0].width_current} on every GPU (the link's maximum: in use it "
+        "drops at idle)"
+    )
+    if narrow:
+        words = "narrower than the slot: " + ", ".join(narrow)
+    elif spec is not None and old:
+        words = f"gen {gen}, below the {spec.key}'s gen {spec.pcie_gen}"
+    return _line(not narrow and not old, "PCIe generation and width", words)
+
+
+def _ecc_line(gpus: list[Gpu], spec: GpuSpec | None, results: Results) -> dict[str, Any]:
     ecc = [g.ecc for g in gpus]
     if any(e is None or e.mode_current is None for e in ecc):
-        out.append(_line(None, "ECC", "not recorded"))
-    else:
-        on = all(e.mode_current == 1 for e in ecc)
-        errs = sum(e.volatile_uncorrected or 0 for e in ecc)
-        out.append(
-            _line(
-                on and not errs,
-                "ECC on, no uncorrected errors",
-                f"{'enabled' if on else 'OFF'} on every GPU, {uncorrected_words(ecc)}",
-            )
-        )
+        return _line(None, "ECC", "not recorded")
+    on = all(e.mode_current == 1 for e in ecc)
+    errs = sum(e.volatile_uncorrected or 0 for e in ecc)
+    words = f"{'enabled' if on else 'OFF'} on every GPU, {uncorrected_words(ecc)}"
+    return _line(on and not errs, "ECC on, no uncorrected errors", words)
+
+
+def _slowdown_line(gpus: list[Gpu], spec: GpuSpec | None, results: Results) -> dict[str, Any]:
+    item = "no thermal or hardware slowdown"
+    seen = [r.telemetry for r in results.runs if r.telemetry is not None]
+    if not seen:
+        return _line(None, item, "no telemetry recorded")
     reasons: dict[str, int] = {}
-    seen_telemetry = False
-    for r in results.runs:
-        tel = r.telemetry
-        if tel is None:
-            continue
-        seen_telemetry = True
+    for tel in seen:
         for x in tel.throttle_reasons_seen or []:
             if x not in IDLE_OR_CAP:
                 reasons[x] = reasons.get(x, 0) + 1
-    if not seen_telemetry:
-        out.append(_line(None, "no thermal or hardware slowdown", "no telemetry recorded"))
-    else:
-        out.append(
-            _line(
-                not reasons,
-                "no thermal or hardware slowdown",
-                "none in any run's telemetry (a power cap is normal operation)"
-                if not reasons
-                else ", ".join(f"{k} in {n} runs" for k, n in reasons.items()),
-            )
-        )
-    bad = [f for f in results.preflight if f.level == "error"]
-    out.append(
-        _line(
-            not bad,
-            "preflight",
-            "passed" + (f", {len(results.preflight)} note(s)" if results.preflight else "")
-            if not bad
-            else "; ".join(f"{f.check}: {f.message}" for f in bad),
-        )
+    words = (
+        "none in any run's telemetry (a power cap is normal operation)"
+        if not reasons
+        else ", ".join(f"{k} in {n} runs" for k, n in reasons.items())
     )
-    return out
+    return _line(not reasons, item, words)
+
+
+def _preflight_line(gpus: list[Gpu], spec: GpuSpec | None, results: Results) -> dict[str, Any]:
+    bad = [f for f in results.preflight if f.level == "error"]
+    words = (
+        "passed" + (f", {len(results.preflight)} note(s)" if results.preflight else "")
+        if not bad
+        else "; ".join(f"{f.check}: {f.message}" for f in bad)
+    )
+    return _line(not bad, "preflight", words)
+
+
+LINES: tuple[Callable[[list[Gpu], GpuSpec | None, Results], dict[str, Any]], ...] = (
+    _model_line,  # first: an order's own lines say the model and count instead
+    _memory_line,
+    _power_line,
+    _nvlink_line,
+    _pcie_line,
+    _ecc_line,
+    _slowdown_line,
+    _preflight_line,
+)
+"""The checklist's lines that need no order, in page 1's order."""
 
 
 def measured(hardware: Hardware, results: Results) -> tuple[list[Gpu], list[Gpu], str] | None:
