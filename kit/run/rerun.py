@@ -32,6 +32,7 @@ from kit.model import (
     Software,
     validate,
 )
+from kit.model.results import K8sInfo
 from kit.recipe import NAME_PATTERN, Recipe
 from kit.run import registry
 from kit.run.engine import Options, resolve_device, run_recipe
@@ -39,7 +40,7 @@ from kit.run.multinode.config import node_config
 from kit.run.preflight import check_allowances
 from kit.run.rerun_paths import check_nodes, check_paths
 from kit.run.results import console
-from kit.runtime.base import RuntimeRequest, check_device
+from kit.runtime.base import Runtime, RuntimeRequest, check_device
 from kit.runtime.images import base_choice
 from kit.runtime.images.image import worker_module_digest
 from kit.shared import files
@@ -258,6 +259,80 @@ def print_recipe_env(recipe: Recipe) -> None:
             console.print(f"kit: variant {v.name} runs on GPUs {v.gpu_ids}", markup=False)
 
 
+def _rerun_on_k8s(
+    path: Path,
+    old: BundleData,
+    k8s_record: K8sInfo,
+    options: Options,
+    asked: str,
+    runtime: str | None,
+    strict: bool,
+) -> tuple[Bundle, int]:
+    """A bundle `kit k8s` made reruns on Kubernetes with its recorded options: the user's
+    device, smoke scale, repeats and output folder, nothing that picks another runtime."""
+    recipe, recorded = old.recipe, old.results
+    if runtime is not None or strict or options.apptainer is not None:
+        flag = "--strict-env" if strict else f"--runtime {runtime}" if runtime else "--apptainer"
+        raise InputError(f"{flag}: {path} was made by `kit k8s` and reruns on Kubernetes")
+    console.print(f"kit: rerunning {path} on Kubernetes (recipe {recipe.name})", markup=False)
+    batch = registry.batch("k8s")
+    smoke = options.smoke if options.smoke is not None else recorded.smoke
+    repeats = options.repeats or recorded.planned_repeats
+    k8s = batch(batch.options_of(k8s_record, asked, smoke, repeats, options.out, options.command))
+    done = k8s.submit(recipe, reproduces=source_record(path, old))
+    return Bundle.load(Path(done)), k8s.code
+
+
+def _check_image_options(where: str, options: Options, runtime: str | None) -> None:
+    """--image-archive and --base-image only where the rerun's runtime builds the kit's image
+    (a name no runtime here has, a Slurm bundle's recorded one, is refused where it is
+    prepared), and an image file only where the runtime takes one."""
+    builds = where not in registry.RUNTIMES or registry.builds_image(where)
+    for flag, given in (
+        ("--image-archive", options.image_archive),
+        ("--base-image", options.base_image),
+    ):
+        if not builds and given is not None:
+            raise InputError(
+                f"{flag}: needs the docker runtime; this rerun uses the {where} runtime "
+                f"({f'--runtime {runtime}' if runtime else 'as the bundle recorded'})"
+            )
+    registry.check_image_file(where, options.apptainer)
+
+
+def _check_before_running(
+    path: Path,
+    prepared: Runtime,
+    name: str,
+    bundle_side: Side,
+    old_hw: Hardware | None,
+    options: Options,
+    strict: bool,
+) -> None:
+    """The prepared runtime's environment against the bundle's, before the first run: printed,
+    and with --strict-env a difference refuses the rerun. Where the runtime cannot say its
+    environment beforehand, it is compared after the runs (--strict-env then refuses)."""
+    known = prepared.known_environment()
+    if known is None and strict:
+        raise InputError(
+            f"--strict-env: this machine's environment could not be probed before running "
+            f"({name} runtime); rerun without --strict-env to compare after the runs"
+        )
+    if known is None:
+        console.print("kit: the environment could not be probed; it is checked after the runs")
+        return
+    here = validate(Environment, known, Path(f"the {name} runtime's environment"))
+    software = getattr(prepared, "software", None)
+    mine = side(here, validate(Software, software, "software.json") if software else None, ())
+    if registry.builds_image(name) and options.image_archive is None:  # this kit's worker files
+        mine = replace(mine, loaded=(Loaded(modules={"kit": worker_module_digest()}),))
+    chk = check(bundle_side, mine, old_hw)
+    print_check(chk, "before running")
+    if not chk.matches and strict:
+        lines = [ln for level, ln in chk.lines("bundle", "here") if level == "differs"]
+        raise InputError(f"--strict-env: the environment differs from {path}: " + "; ".join(lines))
+
+
 def rerun_bundle(
     path: Path,
     options: Options,
@@ -290,37 +365,9 @@ def rerun_bundle(
     if asked == "cpu":  # before any notice (the engine checks it again with the device it runs)
         check_allowances(options.allow, asked, bool(options.nodes))
     if recorded.k8s is not None:  # made by `kit k8s`: it reruns there, with the recorded options
-        if runtime is not None or strict_env or options.apptainer is not None:
-            flag = (
-                "--strict-env"
-                if strict_env
-                else f"--runtime {runtime}"
-                if runtime
-                else "--apptainer"
-            )
-            raise InputError(f"{flag}: {path} was made by `kit k8s` and reruns on Kubernetes")
-        console.print(f"kit: rerunning {path} on Kubernetes (recipe {recipe.name})", markup=False)
-        batch = registry.batch("k8s")
-        smoke = options.smoke if options.smoke is not None else recorded.smoke
-        repeats = options.repeats or recorded.planned_repeats
-        k8s = batch(
-            batch.options_of(recorded.k8s, asked, smoke, repeats, options.out, options.command)
-        )
-        done = k8s.submit(recipe, reproduces=source_record(path, old))
-        return Bundle.load(Path(done)), k8s.code
+        return _rerun_on_k8s(path, old, recorded.k8s, options, asked, runtime, strict_env)
     where = rerun_runtime(old.environment, runtime, options.apptainer)
-    # a name no runtime here has (a Slurm bundle's recorded one) is refused where it is prepared
-    builds = where not in registry.RUNTIMES or registry.builds_image(where)
-    for flag, given in (
-        ("--image-archive", options.image_archive),
-        ("--base-image", options.base_image),
-    ):
-        if not builds and given is not None:
-            raise InputError(
-                f"{flag}: needs the docker runtime; this rerun uses the {where} runtime "
-                f"({f'--runtime {runtime}' if runtime else 'as the bundle recorded'})"
-            )
-    registry.check_image_file(where, options.apptainer)
+    _check_image_options(where, options, runtime)
     check_image_given(path, where, old.environment, options.apptainer)
     check_environment_record(path, old.environment)
     base, why = choose_base(path, where, old, options)
@@ -344,28 +391,8 @@ def rerun_bundle(
         console.print(f"kit: {why}", markup=False)
         request = replace(request, base_image=base)
     prepared = registry.prepare(name, request)  # docker: the recorded environment, built or loaded
-    known = prepared.known_environment()
     bundle_side = old_side(old)
-    if known is not None:
-        here = validate(Environment, known, Path(f"the {name} runtime's environment"))
-        software = getattr(prepared, "software", None)
-        mine = side(here, validate(Software, software, "software.json") if software else None, ())
-        if registry.builds_image(name) and options.image_archive is None:  # this kit's worker files
-            mine = replace(mine, loaded=(Loaded(modules={"kit": worker_module_digest()}),))
-        chk = check(bundle_side, mine, old_hw)
-        print_check(chk, "before running")
-        if not chk.matches and strict_env:
-            lines = [ln for level, ln in chk.lines("bundle", "here") if level == "differs"]
-            raise InputError(
-                f"--strict-env: the environment differs from {path}: " + "; ".join(lines)
-            )
-    elif strict_env:
-        raise InputError(
-            f"--strict-env: this machine's environment could not be probed before running "
-            f"({name} runtime); rerun without --strict-env to compare after the runs"
-        )
-    else:
-        console.print("kit: the environment could not be probed; it is checked after the runs")
+    _check_before_running(path, prepared, name, bundle_side, old_hw, options, strict_env)
     run_options = replace(
         options,
         device=resolved,
