@@ -10,7 +10,7 @@ from kit.bundle import MANIFEST, REPORT_FILES, SIGNATURE, sha256_file
 from kit.io.safe import scan
 from kit.model import Environment, Hardware, Results, RunFiles, RunResult, Software
 from kit.model.base import Open
-from kit.model.hardware import Detection, Host, Pcie
+from kit.model.hardware import Detection, Gpu, Host, Pcie
 from kit.report.plots import human_bytes as _human_bytes
 from kit.shared.engines import Engine
 
@@ -22,60 +22,7 @@ def human_bytes(n: Any) -> str:
 def hardware_view(hw: Hardware) -> dict[str, Any]:
     """What the Hardware section shows; every field optional (a CPU-only bundle has few)."""
     host = hw.host or Host()
-    rows = []
-    for g in hw.gpus:
-        pcie = g.pcie or Pcie()
-        links = [n for n in g.nvlinks or [] if n.active]
-        remotes: dict[str, int] = {}
-        for n in links:
-            remotes[str(n.remote)] = remotes.get(str(n.remote), 0) + 1
-        speed = next((n.speed_gbs for n in links if n.speed_gbs), None)
-        version = next((n.version for n in links if n.version), None)
-        nvlink = "none"
-        if links:
-            nvlink = f"{len(links)} active" + (f", NVLink {version}" if version else "")
-            nvlink += f", {speed:g} GB/s each" if speed else ""
-            nvlink += " to " + ", ".join(f"{k} ({v})" for k, v in remotes.items())
-        gen = f"Gen{pcie.gen_current} x{pcie.width_current}" if pcie.gen_current else "-"
-        gen_max = f"Gen{pcie.gen_max} x{pcie.width_max}" if pcie.gen_max else "-"
-        rows.append(
-            {
-                "index": g.index,
-                "name": g.name,
-                "memory": f"{g.memory_total_gib:g} GiB" if g.memory_total_gib else "-",
-                "cc": g.compute_capability or "-",
-                "pcie": gen,
-                "pcie_max": gen_max,
-                "numa": g.numa_node if g.numa_node is not None else "-",
-                "cpus": g.cpu_affinity or "-",
-                "nvlink": nvlink,
-                "power": f"{g.power_limit_w:g} W" if g.power_limit_w else "-",
-                "clocks": (g.clocks_max_mhz or {}).get("sm"),
-                "bus": g.pci_bus_id or "-",
-                "vbios": g.vbios_version or "-",
-                "persistence": g.persistence_mode,
-            }
-        )
-    gpus_of = {}
-    for g in rows:
-        gpus_of.setdefault(g["numa"], []).append(f"GPU{g['index']}")
-    numa = [
-        {
-            "id": n.id,
-            "cpus": n.cpus or "-",
-            "mem": human_bytes(n.mem_total_bytes) if n.mem_total_bytes else "-",
-            "gpus": ", ".join(gpus_of.get(n.id, [])) or "-",
-        }
-        for n in host.numa_nodes
-    ]
-    container = host.container
-    in_container = (
-        None
-        if container is None or not container.model_fields_set
-        else (container.runtime or "yes")
-        if container.detected
-        else "no"
-    )
+    rows = [_gpu_row(g) for g in hw.gpus]
     topo = hw.topology
     peer = hw.peer_access
     return {
@@ -88,28 +35,93 @@ def hardware_view(hw: Hardware) -> dict[str, Any]:
         "peer_access": peer if peer and peer.matrix else None,
         "peer_access_note": hw.peer_access_note,
         "labels": (topo and topo.labels) or [f"GPU{g.index}" for g in hw.gpus],
-        "host": [
-            (k, v)
-            for k, v in (
-                ("CPU", host.cpu_model),
-                ("sockets", host.sockets),
-                ("physical cores", host.physical_cores),
-                ("logical CPUs", host.logical_cpus or host.cpu_count),
-                ("CPUs this process may use", host.allowed_cpus),
-                ("memory", human_bytes(host.mem_total_bytes) if host.mem_total_bytes else None),
-                ("/dev/shm", human_bytes(host.shm_bytes) if host.shm_bytes else None),
-                ("OS", host.os),
-                ("kernel", host.kernel),
-                ("architecture", host.arch),
-                ("hostname", host.hostname),
-                ("inventory taken in a container", in_container),
-                ("collected at", hw.collected_at),
-            )
-            if v not in (None, "")
-        ],
-        "numa": numa,
+        "host": _host_rows(hw, host),
+        "numa": _numa_rows(host, rows),
         "numa_note": numa_note(host),
     }
+
+
+def _gpu_row(g: Gpu) -> dict[str, Any]:
+    """One GPU's row of the Hardware table ("-" where the inventory did not read a field)."""
+    pcie = g.pcie or Pcie()
+    return {
+        "index": g.index,
+        "name": g.name,
+        "memory": f"{g.memory_total_gib:g} GiB" if g.memory_total_gib else "-",
+        "cc": g.compute_capability or "-",
+        "pcie": f"Gen{pcie.gen_current} x{pcie.width_current}" if pcie.gen_current else "-",
+        "pcie_max": f"Gen{pcie.gen_max} x{pcie.width_max}" if pcie.gen_max else "-",
+        "numa": g.numa_node if g.numa_node is not None else "-",
+        "cpus": g.cpu_affinity or "-",
+        "nvlink": _nvlink_words(g),
+        "power": f"{g.power_limit_w:g} W" if g.power_limit_w else "-",
+        "clocks": (g.clocks_max_mhz or {}).get("sm"),
+        "bus": g.pci_bus_id or "-",
+        "vbios": g.vbios_version or "-",
+        "persistence": g.persistence_mode,
+    }
+
+
+def _nvlink_words(g: Gpu) -> str:
+    """A GPU's active NVLinks: how many, their version and speed, and what each leads to."""
+    links = [n for n in g.nvlinks or [] if n.active]
+    if not links:
+        return "none"
+    remotes: dict[str, int] = {}
+    for n in links:
+        remotes[str(n.remote)] = remotes.get(str(n.remote), 0) + 1
+    speed = next((n.speed_gbs for n in links if n.speed_gbs), None)
+    version = next((n.version for n in links if n.version), None)
+    words = f"{len(links)} active" + (f", NVLink {version}" if version else "")
+    words += f", {speed:g} GB/s each" if speed else ""
+    return words + " to " + ", ".join(f"{k} ({v})" for k, v in remotes.items())
+
+
+def _numa_rows(host: Host, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each NUMA node: its CPUs, memory and the GPUs the GPU rows place on it."""
+    gpus_of: dict[Any, list[str]] = {}
+    for g in rows:
+        gpus_of.setdefault(g["numa"], []).append(f"GPU{g['index']}")
+    return [
+        {
+            "id": n.id,
+            "cpus": n.cpus or "-",
+            "mem": human_bytes(n.mem_total_bytes) if n.mem_total_bytes else "-",
+            "gpus": ", ".join(gpus_of.get(n.id, [])) or "-",
+        }
+        for n in host.numa_nodes
+    ]
+
+
+def _host_rows(hw: Hardware, host: Host) -> list[tuple[str, Any]]:
+    """The host's (what, value) lines, those the inventory read only."""
+    container = host.container
+    in_container = (
+        None
+        if container is None or not container.model_fields_set
+        else (container.runtime or "yes")
+        if container.detected
+        else "no"
+    )
+    return [
+        (k, v)
+        for k, v in (
+            ("CPU", host.cpu_model),
+            ("sockets", host.sockets),
+            ("physical cores", host.physical_cores),
+            ("logical CPUs", host.logical_cpus or host.cpu_count),
+            ("CPUs this process may use", host.allowed_cpus),
+            ("memory", human_bytes(host.mem_total_bytes) if host.mem_total_bytes else None),
+            ("/dev/shm", human_bytes(host.shm_bytes) if host.shm_bytes else None),
+            ("OS", host.os),
+            ("kernel", host.kernel),
+            ("architecture", host.arch),
+            ("hostname", host.hostname),
+            ("inventory taken in a container", in_container),
+            ("collected at", hw.collected_at),
+        )
+        if v not in (None, "")
+    ]
 
 
 def slice_words(hw: Hardware) -> list[tuple[str, str]]:
