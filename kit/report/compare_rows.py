@@ -100,6 +100,18 @@ def unlike(m: Machine, base: Machine) -> str | None:
     return None
 
 
+@dataclass
+class _Across:
+    """What every cell of a comparison needs: the machines, the baseline's index, each machine's
+    samples, which benchmarks and variants each ran, and each machine's price per GPU-hour."""
+
+    machines: list[Machine]
+    base: int
+    per: list[dict[tuple[str, str, str], tuple[analysis.MetricRow, int]]]
+    ran: list[set[tuple[str, str]]]
+    prices: list[Price | None]
+
+
 def workload_rows(
     machines: list[Machine],
     base: int,
@@ -109,23 +121,23 @@ def workload_rows(
     """Each benchmark, variant and metric: per machine median, interval, n, ratio to baseline;
     for rates also per GPU, the scaling efficiency and the cost at that machine's price (one
     price for all, or `prices` per machine); sharding named for memory."""
-    each = machine_prices(len(machines), price_per_gpu_hour, prices)
     per = [_samples(m) for m in machines]
     ran = [{(b.name, v.name) for b in m.benches for v in b.variants} for m in machines]
+    across = _Across(
+        machines, base, per, ran, machine_prices(len(machines), price_per_gpu_hour, prices)
+    )
     same: dict[tuple[str, str], list[analysis.Benchmark]] = {}
     for m in machines:
         for b in m.benches:
             same.setdefault((b.name, b.kind), []).append(b)
     headline = {key: analysis.shared_verdict_metric(bs) for key, bs in same.items()}
     kinds = {b.name: b.kind for m in machines for b in m.benches}
-    order = [per[base], *per[:base], *per[base + 1 :]]
     keys: dict[tuple[str, str, str], analysis.MetricRow] = {}
-    for data in order:
+    for data in [per[base], *per[:base], *per[base + 1 :]]:  # the baseline's order first
         for key, (row, _) in data.items():
             keys.setdefault(key, row)
     rows: list[MetricRow] = []
     for (bench, variant, name), first in keys.items():
-        kind = kinds.get(bench, "")
         row = MetricRow(
             bench,
             variant,
@@ -133,61 +145,77 @@ def workload_rows(
             first.unit,
             first.higher_is_better,
             label=first.label,
-            headline=headline.get((bench, kind)) == name,
+            headline=headline.get((bench, kinds.get(bench, ""))) == name,
             rate=first.per_gpu,
         )
         sweep = _common_sweep(machines, bench, variant) if name in SIZE_METRICS else None
         if sweep:  # said once, under the metric's name in the tables
             row.size_note = sweep["sentence"]
-        base_values = _values(per[base], bench, variant, name, machines[base], sweep)
-        base_gpus = machines[base].gpus_used(bench)
-        for i, data in enumerate(per):
-            values = _values(data, bench, variant, name, machines[i], sweep)
-            failed = next(
-                (f for (b, v, _), (_, f) in data.items() if (b, v) == (bench, variant)), 0
-            )
-            gpus = machines[i].gpus_used(bench)
-            summary = _summary_dict(values) if values else None
-            cell: dict[str, Any] = {
-                "summary": summary,
-                "failed": failed,
-                # the bundle's recipe never ran this benchmark and variant: not a failure
-                "absent": (bench, variant) not in ran[i],
-                "baseline": i == base,
-                "ratio": None,
-                "gpus": gpus,
-            }
-            if row.rate and summary and gpus:
-                cell["per_gpu"] = _per_gpu_summary(summary, gpus)
-                if each[i] is not None and summary["median"] > 0:
-                    cell["cost_per_million"] = cost_per_million(
-                        summary["median"], gpus, each[i].amount
-                    )
-            why_not = unlike(machines[i], machines[base]) if i != base else None
-            if why_not:
-                cell["ratio_error"] = why_not
-            elif i != base and (cell["absent"] or (bench, variant) not in ran[base]):
-                who = (
-                    machines[i].label if cell["absent"] else f"the baseline {machines[base].label}"
-                )
-                cell["ratio_error"] = f"no ratio: {who} did not run {bench} {variant}"
-            elif i != base and sweep and not sweep["sizes"]:
-                cell["ratio_error"] = f"no ratio: {sweep['sentence']}"
-            elif i != base and values and base_values:
-                try:
-                    ratio = unpaired_ratio(values, base_values, first.higher_is_better)
-                except StatsError:
-                    cell["ratio_error"] = "no ratio: a side has zero or negative values"
-                else:
-                    cell["ratio"] = _ratio_dict(ratio, name)
-                    if gpus and base_gpus and gpus != base_gpus:
-                        base_median = float(statistics.median(base_values))
-                        _scale_facts(
-                            row, cell, ratio, base_median, machines[i], machines[base], bench
-                        )
-            row.cells.append(cell)
+        row.cells = [_cell(across, i, row, sweep) for i in range(len(machines))]
         rows.append(row)
     return rows
+
+
+def _cell(across: _Across, i: int, row: MetricRow, sweep: dict[str, Any] | None) -> dict[str, Any]:
+    """Machine i's cell of a row: its summary, failed runs, per-GPU figure and cost, and its
+    ratio to the baseline or why there is none."""
+    bench, variant, name = row.benchmark, row.variant, row.metric
+    m, data = across.machines[i], across.per[i]
+    values = _values(data, bench, variant, name, m, sweep)
+    failed = next((f for (b, v, _), (_, f) in data.items() if (b, v) == (bench, variant)), 0)
+    gpus = m.gpus_used(bench)
+    summary = _summary_dict(values) if values else None
+    cell: dict[str, Any] = {
+        "summary": summary,
+        "failed": failed,
+        # the bundle's recipe never ran this benchmark and variant: not a failure
+        "absent": (bench, variant) not in across.ran[i],
+        "baseline": i == across.base,
+        "ratio": None,
+        "gpus": gpus,
+    }
+    price = across.prices[i]
+    if row.rate and summary and gpus:
+        cell["per_gpu"] = _per_gpu_summary(summary, gpus)
+        if price is not None and summary["median"] > 0:
+            cell["cost_per_million"] = cost_per_million(summary["median"], gpus, price.amount)
+    if i != across.base:
+        _ratio_to_baseline(across, i, row, cell, values, sweep)
+    return cell
+
+
+def _ratio_to_baseline(
+    across: _Across,
+    i: int,
+    row: MetricRow,
+    cell: dict[str, Any],
+    values: list[float],
+    sweep: dict[str, Any] | None,
+) -> None:
+    """The cell's ratio to the baseline (and, where the GPU counts differ, the per-GPU ratio and
+    scaling), or `ratio_error`: why there is none."""
+    bench, variant, name = row.benchmark, row.variant, row.metric
+    base, m = across.machines[across.base], across.machines[i]
+    base_values = _values(across.per[across.base], bench, variant, name, base, sweep)
+    why_not = unlike(m, base)
+    if why_not:
+        cell["ratio_error"] = why_not
+    elif cell["absent"] or (bench, variant) not in across.ran[across.base]:
+        who = m.label if cell["absent"] else f"the baseline {base.label}"
+        cell["ratio_error"] = f"no ratio: {who} did not run {bench} {variant}"
+    elif sweep and not sweep["sizes"]:
+        cell["ratio_error"] = f"no ratio: {sweep['sentence']}"
+    elif values and base_values:
+        try:
+            ratio = unpaired_ratio(values, base_values, row.higher_is_better)
+        except StatsError:
+            cell["ratio_error"] = "no ratio: a side has zero or negative values"
+            return
+        cell["ratio"] = _ratio_dict(ratio, name)
+        gpus, base_gpus = cell["gpus"], base.gpus_used(bench)
+        if gpus and base_gpus and gpus != base_gpus:
+            base_median = float(statistics.median(base_values))
+            _scale_facts(row, cell, ratio, base_median, m, base, bench)
 
 
 def machine_prices(
