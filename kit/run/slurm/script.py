@@ -177,11 +177,18 @@ def engine(launcher: str) -> str:
 
 
 def render_script(job: Job) -> str:
-    """The sbatch script: a pure function of the job (the tests check its exact text)."""
-    o = job.opts
-    name = job.recipe.name
-    host = o.launcher == "host"
-    python = [_q(o.host_python or "")] if host else ["python"]
+    """The sbatch script: a pure function of the job (the tests check its exact text): its
+    #SBATCH header, the job's set-up, each node's inventory, the run() function and one call of
+    it per planned run."""
+    python = [_q(job.opts.host_python or "")] if job.opts.launcher == "host" else ["python"]
+    lines = [*_header(job), *_setup(job), *_inventory(job, python), *_run_function(job)]
+    lines += _runs(job)
+    return "\n".join(lines) + "\n"
+
+
+def _header(job: Job) -> list[str]:
+    """What the script is, for a person reading it, and its #SBATCH lines."""
+    o, name = job.opts, job.recipe.name
     lines = [
         "#!/bin/bash",
         f"# kit: Slurm job for recipe {name}, written by `{o.command}`.",
@@ -201,8 +208,12 @@ def render_script(job: Job) -> str:
     if o.time:
         lines.append(f"#SBATCH --time={o.time}")
     lines += [f"#SBATCH {x}" for x in o.extra]
-    lines += [
-        f"#SBATCH --output={job.bundle}/slurm/job-%j.out",
+    return [*lines, f"#SBATCH --output={job.bundle}/slurm/job-%j.out"]
+
+
+def _setup(job: Job) -> list[str]:
+    """The bundle, the rendezvous on the first node, and each node's scratch folder."""
+    lines = [
         "set -uo pipefail",
         "",
         f"BUNDLE={_q(job.bundle)}",
@@ -211,22 +222,50 @@ def render_script(job: Job) -> str:
         'echo "kit: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, rendezvous on $HEAD_NODE:$RDZV_PORT"',
         "export PYTHONUNBUFFERED=1",
     ]
-    if host:
+    if job.opts.launcher == "host":
         lines.append(f"export PYTHONPATH={_q(KIT_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}}")
-    lines += [
+    return [
+        *lines,
         "# each node's scratch for this job, the runs' TMPDIR (torchrun's own folders went to",
         "# the node's /tmp and stayed there, one a run), removed at the end",
         'SCRATCH="${TMPDIR:-/tmp}/kit-job-$SLURM_JOB_ID"',
         'srun --ntasks-per-node=1 mkdir -p "$SCRATCH"',
     ]
-    inventory = container(job).face(None, o.device)
-    info = [*inventory.flags, *inventory.prefix]
-    lines += [
+
+
+def _inventory(job: Job, python: list[str]) -> list[str]:
+    """Each node's inventory, written beside the bundle by one task per node."""
+    face = container(job).face(None, job.opts.device)
+    info = [*face.flags, *face.prefix]
+    return [
         "",
         "# each node's inventory: name, CPUs, memory, GPUs, network interfaces and link speeds",
         'srun --ntasks-per-node=1 --output="$BUNDLE/slurm/nodes/node%n.json" \\',
         '    --error="$BUNDLE/slurm/nodes/node%n.err" '
         + " ".join([*info, *python, "-m", "kit.worker.nodeinfo"]),
+    ]
+
+
+def _run_function(job: Job) -> list[str]:
+    """run(): one run on every node through torchrun, its exit status and times recorded."""
+    o = job.opts
+    face = container(job).face("$BUNDLE/runs/$run_id", o.device)
+    cmd = [
+        '    timeout --signal=TERM --kill-after=30 "$timeout_s" srun --ntasks-per-node=1',
+        '        --kill-on-bad-exit=1 --output="$BUNDLE/logs/$run_id.node%n.log"',
+    ]
+    if face.flags:
+        cmd.append("        " + " ".join(face.flags))
+    rdzv = Rendezvous(job.nodes, '"$HEAD_NODE:$RDZV_PORT"', '"$SLURM_JOB_ID-$run_id"')
+    argv = torchrun(job.gpus_per_node, face.spec, o.host_python and _q(o.host_python), rdzv)
+    head = 3 if o.launcher == "host" else 1  # PYTHON -m torch.distributed.run | torchrun
+    cmd += [
+        "        " + " ".join([*face.prefix, "env", '"$@"', 'TMPDIR="$SCRATCH"', *argv[:head]]),
+        "        " + " ".join(argv[head : head + 3]),
+        "        " + " ".join(argv[head + 3 : head + 5]),
+        "        " + " ".join(argv[head + 5 :]),
+    ]
+    return [
         "",
         "# run RUN_ID TIMEOUT_S [VAR=VALUE...]: one run on every node; its status goes to",
         "# slurm/exit_codes.tsv (124: the timeout passed), each node's output to",
@@ -235,26 +274,7 @@ def render_script(job: Job) -> str:
         "    local run_id=$1 timeout_s=$2 start code",
         "    shift 2",
         "    start=$(date +%s.%N)",
-    ]
-    face = container(job).face("$BUNDLE/runs/$run_id", o.device)
-    flags, spec, prefix = face.flags, face.spec, face.prefix
-    cmd = [
-        '    timeout --signal=TERM --kill-after=30 "$timeout_s" srun --ntasks-per-node=1',
-        '        --kill-on-bad-exit=1 --output="$BUNDLE/logs/$run_id.node%n.log"',
-    ]
-    if flags:
-        cmd.append("        " + " ".join(flags))
-    rdzv = Rendezvous(job.nodes, '"$HEAD_NODE:$RDZV_PORT"', '"$SLURM_JOB_ID-$run_id"')
-    argv = torchrun(job.gpus_per_node, spec, o.host_python and _q(o.host_python), rdzv)
-    head = 3 if host else 1  # PYTHON -m torch.distributed.run | torchrun
-    cmd += [
-        "        " + " ".join([*prefix, "env", '"$@"', 'TMPDIR="$SCRATCH"', *argv[:head]]),
-        "        " + " ".join(argv[head : head + 3]),
-        "        " + " ".join(argv[head + 3 : head + 5]),
-        "        " + " ".join(argv[head + 5 :]),
-    ]
-    lines += [" \\\n".join(cmd)]
-    lines += [
+        " \\\n".join(cmd),
         "    code=$?",
         '    printf "%s\\t%s\\t%s\\t%s\\n" "$run_id" "$code" "$start" "$(date +%s.%N)" \\',
         '        >>"$BUNDLE/slurm/exit_codes.tsv"',
@@ -262,12 +282,19 @@ def render_script(job: Job) -> str:
         "}",
         "",
     ]
-    for spec_ in job.runs:
+
+
+def _runs(job: Job) -> list[str]:
+    """One call of run() per planned run, with its variables; then the scratch removed."""
+    lines = []
+    for spec in job.runs:
         # no heartbeat (the driver is not there while the job runs), no HOME: the task's own
-        env = launch_environment(spec_.env, o.device, extra=job.env)
+        env = launch_environment(spec.env, job.opts.device, extra=job.env)
         env.pop("PYTHONUNBUFFERED")  # exported once for the whole job
         assigns = " ".join(_q(f"{k}={v}") for k, v in env.items())
-        lines.append(f"run {_q(spec_.run_id)} {spec_.timeout_s:g} {assigns}".rstrip())
-    lines.append('srun --ntasks-per-node=1 rm -rf "$SCRATCH"')
-    lines.append('echo "kit: done; collect with: kit slurm collect $BUNDLE"')
-    return "\n".join(lines) + "\n"
+        lines.append(f"run {_q(spec.run_id)} {spec.timeout_s:g} {assigns}".rstrip())
+    return [
+        *lines,
+        'srun --ntasks-per-node=1 rm -rf "$SCRATCH"',
+        'echo "kit: done; collect with: kit slurm collect $BUNDLE"',
+    ]
