@@ -317,6 +317,19 @@ def _explain(err: dict) -> str:
 
 def parse_recipe(text: str, source: str) -> Recipe:
     """Parse and validate recipe text; `source` names it in errors (usually the path)."""
+    data, lines = _read_yaml(text, source)
+    recipe = _validate(data, lines, source)
+    for i, bench in enumerate(recipe.benchmarks):
+        _check_params(bench, i, lines, source)
+    labels = [b.label for b in recipe.benchmarks]
+    if len(set(labels)) != len(labels):
+        raise InputError(f"{source}: benchmarks: names must be unique, got {labels}; set `name:`")
+    return recipe
+
+
+def _read_yaml(text: str, source: str) -> tuple[dict[str, Any], dict[tuple, int]]:
+    """The recipe's mapping and each key's line, read by the strict loader (no object tags, no
+    duplicate keys); any YAML problem is one line naming the file and line."""
     if not text.strip():
         raise InputError(
             f"{source}: the recipe is empty; it needs at least `kit: 1`, a name and benchmarks"
@@ -352,8 +365,13 @@ def parse_recipe(text: str, source: str) -> Recipe:
         raise InputError(
             f"{source}:1: the recipe must be a mapping of keys (kit, name, benchmarks, ...)"
         )
+    return data, lines
+
+
+def _validate(data: dict[str, Any], lines: dict[tuple, int], source: str) -> Recipe:
+    """The typed recipe; its first error as one line at the line of the field it names."""
     try:
-        recipe = Recipe.model_validate(data)
+        return Recipe.model_validate(data)
     except ValidationError as exc:
         # a variant given as a mapping fails the `str` branch too: report the mapping's error
         errs = [
@@ -371,37 +389,37 @@ def parse_recipe(text: str, source: str) -> Recipe:
         line = _line_for(lines, err["loc"])
         where = f"{source}:{line}" if line else source
         raise InputError(f"{where}: {_field_path(err['loc'])}: {_explain(err)}") from None
-    for i, bench in enumerate(recipe.benchmarks):
-        for section, smoke in (("params", False), ("smoke", True)):
-            try:
-                bench.resolved_params(smoke=smoke)
-            except ValidationError as exc:
-                err = exc.errors()[0]
-                named = re.match(r"^Value error, (\w+): (.*)$", err["msg"])
-                if named:  # a check in __post_init__ names its field first: point at that field
-                    err = {**err, "loc": (named[1],), "msg": named[2], "type": "checked"}
-                loc = ("benchmarks", i, section, *err["loc"])
-                # a bad value that came from `params` is reported there, even when found with smoke
-                if section == "smoke" and err["loc"] and err["loc"][0] not in bench.smoke:
-                    loc = ("benchmarks", i, "params", *err["loc"])
-                line = _line_for(lines, loc)
-                allowed = ", ".join(f.name for f in _fields(params_class(bench.kind)))
-                detail = _explain(err)
-                if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
-                    detail = f"unknown parameter for {bench.kind}; allowed: {allowed}"
-                raise InputError(f"{source}:{line}: {_field_path(loc)}: {detail}") from None
-            except ValueError as exc:
-                named = re.match(r"^(\w+): ", str(exc))  # check_counts names its field first
-                where: tuple[str, ...] = (section,)
-                if named:  # where the value came from: smoke when it set it, else params
-                    in_smoke = section == "smoke" and named[1] in bench.smoke
-                    where = ("smoke" if in_smoke else "params", named[1])
-                line = _line_for(lines, ("benchmarks", i, *where))
-                raise InputError(f"{source}:{line}: benchmarks.{i}.{where[0]}: {exc}") from None
-    labels = [b.label for b in recipe.benchmarks]
-    if len(set(labels)) != len(labels):
-        raise InputError(f"{source}: benchmarks: names must be unique, got {labels}; set `name:`")
-    return recipe
+
+
+def _check_params(bench: Benchmark, i: int, lines: dict[tuple, int], source: str) -> None:
+    """The benchmark's parameters, as run and at smoke scale, built by its workload's params
+    class; an error points at the field, in `params` or `smoke`, where the value came from."""
+    for section, smoke in (("params", False), ("smoke", True)):
+        try:
+            bench.resolved_params(smoke=smoke)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            named = re.match(r"^Value error, (\w+): (.*)$", err["msg"])
+            if named:  # a check in __post_init__ names its field first: point at that field
+                err = {**err, "loc": (named[1],), "msg": named[2], "type": "checked"}
+            loc = ("benchmarks", i, section, *err["loc"])
+            # a bad value that came from `params` is reported there, even when found with smoke
+            if section == "smoke" and err["loc"] and err["loc"][0] not in bench.smoke:
+                loc = ("benchmarks", i, "params", *err["loc"])
+            line = _line_for(lines, loc)
+            allowed = ", ".join(f.name for f in _fields(params_class(bench.kind)))
+            detail = _explain(err)
+            if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+                detail = f"unknown parameter for {bench.kind}; allowed: {allowed}"
+            raise InputError(f"{source}:{line}: {_field_path(loc)}: {detail}") from None
+        except ValueError as exc:
+            named = re.match(r"^(\w+): ", str(exc))  # check_counts names its field first
+            where: tuple[str, ...] = (section,)
+            if named:  # where the value came from: smoke when it set it, else params
+                in_smoke = section == "smoke" and named[1] in bench.smoke
+                where = ("smoke" if in_smoke else "params", named[1])
+            line = _line_for(lines, ("benchmarks", i, *where))
+            raise InputError(f"{source}:{line}: benchmarks.{i}.{where[0]}: {exc}") from None
 
 
 def _fields(cls: type) -> list:
