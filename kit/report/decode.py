@@ -220,7 +220,7 @@ def _on(where: dict[int, str], bench: Benchmark) -> str:
 
 
 def figure(view: Any, salt: str) -> None:
-    """The decode section's figure (kit.report.render.PLOTS["decode"])."""
+    """The decode section's figure (kit.report.bench_view.PLOTS["decode"])."""
     bench = view.bench
     svg = decode_plot(
         curves(bench), f"{bench.name}: decode tokens/s against batch", f"{salt}-decode"

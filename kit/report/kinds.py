@@ -2,7 +2,7 @@
 knows it. A workload's spec names its kind (`WorkloadSpec.figures`); the page, page 1, the
 silicon section and compare ask the kind's object here, never compare the name.
 
-Adding a figure kind is one entry in KINDS (its plots are keys of kit.report.render.PLOTS).
+Adding a figure kind is one entry in KINDS (its plots are keys of kit.report.bench_view.PLOTS).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from kit.workloads.registry import spec
 class FigureKind:
     """One figure kind.
 
-    plots: the benchmark section's figures, in order (kit.report.render.PLOTS draws each).
+    plots: the benchmark section's figures, in order (kit.report.bench_view.PLOTS draws each).
     by_size: the message-size curves: the by-size tables as nccl-tests prints them with NCCL's
     setup per variant, the #wrong total, and compare's bus bandwidth lines by size.
     step_note: say so when no finished run recorded its step times.

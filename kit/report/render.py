@@ -12,8 +12,6 @@ import functools
 import io
 import platform
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +30,8 @@ from kit.refs.store import standing
 from kit.report import analysis, decode, plots, sections
 from kit.report.analysis.box import judge_box
 from kit.report.analysis.ordered import as_ordered, gpus_ran, identity, ran_of_box
-from kit.report.analysis.same_call import SameCall, same_call
 from kit.report.analysis.verdicts import folded
+from kit.report.bench_view import BenchView, bench_view
 from kit.report.facts.order import Order
 from kit.report.facts.price import Price, parse_price
 from kit.report.figure import Figure, silicon_view
@@ -141,167 +139,6 @@ def machine_line(hardware: Hardware) -> str:
     return "No GPU: " + ", ".join(p for p in parts if p) if any(parts) else "No GPU recorded"
 
 
-# --- figures -------------------------------------------------------------------------------
-
-
-@dataclass
-class BenchView:
-    bench: analysis.Benchmark
-    figures: list[Figure] = field(default_factory=list)
-    curves: dict[str, Any] | None = None
-    traces: int = 0
-    telemetry: int = 0
-    raw: dict[str, Any] | None = None
-    nccl: dict[str, str] = field(default_factory=dict)  # sweeps: NCCL's setup per variant
-    nccl_choice: dict[str, str] = field(default_factory=dict)  # how the per-size choice was read
-    same_call: dict[str, SameCall] = field(default_factory=dict)  # nccl-tests in the same call
-    index: int = 0
-
-    def add(self, key: str, caption: str, svg: str | None) -> None:
-        """A drawn figure, in order; nothing where its plot had nothing to draw."""
-        if svg:
-            self.figures.append(Figure(key, caption, svg))
-
-
-def _bar_rows(bench: analysis.Benchmark, metric: str) -> list[dict[str, Any]]:
-    rows = []
-    for v in bench.variants:
-        row = (bench.metrics.get(metric) or {}).get(v.name)
-        s = row.summary if row else None
-        rows.append(
-            {
-                "variant": v.name,
-                "median": s.median if s else None,
-                "low": s.ci_low if s else None,
-                "high": s.ci_high if s else None,
-            }
-        )
-    return rows
-
-
-def interval_labels(bench: analysis.Benchmark, metric: str) -> str:
-    """What the bars' whiskers are, in the stats module's words ("range of 2 runs")."""
-    rows = (bench.metrics.get(metric) or {}).values()
-    return "; ".join(
-        sorted({r.summary.centred_label() for r in rows if r.summary and r.summary.label})
-    )
-
-
-def _methods(view: BenchView) -> list[str]:
-    """The timing methods the sweep's figures show (the rows' `timing`), in the plots' words."""
-    found = {
-        t
-        for c in (view.curves or {}).get("curves", {}).values()
-        for p in c.values()
-        for t in p.get("timing") or []
-    }
-    return [plots.TIMING_WORDS.get(t, t) for t in sorted(found)]
-
-
-def _busbw(view: BenchView, salt: str) -> None:
-    bench = view.bench
-    if not view.curves or not view.curves["sizes"]:
-        return
-    if {v.gpus for v in bench.variants if v.ok} == {1}:
-        return  # one rank: the bus factor is 0, a line of zeros (the method says so)
-    svg = plots.sweep_busbw(view.curves, f"{bench.label}: bus bandwidth", f"{salt}-busbw")
-    methods = _methods(view)
-    view.add(
-        "busbw",
-        f"{bench.label}: bus bandwidth against "
-        "message size (line: median over repeats; band: min to max of the repeats"
-        + (
-            "; dotted line: where the timing rule changes, so a step there is "
-            "the clock's, not the link's)"
-            if len(methods) > 1
-            else ")"
-        )
-        + (f"; timed by {' and '.join(methods)}" if methods else ""),
-        svg,
-    )
-
-
-def _time(view: BenchView, salt: str) -> None:
-    bench = view.bench
-    if not view.curves or not view.curves["sizes"]:
-        return
-    sweep = bench.spec.sweep if bench.spec else None
-    op = sweep.op if sweep else "operation"
-    svg = plots.sweep_time(view.curves, f"{bench.label}: time per operation", f"{salt}-time", op)
-    methods = _methods(view)
-    view.add(
-        "time",
-        f"{bench.label}: time per {op} against message size, log-log"
-        + (f"; timed by {' and '.join(methods)} (not the one-call latency)" if methods else ""),
-        svg,
-    )
-
-
-def _bars(view: BenchView, salt: str) -> None:
-    bench = view.bench
-    metric = analysis.verdict_metric(bench)
-    rows = next(iter((bench.metrics.get(metric) or {}).values()), None)
-    if rows is None:
-        return
-    title, axis = f"{bench.label}: {rows.label}", f"{rows.label} ({rows.unit})"
-    svg = plots.metric_bars(_bar_rows(bench, metric), axis, title, f"{salt}-bars")
-    words = interval_labels(bench, metric)
-    view.add("bars", f"{title}, median with its interval ({words})", svg)
-
-
-def _steps(view: BenchView, salt: str) -> None:
-    bench = view.bench
-    traces = analysis.step_traces(bench)
-    view.traces = len(traces)
-    svg = plots.step_traces(traces, f"{bench.label}: every step of every repeat", f"{salt}-steps")
-    view.add(
-        "steps",
-        f"{bench.label}: step times of every repeat; the shaded warm-up steps are not measured",
-        svg,
-    )
-
-
-PLOTS: dict[str, Callable[[BenchView, str], None]] = {
-    "busbw": _busbw,
-    "time": _time,
-    "bars": _bars,
-    "steps": _steps,
-    "decode": decode.figure,
-}
-"""A benchmark section's plots by name: a figure kind (kit.report.kinds) lists the ones it gets."""
-
-
-def bench_view(
-    bench: analysis.Benchmark, index: int, nccl_tests: dict[str, str] | None = None
-) -> BenchView:
-    view = BenchView(bench, index=index + 1)
-    salt = f"{index}-{bench.name}"
-    if bench.figures.by_size:
-        view.curves = analysis.sweep_curves(bench)
-        view.raw = analysis.raw_sizes(bench)
-        view.nccl = analysis.nccl_setup(bench)
-        view.nccl_choice = analysis.nccl_choice(bench)
-        view.same_call = same_call(bench, nccl_tests or {})
-    for plot in bench.figures.plots:
-        PLOTS[plot](view, salt)
-    series = analysis.telemetry_series(bench)
-    view.telemetry = len(series)
-    svg = plots.telemetry(series, f"{bench.label}: GPU telemetry", f"{salt}-telemetry")
-    view.add(
-        "telemetry",
-        f"{bench.label}: NVML telemetry during every finished run, every GPU it drove; "
-        + (
-            "the shaded spans between dashed lines are each run's timed window (where "
-            "the figures are measured), the rest is start-up and warm-up"
-            if any(x.get("window") for x in series)
-            else "these runs recorded no timed window on telemetry's clock, so none is "
-            "shaded: the whole run is drawn, start-up and warm-up included"
-        ),
-        svg,
-    )
-    return view
-
-
 # --- rendering -----------------------------------------------------------------------------
 
 
@@ -318,36 +155,17 @@ def ran_lines(benches: list[analysis.Benchmark], smoke: bool) -> list[str]:
 def context(
     bundle: Bundle, price_per_gpu_hour: Price | float | None = None, order: Order | None = None
 ) -> dict[str, Any]:
+    """Everything the report's template reads, from the bundle read once."""
     data = load(bundle)
     results = data.results
     hardware = data.hardware or Hardware()  # none recorded: an inventory that knows nothing
     benches = analysis.build_benchmarks(results, data.recipe)
     views = [bench_view(b, i, data.nccl_tests) for i, b in enumerate(benches)]
     silicon = silicon_view(benches, hardware)
-    figures = [f for v in views for f in v.figures] + (silicon["figures"] if silicon else [])
-    # numbered in the order a reader meets them: page 1's summary holds each benchmark's first
-    for n, f in enumerate([f for f in figures if f.first] + [f for f in figures if not f.first], 1):
-        f.caption = f"Figure {n}. {f.caption}"
+    number_figures([f for v in views for f in v.figures] + (silicon["figures"] if silicon else []))
     smoke = data.results.smoke
     expected = {b.name: [] if smoke else analysis.expectations(b, hardware) for b in benches}
-    normalised = against_reference(reference_rows(expected), "against-reference")
-    reference_chart = (
-        Figure("reference", "Each workload as a factor of its same-model reference", normalised)
-        if normalised
-        else None
-    )
-    summaries = [
-        analysis.summarize_bench(
-            b, hardware, analysis.ran_line(b, smoke), price_per_gpu_hour, smoke=smoke
-        )
-        for b in benches
-    ]
-    for summary, view in zip(summaries, views, strict=True):
-        if silicon and view.bench.figures.placed == "hbm":  # decode: reads against the copy here
-            analysis.add_copy_share(summary, silicon["facts"], view.bench)
-        for vs in summary.variants:  # a same-call nccl-tests run outranks a shipped one
-            if vs.plateau and (sc := view.same_call.get(vs.variant)):
-                vs.below_reference = sc.first_page
+    summaries = _summaries(views, hardware, silicon, price_per_gpu_hour, smoke)
     return {
         "results": results,
         "bundle_name": bundle.path.name,
@@ -377,7 +195,7 @@ def context(
         "not_per_gpu": {b.name: catalog.not_per_gpu(analysis.verdict_metric(b)) for b in benches},
         # reference figures are for full-size runs on GPUs: a smoke run is not compared with them
         "expectations": expected,
-        "reference_chart": reference_chart,
+        "reference_chart": _reference_chart(expected),
         "transports": {b.name: analysis.transports(b) for b in benches},
         "run_notes": {b.name: analysis.run_notes(b) for b in benches},
         "findings": analysis.findings(results, benches, data.environment),
@@ -403,6 +221,46 @@ def context(
         "rendering": rendering(results, bundle.path),
         "style": STYLE.read_text(),
     }
+
+
+def number_figures(figures: list[Figure]) -> None:
+    """Each figure's caption numbered in the order a reader meets them: page 1's summary holds
+    each benchmark's first figure, the sections the rest."""
+    first, rest = [f for f in figures if f.first], [f for f in figures if not f.first]
+    for n, f in enumerate([*first, *rest], 1):
+        f.caption = f"Figure {n}. {f.caption}"
+
+
+def _reference_chart(expected: dict[str, list[Any]]) -> Figure | None:
+    """Page 1's chart of each workload as a factor of its same-model reference, where any has
+    one."""
+    normalised = against_reference(reference_rows(expected), "against-reference")
+    words = "Each workload as a factor of its same-model reference"
+    return Figure("reference", words, normalised) if normalised else None
+
+
+def _summaries(
+    views: list[BenchView],
+    hardware: Hardware,
+    silicon: dict[str, Any] | None,
+    price_per_gpu_hour: Price | float | None,
+    smoke: bool,
+) -> list[Any]:
+    """Page 1's summary of each benchmark; decode's batch-1 reads against this bundle's copy
+    ceiling, and a same-call nccl-tests run outranking a shipped one."""
+    out = []
+    for view in views:
+        b = view.bench
+        summary = analysis.summarize_bench(
+            b, hardware, analysis.ran_line(b, smoke), price_per_gpu_hour, smoke=smoke
+        )
+        if silicon and b.figures.placed == "hbm":  # decode: reads against the copy here
+            analysis.add_copy_share(summary, silicon["facts"], b)
+        for vs in summary.variants:  # a same-call nccl-tests run outranks a shipped one
+            if vs.plateau and (sc := view.same_call.get(vs.variant)):
+                vs.below_reference = sc.first_page
+        out.append(summary)
+    return out
 
 
 def render_html(bundle: Bundle, ctx: dict[str, Any] | None = None, pdf: bool = False) -> str:

@@ -404,15 +404,15 @@ def test_a_figure_kind_is_one_entry_that_the_section_asks(monkeypatch):
     drawn by the renderer, and a new kind is one entry there."""
     import dataclasses
 
-    from kit.report import kinds, render
+    from kit.report import bench_view, kinds, render
 
-    assert {p for k in kinds.KINDS.values() for p in k.plots} <= set(render.PLOTS)
+    assert {p for k in kinds.KINDS.values() for p in k.plots} <= set(bench_view.PLOTS)
     _, benches = load("synthetic-2gpu")
     gpt2 = by_name(benches, "gpt2-ddp")
-    assert [f.key for f in render.bench_view(gpt2, 0).figures][:2] == ["bars", "steps"]
+    assert [f.key for f in bench_view.bench_view(gpt2, 0).figures][:2] == ["bars", "steps"]
     monkeypatch.setitem(kinds.KINDS, "bars-only", kinds.FigureKind("bars-only", plots=("bars",)))
     gpt2.spec = dataclasses.replace(gpt2.spec, figures="bars-only")
-    view = render.bench_view(gpt2, 0)
+    view = bench_view.bench_view(gpt2, 0)
     assert [f.key for f in view.figures if f.key != "telemetry"] == ["bars"]
     assert view.traces == 0 and view.curves is None
     html = (
