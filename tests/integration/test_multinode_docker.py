@@ -246,6 +246,41 @@ def test_node_lost_before_the_rendezvous_is_stopped_by_the_driver(client, image,
     _nothing_left(client)
 
 
+def test_a_node_refusing_its_gpus_fails_the_run_in_one_line_and_leaves_nothing(
+    client, image, tmp_path, monkeypatch
+):
+    """Node 0's container is made; node 1's CDI spec lacks GPU 1, so node 1 refuses before any
+    container of it exists: the run fails naming node 1, and node 0's container and the
+    network are removed (ci-docker.sh's CDI test kind stands in for nvidia.com/gpu)."""
+    from kit.runtime.containers import gpus
+
+    config = NodeConfig(hosts=[SOCKET, SOCKET], network=NETWORK)
+    runtime = MultiNodeRuntime(image.tag, [Node(0, SOCKET, client), Node(1, SOCKET, client)],
+                               config)  # fmt: skip
+    kind = "kit.test/gpu"
+    runtime.gpu_styles = {
+        0: gpus.Cdi(kind, devices=frozenset({"0", "1", "all"})),
+        1: gpus.Cdi(kind, devices=frozenset({"0"})),
+    }
+    from docker.models.containers import ContainerCollection
+
+    made: list[str] = []
+    create = ContainerCollection.create
+
+    def recorded(self, *args, **opts):
+        made.append(opts["labels"][LABEL_NODE])
+        return create(self, *args, **opts)
+
+    monkeypatch.setattr(ContainerCollection, "create", recorded)
+    run_dir = tmp_path / "run"
+    _spec(run_dir)
+    outcome = runtime.run(LaunchRequest(run_dir, 1, {}, tmp_path / "mn.r0.log", 60, [0, 1], "cuda"))
+    assert made == ["0"]  # node 0's container existed when node 1 refused
+    assert outcome.error is not None and outcome.error.startswith(f"node 1 ({SOCKET}): ")
+    assert "\n" not in outcome.error and outcome.exit_code is None
+    _nothing_left(client)
+
+
 def test_ctrl_c_removes_every_node(client, image, tmp_path):
     import signal
 

@@ -190,99 +190,50 @@ class MultiNodeRuntime:
         return opts
 
     def run(self, req: LaunchRequest) -> RunOutcome:
-        import docker
-
-        run_dir, nproc, env, log_path = req.run_dir, req.nproc, req.env, req.log_path
-        timeout_s, gpu_ids, device = req.timeout_s, req.gpu_ids, req.device
-
-        run_id = run_id_of(run_dir)
+        """One run on every node: the containers made, started and watched; the first node that
+        fails stops the others. Containers and networks this run made are removed in the end,
+        on Ctrl-C and SIGTERM too."""
+        run_id = run_id_of(req.run_dir)
         launch = f"{run_id}-{uuid.uuid4().hex[:8]}"
-        per_node = self.config.gpus_per_node or nproc
+        per_node = self.config.gpus_per_node or req.nproc
         shown = ["docker", "run", self.image, *self.command(0, per_node, launch)]
         t0 = time.perf_counter()
-        if device == "cuda":
-            for node in self.nodes:
-                style = self.gpu_styles.get(node.index) or gpus.style(node.client)
-                if style is None:
-                    error = f"node {node.index} ({node.url}): {gpus.TOOLKIT_HINT}"
-                    return RunOutcome(None, False, False, 0.0, shown, error, nodes=[])
-                self.gpu_styles[node.index] = style
-        spec = (run_dir / files.SPEC).read_bytes()
+        if req.device == "cuda" and (error := self._gpu_styles()):
+            return RunOutcome(None, False, False, 0.0, shown, error, nodes=[])
+        spec = (req.run_dir / files.SPEC).read_bytes()
         containers: list[Any] = [None] * len(self.nodes)
         addresses: list[str | None] = [None] * len(self.nodes)
         networks: list[Any] = []
         lock = threading.Lock()
-        with open(log_path, "ab") as combined:
+        with open(req.log_path, "ab") as combined:
             combined.write(
                 f"$ {len(self.nodes)} nodes x {per_node} processes: {' '.join(shown)}\n".encode()
             )
             logs = [
-                NodeLog(node_log_path(log_path, n.index), combined, lock, f"[node{n.index}] ")
+                NodeLog(node_log_path(req.log_path, n.index), combined, lock, f"[node{n.index}] ")
                 for n in self.nodes
             ]
             try:
                 if not self.host_network:
-                    for client in {id(n.client): n.client for n in self.nodes}.values():
-                        made = ensure_network(client, self.config.network, self.owner)
-                        if made is not None:
-                            networks.append(made)
-                for node, log in zip(self.nodes, logs, strict=True):
-                    try:
-                        opts = self.container_options(
-                            node, run_id, launch, per_node, env, gpu_ids, device
-                        )
-                    except KitError as exc:  # a GPU the node's CDI spec does not declare
-                        error = f"node {node.index} ({node.url}): {exc}"
-                        return RunOutcome(
-                            None, False, False, time.perf_counter() - t0, shown, error, nodes=[]
-                        )
-                    log.file.write(f"$ {' '.join(opts['command'])}\n".encode())
-                    try:
-                        containers[node.index] = node.client.containers.create(**opts)
-                        containers[node.index].put_archive(MOUNT, tar_of({files.SPEC: spec}))
-                    except docker.errors.APIError as exc:
-                        error = f"node {node.index} ({node.url}): {launch_error(exc)}"
-                        return RunOutcome(
-                            None, False, False, time.perf_counter() - t0, shown, error, nodes=[]
-                        )
-                for node in self.nodes:
-                    try:
-                        containers[node.index].start()
-                        addresses[node.index] = _address(containers[node.index], self.config)
-                    except docker.errors.APIError as exc:
-                        error = f"node {node.index} ({node.url}): {launch_error(exc)}"
-                        return RunOutcome(
-                            None, False, False, time.perf_counter() - t0, shown, error, nodes=[]
-                        )
-                streamers = [
-                    threading.Thread(target=stream_logs, args=(c, log), daemon=True)
-                    for c, log in zip(containers, logs, strict=True)
-                ]
-                for s in streamers:
-                    stop.start_thread(s)
-                states, failed, timed_out = watch(containers, timeout_s)
-                if failed is not None or timed_out:
-                    stop_all(containers, states)
-                for s in streamers:
-                    s.join(timeout=10)
-                for c in containers:
-                    if copy_out(c, run_dir):
-                        break
-                for log in logs:
-                    log.close()
-                records = self._records(states, failed, timed_out, log_path, per_node)
+                    self._networks(networks)
+                self._create(req, spec, containers, logs, (run_id, launch, per_node))
+                self._start(containers, addresses)
+                states, failed, timed_out = self._watch(containers, logs, req)
+                records = self._records(states, failed, timed_out, req.log_path, per_node)
                 extra = {
                     k: v
-                    for k, v in self.node_env({}, device).items()
+                    for k, v in self.node_env({}, req.device).items()
                     if k in self.config.env or k.endswith("_SOCKET_IFNAME")
                 }
                 for record, address in zip(records, addresses, strict=True):
                     record.address, record.env = address, extra
                 return self._outcome(records, failed, timed_out, time.perf_counter() - t0, shown)
+            except _NodeRefused as exc:  # before the run started on every node
+                spent = time.perf_counter() - t0
+                return RunOutcome(None, False, False, spent, shown, str(exc), nodes=[])
             except faults() as exc:  # a container or a daemon failed under the run
-                return RunOutcome(
-                    None, False, False, time.perf_counter() - t0, shown, fault_reason(exc), nodes=[]
-                )
+                spent = time.perf_counter() - t0
+                return RunOutcome(None, False, False, spent, shown, fault_reason(exc), nodes=[])
             finally:
                 # also on KeyboardInterrupt / SIGTERM (raised in this thread by the driver)
                 for c in containers:
@@ -295,6 +246,86 @@ class MultiNodeRuntime:
                 for log in logs:
                     if not log.file.closed:
                         log.file.close()
+
+    def _gpu_styles(self) -> str | None:
+        """How each node's daemon is asked for GPUs, learnt once per node; the one line why
+        not where a node has no way (no NVIDIA container toolkit)."""
+        for node in self.nodes:
+            style = self.gpu_styles.get(node.index) or gpus.style(node.client)
+            if style is None:
+                return f"node {node.index} ({node.url}): {gpus.TOOLKIT_HINT}"
+            self.gpu_styles[node.index] = style
+        return None
+
+    def _networks(self, made: list[Any]) -> None:
+        """The run's bridge network on each daemon the nodes share; those made here are added to
+        `made` as they are made, so that the caller removes them whatever fails next."""
+        for client in {id(n.client): n.client for n in self.nodes}.values():
+            network = ensure_network(client, self.config.network, self.owner)
+            if network is not None:
+                made.append(network)
+
+    def _create(
+        self,
+        req: LaunchRequest,
+        spec: bytes,
+        containers: list[Any],
+        logs: list[NodeLog],
+        names: tuple[str, str, int],
+    ) -> None:
+        """Each node's container, made with the spec copied in (nothing is bind-mounted: the
+        daemons may sit on other machines); a node that refuses raises _NodeRefused. `names`: the
+        run's id, this launch's name and the processes per node."""
+        import docker
+
+        run_id, launch, per_node = names
+        for node, log in zip(self.nodes, logs, strict=True):
+            try:
+                opts = self.container_options(
+                    node, run_id, launch, per_node, req.env, req.gpu_ids, req.device
+                )
+            except KitError as exc:  # a GPU the node's CDI spec does not declare
+                raise _NodeRefused(f"node {node.index} ({node.url}): {exc}") from None
+            log.file.write(f"$ {' '.join(opts['command'])}\n".encode())
+            try:
+                containers[node.index] = node.client.containers.create(**opts)
+                containers[node.index].put_archive(MOUNT, tar_of({files.SPEC: spec}))
+            except docker.errors.APIError as exc:
+                raise _NodeRefused(f"node {node.index} ({node.url}): {launch_error(exc)}") from None
+
+    def _start(self, containers: list[Any], addresses: list[str | None]) -> None:
+        """Every node's container started, and the address the rendezvous reaches it at."""
+        import docker
+
+        for node in self.nodes:
+            try:
+                containers[node.index].start()
+                addresses[node.index] = _address(containers[node.index], self.config)
+            except docker.errors.APIError as exc:
+                raise _NodeRefused(f"node {node.index} ({node.url}): {launch_error(exc)}") from None
+
+    def _watch(
+        self, containers: list[Any], logs: list[NodeLog], req: LaunchRequest
+    ) -> tuple[list[dict[str, Any]], int | None, bool]:
+        """Every node's log streamed while the containers run; the first that fails, or the
+        timeout, stops the rest; the result copied out of the first container that has it."""
+        streamers = [
+            threading.Thread(target=stream_logs, args=(c, log), daemon=True)
+            for c, log in zip(containers, logs, strict=True)
+        ]
+        for s in streamers:
+            stop.start_thread(s)
+        states, failed, timed_out = watch(containers, req.timeout_s)
+        if failed is not None or timed_out:
+            stop_all(containers, states)
+        for s in streamers:
+            s.join(timeout=10)
+        for c in containers:
+            if copy_out(c, req.run_dir):
+                break
+        for log in logs:
+            log.close()
+        return states, failed, timed_out
 
     def _records(
         self,
@@ -351,6 +382,10 @@ class MultiNodeRuntime:
         if timed_out:
             return RunOutcome(None, True, False, wall_s, shown, None, nodes=records)
         return RunOutcome(0, False, False, wall_s, shown, None, nodes=records)
+
+
+class _NodeRefused(Exception):
+    """A node refused the run before it started on every node: the one line saying which."""
 
 
 def _address(container: Any, config: NodeConfig) -> str | None:
