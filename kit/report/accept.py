@@ -275,6 +275,35 @@ def _judged(case: _Case, target: _Target, tolerance: float) -> dict[str, Any]:
     return _decision(block, bench.name, row.label, target.source, doc, *held)
 
 
+def _check_tolerance_names(
+    per_metric: dict[str, float], benches: list[analysis.Benchmark], bundle_dir: Path
+) -> None:
+    """A --tolerance METRIC=... names a metric some benchmark of the bundle has."""
+    known = {m for b in benches for m in b.metrics}
+    unknown = sorted(set(per_metric) - known)
+    if unknown:
+        raise InputError(
+            f"--tolerance {unknown[0]}=...: no benchmark in {bundle_dir} has that metric "
+            f"(it has {', '.join(sorted(known)) or 'none'})"
+        )
+
+
+def _target(
+    ref: Against,
+    against: str,
+    other_side: _RefBundle | None,
+    case: _Case,
+    hardware: Hardware,
+    judge_anyway: bool,
+) -> Outcome:
+    """What the case is held against, by the kind of reference."""
+    if ref.figure is not None:
+        return _figure_target(ref.figure, case, hardware, judge_anyway)
+    if other_side is not None:
+        return _bundle_target(ref, other_side, case, judge_anyway)
+    return _number_target(ref, against, case, judge_anyway)
+
+
 def accept(
     bundle_dir: Path,
     against: str,
@@ -299,13 +328,7 @@ def accept(
             "despite on a GPU run; give it only with a published figure, a bundle, or a CPU run"
         )
     broken_signatures = [broken] if broken else []
-    known = {m for b in benches for m in b.metrics}
-    unknown = sorted(set(per_metric) - known)
-    if unknown:
-        raise InputError(
-            f"--tolerance {unknown[0]}=...: no benchmark in {bundle_dir} has that metric "
-            f"(it has {', '.join(sorted(known)) or 'none'})"
-        )
+    _check_tolerance_names(per_metric, benches, bundle_dir)
     other_side = None
     if ref.bundle:
         other_benches, ref_results, ref_hw, ref_broken = _benches(ref.bundle, signers)
@@ -328,12 +351,7 @@ def accept(
         # the scale is matched only against another bundle (kit.stats.acceptance.Basis.scale)
         here = run_basis(bench, block, hardware, name, results.smoke if ref.bundle else None)
         case = _Case(bench, block, row, here)
-        if ref.figure is not None:
-            target = _figure_target(ref.figure, case, hardware, judge_anyway)
-        elif other_side is not None:
-            target = _bundle_target(ref, other_side, case, judge_anyway)
-        else:
-            target = _number_target(ref, against, case, judge_anyway)
+        target = _target(ref, against, other_side, case, hardware, judge_anyway)
         if isinstance(target, _Target):
             tol = per_metric.get(name, every if every is not None else target.tolerance)
             decisions.append(_judged(case, target, tol))
