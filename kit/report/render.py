@@ -72,6 +72,15 @@ def display(value: float | None, unit: str) -> tuple[str, str]:
     return fmt_num(value), unit
 
 
+def with_unit(value: float | None, unit: str, bold: bool = False) -> Markup:
+    """A figure and its unit as the pages print them: "3,546 GB/s", "73.9%" (a percent sign
+    follows its number, as the pages' sentences and intervals write it: "73.7 to 74.1%"); the
+    number in bold where a table's cell leads with it."""
+    number, shown = display(value, unit)
+    lead = Markup("<b>{}</b>").format(number) if bold else escape(number)
+    return lead + ("" if shown == "%" else " ") + escape(shown)
+
+
 def when(iso: Any) -> str:
     """ "2026-11-20T12:00:05+00:00" -> "2026-11-20 12:00:05 UTC"; anything else as it is."""
     s = str(iso or "")
@@ -109,6 +118,7 @@ def jinja_env() -> Environment:
     env.filters["breakable"] = breakable
     env.filters["pct"] = lambda x: "-" if x is None else f"{x * 100:.1f}%"
     env.globals["display"] = display
+    env.globals["with_unit"] = with_unit
     env.globals["folded"] = folded
     env.globals["same_call_floor"] = SAME_CALL_FLOOR
     env.globals["same_call_from"] = SAME_CALL_FROM
