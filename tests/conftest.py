@@ -102,6 +102,7 @@ def cpu_image_in_podman(podman, base: str) -> str:
     import docker
 
     from kit.io import locks
+    from kit.runtime.images import archive as archives
     from kit.runtime.images import environments
     from kit.runtime.images import image as images
 
@@ -117,8 +118,8 @@ def cpu_image_in_podman(podman, base: str) -> str:
         with tempfile.TemporaryDirectory() as folder:
             room_to_export(dclient, built.tag, Path(folder))
             archive = Path(folder) / "kit-cpu.tar"
-            images.export(built.tag, archive, client=dclient)
-            images.load_archive(archive, client=podman)
+            archives.export(built.tag, archive, client=dclient)
+            archives.load_archive(archive, client=podman)
     return tag
 
 

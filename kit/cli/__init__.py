@@ -285,6 +285,7 @@ def export_image(
     """
     from kit.io import outputs
     from kit.run import registry
+    from kit.runtime.images import archive as archives
     from kit.runtime.images import environments, image
 
     outputs.check_file(output, "-o")  # before anything: a regular file in a folder that exists
@@ -295,7 +296,7 @@ def export_image(
         for flag, given in (("--env", env), ("--base-image", base_image)):
             if given is not None:
                 raise InputError(f"{flag}: {target!r} is an image tag; it names its image itself")
-    print(image.export(tag, output, client=registry.engine_client(runtime)))
+    print(archives.export(tag, output, client=registry.engine_client(runtime)))
 
 
 @app.command()

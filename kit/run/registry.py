@@ -21,9 +21,9 @@ from kit.runtime.apptainer import OPTION as APPTAINER_OPTION
 from kit.runtime.apptainer import ApptainerRuntime
 from kit.runtime.base import Runtime, RuntimeRequest
 from kit.runtime.host import HostRuntime
+from kit.runtime.images.archive import check_archive
 from kit.runtime.images.base_choice import check_reference, one_image_source
 from kit.runtime.images.environments import for_device
-from kit.runtime.images.image import check_archive
 from kit.runtime.pinned import DockerRuntime, PodmanRuntime
 from kit.shared import engines
 from kit.shared.engines import Engine

@@ -28,6 +28,7 @@ from kit.runtime.containers import gpus
 from kit.runtime.containers.client import cleanup_abandoned
 from kit.runtime.containers.docker import DockerContainer
 from kit.runtime.containers.podman import PodmanContainer
+from kit.runtime.images import archive as archives
 from kit.runtime.images import fingerprint as fp
 from kit.runtime.images import image as images
 from kit.runtime.images import software
@@ -158,7 +159,7 @@ def prepare_runtime(
     client = client or box.connect()
     style = box.gpu_request_style(client) if request.device == "cuda" else None
     archive = request.image_archive
-    image, state = images.obtain(request.environment, request.base_image, archive, client)
+    image, state = archives.obtain(request.environment, request.base_image, archive, client)
     out = images.console()
     out.print(f"kit: environment {image.env}: {state} image {image.tag} ({box.label})")
     container = fp.probe(image.tag, client, box.probe_gpus(style), engine=box)

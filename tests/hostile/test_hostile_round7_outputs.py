@@ -18,7 +18,7 @@ import pytest
 
 from kit.io.errors import InputError
 from kit.io.outputs import is_bundle, write_stream
-from kit.runtime.images.image import check_archive
+from kit.runtime.images.archive import check_archive
 from tests.conftest import ROOT, run_kit
 
 EXAMPLE = ROOT / "reports" / "examples" / "h200x2-allreduce"

@@ -27,6 +27,7 @@ from kit.io import locks
 from kit.io.errors import KitError
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers.client import LABEL_OWNER, LABEL_RUN, cleanup, leftovers
+from kit.runtime.images import archive as archives
 from kit.runtime.images import environments
 from kit.runtime.images import fingerprint as fingerprints
 from kit.runtime.images import image as images
@@ -196,12 +197,12 @@ def test_export_and_load_round_trip(client, base_image, tmp_path):
     # a tag of this test's own: it removes the image, which another session's test may share
     env = _tiny_env(tmp_path, f"RUN echo {os.urandom(6).hex()}\n")
     image = images.build(env, base_image_override=base_image, client=client, echo=lambda _: None)
-    archive = images.export(image.tag, tmp_path / "tiny.tar", client=client)
+    archive = archives.export(image.tag, tmp_path / "tiny.tar", client=client)
     assert archive.stat().st_size > 1_000_000
     client.images.remove(image.tag, force=True)
     with pytest.raises(docker.errors.ImageNotFound):
         client.images.get(image.tag)
-    assert image.tag in images.load_archive(archive, client=client)
+    assert image.tag in archives.load_archive(archive, client=client)
     assert client.images.get(image.tag).id == image.image_id
     assert images.build(env, base_image_override=base_image, client=client).cached
     client.images.remove(image.tag, force=True)
@@ -231,7 +232,7 @@ def test_an_export_the_daemon_refuses_says_the_daemons_words(client, base_image,
 
     out = tmp_path / "gone.tar"
     with pytest.raises(KitError) as info:
-        images.export(tag, out, client=Vanishing())
+        archives.export(tag, out, client=Vanishing())
     said = str(info.value)
     assert said.startswith(f"{tag}: not saved: ") and "None" not in said, said
     assert any(w in said.lower() for w in ("no such image", "reference does not exist")), said

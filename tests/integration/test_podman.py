@@ -22,6 +22,7 @@ from kit.io.errors import KitError
 from kit.runtime.base import LaunchRequest
 from kit.runtime.containers import gpus
 from kit.runtime.containers.podman import PodmanContainer, podman_client
+from kit.runtime.images import archive as archives
 from kit.runtime.images import environments
 from kit.runtime.images import image as images
 from tests.conftest import (
@@ -62,7 +63,7 @@ def archive(podman, tmp_path_factory):
     image = images.build("cpu", base_image_override=BASE, client=dclient, echo=lambda _: None)
     path = tmp_path_factory.mktemp("podman") / "kit-cpu.tar"
     room_to_export(dclient, image.tag, path.parent)
-    images.export(image.tag, path, client=dclient)
+    archives.export(image.tag, path, client=dclient)
     yield path, image
     # a gigabyte: CI's disk is not ours (the image it loaded into Podman stays: another test
     # session beside this one may be running it)
@@ -107,7 +108,7 @@ def test_cdi_devices_reach_a_podman_container(podman, archive, tmp_path, monkeyp
     except KitError as e:
         pytest.skip(f"{e}: as root, bash scripts/ci-podman.sh")
     assert isinstance(style, gpus.Cdi) and {"0", "1", "all"} <= style.devices
-    tag = images.load_archive(archive[0], client=podman)[0]
+    tag = archives.load_archive(archive[0], client=podman)[0]
     box = PodmanContainer(tag, client=podman, gpu_style=style, memlock=False)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -192,6 +193,6 @@ def test_a_local_base_in_podman_is_not_pinned_by_the_digest_podman_computes(podm
     except Exception as e:
         pytest.skip(f"needs {BASE} loaded into Podman (scripts/ci-podman.sh): {e}")
     assert any("@sha256:" in d for d in held.attrs.get("RepoDigests") or [])  # Podman's own
-    image_id, digest = images._base_identity(podman, BASE)
+    image_id, digest = images.base_identity(podman, BASE)
     assert image_id == held.id and digest is None
     assert pin_of(BASE, digest) == (False, "local base image, not by digest")

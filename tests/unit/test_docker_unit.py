@@ -204,7 +204,7 @@ def test_bundle_rerun_with_an_archive_loads_it_and_never_builds(monkeypatch, tmp
         return SimpleNamespace(tag="kit-env-cpu:loaded", env=env_name, image_id=None)
 
     monkeypatch.setattr(rt.images, "build", no_build)
-    monkeypatch.setattr(rt.images, "from_archive", load)
+    monkeypatch.setattr(rt.archives, "from_archive", load)
     monkeypatch.setattr(rt.DockerContainer, "connect", classmethod(lambda cls: FakeClient({})))
     monkeypatch.setattr(rt, "cleanup_abandoned", lambda client: 0)
     monkeypatch.setattr(rt.fp, "probe", lambda tag, client, gpus=None, engine=None: {})

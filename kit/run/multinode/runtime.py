@@ -69,6 +69,7 @@ from kit.runtime.containers.client import (
     run_id_of,
 )
 from kit.runtime.containers.docker import DockerContainer, fault_reason, faults, launch_error
+from kit.runtime.images import archive as archives
 from kit.runtime.images import fingerprint as fp
 from kit.runtime.images import image as images
 from kit.runtime.launch import MOUNT
@@ -412,7 +413,7 @@ def prepare_runtime(request: RuntimeRequest) -> MultiNodeRuntime:
             if style is None:
                 raise KitError(f"node {node.index} ({node.url}): {gpus.TOOLKIT_HINT}")
             styles[node.index] = style
-    image, state = images.obtain(
+    image, state = archives.obtain(
         request.environment, request.base_image, request.image_archive, first
     )
     out = images.console()
