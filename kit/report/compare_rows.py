@@ -13,6 +13,7 @@ from typing import Any
 
 from kit.io.errors import InputError
 from kit.report import analysis
+from kit.report.analysis.summary import ends
 from kit.report.choice import screening, screening_words
 from kit.report.common_size import SIZE_METRICS, common_sweep, run_sizes, value_at
 from kit.report.facts.efficiency import cost_per_million, per_gpu, scaling_efficiency
@@ -50,11 +51,15 @@ def _ratio_dict(r: Ratio, metric: str) -> dict[str, Any]:
     return {**r.to_dict(), "sentence": sentence, "screening": few}
 
 
-def _summary_dict(values: list[float]) -> dict[str, Any] | None:
+def _summary_dict(values: list[float], unit: str) -> dict[str, Any] | None:
+    """A cell's summary as compare.json holds it, with its interval's words as the single
+    report prints them: the ends (a fraction in percent, a significant zero kept) and the label
+    naming the centre the interval bounds."""
     try:
-        return summarize(values).to_dict()
+        s = summarize(values)
     except StatsError:
         return None
+    return {**s.to_dict(), "ends": ends(s, unit), "centred_label": s.centred_label()}
 
 
 @dataclass
@@ -164,7 +169,7 @@ def _cell(across: _Across, i: int, row: MetricRow, sweep: dict[str, Any] | None)
     values = _values(data, bench, variant, name, m, sweep)
     failed = next((f for (b, v, _), (_, f) in data.items() if (b, v) == (bench, variant)), 0)
     gpus = m.gpus_used(bench)
-    summary = _summary_dict(values) if values else None
+    summary = _summary_dict(values, row.unit) if values else None
     cell: dict[str, Any] = {
         "summary": summary,
         "failed": failed,

@@ -246,6 +246,25 @@ def test_html_and_pdf_say_it_on_the_first_page(tmp_path):
         write_comparison([a, b], "1", a / "cmp")
 
 
+def test_a_cell_says_its_interval_as_the_single_report_does_and_its_ratio_once(tmp_path):
+    """The per-workload table's interval ends keep their significant zero ("0.579 to 0.580",
+    not "0.579 to 0.58": the single report's rule, Summary.ends), and a cell states its ratio
+    once, in its sentence: "ratio 0.978: no measurable difference (ratio 0.98, ...)" gave one
+    figure at two precisions, and "ratio 2.009: screening ...: no direction is stated" a
+    direction beside the words that state none."""
+    a = make_bundle(tmp_path, "a", [0.579, 0.580], [0.5, 0.5], host="alpha")
+    b = make_bundle(tmp_path, "b", [0.570, 0.590], [0.5, 0.5], host="beta")
+    written = write_comparison([a, b], "1", tmp_path / "out")
+    html, js = written[0], written[-1]
+    text = re.sub(r"<[^>]+>", " ", html.read_text())
+    text = re.sub(r"\s+", " ", text)
+    assert "0.579 to 0.580, range of 2 runs" in text and "0.579 to 0.58," not in text
+    assert "screening (2 and 2 runs, fewer than 3 a side): under 0.01% apart" in text
+    assert not re.search(r"ratio [0-9.]+: ", text)  # was "ratio 1.000: screening (...)"
+    cell = json.loads(js.read_text())["workloads"][0]["cells"][0]["summary"]
+    assert cell["ends"] == "0.579 to 0.580" and cell["centred_label"] == "range of 2 runs"
+
+
 def test_a_recipe_written_with_defaults_or_nulls_is_the_same_recipe(tmp_path):
     """Compared after validation: `nodes: null`, an omitted field and a written default agree."""
     a = make_bundle(tmp_path, "a", A_P2P, A_OFF)
