@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from kit.shared.metrics import CONFIDENCE
+from kit.shared.metrics import CONFIDENCE, figure
 from kit.stats.intervals import (
     N_RESAMPLES,
     StatsError,
@@ -88,6 +88,8 @@ class Summary:
         if not self.ci_available:
             return self.label
         unit = f" {unit}" if unit else ""
+        if self.ci_low == self.ci_high:  # every run read the same: the ends print as the median
+            return f"{figure(self.ci_low)} to {figure(self.ci_high)}{unit}"
         lo, hi = _num(self.ci_low), _num(self.ci_high)
         for digits in (4, 5, 6):
             if lo != hi or self.ci_low == self.ci_high:

@@ -436,3 +436,19 @@ def test_an_intervals_ends_keep_their_trailing_zero():
     joules = dataclasses.replace(summarize([0.1088, 0.1094, 0.1099]), ci_low=0.1092, ci_high=0.1101)
     assert joules.ends("J/token") == "0.109 to 0.110 J/token"
     assert dataclasses.replace(joules, ci_low=54.97, ci_high=55.1).ends() == "55.0 to 55.1"
+
+
+def test_an_interval_every_run_agreed_on_prints_its_ends_as_its_median():
+    """Every run read the same (peak memory, the largest batch that fits): the ends print as the
+    median beside them does ("61 sequences, 61 to 61", "16.96, 16.96 to 16.96"), never
+    "61.0 to 61.0" or "17.0 to 17.0" beside a median of 16.96."""
+    from kit.shared.metrics import figure
+
+    for value in (61.0, 16.96, 0.58, 13_420.0):
+        s = summarize([value] * 3)
+        assert (
+            s.ends()
+            == f"{figure(value)} to {figure(value)}"
+            == f"{figure(s.median)} to {figure(s.median)}"
+        )
+    assert summarize([0.579, 0.580]).ends() == "0.579 to 0.580"  # differing ends keep their zero
