@@ -88,14 +88,12 @@ class Summary:
         if not self.ci_available:
             return self.label
         unit = f" {unit}" if unit else ""
-        if self.ci_low == self.ci_high:  # every run read the same: the ends print as the median
-            return f"{figure(self.ci_low)} to {figure(self.ci_high)}{unit}"
-        lo, hi = _num(self.ci_low), _num(self.ci_high)
-        for digits in (4, 5, 6):
-            if lo != hi or self.ci_low == self.ci_high:
-                break
+        for digits in (3, 4, 5, 6):
             lo, hi = _num(self.ci_low, digits), _num(self.ci_high, digits)
-        return f"{lo} to {hi}{unit}"
+            if lo != hi:
+                return f"{lo} to {hi}{unit}"
+        # every run read the same (to six digits): the ends print as the median beside them
+        return f"{figure(self.ci_low)} to {figure(self.ci_high)}{unit}"
 
     def centred_label(self, with_value: bool = False) -> str:
         """The label with the centre the interval belongs to ("95% t-interval of the geometric
