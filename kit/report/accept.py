@@ -253,7 +253,7 @@ def _number_target(ref: Against, against: str, case: _Case, judge_anyway: bool) 
     bench, block, row, here = case.bench, case.block, case.row, case.here
     if ref.unit and ref.unit.replace(" ", "") != row.unit.replace(" ", ""):
         return None
-    value = float(ref.value or 0.0)
+    value = float(ref.value)  # type: ignore[arg-type]  # a number reference always has one
     despite = [w for w in [device_mismatch("GPU", here.device)] if w]
     if despite and not judge_anyway:
         words = "a figure to judge GPUs by"
@@ -271,8 +271,17 @@ def _judged(case: _Case, target: _Target, tolerance: float) -> dict[str, Any]:
     doc = decide(values, target.value, tolerance, row.higher_is_better, row.name, shown).to_dict()
     if target.despite:  # --judge-anyway: the verdict stands, and says what it was judged despite
         doc["reason"] = f"judged despite: {'; '.join(target.despite)}; {doc['reason']}"
-    held = (target.per_gpu, target.differ, target.despite, target.despite)  # unmet, judged despite
-    return _decision(block, bench.name, row.label, target.source, doc, *held)
+    return _decision(
+        block,
+        bench.name,
+        row.label,
+        target.source,
+        doc,
+        per_gpu=target.per_gpu,
+        differences=target.differ,
+        unmet=target.despite,
+        judged_despite=target.despite,
+    )
 
 
 def _check_tolerance_names(

@@ -156,14 +156,21 @@ def workload_rows(
         sweep = _common_sweep(machines, bench, variant) if name in SIZE_METRICS else None
         if sweep:  # said once, under the metric's name in the tables
             row.size_note = sweep["sentence"]
-        row.cells = [_cell(across, i, row, sweep) for i in range(len(machines))]
+        base_values = _values(per[base], bench, variant, name, machines[base], sweep)
+        row.cells = [_cell(across, i, row, sweep, base_values) for i in range(len(machines))]
         rows.append(row)
     return rows
 
 
-def _cell(across: _Across, i: int, row: MetricRow, sweep: dict[str, Any] | None) -> dict[str, Any]:
+def _cell(
+    across: _Across,
+    i: int,
+    row: MetricRow,
+    sweep: dict[str, Any] | None,
+    base_values: list[float],
+) -> dict[str, Any]:
     """Machine i's cell of a row: its summary, failed runs, per-GPU figure and cost, and its
-    ratio to the baseline or why there is none."""
+    ratio to the baseline's values (read once per row) or why there is none."""
     bench, variant, name = row.benchmark, row.variant, row.metric
     m, data = across.machines[i], across.per[i]
     values = _values(data, bench, variant, name, m, sweep)
@@ -185,7 +192,7 @@ def _cell(across: _Across, i: int, row: MetricRow, sweep: dict[str, Any] | None)
         if price is not None and summary["median"] > 0:
             cell["cost_per_million"] = cost_per_million(summary["median"], gpus, price.amount)
     if i != across.base:
-        _ratio_to_baseline(across, i, row, cell, values, sweep)
+        _ratio_to_baseline(across, i, row, cell, values, base_values, sweep)
     return cell
 
 
@@ -195,13 +202,13 @@ def _ratio_to_baseline(
     row: MetricRow,
     cell: dict[str, Any],
     values: list[float],
+    base_values: list[float],
     sweep: dict[str, Any] | None,
 ) -> None:
     """The cell's ratio to the baseline (and, where the GPU counts differ, the per-GPU ratio and
     scaling), or `ratio_error`: why there is none."""
     bench, variant, name = row.benchmark, row.variant, row.metric
     base, m = across.machines[across.base], across.machines[i]
-    base_values = _values(across.per[across.base], bench, variant, name, base, sweep)
     why_not = unlike(m, base)
     if why_not:
         cell["ratio_error"] = why_not

@@ -217,7 +217,7 @@ class MultiNodeRuntime:
             try:
                 if not self.host_network:
                     self._networks(networks)
-                self._create(req, spec, containers, logs, (run_id, launch, per_node))
+                self._create(req, spec, containers, logs, run_id, launch, per_node)
                 self._start(containers, addresses)
                 states, failed, timed_out = self._watch(containers, logs, req)
                 records = self._records(states, failed, timed_out, req.log_path, per_node)
@@ -272,14 +272,14 @@ class MultiNodeRuntime:
         spec: bytes,
         containers: list[Any],
         logs: list[NodeLog],
-        names: tuple[str, str, int],
+        run_id: str,
+        launch: str,
+        per_node: int,
     ) -> None:
         """Each node's container, made with the spec copied in (nothing is bind-mounted: the
-        daemons may sit on other machines); a node that refuses raises _NodeRefused. `names`: the
-        run's id, this launch's name and the processes per node."""
+        daemons may sit on other machines); a node that refuses raises _NodeRefused."""
         import docker
 
-        run_id, launch, per_node = names
         for node, log in zip(self.nodes, logs, strict=True):
             try:
                 opts = self.container_options(
