@@ -159,6 +159,19 @@ def named(tmp: Path, owner: scratch.Owner, suffix: str = "abcd1234") -> Path:
     return folder
 
 
+def _exec_done(proc: subprocess.Popen, tmpdir: Path, timeout_s: float = 30.0) -> None:
+    """Until `proc` runs its own program: between fork and exec, /proc/PID/environ still shows
+    the parent's variables (no TMPDIR of its own), so under load a sweep that came first saw
+    its folder unused and removed it (5 removed, not 4)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with open(f"/proc/{proc.pid}/environ", "rb") as f:
+            if b"\0TMPDIR=" + os.fsencode(str(tmpdir)) + b"\0" in b"\0" + f.read():
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"pid {proc.pid} did not exec within {timeout_s} s")
+
+
 def test_the_sweep_removes_only_what_it_can_prove_abandoned(tmp_path):
     me = scratch.this_owner()
     assert me is not None  # Linux: the kit can tell its drivers apart
@@ -172,6 +185,8 @@ def test_the_sweep_removes_only_what_it_can_prove_abandoned(tmp_path):
     users = [subprocess.Popen(["sleep", "300"], env={**os.environ, "TMPDIR": str(where)})
              for where in (running, below / "torchelastic_x")]  # fmt: skip
     try:
+        for user, where in zip(users, (running, below / "torchelastic_x"), strict=True):
+            _exec_done(user, where)
         reused = named(tmp_path, dataclasses.replace(me, start="1"), "reused00")  # pid reused
         dead = named(tmp_path, gone_driver, "dead0000")
         # a Docker build's context, named the same way (the wheels copied into it)
